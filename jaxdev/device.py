@@ -1,0 +1,124 @@
+"""Registers PrivateUse1 as the `jax` device: the `torch.jax` module, hooks and device guard.
+
+Pure Python: `torch.utils.backend_registration._setup_privateuseone_for_python_backend` renames the
+key, generates `Tensor.is_jax`/`.jax()`/`Module.jax()`, and installs our hook and guard (without a
+guard the autograd engine aborts the process).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import types
+
+import jax
+import torch
+import torch.utils.backend_registration as _backend_registration
+
+from jaxdev import rng
+
+jax.config.update("jax_enable_x64", True)
+
+NAME = "jax"
+
+
+def device_count() -> int:
+    return jax.device_count()
+
+
+class _Hooks(torch._C._acc.PrivateUse1Hooks):
+    def is_available(self) -> bool:
+        return True
+
+    def has_primary_context(self, dev_id) -> bool:
+        return True
+
+    def is_built(self) -> bool:
+        return True
+
+
+class _Guard(torch._C._acc.DeviceGuard):
+    def type_(self):
+        return torch._C._autograd.DeviceType.PrivateUse1
+
+
+def _check_index(index: int) -> int:
+    index = int(index)
+    if index != 0:
+        n = device_count()
+        if index < 0 or index >= n:
+            raise RuntimeError(f"jax:{index} is not a device: JAX has {n} device(s) (jax:0..jax:{n - 1})")
+        raise RuntimeError(
+            f"jax:{index}: jaxdev places tensors on jax:0 only; PyTorch's Python device hooks "
+            "cannot create tensors on a PrivateUse1 index other than 0"
+        )
+    return index
+
+
+def _index_of(device) -> int:
+    if device is None:
+        return 0
+    if isinstance(device, int):
+        return device
+    device = torch.device(device)
+    return 0 if device.index is None else device.index
+
+
+def _make_module() -> types.ModuleType:
+    """The `torch.jax` device module, shaped like `torch.cuda`."""
+    m = types.ModuleType("torch.jax", "The jax device (registered by jaxdev).")
+
+    m.is_available = lambda: True
+    m.is_initialized = lambda: True
+    m._is_in_bad_fork = lambda: False
+    m.device_count = device_count
+    m.current_device = lambda: 0
+
+    def set_device(device) -> None:
+        _check_index(_index_of(device))
+
+    @contextlib.contextmanager
+    def device(device):
+        set_device(device)
+        yield
+
+    def synchronize(device=None) -> None:
+        """Waits for all pending JAX work on the device to finish."""
+        _check_index(_index_of(device))
+        from jaxdev.tensor import BOXES
+
+        for box in list(BOXES.values()):
+            box.array.block_until_ready()
+
+    def get_rng_state(device="jax") -> torch.Tensor:
+        _check_index(_index_of(device))
+        return rng.get_state()
+
+    def set_rng_state(new_state: torch.Tensor, device="jax") -> None:
+        _check_index(_index_of(device))
+        rng.set_state(new_state)
+
+    m.set_device = set_device
+    m.device = device
+    m.synchronize = synchronize
+    m.manual_seed = rng.manual_seed
+    m.manual_seed_all = rng.manual_seed
+    m.seed = rng.seed
+    m.seed_all = rng.seed
+    m.initial_seed = rng.initial_seed
+    m.get_rng_state = get_rng_state
+    m.set_rng_state = set_rng_state
+    m.get_rng_state_all = lambda: [rng.get_state()]
+    m.set_rng_state_all = lambda states: rng.set_state(states[0])
+    m.get_amp_supported_dtype = lambda: [torch.float16, torch.bfloat16, torch.float32]
+    return m
+
+
+module = _make_module()
+
+
+def register() -> None:
+    if torch._C._get_privateuse1_backend_name() == NAME:
+        return
+    _backend_registration._setup_privateuseone_for_python_backend(
+        rename=NAME, backend_module=module, hook=_Hooks(), device_guard=_Guard()
+    )

@@ -1,0 +1,76 @@
+"""The one table between torch dtypes and JAX dtypes.
+
+JAX runs with x64 on (set in `jaxdev.device`), so every entry below is exact: a tensor's torch
+dtype and its jax array's dtype always correspond one to one.
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+import numpy as np
+import torch
+
+TORCH_TO_JAX: dict[torch.dtype, np.dtype] = {
+    torch.bool: jnp.dtype(jnp.bool_),
+    torch.uint8: jnp.dtype(jnp.uint8),
+    torch.uint16: jnp.dtype(jnp.uint16),
+    torch.uint32: jnp.dtype(jnp.uint32),
+    torch.uint64: jnp.dtype(jnp.uint64),
+    torch.int8: jnp.dtype(jnp.int8),
+    torch.int16: jnp.dtype(jnp.int16),
+    torch.int32: jnp.dtype(jnp.int32),
+    torch.int64: jnp.dtype(jnp.int64),
+    torch.float16: jnp.dtype(jnp.float16),
+    torch.bfloat16: jnp.dtype(jnp.bfloat16),
+    torch.float32: jnp.dtype(jnp.float32),
+    torch.float64: jnp.dtype(jnp.float64),
+    torch.complex64: jnp.dtype(jnp.complex64),
+    torch.complex128: jnp.dtype(jnp.complex128),
+    torch.float8_e4m3fn: jnp.dtype(jnp.float8_e4m3fn),
+    torch.float8_e5m2: jnp.dtype(jnp.float8_e5m2),
+    torch.float8_e4m3fnuz: jnp.dtype(jnp.float8_e4m3fnuz),
+    torch.float8_e5m2fnuz: jnp.dtype(jnp.float8_e5m2fnuz),
+}
+JAX_TO_TORCH: dict[np.dtype, torch.dtype] = {v: k for k, v in TORCH_TO_JAX.items()}
+
+# Same-width integer dtypes used to move bytes of dtypes numpy cannot hold (bfloat16, float8)
+# between torch and numpy without any conversion of values.
+_BIT_CARRIER = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+
+
+class UnsupportedDtypeError(TypeError):
+    """A dtype that has no JAX equivalent (quantized, complex32, bits, ...)."""
+
+
+def to_jax_dtype(dtype: torch.dtype) -> np.dtype:
+    try:
+        return TORCH_TO_JAX[dtype]
+    except KeyError:
+        raise UnsupportedDtypeError(
+            f"dtype {dtype} is not supported on device 'jax': JAX has no equivalent type"
+        ) from None
+
+
+def to_torch_dtype(dtype) -> torch.dtype:
+    try:
+        return JAX_TO_TORCH[jnp.dtype(dtype)]
+    except KeyError:
+        raise UnsupportedDtypeError(f"JAX dtype {dtype} has no torch equivalent") from None
+
+
+def cpu_to_numpy(t: torch.Tensor) -> np.ndarray:
+    """A C-contiguous numpy copy of a CPU tensor's values, typed with the matching JAX dtype."""
+    jdt = to_jax_dtype(t.dtype)
+    t = t.detach().resolve_conj().resolve_neg().contiguous()
+    if t.dtype in (torch.bfloat16, torch.uint16, torch.uint32, torch.uint64) or t.dtype.is_floating_point and t.element_size() == 1:
+        return t.view(_BIT_CARRIER[t.element_size()]).numpy().copy().view(jdt)
+    return t.numpy().copy()
+
+
+def numpy_to_cpu(a: np.ndarray, dtype: torch.dtype) -> torch.Tensor:
+    """A CPU tensor holding a copy of `a` (whose dtype corresponds to `dtype`)."""
+    a = np.ascontiguousarray(a)
+    if dtype in (torch.bfloat16, torch.uint16, torch.uint32, torch.uint64) or dtype.is_floating_point and dtype.itemsize == 1:
+        carrier = _BIT_CARRIER[dtype.itemsize]
+        return torch.from_numpy(a.view(torch.empty((), dtype=carrier).numpy().dtype).copy()).view(dtype)
+    return torch.from_numpy(a.copy())

@@ -1,0 +1,136 @@
+"""CPU fallback: any op without a jax kernel runs on CPU, its results copied back to `jax`.
+
+Policy from the environment variable JAXDEV_FALLBACK (read at each call, so tests may change it):
+  warn    (default) run on CPU and warn once per op
+  silent  run on CPU
+  error   raise NotImplementedError naming the op
+Every fallback call is counted: `fallback_counts()` returns {op name: calls}.
+
+In-place and out= arguments are written back into the original jax tensors through their strides,
+so aliases see the change. An op that returns a view of its input cannot be emulated on CPU (the
+alias would be lost): it raises instead of returning a silent copy.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import warnings
+
+import torch
+from torch.utils._pytree import tree_map
+
+from jaxdev import tensor
+from jaxdev.tensor import is_jax
+
+_counts: collections.Counter[str] = collections.Counter()
+_warned: set[str] = set()
+
+# Ops where PyTorch itself accepts CPU tensors next to device tensors (index tensors).
+_MIXED_DEVICE_OK = {"aten::index.Tensor", "aten::index_put_", "aten::index_put", "aten::_index_put_impl_"}
+
+_LIB = torch.library.Library("_", "IMPL")
+
+
+class FallbackError(NotImplementedError):
+    pass
+
+
+def mode() -> str:
+    value = os.environ.get("JAXDEV_FALLBACK", "warn").lower()
+    if value not in ("warn", "error", "silent"):
+        raise ValueError(f"JAXDEV_FALLBACK must be warn, error or silent, not {value!r}")
+    return value
+
+
+def fallback_counts() -> dict[str, int]:
+    return dict(_counts)
+
+
+def reset_fallback_counts() -> None:
+    _counts.clear()
+    _warned.clear()
+
+
+def _schema_value(schema, i, args, kwargs):
+    arg = schema.arguments[i]
+    if arg.kwarg_only or i >= len(args):
+        return kwargs.get(arg.name)
+    return args[i]
+
+
+def _check_devices(name, args, kwargs):
+    if name in _MIXED_DEVICE_OK or name.split(".")[0] in _MIXED_DEVICE_OK:
+        return
+    found = []
+    tree_map(lambda x: found.append(x) if isinstance(x, torch.Tensor) else None, (args, kwargs))
+    cpu = [t for t in found if t.device.type != "jax" and t.dim() > 0]
+    if cpu and any(is_jax(t) for t in found):
+        raise RuntimeError(
+            f"Expected all tensors to be on the same device, but found at least two devices, "
+            f"{tensor.DEVICE} and {cpu[0].device}!"
+        )
+
+
+def run_on_cpu(op, *args, **kwargs):
+    name = op.name()
+    policy = mode()
+    if policy == "error":
+        raise FallbackError(
+            f"{name} has no jax kernel, and JAXDEV_FALLBACK=error forbids running it on CPU"
+        )
+    schema = op._schema
+    if any(r.alias_info is not None and not r.alias_info.is_write for r in schema.returns):
+        raise FallbackError(
+            f"{name} returns a view of its input and has no jax kernel; a CPU fallback would "
+            "break the alias, so jaxdev refuses to run it"
+        )
+    _check_devices(name, args, kwargs)
+    _counts[name] += 1
+    if policy == "warn" and name not in _warned:
+        _warned.add(name)
+        warnings.warn(
+            f"jaxdev: {name} has no jax kernel; running it on CPU (set JAXDEV_FALLBACK=silent "
+            "to hide this warning, or =error to forbid it)",
+            stacklevel=2,
+        )
+
+    originals: dict[int, torch.Tensor] = {}
+
+    def to_cpu(x):
+        if is_jax(x):
+            c = tensor.to_cpu(tensor.read(x), x.dtype)
+            originals[id(c)] = x
+            return c
+        if isinstance(x, torch.device) and x.type == "jax":
+            return torch.device("cpu")
+        return x
+
+    cpu_args = tree_map(to_cpu, args)
+    cpu_kwargs = tree_map(to_cpu, kwargs)
+    if isinstance(cpu_kwargs.get("device"), str) and cpu_kwargs["device"].startswith("jax"):
+        cpu_kwargs["device"] = "cpu"
+    result = op(*cpu_args, **cpu_kwargs)
+
+    # Write mutated arguments back into the jax tensors they came from.
+    for i, arg in enumerate(schema.arguments):
+        if arg.alias_info is not None and arg.alias_info.is_write:
+            changed = _schema_value(schema, i, cpu_args, cpu_kwargs)
+            for c in changed if isinstance(changed, (list, tuple)) else [changed]:
+                if isinstance(c, torch.Tensor) and id(c) in originals:
+                    original = originals[id(c)]
+                    if tuple(original.shape) != tuple(c.shape):
+                        original.resize_(c.shape)
+                    tensor.write(original, tensor.from_cpu(c))
+
+    def to_jax(x):
+        if isinstance(x, torch.Tensor):
+            if id(x) in originals:
+                return originals[id(x)]
+            return tensor.wrap(tensor.from_cpu(x))
+        return x
+
+    return tree_map(to_jax, result)
+
+
+_LIB.fallback(run_on_cpu, "PrivateUse1")

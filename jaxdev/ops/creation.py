@@ -1,0 +1,109 @@
+"""Factories: empty, empty_strided, fill_, zero_, arange, linspace, eye.
+
+Composite factories (zeros, ones, full, *_like, scalar_tensor, tensor) reach these through
+PyTorch's own CompositeExplicitAutograd kernels (empty + fill_, empty + arange.out, ...).
+"""
+
+from __future__ import annotations
+
+import math
+
+import jax.numpy as jnp
+import torch
+
+from jaxdev import device as jax_device_module
+from jaxdev import dtypes, tensor
+from jaxdev.ops.registry import J, aten, register, store_into
+
+
+def _check_device(device) -> None:
+    if device is not None:
+        device = torch.device(device)
+        if device.index is not None:
+            jax_device_module._check_index(device.index)
+
+
+def _strides_for(size, memory_format):
+    if memory_format in (None, torch.contiguous_format, torch.preserve_format):
+        return None
+    return torch.empty(size, device="meta", memory_format=memory_format).stride()
+
+
+@register(aten.empty.memory_format)
+def empty(size, *, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None):
+    _check_device(device)
+    return tensor.empty(size, dtype or torch.get_default_dtype(), _strides_for(size, memory_format))
+
+
+@register(aten.empty_strided.default)
+def empty_strided(size, stride, *, dtype=None, layout=None, device=None, pin_memory=None):
+    _check_device(device)
+    return tensor.empty(size, dtype or torch.get_default_dtype(), stride)
+
+
+def _fill_value(self, value):
+    jdt = dtypes.to_jax_dtype(self.dtype)
+    if isinstance(value, torch.Tensor):
+        if value.dim() != 0:
+            raise RuntimeError(
+                f"fill_ only supports 0-dimension value tensor but got tensor with {value.dim()} dimensions."
+            )
+        return jnp.broadcast_to(J(value).astype(jdt), tuple(self.shape))
+    return jnp.full(tuple(self.shape), value, dtype=jdt)
+
+
+@register(aten.fill_.Scalar, aten.fill_.Tensor)
+def fill_(self, value):
+    tensor.write(self, _fill_value(self, value))
+    return self
+
+
+@register(aten.zero_.default)
+def zero_(self):
+    tensor.write(self, jnp.zeros(tuple(self.shape), dtypes.to_jax_dtype(self.dtype)))
+    return self
+
+
+@register(aten.arange.start_out)
+def arange_out(start, end, step=1, *, out):
+    start, end, step = (s.item() if isinstance(s, torch.Tensor) else s for s in (start, end, step))
+    if step == 0:
+        raise RuntimeError("step must be nonzero")
+    if (step > 0 and start > end) or (step < 0 and start < end):
+        raise RuntimeError("upper bound and larger bound inconsistent with step sign")
+    n = int(math.ceil((end - start) / step))
+    acc = jnp.float64 if out.dtype.is_floating_point or isinstance(step, float) or isinstance(start, float) else jnp.int64
+    values = (jnp.arange(n, dtype=acc) * step + start).astype(dtypes.to_jax_dtype(out.dtype))
+    return store_into(out, values, resize=True)
+
+
+@register(aten.linspace.out)
+def linspace_out(start, end, steps, *, out):
+    start, end = (s.item() if isinstance(s, torch.Tensor) else s for s in (start, end))
+    if steps < 0:
+        raise RuntimeError("number of steps must be non-negative")
+    jdt = dtypes.to_jax_dtype(out.dtype)
+    acc = jnp.complex128 if out.dtype.is_complex else jnp.float64
+    if steps == 1:
+        values = jnp.full((1,), start, acc)
+    else:
+        # PyTorch's CPU kernel fills from both ends for symmetry: start + i*step, end - (n-1-i)*step
+        step = (end - start) / max(steps - 1, 1)
+        i = jnp.arange(steps)
+        half = steps // 2
+        values = jnp.where(i < half, start + step * i, end - step * (steps - 1 - i)).astype(acc)
+    if not (out.dtype.is_floating_point or out.dtype.is_complex):
+        values = values.real if out.dtype != torch.bool else values
+    return store_into(out, values.astype(jdt), resize=True)
+
+
+@register(aten.eye.m_out)
+def eye_out(n, m, *, out):
+    if n < 0 or m < 0:
+        raise RuntimeError(f"n must be greater or equal to 0, got {min(n, m)}")
+    return store_into(out, jnp.eye(n, m, dtype=dtypes.to_jax_dtype(out.dtype)), resize=True)
+
+
+@register(aten.eye.out)
+def eye_square_out(n, *, out):
+    return eye_out(n, n, out=out)

@@ -1,0 +1,84 @@
+"""View ops and storage metadata ops, run by PyTorch's own CPU kernels.
+
+A view's CPU kernel writes only TensorImpl metadata (sizes, strides, offset) and shares the input's
+storage; it never touches data. Run on a jax tensor, it yields a jax tensor on the same storage (so
+the same Box): views cost no JAX work and have PyTorch's exact strides and errors.
+"""
+
+from __future__ import annotations
+
+import math
+
+import jax.numpy as jnp
+import torch
+
+from jaxdev import dtypes, tensor
+from jaxdev.ops.registry import aten, register
+
+_CPU = torch._C.DispatchKeySet(torch._C.DispatchKey.CPU)
+
+# Ops that return an alias of their input and whose CPU kernel is pure metadata.
+METADATA_VIEWS = [
+    aten.view.default,
+    aten.view.dtype,
+    aten.as_strided.default,
+    aten._reshape_alias.default,
+    aten.unfold.default,
+    aten.view_as_real.default,
+    aten.view_as_complex.default,
+    aten.as_strided_.default,
+    aten.set_.source_Storage_storage_offset,
+    aten.set_.source_Tensor,
+]
+
+
+def _on_cpu_metadata(op):
+    handle = op._handle
+
+    def kernel(*args, **kwargs):
+        return handle.redispatch_boxed(_CPU, *args, **kwargs)
+
+    kernel.__qualname__ = f"metadata_kernel[{op.name()}]"
+    return kernel
+
+
+for _op in METADATA_VIEWS:
+    register(_op)(_on_cpu_metadata(_op))
+
+
+@register(aten.set_.source_Storage)
+def set_storage(self, source):
+    itemsize = self.dtype.itemsize
+    return _on_cpu_metadata(aten.set_.source_Storage_storage_offset)(
+        self, source, 0, [source.nbytes() // itemsize], [1]
+    )
+
+
+@register(aten.set_.default)
+def set_empty(self):
+    fresh = tensor.empty([0], self.dtype)
+    return _on_cpu_metadata(aten.set_.source_Tensor)(self, fresh)
+
+
+@register(aten.resize_.default)
+def resize_(self, size, memory_format=None):
+    size = [int(s) for s in size]
+    if any(s < 0 for s in size):
+        raise RuntimeError(f"Trying to create tensor with negative dimension {min(size)}: {size}")
+    strides = tensor.contiguous_strides(size)
+    if memory_format not in (None, torch.contiguous_format, torch.preserve_format):
+        strides = list(torch.empty(size, device="meta", memory_format=memory_format).stride())
+    needed = 0 if 0 in size else self.storage_offset() + 1 + sum((n - 1) * s for n, s in zip(size, strides))
+    capacity = self.untyped_storage().nbytes() // self.dtype.itemsize
+    if needed <= capacity:
+        storage = self.untyped_storage()
+    else:
+        # Grow: a new, larger storage that keeps the old elements (PyTorch keeps them too).
+        old = tensor.box_of(self)
+        flat = old.flat() if old.dtype == self.dtype else jnp.zeros((0,), dtypes.to_jax_dtype(self.dtype))
+        grown = jnp.zeros((needed,), dtypes.to_jax_dtype(self.dtype)).at[: flat.shape[0]].set(flat[:needed])
+        storage = tensor.new_storage(tensor.Box(grown, needed, self.dtype))
+    aten.set_.source_Storage_storage_offset._handle.redispatch_boxed(
+        _CPU, self, storage, self.storage_offset(), size, strides
+    )
+    return self

@@ -1,0 +1,234 @@
+"""The jax-backed tensor and its aliasing model: strided storage.
+
+Why this model (of the three in DESIGN.md): PyTorch's own view semantics live in TensorImpl
+metadata (sizes, strides, storage offset, a shared Storage). jaxdev keeps all of that real:
+
+* Every jax tensor is a plain `torch.Tensor` with keys PrivateUse1/AutogradPrivateUse1 whose
+  TensorImpl has true sizes, strides and storage offset, and a real (data-less) Storage of the right
+  byte size. The storage's data pointer is a unique fake address, never dereferenced: it names the
+  storage.
+* The bytes live in a `Box`: one mutable holder of a jax.Array with the storage's elements in
+  row-major order. `BOXES` maps a storage's fake address to its box.
+* A view op (view, as_strided, select, transpose, expand, ...) therefore needs no JAX work at all:
+  PyTorch's own CPU kernel for it only writes metadata and shares the storage, so jaxdev runs that
+  kernel on the jax tensor (see ops/views.py). Strides, `is_contiguous()`, `_base`, "view size is not
+  compatible" errors and `as_strided` are PyTorch's own, exactly.
+* Reading a tensor gathers its elements from the box (nothing to do in the common case of a
+  contiguous tensor that spans its storage); writing one scatters them back and replaces the box's
+  array, so every alias (base, sibling views, views of views) sees the write.
+* In-place ops are registered as such, so ADInplaceOrView bumps version counters and autograd still
+  raises "modified by an inplace operation".
+
+The alternatives were rejected for this reason: view chains (2) replay view ops in Python and cannot
+express `as_strided` or strides; functionalization (3) only stops at XLA/Lazy devices in `_to_copy`
+and hands users wrapper tensors.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import torch
+
+from jaxdev import dtypes
+
+DEVICE = torch.device("jax", 0)
+_CPU_KEYS = torch._C.DispatchKeySet(torch._C.DispatchKey.CPU)
+_set_storage = torch.ops.aten.set_.source_Storage_storage_offset._handle
+_make_storage = torch._C._construct_storage_from_data_pointer
+_create_empty = torch._C._acc.create_empty_tensor
+_expired = torch.UntypedStorage._expired
+_free_weak_ref = torch.UntypedStorage._free_weak_ref
+
+# Fake addresses: far above any real mapping, 64-byte aligned, never reused.
+_next_address = itertools.count(1 << 52, 1 << 40)
+
+
+class Box:
+    """The contents of one storage: `array` holds `numel` elements of `dtype`, row-major."""
+
+    __slots__ = ("array", "numel", "dtype", "weak", "__weakref__")
+
+    def __init__(self, array: jax.Array, numel: int, dtype: torch.dtype):
+        self.array = array
+        self.numel = numel
+        self.dtype = dtype
+        self.weak = None
+
+    def flat(self) -> jax.Array:
+        a = self.array
+        return a if a.ndim == 1 else a.reshape(-1)
+
+
+BOXES: dict[int, Box] = {}
+_sweep_every = 4096
+_created_since_sweep = 0
+
+
+def _sweep() -> None:
+    """Drop the boxes whose storage no tensor holds any more."""
+    dead = [addr for addr, box in BOXES.items() if _expired(box.weak)]
+    for addr in dead:
+        _free_weak_ref(BOXES.pop(addr).weak)
+
+
+def new_storage(box: Box) -> torch.UntypedStorage:
+    global _created_since_sweep
+    nbytes = box.numel * box.dtype.itemsize
+    addr = next(_next_address)
+    storage = _make_storage(addr, DEVICE, nbytes)
+    box.weak = storage._weak_ref()
+    BOXES[addr] = box
+    _created_since_sweep += 1
+    if _created_since_sweep >= _sweep_every:
+        _created_since_sweep = 0
+        _sweep()
+    return storage
+
+
+def contiguous_strides(shape) -> list[int]:
+    strides, acc = [], 1
+    for n in reversed(shape):
+        strides.append(acc)
+        acc *= max(n, 1)
+    return strides[::-1]
+
+
+def tensor_on_storage(storage, dtype, shape, strides, offset=0) -> torch.Tensor:
+    t = _create_empty([0], dtype)
+    _set_storage.redispatch_boxed(_CPU_KEYS, t, storage, offset, list(shape), list(strides))
+    return t
+
+
+def wrap(array: jax.Array) -> torch.Tensor:
+    """A new contiguous jax tensor that owns `array` (its dtype decides the torch dtype)."""
+    dtype = dtypes.to_torch_dtype(array.dtype)
+    shape = array.shape
+    box = Box(array, math.prod(shape), dtype)
+    return tensor_on_storage(new_storage(box), dtype, shape, contiguous_strides(shape))
+
+
+def empty(shape, dtype: torch.dtype, strides=None) -> torch.Tensor:
+    """A new jax tensor of `shape` (zero-filled: JAX has no uninitialised memory)."""
+    jdt = dtypes.to_jax_dtype(dtype)
+    shape = tuple(shape)
+    strides = contiguous_strides(shape) if strides is None else list(strides)
+    numel = 0 if 0 in shape else 1 + sum((n - 1) * s for n, s in zip(shape, strides))
+    box = Box(jnp.zeros((numel,), jdt), numel, dtype)
+    return tensor_on_storage(new_storage(box), dtype, shape, strides)
+
+
+def box_of(t: torch.Tensor) -> Box:
+    try:
+        return BOXES[t.untyped_storage().data_ptr()]
+    except KeyError:
+        raise RuntimeError(
+            f"jaxdev: this {t.device} tensor has no data (its storage was not made by jaxdev)"
+        ) from None
+
+
+def is_jax(t) -> bool:
+    return isinstance(t, torch.Tensor) and t.device.type == "jax"
+
+
+# --- reading and writing through strides -------------------------------------------------------
+
+
+def _strided_index(shape, strides, offset):
+    idx = jnp.asarray(offset, dtype=jnp.int64)
+    for d, (n, s) in enumerate(zip(shape, strides)):
+        axis = [1] * len(shape)
+        axis[d] = n
+        idx = idx + (jnp.arange(n, dtype=jnp.int64) * s).reshape(axis)
+    return jnp.broadcast_to(idx, shape)
+
+
+@functools.lru_cache(maxsize=4096)
+def _gather(shape, strides, offset):
+    return jax.jit(lambda flat: flat[_strided_index(shape, strides, offset)])
+
+
+@functools.lru_cache(maxsize=4096)
+def _scatter(shape, strides, offset):
+    return jax.jit(
+        lambda flat, value: flat.at[_strided_index(shape, strides, offset)].set(value),
+        donate_argnums=(),
+    )
+
+
+def _bitcast_flat(flat: jax.Array, dtype: torch.dtype) -> jax.Array:
+    """Reinterpret a flat array's bytes as `dtype` (for `view(dtype)` aliases)."""
+    target = dtypes.to_jax_dtype(dtype)
+    src_size, dst_size = flat.dtype.itemsize, target.itemsize
+    if src_size == dst_size:
+        return jax.lax.bitcast_convert_type(flat, target)
+    if src_size > dst_size:
+        return jax.lax.bitcast_convert_type(flat, target).reshape(-1)
+    return jax.lax.bitcast_convert_type(flat.reshape(-1, dst_size // src_size), target)
+
+
+def read(t: torch.Tensor) -> jax.Array:
+    """The jax.Array holding the values of jax tensor `t` (exactly its shape and dtype)."""
+    box = box_of(t)
+    shape = tuple(t.shape)
+    if t.dtype != box.dtype:
+        flat = _bitcast_flat(box.flat(), t.dtype)
+        return _gather(shape, tuple(t.stride()), t.storage_offset())(flat)
+    if t.storage_offset() == 0 and t.numel() == box.numel and t.is_contiguous():
+        a = box.array
+        if a.shape != shape:
+            a = box.array = a.reshape(shape)
+        return a
+    return _gather(shape, tuple(t.stride()), t.storage_offset())(box.flat())
+
+
+def _check_no_internal_overlap(t: torch.Tensor) -> None:
+    if any(s == 0 and n > 1 for n, s in zip(t.shape, t.stride())):
+        raise RuntimeError(
+            "unsupported operation: more than one element of the written-to tensor refers to a "
+            "single memory location. Please clone() the tensor before performing the operation."
+        )
+
+
+def write(t: torch.Tensor, value: jax.Array) -> None:
+    """Store `value` (t's shape; cast to t's dtype) into t, so that every alias sees it."""
+    box = box_of(t)
+    jdt = dtypes.to_jax_dtype(t.dtype)
+    shape = tuple(t.shape)
+    if value.dtype != jdt:
+        value = value.astype(jdt)
+    if value.shape != shape:
+        value = jnp.broadcast_to(value, shape)
+    if t.dtype == box.dtype and t.storage_offset() == 0 and t.numel() == box.numel and t.is_contiguous():
+        box.array = value
+        return
+    if t.numel() == 0:
+        return
+    _check_no_internal_overlap(t)
+    flat = box.flat()
+    if t.dtype != box.dtype:
+        flat = _bitcast_flat(flat, t.dtype)
+        flat = _scatter(shape, tuple(t.stride()), t.storage_offset())(flat, value)
+        box.array = _bitcast_flat(flat, box.dtype)
+        return
+    box.array = _scatter(shape, tuple(t.stride()), t.storage_offset())(flat, value)
+
+
+# --- moving data between CPU and jax ------------------------------------------------------------
+
+
+def jax_device(index: int = 0):
+    return jax.devices()[index]
+
+
+def from_cpu(t: torch.Tensor) -> jax.Array:
+    return jax.device_put(dtypes.cpu_to_numpy(t), jax_device())
+
+
+def to_cpu(array: jax.Array, dtype: torch.dtype) -> torch.Tensor:
+    return dtypes.numpy_to_cpu(np.asarray(array), dtype)
