@@ -1,3 +1,3 @@
 """Kernels by family; importing this package registers them all."""
 
-from jaxdev.ops import copy, creation, views  # noqa: F401
+from jaxdev.ops import copy, creation, pointwise, views  # noqa: F401
