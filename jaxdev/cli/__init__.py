@@ -1,0 +1,1 @@
+"""The `jaxdev` command line: thin click commands over `jaxdev.audit`."""
