@@ -1,0 +1,160 @@
+"""PyTorch's OpInfo database as the auditor's source of samples, never hand-rolled inputs.
+
+Plugins (for tests and experiments) add OpInfos and register their ops: a comma-separated list of
+module names or .py paths in JAXDEV_AUDIT_PLUGINS, each defining `OPINFOS`. Workers import the same
+plugins, so a test-only op exists wherever its samples run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import fnmatch
+import functools
+import importlib
+import importlib.util
+import os
+
+import torch
+from torch.utils._pytree import tree_map
+
+from jaxdev.audit import AuditError
+
+PLUGINS_ENV = "JAXDEV_AUDIT_PLUGINS"
+
+DTYPES = {
+    str(d).removeprefix("torch."): d
+    for d in (torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64,
+              torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.complex32,
+              torch.complex64, torch.complex128, torch.uint16, torch.uint32, torch.uint64)
+}
+BACKWARD_DTYPE = torch.float32
+
+
+def dtype_name(d: torch.dtype) -> str:
+    return str(d).removeprefix("torch.")
+
+
+def parse_dtype(name: str) -> torch.dtype:
+    if name not in DTYPES:
+        near = difflib.get_close_matches(name, DTYPES, n=3)
+        hint = f"; did you mean {', '.join(near)}?" if near else f"; known: {', '.join(DTYPES)}"
+        raise AuditError(f"unknown dtype {name!r}{hint}")
+    return DTYPES[name]
+
+
+def opinfo_name(op) -> str:
+    return op.name + (f".{op.variant_test_name}" if op.variant_test_name else "")
+
+
+def _load_plugin(spec: str):
+    if spec.endswith(".py"):
+        module_spec = importlib.util.spec_from_file_location(
+            "jaxdev_audit_plugin_" + os.path.basename(spec)[:-3], spec)
+        module = importlib.util.module_from_spec(module_spec)
+        module_spec.loader.exec_module(module)
+        return module
+    return importlib.import_module(spec)
+
+
+@functools.cache
+def op_db() -> dict[str, object]:
+    """OpInfo name ("add", "linalg.norm.subgradients_at_zero") -> OpInfo, plugins included."""
+    from torch.testing._internal.common_methods_invocations import op_db as torch_op_db
+
+    ops = list(torch_op_db)
+    for spec in filter(None, os.environ.get(PLUGINS_ENV, "").split(",")):
+        try:
+            ops.extend(_load_plugin(spec.strip()).OPINFOS)
+        except Exception as e:  # a broken plugin is the user's to fix, not a crash
+            raise AuditError(f"cannot load audit plugin {spec!r}: {type(e).__name__}: {e}") from e
+    return {opinfo_name(op): op for op in ops}
+
+
+def nearest(name: str, candidates, n: int = 5) -> list[str]:
+    return difflib.get_close_matches(name, list(candidates), n=n, cutoff=0.5)
+
+
+def select(patterns=()) -> list[str]:
+    """OpInfo names matching the globs (all of op_db when none); an unmatched pattern is an error."""
+    names = sorted(op_db())
+    if not patterns:
+        return names
+    chosen: set[str] = set()
+    for p in patterns:
+        hit = [n for n in names if n == p or fnmatch.fnmatchcase(n, p)]
+        if not hit:
+            near = nearest(p, names)
+            hint = f"; nearest: {', '.join(near)}" if near else ""
+            raise AuditError(f"no OpInfo named {p!r}{hint}")
+        chosen.update(hit)
+    return sorted(chosen)
+
+
+@dataclasses.dataclass(frozen=True, order=True)
+class Unit:
+    """One cell of the matrix: an OpInfo, a dtype, forward or backward."""
+
+    op: str
+    dtype: str
+    direction: str  # "forward" | "backward"
+
+
+def units(names, dtypes=(), backward=True) -> list[Unit]:
+    """The work for these OpInfos: forward on every CPU dtype, backward in float32 if differentiable."""
+    wanted = {parse_dtype(d) for d in dtypes}
+    db = op_db()
+    out = []
+    for name in names:
+        op = db[name]
+        for d in sorted(op.supported_dtypes("cpu"), key=dtype_name):
+            if not wanted or d in wanted:
+                out.append(Unit(name, dtype_name(d), "forward"))
+        if (backward and op.supports_autograd and BACKWARD_DTYPE in op.supported_backward_dtypes("cpu")
+                and (not wanted or BACKWARD_DTYPE in wanted)):
+            out.append(Unit(name, dtype_name(BACKWARD_DTYPE), "backward"))
+    return sorted(out)
+
+
+def samples(unit: Unit, seed: int = 0) -> list:
+    """The unit's CPU samples, the same list in every process (seeded)."""
+    op = op_db()[unit.op]
+    torch.manual_seed(seed)
+    return list(op.sample_inputs("cpu", DTYPES[unit.dtype], requires_grad=unit.direction == "backward"))
+
+
+def to_device(sample, device: str):
+    """A copy of the sample's tensors on `device` (requires_grad kept); device kwargs follow."""
+    from torch.testing._internal.opinfo.core import SampleInput
+
+    def move(x):
+        if isinstance(x, torch.Tensor):
+            return x.detach().to(device).requires_grad_(x.requires_grad)
+        if isinstance(x, torch.device) and x.type == "cpu":
+            return torch.device(device)
+        return x
+
+    kwargs = {k: device if k == "device" and v == "cpu" else tree_map(move, v) for k, v in sample.kwargs.items()}
+    return SampleInput(tree_map(move, sample.input), args=tree_map(move, sample.args), kwargs=kwargs,
+                       output_process_fn_grad=sample.output_process_fn_grad,
+                       broadcasts_input=sample.broadcasts_input, name=sample.name)
+
+
+def tolerance(unit: Unit) -> tuple[float, float]:
+    """(atol, rtol): assert_close's defaults for the dtype, widened by the OpInfo's own
+    toleranceOverride for comparing a device against CPU (test_compare_cpu) or for any test."""
+    from torch.testing._comparison import default_tolerances
+
+    dtype = DTYPES[unit.dtype]
+    rtol, atol = default_tolerances(dtype)
+    op = op_db()[unit.op]
+    for info in getattr(op, "decorators", ()) or ():
+        if getattr(info, "test_name", None) not in (None, "test_compare_cpu"):
+            continue
+        if getattr(info, "active_if", True) is not True or getattr(info, "device_type", None) not in (None, "cpu"):
+            continue
+        for deco in getattr(info, "decorators", ()):
+            t = getattr(deco, "d", {}).get(dtype) if isinstance(getattr(deco, "d", None), dict) else None
+            if t is not None:
+                atol, rtol = max(atol, t.atol), max(rtol, t.rtol)
+    return atol, rtol

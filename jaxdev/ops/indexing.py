@@ -1,0 +1,206 @@
+"""Indexing, joining and masking: cat, index / index_put (advanced indexing), masked_fill,
+masked_select, nonzero, index_select, gather, scatter.
+
+Data-dependent shapes (boolean masks, nonzero) are computed concretely: this is eager mode.
+Integer indices are bounds-checked like PyTorch (JAX would silently clamp them).
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+import numpy as np
+import torch
+
+from jaxdev import dtypes, tensor
+from jaxdev.ops.reductions import wrap_dim
+from jaxdev.ops.registry import J, aten, register, register_functional
+
+
+def _any_device(t: torch.Tensor):
+    """Index tensors may live on CPU, as with CUDA."""
+    return J(t) if t.device.type == "jax" else tensor.from_cpu(t)
+
+
+@register_functional(aten.cat.default)
+def cat(tensors, dim=0):
+    if len(tensors) == 0:
+        raise RuntimeError("torch.cat(): expected a non-empty list of Tensors")
+    kept = [t for t in tensors if not (t.dim() == 1 and t.shape[0] == 0)]
+    result = tensors[0].dtype
+    for t in tensors[1:]:
+        result = torch.promote_types(result, t.dtype)
+    if not kept:
+        return jnp.zeros((0,), dtypes.to_jax_dtype(result))
+    ref = kept[0]
+    d = wrap_dim(dim, ref.dim())
+    for i, t in enumerate(kept):
+        if t.dim() != ref.dim():
+            raise RuntimeError(
+                f"Tensors must have same number of dimensions: got {ref.dim()} and {t.dim()}"
+            )
+        for k in range(ref.dim()):
+            if k != d and t.shape[k] != ref.shape[k]:
+                raise RuntimeError(
+                    f"Sizes of tensors must match except in dimension {d}. Expected size "
+                    f"{ref.shape[k]} but got size {t.shape[k]} for tensor number {i} in the list."
+                )
+    jdt = dtypes.to_jax_dtype(result)
+    return jnp.concatenate([J(t).astype(jdt) for t in kept], axis=d)
+
+
+def _check_bounds(idx, size, dim):
+    if idx.size == 0:
+        return
+    lo, hi = int(jnp.min(idx)), int(jnp.max(idx))
+    for bad in (lo, hi):
+        if bad < -size or bad >= size:
+            raise IndexError(f"index {bad} is out of bounds for dimension {dim} with size {size}")
+
+
+def _index_tuple(self, indices):
+    """PyTorch's `indices` list (None = whole dim, bool masks, integer tensors) as a jnp index."""
+    out, dim = [], 0
+    for ix in indices:
+        if ix is None:
+            out.append(slice(None))
+            dim += 1
+            continue
+        a = _any_device(ix)
+        if a.dtype in (jnp.bool_, jnp.uint8):
+            a = a.astype(bool)
+            for k in range(a.ndim):
+                if dim + k >= self.dim() or a.shape[k] != self.shape[dim + k]:
+                    raise IndexError(
+                        f"The shape of the mask {list(a.shape)} at index {k} does not match the shape "
+                        f"of the indexed tensor {list(self.shape)} at index {dim + k}"
+                    )
+            out.extend(jnp.nonzero(a))
+            dim += a.ndim
+        else:
+            if not jnp.issubdtype(a.dtype, jnp.integer):
+                raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
+            if dim >= self.dim():
+                raise IndexError(f"too many indices for tensor of dimension {self.dim()}")
+            _check_bounds(a, self.shape[dim], dim)
+            out.append(a)
+            dim += 1
+    if dim > self.dim():
+        raise IndexError(f"too many indices for tensor of dimension {self.dim()} (got {dim})")
+    return tuple(out)
+
+
+@register_functional(aten.index.Tensor)
+def index(self, indices):
+    return J(self)[_index_tuple(self, indices)]
+
+
+@register_functional(aten.index_put.default)
+def index_put(self, indices, values, accumulate=False):
+    x = J(self)
+    v = J(values).astype(x.dtype) if values.device.type == "jax" or values.dim() == 0 else tensor.from_cpu(values).astype(x.dtype)
+    ref = x.at[_index_tuple(self, indices)]
+    return ref.add(v) if accumulate else ref.set(v)
+
+
+@register(aten._index_put_impl_.default)
+def index_put_impl_(self, indices, values, accumulate=False, unsafe=False):
+    tensor.write(self, index_put(self, indices, values, accumulate))
+    return self
+
+
+def _mask_value(self, mask, value):
+    if mask.dtype != torch.bool:
+        raise RuntimeError(f"masked_fill_ only supports boolean masks, but got mask with dtype {str(mask.dtype).split('.')[-1]}")
+    x = J(self)
+    if isinstance(value, torch.Tensor):
+        if value.dim() != 0:
+            raise RuntimeError(
+                f"masked_fill_ only supports a 0-dimensional value tensor, but got tensor with {value.dim()} dimension(s)."
+            )
+        value = J(value)
+    return jnp.where(J(mask), jnp.asarray(value).astype(x.dtype), x)
+
+
+register_functional(aten.masked_fill.Scalar, aten.masked_fill.Tensor)(_mask_value)
+
+
+@register_functional(aten.masked_select.default)
+def masked_select(self, mask):
+    if mask.dtype != torch.bool:
+        raise RuntimeError(f"masked_select: expected BoolTensor for mask")
+    x, m = J(self), J(mask)
+    shape = jnp.broadcast_shapes(x.shape, m.shape)
+    return jnp.broadcast_to(x, shape)[jnp.broadcast_to(m, shape)]
+
+
+@register_functional(aten.nonzero.default)
+def nonzero(self):
+    return jnp.argwhere(J(self) != 0).astype(jnp.int64)
+
+
+@register_functional(aten.index_select.default)
+def index_select(self, dim, index):
+    d = wrap_dim(dim, self.dim())
+    if index.dim() > 1:
+        raise IndexError("index_select(): Index is supposed to be a vector")
+    i = _any_device(index)
+    size = self.shape[d] if self.dim() else 1
+    _check_bounds(i, size, d)
+    x = J(self)
+    return x[i] if x.ndim == 0 else jnp.take(x, i, axis=d)
+
+
+@register_functional(aten.gather.default)
+def gather(self, dim, index, *, sparse_grad=False):
+    d = wrap_dim(dim, self.dim())
+    if index.dtype != torch.int64:
+        raise RuntimeError("gather(): Expected dtype int64 for index")
+    i = J(index)
+    _check_bounds(i, self.shape[d] if self.dim() else 1, d)
+    x = J(self)
+    if x.ndim == 0:
+        return jnp.broadcast_to(x, i.shape)
+    return jnp.take_along_axis(_slice_to(x, i, d), i, axis=d)
+
+
+def _slice_to(x, i, d):
+    """gather reads only the leading index-shaped block of the other dims."""
+    sl = tuple(slice(0, i.shape[k]) if k != d else slice(None) for k in range(x.ndim))
+    return x[sl]
+
+
+def _scatter(self, dim, index, src, reduce=None):
+    d = wrap_dim(dim, self.dim())
+    x = J(self)
+    i = J(index)
+    _check_bounds(i, self.shape[d] if self.dim() else 1, d)
+    if isinstance(src, torch.Tensor):
+        s = J(src)[tuple(slice(0, n) for n in i.shape)]
+    else:
+        s = jnp.full(i.shape, src)
+    s = s.astype(x.dtype)
+    grids = list(jnp.meshgrid(*[jnp.arange(n) for n in i.shape], indexing="ij"))
+    grids[d] = jnp.where(i < 0, i + x.shape[d], i)
+    ref = x.at[tuple(grids)]
+    if reduce is None:
+        return ref.set(s)
+    if reduce in ("add", "sum"):
+        return ref.add(s)
+    if reduce in ("multiply", "prod"):
+        return ref.multiply(s)
+    raise RuntimeError(f"reduce argument must be either add or multiply, got {reduce}")
+
+
+@register_functional(aten.scatter.src, aten.scatter.value)
+def scatter(self, dim, index, src):
+    return _scatter(self, dim, index, src)
+
+
+@register_functional(aten.scatter.reduce, aten.scatter.value_reduce)
+def scatter_reduce_legacy(self, dim, index, src, *, reduce):
+    return _scatter(self, dim, index, src, reduce)
+
+
+@register_functional(aten.scatter_add.default)
+def scatter_add(self, dim, index, src):
+    return _scatter(self, dim, index, src, "add")

@@ -1,0 +1,127 @@
+"""Matrix products. JAX on accelerators defaults to reduced-precision matmul (bf16 passes on TPU,
+TF32 on GPU); PyTorch's CPU results are full precision, so every product here asks for
+`Precision.HIGHEST`. Integer products accumulate in their own dtype, as PyTorch's do.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import torch
+
+from jaxdev import dtypes
+from jaxdev.ops.pointwise import _opmath
+from jaxdev.ops.registry import J, aten, register_functional
+
+HIGHEST = jax.lax.Precision.HIGHEST
+
+
+def _same_dtype(name, *ts):
+    first = ts[0].dtype
+    for t in ts[1:]:
+        if t.dtype != first:
+            raise RuntimeError(
+                f"expected m1 and m2 to have the same dtype, but got: {first} != {t.dtype}"
+                if name in ("mm", "addmm", "bmm", "baddbmm")
+                else f"{name}: expected all inputs to have the same dtype, but got {first} and {t.dtype}"
+            )
+    return first
+
+
+@functools.lru_cache(maxsize=None)
+def _product(compute, result):
+    def run(*xs):
+        xs = [x.astype(compute) for x in xs]
+        return jnp.matmul(xs[0], xs[1], precision=HIGHEST).astype(result)
+
+    return jax.jit(run)
+
+
+def _matmul(a, b, dtype):
+    jdt = dtypes.to_jax_dtype(dtype)
+    return _product(_opmath(jdt), jdt)(J(a), J(b))
+
+
+def _mm_checks(self, mat2):
+    if self.dim() != 2:
+        raise RuntimeError("self must be a matrix")
+    if mat2.dim() != 2:
+        raise RuntimeError("mat2 must be a matrix")
+    if self.shape[1] != mat2.shape[0]:
+        raise RuntimeError(
+            f"mat1 and mat2 shapes cannot be multiplied ({self.shape[0]}x{self.shape[1]} and {mat2.shape[0]}x{mat2.shape[1]})"
+        )
+
+
+@register_functional(aten.mm.default)
+def mm(self, mat2):
+    _mm_checks(self, mat2)
+    return _matmul(self, mat2, _same_dtype("mm", self, mat2))
+
+
+def _bmm_checks(self, mat2):
+    if self.dim() != 3:
+        raise RuntimeError("batch1 must be a 3D tensor")
+    if mat2.dim() != 3:
+        raise RuntimeError("batch2 must be a 3D tensor")
+    if self.shape[0] != mat2.shape[0] or self.shape[2] != mat2.shape[1]:
+        raise RuntimeError(
+            f"Expected size for first two dimensions of batch2 tensor to be: [{self.shape[0]}, {self.shape[2]}] "
+            f"but got: [{mat2.shape[0]}, {mat2.shape[1]}]."
+        )
+
+
+@register_functional(aten.bmm.default)
+def bmm(self, mat2):
+    _bmm_checks(self, mat2)
+    return _matmul(self, mat2, _same_dtype("bmm", self, mat2))
+
+
+@register_functional(aten.addmm.default)
+def addmm(self, mat1, mat2, *, beta=1, alpha=1):
+    dtype = _same_dtype("addmm", mat1, mat2, self)
+    _mm_checks(mat1, mat2)
+    return _scaled(self, mat1, mat2, beta, alpha, dtype)
+
+
+@register_functional(aten.baddbmm.default)
+def baddbmm(self, batch1, batch2, *, beta=1, alpha=1):
+    dtype = _same_dtype("baddbmm", batch1, batch2, self)
+    _bmm_checks(batch1, batch2)
+    return _scaled(self, batch1, batch2, beta, alpha, dtype)
+
+
+def _scaled(self, a, b, beta, alpha, dtype):
+    jdt = dtypes.to_jax_dtype(dtype)
+    prod = _matmul(a, b, dtype)
+    s = J(self)
+    if beta == 0:
+        out = prod if alpha == 1 else (prod.astype(_opmath(jdt)) * alpha).astype(jdt)
+        return jnp.broadcast_to(out, jnp.broadcast_shapes(s.shape, prod.shape))
+    c = _opmath(jdt)
+    return (s.astype(c) * beta + prod.astype(c) * alpha).astype(jdt)
+
+
+@register_functional(aten.dot.default)
+def dot(self, tensor):
+    if self.dim() != 1 or tensor.dim() != 1:
+        raise RuntimeError(f"1D tensors expected, but got {self.dim()}D and {tensor.dim()}D tensors")
+    if self.shape[0] != tensor.shape[0]:
+        raise RuntimeError(
+            f"inconsistent tensor size, expected tensor [{self.shape[0]}] and src [{tensor.shape[0]}] to have the same number of elements, but got {self.shape[0]} and {tensor.shape[0]} elements respectively"
+        )
+    dtype = self.dtype
+    if tensor.dtype != dtype:
+        raise RuntimeError(f"dot : expected both vectors to have same dtype, but found {str(dtype).split('.')[-1].capitalize()} and {str(tensor.dtype).split('.')[-1].capitalize()}")
+    return _matmul(self, tensor, dtype)
+
+
+@register_functional(aten.mv.default)
+def mv(self, vec):
+    if self.dim() != 2 or vec.dim() != 1:
+        raise RuntimeError(f"vector + matrix @ vector expected, got 1, {self.dim()}, {vec.dim()}")
+    if self.shape[1] != vec.shape[0]:
+        raise RuntimeError(f"size mismatch, got input ({self.shape[0]}), mat ({self.shape[0]}x{self.shape[1]}), vec ({vec.shape[0]})")
+    return _matmul(self, vec, _same_dtype("mv", self, vec))

@@ -1,0 +1,132 @@
+"""Neural-network ops reached by torch.nn and its autograd formulas: softmax, activations and
+their backward kernels, dropout."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import torch
+
+from jaxdev import dtypes, rng
+from jaxdev.ops.pointwise import _call, _opmath
+from jaxdev.ops.reductions import wrap_dim
+from jaxdev.ops.registry import J, aten, register_functional
+
+
+def _softmax_like(fn, self, dim, half_to_float):
+    result = torch.float32 if half_to_float else self.dtype
+    a = wrap_dim(dim, self.dim())
+    x = J(self).astype(_opmath(dtypes.to_jax_dtype(self.dtype)))
+    if x.ndim == 0:
+        return fn(x[None], axis=0)[0].astype(dtypes.to_jax_dtype(result))
+    return fn(x, axis=a).astype(dtypes.to_jax_dtype(result))
+
+
+@register_functional(aten._softmax.default)
+def softmax(self, dim, half_to_float):
+    return _softmax_like(jax.nn.softmax, self, dim, half_to_float)
+
+
+@register_functional(aten._log_softmax.default)
+def log_softmax(self, dim, half_to_float):
+    return _softmax_like(jax.nn.log_softmax, self, dim, half_to_float)
+
+
+@register_functional(aten._softmax_backward_data.default)
+def softmax_backward(grad_output, output, dim, input_dtype):
+    a = wrap_dim(dim, output.dim()) if output.dim() else None
+    g, y = J(grad_output), J(output)
+    c = _opmath(g.dtype)
+    g, y = g.astype(c), y.astype(c)
+    r = y * (g - jnp.sum(g * y, axis=a, keepdims=True))
+    return r.astype(dtypes.to_jax_dtype(input_dtype))
+
+
+@register_functional(aten._log_softmax_backward_data.default)
+def log_softmax_backward(grad_output, output, dim, input_dtype):
+    a = wrap_dim(dim, output.dim()) if output.dim() else None
+    g, y = J(grad_output), J(output)
+    c = _opmath(g.dtype)
+    g, y = g.astype(c), y.astype(c)
+    r = g - jnp.exp(y) * jnp.sum(g, axis=a, keepdims=True)
+    return r.astype(dtypes.to_jax_dtype(input_dtype))
+
+
+@register_functional(aten.threshold_backward.default)
+def threshold_backward(grad_output, self, threshold):
+    common = torch.result_type(grad_output, self)
+    return _call(lambda g, x, t: jnp.where(x <= t, jnp.zeros((), g.dtype), g), common, common, (grad_output, self), (threshold,))
+
+
+@register_functional(aten.threshold.default)
+def threshold(self, threshold, value):
+    return _call(lambda x, t, v: jnp.where(x <= t, jnp.asarray(v, x.dtype), x), self.dtype, self.dtype, (self,), (threshold, value))
+
+
+@register_functional(aten.gelu.default)
+def gelu(self, *, approximate="none"):
+    if approximate not in ("none", "tanh"):
+        raise RuntimeError(f"approximate argument must be either none or tanh.")
+    fn = _gelu_tanh if approximate == "tanh" else _gelu_exact
+    return _call(fn, self.dtype, self.dtype, (self,))
+
+
+def _gelu_exact(x):
+    return jax.nn.gelu(x, approximate=False)
+
+
+def _gelu_tanh(x):
+    return jax.nn.gelu(x, approximate=True)
+
+
+def _gelu_exact_grad(g, x):
+    cdf = 0.5 * (1 + jax.scipy.special.erf(x / jnp.sqrt(2.0).astype(x.dtype)))
+    pdf = jnp.exp(-0.5 * x * x) / jnp.sqrt(2 * jnp.pi).astype(x.dtype)
+    return g * (cdf + x * pdf)
+
+
+def _gelu_tanh_grad(g, x):
+    return g * jax.grad(lambda v: jnp.sum(jax.nn.gelu(v, approximate=True)))(x)
+
+
+@register_functional(aten.gelu_backward.default)
+def gelu_backward(grad_output, self, *, approximate="none"):
+    fn = _gelu_tanh_grad if approximate == "tanh" else _gelu_exact_grad
+    return _call(fn, self.dtype, self.dtype, (grad_output, self))
+
+
+def _silu(x):
+    return x * jax.nn.sigmoid(x)
+
+
+@register_functional(aten.silu.default)
+def silu(self):
+    return _call(_silu, self.dtype, self.dtype, (self,))
+
+
+@register_functional(aten.sigmoid_backward.default)
+def sigmoid_backward(grad_output, output):
+    return _call(lambda g, y: g * (1 - y) * y, output.dtype, output.dtype, (grad_output, output))
+
+
+@register_functional(aten.tanh_backward.default)
+def tanh_backward(grad_output, output):
+    return _call(lambda g, y: g * (1 - y * y), output.dtype, output.dtype, (grad_output, output))
+
+
+@register_functional(aten.native_dropout.default)
+def native_dropout(input, p, train):
+    x = J(input)
+    if not train or p == 0:
+        return x, jnp.ones(x.shape, jnp.bool_)
+    if p == 1:
+        return jnp.zeros_like(x), jnp.zeros(x.shape, jnp.bool_)
+    mask = jax.random.bernoulli(rng.next_key(), 1.0 - p, x.shape)
+    c = _opmath(x.dtype)
+    return (x.astype(c) * mask / (1.0 - p)).astype(x.dtype), mask
+
+
+@register_functional(aten.native_dropout_backward.default)
+def native_dropout_backward(grad_output, mask, scale):
+    g = J(grad_output)
+    return (g.astype(_opmath(g.dtype)) * J(mask) * scale).astype(g.dtype)

@@ -1,0 +1,136 @@
+"""Random ops, drawing keys from the jax device's RNG state (seeded by torch.manual_seed).
+
+Reduced-precision floats are drawn in float32 and rounded, so every dtype sees the same stream.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import torch
+
+from jaxdev import dtypes, rng, tensor
+from jaxdev.ops.pointwise import _opmath
+from jaxdev.ops.registry import J, aten, register, register_functional, store_into
+
+
+def _floating(self, name):
+    if not (self.dtype.is_floating_point or self.dtype.is_complex):
+        raise RuntimeError(f"{name} expects a floating point dtype, got {self.dtype}" if name != "normal_" else f"normal expects floating-point outputs but got dtype={self.dtype}")
+    jdt = dtypes.to_jax_dtype(self.dtype)
+    return jdt, _opmath(jdt)
+
+
+@register(aten.uniform_.default)
+def uniform_(self, from_=0.0, to=1.0, *, generator=None):
+    jdt, c = _floating(self, "uniform_")
+    if from_ > to:
+        raise RuntimeError(f"uniform_ expects to return a [from, to) range, but found from={from_} > to={to}")
+    v = jax.random.uniform(rng.next_key(), tuple(self.shape), c, from_, to)
+    tensor.write(self, v.astype(jdt))
+    return self
+
+
+@register(aten.normal_.default)
+def normal_(self, mean=0.0, std=1.0, *, generator=None):
+    jdt, c = _floating(self, "normal_")
+    if std < 0:
+        raise RuntimeError(f"normal expects std >= 0.0, but found std {std}")
+    v = jax.random.normal(rng.next_key(), tuple(self.shape), c) * std + mean
+    tensor.write(self, v.astype(jdt))
+    return self
+
+
+def _integers(self, low, high):
+    jdt = dtypes.to_jax_dtype(self.dtype)
+    if self.dtype == torch.bool:
+        v = jax.random.randint(rng.next_key(), tuple(self.shape), low, high, jnp.int64).astype(jnp.bool_)
+    elif self.dtype.is_floating_point:
+        v = jax.random.randint(rng.next_key(), tuple(self.shape), low, high, jnp.int64).astype(jdt)
+    else:
+        v = jax.random.randint(rng.next_key(), tuple(self.shape), low, high, jnp.int64).astype(jdt)
+    tensor.write(self, v)
+    return self
+
+
+@register(getattr(aten.random_, "from"))
+def random_from(self, from_, to=None, *, generator=None):
+    if to is None:
+        to = 2**63 - 1 if self.dtype == torch.int64 else (1 << min(torch.finfo(self.dtype).nmant + 1, 63)) + 1 if self.dtype.is_floating_point else int(torch.iinfo(self.dtype).max) + 1
+    if from_ >= to:
+        raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={from_} >= to={to}")
+    return _integers(self, from_, to)
+
+
+@register(aten.random_.to)
+def random_to(self, to, *, generator=None):
+    return random_from(self, 0, to)
+
+
+@register(aten.random_.default)
+def random_default(self, *, generator=None):
+    if self.dtype == torch.bool:
+        return _integers(self, 0, 2)
+    if self.dtype.is_floating_point:
+        return _integers(self, 0, (1 << (torch.finfo(self.dtype).nmant + 1)) + 1)
+    return _integers(self, 0, int(torch.iinfo(self.dtype).max) + 1 if self.dtype != torch.int64 else 2**63 - 1)
+
+
+def _bernoulli(shape, p, jdt):
+    return jax.random.bernoulli(rng.next_key(), p, shape).astype(jdt)
+
+
+@register(aten.bernoulli_.float)
+def bernoulli_float_(self, p=0.5, *, generator=None):
+    if not 0 <= p <= 1:
+        raise RuntimeError(f"bernoulli_ expects p to be in [0, 1], but got p={p}")
+    tensor.write(self, _bernoulli(tuple(self.shape), p, dtypes.to_jax_dtype(self.dtype)))
+    return self
+
+
+@register(aten.bernoulli_.Tensor)
+def bernoulli_tensor_(self, p, *, generator=None):
+    probs = jnp.broadcast_to(J(p).astype(jnp.float64), tuple(self.shape))
+    tensor.write(self, _bernoulli(tuple(self.shape), probs, dtypes.to_jax_dtype(self.dtype)))
+    return self
+
+
+@register(aten.bernoulli.default)
+def bernoulli(self, *, generator=None):
+    probs = J(self)
+    if not (self.dtype.is_floating_point):
+        raise RuntimeError(f"bernoulli expects a floating point input, got {self.dtype}")
+    return tensor.wrap(_bernoulli(probs.shape, probs.astype(jnp.float64), probs.dtype))
+
+
+@register(aten.randperm.generator_out)
+def randperm_out(n, *, generator=None, out):
+    if n < 0:
+        raise RuntimeError(f"n must be non-negative, got{n}")
+    v = jax.random.permutation(rng.next_key(), n).astype(dtypes.to_jax_dtype(out.dtype))
+    return store_into(out, v, resize=True)
+
+
+@register_functional(aten.multinomial.default)
+def multinomial(self, num_samples, replacement=False, *, generator=None):
+    if self.dim() not in (1, 2):
+        raise RuntimeError("prob_dist must be 1 or 2 dim")
+    p = J(self).astype(jnp.float64)
+    n = self.shape[-1]
+    if not replacement and num_samples > n:
+        raise RuntimeError("cannot sample n_sample > prob_dist.size(-1) samples without replacement")
+    if bool(jnp.any(p < 0)) or not bool(jnp.all(jnp.isfinite(p))):
+        raise RuntimeError("probability tensor contains either `inf`, `nan` or element < 0")
+    if bool(jnp.any(jnp.sum(p, axis=-1) <= 0)):
+        raise RuntimeError("invalid multinomial distribution (sum of probabilities <= 0)")
+    batch = p if p.ndim == 2 else p[None]
+    logits = jnp.log(batch)
+    key = rng.next_key()
+    if replacement:
+        out = jax.random.categorical(key, logits, axis=-1, shape=(num_samples, batch.shape[0])).T
+    else:
+        # Gumbel top-k: sampling without replacement in proportion to the weights.
+        g = jax.random.gumbel(key, batch.shape, jnp.float64)
+        out = jnp.argsort(-(logits + g), axis=-1)[:, :num_samples]
+    out = out.astype(jnp.int64)
+    return out if p.ndim == 2 else out[0]

@@ -1,0 +1,270 @@
+"""Reductions: sum, mean, prod, amax/amin, max/min (with indices), argmax/argmin, all/any,
+var/std (with correction), cumsum/cumprod, vector norms.
+
+Result dtypes follow PyTorch: sum/prod/cumsum of integers and bools give int64 unless `dtype=` is
+given; mean needs a floating or complex input; float16/bfloat16 accumulate in float32.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import torch
+
+from jaxdev import dtypes
+from jaxdev.ops.pointwise import _opmath
+from jaxdev.ops.registry import J, aten, register_functional
+
+
+def wrap_dim(d: int, ndim: int) -> int:
+    lo, hi = (-1, 0) if ndim == 0 else (-ndim, ndim - 1)
+    if not lo <= d <= hi:
+        raise IndexError(f"Dimension out of range (expected to be in range of [{lo}, {hi}], but got {d})")
+    return d % max(ndim, 1)
+
+
+def axes(dim, ndim: int) -> tuple[int, ...]:
+    """`dim` (None, int, or a list; empty means all) as sorted non-negative axes."""
+    if dim is None or (isinstance(dim, (list, tuple)) and len(dim) == 0):
+        return tuple(range(ndim))
+    dims = [dim] if isinstance(dim, int) else list(dim)
+    out = tuple(sorted({wrap_dim(d, ndim) for d in dims}))
+    if len(out) != len(dims):
+        raise RuntimeError(f"dim {dims[0]} appears multiple times in the list of dims")
+    return out if ndim > 0 else ()
+
+
+def _accumulate_dtype(dtype: torch.dtype, requested) -> torch.dtype:
+    if requested is not None:
+        return requested
+    return torch.int64 if not (dtype.is_floating_point or dtype.is_complex) else dtype
+
+
+@functools.lru_cache(maxsize=None)
+def _reduction(fn, axis, keepdims, compute, result):
+    return jax.jit(lambda x: fn(x.astype(compute), axis=axis, keepdims=keepdims).astype(result))
+
+
+def _reduce(fn, x: torch.Tensor, dim, keepdim, result: torch.dtype, compute: torch.dtype | None = None):
+    compute = _opmath(dtypes.to_jax_dtype(compute or result))
+    return _reduction(fn, axes(dim, x.dim()), bool(keepdim), compute, dtypes.to_jax_dtype(result))(J(x))
+
+
+@register_functional(aten.sum.dim_IntList)
+def sum_(self, dim=None, keepdim=False, *, dtype=None):
+    return _reduce(jnp.sum, self, dim, keepdim, _accumulate_dtype(self.dtype, dtype))
+
+
+@register_functional(aten.sum.default, out=False)
+def sum_all(self, *, dtype=None):
+    return sum_(self, None, False, dtype=dtype)
+
+
+@register_functional(aten.mean.dim)
+def mean(self, dim=None, keepdim=False, *, dtype=None):
+    result = dtype or self.dtype
+    if not (result.is_floating_point or result.is_complex):
+        name = {torch.int64: "Long", torch.int32: "Int", torch.bool: "Bool", torch.uint8: "Byte", torch.int16: "Short", torch.int8: "Char"}.get(result, str(result))
+        raise RuntimeError(
+            "mean(): could not infer output dtype. Input dtype must be either a floating point or "
+            f"complex dtype. Got: {name}"
+        )
+    return _reduce(jnp.mean, self, dim, keepdim, result)
+
+
+@register_functional(aten.mean.default, out=False)
+def mean_all(self, *, dtype=None):
+    return mean(self, None, False, dtype=dtype)
+
+
+@register_functional(aten.prod.dim_int)
+def prod(self, dim, keepdim=False, *, dtype=None):
+    return _reduce(jnp.prod, self, dim, keepdim, _accumulate_dtype(self.dtype, dtype))
+
+
+@register_functional(aten.prod.default, out=False)
+def prod_all(self, *, dtype=None):
+    return _reduce(jnp.prod, self, None, False, _accumulate_dtype(self.dtype, dtype))
+
+
+def _check_nonempty(self, dim, name):
+    for a in axes(dim, self.dim()):
+        if self.shape[a] == 0:
+            raise IndexError(
+                f"{name}(): Expected reduction dim {a} to have non-zero size."
+            )
+    if self.numel() == 0 and (dim is None or dim == []):
+        raise RuntimeError(
+            f"{name}(): Expected reduction dim to be specified for input.numel() == 0. "
+            "Specify the reduction dim with the 'dim' argument."
+        )
+
+
+@register_functional(aten.amax.default)
+def amax(self, dim=(), keepdim=False):
+    _check_nonempty(self, dim, "amax")
+    return _reduce(jnp.max, self, dim, keepdim, self.dtype, self.dtype)
+
+
+@register_functional(aten.amin.default)
+def amin(self, dim=(), keepdim=False):
+    _check_nonempty(self, dim, "amin")
+    return _reduce(jnp.min, self, dim, keepdim, self.dtype, self.dtype)
+
+
+@register_functional(aten.max.default, out=False)
+def max_all(self):
+    _check_nonempty(self, None, "max")
+    return _reduce(jnp.max, self, None, False, self.dtype, self.dtype)
+
+
+@register_functional(aten.min.default, out=False)
+def min_all(self):
+    _check_nonempty(self, None, "min")
+    return _reduce(jnp.min, self, None, False, self.dtype, self.dtype)
+
+
+def _with_index(pick, arg):
+    def fn(x, axis, keepdims):
+        (a,) = axis or (0,)
+        if x.ndim == 0:
+            return x, jnp.zeros((), jnp.int64)
+        idx = arg(x, axis=a, keepdims=keepdims)
+        vals = jnp.take_along_axis(x, idx if keepdims else jnp.expand_dims(idx, a), axis=a)
+        return (vals if keepdims else jnp.squeeze(vals, a)), idx.astype(jnp.int64)
+
+    return fn
+
+
+@functools.lru_cache(maxsize=None)
+def _indexed(fn, axis, keepdims):
+    return jax.jit(lambda x: fn(x, axis, keepdims))
+
+
+_max_with_index = _with_index(jnp.max, jnp.argmax)
+_min_with_index = _with_index(jnp.min, jnp.argmin)
+
+
+@register_functional(aten.max.dim)
+def max_dim(self, dim, keepdim=False):
+    _check_nonempty(self, dim, "max")
+    return _indexed(_max_with_index, axes(dim, self.dim()), bool(keepdim))(J(self))
+
+
+@register_functional(aten.min.dim)
+def min_dim(self, dim, keepdim=False):
+    _check_nonempty(self, dim, "min")
+    return _indexed(_min_with_index, axes(dim, self.dim()), bool(keepdim))(J(self))
+
+
+def _arg(fn, self, dim, keepdim, name):
+    if dim is None:
+        if self.numel() == 0:
+            raise RuntimeError(f"{name}(): Expected reduction dim to be specified for input.numel() == 0.")
+        flat = jnp.ravel(J(self))
+        r = fn(flat).astype(jnp.int64)
+        return r.reshape((1,) * self.dim()) if keepdim else r
+    _check_nonempty(self, dim, name)
+    a = wrap_dim(dim, self.dim())
+    x = J(self)
+    if x.ndim == 0:
+        return jnp.zeros((), jnp.int64)
+    return fn(x, axis=a, keepdims=bool(keepdim)).astype(jnp.int64)
+
+
+@register_functional(aten.argmax.default)
+def argmax(self, dim=None, keepdim=False):
+    return _arg(jnp.argmax, self, dim, keepdim, "argmax")
+
+
+@register_functional(aten.argmin.default)
+def argmin(self, dim=None, keepdim=False):
+    return _arg(jnp.argmin, self, dim, keepdim, "argmin")
+
+
+def _logical(fn):
+    def kernel(self, dim=None, keepdim=False):
+        result = torch.uint8 if self.dtype == torch.uint8 else torch.bool
+        return _reduce(lambda x, axis, keepdims: fn(x != 0, axis=axis, keepdims=keepdims), self, dim, keepdim, result, self.dtype)
+
+    return kernel
+
+
+_all = _logical(jnp.all)
+_any = _logical(jnp.any)
+register_functional(aten.all.default, aten.all.dim, aten.all.dims)(_all)
+register_functional(aten.any.default, aten.any.dim, aten.any.dims)(_any)
+
+
+def _moments(self, dim, correction, keepdim):
+    result = self.dtype if (self.dtype.is_floating_point or self.dtype.is_complex) else None
+    if result is None:
+        raise RuntimeError(f"std and var only support floating point and complex dtypes")
+    real = {torch.complex64: torch.float32, torch.complex128: torch.float64}.get(result, result)
+    ddof = 1 if correction is None else correction
+    ax = axes(dim, self.dim())
+    x = J(self).astype(_opmath(dtypes.to_jax_dtype(result)))
+    var = jnp.var(x, axis=ax, ddof=ddof, keepdims=bool(keepdim))
+    mean = jnp.mean(x, axis=ax, keepdims=bool(keepdim))
+    return var.astype(dtypes.to_jax_dtype(real)), mean.astype(dtypes.to_jax_dtype(result))
+
+
+@register_functional(aten.var.correction)
+def var(self, dim=None, *, correction=None, keepdim=False):
+    return _moments(self, dim, correction, keepdim)[0]
+
+
+@register_functional(aten.std.correction)
+def std(self, dim=None, *, correction=None, keepdim=False):
+    v = _moments(self, dim, correction, keepdim)[0]
+    return jnp.sqrt(v.astype(_opmath(v.dtype))).astype(v.dtype)
+
+
+@register_functional(aten.var_mean.correction)
+def var_mean(self, dim=None, *, correction=None, keepdim=False):
+    return _moments(self, dim, correction, keepdim)
+
+
+@register_functional(aten.std_mean.correction)
+def std_mean(self, dim=None, *, correction=None, keepdim=False):
+    v, m = _moments(self, dim, correction, keepdim)
+    return jnp.sqrt(v.astype(_opmath(v.dtype))).astype(v.dtype), m
+
+
+def _cumulative(fn):
+    def kernel(self, dim, *, dtype=None):
+        result = _accumulate_dtype(self.dtype, dtype)
+        a = wrap_dim(dim, self.dim())
+        x = J(self).astype(_opmath(dtypes.to_jax_dtype(result)))
+        if x.ndim == 0:
+            return x.astype(dtypes.to_jax_dtype(result))
+        return fn(x, axis=a).astype(dtypes.to_jax_dtype(result))
+
+    return kernel
+
+
+register_functional(aten.cumsum.default)(_cumulative(jnp.cumsum))
+register_functional(aten.cumprod.default)(_cumulative(jnp.cumprod))
+
+
+@register_functional(aten.linalg_vector_norm.default)
+def vector_norm(self, ord=2, dim=None, keepdim=False, *, dtype=None):
+    if not (self.dtype.is_floating_point or self.dtype.is_complex):
+        raise RuntimeError(
+            f"linalg.vector_norm: Expected a floating point or complex tensor as input. Got {str(self.dtype).split('.')[-1].capitalize()}"
+        )
+    src = dtype or self.dtype
+    real = {torch.complex64: torch.float32, torch.complex128: torch.float64}.get(src, src)
+    x = jnp.abs(J(self).astype(_opmath(dtypes.to_jax_dtype(src))))
+    ax = axes(dim, self.dim())
+    if ord == float("inf"):
+        r = jnp.max(x, axis=ax, keepdims=keepdim)
+    elif ord == float("-inf"):
+        r = jnp.min(x, axis=ax, keepdims=keepdim)
+    elif ord == 0:
+        r = jnp.sum((x != 0).astype(x.dtype), axis=ax, keepdims=keepdim)
+    else:
+        r = jnp.sum(x**ord, axis=ax, keepdims=keepdim) ** (1.0 / ord)
+    return r.astype(dtypes.to_jax_dtype(real))
