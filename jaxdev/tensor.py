@@ -107,9 +107,9 @@ def tensor_on_storage(storage, dtype, shape, strides, offset=0) -> torch.Tensor:
 
 def wrap(array: jax.Array) -> torch.Tensor:
     """A new contiguous jax tensor that owns `array` (its dtype decides the torch dtype)."""
-    dtype = dtypes.to_torch_dtype(array.dtype)
+    dtype = dtypes.JAX_TO_TORCH.get(array.dtype) or dtypes.to_torch_dtype(array.dtype)
     shape = array.shape
-    box = Box(array, math.prod(shape), dtype)
+    box = Box(array, array.size, dtype)
     return tensor_on_storage(new_storage(box), dtype, shape, contiguous_strides(shape))
 
 

@@ -60,6 +60,32 @@ def _copy_from_and_resize(self, dst):
     return copy_into(dst, self)
 
 
+@register(aten.clone.default)
+def clone(self, *, memory_format=torch.preserve_format):
+    value = tensor.read(self)
+    if memory_format == torch.preserve_format and not self.is_contiguous() and _dense(self):
+        # PyTorch keeps the strides of a dense, non-overlapping tensor (a transpose stays one).
+        out = tensor.empty(self.shape, self.dtype, self.stride())
+        tensor.write(out, value)
+        return out
+    if memory_format not in (torch.preserve_format, torch.contiguous_format):
+        out = tensor.empty(self.shape, self.dtype, torch.empty(self.shape, device="meta", memory_format=memory_format).stride())
+        tensor.write(out, value)
+        return out
+    return tensor.wrap(value)
+
+
+def _dense(t: torch.Tensor) -> bool:
+    """Non-overlapping and dense: some permutation of the dims is contiguous."""
+    dims = sorted((s, n) for n, s in zip(t.shape, t.stride()) if n != 1)
+    expected = 1
+    for s, n in dims:
+        if s != expected:
+            return False
+        expected *= n
+    return True
+
+
 @register(aten._local_scalar_dense.default)
 def _local_scalar_dense(self):
     return np.asarray(tensor.read(self)).item()

@@ -32,8 +32,7 @@ def _float_of(dtype: torch.dtype) -> torch.dtype:
     return dtype if (dtype.is_floating_point or dtype.is_complex) else torch.get_default_dtype()
 
 
-@functools.lru_cache(maxsize=None)
-def _compiled(fn, compute, result, nargs):
+def _compile(fn, compute, result, nargs):
     def run(*args):
         cast = [jnp.asarray(a, compute) if not hasattr(a, "astype") else a.astype(compute) for a in args[:nargs]]
         return fn(*cast, *args[nargs:]).astype(result)
@@ -41,10 +40,17 @@ def _compiled(fn, compute, result, nargs):
     return jax.jit(run)
 
 
+_COMPILED: dict = {}
+
+
 def _call(fn, compute: torch.dtype, result: torch.dtype, tensors, extra=()):
-    cj = _opmath(dtypes.to_jax_dtype(compute))
-    rj = dtypes.to_jax_dtype(result)
-    return _compiled(fn, cj, rj, len(tensors))(*(value(t) for t in tensors), *extra)
+    """Run `fn` jitted on the tensors' values cast to `compute` (opmath), cast to `result`."""
+    key = (fn, compute, result, len(tensors))
+    jitted = _COMPILED.get(key)
+    if jitted is None:
+        cj = _opmath(dtypes.to_jax_dtype(compute))
+        jitted = _COMPILED[key] = _compile(fn, cj, dtypes.to_jax_dtype(result), len(tensors))
+    return jitted(*[value(t) for t in tensors], *extra)
 
 
 # --- unary ---------------------------------------------------------------------------------------
