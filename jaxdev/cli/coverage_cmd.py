@@ -1,7 +1,114 @@
+"""`jaxdev coverage`: run OpInfo samples on jax vs CPU and write the YAML matrix."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+
 import click
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+from jaxdev.cli.render import coloured, console
+
+
+def _term_as_interrupt(*_):
+    raise KeyboardInterrupt
+
+
+def scope_options(fn):
+    for option in reversed([
+        click.argument("ops", nargs=-1),
+        click.option("--dtype", "dtypes", multiple=True, help="Only this dtype (float32, int64, ...). Repeatable."),
+        click.option("--no-backward", is_flag=True, help="Forward only."),
+        click.option("--jobs", "-j", type=int, default=os.cpu_count() or 1, show_default=True, help="Worker processes."),
+        click.option("--timeout", type=float, default=60.0, show_default=True, help="Seconds a sample may take before it counts as a hang."),
+        click.option("--max-samples", type=int, default=6, show_default=True, help="Samples per (op, dtype, direction); recorded in the matrix."),
+    ]):
+        fn = option(fn)
+    return fn
+
+
+def run_sweep(units, out_path, *, jobs, timeout, max_samples, resume=False, run_info=None, quiet=False):
+    """The sweep with a progress bar; prints wall time and samples/s. Shared with `gate`."""
+    from jaxdev.audit import sweep
+
+    signal.signal(signal.SIGTERM, _term_as_interrupt)
+    progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                        TextColumn("{task.fields[rate]}"), TimeElapsedColumn(), TextColumn("ETA"),
+                        TimeRemainingColumn(), console=console, disable=quiet or not console.is_terminal)
+    task = progress.add_task("units", total=len(units), rate="")
+    counts = {"samples": 0}
+
+    def on_start(already, todo):
+        progress.update(task, completed=already, total=already + todo)
+
+    def on_sample():
+        counts["samples"] += 1
+        elapsed = progress.tasks[0].elapsed or 1e-9
+        progress.update(task, rate=f"{counts['samples'] / elapsed:.1f} samples/s")
+
+    def on_unit(r):
+        progress.advance(task)
+        progress.update(task, description=f"{r.unit.op[:24]:<24}")
+
+    with progress:
+        try:
+            m = sweep.sweep(units, out_path, jobs=jobs, timeout=timeout, max_samples=max_samples, resume=resume,
+                            run_info=run_info, on_start=on_start, on_unit=on_unit, on_sample=on_sample)
+        except KeyboardInterrupt:
+            progress.stop()
+            console.print(f"[yellow]interrupted[/yellow]: partial matrix in {out_path}; "
+                          "complete it with the same command and --resume")
+            sys.exit(130)
+    this = m["run"]["this_run"]
+    rate = this["samples"] / this["wall_s"] if this["wall_s"] else 0.0
+    if not quiet:
+        console.print(f"{this['units']} units, {this['samples']} samples in {this['wall_s']:.1f} s "
+                      f"({rate:.1f} samples/s) -> {out_path}")
+    return m
+
+
+def print_summary(m):
+    for direction, counts in m["summary"].items():
+        if counts:
+            console.print(f"{direction:9}" + "  ".join(f"{coloured(k)} {v}" for k, v in sorted(counts.items())))
 
 
 @click.command("coverage")
-def command():
-    """Not yet written."""
-    raise click.ClickException("not implemented yet")
+@scope_options
+@click.option("--shard", help="K/N: run the K-th of N slices of the OpInfos (merge the shards' matrices with --merge).")
+@click.option("--resume", is_flag=True, help="Complete the partial matrix in --out instead of starting over.")
+@click.option("--out", "out_dir", default="coverage", show_default=True, type=click.Path(file_okay=False), help="Folder for matrix.yaml.")
+@click.option("--merge", "merge_files", multiple=True, type=click.Path(), help="Merge these shard matrices into --out instead of running.")
+def command(ops, dtypes, no_backward, jobs, timeout, max_samples, shard, resume, out_dir, merge_files):
+    """Run PyTorch's OpInfo samples on jax and on CPU, compare, and write OUT/matrix.yaml.
+
+    OPS are OpInfo names or globs (`add`, `nn.functional.*`); none means all of op_db.
+    Each (op, dtype, direction) gets a status: pass, fallback (correct only through the CPU
+    fallback), missing, lost_autograd, exception, wrong, dtype_mismatch, shape_mismatch, crash,
+    timeout or skip.
+
+    \b
+    Examples:
+      jaxdev coverage sin add --dtype float32
+      jaxdev coverage 'nn.functional.*' --no-backward --jobs 2 --out /tmp/cov
+      jaxdev coverage --shard 1/4 --out shard1   # then: jaxdev coverage --merge shard*/matrix.yaml
+      jaxdev coverage --resume                   # finish an interrupted sweep
+    """
+    from jaxdev.audit import matrix, sweep
+
+    out_path = os.path.join(out_dir, sweep.MATRIX_FILE)
+    if merge_files:
+        merged = matrix.merge([matrix.load(p) for p in merge_files])
+        matrix.save(merged, out_path)
+        console.print(f"merged {len(merge_files)} matrices -> {out_path}")
+        print_summary(merged)
+        return
+    parsed_shard = sweep.parse_shard(shard)
+    units = sweep.plan(ops, dtypes, not no_backward, parsed_shard)
+    if not units:
+        raise click.UsageError("nothing to run: no (op, dtype) pair matches these options")
+    m = run_sweep(units, out_path, jobs=jobs, timeout=timeout, max_samples=max_samples, resume=resume,
+                  run_info={"shard": shard} if shard else None)
+    print_summary(m)

@@ -1,0 +1,212 @@
+"""Run one OpInfo sample on CPU and on `jax`, and classify what the device did.
+
+Statuses, worst first (a unit takes the worst of its samples):
+  crash, timeout         the worker died or hung on this sample (set by the runner)
+  missing                no kernel can run the op on jax (dispatcher or fallback refused)
+  lost_autograd          forward ran but gradients are gone (no grad_fn, None grads, warnings)
+  exception              a kernel raised (type + message)
+  shape_mismatch, dtype_mismatch, wrong (values beyond tolerance; max abs/rel error recorded)
+  fallback               correct, but only because ops ran on CPU through jaxdev's fallback
+  pass                   correct on jax kernels alone
+  skip                   no verdict possible (CPU itself raised, nothing differentiable)
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
+from torch.utils._pytree import tree_flatten, tree_map
+
+import jaxdev
+from jaxdev.audit import samples as sample_db
+
+SEVERITY = ("crash", "timeout", "missing", "lost_autograd", "exception", "shape_mismatch",
+            "dtype_mismatch", "wrong", "fallback", "pass", "skip")
+FAILURES = frozenset(SEVERITY[:8])
+
+_LOST_AUTOGRAD_TEXT = ("an autograd kernel was not registered", "does not require grad and does not have a grad_fn")
+
+
+class Trace(TorchDispatchMode):
+    """Records the aten overloads a call reaches after CompositeImplicitAutograd decomposition."""
+
+    def __init__(self):
+        super().__init__()
+        self.ops: set[str] = set()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.ops.add(func.name())
+        return func(*args, **(kwargs or {}))
+
+
+def worst(statuses) -> str:
+    statuses = list(statuses)
+    return min(statuses, key=SEVERITY.index) if statuses else "skip"
+
+
+def _short(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {text[0][:300] if text else ''}"
+
+
+def _call(op, sample, backward: bool, grad_outputs=None):
+    """Forward: the op's outputs. Backward: (grads w.r.t. differentiable inputs, the seeds used)."""
+    out = op(sample.input, *sample.args, **sample.kwargs)
+    if not backward:
+        return out, None
+    out = sample.output_process_fn_grad(out)
+    outs = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor) and t.requires_grad]
+    inputs = [t for t in tree_flatten((sample.input, sample.args, sample.kwargs))[0]
+              if isinstance(t, torch.Tensor) and t.requires_grad]
+    if grad_outputs is None:
+        with _disable_current_modes():  # the seeds are ours, not the op's: keep them out of the trace
+            gen = torch.Generator().manual_seed(0)
+            grad_outputs = [torch.randn(o.shape, generator=gen, dtype=o.dtype) for o in outs]
+        device_seeds = grad_outputs
+    else:
+        device_seeds = [g.to(outs[0].device) for g in grad_outputs] if outs else []
+        if len(outs) != len(grad_outputs):
+            raise _LostAutograd(f"{len(grad_outputs) - len(outs)} of {len(grad_outputs)} outputs have no grad_fn on jax")
+    if not outs:
+        return None, grad_outputs
+    grads = torch.autograd.grad(outs, inputs, device_seeds, allow_unused=True)
+    return grads, grad_outputs
+
+
+class _LostAutograd(Exception):
+    pass
+
+
+def _cpu(x):
+    return x.cpu() if isinstance(x, torch.Tensor) and x.device.type != "cpu" else x
+
+
+def _errors(actual: torch.Tensor, expected: torch.Tensor) -> tuple[float, float]:
+    wide = torch.complex128 if (actual.is_complex() or expected.is_complex()) else torch.float64
+    a, e = actual.detach().to(wide), expected.detach().to(wide)
+    same = (a == e) | (torch.isnan(a) & torch.isnan(e)) if not a.is_complex() else (a == e)
+    diff = torch.where(same, torch.zeros((), dtype=torch.float64), (a - e).abs().to(torch.float64))
+    if diff.numel() == 0:
+        return 0.0, 0.0
+    scale = e.abs().to(torch.float64)
+    rel = torch.where(scale > 0, diff / scale.clamp_min(1e-300), torch.zeros((), dtype=torch.float64))
+    return float(diff.max()), float(rel.max())
+
+
+def compare(actual, expected, atol: float, rtol: float, values: bool = True) -> dict | None:
+    """None if the outputs agree; else {status, reason, max_abs, max_rel}."""
+    a_leaves, a_spec = tree_flatten(actual)
+    e_leaves, e_spec = tree_flatten(expected)
+    if len(a_leaves) != len(e_leaves):
+        return {"status": "shape_mismatch", "reason": f"{len(a_leaves)} outputs, CPU gives {len(e_leaves)}"}
+    worst_abs = worst_rel = 0.0
+    bad = None
+    for i, (a, e) in enumerate(zip(a_leaves, e_leaves)):
+        where = f"output {i}" if len(e_leaves) > 1 else "output"
+        if isinstance(e, torch.Tensor) != isinstance(a, torch.Tensor):
+            return {"status": "shape_mismatch", "reason": f"{where} is {type(a).__name__}, CPU gives {type(e).__name__}"}
+        if not isinstance(e, torch.Tensor):
+            if values and not (a == e or (isinstance(a, float) and isinstance(e, float)
+                                          and (math.isclose(a, e, rel_tol=rtol, abs_tol=atol) or (math.isnan(a) and math.isnan(e))))):
+                bad = bad or {"status": "wrong", "reason": f"{where} is {a!r}, CPU gives {e!r}"}
+            continue
+        if tuple(a.shape) != tuple(e.shape):
+            return {"status": "shape_mismatch", "reason": f"{where} shape {list(a.shape)}, CPU gives {list(e.shape)}"}
+        if a.dtype != e.dtype:
+            return {"status": "dtype_mismatch", "reason": f"{where} dtype {sample_db.dtype_name(a.dtype)}, CPU gives {sample_db.dtype_name(e.dtype)}"}
+        if not values:
+            continue
+        try:
+            torch.testing.assert_close(a, e, atol=atol, rtol=rtol, equal_nan=True, check_device=False,
+                                       check_stride=False, check_layout=False)
+        except AssertionError:
+            abs_err, rel_err = _errors(a, e)
+            worst_abs, worst_rel = max(worst_abs, abs_err), max(worst_rel, rel_err)
+            bad = bad or {"status": "wrong", "reason": f"{where} differs (atol {atol:g}, rtol {rtol:g})"}
+    if bad and bad["status"] == "wrong" and (worst_abs or worst_rel):
+        bad.update(max_abs=worst_abs, max_rel=worst_rel)
+        bad["reason"] += f": max abs err {worst_abs:.3g}, max rel err {worst_rel:.3g}"
+    return bad
+
+
+def _exception_status(e: BaseException) -> str:
+    text = str(e)
+    if any(t in text for t in _LOST_AUTOGRAD_TEXT) or isinstance(e, _LostAutograd):
+        return "lost_autograd"
+    # Composite kernels raise NotImplementedError for a backend they do not know
+    # (convolution_overrideable); the dispatcher says "Could not run".
+    if isinstance(e, (jaxdev.fallback.FallbackError, NotImplementedError)) or "Could not run '" in text:
+        return "missing"
+    return "exception"
+
+
+def run_sample(unit: sample_db.Unit, sample) -> dict:
+    """The verdict for one sample: {status, reason, aten, fallback, [max_abs, max_rel, random]}."""
+    op = sample_db.op_db()[unit.op]
+    backward = unit.direction == "backward"
+    result: dict = {"repro": _repro(unit, sample)}
+    trace = Trace()
+    try:
+        cpu_sample = sample_db.to_device(sample, "cpu")
+        torch.manual_seed(0)
+        with trace:
+            expected, seeds = _call(op, cpu_sample, backward)
+        torch.manual_seed(1)
+        again, _ = _call(op, sample_db.to_device(sample, "cpu"), backward)
+    except Exception as e:
+        return {**result, "status": "skip", "reason": f"CPU raised {_short(e)}", "aten": sorted(trace.ops)}
+    result["aten"] = sorted(trace.ops)
+    if backward and expected is None:
+        return {**result, "status": "skip", "reason": "no differentiable output on CPU"}
+    # Random ops (dropout, rand_like, ...): only shapes and dtypes can be compared.
+    random = any(_is_seeded(name) for name in trace.ops) or compare(again, expected, 0.0, 0.0) is not None
+    if random:
+        result["random"] = True
+
+    jaxdev.reset_fallback_counts()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            device_sample = sample_db.to_device(sample, "jax")
+            torch.manual_seed(0)
+            actual, _ = _call(op, device_sample, backward, seeds)
+            actual = tree_map(_cpu, actual)
+        except Exception as e:
+            result["fallback"] = sorted(jaxdev.fallback_counts())
+            return {**result, "status": _exception_status(e), "reason": _short(e)}
+    result["fallback"] = sorted(jaxdev.fallback_counts())
+    lost = [str(w.message) for w in caught if any(t in str(w.message) for t in _LOST_AUTOGRAD_TEXT)]
+    if lost:
+        return {**result, "status": "lost_autograd", "reason": lost[0].splitlines()[0][:300]}
+    if backward:
+        for i, (a, e) in enumerate(zip(actual, expected)):
+            if a is None and e is not None:
+                return {**result, "status": "lost_autograd", "reason": f"grad of input {i} is None on jax"}
+    atol, rtol = sample_db.tolerance(unit)
+    bad = compare(actual, expected, atol, rtol, values=not random)
+    if bad:
+        if result["fallback"]:
+            bad["reason"] += f" (CPU fallback used for {', '.join(result['fallback'])})"
+        return {**result, **bad}
+    if result["fallback"]:
+        return {**result, "status": "fallback",
+                "reason": f"correct only through the CPU fallback for {', '.join(result['fallback'])}"}
+    return {**result, "status": "pass", "reason": "values unchecked: random op" if random else ""}
+
+
+def _is_seeded(name: str) -> bool:
+    from jaxdev.audit.dispatch import overload
+
+    op = overload(name)
+    return op is not None and torch.Tag.nondeterministic_seeded in op.tags
+
+
+def _repro(unit, sample) -> str:
+    try:
+        described = sample.summary()
+    except Exception:  # summary() is best effort on exotic samples
+        described = repr(sample)[:500]
+    return f"{unit.op} {unit.dtype} {unit.direction}: {described}"

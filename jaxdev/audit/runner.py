@@ -1,0 +1,243 @@
+"""Worker processes that run OpInfo samples, so a crash or a hang costs one sample, not the sweep.
+
+Each worker is `python -m jaxdev.audit.runner IN_FD OUT_FD`: it imports torch, jax (with the
+persistent compilation cache on), jaxdev and op_db once, then serves units. For each sample it first
+says ("start", i), then ("sample", i, verdict). If the worker dies or goes silent past the timeout
+during sample i, the parent records sample i as crash/timeout, starts a fresh worker, and resumes the
+unit at sample i + 1.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import deque
+from multiprocessing.connection import Connection, wait
+from typing import Callable
+
+from jaxdev.audit import AuditError
+from jaxdev.audit.check import FAILURES, worst
+from jaxdev.audit.samples import Unit
+
+CACHE_DIR = os.path.join(os.path.expanduser("~"), ".cache", "jaxdev", "jax")
+STARTUP_TIMEOUT_S = 180.0
+MAX_LOST_SAMPLES = 2  # crashes/timeouts after which a unit's remaining samples are not run
+
+
+@dataclasses.dataclass
+class UnitResult:
+    unit: Unit
+    entry: dict
+    aten: list[str]
+    samples: int
+
+
+class _Work:
+    """A unit in progress: the verdicts so far and where to resume."""
+
+    def __init__(self, unit: Unit, max_samples: int):
+        self.unit = unit
+        self.max_samples = max_samples
+        self.verdicts: dict[int, dict] = {}
+        self.total: int | None = None
+        self.next = 0
+        self.lost = 0
+
+    def entry(self) -> dict:
+        verdicts = [self.verdicts[i] for i in sorted(self.verdicts)]
+        status = worst(v["status"] for v in verdicts) if verdicts else "skip"
+        first_bad = next((v for v in verdicts if v["status"] == status), {})
+        counts: dict[str, int] = {}
+        for v in verdicts:
+            counts[v["status"]] = counts.get(v["status"], 0) + 1
+        entry = {"status": status, "reason": first_bad.get("reason", "no samples"), "samples": len(verdicts),
+                 "of": self.total if self.total is not None else 0, "counts": counts}
+        fallback = sorted({op for v in verdicts for op in v.get("fallback", ())})
+        if fallback:
+            entry["fallback"] = fallback
+        if status in FAILURES and first_bad.get("repro"):
+            entry["repro"] = first_bad["repro"]
+        for key in ("max_abs", "max_rel"):
+            values = [v[key] for v in verdicts if key in v]
+            if values:
+                entry[key] = float(f"{max(values):.4g}")
+        if any(v.get("random") for v in verdicts):
+            entry["random"] = True
+        if self.total is not None and self.total > self.max_samples:
+            entry["limited"] = True
+        return entry
+
+    def aten(self) -> list[str]:
+        return sorted({op for v in self.verdicts.values() for op in v.get("aten", ())})
+
+
+class _Worker:
+    def __init__(self, env: dict):
+        parent_in, child_out = os.pipe()
+        child_in, parent_out = os.pipe()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "jaxdev.audit.runner", str(child_in), str(child_out)],
+            pass_fds=(child_in, child_out), env=env, stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        )
+        os.close(child_in)
+        os.close(child_out)
+        self.recv = Connection(parent_in, writable=False)
+        self.send = Connection(parent_out, readable=False)
+        self.ready = False
+        self.work: _Work | None = None
+        self.current: int | None = None
+        self.deadline = time.monotonic() + STARTUP_TIMEOUT_S
+
+    def kill(self) -> None:
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        self.proc.wait()
+        self.recv.close()
+        self.send.close()
+
+    def died_how(self) -> str:
+        rc = self.proc.wait()
+        if rc < 0:
+            return f"worker killed by signal {signal.Signals(-rc).name}"
+        return f"worker exited with code {rc}"
+
+
+def run(units: list[Unit], *, jobs: int, timeout: float, max_samples: int,
+        on_result: Callable[[UnitResult], None], on_sample: Callable[[], None] | None = None,
+        env: dict | None = None) -> int:
+    """Run every unit across `jobs` workers; `on_result` gets each finished unit. Returns samples run."""
+    env = dict(os.environ if env is None else env)
+    env.setdefault("JAXDEV_FALLBACK", "silent")
+    env.setdefault("JAXDEV_AUDIT_CACHE", CACHE_DIR)
+    queue: deque[_Work] = deque(_Work(u, max_samples) for u in units)
+    workers: list[_Worker] = []
+    samples_run = 0
+
+    def finish(work: _Work):
+        on_result(UnitResult(work.unit, work.entry(), work.aten(), len(work.verdicts)))
+
+    def assign(w: _Worker):
+        if not queue:
+            return
+        w.work = queue.popleft()
+        w.current = None
+        w.send.send(("unit", w.work.unit, w.work.next, w.work.max_samples))
+        w.deadline = time.monotonic() + timeout
+
+    def lose(w: _Worker, status: str, reason: str):
+        """The worker crashed or hung: charge the current sample (or the whole unit) and move on."""
+        nonlocal samples_run
+        work = w.work
+        w.kill()
+        workers.remove(w)
+        if work is None:
+            if not w.ready:
+                raise AuditError(f"a coverage worker failed to start ({reason}); check JAXDEV_AUDIT_PLUGINS and the environment")
+            return
+        i = w.current if w.current is not None else work.next
+        work.verdicts[i] = {"status": status, "reason": reason, "repro": f"{work.unit.op} {work.unit.dtype} "
+                            f"{work.unit.direction}: sample {i}"}
+        samples_run += 1
+        work.lost += 1
+        work.next = i + 1
+        limit = min(work.total if work.total is not None else i + 1, work.max_samples)
+        if work.lost < MAX_LOST_SAMPLES and work.next < limit:
+            queue.appendleft(work)
+        else:
+            finish(work)
+
+    try:
+        while queue or any(w.work for w in workers):
+            while len(workers) < jobs and (queue or not workers):
+                workers.append(_Worker(env))
+            ready = wait([w.recv for w in workers], timeout=max(0.05, min(w.deadline for w in workers) - time.monotonic()))
+            now = time.monotonic()
+            for w in list(workers):
+                if w.recv in ready:
+                    try:
+                        msg = w.recv.recv()
+                    except (EOFError, OSError):
+                        lose(w, "crash", w.died_how() + (f" on sample {w.current}" if w.current is not None else ""))
+                        continue
+                    w.deadline = now + timeout
+                    kind = msg[0]
+                    if kind == "ready":
+                        w.ready = True
+                        assign(w)
+                    elif kind == "count":
+                        w.work.total = msg[1]
+                    elif kind == "start":
+                        w.current = msg[1]
+                    elif kind == "sample":
+                        w.work.verdicts[msg[1]] = msg[2]
+                        w.work.next = msg[1] + 1
+                        w.current = None
+                        samples_run += 1
+                        if on_sample:
+                            on_sample()
+                    elif kind == "done":
+                        if "error" in msg[1]:
+                            w.work.verdicts.setdefault(w.work.next, {"status": "skip", "reason": msg[1]["error"]})
+                        finish(w.work)
+                        w.work = None
+                        assign(w)
+                elif now > w.deadline:
+                    what = "start" if not w.ready else (f"sample {w.current}" if w.current is not None else "sample generation")
+                    lose(w, "timeout", f"no answer within {timeout:g} s on {what}")
+            # idle workers with nothing left to do
+            for w in list(workers):
+                if w.ready and w.work is None and not queue:
+                    w.send.send(("stop",))
+                    w.kill()
+                    workers.remove(w)
+    finally:
+        for w in workers:
+            w.kill()
+    return samples_run
+
+
+def _worker_main(fd_in: int, fd_out: int) -> None:
+    recv = Connection(fd_in, writable=False)
+    send = Connection(fd_out, readable=False)
+    import jax
+
+    jax.config.update("jax_compilation_cache_dir", os.environ.get("JAXDEV_AUDIT_CACHE", CACHE_DIR))
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+    from jaxdev.audit import check, samples
+
+    samples.op_db()
+    send.send(("ready",))
+    while True:
+        try:
+            msg = recv.recv()
+        except EOFError:
+            return
+        if msg[0] == "stop":
+            return
+        _, unit, start, limit = msg
+        try:
+            todo = samples.samples(unit)
+        except Exception as e:  # the OpInfo's sample generator itself failed
+            send.send(("done", {"error": f"sample generation raised {type(e).__name__}: {str(e)[:200]}"}))
+            continue
+        send.send(("count", len(todo)))
+        for i in range(start, min(len(todo), limit)):
+            send.send(("start", i))
+            try:
+                verdict = check.run_sample(unit, todo[i])
+            except Exception as e:  # an auditor bug on an odd sample must not stop the sweep
+                verdict = {"status": "exception", "reason": f"auditor: {type(e).__name__}: {str(e)[:200]}"}
+            send.send(("sample", i, verdict))
+        send.send(("done", {}))
+
+
+if __name__ == "__main__":
+    _worker_main(int(sys.argv[1]), int(sys.argv[2]))

@@ -1,0 +1,89 @@
+"""A coverage sweep: choose the units, skip what a partial matrix already has, run the rest in
+workers, and keep the matrix on disk current (atomically) so a killed sweep can be resumed."""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from typing import Callable
+
+from jaxdev.audit import AuditError, matrix, runner, samples
+
+MATRIX_FILE = "matrix.yaml"
+SAVE_EVERY_S = 5.0
+
+
+def parse_shard(text: str | None) -> tuple[int, int] | None:
+    if not text:
+        return None
+    m = re.fullmatch(r"(\d+)/(\d+)", text)
+    if not m or not 1 <= int(m[1]) <= int(m[2]):
+        raise AuditError(f"--shard must look like K/N with 1 <= K <= N, not {text!r}")
+    return int(m[1]), int(m[2])
+
+
+def plan(ops=(), dtypes=(), backward=True, shard: tuple[int, int] | None = None) -> list[samples.Unit]:
+    names = samples.select(ops)
+    if shard:
+        k, n = shard
+        names = names[k - 1::n]  # whole OpInfos per shard, so each op's aten list stays in one file
+    return samples.units(names, dtypes, backward)
+
+
+def sweep(units: list[samples.Unit], out_path: str, *, jobs: int, timeout: float, max_samples: int,
+          resume: bool = False, run_info: dict | None = None,
+          on_start: Callable[[int, int], None] | None = None,
+          on_unit: Callable[[runner.UnitResult], None] | None = None,
+          on_sample: Callable[[], None] | None = None) -> dict:
+    """Runs the units, writes `out_path` as it goes, and returns the final matrix."""
+    if jobs < 1:
+        raise AuditError(f"--jobs must be at least 1, not {jobs}")
+    if timeout <= 0:
+        raise AuditError(f"--timeout must be positive, not {timeout:g}")
+    if max_samples < 1:
+        raise AuditError(f"--max-samples must be at least 1, not {max_samples}")
+    info = {"max_samples": max_samples, "timeout_s": timeout, **(run_info or {})}
+    if resume and os.path.exists(out_path):
+        m = matrix.load(out_path)
+        if m["run"].get("max_samples") not in (None, max_samples):
+            raise AuditError(f"{out_path} was run with --max-samples {m['run']['max_samples']}; resume with the same value")
+        todo = [u for u in units if matrix.get(m, u.op, u.dtype, u.direction) is None]
+    else:
+        m = matrix.empty()
+        todo = list(units)
+    previous_wall = m["run"].get("wall_s", 0.0) if resume else 0.0
+    previous_samples = m["run"].get("samples", 0) if resume else 0
+    m["run"].update(info, complete=False)
+    if on_start:
+        on_start(len(units) - len(todo), len(todo))
+    start = time.monotonic()
+    last_save = [start]
+
+    def save(complete: bool):
+        m["run"]["wall_s"] = round(previous_wall + time.monotonic() - start, 1)
+        m["run"]["complete"] = complete
+        matrix.save(m, out_path)
+
+    done_samples = [0]
+
+    def on_result(r: runner.UnitResult):
+        matrix.put(m, r.unit.op, r.unit.dtype, r.unit.direction, r.entry, r.aten)
+        done_samples[0] += r.samples
+        m["run"]["samples"] = previous_samples + done_samples[0]
+        if on_unit:
+            on_unit(r)
+        if time.monotonic() - last_save[0] > SAVE_EVERY_S:
+            save(False)
+            last_save[0] = time.monotonic()
+
+    save(False)
+    try:
+        runner.run(todo, jobs=jobs, timeout=timeout, max_samples=max_samples, on_result=on_result, on_sample=on_sample)
+    except BaseException:
+        save(False)  # Ctrl-C or kill: a partial matrix that --resume completes
+        raise
+    m["run"]["this_run"] = {"units": len(todo), "samples": done_samples[0],
+                            "wall_s": round(time.monotonic() - start, 1)}
+    save(True)
+    return m
