@@ -52,13 +52,21 @@ _next_address = itertools.count(1 << 52, 1 << 40)
 class Box:
     """The contents of one storage: `array` holds `numel` elements of `dtype`, row-major."""
 
-    __slots__ = ("array", "numel", "dtype", "weak", "__weakref__")
+    __slots__ = ("array", "numel", "dtype", "weak", "untyped", "__weakref__")
 
     def __init__(self, array: jax.Array, numel: int, dtype: torch.dtype):
         self.array = array
         self.numel = numel
         self.dtype = dtype
         self.weak = None
+        self.untyped = False  # bytes from an untyped storage: retyped by the first tensor set on it
+
+    def retype(self, dtype: torch.dtype) -> None:
+        if self.untyped and dtype != self.dtype:
+            self.array = _bitcast_flat(self.flat(), dtype)
+            self.numel = self.array.shape[0]
+            self.dtype = dtype
+        self.untyped = False
 
     def flat(self) -> jax.Array:
         a = self.array
@@ -161,15 +169,34 @@ def _scatter(shape, strides, offset):
     )
 
 
+def _to_bytes(flat: jax.Array) -> jax.Array:
+    if flat.dtype == jnp.bool_:
+        return flat.astype(jnp.uint8)
+    if jnp.issubdtype(flat.dtype, jnp.complexfloating):
+        flat = jnp.stack([flat.real, flat.imag], axis=-1).reshape(-1)
+    if flat.dtype.itemsize == 1:
+        return jax.lax.bitcast_convert_type(flat, jnp.uint8)
+    return jax.lax.bitcast_convert_type(flat, jnp.uint8).reshape(-1)
+
+
+def _from_bytes(raw: jax.Array, target) -> jax.Array:
+    if target == jnp.bool_:
+        return raw != 0
+    if jnp.issubdtype(target, jnp.complexfloating):
+        part = jnp.finfo(target).dtype
+        pairs = _from_bytes(raw, part).reshape(-1, 2)
+        return jax.lax.complex(pairs[:, 0], pairs[:, 1])
+    if target.itemsize == 1:
+        return jax.lax.bitcast_convert_type(raw, target)
+    return jax.lax.bitcast_convert_type(raw.reshape(-1, target.itemsize), target)
+
+
 def _bitcast_flat(flat: jax.Array, dtype: torch.dtype) -> jax.Array:
-    """Reinterpret a flat array's bytes as `dtype` (for `view(dtype)` aliases)."""
+    """Reinterpret a flat array's bytes as `dtype` (for `view(dtype)` and view_as_real aliases)."""
     target = dtypes.to_jax_dtype(dtype)
-    src_size, dst_size = flat.dtype.itemsize, target.itemsize
-    if src_size == dst_size:
-        return jax.lax.bitcast_convert_type(flat, target)
-    if src_size > dst_size:
-        return jax.lax.bitcast_convert_type(flat, target).reshape(-1)
-    return jax.lax.bitcast_convert_type(flat.reshape(-1, dst_size // src_size), target)
+    if flat.dtype == target:
+        return flat
+    return _from_bytes(_to_bytes(flat), target)
 
 
 def read(t: torch.Tensor) -> jax.Array:

@@ -107,3 +107,18 @@ def eye_out(n, m, *, out):
 @register(aten.eye.out)
 def eye_square_out(n, *, out):
     return eye_out(n, n, out=out)
+
+
+# Quantized dtypes dispatch to the QuantizedPrivateUse1 key; give them a clear error there.
+_QUANTIZED = torch.library.Library("aten", "IMPL")
+
+
+def _refuse_quantized(*args, **kwargs):
+    dtype = kwargs.get("dtype")
+    raise dtypes.UnsupportedDtypeError(
+        f"dtype {dtype} is not supported on device 'jax': JAX has no quantized types"
+    )
+
+
+for _op in (aten.empty.memory_format, aten.empty_strided.default, aten._empty_affine_quantized.default):
+    _QUANTIZED.impl(_op, _refuse_quantized, "QuantizedPrivateUse1")

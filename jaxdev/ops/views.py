@@ -27,7 +27,6 @@ METADATA_VIEWS = [
     aten.view_as_real.default,
     aten.view_as_complex.default,
     aten.as_strided_.default,
-    aten.set_.source_Storage_storage_offset,
     aten.set_.source_Tensor,
 ]
 
@@ -46,12 +45,25 @@ for _op in METADATA_VIEWS:
     register(_op)(_on_cpu_metadata(_op))
 
 
+def _set_and_retype(op):
+    run = _on_cpu_metadata(op)
+
+    def kernel(self, *args, **kwargs):
+        out = run(self, *args, **kwargs)
+        tensor.box_of(self).retype(self.dtype)
+        return out
+
+    return kernel
+
+
+set_storage_offset = register(aten.set_.source_Storage_storage_offset)(
+    _set_and_retype(aten.set_.source_Storage_storage_offset)
+)
+
+
 @register(aten.set_.source_Storage)
 def set_storage(self, source):
-    itemsize = self.dtype.itemsize
-    return _on_cpu_metadata(aten.set_.source_Storage_storage_offset)(
-        self, source, 0, [source.nbytes() // itemsize], [1]
-    )
+    return set_storage_offset(self, source, 0, [source.nbytes() // self.dtype.itemsize], [1])
 
 
 @register(aten.set_.default)

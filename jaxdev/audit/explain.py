@@ -1,0 +1,159 @@
+"""`explain`: everything the dispatcher and the coverage matrix know about one op, in plain words."""
+
+from __future__ import annotations
+
+import os
+import re
+
+import torch
+
+from jaxdev.audit import AuditError, dispatch
+
+CIA_RULE = (
+    "{name} is CompositeImplicitAutograd: it decomposes into other ops before reaching the device, "
+    "and gets its gradients from that decomposition for free. Registering a PrivateUse1 (jax) kernel for it "
+    "takes the decomposition away from AutogradPrivateUse1 too (dispatcher rule 2.3), so its gradients are "
+    "silently lost unless an AutogradPrivateUse1 kernel is registered with it."
+)
+
+FIX = {
+    "fallback": "write a jax kernel: `@register_functional(aten.{op})` in the matching jaxdev/ops/<family>.py "
+                "(in-place and out= variants are derived)",
+    "missing": "write a jax kernel for {name} (or for the op its composite kernel needs): nothing can run it on jax",
+    "lost": "register an AutogradPrivateUse1 kernel with it (`register(..., autograd=...)`), or drop the "
+            "PrivateUse1 kernel and let the op decompose",
+    "composite": "nothing required; a direct jax kernel would be faster than the generic composite",
+}
+
+_ERROR_PATTERNS = (
+    r"Could not run '(?P<op>[\w:.]+)' with arguments from the '(?P<key>\w+)' backend",
+    r"(?P<op>\w+::[\w.]+) has no jax kernel",
+    r"(?P<op>\w+::[\w.]+): an autograd kernel was not registered",
+    r"(?P<op>\w+)_overrideable not implemented",
+    r"(?P<op>\w+::\w+(?:\.\w+)?)",
+)
+
+
+def op_from_error(text: str) -> str:
+    """The op a pasted NotImplementedError / dispatcher error is about."""
+    for pattern in _ERROR_PATTERNS:
+        m = re.search(pattern, text)
+        if m:
+            op = m["op"]
+            return op if "::" in op else f"aten::{op}"
+    raise AuditError("found no operator name (like aten::add.Tensor) in the pasted error text")
+
+
+def resolve(name: str) -> tuple[list[str], str | None]:
+    """(dispatcher overloads, OpInfo name) that `name` refers to; an unknown name is an AuditError."""
+    all_names = set(torch._C._dispatch_get_all_op_names())
+    qualified = name if "::" in name else f"aten::{name}"
+    if qualified in all_names:
+        overloads = [qualified]
+    else:
+        overloads = sorted(n for n in all_names if n.split(".")[0] == qualified)
+    from jaxdev.audit import samples
+
+    db = samples.op_db()
+    opinfo = name if name in db else None
+    if not overloads and not opinfo:
+        short = {n.split("::", 1)[1].split(".")[0] for n in all_names if n.startswith("aten::")}
+        near = samples.nearest(name.split("::")[-1], sorted(short | set(db)))
+        hint = f"; nearest: {', '.join(near)}" if near else ""
+        raise AuditError(f"{name!r} is neither an aten operator nor an OpInfo name{hint}")
+    return overloads, opinfo
+
+
+def describe(name: str) -> dict:
+    """Schema, kernels with provenance, statuses, the CIA rule and the fix for one overload."""
+    from jaxdev.ops import registry
+
+    s = dispatch.status(name)
+    op = dispatch.overload(name)
+    info = {
+        "name": name,
+        "schema": str(op._schema) if op is not None else None,
+        "device": s.device,
+        "device_meaning": dispatch.DEVICE_MEANING[s.device],
+        "autograd": s.autograd,
+        "autograd_meaning": dispatch.AUTOGRAD_MEANING[s.autograd],
+        "kernels": {
+            "PrivateUse1": {"direct": torch._C._dispatch_has_kernel_for_dispatch_key(name, "PrivateUse1"),
+                            "computed": str(s.device_entry) if s.device_entry else None},
+            "AutogradPrivateUse1": {"direct": torch._C._dispatch_has_kernel_for_dispatch_key(name, "AutogradPrivateUse1"),
+                                    "computed": str(s.autograd_entry) if s.autograd_entry else None},
+        },
+        "jaxdev": {k: v for k, v in {
+            "kernel": getattr(registry.KERNELS.get(name), "__qualname__", None),
+            "autograd": getattr(registry.AUTOGRAD.get(name), "__qualname__", None),
+            "derived_from": registry.DERIVED.get(name),
+        }.items() if v},
+        "tags": list(s.tags),
+    }
+    cia = torch._C._dispatch_has_kernel_for_dispatch_key(name, "CompositeImplicitAutograd")
+    if cia:
+        info["rule"] = CIA_RULE.format(name=name)
+    short = name.split("::", 1)[-1]
+    if s.autograd == "lost" and cia:
+        info["fix"] = "BUG (the origin bug of this project): " + FIX["lost"]
+    elif s.autograd == "lost":
+        info["fix"] = "gradients are lost: " + FIX["lost"]
+    elif s.device in FIX:
+        info["fix"] = FIX[s.device].format(op=short.replace(".", "."), name=name)
+    return info
+
+
+def decomposition(opinfo: str) -> list[dict]:
+    """The aten overloads one CPU sample of the OpInfo reaches after decomposition, with their
+    device status; the first that the device lacks is flagged."""
+    from jaxdev.audit import check, samples
+
+    unit = samples.Unit(opinfo, "float32", "forward")
+    op = samples.op_db()[opinfo]
+    if torch.float32 not in op.supported_dtypes("cpu"):
+        unit = samples.Unit(opinfo, samples.dtype_name(sorted(op.supported_dtypes("cpu"), key=str)[0]), "forward")
+    try:
+        sample = samples.samples(unit)[0]
+        trace = check.Trace()
+        with trace:
+            op(sample.input, *sample.args, **sample.kwargs)
+    except Exception:  # an OpInfo without usable samples: nothing to trace
+        return []
+    rows, flagged = [], False
+    for name in sorted(trace.ops):
+        st = dispatch.status(name).device
+        lacks = st in ("fallback", "missing") and not flagged
+        flagged = flagged or lacks
+        rows.append({"op": name, "device": st, "first_missing": lacks})
+    return rows
+
+
+def coverage(opinfo: str | None, overloads: list[str], matrix_path: str | None) -> list[dict]:
+    """Latest matrix cells for the OpInfo, or for OpInfos that reached one of the overloads."""
+    from jaxdev.audit import matrix
+
+    paths = [matrix_path] if matrix_path else [os.path.join("coverage", f) for f in ("matrix.yaml", "baseline.yaml")]
+    for path in paths:
+        if os.path.exists(path):
+            m = matrix.load(path)
+            break
+    else:
+        return []
+    wanted = set(overloads)
+    rows = []
+    for op, dtype, direction, entry in matrix.cells(m):
+        if op == opinfo or wanted & set(m["ops"][op].get("aten", ())):
+            rows.append({"opinfo": op, "dtype": dtype, "direction": direction, **{
+                k: entry.get(k) for k in ("status", "reason", "repro", "max_abs", "max_rel") if entry.get(k) not in (None, "")}})
+    return rows[:40]
+
+
+def explain(name: str, matrix_path: str | None = None) -> dict:
+    overloads, opinfo = resolve(name)
+    return {
+        "query": name,
+        "opinfo": opinfo,
+        "overloads": [describe(n) for n in overloads],
+        "decomposition": decomposition(opinfo) if opinfo else [],
+        "coverage": coverage(opinfo, overloads, matrix_path),
+    }
