@@ -55,7 +55,8 @@ def resolve(name: str) -> tuple[list[str], str | None]:
     from jaxdev.audit import samples
 
     db = samples.op_db()
-    opinfo = name if name in db else None
+    base = qualified.split("::", 1)[1].split(".")[0]
+    opinfo = name if name in db else base if qualified.startswith("aten::") and base in db else None
     if not overloads and not opinfo:
         short = {n.split("::", 1)[1].split(".")[0] for n in all_names if n.startswith("aten::")}
         near = samples.nearest(name.split("::")[-1], sorted(short | set(db)))
@@ -84,8 +85,8 @@ def describe(name: str) -> dict:
                                     "computed": str(s.autograd_entry) if s.autograd_entry else None},
         },
         "jaxdev": {k: v for k, v in {
-            "kernel": getattr(registry.KERNELS.get(name), "__qualname__", None),
-            "autograd": getattr(registry.AUTOGRAD.get(name), "__qualname__", None),
+            "kernel": _where(registry.KERNELS.get(name)),
+            "autograd": _where(registry.AUTOGRAD.get(name)),
             "derived_from": registry.DERIVED.get(name),
         }.items() if v},
         "tags": list(s.tags),
@@ -101,6 +102,15 @@ def describe(name: str) -> dict:
     elif s.device in FIX:
         info["fix"] = FIX[s.device].format(op=short.replace(".", "."), name=name)
     return info
+
+
+def _where(fn) -> str | None:
+    """module.qualname:line of a Python kernel (the dispatcher only knows registry.py)."""
+    if fn is None:
+        return None
+    code = getattr(fn, "__code__", None)
+    line = f":{code.co_firstlineno}" if code else ""
+    return f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', repr(fn))}{line}"
 
 
 def decomposition(opinfo: str) -> list[dict]:
