@@ -1,7 +1,74 @@
+"""`jaxdev gate`: fail CI when coverage changes against the committed baseline."""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+
 import click
+
+from jaxdev.cli.coverage_cmd import run_sweep
+from jaxdev.cli.render import coloured, console
 
 
 @click.command("gate")
-def command():
-    """Not yet written."""
-    raise click.ClickException("not implemented yet")
+@click.argument("ops", nargs=-1)
+@click.option("--baseline", "baseline_path", default="coverage/baseline.yaml", show_default=True, type=click.Path(dir_okay=False))
+@click.option("--accept", is_flag=True, help="Record the fresh results in the baseline instead of failing.")
+@click.option("--init", is_flag=True, help="Create the baseline from a fresh run of OPS (refuses to overwrite one).")
+@click.option("--no-backward", is_flag=True, help="Forward only.")
+@click.option("--jobs", "-j", type=int, default=os.cpu_count() or 1, show_default=True)
+@click.option("--timeout", type=float, default=None, help="Per-sample timeout (default: the baseline's).")
+@click.option("--max-samples", type=int, default=None, help="Samples per cell (default: the baseline's).")
+def command(ops, baseline_path, accept, init, no_backward, jobs, timeout, max_samples):
+    """Rerun the sweep (OPS, or every cell of the baseline) and compare with the baseline.
+
+    Exit 1 on any change: a new failure, and also an unexpected pass, so the baseline only
+    ratchets forward. Each change prints as `op dtype direction: old -> new`. --accept rewrites
+    the baseline with the fresh results. A missing, malformed or wrong-version baseline is an
+    error (exit 2) and nothing is overwritten.
+
+    \b
+    Examples:
+      jaxdev gate                                   # CI: everything in coverage/baseline.yaml
+      jaxdev gate sin add                           # only these OpInfos
+      jaxdev gate sin --accept                      # record an improvement
+      jaxdev gate sin add --init --baseline coverage/baseline.yaml
+    """
+    from jaxdev.audit import AuditError, gate, matrix
+
+    if init:
+        if os.path.exists(baseline_path):
+            raise AuditError(f"{baseline_path} already exists; use --accept to update it")
+        if not ops:
+            raise click.UsageError("--init needs the OPS to put in the new baseline")
+        from jaxdev.audit import sweep
+
+        units = sweep.plan(ops, (), not no_backward)
+        run_sweep(units, baseline_path, jobs=jobs, timeout=timeout or 60.0, max_samples=max_samples or 6)
+        console.print(f"baseline written: {baseline_path}")
+        return
+    baseline = gate.load_baseline(baseline_path)
+    units = gate.scope(baseline, ops, not no_backward)
+    timeout = timeout or baseline["run"].get("timeout_s") or 60.0
+    max_samples = max_samples or baseline["run"].get("max_samples") or 6
+    with tempfile.TemporaryDirectory(prefix="jaxdev-gate-") as tmp:
+        fresh = run_sweep(units, os.path.join(tmp, "matrix.yaml"), jobs=jobs, timeout=timeout, max_samples=max_samples)
+        fresh = matrix.load(os.path.join(tmp, "matrix.yaml"))
+    changes = gate.compare(baseline, fresh)
+    for c in changes:
+        console.print(f"{c.kind:15} {c.op} {c.dtype} {c.direction}: {coloured(c.old)} -> {coloured(c.new)}"
+                      + (f"  ({c.reason[:160]})" if c.reason and c.new != "pass" else ""), markup=True, soft_wrap=True)
+    cells = len(units)
+    if accept:
+        gate.accept(baseline, fresh, baseline_path)
+        console.print(f"accepted {len(changes)} changes over {cells} cells -> {baseline_path}")
+        return
+    if gate.failed(changes):
+        n_fail = sum(c.kind in ("new failure",) for c in changes)
+        n_pass = sum(c.kind in ("unexpected pass", "new pass") for c in changes)
+        console.print(f"[red]gate failed[/red]: {len(changes)} changes over {cells} cells "
+                      f"({n_fail} new failures, {n_pass} unexpected passes); fix them or run with --accept")
+        sys.exit(1)
+    console.print(f"[green]gate passed[/green]: {cells} cells match {baseline_path}")

@@ -1,0 +1,83 @@
+"""The CI gate: a fresh sweep against the committed baseline matrix. The baseline only ratchets
+forward: a new failure fails the gate, and so does an unexpected pass (accept it to record it)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from jaxdev.audit import AuditError, matrix, samples, sweep
+
+DEFAULT_BASELINE = "coverage/baseline.yaml"
+GOOD = ("pass",)
+
+
+@dataclasses.dataclass(frozen=True)
+class Change:
+    op: str
+    dtype: str
+    direction: str
+    old: str  # "absent" when the baseline had no such cell
+    new: str
+    reason: str
+
+    @property
+    def kind(self) -> str:
+        if self.old == "absent":
+            return "new pass" if self.new in GOOD else "new failure"
+        if self.old in GOOD:
+            return "new failure"
+        if self.new in GOOD:
+            return "unexpected pass"
+        return "changed failure"
+
+
+def load_baseline(path: str) -> dict:
+    import os
+
+    if not os.path.exists(path):
+        raise AuditError(f"no baseline at {path}; create one with `jaxdev gate OPS --init --baseline {path}`")
+    try:
+        return matrix.load(path)
+    except AuditError as e:
+        raise AuditError(f"cannot use baseline: {e}") from e
+
+
+def scope(baseline: dict, ops=(), backward=True) -> list[samples.Unit]:
+    """Units to rerun: the given OpInfos (all their cells), else every cell of the baseline."""
+    if ops:
+        return sweep.plan(ops, (), backward)
+    db = samples.op_db()
+    units = []
+    for op, dtype, direction, _ in matrix.cells(baseline):
+        if op not in db:
+            raise AuditError(f"baseline names OpInfo {op!r}, which this torch does not have; refresh the baseline with --accept OPS")
+        if backward or direction == "forward":
+            units.append(samples.Unit(op, dtype, direction))
+    if not units:
+        raise AuditError("the baseline has no results to check")
+    return units
+
+
+def compare(baseline: dict, fresh: dict) -> list[Change]:
+    changes = []
+    for op, dtype, direction, entry in matrix.cells(fresh):
+        old = matrix.get(baseline, op, dtype, direction)
+        old_status = old["status"] if old else "absent"
+        if old_status != entry["status"]:
+            changes.append(Change(op, dtype, direction, old_status, entry["status"], entry.get("reason", "")))
+    return changes
+
+
+def failed(changes: list[Change]) -> bool:
+    return bool(changes)
+
+
+def accept(baseline: dict, fresh: dict, path: str) -> None:
+    """Write the fresh cells into the baseline (others untouched), atomically."""
+    for op, dtype, direction, entry in matrix.cells(fresh):
+        matrix.put(baseline, op, dtype, direction, entry, fresh["ops"][op].get("aten", ()))
+    baseline["versions"] = matrix.versions()
+    for key in ("max_samples", "timeout_s"):
+        baseline["run"][key] = fresh["run"].get(key)
+    baseline["run"]["complete"] = True
+    matrix.save(baseline, path)

@@ -1,0 +1,131 @@
+"""Reports from a coverage matrix: Markdown summary, HTML page with an op x dtype heatmap
+(an SVG drawn here, so no plotting dependency), and JUnit XML for CI systems."""
+
+from __future__ import annotations
+
+import html
+import os
+import xml.etree.ElementTree as ET
+
+from jaxdev.audit import matrix
+from jaxdev.audit.check import FAILURES, SEVERITY
+
+COLOURS = {
+    "pass": "#2e7d32", "fallback": "#f9a825", "missing": "#c62828", "lost_autograd": "#ad1457",
+    "exception": "#e53935", "wrong": "#6a1b9a", "dtype_mismatch": "#8e24aa", "shape_mismatch": "#5e35b1",
+    "crash": "#000000", "timeout": "#424242", "skip": "#bdbdbd",
+}
+CELL, LABEL_W, HEADER_H = 12, 260, 90
+
+
+def _columns(m: dict) -> list[tuple[str, str]]:
+    cols = {(dtype, direction) for _, dtype, direction, _ in matrix.cells(m)}
+    return sorted(cols, key=lambda c: (c[1] != "forward", c[0]))
+
+
+def heatmap_svg(m: dict) -> str:
+    ops = sorted(m["ops"])
+    cols = _columns(m)
+    width, height = LABEL_W + CELL * len(cols) + 10, HEADER_H + CELL * len(ops) + 10
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="monospace" font-size="10">']
+    for j, (dtype, direction) in enumerate(cols):
+        x = LABEL_W + j * CELL + CELL - 2
+        label = f"{dtype} {'fwd' if direction == 'forward' else 'bwd'}"
+        parts.append(f'<text transform="translate({x},{HEADER_H - 4}) rotate(-90)">{html.escape(label)}</text>')
+    for i, op in enumerate(ops):
+        y = HEADER_H + i * CELL
+        parts.append(f'<text x="{LABEL_W - 4}" y="{y + CELL - 2}" text-anchor="end">{html.escape(op)}</text>')
+        for j, (dtype, direction) in enumerate(cols):
+            entry = matrix.get(m, op, dtype, direction)
+            if entry is None:
+                continue
+            tip = html.escape(f"{op} {dtype} {direction}: {entry['status']} {entry.get('reason', '')}"[:300])
+            parts.append(f'<rect x="{LABEL_W + j * CELL}" y="{y}" width="{CELL - 1}" height="{CELL - 1}" '
+                         f'fill="{COLOURS[entry["status"]]}"><title>{tip}</title></rect>')
+    parts.append("</svg>")
+    return "\n".join(parts)
+
+
+def failures(m: dict) -> dict[str, list[tuple[str, str, str, dict]]]:
+    by: dict[str, list] = {}
+    for op, dtype, direction, entry in matrix.cells(m):
+        if entry["status"] in FAILURES or entry["status"] == "fallback":
+            by.setdefault(entry["status"], []).append((op, dtype, direction, entry))
+    return {k: by[k] for k in SEVERITY if k in by}
+
+
+def _summary_rows(m: dict) -> list[list[str]]:
+    statuses = [s for s in SEVERITY if any(s in m["summary"].get(d, {}) for d in matrix.DIRECTIONS)]
+    rows = [["status", *matrix.DIRECTIONS]]
+    for s in statuses:
+        rows.append([s, *(str(m["summary"].get(d, {}).get(s, 0)) for d in matrix.DIRECTIONS)])
+    return rows
+
+
+def markdown(m: dict, source: str) -> str:
+    v, run = m.get("versions", {}), m.get("run", {})
+    lines = [f"# jaxdev coverage report", "",
+             f"Matrix `{source}`: torch {v.get('torch')}, jax {v.get('jax')}, jaxdev {v.get('jaxdev')}; "
+             f"{len(m['ops'])} OpInfos, {run.get('samples', '?')} samples (at most {run.get('max_samples', '?')} per cell), "
+             f"{'complete' if run.get('complete') else 'PARTIAL'} run, {run.get('wall_s', '?')} s.", ""]
+    rows = _summary_rows(m)
+    lines += ["| " + " | ".join(rows[0]) + " |", "|" + "---|" * len(rows[0])]
+    lines += ["| " + " | ".join(r) + " |" for r in rows[1:]]
+    for status, cells in failures(m).items():
+        lines += ["", f"## {status} ({len(cells)})", ""]
+        for op, dtype, direction, entry in cells[:200]:
+            reason = entry.get("reason", "").replace("|", "\\|").replace("\n", " ")[:200]
+            lines.append(f"- `{op}` {dtype} {direction}: {reason}")
+        if len(cells) > 200:
+            lines.append(f"- ... and {len(cells) - 200} more")
+    return "\n".join(lines) + "\n"
+
+
+def html_page(m: dict, source: str) -> str:
+    rows = _summary_rows(m)
+    table = "<table><tr>" + "".join(f"<th>{c}</th>" for c in rows[0]) + "</tr>" + "".join(
+        "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in rows[1:]) + "</table>"
+    legend = " ".join(f'<span style="background:{c};color:#fff;padding:1px 4px">{s}</span>' for s, c in COLOURS.items())
+    sections = []
+    for status, cells in failures(m).items():
+        items = "".join(f"<li><code>{html.escape(op)}</code> {dtype} {direction}: {html.escape(e.get('reason', '')[:300])}</li>"
+                        for op, dtype, direction, e in cells[:300])
+        sections.append(f"<h2>{status} ({len(cells)})</h2><ul>{items}</ul>")
+    return (f"<!doctype html><html><head><meta charset='utf-8'><title>jaxdev coverage</title>"
+            f"<style>body{{font-family:sans-serif}} td,th{{padding:2px 8px;text-align:right}}</style></head><body>"
+            f"<h1>jaxdev coverage</h1><p>{html.escape(markdown(m, source).splitlines()[2])}</p>{table}"
+            f"<h2>op x dtype (forward, then backward)</h2><p>{legend}</p>{heatmap_svg(m)}{''.join(sections)}</body></html>\n")
+
+
+def junit(m: dict) -> str:
+    root = ET.Element("testsuites", name="jaxdev-coverage")
+    for direction in matrix.DIRECTIONS:
+        cells = [(op, dtype, e) for op, dtype, d, e in matrix.cells(m) if d == direction]
+        suite = ET.SubElement(root, "testsuite", name=f"coverage.{direction}", tests=str(len(cells)),
+                              failures=str(sum(e["status"] in FAILURES for _, _, e in cells)),
+                              skipped=str(sum(e["status"] == "skip" for _, _, e in cells)))
+        for op, dtype, e in cells:
+            case = ET.SubElement(suite, "testcase", classname=f"coverage.{direction}.{op}", name=dtype)
+            if e["status"] in FAILURES:
+                f = ET.SubElement(case, "failure", type=e["status"], message=e.get("reason", "")[:500])
+                f.text = e.get("repro", "")
+            elif e["status"] == "skip":
+                ET.SubElement(case, "skipped", message=e.get("reason", ""))
+            elif e["status"] == "fallback":
+                ET.SubElement(case, "system-out").text = e.get("reason", "")
+    ET.indent(root)
+    return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
+
+
+def write(m: dict, source: str, out_dir: str) -> list[str]:
+    os.makedirs(out_dir, exist_ok=True)
+    files = {"coverage.md": markdown(m, source), "coverage.html": html_page(m, source), "junit.xml": junit(m)}
+    paths = []
+    for name, text in files.items():
+        path = os.path.join(out_dir, name)
+        tmp = path + ".tmp"
+        with open(tmp, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+        paths.append(path)
+    return paths
