@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import functools
 import itertools
-import math
 
 import jax
 import jax.numpy as jnp
@@ -74,42 +73,49 @@ class Box:
 
 
 BOXES: dict[int, Box] = {}
-_sweep_every = 4096
-_created_since_sweep = 0
+_sweep_above = 4096  # sweep when BOXES grows past this; then set to twice the survivors
 
 
 def _sweep() -> None:
     """Drop the boxes whose storage no tensor holds any more."""
+    global _sweep_above
     dead = [addr for addr, box in BOXES.items() if _expired(box.weak)]
     for addr in dead:
         _free_weak_ref(BOXES.pop(addr).weak)
+    _sweep_above = max(4096, 2 * len(BOXES))
 
 
 def new_storage(box: Box) -> torch.UntypedStorage:
-    global _created_since_sweep
-    nbytes = box.numel * box.dtype.itemsize
     addr = next(_next_address)
-    storage = _make_storage(addr, DEVICE, nbytes)
+    storage = _make_storage(addr, DEVICE, box.numel * box.dtype.itemsize)
     box.weak = storage._weak_ref()
     BOXES[addr] = box
-    _created_since_sweep += 1
-    if _created_since_sweep >= _sweep_every:
-        _created_since_sweep = 0
+    if len(BOXES) > _sweep_above:
         _sweep()
     return storage
 
 
-def contiguous_strides(shape) -> list[int]:
-    strides, acc = [], 1
-    for n in reversed(shape):
-        strides.append(acc)
-        acc *= max(n, 1)
-    return strides[::-1]
+_STRIDES: dict[tuple, tuple] = {}
+
+
+def contiguous_strides(shape) -> tuple[int, ...]:
+    shape = tuple(shape)
+    strides = _STRIDES.get(shape)
+    if strides is None:
+        acc, out = 1, []
+        for n in reversed(shape):
+            out.append(acc)
+            acc *= max(n, 1)
+        strides = _STRIDES[shape] = tuple(reversed(out))
+    return strides
+
+
+_NO_SHAPE = [0]
 
 
 def tensor_on_storage(storage, dtype, shape, strides, offset=0) -> torch.Tensor:
-    t = _create_empty([0], dtype)
-    _set_storage.redispatch_boxed(_CPU_KEYS, t, storage, offset, list(shape), list(strides))
+    t = _create_empty(_NO_SHAPE, dtype)
+    _set_storage.redispatch_boxed(_CPU_KEYS, t, storage, offset, shape, strides)
     return t
 
 
@@ -117,8 +123,10 @@ def wrap(array: jax.Array) -> torch.Tensor:
     """A new contiguous jax tensor that owns `array` (its dtype decides the torch dtype)."""
     dtype = dtypes.JAX_TO_TORCH.get(array.dtype) or dtypes.to_torch_dtype(array.dtype)
     shape = array.shape
-    box = Box(array, array.size, dtype)
-    return tensor_on_storage(new_storage(box), dtype, shape, contiguous_strides(shape))
+    storage = new_storage(Box(array, array.size, dtype))
+    t = _create_empty(_NO_SHAPE, dtype)
+    _set_storage.redispatch_boxed(_CPU_KEYS, t, storage, 0, shape, contiguous_strides(shape))
+    return t
 
 
 def empty(shape, dtype: torch.dtype, strides=None) -> torch.Tensor:

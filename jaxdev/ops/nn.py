@@ -52,15 +52,23 @@ def log_softmax_backward(grad_output, output, dim, input_dtype):
     return r.astype(dtypes.to_jax_dtype(input_dtype))
 
 
+def _threshold_grad(g, x, t):
+    return jnp.where(x <= t, jnp.zeros((), g.dtype), g)
+
+
+def _threshold(x, t, v):
+    return jnp.where(x <= t, jnp.asarray(v, x.dtype), x)
+
+
 @register_functional(aten.threshold_backward.default)
 def threshold_backward(grad_output, self, threshold):
     common = torch.result_type(grad_output, self)
-    return _call(lambda g, x, t: jnp.where(x <= t, jnp.zeros((), g.dtype), g), common, common, (grad_output, self), (threshold,))
+    return _call(_threshold_grad, common, common, (grad_output, self), (threshold,))
 
 
 @register_functional(aten.threshold.default)
 def threshold(self, threshold, value):
-    return _call(lambda x, t, v: jnp.where(x <= t, jnp.asarray(v, x.dtype), x), self.dtype, self.dtype, (self,), (threshold, value))
+    return _call(_threshold, self.dtype, self.dtype, (self,), (threshold, value))
 
 
 @register_functional(aten.gelu.default)
@@ -104,14 +112,22 @@ def silu(self):
     return _call(_silu, self.dtype, self.dtype, (self,))
 
 
+def _sigmoid_grad(g, y):
+    return g * (1 - y) * y
+
+
+def _tanh_grad(g, y):
+    return g * (1 - y * y)
+
+
 @register_functional(aten.sigmoid_backward.default)
 def sigmoid_backward(grad_output, output):
-    return _call(lambda g, y: g * (1 - y) * y, output.dtype, output.dtype, (grad_output, output))
+    return _call(_sigmoid_grad, output.dtype, output.dtype, (grad_output, output))
 
 
 @register_functional(aten.tanh_backward.default)
 def tanh_backward(grad_output, output):
-    return _call(lambda g, y: g * (1 - y * y), output.dtype, output.dtype, (grad_output, output))
+    return _call(_tanh_grad, output.dtype, output.dtype, (grad_output, output))
 
 
 @register_functional(aten.native_dropout.default)

@@ -41,6 +41,17 @@ def _compile(fn, compute, result, nargs):
 
 
 _COMPILED: dict = {}
+_PLAIN: dict = {}
+
+
+def plain(fn):
+    """`fn` as a plain function: jnp ufunc objects hash slowly, and `fn` keys the jit cache.
+    Kernels pass module-level functions only, so each compiles once per dtype signature."""
+    if type(fn).__name__ != "ufunc":
+        return fn
+    if fn not in _PLAIN:
+        _PLAIN[fn] = lambda *args: fn(*args)
+    return _PLAIN[fn]
 
 
 def _call(fn, compute: torch.dtype, result: torch.dtype, tensors, extra=()):
@@ -53,11 +64,18 @@ def _call(fn, compute: torch.dtype, result: torch.dtype, tensors, extra=()):
     return jitted(*[value(t) for t in tensors], *extra)
 
 
+_ADD, _OR, _SUB, _MUL, _AND, _DIV, _FMOD, _POW, _ABS, _SIGN = map(plain, (
+    jnp.add, jnp.logical_or, jnp.subtract, jnp.multiply, jnp.logical_and, jnp.true_divide,
+    jnp.fmod, jnp.power, jnp.abs, jnp.sign,
+))
+
+
 # --- unary ---------------------------------------------------------------------------------------
 
 
 def unary_float(op, fn):
     """Float-valued op: integer and bool inputs give the default float dtype."""
+    fn = plain(fn)
 
     @register_functional(op)
     def kernel(self):
@@ -68,6 +86,7 @@ def unary_float(op, fn):
 
 
 def unary_same(op, fn, *, no_bool=None):
+    fn = plain(fn)
     @register_functional(op)
     def kernel(self):
         if no_bool and self.dtype == torch.bool:
@@ -78,6 +97,7 @@ def unary_same(op, fn, *, no_bool=None):
 
 
 def unary_bool(op, fn):
+    fn = plain(fn)
     @register_functional(op)
     def kernel(self):
         return _call(fn, self.dtype, torch.bool, (self,))
@@ -99,11 +119,22 @@ for _op, _fn in [
 ]:
     unary_float(_op, _fn)
 
+def _frac(x):
+    return x - jnp.trunc(x)
+
+
+def _relu(x):
+    return jnp.maximum(x, jnp.zeros((), x.dtype))
+
+
+def _bitwise_not(x):
+    return jnp.logical_not(x) if x.dtype == jnp.bool_ else jnp.invert(x)
+
+
 for _op, _fn in [
     (aten.neg.default, jnp.negative), (aten.floor.default, jnp.floor), (aten.ceil.default, jnp.ceil),
-    (aten.trunc.default, jnp.trunc), (aten.round.default, jnp.round), (aten.frac.default, lambda x: x - jnp.trunc(x)),
-    (aten.relu.default, lambda x: jnp.maximum(x, jnp.zeros((), x.dtype))),
-    (aten.bitwise_not.default, lambda x: jnp.logical_not(x) if x.dtype == jnp.bool_ else jnp.invert(x)),
+    (aten.trunc.default, jnp.trunc), (aten.round.default, jnp.round), (aten.frac.default, _frac),
+    (aten.relu.default, _relu), (aten.bitwise_not.default, _bitwise_not),
 ]:
     unary_same(_op, _fn, no_bool="Negation, the `-` operator, on a bool tensor is not supported. If you are trying to invert a mask, use the `~` or `logical_not()` operator instead." if _op is aten.neg.default else None)
 
@@ -117,14 +148,14 @@ for _op, _fn in [
 @register_functional(aten.abs.default)
 def abs_(self):
     result = {torch.complex64: torch.float32, torch.complex128: torch.float64}.get(self.dtype, self.dtype)
-    return _call(jnp.abs, self.dtype, result, (self,))
+    return _call(_ABS, self.dtype, result, (self,))
 
 
 @register_functional(aten.sign.default)
 def sign(self):
     if self.dtype.is_complex:
         raise RuntimeError("Unlike NumPy, torch.sign is not intended to support complex numbers. Please use torch.sgn instead.")
-    return _call(jnp.sign, self.dtype, self.dtype, (self,))
+    return _call(_SIGN, self.dtype, self.dtype, (self,))
 
 
 @functools.lru_cache(maxsize=None)
@@ -146,6 +177,7 @@ def _common(a, b) -> torch.dtype:
 
 def binary(op, fn, *, result=None, float_result=False, compute=None):
     """Binary op with torch's type promotion. `result`: fixed result dtype (comparisons)."""
+    fn = plain(fn)
 
     @register_functional(op)
     def kernel(self, other):
@@ -173,8 +205,12 @@ def add(self, other, *, alpha=1):
     common = _common(self, other)
     _no_float_alpha(common, alpha)
     if alpha == 1:
-        return _call(jnp.add if common != torch.bool else jnp.logical_or, common, common, (self, other))
+        return _call(_ADD if common != torch.bool else _OR, common, common, (self, other))
     return _call(_add_alpha, common, common, (self, other), (alpha,))
+
+
+def _sub_alpha(a, b, alpha):
+    return a - b * alpha
 
 
 @register_functional(aten.sub.Tensor, aten.sub.Scalar)
@@ -187,14 +223,14 @@ def sub(self, other, *, alpha=1):
         )
     _no_float_alpha(common, alpha)
     if alpha == 1:
-        return _call(jnp.subtract, common, common, (self, other))
-    return _call(lambda a, b, al: a - b * al, common, common, (self, other), (alpha,))
+        return _call(_SUB, common, common, (self, other))
+    return _call(_sub_alpha, common, common, (self, other), (alpha,))
 
 
 @register_functional(aten.mul.Tensor, aten.mul.Scalar)
 def mul(self, other):
     common = _common(self, other)
-    return _call(jnp.multiply if common != torch.bool else jnp.logical_and, common, common, (self, other))
+    return _call(_MUL if common != torch.bool else _AND, common, common, (self, other))
 
 
 def _trunc_div(a, b):
@@ -211,7 +247,7 @@ def _floor_div(a, b):
 @register_functional(aten.div.Tensor, aten.div.Scalar)
 def div(self, other):
     common = _float_of(_common(self, other))
-    return _call(jnp.true_divide, common, common, (self, other))
+    return _call(_DIV, common, common, (self, other))
 
 
 @register_functional(aten.div.Tensor_mode, aten.div.Scalar_mode)
@@ -254,7 +290,7 @@ def remainder(self, other):
 @register_functional(aten.fmod.Tensor, aten.fmod.Scalar)
 def fmod(self, other):
     common = _int_div_check(self, other)
-    return _call(jnp.fmod, common, common, (self, other))
+    return _call(_FMOD, common, common, (self, other))
 
 
 def _int_pow(a, b):
@@ -268,13 +304,13 @@ def pow_(self, exponent):
         e = jnp.asarray(value(exponent))
         if bool(jnp.any(e < 0)) and (not isinstance(exponent, torch.Tensor) or exponent.dtype != torch.bool):
             raise RuntimeError("Integers to negative integer powers are not allowed.")
-    return _call(jnp.power, common, common, (self, exponent))
+    return _call(_POW, common, common, (self, exponent))
 
 
 @register_functional(aten.pow.Scalar)
 def pow_scalar(self, exponent):
     common = _common(exponent, self)
-    return _call(jnp.power, common, common, (self, exponent))
+    return _call(_POW, common, common, (self, exponent))
 
 
 for _op, _fn in [
@@ -306,13 +342,17 @@ for _name, _fn in [("logical_and", jnp.logical_and), ("logical_or", jnp.logical_
 # --- ternary -------------------------------------------------------------------------------------
 
 
+def _where(a, b, cond):
+    return jnp.where(cond, a, b)
+
+
 @register_functional(aten.where.self)
 def where(condition, self, other):
     if condition.dtype not in (torch.bool, torch.uint8):
         raise RuntimeError(f"where expected condition to be a boolean tensor, but got a tensor with dtype {str(condition.dtype).split('.')[-1].capitalize()}")
     common = _common(self, other)
     cond = J(condition).astype(bool)
-    return _call(lambda a, b, c: jnp.where(c, a, b), common, common, (self, other), (cond,))
+    return _call(_where, common, common, (self, other), (cond,))
 
 
 def _clamp(x, lo, hi):
@@ -346,16 +386,28 @@ def clamp_max(self, max):
     return clamp(self, None, max)
 
 
+def _lerp(a, b, w):
+    return a + w * (b - a)
+
+
+def _addcmul(s, a, b, v):
+    return s + v * a * b
+
+
+def _addcdiv(s, a, b, v):
+    return s + v * a / b
+
+
 @register_functional(aten.lerp.Scalar, aten.lerp.Tensor)
 def lerp(self, end, weight):
     common = self.dtype
-    return _call(lambda a, b, w: a + w * (b - a), common, common, (self, end, weight))
+    return _call(_lerp, common, common, (self, end, weight))
 
 
 @register_functional(aten.addcmul.default)
 def addcmul(self, tensor1, tensor2, *, value=1):
     common = torch.promote_types(torch.result_type(tensor1, tensor2), self.dtype)
-    return _call(lambda s, a, b, v: s + v * a * b, common, common, (self, tensor1, tensor2), (value,))
+    return _call(_addcmul, common, common, (self, tensor1, tensor2), (value,))
 
 
 @register_functional(aten.addcdiv.default)
@@ -369,4 +421,4 @@ def addcdiv(self, tensor1, tensor2, *, value=1):
             "inputs and as (input + value * tensor1 / tensor2) for float inputs. The future addcdiv "
             "behavior is just the latter implementation: (input + value * tensor1 / tensor2), for all dtypes."
         )
-    return _call(lambda s, a, b, v: s + v * a / b, common, common, (self, tensor1, tensor2), (value,))
+    return _call(_addcdiv, common, common, (self, tensor1, tensor2), (value,))

@@ -185,9 +185,12 @@ def argmin(self, dim=None, keepdim=False):
 
 
 def _logical(fn):
+    def nonzero_then(x, axis, keepdims):
+        return fn(x != 0, axis=axis, keepdims=keepdims)
+
     def kernel(self, dim=None, keepdim=False):
         result = torch.uint8 if self.dtype == torch.uint8 else torch.bool
-        return _reduce(lambda x, axis, keepdims: fn(x != 0, axis=axis, keepdims=keepdims), self, dim, keepdim, result, self.dtype)
+        return _reduce(nonzero_then, self, dim, keepdim, result, self.dtype)
 
     return kernel
 
