@@ -1,0 +1,477 @@
+"""Item 6: views alias their base exactly as on CPU; in-place writes reach every alias.
+
+Each scenario runs on CPU and on jax (`on_both`), and every tensor it returns — base, views,
+siblings — must hold the same values (and, where asked, the same strides) on both.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from conftest import JAX, assert_same, on_both
+
+
+def base_of(device) -> torch.Tensor:
+    return torch.arange(24, dtype=torch.float32, device=device).reshape(2, 3, 4)
+
+
+VIEW_OPS = {
+    "index_int": lambda b: b[1],
+    "slice": lambda b: b[:, 1:],
+    "step_slice": lambda b: b[..., ::2],
+    "negative_index": lambda b: b[-1, :, 1:3],
+    "none_ellipsis": lambda b: b[None, ..., 0],
+    "select": lambda b: b.select(2, 1),
+    "view": lambda b: b.view(6, 4),
+    "view_flat": lambda b: b.view(-1),
+    "reshape_contiguous": lambda b: b.reshape(4, 6),
+    "flatten": lambda b: b.flatten(1),
+    "unflatten": lambda b: b.unflatten(2, (2, 2)),
+    "t": lambda b: b[0].t(),
+    "T_2d": lambda b: b[1].T,
+    "mT": lambda b: b.mT,
+    "transpose": lambda b: b.transpose(0, 2),
+    "permute": lambda b: b.permute(2, 0, 1),
+    "movedim": lambda b: b.movedim(0, -1),
+    "unsqueeze": lambda b: b.unsqueeze(1),
+    "squeeze_dim": lambda b: b[:, :1].squeeze(1),
+    "squeeze_all": lambda b: b[:1, 1:2].squeeze(),
+    "narrow": lambda b: b.narrow(2, 1, 2),
+    "unfold": lambda b: b.unfold(2, 2, 2),
+    "diagonal": lambda b: b.diagonal(dim1=1, dim2=2),
+    "diagonal_offset": lambda b: b[0].diagonal(1),
+    "as_strided": lambda b: b.as_strided((2, 2), (5, 1), 3),
+    "unbind": lambda b: b.unbind(1)[2],
+    "split": lambda b: b.split(2, dim=2)[1],
+    "chunk": lambda b: b.chunk(3, dim=1)[1],
+    "detach": lambda b: b.detach(),
+    "view_as": lambda b: b.view_as(torch.empty(4, 6, device=b.device)),
+    "alias": lambda b: torch.ops.aten.alias(b),
+}
+
+
+@pytest.mark.parametrize("name", list(VIEW_OPS))
+def test_view_metadata_matches_cpu(name):
+    make = VIEW_OPS[name]
+
+    def scenario(device):
+        base = base_of(device)
+        view = make(base)
+        return view, view._base is base, view.is_contiguous()
+
+    on_both(scenario, check_stride=True)
+
+
+@pytest.mark.parametrize("name", list(VIEW_OPS))
+def test_view_shares_storage_with_base(name):
+    base = base_of(JAX)
+    view = VIEW_OPS[name](base)
+    assert view.untyped_storage().data_ptr() == base.untyped_storage().data_ptr()
+
+
+@pytest.mark.parametrize("name", list(VIEW_OPS))
+def test_inplace_write_through_view_changes_base(name):
+    make = VIEW_OPS[name]
+
+    def scenario(device):
+        base = base_of(device)
+        view = make(base)
+        view.mul_(10)
+        view.add_(1)
+        return base, view
+
+    on_both(scenario)
+
+
+@pytest.mark.parametrize("name", list(VIEW_OPS))
+def test_write_to_base_is_seen_by_view(name):
+    make = VIEW_OPS[name]
+
+    def scenario(device):
+        base = base_of(device)
+        view = make(base)
+        base.add_(100)
+        base[1, 2].fill_(-1)
+        return view
+
+    on_both(scenario)
+
+
+def test_sibling_views_see_each_others_writes():
+    def scenario(device):
+        base = base_of(device)
+        row = base[0]
+        col = base[:, 1]
+        diag = base.diagonal(dim1=1, dim2=2)
+        flat = base.view(-1)
+        row.fill_(7)
+        col.mul_(-1)
+        diag.add_(1000)
+        flat[5:9].zero_()
+        return base, row, col, diag, flat
+
+    on_both(scenario)
+
+
+def test_view_of_view_of_view():
+    def scenario(device):
+        base = base_of(device)
+        v1 = base.transpose(0, 2)  # 4,3,2
+        v2 = v1[1:, ::2]  # 3,2,2
+        v3 = v2.select(2, 1).t()  # 2,3
+        v3.mul_(-2)
+        v2[0].fill_(0.5)
+        return base, v1, v2, v3, v3._base is base
+
+    on_both(scenario, check_stride=True)
+
+
+def test_transpose_writes():
+    def scenario(device):
+        x = torch.arange(12.0, device=device).reshape(3, 4)
+        xt = x.t()
+        xt[0] = torch.tensor([10.0, 20.0, 30.0], device=device)
+        xt[:, 1] = -1
+        xt.mul_(2)
+        x.t()[1:3].copy_(torch.ones(2, 3))
+        return x, xt
+
+    on_both(scenario)
+
+
+def test_permuted_view_inplace_with_other_tensor():
+    def scenario(device):
+        x = base_of(device)
+        p = x.permute(1, 2, 0)  # 3,4,2
+        p.add_(torch.arange(2.0, device=device))  # broadcast along the last dim
+        p.sub_(x.permute(1, 2, 0).clone() * 0.5)
+        return x
+
+    on_both(scenario)
+
+
+def test_expanded_write_is_an_error_like_cpu():
+    def inplace(device):
+        torch.zeros(3, device=device).expand(2, 3).add_(1)
+
+    def fill(device):
+        torch.zeros(3, device=device).expand(2, 3).mul_(2)
+
+    def out(device):
+        torch.add(torch.ones(2, 3, device=device), 1, out=torch.zeros(3, device=device).expand(2, 3))
+
+    def copy(device):
+        torch.zeros(3, device=device).expand(2, 3).copy_(torch.ones(2, 3))
+
+    for scenario in (inplace, fill, out, copy):
+        err = on_both(scenario, match="more than one element of the written-to tensor")
+        assert isinstance(err, RuntimeError), f"{scenario.__name__}: CPU raised nothing?"
+
+
+def test_partially_overlapping_input_and_output_like_cpu():
+    def add(device):
+        x = torch.arange(6.0, device=device)
+        x[1:].add_(x[:-1])
+        return x
+
+    def copy(device):
+        x = torch.arange(6.0, device=device)
+        x[1:].copy_(x[:-1])
+        return x
+
+    on_both(add, match="refer to a single memory location")
+    on_both(copy)
+
+
+def test_reading_expanded_and_overlapping_views():
+    def scenario(device):
+        x = torch.arange(6.0, device=device)
+        windows = x.as_strided((4, 3), (1, 1))
+        e = x[:2].unsqueeze(1).expand(2, 5)
+        return windows, e, windows.sum(1), e * 2, windows.clone(), e.contiguous()
+
+    on_both(scenario)
+
+
+def test_reshape_of_non_contiguous_is_a_copy_like_cpu():
+    def scenario(device):
+        x = torch.arange(6.0, device=device).reshape(2, 3)
+        r = x.t().reshape(-1)
+        r.fill_(0)
+        return x, r, r._base is None
+
+    on_both(scenario)
+
+
+def test_contiguous_and_clone_do_not_alias():
+    def scenario(device):
+        x = torch.arange(6.0, device=device).reshape(2, 3)
+        c = x.clone()
+        tc = x.t().contiguous()
+        same = x.contiguous()
+        c.add_(1)
+        tc.add_(2)
+        return x, c, tc, same is x, tc.stride()
+
+    on_both(scenario)
+
+
+def test_view_dtype_aliases_bits():
+    def scenario(device):
+        f = torch.tensor([1.0, -2.0, 0.5, 3.0], device=device)
+        i = f.view(torch.int32)
+        i[0] = 0x40400000  # 3.0
+        b = f.view(torch.uint8)
+        b[4:8] = 0
+        return f, i, b
+
+    on_both(scenario)
+
+
+def test_complex_views_real_imag_view_as_real():
+    def scenario(device):
+        c = torch.tensor([1 + 2j, 3 - 4j, -5j], device=device)
+        c.real.mul_(10)
+        c.imag[1] = 7
+        r = torch.view_as_real(c)
+        r[2, 0] = -1
+        back = torch.view_as_complex(r)
+        return c, r, back, c.real, c.imag
+
+    on_both(scenario)
+
+
+# --- x[idx] = v, index_put_, copy_ into slices, out= ---------------------------------------------
+
+
+SETITEM = {
+    "int": lambda x, d: x.__setitem__(1, 5.0),
+    "slice_tensor": lambda x, d: x.__setitem__((slice(None), 0), torch.tensor([1.0, 2.0, 3.0], device=d)),
+    "slice_cpu_tensor": lambda x, d: x.__setitem__((slice(None), 0), torch.tensor([1.0, 2.0, 3.0])),
+    "ellipsis_scalar": lambda x, d: x.__setitem__((Ellipsis, 1), -3.0),
+    "step": lambda x, d: x.__setitem__((slice(None, None, 2), slice(1, None, 2)), 9.0),
+    "bool_mask": lambda x, d: x.__setitem__(x > 5, 0.0),
+    "bool_mask_values": lambda x, d: x.__setitem__(x > 8, torch.tensor([-1.0, -2.0, -3.0], device=d)),
+    "int_list": lambda x, d: x.__setitem__([0, 2], torch.tensor([[1.0, 1.0, 1.0, 1.0]], device=d)),
+    "index_tensor": lambda x, d: x.__setitem__(torch.tensor([2, 0], device=d), 4.0),
+    "cpu_index_tensor": lambda x, d: x.__setitem__(torch.tensor([2, 0]), 4.0),
+    "two_index_tensors": lambda x, d: x.__setitem__((torch.tensor([0, 2], device=d), torch.tensor([1, 3], device=d)),
+                                                    torch.tensor([-7.0, -8.0], device=d)),
+    "mixed_slice_and_index": lambda x, d: x.__setitem__((slice(1, None), torch.tensor([0, 3], device=d)), 0.5),
+    "none": lambda x, d: x.__setitem__((None, 1), 2.0),
+    "zero_dim_value": lambda x, d: x.__setitem__(0, torch.tensor(6.0, device=d)),
+    "broadcast_row": lambda x, d: x.__setitem__(slice(0, 2), torch.arange(4.0, device=d)),
+}
+
+
+@pytest.mark.parametrize("name", list(SETITEM))
+def test_setitem_changes_base_and_views(name):
+    def scenario(device):
+        x = torch.arange(12.0, device=device).reshape(3, 4)
+        view = x.t()
+        sibling = x[1]
+        version = x._version
+        SETITEM[name](x, device)
+        return x, view, sibling, x._version > version
+
+    on_both(scenario)
+
+
+@pytest.mark.parametrize("name", ["int", "slice_tensor", "bool_mask", "index_tensor", "two_index_tensors"])
+def test_setitem_on_a_view_changes_base(name):
+    def scenario(device):
+        base = torch.arange(24.0, device=device).reshape(2, 3, 4)
+        view = base[1]
+        SETITEM[name](view, device)
+        return base, view
+
+    on_both(scenario)
+
+
+def test_augmented_assignment_on_slice():
+    def scenario(device):
+        x = torch.arange(12.0, device=device).reshape(3, 4)
+        x[1:] += 1
+        x[:, ::3] *= -2
+        x[x < 0] -= 100
+        return x
+
+    on_both(scenario)
+
+
+def test_index_put_and_accumulate():
+    def scenario(device):
+        x = torch.zeros(5, device=device)
+        view = x[1:]
+        idx = torch.tensor([0, 2, 0, 3], device=device)
+        vals = torch.tensor([1.0, 2.0, 3.0, 4.0], device=device)
+        a = x.clone().index_put_((idx,), vals, accumulate=True)
+        view.index_put_((torch.tensor([1, 2], device=device),), torch.tensor([9.0, 8.0], device=device))
+        x.index_put_((torch.tensor([0], device=device),), torch.tensor(5.0, device=device), accumulate=True)
+        b = torch.index_put(x, (idx,), vals, accumulate=True)
+        return x, view, a, b
+
+    on_both(scenario)
+
+
+def test_index_put_2d_with_bool_and_broadcast():
+    def scenario(device):
+        x = torch.arange(12.0, device=device).reshape(3, 4)
+        mask = torch.tensor([True, False, True], device=device)
+        x.index_put_((mask,), torch.tensor([-1.0, -2.0, -3.0, -4.0], device=device))
+        x.t().index_put_((torch.tensor([1], device=device),), torch.tensor(0.0, device=device))
+        return x
+
+    on_both(scenario)
+
+
+def test_index_fill_copy_add_through_views():
+    def scenario(device):
+        x = torch.arange(12.0, device=device).reshape(3, 4)
+        idx = torch.tensor([0, 2], device=device)
+        x[:, 1:].index_fill_(1, idx, -1.0)
+        x.t().index_copy_(0, torch.tensor([3], device=device), torch.full((1, 3), 5.0, device=device))
+        x[1:].index_add_(0, torch.tensor([1, 1], device=device), torch.ones(2, 4, device=device))
+        x.masked_fill_(x > 9, 0.0)
+        return x
+
+    on_both(scenario)
+
+
+def test_copy_into_slices():
+    def scenario(device):
+        x = torch.zeros(4, 5, device=device)
+        x[1:3, 2:].copy_(torch.arange(6.0).reshape(2, 3))  # from CPU
+        x.t()[::2, 0].copy_(torch.tensor([7.0, 8.0, 9.0], device=device))
+        x.diagonal().copy_(torch.full((4,), -1.0, device=device))
+        x[3].copy_(torch.tensor(2, dtype=torch.int64, device=device))  # broadcast + dtype conversion
+        x[:, 4].copy_(x[:, 0])  # jax -> jax, both views
+        return x
+
+    on_both(scenario)
+
+
+OUT_OPS = {
+    "add": lambda d, out: torch.add(torch.ones(2, 3, device=d), torch.arange(3.0, device=d), out=out),
+    "mul_scalar": lambda d, out: torch.mul(torch.arange(6.0, device=d).reshape(2, 3), 2, out=out),
+    "sin": lambda d, out: torch.sin(torch.arange(6.0, device=d).reshape(2, 3), out=out),
+    "sum_dim": lambda d, out: torch.sum(torch.arange(12.0, device=d).reshape(2, 3, 2), dim=2, out=out),
+    "matmul": lambda d, out: torch.matmul(torch.ones(2, 4, device=d), torch.arange(12.0, device=d).reshape(4, 3), out=out),
+    "where": lambda d, out: torch.where(torch.tensor([[True, False, True]] * 2, device=d), 1.0,
+                                        torch.zeros(2, 3, device=d), out=out),
+    "clamp": lambda d, out: torch.clamp(torch.arange(6.0, device=d).reshape(2, 3), 1, 4, out=out),
+}
+
+
+@pytest.mark.parametrize("name", list(OUT_OPS))
+@pytest.mark.parametrize("target", ["row_block", "transposed"])
+def test_out_into_view_changes_base(name, target):
+    def scenario(device):
+        if target == "row_block":
+            base = torch.full((4, 3), -9.0, device=device)
+            view = base[1:3]
+        else:  # a (2, 3) view with strides (1, 4)
+            base = torch.full((3, 4), -9.0, device=device)
+            view = base.t()[1:3]
+        version = base._version
+        result = OUT_OPS[name](device, view)
+        return base, view, result is view, base._version > version
+
+    on_both(scenario)
+
+
+def test_out_resizes_empty_tensor_and_checks_dtype_like_cpu():
+    def resize(device):
+        out = torch.empty(0, device=device)
+        torch.add(torch.ones(2, 2, device=device), 1, out=out)
+        return out
+
+    def bad_dtype(device):
+        out = torch.empty(2, dtype=torch.int64, device=device)
+        torch.add(torch.ones(2, device=device), 0.5, out=out)
+
+    def ok_dtype(device):
+        out = torch.empty(2, dtype=torch.float64, device=device)
+        torch.add(torch.ones(2, dtype=torch.int32, device=device), 1, out=out)
+        return out
+
+    on_both(resize)
+    on_both(bad_dtype, match="can't be cast to the desired output type")
+    on_both(ok_dtype)
+
+
+# --- version counters and autograd ---------------------------------------------------------------------
+
+
+def test_version_counter_is_shared_by_views_and_bumps():
+    x = torch.zeros(3, 4, device="jax")
+    v = x[1]
+    t = x.t()
+    start = x._version
+    v.add_(1)
+    assert x._version == v._version == t._version > start
+    before = x._version
+    t.copy_(torch.ones(4, 3))
+    assert x._version > before
+    before = x._version
+    x[0, 0] = 3.0
+    assert v._version > before
+    before = x._version
+    torch.mul(torch.ones(4, device="jax"), 2, out=v)
+    assert x._version > before
+
+
+def test_inplace_on_saved_tensor_raises_in_backward():
+    def scenario(device):
+        a = torch.ones(3, device=device, requires_grad=True)
+        b = a * 2
+        c = b * b  # saves b
+        b.add_(1)
+        c.sum().backward()
+
+    err = on_both(scenario, match="modified by an inplace operation")
+    assert isinstance(err, RuntimeError)
+
+
+def test_inplace_through_view_on_saved_tensor_raises_in_backward():
+    def scenario(device):
+        a = torch.ones(2, 3, device=device, requires_grad=True)
+        y = a.exp()  # saves its result
+        y[0].mul_(2)
+        y.sum().backward()
+
+    on_both(scenario, match="modified by an inplace operation")
+
+
+def test_inplace_on_view_of_leaf_requiring_grad_raises_like_cpu():
+    def scenario(device):
+        a = torch.ones(3, device=device, requires_grad=True)
+        a[1:].mul_(2)
+
+    on_both(scenario, match="a view of a leaf Variable that requires grad is being used in an in-place operation")
+
+
+def test_views_across_requires_grad():
+    def scenario(device):
+        w = torch.tensor([1.0, 2.0, 3.0, 4.0], device=device, requires_grad=True)
+        base = torch.zeros(3, 4, device=device)
+        base[1].copy_(w * 2)  # a no-grad base now depends on w
+        assert base.requires_grad
+        grad_fn = type(base.grad_fn).__name__
+        (base * base).sum().backward()
+        return base, w.grad, grad_fn
+
+    on_both(scenario)
+
+
+def test_inplace_on_non_leaf_view_backward():
+    def scenario(device):
+        w = torch.tensor([[1.0, 2.0], [3.0, 4.0]], device=device, requires_grad=True)
+        y = w * 1
+        y[0].mul_(3)
+        y.t()[1].add_(w[:, 0])
+        y.sum().backward()
+        return y, w.grad, type(y.grad_fn).__name__
+
+    on_both(scenario)
