@@ -1,0 +1,59 @@
+"""Test-only ops and OpInfos, loaded by the auditor (and its workers) through JAXDEV_AUDIT_PLUGINS.
+
+  good   x * 2 on jax (x * 3 when JAXDEV_TEST_BREAK=1: a deliberately broken kernel)
+  crash  kills its worker with SIGSEGV on the 2-element sample only
+  hang   sleeps forever on the 2-element sample only
+  slow   sleeps 2 s per sample (for killing a sweep mid-way)
+"""
+
+import os
+import signal
+import time
+
+import torch
+from torch.testing._internal.common_dtype import _dispatch_dtypes
+from torch.testing._internal.opinfo.core import OpInfo, SampleInput
+
+NS = "jaxdev_audit_test"
+_LIB = torch.library.Library(NS, "DEF")
+
+
+def _define(name, device_kernel):
+    _LIB.define(f"{name}(Tensor x) -> Tensor")
+    _LIB.impl(name, lambda x: x * 2, "CPU")
+    _LIB.impl(name, device_kernel, "PrivateUse1")
+
+
+def _good(x):
+    factor = 3 if os.environ.get("JAXDEV_TEST_BREAK") == "1" else 2
+    return (x.cpu() * factor).to(x.device)
+
+
+def _crash(x):
+    if x.numel() == 2:
+        os.kill(os.getpid(), signal.SIGSEGV)
+    return (x.cpu() * 2).to(x.device)
+
+
+def _hang(x):
+    if x.numel() == 2:
+        time.sleep(3600)
+    return (x.cpu() * 2).to(x.device)
+
+
+def _slow(x):
+    time.sleep(2)
+    return (x.cpu() * 2).to(x.device)
+
+
+def _samples(op_info, device, dtype, requires_grad, **kwargs):
+    for n in (1, 2, 3):
+        yield SampleInput(torch.arange(n, device=device, dtype=dtype))
+
+
+OPINFOS = []
+for _name, _kernel in (("good", _good), ("crash", _crash), ("hang", _hang), ("slow", _slow)):
+    _define(_name, _kernel)
+    OPINFOS.append(OpInfo(f"{NS}.{_name}", op=getattr(getattr(torch.ops, NS), _name),
+                          dtypes=_dispatch_dtypes((torch.float32,)), sample_inputs_func=_samples,
+                          supports_autograd=False, supports_out=False))

@@ -1,0 +1,105 @@
+import os
+import signal
+import time
+
+import yaml
+
+from jaxdev.audit import matrix
+
+from conftest import jaxdev_process
+
+
+def test_coverage_tiny_scope_writes_a_canonical_matrix(cli, tmp_path):
+    code, out = cli("coverage", "sin", "--dtype", "float32", "--jobs", "1", "--out", str(tmp_path))
+    assert code == 0, out
+    assert "samples/s" in out
+    path = tmp_path / "matrix.yaml"
+    m = matrix.load(str(path))
+    assert m["schema"] == matrix.SCHEMA and m["run"]["complete"]
+    assert set(m["versions"]) >= {"torch", "jax", "jaxdev"}
+    for direction in ("forward", "backward"):
+        entry = matrix.get(m, "sin", "float32", direction)
+        assert entry["status"] in {"pass", "fallback", "missing", "lost_autograd", "exception", "wrong",
+                                   "dtype_mismatch", "shape_mismatch"}
+        assert entry["samples"] >= 1
+    assert "aten::sin" in m["ops"]["sin"]["aten"]
+    # YAML round trip: load -> save gives the same bytes
+    before = path.read_bytes()
+    matrix.save(matrix.load(str(path)), str(path))
+    assert path.read_bytes() == before
+
+
+def test_broken_kernel_is_a_wrong_result_with_errors(cli, tmp_path):
+    code, out = cli("coverage", "jaxdev_audit_test.good", "--jobs", "1", "--out", str(tmp_path),
+                    env={"JAXDEV_TEST_BREAK": "1"})
+    assert code == 0, out
+    entry = matrix.get(matrix.load(str(tmp_path / "matrix.yaml")), "jaxdev_audit_test.good", "float32", "forward")
+    assert entry["status"] == "wrong"
+    assert entry["max_abs"] == 2.0 and "max abs err" in entry["reason"] and "repro" in entry
+
+
+def test_crash_and_hang_cost_only_their_sample(cli, tmp_path):
+    code, out = cli("coverage", "jaxdev_audit_test.crash", "jaxdev_audit_test.hang", "--timeout", "4",
+                    "--jobs", "2", "--out", str(tmp_path))
+    assert code == 0, out
+    m = matrix.load(str(tmp_path / "matrix.yaml"))
+    crash = matrix.get(m, "jaxdev_audit_test.crash", "float32", "forward")
+    hang = matrix.get(m, "jaxdev_audit_test.hang", "float32", "forward")
+    assert crash["status"] == "crash" and "SIGSEGV" in crash["reason"]
+    assert crash["counts"] == {"crash": 1, "pass": 2}
+    assert hang["status"] == "timeout" and hang["counts"] == {"timeout": 1, "pass": 2}
+
+
+def test_resume_completes_a_killed_sweep(cli, tmp_path):
+    proc = jaxdev_process("coverage", "jaxdev_audit_test.good", "jaxdev_audit_test.slow", "--jobs", "1",
+                          "--out", str(tmp_path))
+    path = tmp_path / "matrix.yaml"
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        if path.exists() and "jaxdev_audit_test.good" in path.read_text():
+            break
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    partial = matrix.load(str(path))  # never a truncated file
+    assert not partial["run"]["complete"]
+    assert matrix.get(partial, "jaxdev_audit_test.slow", "float32", "forward") is None
+    code, out = cli("coverage", "jaxdev_audit_test.good", "jaxdev_audit_test.slow", "--jobs", "1",
+                    "--resume", "--out", str(tmp_path))
+    assert code == 0, out
+    assert "1 units" in out  # only the missing cell ran
+    m = matrix.load(str(path))
+    assert m["run"]["complete"]
+    assert matrix.get(m, "jaxdev_audit_test.slow", "float32", "forward")["status"] == "pass"
+    assert matrix.get(m, "jaxdev_audit_test.good", "float32", "forward")["status"] == "pass"
+
+
+def test_shards_split_ops_and_merge(cli, tmp_path):
+    from jaxdev.audit import sweep
+
+    one = {u.op for u in sweep.plan(["jaxdev_audit_test.*"], shard=(1, 2))}
+    two = {u.op for u in sweep.plan(["jaxdev_audit_test.*"], shard=(2, 2))}
+    assert one and two and not one & two
+    a, b = matrix.empty({"complete": True}), matrix.empty({"complete": True})
+    matrix.put(a, "x", "float32", "forward", {"status": "pass"})
+    matrix.put(b, "y", "float32", "forward", {"status": "wrong"})
+    matrix.save(a, str(tmp_path / "a.yaml"))
+    matrix.save(b, str(tmp_path / "b.yaml"))
+    code, out = cli("coverage", "--merge", str(tmp_path / "a.yaml"), "--merge", str(tmp_path / "b.yaml"),
+                    "--out", str(tmp_path / "m"))
+    assert code == 0, out
+    merged = matrix.load(str(tmp_path / "m" / "matrix.yaml"))
+    assert merged["summary"]["forward"] == {"pass": 1, "wrong": 1}
+
+
+def test_bad_inputs_are_one_sentence(cli, tmp_path):
+    for args, words in (
+        (["coverage", "sin", "--dtype", "float33"], "unknown dtype 'float33'; did you mean float32"),
+        (["coverage", "sinn"], "no OpInfo named 'sinn'; nearest: sin"),
+        (["coverage", "sin", "--shard", "3/2"], "--shard must look like K/N"),
+        (["coverage", "sin", "--jobs", "0", "--out", str(tmp_path)], "--jobs must be at least 1"),
+        (["report", str(tmp_path / "none.yaml")], "no coverage matrix at"),
+    ):
+        code, out = cli(*args)
+        assert code == 2, (args, out)
+        assert words in out and "Traceback" not in out

@@ -1,0 +1,66 @@
+import xml.etree.ElementTree as ET
+
+import yaml
+
+from jaxdev.audit import matrix
+
+GOOD = "jaxdev_audit_test.good"
+
+
+def test_gate_red_on_broken_kernel_green_after_accept(cli, tmp_path):
+    base = str(tmp_path / "baseline.yaml")
+    code, out = cli("gate", GOOD, "--init", "--baseline", base, "--jobs", "1")
+    assert code == 0, out
+    assert matrix.get(matrix.load(base), GOOD, "float32", "forward")["status"] == "pass"
+
+    broken = {"JAXDEV_TEST_BREAK": "1"}
+    code, out = cli("gate", "--baseline", base, "--jobs", "1", env=broken)
+    assert code == 1
+    assert f"new failure     {GOOD} float32 forward: pass -> wrong" in out
+
+    code, out = cli("gate", "--baseline", base, "--jobs", "1", "--accept", env=broken)
+    assert code == 0, out
+    code, out = cli("gate", "--baseline", base, "--jobs", "1", env=broken)
+    assert code == 0 and "gate passed" in out
+
+    # fixing the kernel is an unexpected pass: red until accepted
+    code, out = cli("gate", "--baseline", base, "--jobs", "1")
+    assert code == 1 and "unexpected pass" in out and "wrong -> pass" in out
+
+
+def test_gate_refuses_bad_baselines_and_overwrites_nothing(cli, tmp_path):
+    missing = tmp_path / "missing.yaml"
+    code, out = cli("gate", "--baseline", str(missing), "--accept")
+    assert code == 2 and "no baseline at" in out and not missing.exists()
+    for text, words in (("ops: [", "not valid YAML"), ("hello: 1\n", "no schema field"),
+                        ("schema: 99\nops: {}\n", "schema version 99"),
+                        ("schema: 1\nops: {x: {results: {float32: {forward: {status: great}}}}}\n", "malformed")):
+        bad = tmp_path / "bad.yaml"
+        bad.write_text(text)
+        code, out = cli("gate", "--baseline", str(bad), "--accept")
+        assert code == 2 and words in out and "Traceback" not in out, out
+        assert bad.read_text() == text
+
+
+def test_report_writes_markdown_html_heatmap_and_junit(cli, tmp_path):
+    m = matrix.empty({"complete": True, "samples": 3})
+    matrix.put(m, "sin", "float32", "forward", {"status": "pass", "reason": ""})
+    matrix.put(m, "sin", "float32", "backward", {"status": "lost_autograd", "reason": "grad is None", "repro": "sin ..."})
+    matrix.put(m, "cos", "float64", "forward", {"status": "fallback", "reason": "CPU fallback for aten::cos"})
+    path = tmp_path / "matrix.yaml"
+    matrix.save(m, str(path))
+    code, out = cli("report", str(path), "--out", str(tmp_path / "reports"))
+    assert code == 0, out
+    md = (tmp_path / "reports" / "coverage.md").read_text()
+    assert "| lost_autograd | 0 | 1 |" in md and "`sin` float32 backward: grad is None" in md
+    page = (tmp_path / "reports" / "coverage.html").read_text()
+    assert "<svg" in page and page.count("<rect") == 3
+    suites = ET.parse(tmp_path / "reports" / "junit.xml").getroot()
+    backward = [s for s in suites if s.get("name") == "coverage.backward"][0]
+    assert backward.get("failures") == "1"
+
+
+def test_help_shows_examples(cli):
+    for command in ("ops", "explain", "coverage", "gate", "report"):
+        code, out = cli(command, "--help")
+        assert code == 0 and "Examples:" in out and "jaxdev " + command in out
