@@ -42,10 +42,10 @@ def load_baseline(path: str) -> dict:
         raise AuditError(f"cannot use baseline: {e}") from e
 
 
-def scope(baseline: dict, ops=(), backward=True) -> list[samples.Unit]:
-    """Units to rerun: the given OpInfos (all their cells), else every cell of the baseline."""
+def scope(baseline: dict, ops=(), backward=True, dtypes=()) -> list[samples.Unit]:
+    """Units to rerun: the given OpInfos (all their cells, or those dtypes), else every cell of the baseline."""
     if ops:
-        return sweep.plan(ops, (), backward)
+        return sweep.plan(ops, dtypes, backward)
     db = samples.op_db()
     units = []
     for op, dtype, direction, _ in matrix.cells(baseline):

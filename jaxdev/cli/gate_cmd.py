@@ -17,11 +17,12 @@ from jaxdev.cli.render import coloured, console
 @click.option("--baseline", "baseline_path", default="coverage/baseline.yaml", show_default=True, type=click.Path(dir_okay=False))
 @click.option("--accept", is_flag=True, help="Record the fresh results in the baseline instead of failing.")
 @click.option("--init", is_flag=True, help="Create the baseline from a fresh run of OPS (refuses to overwrite one).")
+@click.option("--dtype", "dtypes", multiple=True, help="Only this dtype (with OPS or --init). Repeatable.")
 @click.option("--no-backward", is_flag=True, help="Forward only.")
 @click.option("--jobs", "-j", type=int, default=os.cpu_count() or 1, show_default=True)
 @click.option("--timeout", type=float, default=None, help="Per-sample timeout (default: the baseline's).")
 @click.option("--max-samples", type=int, default=None, help="Samples per cell (default: the baseline's).")
-def command(ops, baseline_path, accept, init, no_backward, jobs, timeout, max_samples):
+def command(ops, baseline_path, accept, init, dtypes, no_backward, jobs, timeout, max_samples):
     """Rerun the sweep (OPS, or every cell of the baseline) and compare with the baseline.
 
     Exit 1 on any change: a new failure, and also an unexpected pass, so the baseline only
@@ -34,7 +35,7 @@ def command(ops, baseline_path, accept, init, no_backward, jobs, timeout, max_sa
       jaxdev gate                                   # CI: everything in coverage/baseline.yaml
       jaxdev gate sin add                           # only these OpInfos
       jaxdev gate sin --accept                      # record an improvement
-      jaxdev gate sin add --init --baseline coverage/baseline.yaml
+      jaxdev gate sin add --dtype float32 --init --baseline coverage/baseline.yaml
     """
     from jaxdev.audit import AuditError, gate, matrix
 
@@ -45,12 +46,12 @@ def command(ops, baseline_path, accept, init, no_backward, jobs, timeout, max_sa
             raise click.UsageError("--init needs the OPS to put in the new baseline")
         from jaxdev.audit import sweep
 
-        units = sweep.plan(ops, (), not no_backward)
+        units = sweep.plan(ops, dtypes, not no_backward)
         run_sweep(units, baseline_path, jobs=jobs, timeout=timeout or 60.0, max_samples=max_samples or 6)
         console.print(f"baseline written: {baseline_path}")
         return
     baseline = gate.load_baseline(baseline_path)
-    units = gate.scope(baseline, ops, not no_backward)
+    units = gate.scope(baseline, ops, not no_backward, dtypes)
     timeout = timeout or baseline["run"].get("timeout_s") or 60.0
     max_samples = max_samples or baseline["run"].get("max_samples") or 6
     with tempfile.TemporaryDirectory(prefix="jaxdev-gate-") as tmp:
