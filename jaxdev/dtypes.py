@@ -69,8 +69,8 @@ def cpu_to_numpy(t: torch.Tensor) -> np.ndarray:
 
 def numpy_to_cpu(a: np.ndarray, dtype: torch.dtype) -> torch.Tensor:
     """A CPU tensor holding a copy of `a` (whose dtype corresponds to `dtype`)."""
-    a = np.ascontiguousarray(a)
+    a = np.array(a, order="C", copy=True)  # keeps 0-dim arrays 0-dim, unlike ascontiguousarray
     if dtype in (torch.bfloat16, torch.uint16, torch.uint32, torch.uint64) or dtype.is_floating_point and dtype.itemsize == 1:
         carrier = _BIT_CARRIER[dtype.itemsize]
-        return torch.from_numpy(a.view(torch.empty((), dtype=carrier).numpy().dtype).copy()).view(dtype)
-    return torch.from_numpy(a.copy())
+        return torch.from_numpy(a.view(torch.empty((), dtype=carrier).numpy().dtype)).view(dtype)
+    return torch.from_numpy(a)

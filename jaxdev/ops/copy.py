@@ -9,6 +9,7 @@ import numpy as np
 import torch
 
 from jaxdev import dtypes, tensor
+from jaxdev.device import _check_index
 from jaxdev.ops.registry import aten, register
 from jaxdev.tensor import is_jax
 
@@ -60,19 +61,46 @@ def _copy_from_and_resize(self, dst):
     return copy_into(dst, self)
 
 
+def _strides_for(self, memory_format):
+    """The strides PyTorch gives a copy of `self` (None: contiguous)."""
+    if memory_format == torch.preserve_format:
+        return None if self.is_contiguous() or not _dense(self) else self.stride()
+    if memory_format in (None, torch.contiguous_format):
+        return None
+    return torch.empty(self.shape, device="meta", memory_format=memory_format).stride()
+
+
+def _jax_copy(self, value, dtype, memory_format):
+    strides = _strides_for(self, memory_format)
+    value = _cast(value, dtype)
+    if strides is None:
+        return tensor.wrap(value)
+    out = tensor.empty(self.shape, dtype, strides)
+    tensor.write(out, value)
+    return out
+
+
 @register(aten.clone.default)
 def clone(self, *, memory_format=torch.preserve_format):
-    value = tensor.read(self)
-    if memory_format == torch.preserve_format and not self.is_contiguous() and _dense(self):
-        # PyTorch keeps the strides of a dense, non-overlapping tensor (a transpose stays one).
-        out = tensor.empty(self.shape, self.dtype, self.stride())
-        tensor.write(out, value)
-        return out
-    if memory_format not in (torch.preserve_format, torch.contiguous_format):
-        out = tensor.empty(self.shape, self.dtype, torch.empty(self.shape, device="meta", memory_format=memory_format).stride())
-        tensor.write(out, value)
-        return out
-    return tensor.wrap(value)
+    return _jax_copy(self, tensor.read(self), self.dtype, memory_format)
+
+
+@register(aten._to_copy.default)
+def _to_copy(self, *, dtype=None, layout=None, device=None, pin_memory=None, non_blocking=False, memory_format=None):
+    dtype = dtype or self.dtype
+    memory_format = memory_format or torch.preserve_format
+    device = torch.device(device) if device is not None else self.device
+    if device.type == "jax":
+        if device.index:
+            _check_index(device.index)
+        # BackendSelect routes CPU -> jax here too (the `device` argument picks the backend).
+        value = tensor.read(self) if is_jax(self) else tensor.from_cpu(self)
+        return _jax_copy(self, value, dtype, memory_format)
+    # To CPU (non_blocking is honoured as a blocking copy: there is no pinned memory to use).
+    values = tensor.to_cpu(tensor.read(self), self.dtype)
+    strides = _strides_for(self, memory_format)
+    out = torch.empty_strided(self.shape, strides or values.stride(), dtype=dtype, device=device)
+    return out.copy_(values)
 
 
 def _dense(t: torch.Tensor) -> bool:

@@ -120,5 +120,5 @@ def _refuse_quantized(*args, **kwargs):
     )
 
 
-for _op in (aten.empty.memory_format, aten.empty_strided.default, aten._empty_affine_quantized.default):
+for _op in (aten.empty.memory_format, aten.empty_strided.default, aten._empty_affine_quantized.default, aten.empty_quantized.default):
     _QUANTIZED.impl(_op, _refuse_quantized, "QuantizedPrivateUse1")

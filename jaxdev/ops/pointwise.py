@@ -216,7 +216,7 @@ def _sub_alpha(a, b, alpha):
 @register_functional(aten.sub.Tensor, aten.sub.Scalar)
 def sub(self, other, *, alpha=1):
     common = _common(self, other)
-    if common == torch.bool or (isinstance(other, torch.Tensor) and self.dtype == other.dtype == torch.bool):
+    if common == torch.bool:
         raise RuntimeError(
             "Subtraction, the `-` operator, with two bool tensors is not supported. "
             "Use the `^` or `logical_xor()` operator instead."
