@@ -78,6 +78,9 @@ def save(matrix: dict, path: str) -> None:
     folder = os.path.dirname(os.path.abspath(path))
     os.makedirs(folder, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".matrix-", suffix=".yaml.tmp", dir=folder)
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; a matrix is an ordinary, shareable file
     try:
         with os.fdopen(fd, "w") as f:
             yaml.safe_dump(matrix, f, sort_keys=True, default_flow_style=False, width=120, allow_unicode=True)
