@@ -185,16 +185,18 @@ def _crash_reports(path: str, names: tuple[str, ...]) -> dict[str, str]:
     return crashed
 
 
-@pytest.fixture(autouse=True)
-def _crash_guard(request):
-    if request.node.get_closest_marker("crashprone") is None:
-        return
-    module = request.module
+@pytest.hookimpl(tryfirst=True)
+def pytest_pyfunc_call(pyfuncitem):
+    """A `crashprone` test that killed a child interpreter fails here, without being run in-process."""
+    if pyfuncitem.get_closest_marker("crashprone") is None:
+        return None
+    module = pyfuncitem.module
     names = tuple(
         item.name
-        for item in request.session.items
-        if item.module is module and item.get_closest_marker("crashprone") is not None
+        for item in pyfuncitem.session.items
+        if getattr(item, "module", None) is module and item.get_closest_marker("crashprone") is not None
     )
     reports = _crash_reports(str(Path(module.__file__).resolve()), names)
-    if request.node.name in reports:
-        pytest.fail(reports[request.node.name], pytrace=False)
+    if pyfuncitem.name in reports:
+        pytest.fail(reports[pyfuncitem.name], pytrace=False)
+    return None

@@ -1,0 +1,201 @@
+"""Item 10: torch.manual_seed makes random ops on jax reproducible; distributions are sensible."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+N = 4096  # one sample size for every distribution check, so each op compiles once
+
+RANDOM_OPS = {
+    "rand": lambda: torch.rand(N, device="jax"),
+    "randn": lambda: torch.randn(N, device="jax"),
+    "randint": lambda: torch.randint(3, 9, (N,), device="jax"),
+    "randperm": lambda: torch.randperm(50, device="jax"),
+    "normal_": lambda: torch.empty(N, device="jax").normal_(3.0, 2.0),
+    "normal": lambda: torch.normal(torch.full((N,), 3.0, device="jax"), 2.0),
+    "uniform_": lambda: torch.empty(N, device="jax").uniform_(-2.0, 5.0),
+    "bernoulli": lambda: torch.bernoulli(torch.full((N,), 0.3, device="jax")),
+    "bernoulli_": lambda: torch.zeros(N, device="jax").bernoulli_(0.3),
+    "dropout": lambda: F.dropout(torch.ones(N, device="jax"), p=0.5, training=True),
+    "multinomial": lambda: torch.multinomial(torch.tensor([0.1, 0.2, 0.0, 0.7], device="jax"), N, replacement=True),
+    "multinomial_no_replacement": lambda: torch.multinomial(torch.ones(8, device="jax"), 8),
+    "rand_like": lambda: torch.rand_like(torch.zeros(N, device="jax")),
+    "randn_like": lambda: torch.randn_like(torch.zeros(N, device="jax")),
+}
+
+
+def _draw(name, seed):
+    torch.manual_seed(seed)
+    t = RANDOM_OPS[name]()
+    assert t.device.type == "jax", f"{name} made a tensor on {t.device}"
+    return t.cpu()
+
+
+@pytest.mark.parametrize("name", list(RANDOM_OPS))
+def test_manual_seed_reproduces(name):
+    first = _draw(name, 1234)
+    again = _draw(name, 1234)
+    assert torch.equal(first, again), f"{name}: same seed, different values"
+
+
+@pytest.mark.parametrize("name", list(RANDOM_OPS))
+def test_different_seeds_and_consecutive_calls_differ(name):
+    a = _draw(name, 1)
+    b = _draw(name, 2)
+    assert not torch.equal(a, b), f"{name}: seeds 1 and 2 gave the same values"
+    torch.manual_seed(1)
+    first = RANDOM_OPS[name]().cpu()
+    second = RANDOM_OPS[name]().cpu()
+    assert not torch.equal(first, second), f"{name}: two consecutive calls gave the same values"
+
+
+def test_torch_jax_manual_seed_alone_reproduces():
+    torch.jax.manual_seed(77)
+    a = torch.randn(8, device="jax").cpu()
+    torch.jax.manual_seed(77)
+    b = torch.randn(8, device="jax").cpu()
+    assert torch.equal(a, b)
+
+
+def test_cpu_draws_do_not_disturb_the_jax_stream():
+    """As with CUDA, the jax generator is its own stream, independent of CPU's."""
+    torch.manual_seed(3)
+    a = torch.rand(8, device="jax").cpu()
+    torch.manual_seed(3)
+    torch.rand(100)  # CPU draw in between
+    b = torch.rand(8, device="jax").cpu()
+    assert torch.equal(a, b)
+
+
+def test_rng_state_save_restore_and_fork_rng():
+    torch.manual_seed(10)
+    torch.rand(3, device="jax")
+    state = torch.jax.get_rng_state()
+    a = torch.randn(8, device="jax").cpu()
+    torch.jax.set_rng_state(state)
+    assert torch.equal(torch.randn(8, device="jax").cpu(), a)
+    torch.jax.set_rng_state(state)
+    with torch.random.fork_rng(device_type="jax"):
+        torch.randn(8, device="jax")
+    assert torch.equal(torch.randn(8, device="jax").cpu(), a), "fork_rng did not restore the jax state"
+
+
+# --- distributions (fixed seed, loose bounds: about 5 standard errors) -------------------------------
+
+
+def _stats(t):
+    t = t.double()
+    return t.mean().item(), t.std().item()
+
+
+def _se(std):
+    return 5 * std / math.sqrt(N)
+
+
+def test_rand_is_uniform_on_unit_interval():
+    x = _draw("rand", 0)
+    assert x.dtype == torch.float32 and x.min() >= 0 and x.max() < 1
+    mean, std = _stats(x)
+    assert abs(mean - 0.5) < _se(0.2887) and abs(std - 0.2887) < 0.02
+
+
+def test_randn_is_standard_normal():
+    for name in ("randn", "randn_like"):
+        x = _draw(name, 0)
+        mean, std = _stats(x)
+        assert abs(mean) < _se(1) and abs(std - 1) < 0.05, (name, mean, std)
+        assert 0.6 < (x.abs() < 1).double().mean().item() < 0.76  # ~68% within one sigma
+
+
+def test_randn_float64():
+    torch.manual_seed(0)
+    x = torch.randn(N, dtype=torch.float64, device="jax")
+    assert x.dtype == torch.float64
+    mean, std = _stats(x.cpu())
+    assert abs(mean) < _se(1) and abs(std - 1) < 0.05
+
+
+def test_randint_covers_its_range_evenly():
+    x = _draw("randint", 0)
+    assert x.dtype == torch.int64 and x.min() == 3 and x.max() == 8
+    counts = torch.bincount(x - 3, minlength=6).double() / N
+    assert (counts - 1 / 6).abs().max() < 0.03, counts
+
+
+def test_randperm_is_a_permutation():
+    x = _draw("randperm", 0)
+    assert x.dtype == torch.int64
+    assert torch.equal(x.sort().values, torch.arange(50))
+    assert not torch.equal(x, torch.arange(50))
+    torch.manual_seed(0)
+    assert torch.randperm(7, dtype=torch.int32, device="jax").dtype == torch.int32
+
+
+@pytest.mark.parametrize("name", ["normal_", "normal"])
+def test_normal_has_requested_mean_and_std(name):
+    mean, std = _stats(_draw(name, 0))
+    assert abs(mean - 3) < _se(2) and abs(std - 2) < 0.1
+
+
+def test_uniform_respects_bounds():
+    x = _draw("uniform_", 0)
+    assert x.min() >= -2 and x.max() < 5
+    mean, _ = _stats(x)
+    assert abs(mean - 1.5) < _se(7 / math.sqrt(12))
+
+
+@pytest.mark.parametrize("name", ["bernoulli", "bernoulli_"])
+def test_bernoulli(name):
+    x = _draw(name, 0)
+    assert x.dtype == torch.float32
+    assert set(x.unique().tolist()) == {0.0, 1.0}
+    assert abs(x.mean().item() - 0.3) < _se(math.sqrt(0.21))
+
+
+def test_bernoulli_respects_per_element_probabilities():
+    torch.manual_seed(0)
+    p = torch.tensor([0.0, 1.0] * (N // 2), device="jax")
+    x = torch.bernoulli(p).cpu()
+    assert torch.equal(x, p.cpu())
+
+
+def test_dropout_zeroes_about_p_and_scales_the_rest():
+    x = _draw("dropout", 0)
+    kept = x != 0
+    assert abs(kept.double().mean().item() - 0.5) < _se(0.5)
+    assert torch.all(x[kept] == 2.0)
+
+
+def test_dropout_eval_and_module():
+    x = torch.arange(8.0, device="jax")
+    assert torch.equal(F.dropout(x, p=0.5, training=False).cpu(), torch.arange(8.0))
+    layer = torch.nn.Dropout(0.25).to("jax")
+    layer.eval()
+    assert torch.equal(layer(x).cpu(), torch.arange(8.0))
+    layer.train()
+    torch.manual_seed(0)
+    out = layer(torch.ones(N, device="jax")).cpu()
+    scale = torch.tensor(1 / 0.75, dtype=torch.float32).item()
+    assert set(out.unique().tolist()) <= {0.0, scale}
+
+
+def test_multinomial_with_replacement_frequencies():
+    x = _draw("multinomial", 0)
+    assert x.dtype == torch.int64 and x.shape == (N,)
+    freq = torch.bincount(x, minlength=4).double() / N
+    assert freq[2] == 0, "a zero-probability category was drawn"
+    assert (freq - torch.tensor([0.1, 0.2, 0.0, 0.7], dtype=torch.float64)).abs().max() < 0.04, freq
+
+
+def test_multinomial_without_replacement_draws_distinct():
+    x = _draw("multinomial_no_replacement", 0)
+    assert torch.equal(x.sort().values, torch.arange(8))
+    torch.manual_seed(0)
+    rows = torch.multinomial(torch.tensor([[0.0, 1.0, 1.0], [1.0, 0.0, 0.0]], device="jax"), 2).cpu()
+    assert sorted(rows[0].tolist()) == [1, 2]
+    with pytest.raises(RuntimeError):  # like CPU: a negative probability
+        torch.multinomial(torch.tensor([-1.0, 1.0], device="jax"), 1)
