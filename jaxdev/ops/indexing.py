@@ -204,3 +204,18 @@ def scatter_reduce_legacy(self, dim, index, src, *, reduce):
 @register_functional(aten.scatter_add.default)
 def scatter_add(self, dim, index, src):
     return _scatter(self, dim, index, src, "add")
+
+
+@register_functional(aten.embedding_dense_backward.default)
+def embedding_dense_backward(grad_output, indices, num_weights, padding_idx, scale_grad_by_freq):
+    g = J(grad_output)
+    idx = J(indices).reshape(-1)
+    rows = g.reshape((-1, g.shape[-1]))
+    c = jnp.float32 if g.dtype in (jnp.float16, jnp.bfloat16) else g.dtype
+    rows = rows.astype(c)
+    if padding_idx >= 0:
+        rows = jnp.where((idx == padding_idx)[:, None], 0, rows)
+    if scale_grad_by_freq:
+        counts = jnp.zeros((num_weights,), c).at[idx].add(1)
+        rows = rows / counts[idx][:, None]
+    return jnp.zeros((num_weights, g.shape[-1]), c).at[idx].add(rows).astype(g.dtype)

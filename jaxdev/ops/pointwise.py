@@ -141,6 +141,7 @@ for _op, _fn in [
 for _op, _fn in [
     (aten.isnan.default, jnp.isnan), (aten.logical_not.default, jnp.logical_not),
     (aten.signbit.default, jnp.signbit), (aten.isinf.default, jnp.isinf),
+    (aten.isneginf.default, jnp.isneginf), (aten.isposinf.default, jnp.isposinf),
 ]:
     unary_bool(_op, _fn)
 
@@ -422,3 +423,17 @@ def addcdiv(self, tensor1, tensor2, *, value=1):
             "behavior is just the latter implementation: (input + value * tensor1 / tensor2), for all dtypes."
         )
     return _call(_addcdiv, common, common, (self, tensor1, tensor2), (value,))
+
+
+def _triangle(keep):
+    def kernel(self, diagonal=0):
+        x = J(self)
+        if x.ndim < 2:
+            raise RuntimeError(f"{keep.__name__}: input tensor must have at least 2 dimensions")
+        return keep(x, diagonal)
+
+    return kernel
+
+
+register_functional(aten.triu.default)(_triangle(jnp.triu))
+register_functional(aten.tril.default)(_triangle(jnp.tril))

@@ -180,7 +180,7 @@ def register_functional(*ops: OpOverload, inplace: bool = True, out: bool = True
 
 def _wrap_result(r):
     if isinstance(r, tuple):
-        return tuple(tensor.wrap(a) for a in r)
+        return tuple(None if a is None else tensor.wrap(a) for a in r)
     return tensor.wrap(r)
 
 

@@ -1,0 +1,118 @@
+"""Convolution, forward and backward, through PyTorch's hooks for out-of-tree backends:
+`convolution` (CompositeExplicitAutograd) calls `convolution_overrideable`, and its autograd formula
+calls `convolution_backward`, which calls `convolution_backward_overrideable`.
+
+Gradients are the VJP of the same JAX forward, so they are exactly consistent with it. Products use
+Precision.HIGHEST (see linalg.py).
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+
+from jaxdev import dtypes
+from jaxdev.ops.pointwise import _opmath
+from jaxdev.ops.registry import J, aten, register, register_functional
+
+HIGHEST = jax.lax.Precision.HIGHEST
+_SPATIAL = "DHW"
+
+
+def _numbers(nd: int):
+    s = _SPATIAL[-nd:]
+    return ("NC" + s, "OI" + s, "NC" + s)
+
+
+def _conv(x, w, stride, padding, dilation, transposed, output_padding, groups):
+    nd = x.ndim - 2
+    if not transposed:
+        return jax.lax.conv_general_dilated(
+            x, w, window_strides=stride, padding=[(p, p) for p in padding], rhs_dilation=dilation,
+            dimension_numbers=_numbers(nd), feature_group_count=groups, precision=HIGHEST,
+        )
+    # Transposed: the gradient of a convolution. Weight is (in, out/groups, *k): regroup it to
+    # (out, in/groups, *k), flip it spatially, and dilate the input by the stride.
+    cin, cout_g = w.shape[0], w.shape[1]
+    k = w.shape[2:]
+    w = w.reshape((groups, cin // groups, cout_g) + k)
+    w = jnp.swapaxes(w, 1, 2).reshape((groups * cout_g, cin // groups) + k)
+    w = jnp.flip(w, axis=tuple(range(2, 2 + nd)))
+    pads = [
+        (d * (kk - 1) - p, d * (kk - 1) - p + op)
+        for kk, p, d, op in zip(k, padding, dilation, output_padding)
+    ]
+    return jax.lax.conv_general_dilated(
+        x, w, window_strides=(1,) * nd, padding=pads, lhs_dilation=stride, rhs_dilation=dilation,
+        dimension_numbers=_numbers(nd), feature_group_count=groups, precision=HIGHEST,
+    )
+
+
+def _forward(x, w, b, params):
+    y = _conv(x, w, *params)
+    if b is not None:
+        y = y + b.reshape((1, -1) + (1,) * (y.ndim - 2))
+    return y
+
+
+@functools.lru_cache(maxsize=None)
+def _compiled_forward(params, has_bias, compute, result):
+    def run(x, w, b):
+        c = [a.astype(compute) if a is not None else None for a in (x, w, b)]
+        return _forward(c[0], c[1], c[2] if has_bias else None, params).astype(result)
+
+    return jax.jit(run)
+
+
+@functools.lru_cache(maxsize=None)
+def _compiled_backward(params, has_bias, compute, result, mask):
+    def run(g, x, w):
+        x, w, g = (a.astype(compute) for a in (x, w, g))
+        _, vjp = jax.vjp(lambda x_, w_: _conv(x_, w_, *params), x, w)
+        gx, gw = vjp(g)
+        gb = jnp.sum(g, axis=(0,) + tuple(range(2, g.ndim))) if has_bias else None
+        out = [a.astype(result) if a is not None else None for a in (gx, gw, gb)]
+        return tuple(o if m else None for o, m in zip(out, mask))
+
+    return jax.jit(run)
+
+
+def _params(stride, padding, dilation, transposed, output_padding, groups, nd):
+    expand = lambda v: tuple(v) * nd if len(v) == 1 else tuple(v)  # noqa: E731
+    return (expand(stride), expand(padding), expand(dilation), bool(transposed), expand(output_padding), int(groups))
+
+
+def _check(input, weight, groups):
+    if input.dtype != weight.dtype:
+        raise RuntimeError(
+            f"Input type ({input.dtype}) and weight type ({weight.dtype}) should be the same"
+        )
+    if input.dim() != weight.dim():
+        raise RuntimeError(
+            f"Expected {weight.dim()}-dimensional input for {weight.dim()}-dimensional weight "
+            f"{list(weight.shape)}, but got {input.dim()}-dimensional input of size {list(input.shape)} instead"
+        )
+
+
+@register_functional(aten.convolution_overrideable.default, inplace=False, out=False)
+def convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups):
+    _check(input, weight, groups)
+    nd = input.dim() - 2
+    params = _params(stride, padding, dilation, transposed, output_padding, groups, nd)
+    jdt = dtypes.to_jax_dtype(input.dtype)
+    fn = _compiled_forward(params, bias is not None, _opmath(jdt), jdt)
+    return fn(J(input), J(weight), J(bias) if bias is not None else None)
+
+
+@register(aten.convolution_backward_overrideable.default)
+def convolution_backward(grad_output, input, weight, stride, padding, dilation, transposed, output_padding, groups, output_mask):
+    from jaxdev import tensor
+
+    nd = input.dim() - 2
+    params = _params(stride, padding, dilation, transposed, output_padding, groups, nd)
+    jdt = dtypes.to_jax_dtype(input.dtype)
+    fn = _compiled_backward(params, bool(output_mask[2]), _opmath(jdt), jdt, tuple(bool(m) for m in output_mask))
+    grads = fn(J(grad_output), J(input), J(weight))
+    return tuple(tensor.wrap(g) if g is not None else None for g in grads)

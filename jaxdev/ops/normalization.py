@@ -1,0 +1,142 @@
+"""Batch norm and layer norm, forward and backward, with PyTorch's saved statistics:
+batch norm saves the batch mean and 1/sqrt(biased var + eps) and updates running stats with the
+unbiased variance; layer norm saves mean and rstd shaped like the input with normalized dims = 1.
+Statistics are computed in float32 for float16/bfloat16 inputs, as on CPU.
+"""
+
+from __future__ import annotations
+
+import math
+
+import jax.numpy as jnp
+import torch
+
+from jaxdev import dtypes, tensor
+from jaxdev.ops.pointwise import _opmath
+from jaxdev.ops.registry import J, aten, register, register_functional
+
+
+def _channel_shape(x):
+    return (1, -1) + (1,) * (x.ndim - 2)
+
+
+def _batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps):
+    x = J(input)
+    c = _opmath(x.dtype)
+    xc = x.astype(c)
+    axes = (0,) + tuple(range(2, x.ndim))
+    shape = _channel_shape(x)
+    if training:
+        n = x.size // x.shape[1]
+        if n <= 1:
+            raise ValueError(f"Expected more than 1 value per channel when training, got input size {list(input.shape)}")
+        mean = jnp.mean(xc, axis=axes)
+        var = jnp.mean(jnp.square(xc - mean.reshape(shape)), axis=axes)
+        invstd = 1.0 / jnp.sqrt(var + eps)
+        for stat, new in ((running_mean, mean), (running_var, var * n / (n - 1))):
+            if stat is not None:
+                old = J(stat)
+                tensor.write(stat, ((1 - momentum) * old.astype(c) + momentum * new).astype(old.dtype))
+        save_mean, save_invstd = mean, invstd
+    else:
+        mean = J(running_mean).astype(c)
+        invstd = 1.0 / jnp.sqrt(J(running_var).astype(c) + eps)
+        save_mean = save_invstd = jnp.zeros((0,), c)
+    y = (xc - mean.reshape(shape)) * invstd.reshape(shape)
+    if weight is not None:
+        y = y * J(weight).astype(c).reshape(shape)
+    if bias is not None:
+        y = y + J(bias).astype(c).reshape(shape)
+    return y.astype(x.dtype), save_mean, save_invstd
+
+
+@register_functional(aten.native_batch_norm.default)
+def native_batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps):
+    return _batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps)
+
+
+@register(aten._native_batch_norm_legit.default)
+def native_batch_norm_legit(input, weight, bias, running_mean, running_var, training, momentum, eps):
+    return tuple(tensor.wrap(a) for a in _batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps))
+
+
+@register(aten._native_batch_norm_legit.no_stats)
+def native_batch_norm_legit_no_stats(input, weight, bias, training, momentum, eps):
+    return tuple(tensor.wrap(a) for a in _batch_norm(input, weight, bias, None, None, training, momentum, eps))
+
+
+@register_functional(aten.native_batch_norm_backward.default)
+def native_batch_norm_backward(grad_out, input, weight, running_mean, running_var, save_mean, save_invstd, train, eps, output_mask):
+    x, g = J(input), J(grad_out)
+    c = _opmath(x.dtype)
+    x, g = x.astype(c), g.astype(c)
+    axes = (0,) + tuple(range(2, x.ndim))
+    shape = _channel_shape(x)
+    if train:
+        mean, invstd = J(save_mean).astype(c), J(save_invstd).astype(c)
+    else:
+        mean = J(running_mean).astype(c)
+        invstd = 1.0 / jnp.sqrt(J(running_var).astype(c) + eps)
+    w = J(weight).astype(c) if weight is not None else jnp.ones_like(mean)
+    xhat = (x - mean.reshape(shape)) * invstd.reshape(shape)
+    gb = jnp.sum(g, axis=axes)
+    gw = jnp.sum(g * xhat, axis=axes)
+    if train:
+        n = x.size // x.shape[1]
+        gx = (w * invstd).reshape(shape) / n * (n * g - gb.reshape(shape) - xhat * gw.reshape(shape))
+    else:
+        gx = g * (w * invstd).reshape(shape)
+    pdt = J(weight).dtype if weight is not None else x.dtype
+    return (
+        gx.astype(J(input).dtype) if output_mask[0] else None,
+        gw.astype(pdt) if output_mask[1] else None,
+        gb.astype(pdt) if output_mask[2] else None,
+    )
+
+
+def _layer_axes(input, normalized_shape):
+    axis = input.dim() - len(normalized_shape)
+    if axis < 0 or tuple(input.shape[axis:]) != tuple(normalized_shape):
+        raise RuntimeError(
+            f"Given normalized_shape={list(normalized_shape)}, expected input with shape "
+            f"[*, {', '.join(str(s) for s in normalized_shape)}], but got input of size{list(input.shape)}"
+        )
+    return tuple(range(axis, input.dim()))
+
+
+@register_functional(aten.native_layer_norm.default)
+def native_layer_norm(input, normalized_shape, weight, bias, eps):
+    axes = _layer_axes(input, normalized_shape)
+    x = J(input)
+    c = _opmath(x.dtype)
+    xc = x.astype(c)
+    mean = jnp.mean(xc, axis=axes, keepdims=True)
+    var = jnp.mean(jnp.square(xc - mean), axis=axes, keepdims=True)
+    rstd = 1.0 / jnp.sqrt(var + eps)
+    y = (xc - mean) * rstd
+    if weight is not None:
+        y = y * J(weight).astype(c)
+    if bias is not None:
+        y = y + J(bias).astype(c)
+    return y.astype(x.dtype), mean.astype(x.dtype), rstd.astype(x.dtype)
+
+
+@register_functional(aten.native_layer_norm_backward.default)
+def native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, weight, bias, output_mask):
+    axes = _layer_axes(input, normalized_shape)
+    lead = tuple(range(axes[0]))
+    x = J(input)
+    c = _opmath(x.dtype)
+    xc, g = x.astype(c), J(grad_out).astype(c)
+    m, r = J(mean).astype(c), J(rstd).astype(c)
+    xhat = (xc - m) * r
+    gxhat = g * J(weight).astype(c) if weight is not None else g
+    n = math.prod(normalized_shape)
+    gx = r / n * (n * gxhat - jnp.sum(gxhat, axis=axes, keepdims=True) - xhat * jnp.sum(gxhat * xhat, axis=axes, keepdims=True))
+    gw = jnp.sum(g * xhat, axis=lead) if weight is not None and output_mask[1] else None
+    gb = jnp.sum(g, axis=lead) if bias is not None and output_mask[2] else None
+    return (
+        gx.astype(x.dtype) if output_mask[0] else None,
+        gw.astype(J(weight).dtype) if gw is not None else None,
+        gb.astype(J(bias).dtype) if gb is not None else None,
+    )
