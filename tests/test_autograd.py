@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import jaxdev.ops.registry as registry
-from conftest import JAX, assert_same, on_both
+from jaxdev_testing import JAX, assert_same, on_both
 
 TOL = dict(rtol=1e-5, atol=1e-6)
 

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import jaxdev
-from conftest import JAX, assert_same, describe_exit, run_python
+from jaxdev_testing import JAX, assert_same, describe_exit, run_python
 
 
 def test_privateuse1_is_renamed_jax():

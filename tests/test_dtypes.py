@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import jaxdev
-from conftest import ALL_DTYPES, JAX, assert_same
+from jaxdev_testing import ALL_DTYPES, JAX, assert_same
 
 _BITS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
 

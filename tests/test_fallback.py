@@ -14,7 +14,7 @@ import torch
 import jaxdev
 import jaxdev.fallback
 import jaxdev.ops.registry as registry
-from conftest import JAX, assert_same
+from jaxdev_testing import JAX, assert_same
 
 _LIB = torch.library.Library("jaxdev_test", "DEF")
 _LIB.define("scale(Tensor x, float k) -> Tensor")

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import jaxdev
-from conftest import ALL_DTYPES, JAX, assert_same
+from jaxdev_testing import ALL_DTYPES, JAX, assert_same
 
 
 def test_to_jax_gives_a_jax_array_with_the_values():

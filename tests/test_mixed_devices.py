@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from conftest import assert_same
+from jaxdev_testing import assert_same
 
 MIXED = {
     "add": lambda j, c: j + c,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from conftest import JAX
+from jaxdev_testing import JAX
 
 
 def expected_repr(cpu_value: torch.Tensor, jax_value: torch.Tensor) -> str:

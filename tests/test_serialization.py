@@ -14,7 +14,7 @@ import pickle
 import pytest
 import torch
 
-from conftest import JAX, assert_same
+from jaxdev_testing import JAX, assert_same
 
 pytestmark = pytest.mark.crashprone
 

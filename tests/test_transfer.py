@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from conftest import JAX, assert_same
+from jaxdev_testing import JAX, assert_same
 
 # --- factories -------------------------------------------------------------------------------------
 

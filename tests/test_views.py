@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from conftest import JAX, assert_same, on_both
+from jaxdev_testing import JAX, assert_same, on_both
 
 
 def base_of(device) -> torch.Tensor:

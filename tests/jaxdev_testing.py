@@ -1,0 +1,129 @@
+"""Helpers for the jaxdev device tests: compare the `jax` device against CPU PyTorch.
+
+* `assert_same(actual, expected)`: a jax tensor against its CPU twin (device, dtype, shape, values,
+  bit-exact unless a tolerance is given).
+* `on_both(fn)`: run a scenario once with device="cpu" and once with device="jax"; if CPU raises,
+  the jax run must raise the same exception type, otherwise every returned value must match.
+* `run_python(code)`: a fresh interpreter, for what must not run in the test process.
+
+(A module of its own, not `conftest`: several conftest.py files live under tests/.)
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+
+import jaxdev  # noqa: F401  (registers the device)
+
+JAX = torch.device("jax", 0)
+CPU = torch.device("cpu")
+
+ALL_DTYPES = [
+    torch.bool,
+    torch.uint8,
+    torch.int8,
+    torch.int16,
+    torch.int32,
+    torch.int64,
+    torch.float16,
+    torch.bfloat16,
+    torch.float32,
+    torch.float64,
+    torch.complex64,
+    torch.complex128,
+]
+
+
+# --- comparing against CPU ------------------------------------------------------------------------
+
+
+def to_cpu(t: torch.Tensor) -> torch.Tensor:
+    """The CPU copy of a tensor's values, without autograd history."""
+    return t.detach().to("cpu")
+
+
+def assert_same(actual, expected, *, rtol=0.0, atol=0.0, check_stride=False, msg=""):
+    """`actual` (a jax tensor) holds what `expected` (a CPU tensor) holds."""
+    assert isinstance(actual, torch.Tensor), f"{msg} expected a tensor, got {type(actual).__name__}"
+    assert actual.device.type == "jax", f"{msg} result is on {actual.device}, not on jax"
+    assert actual.dtype == expected.dtype, f"{msg} dtype {actual.dtype} != CPU's {expected.dtype}"
+    assert actual.shape == expected.shape, f"{msg} shape {tuple(actual.shape)} != CPU's {tuple(expected.shape)}"
+    if check_stride:
+        assert actual.stride() == expected.stride(), f"{msg} stride {actual.stride()} != CPU's {expected.stride()}"
+        assert actual.storage_offset() == expected.storage_offset(), (
+            f"{msg} storage_offset {actual.storage_offset()} != CPU's {expected.storage_offset()}"
+        )
+    torch.testing.assert_close(
+        to_cpu(actual), expected.detach(), rtol=rtol, atol=atol, equal_nan=True, msg=lambda m: f"{msg} {m}"
+    )
+
+
+def _compare(jax_out, cpu_out, path, rtol, atol, check_stride):
+    if isinstance(cpu_out, torch.Tensor):
+        assert_same(jax_out, cpu_out, rtol=rtol, atol=atol, check_stride=check_stride, msg=f"[{path}]")
+    elif isinstance(cpu_out, (list, tuple)):
+        assert isinstance(jax_out, (list, tuple)) and len(jax_out) == len(cpu_out), f"[{path}] {jax_out!r}"
+        for i, (j, c) in enumerate(zip(jax_out, cpu_out)):
+            _compare(j, c, f"{path}.{i}", rtol, atol, check_stride)
+    elif isinstance(cpu_out, dict):
+        assert isinstance(jax_out, dict) and jax_out.keys() == cpu_out.keys(), f"[{path}] {jax_out!r}"
+        for k in cpu_out:
+            _compare(jax_out[k], cpu_out[k], f"{path}.{k}", rtol, atol, check_stride)
+    elif isinstance(cpu_out, torch.device):
+        assert jax_out == (JAX if cpu_out.type == "cpu" else cpu_out), f"[{path}] {jax_out} vs {cpu_out}"
+    else:
+        assert jax_out == cpu_out, f"[{path}] jax gave {jax_out!r}, CPU gave {cpu_out!r}"
+
+
+def on_both(fn, *, rtol=0.0, atol=0.0, check_stride=False, match=None):
+    """Run `fn(device)` on CPU and on jax and compare. Returns the jax result.
+
+    If CPU raises, jax must raise the same exception type (and `match`, when given, must be found in
+    the jax message); a jax error where CPU succeeds fails the test with that error.
+    """
+    try:
+        cpu_out = fn(CPU)
+    except Exception as cpu_err:  # noqa: BLE001
+        try:
+            fn(JAX)
+        except type(cpu_err) as jax_err:
+            if match is not None:
+                assert match in str(jax_err), f"jax error {jax_err!r} lacks {match!r} (CPU: {cpu_err!r})"
+            return jax_err
+        pytest.fail(f"CPU raised {cpu_err!r}, jax raised nothing", pytrace=False)
+    jax_out = fn(JAX)
+    _compare(jax_out, cpu_out, "result", rtol, atol, check_stride)
+    return jax_out
+
+
+# --- child processes --------------------------------------------------------------------------------
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run_python(code: str, *, env: dict | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+    """Run `code` in a fresh interpreter (with the repo's venv and tests/ on the path)."""
+    full_env = dict(os.environ)
+    full_env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(ROOT / "tests"), full_env.get("PYTHONPATH", "")])
+    full_env.update(env or {})
+    return subprocess.run(
+        [sys.executable, "-X", "faulthandler", "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=full_env,
+        cwd=ROOT,
+    )
+
+
+def describe_exit(proc: subprocess.CompletedProcess) -> str:
+    how = f"signal {-proc.returncode}" if proc.returncode < 0 else f"exit code {proc.returncode}"
+    tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-25:])
+    return f"child process died with {how}:\n{tail}"
