@@ -99,7 +99,8 @@ def run_on_cpu(op, *args, **kwargs):
 
     def to_cpu(x):
         if is_jax(x):
-            c = tensor.to_cpu(tensor.read(x), x.dtype)
+            # clone(): a torch-owned (resizable) CPU tensor, since out= arguments may be resized
+            c = tensor.to_cpu(tensor.read(x), x.dtype).clone()
             originals[id(c)] = x
             return c
         if isinstance(x, torch.device) and x.type == "jax":

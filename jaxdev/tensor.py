@@ -208,7 +208,18 @@ def _bitcast_flat(flat: jax.Array, dtype: torch.dtype) -> jax.Array:
 
 
 def read(t: torch.Tensor) -> jax.Array:
-    """The jax.Array holding the values of jax tensor `t` (exactly its shape and dtype)."""
+    """The jax.Array holding the values of jax tensor `t` (exactly its shape and dtype).
+
+    The conjugate and negative bits of lazy `conj()` / `_neg_view()` views are applied here."""
+    value = _read_stored(t)
+    if t.is_conj():
+        value = jnp.conj(value)
+    if t.is_neg():
+        value = -value
+    return value
+
+
+def _read_stored(t: torch.Tensor) -> jax.Array:
     box = box_of(t)
     shape = tuple(t.shape)
     if t.dtype != box.dtype:
@@ -239,6 +250,10 @@ def write(t: torch.Tensor, value: jax.Array) -> None:
         value = value.astype(jdt)
     if value.shape != shape:
         value = jnp.broadcast_to(value, shape)
+    if t.is_neg():
+        value = -value
+    if t.is_conj():
+        value = jnp.conj(value)
     if t.dtype == box.dtype and t.storage_offset() == 0 and t.numel() == box.numel and t.is_contiguous():
         box.array = value
         return

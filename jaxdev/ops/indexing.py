@@ -147,7 +147,9 @@ def index_select(self, dim, index):
     size = self.shape[d] if self.dim() else 1
     _check_bounds(i, size, d)
     x = J(self)
-    return x[i] if x.ndim == 0 else jnp.take(x, i, axis=d)
+    if x.ndim == 0:
+        return x if i.ndim == 0 or i.shape[0] == 1 else jnp.broadcast_to(x, i.shape)
+    return jnp.take(x, i, axis=d)
 
 
 @register_functional(aten.gather.default)
