@@ -123,6 +123,8 @@ def run_on_cpu(op, *args, **kwargs):
                     if tuple(original.shape) != tuple(c.shape):
                         original.resize_(c.shape)
                     tensor.write(original, tensor.from_cpu(c))
+                    # Ops without an ADInplaceOrView kernel (custom ops) would not bump it.
+                    torch.autograd.graph.increment_version(original)
 
     def to_jax(x):
         if isinstance(x, torch.Tensor):

@@ -1,4 +1,7 @@
-"""Storages moved to `jax` whole, as `torch.load` does (`storage.jax()`), without a typed tensor.
+"""Storages on `jax` as whole objects: moved there (as `torch.load` does) and cloned (as
+`copy.deepcopy` does), without a C++ allocator.
+
+Storages moved to `jax` whole, as `torch.load` does (`storage.jax()`), without a typed tensor.
 
 PyTorch's generated `UntypedStorage.jax()` allocates `torch.UntypedStorage(n, device="jax")`,
 which needs a C++ allocator that a Python backend cannot provide (the process would crash). This
@@ -35,9 +38,24 @@ def storage_to_jax(self, device=None, non_blocking=False):
     return tensor.new_storage(box)
 
 
+def clone_jax_storage(self):
+    """A new jax storage holding a copy of this one's bytes (deepcopy goes through here)."""
+    source = tensor.BOXES[self.data_ptr()]
+    box = tensor.Box(source.array, source.numel, source.dtype)  # jax arrays are immutable: sharing is a copy
+    box.untyped = source.untyped
+    return tensor.new_storage(box)
+
+
 def install() -> None:
     base = torch.storage._StorageBase
     original_to = base.to
+    original_clone = base.clone
+
+    def clone(self):
+        return clone_jax_storage(self) if self.device.type == "jax" else original_clone(self)
+
+    clone.__doc__ = original_clone.__doc__
+    base.clone = clone
 
     def to(self, *, device, non_blocking=False):
         device = torch.device(device)

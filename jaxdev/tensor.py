@@ -233,6 +233,40 @@ def _read_stored(t: torch.Tensor) -> jax.Array:
     return _gather(shape, tuple(t.stride()), t.storage_offset())(box.flat())
 
 
+def is_non_overlapping_and_dense(t: torch.Tensor) -> bool:
+    """Some permutation of the dims is contiguous."""
+    expected = 1
+    for stride, size in sorted((s, n) for n, s in zip(t.shape, t.stride()) if n != 1):
+        if stride != expected:
+            return False
+        expected *= size
+    return True
+
+
+def check_no_partial_overlap(out: torch.Tensor, inputs) -> None:
+    """PyTorch's assert_no_partial_overlap between a written tensor and its inputs.
+
+    Fake storage addresses are unique and spaced apart, so data_ptr ranges compare like real ones."""
+    if out.numel() == 0 or not is_non_overlapping_and_dense(out):
+        return
+    a_begin = out.data_ptr()
+    a_end = a_begin + out.numel() * out.element_size()
+    for t in inputs:
+        if t is out or not isinstance(t, torch.Tensor) or t.device.type != "jax" or t.numel() == 0:
+            continue
+        if not is_non_overlapping_and_dense(t):
+            continue
+        b_begin = t.data_ptr()
+        b_end = b_begin + t.numel() * t.element_size()
+        full = a_begin == b_begin and a_end == b_end and out.stride() == t.stride()
+        if not full and a_begin < b_end and b_begin < a_end:
+            raise RuntimeError(
+                "unsupported operation: some elements of the input tensor and the written-to tensor "
+                "refer to a single memory location. Please clone() the tensor before performing the "
+                "operation."
+            )
+
+
 def _check_no_internal_overlap(t: torch.Tensor) -> None:
     if any(s == 0 and n > 1 for n, s in zip(t.shape, t.stride())):
         raise RuntimeError(

@@ -28,6 +28,7 @@ def _cast(value, dtype: torch.dtype):
 
 def copy_into(dst: torch.Tensor, src: torch.Tensor) -> torch.Tensor:
     if is_jax(dst):
+        tensor.check_no_partial_overlap(dst, (src,))
         value = tensor.read(src) if is_jax(src) else tensor.from_cpu(src)
         shape = tuple(dst.shape)
         try:
@@ -64,7 +65,7 @@ def _copy_from_and_resize(self, dst):
 def _strides_for(self, memory_format):
     """The strides PyTorch gives a copy of `self` (None: contiguous)."""
     if memory_format == torch.preserve_format:
-        return None if self.is_contiguous() or not _dense(self) else self.stride()
+        return None if self.is_contiguous() or not tensor.is_non_overlapping_and_dense(self) else self.stride()
     if memory_format in (None, torch.contiguous_format):
         return None
     return torch.empty(self.shape, device="meta", memory_format=memory_format).stride()
@@ -101,17 +102,6 @@ def _to_copy(self, *, dtype=None, layout=None, device=None, pin_memory=None, non
     strides = _strides_for(self, memory_format)
     out = torch.empty_strided(self.shape, strides or values.stride(), dtype=dtype, device=device)
     return out.copy_(values)
-
-
-def _dense(t: torch.Tensor) -> bool:
-    """Non-overlapping and dense: some permutation of the dims is contiguous."""
-    dims = sorted((s, n) for n, s in zip(t.shape, t.stride()) if n != 1)
-    expected = 1
-    for s, n in dims:
-        if s != expected:
-            return False
-        expected *= n
-    return True
 
 
 @register(aten._local_scalar_dense.default)

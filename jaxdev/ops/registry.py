@@ -192,8 +192,17 @@ def _functional_kernel(fn):
     return kernel
 
 
+def _tensor_args(args, kwargs):
+    for a in (*args, *kwargs.values()):
+        if isinstance(a, torch.Tensor):
+            yield a
+        elif isinstance(a, (list, tuple)):
+            yield from (x for x in a if isinstance(x, torch.Tensor))
+
+
 def _inplace_kernel(fn):
     def kernel(self, *args, **kwargs):
+        tensor.check_no_partial_overlap(self, _tensor_args(args, kwargs))
         store_into(self, fn(self, *args, **kwargs), resize=False)
         return self
 
@@ -204,6 +213,8 @@ def _inplace_kernel(fn):
 def _out_kernel(fn, out_names):
     def kernel(*args, **kwargs):
         outs = [kwargs.pop(n) for n in out_names]
+        for o in outs:
+            tensor.check_no_partial_overlap(o, _tensor_args(args, kwargs))
         r = fn(*args, **kwargs)
         rs = r if isinstance(r, tuple) else (r,)
         for o, v in zip(outs, rs):
