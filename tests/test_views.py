@@ -180,8 +180,21 @@ def test_partially_overlapping_input_and_output_like_cpu():
         x[1:].copy_(x[:-1])
         return x
 
+    def transposed_self(device):
+        x = torch.arange(9.0, device=device).reshape(3, 3)
+        x.add_(x.t())
+        return x
+
+    def same_memory(device):
+        x = torch.arange(6.0, device=device).reshape(2, 3)
+        x.mul_(x)
+        torch.add(x, x[0], out=x)
+        return x
+
     on_both(add, match="refer to a single memory location")
     on_both(copy)
+    on_both(transposed_self)
+    on_both(same_memory)
 
 
 def test_reading_expanded_and_overlapping_views():
@@ -240,6 +253,22 @@ def test_complex_views_real_imag_view_as_real():
         return c, r, back, c.real, c.imag
 
     on_both(scenario)
+
+
+def test_conj_and_neg_views():
+    def scenario(device):
+        c = torch.tensor([1 + 2j, 3 - 4j], device=device)
+        cj = c.conj()
+        values = cj.clone(), cj.imag.clone(), cj.is_conj()
+        cj[0] = 5 + 6j  # written through the conjugate view: c[0] becomes 5-6j
+        cj.mul_(2)
+        return c, cj, cj.resolve_conj(), values
+
+    on_both(scenario)
+
+
+def test_view_as_real_of_conj_view_raises_like_cpu():
+    on_both(lambda d: torch.view_as_real(torch.tensor([1 + 2j], device=d).conj()))
 
 
 # --- x[idx] = v, index_put_, copy_ into slices, out= ---------------------------------------------
@@ -475,3 +504,33 @@ def test_inplace_on_non_leaf_view_backward():
         return y, w.grad, type(y.grad_fn).__name__
 
     on_both(scenario)
+
+
+def test_resize_and_data_assignment_like_cpu():
+    def scenario(device):
+        x = torch.arange(6.0, device=device)
+        v = x[:3]
+        x.resize_(2, 2)  # shrinking keeps the storage: the view still aliases
+        x.mul_(10)
+        y = torch.zeros(3, device=device)
+        y.resize_(5)  # growing keeps the first elements
+        y[:3].fill_(1)
+        p = torch.nn.Parameter(torch.ones(2, device=device))
+        p.data = torch.full((2,), 4.0, device=device)
+        p.data.add_(1)
+        return x, v, y[:3], p.detach()
+
+    on_both(scenario)
+
+
+def test_set_shares_storage_like_cpu():
+    def scenario(device):
+        src = torch.arange(6.0, device=device)
+        t = torch.empty(0, device=device)
+        t.set_(src.untyped_storage(), 2, (2, 2), (1, 2))
+        t.mul_(-1)
+        u = torch.empty(0, device=device).set_(src)
+        u[0] = 100
+        return src, t, u
+
+    on_both(scenario, check_stride=True)
