@@ -1,6 +1,7 @@
 """Kernels by family; importing this package registers them all."""
 
 from jaxdev.ops import (  # noqa: F401
+    activation,
     conv,
     copy,
     creation,
@@ -9,10 +10,13 @@ from jaxdev.ops import (  # noqa: F401
     loss,
     nn,
     normalization,
+    padding,
     pointwise,
     pooling,
     random,
     reductions,
+    reorder,
     rnn,
+    sorting,
     views,
 )

@@ -1,0 +1,312 @@
+"""Activation functions of torch.nn beyond relu/gelu/silu, with the `*_backward` kernels their
+autograd formulas call: hardtanh, leaky_relu, elu (celu/selu decompose to it), hardsigmoid,
+hardswish, softplus, mish, softshrink/hardshrink, log_sigmoid, logit, glu, prelu (mish_backward and
+silu_backward are CompositeImplicitAutograd: they decompose).
+
+Each formula is PyTorch's CPU kernel's (same comparisons at the boundaries, so gradients at the
+kinks agree); float16/bfloat16 compute in float32 through `_call`'s opmath.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import torch
+
+from jaxdev import dtypes
+from jaxdev.ops.pointwise import _call, _opmath
+from jaxdev.ops.reductions import wrap_dim
+from jaxdev.ops.registry import J, aten, register_functional
+
+_NAMES = {torch.bool: "Bool", torch.uint8: "Byte", torch.int8: "Char", torch.int16: "Short", torch.int32: "Int", torch.int64: "Long"}
+
+
+def _floating(name, t):
+    if not (t.dtype.is_floating_point or t.dtype.is_complex):
+        raise NotImplementedError(f'"{name}" not implemented for \'{_NAMES.get(t.dtype, t.dtype)}\'')
+
+
+def _zero(x):
+    return jnp.zeros((), x.dtype)
+
+
+# --- forward formulas (x first, then the op's scalars) ------------------------------------------
+
+
+def _hardtanh(x, lo, hi):
+    return jnp.minimum(jnp.maximum(x, jnp.asarray(lo, x.dtype)), jnp.asarray(hi, x.dtype))
+
+
+def _hardtanh_grad(g, x, lo, hi):
+    return jnp.where((x <= lo) | (x >= hi), _zero(g), g)
+
+
+def _leaky_relu(x, slope):
+    return jnp.where(x > 0, x, x * slope)
+
+
+def _leaky_relu_grad(g, x, slope):
+    return jnp.where(x > 0, g, g * slope)
+
+
+def _elu(x, alpha, scale, input_scale):
+    return jnp.where(x > 0, x * scale, jnp.expm1(x * input_scale) * (alpha * scale))
+
+
+def _elu_grad_from_input(g, x, alpha, scale, input_scale):
+    return jnp.where(x > 0, g * scale, g * input_scale * scale * alpha * jnp.exp(x * input_scale))
+
+
+def _elu_grad_from_result(g, y, alpha, scale, input_scale):
+    return jnp.where(y > 0, g * scale, g * input_scale * (y + alpha * scale))
+
+
+def _hardsigmoid(x):
+    return jnp.minimum(jnp.maximum(x + 3, _zero(x)), jnp.asarray(6, x.dtype)) / 6
+
+
+def _hardsigmoid_grad(g, x):
+    return jnp.where((x > -3) & (x < 3), g / 6, _zero(g))
+
+
+def _hardswish(x):
+    return x * _hardsigmoid(x)
+
+
+def _hardswish_grad(g, x):
+    return jnp.where(x <= -3, _zero(g), jnp.where(x < 3, g * (x / 3 + 0.5), g))
+
+
+def _softplus(x, beta, threshold):
+    return jnp.where(x * beta > threshold, x, jnp.log1p(jnp.exp(x * beta)) / beta)
+
+
+def _softplus_grad(g, x, beta, threshold):
+    z = jnp.exp(x * beta)
+    return jnp.where(x * beta > threshold, g, g * z / (z + 1))
+
+
+def _mish(x):
+    return x * jnp.tanh(jax.nn.softplus(x))
+
+
+def _softshrink(x, lambd):
+    return jnp.where(x > lambd, x - lambd, jnp.where(x < -lambd, x + lambd, _zero(x)))
+
+
+def _hardshrink(x, lambd):
+    return jnp.where((x >= -lambd) & (x <= lambd), _zero(x), x)
+
+
+def _shrink_grad(g, x, lambd):
+    return jnp.where((x >= -lambd) & (x <= lambd), _zero(g), g)
+
+
+def _log_sigmoid(x):
+    return jax.nn.log_sigmoid(x)
+
+
+def _log_sigmoid_grad(g, x):
+    return g * jax.nn.sigmoid(-x)
+
+
+def _logit(x, eps):
+    if eps is not None:
+        x = jnp.clip(x, eps, 1 - eps)
+    return jnp.log(x / (1 - x))
+
+
+def _logit_grad(g, x, eps):
+    if eps is None:
+        return jnp.where((x < 0) | (x > 1), jnp.nan, g / (x * (1 - x)))
+    return jnp.where((x < eps) | (x > 1 - eps), _zero(g), g / (x * (1 - x)))
+
+
+# --- registrations ------------------------------------------------------------------------------
+
+
+@register_functional(aten.hardtanh.default)
+def hardtanh(self, min_val=-1, max_val=1):
+    if self.dtype == torch.bool:
+        raise RuntimeError("Bool inputs not supported for hardtanh")
+    return _call(_hardtanh, self.dtype, self.dtype, (self,), (min_val, max_val))
+
+
+@register_functional(aten.hardtanh_backward.default)
+def hardtanh_backward(grad_output, self, min_val, max_val):
+    return _call(_hardtanh_grad, self.dtype, self.dtype, (grad_output, self), (min_val, max_val))
+
+
+@register_functional(aten.leaky_relu.default)
+def leaky_relu(self, negative_slope=0.01):
+    _floating("leaky_relu_cpu", self)
+    return _call(_leaky_relu, self.dtype, self.dtype, (self,), (negative_slope,))
+
+
+@register_functional(aten.leaky_relu_backward.default)
+def leaky_relu_backward(grad_output, self, negative_slope, self_is_result):
+    if self_is_result and negative_slope < 0:
+        raise RuntimeError(
+            "In-place leakyReLu backward calculation is triggered with a negative slope which is not "
+            "supported. This is caused by calling in-place forward function with a negative slope, "
+            "please call out-of-place version instead. File an issue at "
+            "https://github.com/pytorch/pytorch if you do require supporting in-place leakRelu "
+            "backward calculation with negative slope"
+        )
+    return _call(_leaky_relu_grad, self.dtype, self.dtype, (grad_output, self), (negative_slope,))
+
+
+@register_functional(aten.elu.default)
+def elu(self, alpha=1, scale=1, input_scale=1):
+    _floating("elu_cpu", self)
+    return _call(_elu, self.dtype, self.dtype, (self,), (alpha, scale, input_scale))
+
+
+@register_functional(aten.elu_backward.default)
+def elu_backward(grad_output, alpha, scale, input_scale, is_result, self_or_result):
+    if is_result and alpha < 0:
+        raise RuntimeError(
+            "In-place elu backward calculation is triggered with a negative slope which is not "
+            "supported. This is caused by calling in-place forward function with a negative slope, "
+            "please call out-of-place version instead."
+        )
+    fn = _elu_grad_from_result if is_result else _elu_grad_from_input
+    dt = self_or_result.dtype
+    return _call(fn, dt, dt, (grad_output, self_or_result), (alpha, scale, input_scale))
+
+
+def _unary(op, fn, name):
+    @register_functional(op)
+    def kernel(self, *scalars):
+        _floating(name, self)
+        return _call(fn, self.dtype, self.dtype, (self,), scalars)
+
+    kernel.__qualname__ = op.name()
+
+
+def _unary_backward(op, fn):
+    @register_functional(op)
+    def kernel(grad_output, self, *scalars):
+        return _call(fn, self.dtype, self.dtype, (grad_output, self), scalars)
+
+    kernel.__qualname__ = op.name()
+
+
+_unary(aten.hardsigmoid.default, _hardsigmoid, "hardsigmoid_cpu")
+_unary(aten.hardswish.default, _hardswish, "hardswish_cpu")
+_unary(aten.mish.default, _mish, "mish_cpu")
+_unary_backward(aten.hardsigmoid_backward.default, _hardsigmoid_grad)
+_unary_backward(aten.hardswish_backward.default, _hardswish_grad)
+_unary_backward(aten.softplus_backward.default, _softplus_grad)
+_unary_backward(aten.softshrink_backward.default, _shrink_grad)
+_unary_backward(aten.hardshrink_backward.default, _shrink_grad)
+
+
+@register_functional(aten.softplus.default)
+def softplus(self, beta=1, threshold=20):
+    _floating("softplus_cpu", self)
+    return _call(_softplus, self.dtype, self.dtype, (self,), (beta, threshold))
+
+
+@register_functional(aten.softshrink.default)
+def softshrink(self, lambd=0.5):
+    if lambd < 0:
+        raise RuntimeError(f"lambda must be greater or equal to 0, but found to be {lambd}.")
+    _floating("softshrink_cpu", self)
+    return _call(_softshrink, self.dtype, self.dtype, (self,), (lambd,))
+
+
+@register_functional(aten.hardshrink.default)
+def hardshrink(self, lambd=0.5):
+    _floating("hardshrink_cpu", self)
+    return _call(_hardshrink, self.dtype, self.dtype, (self,), (lambd,))
+
+
+@register_functional(aten.logit.default)
+def logit(self, eps=None):
+    dt = self.dtype if self.dtype.is_floating_point else torch.get_default_dtype()
+    return _call(_logit, dt, dt, (self,), (eps,))
+
+
+@register_functional(aten.logit_backward.default)
+def logit_backward(grad_output, self, eps=None):
+    return _call(_logit_grad, self.dtype, self.dtype, (grad_output, self), (eps,))
+
+
+@register_functional(aten.log_sigmoid_forward.default)
+def log_sigmoid_forward(self):
+    _floating("log_sigmoid_forward_cpu", self)
+    y = _call(_log_sigmoid, self.dtype, self.dtype, (self,))
+    return y, jnp.zeros((0,), y.dtype)  # CPU's buffer is only used by its own backward: left empty
+
+
+@register_functional(aten.log_sigmoid_backward.default)
+def log_sigmoid_backward(grad_output, self, buffer):
+    return _call(_log_sigmoid_grad, self.dtype, self.dtype, (grad_output, self))
+
+
+# --- glu: halves along a dim ----------------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=None)
+def _glu(axis, compute):
+    def fwd(x):
+        a, b = jnp.split(x.astype(compute), 2, axis=axis)
+        return a * jax.nn.sigmoid(b)
+
+    def grad(g, x):
+        _, vjp = jax.vjp(fwd, x)
+        return vjp(g.astype(compute))[0].astype(x.dtype)
+
+    return jax.jit(lambda x: fwd(x).astype(x.dtype)), jax.jit(grad)
+
+
+def _glu_axis(self, dim):
+    if self.dim() == 0:
+        raise RuntimeError("glu does not support scalars because halving size must be even")
+    a = wrap_dim(dim, self.dim())
+    if self.shape[a] % 2:
+        raise RuntimeError(f"Halving dimension must be even, but dimension {a} is size {self.shape[a]}")
+    return a
+
+
+@register_functional(aten.glu.default)
+def glu(self, dim=-1):
+    _floating("glu", self)
+    return _glu(_glu_axis(self, dim), _opmath(dtypes.to_jax_dtype(self.dtype)))[0](J(self))
+
+
+@register_functional(aten.glu_backward.default)
+def glu_backward(grad_output, self, dim):
+    return _glu(_glu_axis(self, dim), _opmath(dtypes.to_jax_dtype(self.dtype)))[1](J(grad_output), J(self))
+
+
+# --- prelu (torch.prelu has already reshaped the weight to broadcast along the channel dim) ------
+
+
+def _prelu(x, w):
+    return jnp.where(x > 0, x, w * x)
+
+
+@register_functional(aten._prelu_kernel.default)
+def prelu(self, weight):
+    _floating("prelu_cpu", self)
+    dt = torch.result_type(self, weight)
+    return _call(_prelu, dt, dt, (self, weight))
+
+
+@functools.lru_cache(maxsize=None)
+def _prelu_grad(compute):
+    def run(g, x, w):
+        _, vjp = jax.vjp(_prelu, x.astype(compute), w.astype(compute))
+        gx, gw = vjp(g.astype(compute))
+        return gx.astype(x.dtype), gw.astype(w.dtype)
+
+    return jax.jit(run)
+
+
+@register_functional(aten._prelu_kernel_backward.default)
+def prelu_backward(grad_output, self, weight):
+    return _prelu_grad(_opmath(dtypes.to_jax_dtype(self.dtype)))(J(grad_output), J(self), J(weight))

@@ -1,0 +1,144 @@
+"""Padding: constant_pad_nd, reflection_pad{1,2,3}d and replication_pad{1,2,3}d, with backward.
+
+`pad` lists (left, right) pairs from the last dim backwards; a negative amount crops. Reflection and
+replication pads gather each output position from a source index along each padded dim; their
+backward is the transposed gather (a scatter-add, accumulated in float32 for half inputs).
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxdev.ops.pointwise import _opmath
+from jaxdev.ops.registry import J, aten, register_functional
+
+
+# --- constant -----------------------------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=None)
+def _constant(config):
+    return jax.jit(lambda x, v: jax.lax.pad(x, v.astype(x.dtype), config))
+
+
+@register_functional(aten.constant_pad_nd.default)
+def constant_pad_nd(self, pad, value=0):
+    pad = list(pad)
+    if len(pad) % 2:
+        raise RuntimeError("Length of pad must be even but instead it equals " + str(len(pad)))
+    if len(pad) // 2 > self.dim():
+        raise RuntimeError(
+            "Length of pad should be no more than twice the number of dimensions of the input. "
+            f"Pad length is {len(pad)} while the input has {self.dim()} dimensions."
+        )
+    config = [(0, 0, 0)] * self.dim()
+    for i in range(len(pad) // 2):
+        d = self.dim() - 1 - i
+        lo, hi = pad[2 * i], pad[2 * i + 1]
+        if self.shape[d] + lo + hi < 0:
+            raise RuntimeError(
+                f"The input size {self.shape[d]}, plus negative padding {lo} and {hi} resulted in a "
+                f"negative output size, which is invalid. Check dimension {d} of your input."
+            )
+        config[d] = (lo, hi, 0)
+    x = J(self)
+    return _constant(tuple(config))(x, jnp.asarray(value))
+
+
+# --- reflection / replication -------------------------------------------------------------------
+
+
+def _source(n, lo, hi, mode):
+    """Source index along one dim for each output position of a dim of size n padded by (lo, hi)."""
+    i = np.arange(-lo, n + hi)
+    if mode == "reflect":
+        i = np.abs(i)
+        i = np.where(i >= n, 2 * (n - 1) - i, i)
+    else:
+        i = np.clip(i, 0, n - 1)
+    return i
+
+
+def _gather(x, sources):
+    for k, src in enumerate(sources):
+        axis = x.ndim - len(sources) + k
+        x = jnp.take(x, jnp.asarray(src), axis=axis)
+    return x
+
+
+@functools.lru_cache(maxsize=None)
+def _padder(sources_key, mode):
+    sources = [_source(n, lo, hi, mode) for n, lo, hi in sources_key]
+    return jax.jit(lambda x: _gather(x, sources))
+
+
+@functools.lru_cache(maxsize=None)
+def _padder_backward(sources_key, mode):
+    sources = [_source(n, lo, hi, mode) for n, lo, hi in sources_key]
+
+    def run(g, x):
+        c = _opmath(g.dtype)
+        _, vjp = jax.vjp(lambda v: _gather(v, sources), x.astype(c))
+        return vjp(g.astype(c))[0].astype(g.dtype)
+
+    return jax.jit(run)
+
+
+_AXES = "DHW"
+
+
+def _pad_key(self, padding, nd, mode):
+    """(size, lo, hi) per padded dim, outermost first, with PyTorch's checks."""
+    if self.dim() not in (nd + 1, nd + 2) or any(s == 0 for s in self.shape[1:]):
+        raise RuntimeError(
+            f"Expected {nd + 1}D or {nd + 2}D (batch mode) tensor with possibly 0 batch size and other "
+            f"non-zero dimensions for input, but got: {list(self.shape)}"
+        )
+    if len(padding) != 2 * nd:
+        raise RuntimeError(f"padding size is expected to be {2 * nd}, but got: {len(padding)}")
+    key = []
+    for k in range(nd):
+        d = self.dim() - nd + k
+        lo, hi = padding[2 * (nd - 1 - k)], padding[2 * (nd - 1 - k) + 1]
+        n = self.shape[d]
+        if mode == "reflect" and (lo >= n or hi >= n):
+            raise RuntimeError(
+                f"Argument #{4 + 2 * (nd - 1 - k)}: Padding size should be less than the corresponding "
+                f"input dimension, but got: padding ({lo}, {hi}) at dimension {d} of input {list(self.shape)}"
+            )
+        if n + lo + hi < 1:
+            name = _AXES[3 - nd + k]
+            raise RuntimeError(f"input ({name}: {n}) is too small. Calculated output {name}: {n + lo + hi}")
+        key.append((n, lo, hi))
+    return tuple(key)
+
+
+def _pad_ops(mode, nd, forward, backward):
+    @register_functional(forward)
+    def pad(self, padding):
+        return _padder(_pad_key(self, padding, nd, mode), mode)(J(self))
+
+    @register_functional(backward)
+    def pad_backward(grad_output, self, padding):
+        return _padder_backward(_pad_key(self, padding, nd, mode), mode)(J(grad_output), J(self))
+
+    pad.__qualname__, pad_backward.__qualname__ = forward.name(), backward.name()
+
+
+for _nd, _fwd, _bwd in [
+    (1, aten.reflection_pad1d.default, aten.reflection_pad1d_backward.default),
+    (2, aten.reflection_pad2d.default, aten.reflection_pad2d_backward.default),
+    (3, aten.reflection_pad3d.default, aten.reflection_pad3d_backward.default),
+]:
+    _pad_ops("reflect", _nd, _fwd, _bwd)
+
+for _nd, _fwd, _bwd in [
+    (1, aten.replication_pad1d.default, aten.replication_pad1d_backward.default),
+    (2, aten.replication_pad2d.default, aten.replication_pad2d_backward.default),
+    (3, aten.replication_pad3d.default, aten.replication_pad3d_backward.default),
+]:
+    _pad_ops("replicate", _nd, _fwd, _bwd)

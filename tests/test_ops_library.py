@@ -1,0 +1,180 @@
+"""The op library beyond the model families: each op on jax against CPU PyTorch, forward and (where
+differentiable) backward through `.backward()`, with JAXDEV_FALLBACK=error so a CPU fallback fails."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import jaxdev
+from jaxdev_testing import CPU, JAX, assert_same
+
+torch.manual_seed(0)
+
+
+def _tensors(out):
+    if isinstance(out, torch.Tensor):
+        return [out]
+    if isinstance(out, (list, tuple)):
+        return [t for o in out for t in _tensors(o)]
+    return []
+
+
+def _run(fn, inputs, device, grad):
+    args = [
+        x.detach().to(device).requires_grad_(grad and x.is_floating_point()) if isinstance(x, torch.Tensor) else x
+        for x in inputs
+    ]
+    return args, _tensors(fn(*args))
+
+
+def check(fn, *inputs, grad=True, rtol=1.3e-6, atol=1e-5):
+    """fn(*inputs) on jax equals fn(*inputs) on CPU; so do the inputs' gradients of a random
+    projection of the floating outputs."""
+    cpu_args, cpu_out = _run(fn, inputs, CPU, grad)
+    jax_args, jax_out = _run(fn, inputs, JAX, grad)
+    assert len(jax_out) == len(cpu_out)
+    for i, (j, c) in enumerate(zip(jax_out, cpu_out)):
+        assert_same(j, c, rtol=rtol, atol=atol, msg=f"output {i}")
+    if not grad:
+        return
+    differentiable = [k for k, c in enumerate(cpu_out) if c.requires_grad]
+    if not differentiable:
+        return
+    weights = [torch.randn(cpu_out[k].shape, dtype=cpu_out[k].dtype) for k in differentiable]
+    sum((cpu_out[k] * w).sum() for k, w in zip(differentiable, weights)).backward()
+    sum((jax_out[k] * w.to(JAX)).sum() for k, w in zip(differentiable, weights)).backward()
+    for i, (j, c) in enumerate(zip(jax_args, cpu_args)):
+        if isinstance(c, torch.Tensor) and c.requires_grad:
+            assert (j.grad is None) == (c.grad is None), f"input {i}: gradient presence differs"
+            if c.grad is not None:
+                assert_same(j.grad, c.grad, rtol=max(rtol, 1e-5), atol=max(atol, 1e-5), msg=f"grad of input {i}")
+
+
+@pytest.fixture(autouse=True)
+def no_fallback(monkeypatch):
+    monkeypatch.setenv("JAXDEV_FALLBACK", "error")
+    jaxdev.reset_fallback_counts()
+    yield
+    assert jaxdev.fallback_counts() == {}
+
+
+def _nan_matrix():
+    x = torch.randn(4, 5)
+    x[1, 2] = x[2, 0] = float("nan")
+    return x
+
+
+X = torch.randn(4, 6)
+X3 = torch.randn(2, 3, 5)
+INTS = torch.randint(0, 4, (4, 6))
+
+# --- sorting and searching ---------------------------------------------------------------------------
+
+SORTING = {
+    "sort": (lambda t: torch.sort(t, dim=0), X),
+    "sort_descending_nan": (lambda t: torch.sort(t, dim=1, descending=True), _nan_matrix()),
+    "sort_stable_ints": (lambda t: torch.sort(t, stable=True, descending=True), INTS),
+    "argsort": (lambda t: torch.argsort(t, dim=-1), X),
+    "topk": (lambda t: torch.topk(t, 3), X),
+    "topk_smallest": (lambda t: torch.topk(t, 2, dim=0, largest=False), X),
+    "kthvalue": (lambda t: torch.kthvalue(t, 2, 1, True), X),
+    "median": (lambda t: torch.median(t), X),
+    "median_dim_nan": (lambda t: torch.median(t, 1), _nan_matrix()),
+    "nanmedian_dim": (lambda t: torch.nanmedian(t, 1), _nan_matrix()),
+    "mode": (lambda t: torch.mode(t, 1), INTS),
+    "searchsorted": (lambda s, v: torch.searchsorted(s, v, side="right"), torch.sort(torch.randn(2, 5))[0], torch.randn(2, 3)),
+    "bucketize": (lambda v, b: torch.bucketize(v, b, out_int32=True), torch.randn(3, 4), torch.tensor([-1.0, 0.0, 0.5])),
+    "unique": (lambda t: torch.unique(t, return_inverse=True, return_counts=True), INTS),
+    "unique_dim": (lambda t: torch.unique(t, dim=0, return_inverse=True, return_counts=True), torch.tensor([[1, 2], [0, 4], [1, 2]])),
+    "unique_consecutive": (lambda t: torch.unique_consecutive(t, return_inverse=True, return_counts=True), torch.tensor([1, 1, 2, 2, 1])),
+    "flip": (lambda t: torch.flip(t, (0, 2)), X3),
+    "roll": (lambda t: torch.roll(t, (1, -2), (0, 2)), X3),
+    "roll_flat": (lambda t: torch.roll(t, 3), X3),
+    "cumsum_backward": (lambda t: torch.cumsum(t, 1), X3),
+}
+
+
+@pytest.mark.parametrize("case", list(SORTING))
+def test_sorting(case):
+    fn, *inputs = SORTING[case]
+    check(fn, *inputs)
+
+
+def test_sort_errors_like_cpu():
+    with pytest.raises(RuntimeError, match="selected index k out of range"):
+        torch.topk(torch.randn(3, device=JAX), 4)
+    with pytest.raises(RuntimeError, match="kthvalue\\(\\): selected number k out of range"):
+        torch.kthvalue(torch.randn(3, device=JAX), 4)
+
+
+def test_sort_out_variant():
+    values, indices = torch.empty(0, device=JAX), torch.empty(0, dtype=torch.long, device=JAX)
+    torch.sort(X.to(JAX), dim=1, out=(values, indices))
+    expected = torch.sort(X, dim=1)
+    assert_same(values, expected.values)
+    assert_same(indices, expected.indices)
+
+
+# --- padding ------------------------------------------------------------------------------------------
+
+X2 = torch.randn(2, 3, 4, 5)
+X5 = torch.randn(1, 2, 3, 4, 5)
+PADDING = {
+    "constant": (lambda t: F.pad(t, (1, 2, 0, 3), value=1.5), X2),
+    "constant_negative": (lambda t: F.pad(t, (-1, 2, 1, -2)), X2),
+    "reflect1d": (lambda t: F.pad(t, (2, 3), mode="reflect"), X3),
+    "reflect2d": (lambda t: F.pad(t, (2, 3, 1, 2), mode="reflect"), X2),
+    "reflect3d": (lambda t: F.pad(t, (2, 3, 1, 2, 1, 1), mode="reflect"), X5),
+    "replicate1d": (lambda t: F.pad(t, (2, 3), mode="replicate"), X3),
+    "replicate2d_negative": (lambda t: F.pad(t, (-1, 3, 1, -2), mode="replicate"), X2),
+    "replicate3d": (lambda t: F.pad(t, (2, 3, 1, 2, 1, 1), mode="replicate"), X5),
+}
+
+
+@pytest.mark.parametrize("case", list(PADDING))
+def test_padding(case):
+    fn, *inputs = PADDING[case]
+    check(fn, *inputs)
+
+
+def test_reflection_pad_too_large_raises():
+    with pytest.raises(RuntimeError, match="Padding size should be less than the corresponding input dimension"):
+        F.pad(X3.to(JAX), (5, 1), mode="reflect")
+
+
+# --- activations ----------------------------------------------------------------------------------------
+
+ACT = torch.randn(3, 4) * 4
+ACT[0] = torch.tensor([1.0, -1.0, 3.0, -3.0])  # the kinks: gradients there follow CPU's comparisons
+ACTIVATIONS = {
+    "hardtanh": lambda t: F.hardtanh(t, -2.0, 0.5),
+    "relu6": F.relu6,
+    "leaky_relu": lambda t: F.leaky_relu(t, 0.2),
+    "leaky_relu_inplace": lambda t: F.leaky_relu(t * 1, 0.1, inplace=True),
+    "elu": lambda t: F.elu(t, 1.3),
+    "celu": lambda t: F.celu(t, 0.7),
+    "selu": F.selu,
+    "hardsigmoid": F.hardsigmoid,
+    "hardswish": F.hardswish,
+    "softplus": lambda t: F.softplus(t, 2.0, 3.0),
+    "mish": F.mish,
+    "softshrink": lambda t: F.softshrink(t, 1.0),
+    "hardshrink": lambda t: F.hardshrink(t, 1.0),
+    "logsigmoid": F.logsigmoid,
+    "silu": F.silu,
+    "logit": lambda t: torch.logit(torch.sigmoid(t), 0.1),
+    "glu": lambda t: F.glu(t, 1),
+    "prelu": lambda t: F.prelu(t, torch.tensor([0.1, 0.2, 0.3, 0.4], device=t.device)),
+}
+
+
+@pytest.mark.parametrize("case", list(ACTIVATIONS))
+def test_activation(case):
+    check(ACTIVATIONS[case], ACT)
+
+
+@pytest.mark.parametrize("case", ["hardtanh", "elu", "hardswish", "softplus"])
+def test_activation_half(case):
+    check(ACTIVATIONS[case], ACT.to(torch.bfloat16), grad=False)
