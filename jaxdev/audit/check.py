@@ -151,10 +151,10 @@ def run_sample(unit: sample_db.Unit, sample) -> dict:
     trace = Trace()
     try:
         cpu_sample = sample_db.to_device(sample, "cpu")
-        torch.manual_seed(0)
+        sample_db.seed_all(0)
         with trace:
             expected, seeds = _call(op, cpu_sample, backward)
-        torch.manual_seed(1)
+        sample_db.seed_all(1)
         again, _ = _call(op, sample_db.to_device(sample, "cpu"), backward)
     except Exception as e:
         return {**result, "status": "skip", "reason": f"CPU raised {_short(e)}", "aten": sorted(trace.ops)}
@@ -171,7 +171,7 @@ def run_sample(unit: sample_db.Unit, sample) -> dict:
         warnings.simplefilter("always")
         try:
             device_sample = sample_db.to_device(sample, "jax")
-            torch.manual_seed(0)
+            sample_db.seed_all(0)
             actual, _ = _call(op, device_sample, backward, seeds)
             actual = tree_map(_cpu, actual)
         except Exception as e:

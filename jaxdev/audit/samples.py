@@ -13,6 +13,7 @@ import fnmatch
 import functools
 import importlib
 import importlib.util
+import itertools
 import os
 
 import torch
@@ -116,11 +117,20 @@ def units(names, dtypes=(), backward=True) -> list[Unit]:
     return sorted(out)
 
 
-def samples(unit: Unit, seed: int = 0) -> list:
-    """The unit's CPU samples, the same list in every process (seeded)."""
+def samples(unit: Unit, limit: int | None = None, seed: int = 0) -> list:
+    """The unit's first `limit` CPU samples (all when None), the same list in every process (seeded).
+    Generated lazily: many sample generators are slow, and a sweep uses only the first few."""
     op = op_db()[unit.op]
-    torch.manual_seed(seed)
-    return list(op.sample_inputs("cpu", DTYPES[unit.dtype], requires_grad=unit.direction == "backward"))
+    seed_all(seed)
+    return list(itertools.islice(op.sample_inputs("cpu", DTYPES[unit.dtype], requires_grad=unit.direction == "backward"),
+                                 limit))
+
+
+def seed_all(seed: int) -> None:
+    """torch.manual_seed for the two devices in play; torch.manual_seed itself also queues lazy
+    seeding for CUDA, XPU and MTIA, formatting a stack trace each time (a tenth of a warm sweep)."""
+    torch.default_generator.manual_seed(seed)
+    torch.jax.manual_seed_all(seed)
 
 
 def to_device(sample, device: str):

@@ -11,7 +11,7 @@ from typing import Callable
 from jaxdev.audit import AuditError, matrix, runner, samples
 
 MATRIX_FILE = "matrix.yaml"
-SAVE_EVERY_S = 5.0
+SAVE_EVERY_S = 15.0  # a kill loses at most this much work; saving a full matrix takes ~0.5 s
 
 
 def parse_shard(text: str | None) -> tuple[int, int] | None:
@@ -32,7 +32,7 @@ def plan(ops=(), dtypes=(), backward=True, shard: tuple[int, int] | None = None)
 
 
 def sweep(units: list[samples.Unit], out_path: str, *, jobs: int, timeout: float, max_samples: int,
-          resume: bool = False, run_info: dict | None = None,
+          resume: bool = False, run_info: dict | None = None, cache_dir: str | None = None,
           on_start: Callable[[int, int], None] | None = None,
           on_unit: Callable[[runner.UnitResult], None] | None = None,
           on_sample: Callable[[], None] | None = None) -> dict:
@@ -79,7 +79,8 @@ def sweep(units: list[samples.Unit], out_path: str, *, jobs: int, timeout: float
 
     save(False)
     try:
-        runner.run(todo, jobs=jobs, timeout=timeout, max_samples=max_samples, on_result=on_result, on_sample=on_sample)
+        runner.run(todo, jobs=jobs, timeout=timeout, max_samples=max_samples, on_result=on_result, on_sample=on_sample,
+                   cache_dir=cache_dir)
     except BaseException:
         save(False)  # Ctrl-C or kill: a partial matrix that --resume completes
         raise

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import time
 
 import click
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
@@ -29,33 +30,72 @@ def scope_options(fn):
     return fn
 
 
-def run_sweep(units, out_path, *, jobs, timeout, max_samples, resume=False, run_info=None, quiet=False):
-    """The sweep with a progress bar; prints wall time and samples/s. Shared with `gate`."""
+class _LogProgress:
+    """Progress for logs (CI, nohup, pipes): one plain line every LOG_EVERY_S, where rich's bar
+    would only redraw a terminal."""
+
+    LOG_EVERY_S = 10.0
+
+    def __init__(self, quiet: bool):
+        self.quiet = quiet
+        self.start = self.last = time.monotonic()
+        self.done = self.total = self.already = self.samples = 0
+
+    def line(self) -> str:
+        elapsed = time.monotonic() - self.start
+        ran = self.done - self.already
+        eta = (self.total - self.done) * elapsed / ran if ran else None
+        return (f"{self.done}/{self.total} units, {self.samples} samples, "
+                f"{self.samples / max(elapsed, 1e-9):.1f} samples/s, elapsed {_clock(elapsed)}, "
+                f"ETA {_clock(eta) if eta is not None else '?'}")
+
+    def tick(self) -> None:
+        if not self.quiet and time.monotonic() - self.last >= self.LOG_EVERY_S:
+            self.last = time.monotonic()
+            console.print(self.line(), markup=False)
+
+
+def _clock(seconds: float) -> str:
+    m, s = divmod(int(seconds), 60)
+    return f"{m // 60}:{m % 60:02d}:{s:02d}" if m >= 60 else f"{m}:{s:02d}"
+
+
+def run_sweep(units, out_path, *, jobs, timeout, max_samples, resume=False, run_info=None, quiet=False,
+              cache_dir=None):
+    """The sweep with a progress bar (in a terminal) or a progress line every 10 s (in a log);
+    prints wall time and samples/s. Shared with `gate`."""
     from jaxdev.audit import sweep
 
     signal.signal(signal.SIGTERM, _term_as_interrupt)
+    bar = not quiet and console.is_terminal
     progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                         TextColumn("{task.fields[rate]}"), TimeElapsedColumn(), TextColumn("ETA"),
-                        TimeRemainingColumn(), console=console, disable=quiet or not console.is_terminal)
+                        TimeRemainingColumn(), console=console, disable=not bar)
+    log = _LogProgress(quiet=quiet or bar)
     task = progress.add_task("units", total=len(units), rate="")
-    counts = {"samples": 0}
 
     def on_start(already, todo):
+        log.done = log.already = already
+        log.total = already + todo
         progress.update(task, completed=already, total=already + todo)
 
     def on_sample():
-        counts["samples"] += 1
+        log.samples += 1
         elapsed = progress.tasks[0].elapsed or 1e-9
-        progress.update(task, rate=f"{counts['samples'] / elapsed:.1f} samples/s")
+        progress.update(task, rate=f"{log.samples / elapsed:.1f} samples/s")
+        log.tick()
 
     def on_unit(r):
+        log.done += 1
+        log.tick()
         progress.advance(task)
         progress.update(task, description=f"{r.unit.op[:24]:<24}")
 
     with progress:
         try:
             m = sweep.sweep(units, out_path, jobs=jobs, timeout=timeout, max_samples=max_samples, resume=resume,
-                            run_info=run_info, on_start=on_start, on_unit=on_unit, on_sample=on_sample)
+                            run_info=run_info, on_start=on_start, on_unit=on_unit, on_sample=on_sample,
+                            cache_dir=cache_dir)
         except KeyboardInterrupt:
             progress.stop()
             console.print(f"[yellow]interrupted[/yellow]: partial matrix in {out_path}; "
@@ -81,7 +121,9 @@ def print_summary(m):
 @click.option("--resume", is_flag=True, help="Complete the partial matrix in --out instead of starting over.")
 @click.option("--out", "out_dir", default="coverage", show_default=True, type=click.Path(file_okay=False), help="Folder for matrix.yaml.")
 @click.option("--merge", "merge_files", multiple=True, type=click.Path(), help="Merge these shard matrices into --out instead of running.")
-def command(ops, dtypes, no_backward, jobs, timeout, max_samples, shard, resume, out_dir, merge_files):
+@click.option("--cache-dir", type=click.Path(file_okay=False),
+              help="JAX's persistent compilation cache (default $JAXDEV_AUDIT_CACHE, else ~/.cache/jaxdev/jax); an empty folder gives a cold run.")
+def command(ops, dtypes, no_backward, jobs, timeout, max_samples, shard, resume, out_dir, merge_files, cache_dir):
     """Run PyTorch's OpInfo samples on jax and on CPU, compare, and write OUT/matrix.yaml.
 
     OPS are OpInfo names or globs (`add`, `nn.functional.*`); none means all of op_db.
@@ -110,5 +152,5 @@ def command(ops, dtypes, no_backward, jobs, timeout, max_samples, shard, resume,
     if not units:
         raise click.UsageError("nothing to run: no (op, dtype) pair matches these options")
     m = run_sweep(units, out_path, jobs=jobs, timeout=timeout, max_samples=max_samples, resume=resume,
-                  run_info={"shard": shard} if shard else None)
+                  run_info={"shard": shard} if shard else None, cache_dir=cache_dir)
     print_summary(m)

@@ -140,3 +140,49 @@ def native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, we
         gw.astype(J(weight).dtype) if gw is not None else None,
         gb.astype(J(bias).dtype) if gb is not None else None,
     )
+
+
+# --- group norm: statistics per (sample, group) over the group's channels and spatial positions ---
+
+
+def _grouped(x, N, group):
+    return x.reshape((N, group, -1))
+
+
+@register_functional(aten.native_group_norm.default)
+def native_group_norm(input, weight, bias, N, C, HxW, group, eps):
+    if C % group:
+        raise RuntimeError(f"Expected number of channels in input to be divisible by num_groups, but got input of shape {list(input.shape)} and num_groups={group}")
+    x = J(input)
+    c = _opmath(x.dtype)
+    xg = _grouped(x.astype(c), N, group)
+    mean = jnp.mean(xg, axis=-1)
+    var = jnp.mean(jnp.square(xg - mean[..., None]), axis=-1)
+    rstd = 1.0 / jnp.sqrt(var + eps)
+    y = ((xg - mean[..., None]) * rstd[..., None]).reshape(x.shape)
+    shape = (1, C) + (1,) * (x.ndim - 2)
+    if weight is not None:
+        y = y * J(weight).astype(c).reshape(shape)
+    if bias is not None:
+        y = y + J(bias).astype(c).reshape(shape)
+    return y.astype(x.dtype), mean.astype(x.dtype), rstd.astype(x.dtype)
+
+
+@register_functional(aten.native_group_norm_backward.default)
+def native_group_norm_backward(grad_out, input, mean, rstd, weight, N, C, HxW, group, output_mask):
+    x = J(input)
+    c = _opmath(x.dtype)
+    g = J(grad_out).astype(c).reshape((N, C, HxW))
+    m, r = J(mean).astype(c), J(rstd).astype(c)
+    xhat = (_grouped(x.astype(c), N, group) - m[..., None]) * r[..., None]
+    xhat = xhat.reshape((N, C, HxW))
+    gxhat = g * J(weight).astype(c)[None, :, None] if weight is not None else g
+    n = (C // group) * HxW
+    gxg, xg = _grouped(gxhat, N, group), _grouped(xhat, N, group)
+    gx = r[..., None] / n * (n * gxg - jnp.sum(gxg, axis=-1, keepdims=True) - xg * jnp.sum(gxg * xg, axis=-1, keepdims=True))
+    pdt = J(weight).dtype if weight is not None else x.dtype
+    return (
+        gx.reshape(x.shape).astype(x.dtype) if output_mask[0] else None,
+        jnp.sum(g * xhat, axis=(0, 2)).astype(pdt) if output_mask[1] else None,
+        jnp.sum(g, axis=(0, 2)).astype(pdt) if output_mask[2] else None,
+    )

@@ -214,13 +214,23 @@ def _sub_alpha(a, b, alpha):
     return a - b * alpha
 
 
+def _is_bool(x) -> bool:
+    """A bool operand: a bool tensor, or a Python bool (PyTorch wraps it as a bool tensor)."""
+    return x.dtype == torch.bool if isinstance(x, torch.Tensor) else isinstance(x, bool)
+
+
 @register_functional(aten.sub.Tensor, aten.sub.Scalar)
 def sub(self, other, *, alpha=1):
     common = _common(self, other)
-    if common == torch.bool:
+    if _is_bool(self) and _is_bool(other):
         raise RuntimeError(
             "Subtraction, the `-` operator, with two bool tensors is not supported. "
             "Use the `^` or `logical_xor()` operator instead."
+        )
+    if _is_bool(self) or _is_bool(other):
+        raise RuntimeError(
+            "Subtraction, the `-` operator, with a bool tensor is not supported. "
+            "If you are trying to invert a mask, use the `~` or `logical_not()` operator instead."
         )
     _no_float_alpha(common, alpha)
     if alpha == 1:
