@@ -156,7 +156,7 @@ def is_jax(t) -> bool:
 
 
 def _strided_index(shape, strides, offset):
-    idx = jnp.asarray(offset, dtype=jnp.int64)
+    idx = offset
     for d, (n, s) in enumerate(zip(shape, strides)):
         axis = [1] * len(shape)
         axis[d] = n
@@ -164,17 +164,16 @@ def _strided_index(shape, strides, offset):
     return jnp.broadcast_to(idx, shape)
 
 
+# The offset is a traced argument, so slices at different offsets (x[0], x[1], ...) share one
+# compiled gather/scatter per (shape, strides).
 @functools.lru_cache(maxsize=4096)
-def _gather(shape, strides, offset):
-    return jax.jit(lambda flat: flat[_strided_index(shape, strides, offset)])
+def _gather(shape, strides):
+    return jax.jit(lambda flat, offset: flat[_strided_index(shape, strides, offset)])
 
 
 @functools.lru_cache(maxsize=4096)
-def _scatter(shape, strides, offset):
-    return jax.jit(
-        lambda flat, value: flat.at[_strided_index(shape, strides, offset)].set(value),
-        donate_argnums=(),
-    )
+def _scatter(shape, strides):
+    return jax.jit(lambda flat, value, offset: flat.at[_strided_index(shape, strides, offset)].set(value))
 
 
 def _to_bytes(flat: jax.Array) -> jax.Array:
@@ -224,13 +223,13 @@ def _read_stored(t: torch.Tensor) -> jax.Array:
     shape = tuple(t.shape)
     if t.dtype != box.dtype:
         flat = _bitcast_flat(box.flat(), t.dtype)
-        return _gather(shape, tuple(t.stride()), t.storage_offset())(flat)
+        return _gather(shape, tuple(t.stride()))(flat, t.storage_offset())
     if t.storage_offset() == 0 and t.numel() == box.numel and t.is_contiguous():
         a = box.array
         if a.shape != shape:
             a = box.array = a.reshape(shape)
         return a
-    return _gather(shape, tuple(t.stride()), t.storage_offset())(box.flat())
+    return _gather(shape, tuple(t.stride()))(box.flat(), t.storage_offset())
 
 
 def is_non_overlapping_and_dense(t: torch.Tensor) -> bool:
@@ -297,10 +296,10 @@ def write(t: torch.Tensor, value: jax.Array) -> None:
     flat = box.flat()
     if t.dtype != box.dtype:
         flat = _bitcast_flat(flat, t.dtype)
-        flat = _scatter(shape, tuple(t.stride()), t.storage_offset())(flat, value)
+        flat = _scatter(shape, tuple(t.stride()))(flat, value, t.storage_offset())
         box.array = _bitcast_flat(flat, box.dtype)
         return
-    box.array = _scatter(shape, tuple(t.stride()), t.storage_offset())(flat, value)
+    box.array = _scatter(shape, tuple(t.stride()))(flat, value, t.storage_offset())
 
 
 # --- moving data between CPU and jax ------------------------------------------------------------

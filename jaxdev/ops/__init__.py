@@ -13,6 +13,7 @@ from jaxdev.ops import (  # noqa: F401
     padding,
     pointwise,
     pooling,
+    pooling3d,
     random,
     reductions,
     reorder,

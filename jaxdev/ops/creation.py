@@ -79,21 +79,25 @@ def arange_out(start, end, step=1, *, out):
 
 @register(aten.linspace.out)
 def linspace_out(start, end, steps, *, out):
+    """PyTorch's scalar formula (the one its CUDA kernel uses): start + i*step for the first half,
+    end - (steps-1-i)*step for the second, in the output's precision; integer outputs truncate
+    start and end first and step in double. (CPU's vectorised loop rounds differently, within
+    float tolerance.)"""
     start, end = (s.item() if isinstance(s, torch.Tensor) else s for s in (start, end))
     if steps < 0:
         raise RuntimeError("number of steps must be non-negative")
     jdt = dtypes.to_jax_dtype(out.dtype)
-    acc = jnp.complex128 if out.dtype.is_complex else jnp.float64
+    if out.dtype.is_complex or out.dtype.is_floating_point:
+        acc = jdt  # each step rounds in the output dtype, as with c10::Half / BFloat16 scalars
+    else:
+        start, end, acc = int(start.real if isinstance(start, complex) else start), int(end.real if isinstance(end, complex) else end), jnp.float64
     if steps == 1:
         values = jnp.full((1,), start, acc)
     else:
-        # PyTorch's CPU kernel fills from both ends for symmetry: start + i*step, end - (n-1-i)*step
-        step = (end - start) / max(steps - 1, 1)
+        lo, hi = jnp.asarray(start, acc), jnp.asarray(end, acc)
+        step = (hi - lo) / (steps - 1)
         i = jnp.arange(steps)
-        half = steps // 2
-        values = jnp.where(i < half, start + step * i, end - step * (steps - 1 - i)).astype(acc)
-    if not (out.dtype.is_floating_point or out.dtype.is_complex):
-        values = values.real if out.dtype != torch.bool else values
+        values = jnp.where(i < steps // 2, lo + step * i, hi - step * (steps - 1 - i))
     return store_into(out, values.astype(jdt), resize=True)
 
 

@@ -1,0 +1,229 @@
+"""Volumetric pooling: max_pool3d_with_indices, avg_pool3d, _adaptive_avg_pool3d, adaptive max pooling
+(2d and 3d), each with its backward.
+
+Same method as pooling.py, over three spatial dims: windows are gathered with strided slices of the
+padded input (PyTorch's output sizes, first-maximum ties, NaN propagation); indices are flat over
+the input's D*H*W; backward kernels are the transposes of the forwards (scatter-add through the
+saved indices for max pooling, a vjp for the averaging ones), accumulated in float32 for half.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxdev import dtypes
+from jaxdev.ops.pointwise import _opmath
+from jaxdev.ops.pooling import _bins, _lowest, out_size
+from jaxdev.ops.registry import J, aten, register_functional
+
+
+def _triple(v, default=None):
+    if v is None or len(v) == 0:
+        return default
+    return (v[0],) * 3 if len(v) == 1 else tuple(v)
+
+
+def _args(self, kernel_size, stride, padding, dilation=(1,)):
+    k = _triple(kernel_size)
+    s = _triple(stride, k)
+    p = _triple(padding, (0, 0, 0))
+    d = _triple(dilation, (1, 1, 1))
+    if self.dim() not in (4, 5):
+        raise RuntimeError(f"non-empty 4D or 5D (batch mode) tensor expected for input")
+    for pp, kk in zip(p, k):
+        if pp > kk // 2:
+            raise RuntimeError(f"pad should be smaller than or equal to half of kernel size, but got kT={k[0]} kW={k[2]} kH={k[1]} padT={p[0]} padW={p[2]} padH={p[1]}")
+    return k, s, p, d
+
+
+def _windows(x, k, s, p, d, ceil, fill):
+    """(..., od, oh, ow, kd*kh*kw) windows of the last three dims, and the output sizes."""
+    sizes = x.shape[-3:]
+    outs = tuple(out_size(n, kk, pp, ss, dd, ceil) for n, kk, pp, ss, dd in zip(sizes, k, p, s, d))
+    if min(outs) <= 0:
+        raise RuntimeError(
+            f"Given input size: ({'x'.join(map(str, x.shape[-4:]))}). Calculated output size: "
+            f"({x.shape[-4] if x.ndim >= 4 else 1}x{'x'.join(map(str, outs))}). Output size is too small"
+        )
+    his = [max(0, (o - 1) * ss + dd * (kk - 1) + 1 - n - pp) for o, ss, dd, kk, n, pp in zip(outs, s, d, k, sizes, p)]
+    xp = jnp.pad(x, [(0, 0)] * (x.ndim - 3) + [(pp, hi) for pp, hi in zip(p, his)], constant_values=fill)
+    parts = []
+    for offs in itertools.product(*(range(kk) for kk in k)):
+        idx = tuple(slice(o * dd, o * dd + (n - 1) * ss + 1, ss) for o, dd, n, ss in zip(offs, d, outs, s))
+        parts.append(xp[(Ellipsis,) + idx])
+    return jnp.stack(parts, axis=-1), outs
+
+
+@functools.lru_cache(maxsize=None)
+def _max_pool(k, s, p, d, ceil):
+    def run(x):
+        win, (od, oh, ow) = _windows(x, k, s, p, d, ceil, _lowest(x.dtype))
+        arg = jnp.argmax(win, axis=-1)  # the first maximum; a NaN counts as the maximum
+        vals = jnp.take_along_axis(win, arg[..., None], axis=-1)[..., 0]
+        kd, rest = arg // (k[1] * k[2]), arg % (k[1] * k[2])
+        kh, kw = rest // k[2], rest % k[2]
+        D, H, W = x.shape[-3:]
+        di = jnp.arange(od)[:, None, None] * s[0] - p[0] + kd * d[0]
+        hi = jnp.arange(oh)[None, :, None] * s[1] - p[1] + kh * d[1]
+        wi = jnp.arange(ow)[None, None, :] * s[2] - p[2] + kw * d[2]
+        return vals, ((di * H + hi) * W + wi).astype(jnp.int64)
+
+    return jax.jit(run)
+
+
+@register_functional(aten.max_pool3d_with_indices.default)
+def max_pool3d_with_indices(self, kernel_size, stride=(), padding=(0,), dilation=(1,), ceil_mode=False):
+    k, s, p, d = _args(self, kernel_size, stride, padding, dilation)
+    return _max_pool(k, s, p, d, bool(ceil_mode))(J(self))
+
+
+@functools.lru_cache(maxsize=None)
+def _index_scatter(spatial):
+    """Gradient through flat spatial indices: (..., out positions) -> (..., *spatial)."""
+    size = int(np.prod(spatial))
+
+    def run(g, idx):
+        lead = g.shape[: g.ndim - len(spatial)]
+        c = _opmath(g.dtype)
+        fg = g.reshape((-1, int(np.prod(g.shape[len(lead):]))))
+        fi = idx.reshape(fg.shape)
+        out = jnp.zeros((fg.shape[0], size), c).at[jnp.arange(fg.shape[0])[:, None], fi].add(fg.astype(c))
+        return out.reshape(lead + spatial).astype(g.dtype)
+
+    return jax.jit(run)
+
+
+@register_functional(aten.max_pool3d_with_indices_backward.default)
+def max_pool3d_with_indices_backward(grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, indices):
+    return _index_scatter(tuple(self.shape[-3:]))(J(grad_output), J(indices))
+
+
+def _avg_divisor(sizes, k, s, p, outs, count_include_pad, divisor_override):
+    if divisor_override:
+        return np.full(outs, divisor_override, np.float64)
+    per_dim = []
+    for n, kk, ss, pp, o in zip(sizes, k, s, p, outs):
+        start = np.arange(o) * ss - pp
+        end = np.minimum(start + kk, n + pp)
+        per_dim.append((end - start) if count_include_pad else (np.minimum(end, n) - np.maximum(start, 0)))
+    return per_dim[0][:, None, None] * per_dim[1][None, :, None] * per_dim[2][None, None, :]
+
+
+def _avg(x, k, s, p, ceil, count_include_pad, divisor_override):
+    win, outs = _windows(x, k, s, p, (1, 1, 1), ceil, 0)
+    div = _avg_divisor(x.shape[-3:], k, s, p, outs, count_include_pad, divisor_override)
+    return jnp.sum(win, axis=-1) / jnp.asarray(div, x.dtype)
+
+
+@functools.lru_cache(maxsize=None)
+def _avg_pool(k, s, p, ceil, count_include_pad, divisor_override, compute, result):
+    def fwd(x):
+        return _avg(x.astype(compute), k, s, p, ceil, count_include_pad, divisor_override).astype(result)
+
+    def grad(g, x):
+        _, vjp = jax.vjp(lambda v: _avg(v, k, s, p, ceil, count_include_pad, divisor_override), x.astype(compute))
+        return vjp(g.astype(compute))[0].astype(result)
+
+    return jax.jit(fwd), jax.jit(grad)
+
+
+def _avg_kernels(self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override):
+    k, s, p, _ = _args(self, kernel_size, stride, padding)
+    if divisor_override is not None and divisor_override == 0:
+        raise RuntimeError("divisor must be not zero")
+    jdt = dtypes.to_jax_dtype(self.dtype)
+    return _avg_pool(k, s, p, bool(ceil_mode), bool(count_include_pad), divisor_override, _opmath(jdt), jdt)
+
+
+@register_functional(aten.avg_pool3d.default)
+def avg_pool3d(self, kernel_size, stride=(), padding=(0,), ceil_mode=False, count_include_pad=True, divisor_override=None):
+    return _avg_kernels(self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)[0](J(self))
+
+
+@register_functional(aten.avg_pool3d_backward.default)
+def avg_pool3d_backward(grad_output, self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override):
+    return _avg_kernels(self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)[1](J(grad_output), J(self))
+
+
+# --- adaptive pooling ----------------------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=None)
+def _adaptive_avg(sizes, outs, compute, result):
+    mats = [jnp.asarray(_bins(n, o), compute) for n, o in zip(sizes, outs)]
+
+    def fwd(x):
+        y = jnp.einsum("ad,be,cf,...def->...abc", *mats, x.astype(compute), precision=jax.lax.Precision.HIGHEST)
+        return y.astype(result)
+
+    def grad(g, x):
+        _, vjp = jax.vjp(fwd, x)
+        return vjp(g.astype(result))[0]
+
+    return jax.jit(fwd), jax.jit(grad)
+
+
+def _adaptive_kernels(self, outs):
+    jdt = dtypes.to_jax_dtype(self.dtype)
+    return _adaptive_avg(tuple(self.shape[-3:]), tuple(outs), _opmath(jdt), jdt)
+
+
+@register_functional(aten._adaptive_avg_pool3d.default)
+def adaptive_avg_pool3d(self, output_size):
+    if len(output_size) != 3:
+        raise RuntimeError("adaptive_avg_pool3d: output_size must be 3")
+    if self.dim() not in (4, 5):
+        raise RuntimeError(f"adaptive_avg_pool3d(): Expected 4D or 5D tensor, but got {list(self.shape)}")
+    return _adaptive_kernels(self, output_size)[0](J(self))
+
+
+@register_functional(aten._adaptive_avg_pool3d_backward.default)
+def adaptive_avg_pool3d_backward(grad_output, self):
+    return _adaptive_kernels(self, grad_output.shape[-3:])[1](J(grad_output), J(self))
+
+
+@functools.lru_cache(maxsize=None)
+def _adaptive_max(sizes, outs):
+    """Max over PyTorch's adaptive bins; indices flat over the spatial dims (first max, NaN wins)."""
+    bins = [[((i * n) // o, -((-(i + 1) * n) // o)) for i in range(o)] for n, o in zip(sizes, outs)]
+    strides = [int(np.prod(sizes[j + 1:])) for j in range(len(sizes))]
+
+    def run(x):
+        lead = x.shape[: x.ndim - len(sizes)]
+        vals, idxs = [], []
+        for cell in itertools.product(*bins):
+            block = x[(Ellipsis,) + tuple(slice(a, b) for a, b in cell)]
+            flat = block.reshape(lead + (-1,))
+            arg = jnp.argmax(flat, -1)
+            vals.append(jnp.take_along_axis(flat, arg[..., None], -1)[..., 0])
+            local = jnp.unravel_index(arg, tuple(b - a for a, b in cell))
+            idxs.append(sum((li + a) * st for li, (a, _), st in zip(local, cell, strides)))
+        shape = lead + tuple(outs)
+        return jnp.stack(vals, -1).reshape(shape), jnp.stack(idxs, -1).reshape(shape).astype(jnp.int64)
+
+    return jax.jit(run)
+
+
+@register_functional(aten.adaptive_max_pool2d.default)
+def adaptive_max_pool2d(self, output_size):
+    return _adaptive_max(tuple(self.shape[-2:]), tuple(output_size))(J(self))
+
+
+@register_functional(aten.adaptive_max_pool3d.default)
+def adaptive_max_pool3d(self, output_size):
+    return _adaptive_max(tuple(self.shape[-3:]), tuple(output_size))(J(self))
+
+
+@register_functional(aten.adaptive_max_pool2d_backward.default)
+def adaptive_max_pool2d_backward(grad_output, self, indices):
+    return _index_scatter(tuple(self.shape[-2:]))(J(grad_output), J(indices))
+
+
+@register_functional(aten.adaptive_max_pool3d_backward.default)
+def adaptive_max_pool3d_backward(grad_output, self, indices):
+    return _index_scatter(tuple(self.shape[-3:]))(J(grad_output), J(indices))
