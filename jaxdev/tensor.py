@@ -73,24 +73,33 @@ class Box:
 
 
 BOXES: dict[int, Box] = {}
-_sweep_above = 4096  # sweep when BOXES grows past this; then set to twice the survivors
+# A box outlives its storage until the next sweep. Sweep when the number of boxes doubles (so the
+# cost stays amortised O(1) per allocation) or when 256 MiB were allocated since the last sweep
+# (so dead arrays never pin much device memory).
+_sweep_above = 4096
+_SWEEP_BYTES = 256 << 20
+_bytes_since_sweep = 0
 
 
 def _sweep() -> None:
     """Drop the boxes whose storage no tensor holds any more."""
-    global _sweep_above
+    global _sweep_above, _bytes_since_sweep
     dead = [addr for addr, box in BOXES.items() if _expired(box.weak)]
     for addr in dead:
         _free_weak_ref(BOXES.pop(addr).weak)
     _sweep_above = max(4096, 2 * len(BOXES))
+    _bytes_since_sweep = 0
 
 
 def new_storage(box: Box) -> torch.UntypedStorage:
+    global _bytes_since_sweep
     addr = next(_next_address)
-    storage = _make_storage(addr, DEVICE, box.numel * box.dtype.itemsize)
+    nbytes = box.numel * box.dtype.itemsize
+    storage = _make_storage(addr, DEVICE, nbytes)
     box.weak = storage._weak_ref()
     BOXES[addr] = box
-    if len(BOXES) > _sweep_above:
+    _bytes_since_sweep += nbytes
+    if len(BOXES) > _sweep_above or _bytes_since_sweep > _SWEEP_BYTES:
         _sweep()
     return storage
 

@@ -1,0 +1,29 @@
+"""The storage model's bookkeeping: boxes of dead storages are released, aliases share one box."""
+
+import torch
+
+import jaxdev  # noqa: F401
+from jaxdev import tensor
+
+
+def test_dead_storages_release_their_arrays():
+    for _ in range(200):
+        torch.ones(512, 1024, device="jax")  # 2 MiB each, 400 MiB in all
+    live_bytes = sum(b.array.nbytes for b in tensor.BOXES.values())
+    assert live_bytes < 300 << 20, f"{live_bytes >> 20} MiB still held by dead storages"
+
+
+def test_views_share_one_box_and_copies_do_not():
+    x = torch.arange(6.0, device="jax").view(2, 3)
+    assert tensor.box_of(x.t()) is tensor.box_of(x)
+    assert tensor.box_of(x[1]) is tensor.box_of(x)
+    assert tensor.box_of(x.detach()) is tensor.box_of(x)
+    assert tensor.box_of(x.clone()) is not tensor.box_of(x)
+
+
+def test_storage_reports_real_size_and_sharing():
+    x = torch.zeros(4, 5, device="jax", dtype=torch.float64)
+    assert x.untyped_storage().nbytes() == 4 * 5 * 8
+    assert x[2:].untyped_storage().data_ptr() == x.untyped_storage().data_ptr()
+    assert x[2:].storage_offset() == 10
+    assert x.clone().untyped_storage().data_ptr() != x.untyped_storage().data_ptr()
