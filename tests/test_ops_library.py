@@ -178,3 +178,24 @@ def test_activation(case):
 @pytest.mark.parametrize("case", ["hardtanh", "elu", "hardswish", "softplus"])
 def test_activation_half(case):
     check(ACTIVATIONS[case], ACT.to(torch.bfloat16), grad=False)
+
+
+# --- normalization and pooling ----------------------------------------------------------------------
+
+V = torch.randn(2, 3, 6, 7, 8)
+NORM_POOL = {
+    "group_norm": (lambda t, w, b: F.group_norm(t, 3, w, b), torch.randn(2, 6, 3, 4), torch.randn(6), torch.randn(6)),
+    "group_norm_no_affine": (lambda t: F.group_norm(t, 2), torch.randn(3, 6, 5)),
+    "max_pool3d": (lambda t: F.max_pool3d(t, (3, 2, 3), (2, 1, 2), (1, 1, 0), (1, 2, 1), ceil_mode=True, return_indices=True), V),
+    "avg_pool3d": (lambda t: F.avg_pool3d(t, 3, 2, 1, ceil_mode=True, count_include_pad=False), V),
+    "avg_pool3d_divisor": (lambda t: F.avg_pool3d(t, (2, 3, 2), 1, 1, divisor_override=5), V),
+    "adaptive_avg_pool3d": (lambda t: F.adaptive_avg_pool3d(t, (4, 3, 5)), V),
+    "adaptive_max_pool2d": (lambda t: F.adaptive_max_pool2d(t, (4, 3), return_indices=True), V[0]),
+    "adaptive_max_pool3d": (lambda t: F.adaptive_max_pool3d(t, (4, 3, 5), return_indices=True), V),
+}
+
+
+@pytest.mark.parametrize("case", list(NORM_POOL))
+def test_normalization_and_pooling(case):
+    fn, *inputs = NORM_POOL[case]
+    check(fn, *inputs)
