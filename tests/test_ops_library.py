@@ -199,3 +199,33 @@ NORM_POOL = {
 def test_normalization_and_pooling(case):
     fn, *inputs = NORM_POOL[case]
     check(fn, *inputs)
+
+
+# --- scatter-like writes and scans --------------------------------------------------------------------
+
+S_INDEX = torch.randint(0, 4, (6, 5))
+MASK = torch.rand(4, 5) > 0.5
+SCATTER = {
+    **{
+        f"scatter_reduce_{r}_{inc}": (
+            lambda t, s, r=r, inc=inc: t.scatter_reduce(0, S_INDEX.to(t.device), s, r, include_self=inc),
+            torch.randn(4, 5),
+            torch.randn(6, 5),
+        )
+        for r in ("sum", "prod", "mean", "amax", "amin")
+        for inc in (True, False)
+    },
+    "scatter_reduce_mean_int": (lambda t, s: t.scatter_reduce(0, S_INDEX.to(t.device), s, "mean"), torch.randint(-5, 5, (4, 5)), torch.randint(-5, 5, (6, 5))),
+    "index_add": (lambda t, s: t.index_add(0, torch.tensor([0, 2, 0], device=t.device), s, alpha=2.0), torch.randn(4, 5), torch.randn(3, 5)),
+    "masked_scatter": (lambda t, s: t.masked_scatter(MASK.to(t.device), s), torch.randn(4, 5), torch.randn(30)),
+    "masked_scatter_broadcast": (lambda t, s: t.masked_scatter(MASK[0].to(t.device), s), torch.randn(4, 5), torch.randn(30)),
+    "cummax": (lambda t: torch.cummax(t, 1), torch.randn(4, 5)),
+    "cummin_ties_nan": (lambda t: torch.cummin(t, 0), torch.tensor([1.0, 3.0, 3.0, float("nan"), 5.0, float("nan"), 2.0])),
+    "logcumsumexp": (lambda t: torch.logcumsumexp(t, 1), torch.randn(4, 5)),
+}
+
+
+@pytest.mark.parametrize("case", list(SCATTER))
+def test_scatter_and_scans(case):
+    fn, *inputs = SCATTER[case]
+    check(fn, *inputs)

@@ -18,6 +18,7 @@ from jaxdev.ops import (  # noqa: F401
     reductions,
     reorder,
     rnn,
+    scatter,
     sorting,
     views,
 )

@@ -1,0 +1,194 @@
+"""Accumulating writes and scans beyond indexing.py: scatter_reduce.two (sum/prod/mean/amax/amin,
+include_self), index_add, masked_scatter, cummax/cummin (the `_cum*_helper` kernels) and
+logcumsumexp.
+
+Their backward formulas are composites of ops that already run on jax (gather, index_select,
+masked_select, scatter_add, ...).
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import torch
+
+from jaxdev import dtypes, tensor
+from jaxdev.ops.indexing import _any_device, _check_bounds
+from jaxdev.ops.pointwise import _opmath
+from jaxdev.ops.reductions import wrap_dim
+from jaxdev.ops.registry import J, aten, register, register_functional
+
+
+def _positions(i, d):
+    """Full index tuple for a scatter along `d` with index array `i` (other dims: their own position)."""
+    grids = list(jnp.meshgrid(*[jnp.arange(n) for n in i.shape], indexing="ij"))
+    grids[d] = i
+    return tuple(grids)
+
+
+@functools.lru_cache(maxsize=None)
+def _scatter_reduce(d, reduce, include_self, floor_mean):
+    def run(x, i, s):
+        i = jnp.where(i < 0, i + x.shape[d], i)
+        s = s[tuple(slice(0, n) for n in i.shape)].astype(x.dtype)
+        pos = _positions(i, d)
+        hit = jnp.zeros(x.shape, bool).at[pos].set(True)
+        if reduce in ("sum", "mean"):
+            base = x if include_self else jnp.where(hit, jnp.zeros((), x.dtype), x)
+            total = base.at[pos].add(s)
+            if reduce == "sum":
+                return total
+            count = jnp.zeros(x.shape, jnp.int64).at[pos].add(1) + (1 if include_self else 0)
+            count = jnp.maximum(count, 1).astype(x.dtype)
+            mean = jnp.floor_divide(total, count) if floor_mean else total / count
+            return jnp.where(hit, mean, x)
+        if reduce == "prod":
+            base = x if include_self else jnp.where(hit, jnp.ones((), x.dtype), x)
+            return base.at[pos].multiply(s)
+        lowest = _extreme(x.dtype, reduce == "amax")
+        base = x if include_self else jnp.where(hit, lowest, x)
+        ref = base.at[pos]
+        out = ref.max(s) if reduce == "amax" else ref.min(s)
+        if jnp.issubdtype(x.dtype, jnp.floating):  # NaN propagates, as on CPU
+            nan = jnp.zeros(x.shape, bool).at[pos].max(jnp.isnan(s)) | jnp.isnan(base)
+            out = jnp.where(nan, jnp.asarray(jnp.nan, x.dtype), out)
+        return out
+
+    return jax.jit(run)
+
+
+def _extreme(dtype, for_max):
+    if jnp.issubdtype(dtype, jnp.floating):
+        return jnp.asarray(-jnp.inf if for_max else jnp.inf, dtype)
+    if dtype == jnp.bool_:
+        return jnp.asarray(not for_max)
+    info = jnp.iinfo(dtype)
+    return jnp.asarray(info.min if for_max else info.max, dtype)
+
+
+@register_functional(aten.scatter_reduce.two)
+def scatter_reduce(self, dim, index, src, reduce, *, include_self=True):
+    if reduce not in ("sum", "prod", "mean", "amax", "amin"):
+        raise RuntimeError(f"reduce argument must be either sum, prod, mean, amax or amin, got {reduce}")
+    if index.dtype != torch.int64:
+        raise RuntimeError("scatter(): Expected dtype int64 for index")
+    if self.dtype != src.dtype:
+        raise RuntimeError(f"scatter(): Expected self.dtype to be equal to src.dtype")
+    d = wrap_dim(dim, self.dim())
+    x, i = J(self), J(index)
+    if i.size == 0:
+        return x
+    _check_bounds(i, self.shape[d] if self.dim() else 1, d)
+    if x.ndim == 0:
+        x, i, s = x[None], i.reshape(1), J(src).reshape(1)
+        return _scatter_reduce(0, reduce, bool(include_self), False)(x, i, s)[0]
+    floor = not (self.dtype.is_floating_point or self.dtype.is_complex)
+    return _scatter_reduce(d, reduce, bool(include_self), floor)(x, i, J(src))
+
+
+@functools.lru_cache(maxsize=None)
+def _index_add(d):
+    def run(x, i, s, alpha):
+        i = jnp.where(i < 0, i + x.shape[d], i)
+        return x.at[(slice(None),) * d + (i,)].add((s * alpha).astype(x.dtype))
+
+    return jax.jit(run)
+
+
+@register_functional(aten.index_add.default)
+def index_add(self, dim, index, source, *, alpha=1):
+    d = wrap_dim(dim, self.dim())
+    if index.dim() > 1:
+        raise IndexError("index_add_(): Index is supposed to be a vector")
+    if index.dtype not in (torch.int64, torch.int32):
+        raise RuntimeError("index_add_(): Expected dtype int32/int64 for index")
+    if self.dtype != source.dtype:
+        raise RuntimeError("index_add_(): self (" + str(self.dtype).split(".")[-1].capitalize() + ") and source (" + str(source.dtype).split(".")[-1].capitalize() + ") must have the same scalar type")
+    i = _any_device(index).reshape(-1)
+    _check_bounds(i, self.shape[d] if self.dim() else 1, d)
+    x, s = J(self), J(source)
+    if x.ndim == 0:
+        return (x[None].at[i].add(s.reshape(-1) * alpha))[0].astype(x.dtype)
+    if s.ndim == 0:
+        s = s.reshape((1,))
+    c = _opmath(x.dtype)
+    return _index_add(d)(x.astype(c), i, s.astype(c), alpha).astype(x.dtype)
+
+
+@register_functional(aten.masked_scatter.default)
+def masked_scatter(self, mask, source):
+    if mask.dtype != torch.bool:
+        raise RuntimeError(f"masked_scatter_ only supports boolean masks, but got mask with dtype {str(mask.dtype).split('.')[-1]}")
+    if self.dtype != source.dtype:
+        raise RuntimeError(
+            f"masked_scatter: expected self and source to have same dtypes but got {str(self.dtype).split('.')[-1].capitalize()} and {str(source.dtype).split('.')[-1].capitalize()}"
+        )
+    x, m, s = J(self), J(mask), J(source)
+    shape = jnp.broadcast_shapes(x.shape, m.shape)
+    x, m = jnp.broadcast_to(x, shape), jnp.broadcast_to(m, shape)
+    flat_m = m.reshape(-1)
+    n = int(jnp.sum(flat_m))
+    if n > s.size:
+        raise RuntimeError("Number of elements of source < number of ones in mask")
+    take = jnp.clip(jnp.cumsum(flat_m) - 1, 0, max(s.size - 1, 0))
+    values = s.reshape(-1)[take] if s.size else jnp.zeros_like(x.reshape(-1))
+    return jnp.where(flat_m, values, x.reshape(-1)).reshape(shape)
+
+
+# --- scans ---------------------------------------------------------------------------------------
+
+
+def _pick_later(for_max):
+    """Combine (value, index) pairs, the right one later in the scan: CPU's rule
+    `isnan(x) || (!isnan(best) && x >= best)` (<= for min), which is associative."""
+
+    def combine(a, b):
+        (va, ia), (vb, ib) = a, b
+        better = vb >= va if for_max else vb <= va
+        if jnp.issubdtype(va.dtype, jnp.floating):
+            better = jnp.isnan(vb) | (~jnp.isnan(va) & better)
+        return jnp.where(better, vb, va), jnp.where(better, ib, ia)
+
+    return combine
+
+
+@functools.lru_cache(maxsize=None)
+def _cum_extreme(axis, for_max):
+    def run(x):
+        idx = jax.lax.broadcasted_iota(jnp.int64, x.shape, axis)
+        return jax.lax.associative_scan(_pick_later(for_max), (x, idx), axis=axis)
+
+    return jax.jit(run)
+
+
+def _cum_helper(for_max):
+    def kernel(self, values, indices, dim):
+        x = J(self)
+        if x.ndim == 0:
+            v, i = x, jnp.zeros((), jnp.int64)
+        else:
+            v, i = _cum_extreme(wrap_dim(dim, self.dim()), for_max)(x)
+        tensor.write(values, v)
+        tensor.write(indices, i)
+
+    return kernel
+
+
+register(aten._cummax_helper.default)(_cum_helper(True))
+register(aten._cummin_helper.default)(_cum_helper(False))
+
+
+@functools.lru_cache(maxsize=None)
+def _logcumsumexp(axis, compute):
+    return jax.jit(lambda x: jax.lax.cumlogsumexp(x.astype(compute), axis=axis).astype(x.dtype))
+
+
+@register_functional(aten._logcumsumexp.default)
+def logcumsumexp(self, dim):
+    x = J(self)
+    if x.ndim == 0:
+        return x
+    return _logcumsumexp(wrap_dim(dim, self.dim()), _opmath(x.dtype))(x)
