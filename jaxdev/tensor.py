@@ -152,6 +152,11 @@ def box_of(t: torch.Tensor) -> Box:
     try:
         return BOXES[t.untyped_storage().data_ptr()]
     except KeyError:
+        if t.device.type != "jax":
+            raise RuntimeError(
+                f"Expected all tensors to be on the same device, but found at least two devices, "
+                f"{DEVICE} and {t.device}!"
+            ) from None
         raise RuntimeError(
             f"jaxdev: this {t.device} tensor has no data (its storage was not made by jaxdev)"
         ) from None
@@ -229,16 +234,16 @@ def read(t: torch.Tensor) -> jax.Array:
 
 def _read_stored(t: torch.Tensor) -> jax.Array:
     box = box_of(t)
-    shape = tuple(t.shape)
-    if t.dtype != box.dtype:
+    if t.dtype is box.dtype:
+        if t.storage_offset() == 0 and t.is_contiguous() and t.numel() == box.numel:
+            a = box.array
+            if a.shape != t.shape:
+                a = box.array = a.reshape(t.shape)
+            return a
+        flat = box.flat()
+    else:
         flat = _bitcast_flat(box.flat(), t.dtype)
-        return _gather(shape, tuple(t.stride()))(flat, t.storage_offset())
-    if t.storage_offset() == 0 and t.numel() == box.numel and t.is_contiguous():
-        a = box.array
-        if a.shape != shape:
-            a = box.array = a.reshape(shape)
-        return a
-    return _gather(shape, tuple(t.stride()))(box.flat(), t.storage_offset())
+    return _gather(tuple(t.shape), tuple(t.stride()))(flat, t.storage_offset())
 
 
 def is_non_overlapping_and_dense(t: torch.Tensor) -> bool:

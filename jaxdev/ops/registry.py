@@ -72,8 +72,8 @@ def _register(op: OpOverload, fn: Callable, autograd: Callable | None) -> None:
 
 def J(x) -> jax.Array:
     """The jax.Array of a tensor argument. A 0-dim CPU tensor is accepted as a scalar, as CUDA does."""
-    if x.device.type == "jax":
-        return tensor.read(x)
+    if not x.is_cpu:
+        return tensor.read(x)  # a tensor of another device fails there with a clear error
     if x.dim() == 0:
         return jax.numpy.asarray(x.item(), dtype=dtypes.to_jax_dtype(x.dtype))
     raise RuntimeError(
