@@ -66,10 +66,7 @@ def _check_devices(name, args, kwargs):
     tree_map(lambda x: found.append(x) if isinstance(x, torch.Tensor) else None, (args, kwargs))
     cpu = [t for t in found if t.device.type != "jax" and t.dim() > 0]
     if cpu and any(is_jax(t) for t in found):
-        raise RuntimeError(
-            f"Expected all tensors to be on the same device, but found at least two devices, "
-            f"{tensor.DEVICE} and {cpu[0].device}!"
-        )
+        raise tensor.mixed_devices(cpu[0].device)
 
 
 def run_on_cpu(op, *args, **kwargs):

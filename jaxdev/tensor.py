@@ -148,15 +148,20 @@ def empty(shape, dtype: torch.dtype, strides=None) -> torch.Tensor:
     return tensor_on_storage(new_storage(box), dtype, shape, strides)
 
 
+def mixed_devices(other: torch.device) -> RuntimeError:
+    """The error PyTorch raises when a jax tensor meets a tensor of another device."""
+    return RuntimeError(
+        f"Expected all tensors to be on the same device, but found at least two devices, "
+        f"{DEVICE} and {other}!"
+    )
+
+
 def box_of(t: torch.Tensor) -> Box:
     try:
         return BOXES[t.untyped_storage().data_ptr()]
     except KeyError:
         if t.device.type != "jax":
-            raise RuntimeError(
-                f"Expected all tensors to be on the same device, but found at least two devices, "
-                f"{DEVICE} and {t.device}!"
-            ) from None
+            raise mixed_devices(t.device) from None
         raise RuntimeError(
             f"jaxdev: this {t.device} tensor has no data (its storage was not made by jaxdev)"
         ) from None

@@ -76,10 +76,7 @@ def J(x) -> jax.Array:
         return tensor.read(x)  # a tensor of another device fails there with a clear error
     if x.dim() == 0:
         return jax.numpy.asarray(x.item(), dtype=dtypes.to_jax_dtype(x.dtype))
-    raise RuntimeError(
-        f"Expected all tensors to be on the same device, but found at least two devices, "
-        f"{tensor.DEVICE} and {x.device}!"
-    )
+    raise tensor.mixed_devices(x.device)
 
 
 # --- in-place and out= variants derived from a functional kernel ---------------------------------
@@ -104,10 +101,7 @@ def check_cast(result: torch.dtype, target: torch.dtype) -> None:
 def store_into(out: torch.Tensor, value: jax.Array, *, resize: bool) -> torch.Tensor:
     """Write a result into an existing tensor (in-place or out=), with PyTorch's checks."""
     if not is_jax(out):
-        raise RuntimeError(
-            f"Expected all tensors to be on the same device, but found at least two devices, "
-            f"{tensor.DEVICE} and {out.device}!"
-        )
+        raise tensor.mixed_devices(out.device)
     check_cast(dtypes.to_torch_dtype(value.dtype), out.dtype)
     shape = tuple(value.shape)
     if tuple(out.shape) != shape:

@@ -1,0 +1,139 @@
+"""Upsampling (F.interpolate): nearest, nearest-exact, (bi/tri)linear and bicubic, 1d/2d/3d, with
+backward.
+
+Interpolation is separable: along each spatial dim every output position reads a few source
+positions with weights. Those taps are computed on the host with PyTorch's own formulas
+(`area_pixel_compute_source_index`, `nearest_idx`, cubic convolution with A = -0.75) in the same
+float width as CPU (float32 for float32/half inputs, float64 for double), so indices agree exactly
+at the boundaries. The backward kernels are the vjp of the forward (a scatter-add).
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxdev import dtypes
+from jaxdev.ops.pointwise import _opmath
+from jaxdev.ops.registry import J, aten, register_functional
+
+
+def _scale(in_size, out_size, align_corners, scale, ft):
+    if align_corners:
+        return ft((in_size - 1) / (out_size - 1)) if out_size > 1 else ft(0)
+    return ft(1.0 / scale) if scale is not None and scale > 0 else ft(in_size / out_size)
+
+
+def _taps(mode, in_size, out_size, align_corners, scale, ft):
+    """(indices, weights), each (out_size, taps): output j = sum_k weights[j, k] * input[indices[j, k]]."""
+    dst = np.arange(out_size, dtype=ft)
+    if mode in ("nearest", "nearest-exact"):
+        if mode == "nearest" and out_size == in_size:
+            idx = np.arange(out_size)
+        elif mode == "nearest" and out_size == 2 * in_size and scale is None:
+            idx = np.arange(out_size) >> 1
+        else:
+            s = np.float32(1.0 / scale) if scale is not None and scale > 0 else np.float32(in_size / out_size)
+            d = dst.astype(np.float32) + (np.float32(0.5) if mode == "nearest-exact" else np.float32(0))
+            idx = np.minimum(np.floor(d * s).astype(np.int64), in_size - 1)
+        return idx[:, None], np.ones((out_size, 1), ft)
+    s = _scale(in_size, out_size, align_corners, scale, ft)
+    if mode == "linear":
+        src = s * dst if align_corners else np.maximum(s * (dst + ft(0.5)) - ft(0.5), ft(0))
+        i0 = src.astype(np.int64)
+        i1 = i0 + (i0 < in_size - 1)
+        l1 = (src - i0).astype(ft)
+        return np.stack([i0, i1], 1), np.stack([ft(1) - l1, l1], 1)
+    # cubic
+    src = s * dst if align_corners else s * (dst + ft(0.5)) - ft(0.5)
+    i = np.floor(src).astype(np.int64)
+    t = (src - i).astype(ft)
+    A = ft(-0.75)
+
+    def near(x):  # |x| <= 1
+        return ((A + 2) * x - (A + 3)) * x * x + 1
+
+    def far(x):  # 1 < |x| < 2
+        return ((A * x - 5 * A) * x + 8 * A) * x - 4 * A
+
+    w = np.stack([far(t + 1), near(t), near(1 - t), far(2 - t)], 1).astype(ft)
+    idx = np.clip(np.stack([i - 1, i, i + 1, i + 2], 1), 0, in_size - 1)
+    return idx, w
+
+
+def _apply(x, taps):
+    """Interpolate the last len(taps) dims of x."""
+    n = len(taps)
+    for k, (idx, w) in enumerate(taps):
+        axis = x.ndim - n + k
+        g = jnp.take(x, jnp.asarray(idx.reshape(-1)), axis=axis)
+        g = g.reshape(g.shape[:axis] + idx.shape + g.shape[axis + 1:])
+        wshape = (1,) * axis + w.shape + (1,) * (x.ndim - axis - 1)
+        x = jnp.sum(g * jnp.asarray(w, x.dtype).reshape(wshape), axis=axis + 1)
+    return x
+
+
+@functools.lru_cache(maxsize=None)
+def _interp(mode, in_sizes, out_sizes, align_corners, scales, compute, result):
+    ft = np.float64 if compute == jnp.float64 else np.float32
+    taps = [_taps(mode, i, o, align_corners, s, ft) for i, o, s in zip(in_sizes, out_sizes, scales)]
+
+    def fwd(x):
+        return _apply(x.astype(compute), taps).astype(result)
+
+    def grad(g, x):
+        _, vjp = jax.vjp(lambda v: _apply(v, taps), x.astype(compute))
+        return vjp(g.astype(compute))[0].astype(result)
+
+    return jax.jit(fwd), jax.jit(grad)
+
+
+def _kernels(mode, dtype, in_sizes, out_sizes, align_corners, scales):
+    jdt = dtypes.to_jax_dtype(dtype)
+    if any(o <= 0 for o in out_sizes) or any(i <= 0 for i in in_sizes):
+        raise RuntimeError(
+            f"Input and output sizes should be greater than 0, but got input ({', '.join(map(str, in_sizes))}) "
+            f"and output ({', '.join(map(str, out_sizes))})"
+        )
+    scales = tuple(None if s is None else float(s) for s in scales)
+    return _interp(mode, tuple(in_sizes), tuple(out_sizes), bool(align_corners), scales, _opmath(jdt), jdt)
+
+
+def _register(nd, mode, forward, backward, has_align):
+    def parse(rest):
+        align = rest[0] if has_align else False
+        scales = tuple(rest[1:] if has_align else rest)
+        return align, scales + (None,) * (nd - len(scales))
+
+    @register_functional(forward)
+    def upsample(self, output_size, *rest):
+        if self.dim() != nd + 2:
+            raise RuntimeError(f"Expected {nd + 2}D tensor for input, but got {list(self.shape)}")
+        align, scales = parse(rest)
+        return _kernels(mode, self.dtype, self.shape[2:], output_size, align, scales)[0](J(self))
+
+    @register_functional(backward)
+    def upsample_backward(grad_output, output_size, input_size, *rest):
+        align, scales = parse(rest)
+        x = jnp.zeros(tuple(input_size), J(grad_output).dtype)
+        return _kernels(mode, grad_output.dtype, input_size[2:], output_size, align, scales)[1](J(grad_output), x)
+
+    upsample.__qualname__, upsample_backward.__qualname__ = forward.name(), backward.name()
+
+
+for _nd, _mode, _name, _align in [
+    (1, "nearest", "upsample_nearest1d", False),
+    (2, "nearest", "upsample_nearest2d", False),
+    (3, "nearest", "upsample_nearest3d", False),
+    (1, "nearest-exact", "_upsample_nearest_exact1d", False),
+    (2, "nearest-exact", "_upsample_nearest_exact2d", False),
+    (3, "nearest-exact", "_upsample_nearest_exact3d", False),
+    (1, "linear", "upsample_linear1d", True),
+    (2, "linear", "upsample_bilinear2d", True),
+    (3, "linear", "upsample_trilinear3d", True),
+    (2, "cubic", "upsample_bicubic2d", True),
+]:
+    _register(_nd, _mode, getattr(aten, _name).default, getattr(aten, _name + "_backward").default, _align)
