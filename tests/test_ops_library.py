@@ -229,3 +229,23 @@ SCATTER = {
 def test_scatter_and_scans(case):
     fn, *inputs = SCATTER[case]
     check(fn, *inputs)
+
+
+# --- upsampling ---------------------------------------------------------------------------------------
+
+UPSAMPLE = {
+    "nearest1d": (lambda t: F.interpolate(t, size=11, mode="nearest"), torch.randn(2, 3, 7)),
+    "nearest2d_scale": (lambda t: F.interpolate(t, scale_factor=(1.7, 0.6), mode="nearest"), torch.randn(2, 3, 5, 7)),
+    "nearest_exact3d": (lambda t: F.interpolate(t, size=(5, 3, 9), mode="nearest-exact"), torch.randn(1, 2, 3, 4, 5)),
+    "linear_align": (lambda t: F.interpolate(t, size=11, mode="linear", align_corners=True), torch.randn(2, 3, 7)),
+    "bilinear": (lambda t: F.interpolate(t, size=(8, 4), mode="bilinear"), torch.randn(2, 3, 5, 7)),
+    "bilinear_scale": (lambda t: F.interpolate(t, scale_factor=(1.7, 0.6), mode="bilinear"), torch.randn(2, 3, 5, 7)),
+    "trilinear": (lambda t: F.interpolate(t, size=(5, 3, 9), mode="trilinear"), torch.randn(1, 2, 3, 4, 5)),
+    "bicubic_align": (lambda t: F.interpolate(t, scale_factor=2.3, mode="bicubic", align_corners=True), torch.randn(2, 3, 5, 7)),
+}
+
+
+@pytest.mark.parametrize("case", list(UPSAMPLE))
+def test_upsample(case):
+    fn, *inputs = UPSAMPLE[case]
+    check(fn, *inputs)

@@ -20,5 +20,6 @@ from jaxdev.ops import (  # noqa: F401
     rnn,
     scatter,
     sorting,
+    upsample,
     views,
 )

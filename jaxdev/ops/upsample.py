@@ -23,8 +23,8 @@ from jaxdev.ops.registry import J, aten, register_functional
 
 def _scale(in_size, out_size, align_corners, scale, ft):
     if align_corners:
-        return ft((in_size - 1) / (out_size - 1)) if out_size > 1 else ft(0)
-    return ft(1.0 / scale) if scale is not None and scale > 0 else ft(in_size / out_size)
+        return ft(in_size - 1) / ft(out_size - 1) if out_size > 1 else ft(0)
+    return ft(1.0 / scale) if scale is not None and scale > 0 else ft(in_size) / ft(out_size)
 
 
 def _taps(mode, in_size, out_size, align_corners, scale, ft):
@@ -33,19 +33,19 @@ def _taps(mode, in_size, out_size, align_corners, scale, ft):
     if mode in ("nearest", "nearest-exact"):
         if mode == "nearest" and out_size == in_size:
             idx = np.arange(out_size)
-        elif mode == "nearest" and out_size == 2 * in_size and scale is None:
+        elif mode == "nearest" and out_size == 2 * in_size:
             idx = np.arange(out_size) >> 1
         else:
-            s = np.float32(1.0 / scale) if scale is not None and scale > 0 else np.float32(in_size / out_size)
+            s = _scale(in_size, out_size, False, scale, np.float32)
             d = dst.astype(np.float32) + (np.float32(0.5) if mode == "nearest-exact" else np.float32(0))
             idx = np.minimum(np.floor(d * s).astype(np.int64), in_size - 1)
         return idx[:, None], np.ones((out_size, 1), ft)
     s = _scale(in_size, out_size, align_corners, scale, ft)
     if mode == "linear":
         src = s * dst if align_corners else np.maximum(s * (dst + ft(0.5)) - ft(0.5), ft(0))
-        i0 = src.astype(np.int64)
+        i0 = np.minimum(np.floor(src).astype(np.int64), in_size - 1)
         i1 = i0 + (i0 < in_size - 1)
-        l1 = (src - i0).astype(ft)
+        l1 = np.clip(src - i0.astype(ft), 0, 1).astype(ft)
         return np.stack([i0, i1], 1), np.stack([ft(1) - l1, l1], 1)
     # cubic
     src = s * dst if align_corners else s * (dst + ft(0.5)) - ft(0.5)
