@@ -249,3 +249,26 @@ UPSAMPLE = {
 def test_upsample(case):
     fn, *inputs = UPSAMPLE[case]
     check(fn, *inputs)
+
+
+# --- embedding_bag ----------------------------------------------------------------------------------
+
+BAG_INDICES = torch.tensor([1, 2, 4, 5, 4, 3, 2, 9, 0])
+BAG_OFFSETS = torch.tensor([0, 4, 4, 6])  # bag 1 is empty
+
+
+@pytest.mark.parametrize("mode", ["sum", "mean", "max"])
+@pytest.mark.parametrize("padding_idx", [None, 4])
+def test_embedding_bag(mode, padding_idx):
+    check(
+        lambda w: F.embedding_bag(BAG_INDICES.to(w.device), w, BAG_OFFSETS.to(w.device), mode=mode, padding_idx=padding_idx),
+        torch.randn(10, 3),
+    )
+
+
+def test_embedding_bag_per_sample_weights():
+    check(
+        lambda w, p: F.embedding_bag(BAG_INDICES.to(w.device), w, BAG_OFFSETS.to(w.device), mode="sum", per_sample_weights=p),
+        torch.randn(10, 3),
+        torch.randn(9),
+    )

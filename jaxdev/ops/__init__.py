@@ -5,6 +5,7 @@ from jaxdev.ops import (  # noqa: F401
     conv,
     copy,
     creation,
+    embedding_bag,
     indexing,
     linalg,
     loss,
