@@ -183,18 +183,6 @@ def _strided_index(shape, strides, offset):
     return jnp.broadcast_to(idx, shape)
 
 
-# The offset is a traced argument, so slices at different offsets (x[0], x[1], ...) share one
-# compiled gather/scatter per (shape, strides).
-@functools.lru_cache(maxsize=4096)
-def _gather(shape, strides):
-    return jax.jit(lambda flat, offset: flat[_strided_index(shape, strides, offset)])
-
-
-@functools.lru_cache(maxsize=4096)
-def _scatter(shape, strides):
-    return jax.jit(lambda flat, value, offset: flat.at[_strided_index(shape, strides, offset)].set(value))
-
-
 def _to_bytes(flat: jax.Array) -> jax.Array:
     if flat.dtype == jnp.bool_:
         return flat.astype(jnp.uint8)
@@ -217,12 +205,36 @@ def _from_bytes(raw: jax.Array, target) -> jax.Array:
     return jax.lax.bitcast_convert_type(raw.reshape(-1, target.itemsize), target)
 
 
+def _flat_as(stored: jax.Array, target) -> jax.Array:
+    """The stored elements, flat, reinterpreted as `target` (for view(dtype), view_as_real)."""
+    flat = stored.reshape(-1)
+    return flat if flat.dtype == target else _from_bytes(_to_bytes(flat), target)
+
+
 def _bitcast_flat(flat: jax.Array, dtype: torch.dtype) -> jax.Array:
-    """Reinterpret a flat array's bytes as `dtype` (for `view(dtype)` and view_as_real aliases)."""
-    target = dtypes.to_jax_dtype(dtype)
-    if flat.dtype == target:
-        return flat
-    return _from_bytes(_to_bytes(flat), target)
+    return _flat_as(flat, dtypes.to_jax_dtype(dtype))
+
+
+# Everything below runs jitted on the box's array as stored (any shape), so no eager reshape or
+# bitcast happens on the way. The offset is traced: slices at different offsets (x[0], x[1], ...)
+# share one compiled gather/scatter per (shape, strides, dtype).
+@functools.lru_cache(maxsize=4096)
+def _gather(shape, strides, target):
+    return jax.jit(lambda stored, offset: _flat_as(stored, target)[_strided_index(shape, strides, offset)])
+
+
+@functools.lru_cache(maxsize=4096)
+def _scatter(shape, strides, target):
+    def run(stored, value, offset):
+        flat = _flat_as(stored, target).at[_strided_index(shape, strides, offset)].set(value)
+        return _flat_as(flat, stored.dtype).reshape(stored.shape)
+
+    return jax.jit(run)
+
+
+@functools.lru_cache(maxsize=4096)
+def _reshape(shape):
+    return jax.jit(lambda a: a.reshape(shape))
 
 
 def read(t: torch.Tensor) -> jax.Array:
@@ -239,16 +251,13 @@ def read(t: torch.Tensor) -> jax.Array:
 
 def _read_stored(t: torch.Tensor) -> jax.Array:
     box = box_of(t)
-    if t.dtype is box.dtype:
-        if t.storage_offset() == 0 and t.is_contiguous() and t.numel() == box.numel:
-            a = box.array
-            if a.shape != t.shape:
-                a = box.array = a.reshape(t.shape)
-            return a
-        flat = box.flat()
-    else:
-        flat = _bitcast_flat(box.flat(), t.dtype)
-    return _gather(tuple(t.shape), tuple(t.stride()))(flat, t.storage_offset())
+    if t.dtype is box.dtype and t.storage_offset() == 0 and t.is_contiguous() and t.numel() == box.numel:
+        a = box.array
+        if a.shape != t.shape:
+            a = box.array = _reshape(tuple(t.shape))(a)
+        return a
+    target = dtypes.TORCH_TO_JAX[t.dtype]
+    return _gather(tuple(t.shape), tuple(t.stride()), target)(box.array, t.storage_offset())
 
 
 def is_non_overlapping_and_dense(t: torch.Tensor) -> bool:
@@ -312,13 +321,7 @@ def write(t: torch.Tensor, value: jax.Array) -> None:
     if t.numel() == 0:
         return
     _check_no_internal_overlap(t)
-    flat = box.flat()
-    if t.dtype != box.dtype:
-        flat = _bitcast_flat(flat, t.dtype)
-        flat = _scatter(shape, tuple(t.stride()))(flat, value, t.storage_offset())
-        box.array = _bitcast_flat(flat, box.dtype)
-        return
-    box.array = _scatter(shape, tuple(t.stride()))(flat, value, t.storage_offset())
+    box.array = _scatter(shape, tuple(t.stride()), jdt)(box.array, value, t.storage_offset())
 
 
 # --- moving data between CPU and jax ------------------------------------------------------------

@@ -27,6 +27,11 @@ SEVERITY = ("crash", "timeout", "missing", "lost_autograd", "exception", "shape_
             "dtype_mismatch", "wrong", "fallback", "pass", "skip")
 FAILURES = frozenset(SEVERITY[:8])
 
+# Allocations whose values are whatever was in memory (any overload): a sample that reaches only
+# these is compared by shape and dtype, like a random op.
+UNINITIALISED = frozenset({"aten::empty", "aten::empty_like", "aten::empty_strided", "aten::empty_permuted",
+                           "aten::new_empty", "aten::new_empty_strided"})
+
 _LOST_AUTOGRAD_TEXT = ("an autograd kernel was not registered", "does not require grad and does not have a grad_fn")
 
 
@@ -143,11 +148,12 @@ def _exception_status(e: BaseException) -> str:
     return "exception"
 
 
-def run_sample(unit: sample_db.Unit, sample) -> dict:
-    """The verdict for one sample: {status, reason, aten, fallback, [max_abs, max_rel, random]}."""
+def run_sample(unit: sample_db.Unit, sample, repro: str | None = None) -> dict:
+    """The verdict for one sample: {status, reason, repro, aten, fallback, [max_abs, max_rel, random,
+    uninitialised]}. `repro`: describe(unit, sample), when the caller already has it."""
     op = sample_db.op_db()[unit.op]
     backward = unit.direction == "backward"
-    result: dict = {"repro": _repro(unit, sample)}
+    result: dict = {"repro": repro or describe(unit, sample)}
     trace = Trace()
     try:
         cpu_sample = sample_db.to_device(sample, "cpu")
@@ -161,10 +167,15 @@ def run_sample(unit: sample_db.Unit, sample) -> dict:
     result["aten"] = sorted(trace.ops)
     if backward and expected is None:
         return {**result, "status": "skip", "reason": "no differentiable output on CPU"}
-    # Random ops (dropout, rand_like, ...): only shapes and dtypes can be compared.
-    random = any(_is_seeded(name) for name in trace.ops) or compare(again, expected, 0.0, 0.0) is not None
+    # Random ops (dropout, rand_like, ...) and uninitialised memory (empty, new_empty, ...): only
+    # shapes and dtypes can be compared.
+    uninitialised = bool(trace.ops) and {name.split(".")[0] for name in trace.ops} <= UNINITIALISED
+    random = not uninitialised and (any(_is_seeded(name) for name in trace.ops)
+                                    or compare(again, expected, 0.0, 0.0) is not None)
     if random:
         result["random"] = True
+    if uninitialised:
+        result["uninitialised"] = True
 
     jaxdev.reset_fallback_counts()
     with warnings.catch_warnings(record=True) as caught:
@@ -186,7 +197,7 @@ def run_sample(unit: sample_db.Unit, sample) -> dict:
             if a is None and e is not None:
                 return {**result, "status": "lost_autograd", "reason": f"grad of input {i} is None on jax"}
     atol, rtol = sample_db.tolerance(unit)
-    bad = compare(actual, expected, atol, rtol, values=not random)
+    bad = compare(actual, expected, atol, rtol, values=not (random or uninitialised))
     if bad:
         if result["fallback"]:
             bad["reason"] += f" (CPU fallback used for {', '.join(result['fallback'])})"
@@ -194,7 +205,8 @@ def run_sample(unit: sample_db.Unit, sample) -> dict:
     if result["fallback"]:
         return {**result, "status": "fallback",
                 "reason": f"correct only through the CPU fallback for {', '.join(result['fallback'])}"}
-    return {**result, "status": "pass", "reason": "values unchecked: random op" if random else ""}
+    unchecked = "random op" if random else "uninitialised memory" if uninitialised else ""
+    return {**result, "status": "pass", "reason": f"values unchecked: {unchecked}" if unchecked else ""}
 
 
 def _is_seeded(name: str) -> bool:
@@ -204,7 +216,8 @@ def _is_seeded(name: str) -> bool:
     return op is not None and torch.Tag.nondeterministic_seeded in op.tags
 
 
-def _repro(unit, sample) -> str:
+def describe(unit, sample) -> str:
+    """A minimal repro line: the unit, then the sample's shapes, dtypes, args and kwargs."""
     try:
         described = sample.summary()
     except Exception:  # summary() is best effort on exotic samples

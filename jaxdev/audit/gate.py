@@ -1,5 +1,8 @@
 """The CI gate: a fresh sweep against the committed baseline matrix. The baseline only ratchets
-forward: a new failure fails the gate, and so does an unexpected pass (accept it to record it)."""
+forward: a new failure fails the gate, and so does an unexpected pass (accept it to record it).
+A failure that changed kind (wrong -> exception, missing -> wrong) fails it too: the device
+behaves differently from what was recorded, better or worse, and someone should look; it is
+reported as such, apart from new failures."""
 
 from __future__ import annotations
 
@@ -22,13 +25,14 @@ class Change:
 
     @property
     def kind(self) -> str:
+        """new failure | unexpected pass | new pass (a cell the baseline lacks) | changed kind."""
         if self.old == "absent":
             return "new pass" if self.new in GOOD else "new failure"
         if self.old in GOOD:
             return "new failure"
         if self.new in GOOD:
             return "unexpected pass"
-        return "changed failure"
+        return "changed kind"
 
 
 def load_baseline(path: str) -> dict:
@@ -69,7 +73,14 @@ def compare(baseline: dict, fresh: dict) -> list[Change]:
 
 
 def failed(changes: list[Change]) -> bool:
+    """Every change fails the gate, a failure that changed kind included; --accept records it."""
     return bool(changes)
+
+
+def tally(changes: list[Change]) -> dict[str, int]:
+    """Changes by kind, in a fixed order, kinds with none left out."""
+    kinds = ("new failure", "changed kind", "unexpected pass", "new pass")
+    return {k: n for k in kinds if (n := sum(c.kind == k for c in changes))}
 
 
 def accept(baseline: dict, fresh: dict, path: str) -> None:

@@ -2,7 +2,7 @@
 
 Each worker is `python -m jaxdev.audit.runner IN_FD OUT_FD`: it imports torch, jax, jaxdev and op_db
 once, then serves units until the sweep ends. For each sample it first
-says ("start", i), then ("sample", i, verdict). If the worker dies or goes silent past the timeout
+says ("start", i, repro), then ("sample", i, verdict). If the worker dies or goes silent past the timeout
 during sample i, the parent records sample i as crash/timeout, starts a fresh worker, and resumes the
 unit at sample i + 1.
 """
@@ -31,6 +31,7 @@ CACHE_ENV = "JAXDEV_AUDIT_CACHE"
 # (2) XLA:CPU without LLVM's optimisation passes: compiles ~2x faster; the arithmetic is the same
 # IEEE operations (no fast-math at any level). A user's own XLA_FLAGS setting of these wins.
 FAST_COMPILE_FLAGS = ("--xla_backend_optimization_level=0", "--xla_llvm_disable_expensive_passes=true")
+MLIR_CONTEXT_USES = 1000  # lowerings per shared MLIR context (bounds what a context accumulates)
 STARTUP_TIMEOUT_S = 180.0
 MAX_LOST_SAMPLES = 2  # crashes/timeouts after which a unit's remaining samples are not run
 
@@ -98,6 +99,7 @@ class _Worker:
         self.ready = False
         self.work: _Work | None = None
         self.current: int | None = None
+        self.current_repro = ""  # the sample's shapes, dtypes and kwargs, for a crash or hang
         self.deadline = time.monotonic() + STARTUP_TIMEOUT_S
 
     def kill(self) -> None:
@@ -160,8 +162,9 @@ def run(units: list[Unit], *, jobs: int, timeout: float, max_samples: int,
                 raise AuditError(f"a coverage worker failed to start ({reason}); check JAXDEV_AUDIT_PLUGINS and the environment")
             return
         i = w.current if w.current is not None else work.next
-        work.verdicts[i] = {"status": status, "reason": reason, "repro": f"{work.unit.op} {work.unit.dtype} "
-                            f"{work.unit.direction}: sample {i}"}
+        repro = w.current_repro if w.current is not None else ""
+        work.verdicts[i] = {"status": status, "reason": reason,
+                            "repro": repro or f"{work.unit.op} {work.unit.dtype} {work.unit.direction}: sample {i}"}
         samples_run += 1
         work.lost += 1
         work.next = i + 1
@@ -192,7 +195,7 @@ def run(units: list[Unit], *, jobs: int, timeout: float, max_samples: int,
                     elif kind == "count":
                         w.work.total = msg[1]
                     elif kind == "start":
-                        w.current = msg[1]
+                        w.current, w.current_repro = msg[1], msg[2]
                     elif kind == "sample":
                         w.work.verdicts[msg[1]] = msg[2]
                         w.work.next = msg[1] + 1
@@ -221,6 +224,31 @@ def run(units: list[Unit], *, jobs: int, timeout: float, max_samples: int,
     return samples_run
 
 
+def _share_mlir_context() -> None:
+    """Lower into one MLIR context instead of a fresh one per lowering.
+
+    JAX builds a new context (loading every dialect) for each jit lowering, and lowering happens
+    on every new shape even when the persistent cache then has the executable: in a sweep that
+    is half the worker's time. Sharing one context (renewed every MLIR_CONTEXT_USES lowerings)
+    makes warm and cold sweeps ~2x faster. Private JAX API: if it moved, nothing is patched."""
+    try:
+        from jax._src.interpreters import mlir
+    except ImportError:
+        return
+    make = getattr(mlir, "make_ir_context", None)
+    if make is None:
+        return
+    state = {"context": None, "uses": 0}
+
+    def shared_context():
+        if state["uses"] % MLIR_CONTEXT_USES == 0:
+            state["context"] = make()
+        state["uses"] += 1
+        return state["context"]
+
+    mlir.make_ir_context = shared_context
+
+
 def _worker_main(fd_in: int, fd_out: int) -> None:
     recv = Connection(fd_in, writable=False)
     send = Connection(fd_out, readable=False)
@@ -229,6 +257,7 @@ def _worker_main(fd_in: int, fd_out: int) -> None:
     jax.config.update("jax_compilation_cache_dir", os.environ.get(CACHE_ENV, CACHE_DIR))
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+    _share_mlir_context()
     from jaxdev.audit import check, samples
 
     samples.op_db()
@@ -248,9 +277,10 @@ def _worker_main(fd_in: int, fd_out: int) -> None:
             continue
         send.send(("count", len(todo)))
         for i in range(start, min(len(todo), limit)):
-            send.send(("start", i))
+            repro = check.describe(unit, todo[i])
+            send.send(("start", i, repro))
             try:
-                verdict = check.run_sample(unit, todo[i])
+                verdict = check.run_sample(unit, todo[i], repro)
             except Exception as e:  # an auditor bug on an odd sample must not stop the sweep
                 verdict = {"status": "exception", "reason": f"auditor: {type(e).__name__}: {str(e)[:200]}"}
             send.send(("sample", i, verdict))

@@ -25,10 +25,17 @@ from jaxdev.cli.render import coloured, console
 def command(ops, baseline_path, accept, init, dtypes, no_backward, jobs, timeout, max_samples):
     """Rerun the sweep (OPS, or every cell of the baseline) and compare with the baseline.
 
-    Exit 1 on any change: a new failure, and also an unexpected pass, so the baseline only
-    ratchets forward. Each change prints as `op dtype direction: old -> new`. --accept rewrites
-    the baseline with the fresh results. A missing, malformed or wrong-version baseline is an
-    error (exit 2) and nothing is overwritten.
+    Exit 1 on any change, each printed as `KIND op dtype direction: old -> new`:
+
+    \b
+      new failure      a passing (or new) cell fails
+      unexpected pass  a failing cell passes: accept it, so the baseline only ratchets forward
+      changed kind     a failure became another failure (wrong -> exception, missing -> wrong);
+                       it fails the gate too, since the device behaves differently from the
+                       record, better or worse, and the new reason deserves a look
+
+    --accept rewrites the baseline with the fresh results. A missing, malformed or
+    wrong-version baseline is an error (exit 2) and nothing is overwritten.
 
     \b
     Examples:
@@ -67,9 +74,8 @@ def command(ops, baseline_path, accept, init, dtypes, no_backward, jobs, timeout
         console.print(f"accepted {len(changes)} changes over {cells} cells -> {baseline_path}")
         return
     if gate.failed(changes):
-        n_fail = sum(c.kind in ("new failure",) for c in changes)
-        n_pass = sum(c.kind in ("unexpected pass", "new pass") for c in changes)
-        console.print(f"[red]gate failed[/red]: {len(changes)} changes over {cells} cells "
-                      f"({n_fail} new failures, {n_pass} unexpected passes); fix them or run with --accept")
+        kinds = ", ".join(f"{n} {kind}" for kind, n in gate.tally(changes).items())
+        console.print(f"[red]gate failed[/red]: {len(changes)} changes over {cells} cells ({kinds}); "
+                      "fix them or run with --accept")
         sys.exit(1)
     console.print(f"[green]gate passed[/green]: {cells} cells match {baseline_path}")

@@ -1,0 +1,107 @@
+"""im2col / col2im (F.unfold / F.fold): sliding blocks of a padded image as columns, and back.
+
+Column rows are ordered (channel, kernel row, kernel col), columns (block row, block col), as in
+PyTorch. col2im is the transpose of im2col (overlapping blocks add up), so it is computed as its
+vjp; each is the other's backward.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+
+from jaxdev.ops.pointwise import _opmath
+from jaxdev.ops.registry import J, aten, register_functional
+
+
+def _blocks(size, k, d, p, s):
+    return (size + 2 * p - (d * (k - 1) + 1)) // s + 1
+
+
+def _im2col(x, k, d, p, s):
+    """x: (N, C, H, W) -> (N, C*kh*kw, L)."""
+    N, C, H, W = x.shape
+    oh, ow = _blocks(H, k[0], d[0], p[0], s[0]), _blocks(W, k[1], d[1], p[1], s[1])
+    xp = jnp.pad(x, ((0, 0), (0, 0), (p[0], p[0]), (p[1], p[1])))
+    parts = []
+    for i in range(k[0]):
+        for j in range(k[1]):
+            h0, w0 = i * d[0], j * d[1]
+            parts.append(xp[:, :, h0:h0 + (oh - 1) * s[0] + 1:s[0], w0:w0 + (ow - 1) * s[1] + 1:s[1]])
+    cols = jnp.stack(parts, axis=2)  # (N, C, kh*kw, oh, ow)
+    return cols.reshape((N, C * k[0] * k[1], oh * ow))
+
+
+@functools.lru_cache(maxsize=None)
+def _unfold(k, d, p, s):
+    return jax.jit(lambda x: _im2col(x, k, d, p, s))
+
+
+@functools.lru_cache(maxsize=None)
+def _fold(image, k, d, p, s):
+    def run(cols):
+        c = _opmath(cols.dtype)
+        N, CK, _ = cols.shape
+        x = jnp.zeros((N, CK // (k[0] * k[1])) + image, c)
+        _, vjp = jax.vjp(lambda v: _im2col(v, k, d, p, s), x)
+        return vjp(cols.astype(c))[0].astype(cols.dtype)
+
+    return jax.jit(run)
+
+
+def _params(kernel_size, dilation, padding, stride):
+    k, d, p, s = (tuple(v) for v in (kernel_size, dilation, padding, stride))
+    if min(k) <= 0:
+        raise RuntimeError(f"kernel size should be greater than zero, but got kernel_height: {k[0]} kernel_width: {k[1]}")
+    if min(d) <= 0:
+        raise RuntimeError(f"dilation should be greater than zero, but got dilation_height: {d[0]} dilation_width: {d[1]}")
+    if min(s) <= 0:
+        raise RuntimeError(f"stride should be greater than zero, but got stride_height: {s[0]} stride_width: {s[1]}")
+    if min(p) < 0:
+        raise RuntimeError(f"padding should be non-negative, but got pad_height: {p[0]} pad_width: {p[1]}")
+    return k, d, p, s
+
+
+@register_functional(aten.im2col.default)
+def im2col(self, kernel_size, dilation, padding, stride):
+    k, d, p, s = _params(kernel_size, dilation, padding, stride)
+    if self.dim() not in (3, 4) or any(n == 0 for n in self.shape[-3:]):
+        raise RuntimeError(f"Expected 3D or 4D (batch mode) tensor with possibly 0 batch size and other non-zero dimensions for input, but got: {list(self.shape)}")
+    H, W = self.shape[-2:]
+    oh, ow = _blocks(H, k[0], d[0], p[0], s[0]), _blocks(W, k[1], d[1], p[1], s[1])
+    if oh < 1 or ow < 1:
+        raise RuntimeError(
+            f"Given input with spatial size ({H}, {W}), kernel_size=({k[0]}, {k[1]}), dilation=({d[0]}, {d[1]}), "
+            f"padding=({p[0]}, {p[1]}), calculated shape of the array of sliding blocks as ({oh}, {ow}), "
+            "but its components must be at least one."
+        )
+    x = J(self)
+    batched = x.ndim == 4
+    r = _unfold(k, d, p, s)(x if batched else x[None])
+    return r if batched else r[0]
+
+
+@register_functional(aten.col2im.default)
+def col2im(self, output_size, kernel_size, dilation, padding, stride):
+    k, d, p, s = _params(kernel_size, dilation, padding, stride)
+    if self.dim() not in (2, 3) or any(n == 0 for n in self.shape[-2:]):
+        raise RuntimeError(f"Expected 2D or 3D (batch mode) tensor for input with possibly 0 batch size and non-zero dimensions for input, but got: {list(self.shape)}")
+    H, W = output_size
+    blocks = _blocks(H, k[0], d[0], p[0], s[0]) * _blocks(W, k[1], d[1], p[1], s[1])
+    if self.shape[-2] % (k[0] * k[1]):
+        raise RuntimeError(
+            f"Expected size of input's dimension 1 to be divisible by the product of kernel_size, but got "
+            f"input.size(1)={self.shape[-2]} and kernel_size=({k[0]}, {k[1]})"
+        )
+    if self.shape[-1] != blocks:
+        raise RuntimeError(
+            f"Given output_size=({H}, {W}), kernel_size=({k[0]}, {k[1]}), dilation=({d[0]}, {d[1]}), padding=({p[0]}, {p[1]}), "
+            f"stride=({s[0]}, {s[1]}), expected size of input's dimension 2 to match the calculated number of sliding "
+            f"blocks {_blocks(H, k[0], d[0], p[0], s[0])} * {_blocks(W, k[1], d[1], p[1], s[1])} = {blocks}, but got input.size(2)={self.shape[-1]}."
+        )
+    x = J(self)
+    batched = x.ndim == 3
+    r = _fold((H, W), k, d, p, s)(x if batched else x[None])
+    return r if batched else r[0]
