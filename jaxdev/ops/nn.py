@@ -10,16 +10,20 @@ import torch
 from jaxdev import dtypes, rng
 from jaxdev.ops.pointwise import _call, _opmath
 from jaxdev.ops.reductions import wrap_dim
-from jaxdev.ops.registry import J, aten, register_functional
+from jaxdev.ops.registry import J, aten, compiled, register_functional
+
+
+def _softmax_body(x, fn, axis, compute, result):
+    x = x.astype(compute)
+    if x.ndim == 0:
+        return fn(x[None], axis=0)[0].astype(result)
+    return fn(x, axis=axis).astype(result)
 
 
 def _softmax_like(fn, self, dim, half_to_float):
-    result = torch.float32 if half_to_float else self.dtype
-    a = wrap_dim(dim, self.dim())
-    x = J(self).astype(_opmath(dtypes.to_jax_dtype(self.dtype)))
-    if x.ndim == 0:
-        return fn(x[None], axis=0)[0].astype(dtypes.to_jax_dtype(result))
-    return fn(x, axis=a).astype(dtypes.to_jax_dtype(result))
+    result = dtypes.to_jax_dtype(torch.float32 if half_to_float else self.dtype)
+    axis = wrap_dim(dim, self.dim())
+    return compiled(_softmax_body, fn, axis, _opmath(dtypes.to_jax_dtype(self.dtype)), result)(J(self))
 
 
 @register_functional(aten._softmax.default)
@@ -32,24 +36,28 @@ def log_softmax(self, dim, half_to_float):
     return _softmax_like(jax.nn.log_softmax, self, dim, half_to_float)
 
 
-@register_functional(aten._softmax_backward_data.default)
-def softmax_backward(grad_output, output, dim, input_dtype):
-    a = wrap_dim(dim, output.dim()) if output.dim() else None
-    g, y = J(grad_output), J(output)
+def _softmax_grad(g, y, axis, result):
     c = _opmath(g.dtype)
     g, y = g.astype(c), y.astype(c)
-    r = y * (g - jnp.sum(g * y, axis=a, keepdims=True))
-    return r.astype(dtypes.to_jax_dtype(input_dtype))
+    return (y * (g - jnp.sum(g * y, axis=axis, keepdims=True))).astype(result)
+
+
+def _log_softmax_grad(g, y, axis, result):
+    c = _opmath(g.dtype)
+    g, y = g.astype(c), y.astype(c)
+    return (g - jnp.exp(y) * jnp.sum(g, axis=axis, keepdims=True)).astype(result)
+
+
+@register_functional(aten._softmax_backward_data.default)
+def softmax_backward(grad_output, output, dim, input_dtype):
+    axis = wrap_dim(dim, output.dim()) if output.dim() else None
+    return compiled(_softmax_grad, axis, dtypes.to_jax_dtype(input_dtype))(J(grad_output), J(output))
 
 
 @register_functional(aten._log_softmax_backward_data.default)
 def log_softmax_backward(grad_output, output, dim, input_dtype):
-    a = wrap_dim(dim, output.dim()) if output.dim() else None
-    g, y = J(grad_output), J(output)
-    c = _opmath(g.dtype)
-    g, y = g.astype(c), y.astype(c)
-    r = g - jnp.exp(y) * jnp.sum(g, axis=a, keepdims=True)
-    return r.astype(dtypes.to_jax_dtype(input_dtype))
+    axis = wrap_dim(dim, output.dim()) if output.dim() else None
+    return compiled(_log_softmax_grad, axis, dtypes.to_jax_dtype(input_dtype))(J(grad_output), J(output))
 
 
 def _threshold_grad(g, x, t):

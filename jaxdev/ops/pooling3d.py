@@ -189,22 +189,40 @@ def adaptive_avg_pool3d_backward(grad_output, self):
 
 @functools.lru_cache(maxsize=None)
 def _adaptive_max(sizes, outs):
-    """Max over PyTorch's adaptive bins; indices flat over the spatial dims (first max, NaN wins)."""
-    bins = [[((i * n) // o, -((-(i + 1) * n) // o)) for i in range(o)] for n, o in zip(sizes, outs)]
-    strides = [int(np.prod(sizes[j + 1:])) for j in range(len(sizes))]
+    """Max over PyTorch's adaptive bins; indices flat over the spatial dims (first max, NaN wins).
+
+    Each dim gathers a fixed-width window per bin (the widest bin's width, extra taps masked)."""
+    nd = len(sizes)
+    taps = []
+    for n, o in zip(sizes, outs):
+        start = np.array([(i * n) // o for i in range(o)])
+        end = np.array([-((-(i + 1) * n) // o) for i in range(o)])
+        pos = start[:, None] + np.arange(int((end - start).max()))[None, :]
+        taps.append((np.minimum(pos, n - 1), pos < end[:, None], pos))
+    strides = [int(np.prod(sizes[j + 1:])) for j in range(nd)]
 
     def run(x):
-        lead = x.shape[: x.ndim - len(sizes)]
-        vals, idxs = [], []
-        for cell in itertools.product(*bins):
-            block = x[(Ellipsis,) + tuple(slice(a, b) for a, b in cell)]
-            flat = block.reshape(lead + (-1,))
-            arg = jnp.argmax(flat, -1)
-            vals.append(jnp.take_along_axis(flat, arg[..., None], -1)[..., 0])
-            local = jnp.unravel_index(arg, tuple(b - a for a, b in cell))
-            idxs.append(sum((li + a) * st for li, (a, _), st in zip(local, cell, strides)))
-        shape = lead + tuple(outs)
-        return jnp.stack(vals, -1).reshape(shape), jnp.stack(idxs, -1).reshape(shape).astype(jnp.int64)
+        lead = x.ndim - nd
+        for k, (idx, _, _) in enumerate(taps):
+            axis = lead + 2 * k
+            g = jnp.take(x, jnp.asarray(idx.reshape(-1)), axis=axis)
+            x = g.reshape(g.shape[:axis] + idx.shape + g.shape[axis + 1:])
+        perm = tuple(range(lead)) + tuple(lead + 2 * k for k in range(nd)) + tuple(lead + 2 * k + 1 for k in range(nd))
+        x = jnp.transpose(x, perm)
+        widths = tuple(t[0].shape[1] for t in taps)
+        valid = functools.reduce(np.logical_and, [
+            t[1].reshape((1,) * k + (t[1].shape[0],) + (1,) * (nd - 1 - k) + (1,) * k + (t[1].shape[1],) + (1,) * (nd - 1 - k))
+            for k, t in enumerate(taps)
+        ])
+        flat_index = sum(
+            t[2].reshape((1,) * k + (t[2].shape[0],) + (1,) * (nd - 1 - k) + (1,) * k + (t[2].shape[1],) + (1,) * (nd - 1 - k)) * st
+            for k, (t, st) in enumerate(zip(taps, strides))
+        )
+        win = jnp.where(valid, x, _lowest(x.dtype)).reshape(x.shape[: lead + nd] + (-1,))
+        arg = jnp.argmax(win, axis=-1)
+        vals = jnp.take_along_axis(win, arg[..., None], axis=-1)[..., 0]
+        index = jnp.asarray(flat_index.reshape(tuple(outs) + (-1,)))
+        return vals, jnp.take_along_axis(jnp.broadcast_to(index, arg.shape + index.shape[-1:]), arg[..., None], axis=-1)[..., 0].astype(jnp.int64)
 
     return jax.jit(run)
 

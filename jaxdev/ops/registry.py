@@ -12,6 +12,7 @@ takes the op's decomposition away from AutogradPrivateUse1, and its gradients ar
 
 from __future__ import annotations
 
+import functools
 import warnings
 from typing import Callable
 
@@ -77,6 +78,14 @@ def J(x) -> jax.Array:
     if x.dim() == 0:
         return jax.numpy.asarray(x.item(), dtype=dtypes.to_jax_dtype(x.dtype))
     raise tensor.mixed_devices(x.device)
+
+
+@functools.lru_cache(maxsize=None)
+def compiled(fn: Callable, *static) -> Callable:
+    """`fn(*arrays, *static)` jitted once per static tuple. Kernels whose JAX part is several ops
+    run it through this: eager JAX pays its dispatch cost per op, a jitted body pays it once.
+    `fn` must be a module-level function (it keys the cache)."""
+    return jax.jit(lambda *arrays: fn(*arrays, *static))
 
 
 # --- in-place and out= variants derived from a functional kernel ---------------------------------
