@@ -13,7 +13,7 @@ import torch
 
 from jaxdev import dtypes, tensor
 from jaxdev.ops.pointwise import _opmath
-from jaxdev.ops.registry import J, aten, register, register_functional
+from jaxdev.ops.registry import J, aten, compiled, register, register_functional
 
 
 def _channel_shape(x):
@@ -104,85 +104,46 @@ def _layer_axes(input, normalized_shape):
     return tuple(range(axis, input.dim()))
 
 
-@register_functional(aten.native_layer_norm.default)
-def native_layer_norm(input, normalized_shape, weight, bias, eps):
-    axes = _layer_axes(input, normalized_shape)
-    x = J(input)
+def _layer_norm(x, w, b, axes, eps):
     c = _opmath(x.dtype)
     xc = x.astype(c)
     mean = jnp.mean(xc, axis=axes, keepdims=True)
     var = jnp.mean(jnp.square(xc - mean), axis=axes, keepdims=True)
     rstd = 1.0 / jnp.sqrt(var + eps)
     y = (xc - mean) * rstd
-    if weight is not None:
-        y = y * J(weight).astype(c)
-    if bias is not None:
-        y = y + J(bias).astype(c)
+    if w is not None:
+        y = y * w.astype(c)
+    if b is not None:
+        y = y + b.astype(c)
     return y.astype(x.dtype), mean.astype(x.dtype), rstd.astype(x.dtype)
+
+
+def _opt(t):
+    return None if t is None else J(t)
+
+
+@register_functional(aten.native_layer_norm.default)
+def native_layer_norm(input, normalized_shape, weight, bias, eps):
+    axes = _layer_axes(input, normalized_shape)
+    return compiled(_layer_norm, axes, eps)(J(input), _opt(weight), _opt(bias))
+
+
+def _layer_norm_grad(g, x, mean, rstd, w, b, axes, mask):
+    lead = tuple(range(axes[0]))
+    c = _opmath(x.dtype)
+    xc, g = x.astype(c), g.astype(c)
+    m, r = mean.astype(c), rstd.astype(c)
+    xhat = (xc - m) * r
+    gxhat = g * w.astype(c) if w is not None else g
+    n = math.prod(x.shape[a] for a in axes)
+    gx = r / n * (n * gxhat - jnp.sum(gxhat, axis=axes, keepdims=True) - xhat * jnp.sum(gxhat * xhat, axis=axes, keepdims=True))
+    gw = jnp.sum(g * xhat, axis=lead).astype(w.dtype) if w is not None and mask[1] else None
+    gb = jnp.sum(g, axis=lead).astype(b.dtype) if b is not None and mask[2] else None
+    return (gx.astype(x.dtype) if mask[0] else None), gw, gb
 
 
 @register_functional(aten.native_layer_norm_backward.default)
 def native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, weight, bias, output_mask):
     axes = _layer_axes(input, normalized_shape)
-    lead = tuple(range(axes[0]))
-    x = J(input)
-    c = _opmath(x.dtype)
-    xc, g = x.astype(c), J(grad_out).astype(c)
-    m, r = J(mean).astype(c), J(rstd).astype(c)
-    xhat = (xc - m) * r
-    gxhat = g * J(weight).astype(c) if weight is not None else g
-    n = math.prod(normalized_shape)
-    gx = r / n * (n * gxhat - jnp.sum(gxhat, axis=axes, keepdims=True) - xhat * jnp.sum(gxhat * xhat, axis=axes, keepdims=True))
-    gw = jnp.sum(g * xhat, axis=lead) if weight is not None and output_mask[1] else None
-    gb = jnp.sum(g, axis=lead) if bias is not None and output_mask[2] else None
-    return (
-        gx.astype(x.dtype) if output_mask[0] else None,
-        gw.astype(J(weight).dtype) if gw is not None else None,
-        gb.astype(J(bias).dtype) if gb is not None else None,
-    )
-
-
-# --- group norm: statistics per (sample, group) over the group's channels and spatial positions ---
-
-
-def _grouped(x, N, group):
-    return x.reshape((N, group, -1))
-
-
-@register_functional(aten.native_group_norm.default)
-def native_group_norm(input, weight, bias, N, C, HxW, group, eps):
-    if C % group:
-        raise RuntimeError(f"Expected number of channels in input to be divisible by num_groups, but got input of shape {list(input.shape)} and num_groups={group}")
-    x = J(input)
-    c = _opmath(x.dtype)
-    xg = _grouped(x.astype(c), N, group)
-    mean = jnp.mean(xg, axis=-1)
-    var = jnp.mean(jnp.square(xg - mean[..., None]), axis=-1)
-    rstd = 1.0 / jnp.sqrt(var + eps)
-    y = ((xg - mean[..., None]) * rstd[..., None]).reshape(x.shape)
-    shape = (1, C) + (1,) * (x.ndim - 2)
-    if weight is not None:
-        y = y * J(weight).astype(c).reshape(shape)
-    if bias is not None:
-        y = y + J(bias).astype(c).reshape(shape)
-    return y.astype(x.dtype), mean.astype(x.dtype), rstd.astype(x.dtype)
-
-
-@register_functional(aten.native_group_norm_backward.default)
-def native_group_norm_backward(grad_out, input, mean, rstd, weight, N, C, HxW, group, output_mask):
-    x = J(input)
-    c = _opmath(x.dtype)
-    g = J(grad_out).astype(c).reshape((N, C, HxW))
-    m, r = J(mean).astype(c), J(rstd).astype(c)
-    xhat = (_grouped(x.astype(c), N, group) - m[..., None]) * r[..., None]
-    xhat = xhat.reshape((N, C, HxW))
-    gxhat = g * J(weight).astype(c)[None, :, None] if weight is not None else g
-    n = (C // group) * HxW
-    gxg, xg = _grouped(gxhat, N, group), _grouped(xhat, N, group)
-    gx = r[..., None] / n * (n * gxg - jnp.sum(gxg, axis=-1, keepdims=True) - xg * jnp.sum(gxg * xg, axis=-1, keepdims=True))
-    pdt = J(weight).dtype if weight is not None else x.dtype
-    return (
-        gx.reshape(x.shape).astype(x.dtype) if output_mask[0] else None,
-        jnp.sum(g * xhat, axis=(0, 2)).astype(pdt) if output_mask[1] else None,
-        jnp.sum(g, axis=(0, 2)).astype(pdt) if output_mask[2] else None,
-    )
+    fn = compiled(_layer_norm_grad, axes, tuple(bool(m) for m in output_mask))
+    return fn(J(grad_out), J(input), J(mean), J(rstd), _opt(weight), _opt(bias))
