@@ -66,6 +66,36 @@ def main() -> None:
         print(f"{name:<10} {t_dev * 1e6:>10.2f} {t_ref * 1e6:>10.2f} {t_dev / t_ref:>7.2f}")
     gmean = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
     print(f"geometric mean ratio jaxdev/jnp: {gmean:.2f}")
+    breakdown(args.size, args.repeat)
+
+
+def breakdown(n: int, repeat: int) -> None:
+    """Where the time of one jaxdev `a + b` goes, each part timed alone (ratios to jnp.add)."""
+    from jaxdev import tensor
+
+    lib = torch.library.Library("jaxdev_bench", "DEF")
+    lib.define("identity(Tensor x) -> Tensor")
+    lib.impl("identity", lambda x: x, "PrivateUse1")
+    a = torch.randn(n, n).to("jax")
+    b = torch.randn(n, n).to("jax")
+    ja, jb = jaxdev.to_jax(a), jaxdev.to_jax(b)
+    jitted_add = jax.jit(jnp.add)
+    parts = {
+        "jnp.add (reference)": lambda: jnp.add(ja, jb),
+        "jax.jit(jnp.add) call": lambda: jitted_add(ja, jb),
+        "dispatcher -> Python kernel": lambda: torch.ops.jaxdev_bench.identity(a),
+        "new jax tensor (storage+metadata)": lambda: tensor.wrap(ja),
+        "read of one argument": lambda: tensor.read(a),
+        "jaxdev a + b": lambda: a + b,
+    }
+    ref = None
+    print(f"\n{'part of a + b':<36} {'us':>8} {'/ jnp.add':>10}")
+    for name, fn in parts.items():
+        for _ in range(20):
+            fn()
+        t = _time(fn, repeat)
+        ref = ref or t
+        print(f"{name:<36} {t * 1e6:>8.2f} {t / ref:>10.2f}")
 
 
 if __name__ == "__main__":
