@@ -272,3 +272,26 @@ def test_embedding_bag_per_sample_weights():
         torch.randn(10, 3),
         torch.randn(9),
     )
+
+
+# --- im2col / col2im, pairwise distances ----------------------------------------------------------------
+
+IMAGE = torch.randn(2, 3, 6, 7)
+BLOCKS = dict(kernel_size=(2, 3), dilation=(2, 1), padding=(1, 2), stride=(2, 3))
+A, B = torch.randn(2, 5, 4), torch.randn(2, 6, 4)
+FOLD_DISTANCE = {
+    "unfold": (lambda t: F.unfold(t, **BLOCKS), IMAGE),
+    "fold": (lambda t: F.fold(t, (6, 7), **BLOCKS), F.unfold(IMAGE, **BLOCKS)),
+    "fold_unbatched": (lambda t: F.fold(t, (6, 7), 3, padding=1), F.unfold(IMAGE[0], 3, padding=1)),
+    **{f"cdist_p{p}": (lambda x, y, p=p: torch.cdist(x, y, p), A, B) for p in (0.0, 1.0, 1.5, 2.0, 3.0, float("inf"))},
+    "cdist_mm": (lambda x, y: torch.cdist(x, y, compute_mode="use_mm_for_euclid_dist"), A, B),
+    "cdist_broadcast": (lambda x, y: torch.cdist(x, y), torch.randn(3, 1, 5, 4), torch.randn(2, 6, 4)),
+    "pdist": (lambda x: F.pdist(x), A[0]),
+    "pdist_p1": (lambda x: F.pdist(x, 1.0), A[0]),
+}
+
+
+@pytest.mark.parametrize("case", list(FOLD_DISTANCE))
+def test_fold_and_distance(case):
+    fn, *inputs = FOLD_DISTANCE[case]
+    check(fn, *inputs)

@@ -209,7 +209,6 @@ def _adaptive_max(sizes, outs):
             x = g.reshape(g.shape[:axis] + idx.shape + g.shape[axis + 1:])
         perm = tuple(range(lead)) + tuple(lead + 2 * k for k in range(nd)) + tuple(lead + 2 * k + 1 for k in range(nd))
         x = jnp.transpose(x, perm)
-        widths = tuple(t[0].shape[1] for t in taps)
         valid = functools.reduce(np.logical_and, [
             t[1].reshape((1,) * k + (t[1].shape[0],) + (1,) * (nd - 1 - k) + (1,) * k + (t[1].shape[1],) + (1,) * (nd - 1 - k))
             for k, t in enumerate(taps)
