@@ -8,6 +8,7 @@ from jaxdev.ops import (  # noqa: F401
     distance,
     embedding_bag,
     fold,
+    group_norm,
     indexing,
     linalg,
     loss,
