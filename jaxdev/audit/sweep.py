@@ -11,7 +11,10 @@ from typing import Callable
 from jaxdev.audit import AuditError, matrix, runner, samples
 
 MATRIX_FILE = "matrix.yaml"
-SAVE_EVERY_S = 15.0  # a kill loses at most this much work; saving a full matrix takes ~0.5 s
+# A kill loses at most the work since the last save. Saving a full matrix takes ~0.5 s, so the
+# interval grows with the matrix: saving costs the parent at most 1/SAVE_SHARE of its time.
+SAVE_EVERY_S = 5.0
+SAVE_SHARE = 20
 
 
 def parse_shard(text: str | None) -> tuple[int, int] | None:
@@ -59,11 +62,15 @@ def sweep(units: list[samples.Unit], out_path: str, *, jobs: int, timeout: float
         on_start(len(units) - len(todo), len(todo))
     start = time.monotonic()
     last_save = [start]
+    save_cost = [0.0]
 
     def save(complete: bool):
-        m["run"]["wall_s"] = round(previous_wall + time.monotonic() - start, 1)
+        began = time.monotonic()
+        m["run"]["wall_s"] = round(previous_wall + began - start, 1)
         m["run"]["complete"] = complete
         matrix.save(m, out_path)
+        last_save[0] = time.monotonic()
+        save_cost[0] = last_save[0] - began
 
     done_samples = [0]
 
@@ -73,9 +80,8 @@ def sweep(units: list[samples.Unit], out_path: str, *, jobs: int, timeout: float
         m["run"]["samples"] = previous_samples + done_samples[0]
         if on_unit:
             on_unit(r)
-        if time.monotonic() - last_save[0] > SAVE_EVERY_S:
+        if time.monotonic() - last_save[0] > max(SAVE_EVERY_S, SAVE_SHARE * save_cost[0]):
             save(False)
-            last_save[0] = time.monotonic()
 
     save(False)
     try:

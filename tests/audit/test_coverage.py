@@ -47,6 +47,9 @@ def test_crash_and_hang_cost_only_their_sample(cli, tmp_path):
     hang = matrix.get(m, "jaxdev_audit_test.hang", "float32", "forward")
     assert crash["status"] == "crash" and "SIGSEGV" in crash["reason"]
     assert crash["counts"] == {"crash": 1, "pass": 2}
+    # the repro names the sample that crashed: its shapes and dtypes, not just its index
+    assert "size=(2,)" in crash["repro"] and "float32" in crash["repro"]
+    assert "size=(2,)" in hang["repro"]
     assert hang["status"] == "timeout" and hang["counts"] == {"timeout": 1, "pass": 2}
 
 
@@ -104,3 +107,40 @@ def test_bad_inputs_are_one_sentence(cli, tmp_path):
         code, out = cli(*args)
         assert code == 2, (args, out)
         assert words in out and "Traceback" not in out
+
+
+def test_max_samples_limits_and_flags_the_cell(cli, tmp_path):
+    code, out = cli("coverage", "jaxdev_audit_test.good", "neg", "--dtype", "float32", "--no-backward",
+                    "--max-samples", "2", "--jobs", "1", "--out", str(tmp_path), "--cache-dir", str(tmp_path / "cache"))
+    assert code == 0, out
+    m = matrix.load(str(tmp_path / "matrix.yaml"))
+    entry = matrix.get(m, "jaxdev_audit_test.good", "float32", "forward")
+    assert entry["samples"] == 2 and entry["limited"]
+    assert "limited" not in matrix.get(m, "neg", "float32", "forward")  # neg has one sample
+    assert any((tmp_path / "cache").iterdir())  # --cache-dir is where the workers' executables go
+
+
+def test_progress_lines_in_a_log(cli, tmp_path, monkeypatch):
+    from jaxdev.cli import coverage_cmd
+
+    monkeypatch.setattr(coverage_cmd._LogProgress, "LOG_EVERY_S", 0.0)
+    code, out = cli("coverage", "jaxdev_audit_test.good", "--jobs", "1", "--out", str(tmp_path))
+    assert code == 0, out
+    assert "1/1 units, 3 samples" in out and "samples/s, elapsed 0:" in out and "ETA" in out
+
+
+def test_uninitialised_memory_is_compared_by_shape_and_dtype():
+    from jaxdev.audit import check, samples
+
+    unit = samples.Unit("empty_like", "float32", "forward")
+    verdict = check.run_sample(unit, samples.samples(unit, 1)[0])
+    assert verdict["uninitialised"] and "random" not in verdict
+    assert verdict["status"] in ("pass", "fallback"), verdict
+
+
+def test_workers_compile_fast_unless_told_otherwise():
+    from jaxdev.audit import runner
+
+    env = runner.worker_env({"XLA_FLAGS": "--xla_backend_optimization_level=3"}, cache_dir="/tmp/c")
+    assert env["XLA_FLAGS"].split() == ["--xla_backend_optimization_level=3", "--xla_llvm_disable_expensive_passes=true"]
+    assert env[runner.CACHE_ENV] == "/tmp/c" and env["JAXDEV_FALLBACK"] == "silent"

@@ -17,6 +17,7 @@ def test_gate_red_on_broken_kernel_green_after_accept(cli, tmp_path):
     code, out = cli("gate", "--baseline", base, "--jobs", "1", env=broken)
     assert code == 1
     assert f"new failure     {GOOD} float32 forward: pass -> wrong" in out
+    assert "gate failed: 1 changes over 1 cells (1 new failure)" in out
 
     code, out = cli("gate", "--baseline", base, "--jobs", "1", "--accept", env=broken)
     assert code == 0, out
@@ -26,6 +27,19 @@ def test_gate_red_on_broken_kernel_green_after_accept(cli, tmp_path):
     # fixing the kernel is an unexpected pass: red until accepted
     code, out = cli("gate", "--baseline", base, "--jobs", "1")
     assert code == 1 and "unexpected pass" in out and "wrong -> pass" in out
+
+
+def test_gate_names_each_kind_of_change_and_fails_on_all():
+    from jaxdev.audit.gate import Change, failed, tally
+
+    changes = [Change("a", "float32", "forward", "pass", "wrong", ""),
+               Change("b", "float32", "forward", "wrong", "exception", ""),
+               Change("c", "float32", "forward", "missing", "pass", ""),
+               Change("d", "float32", "forward", "absent", "crash", "")]
+    assert [c.kind for c in changes] == ["new failure", "changed kind", "unexpected pass", "new failure"]
+    assert tally(changes) == {"new failure": 2, "changed kind": 1, "unexpected pass": 1}
+    assert failed(changes[1:2])  # a failure that changed kind still fails the gate
+    assert not failed([])
 
 
 def test_gate_refuses_bad_baselines_and_overwrites_nothing(cli, tmp_path):
