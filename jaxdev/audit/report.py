@@ -119,7 +119,7 @@ def junit(m: dict) -> str:
 
 def write(m: dict, source: str, out_dir: str) -> list[str]:
     os.makedirs(out_dir, exist_ok=True)
-    files = {"coverage.md": markdown(m, source), "coverage.html": html_page(m, source), "junit.xml": junit(m)}
+    files = {"summary.md": markdown(m, source), "index.html": html_page(m, source), "junit.xml": junit(m)}
     paths = []
     for name, text in files.items():
         path = os.path.join(out_dir, name)

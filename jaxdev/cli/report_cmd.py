@@ -11,7 +11,7 @@ from jaxdev.cli.render import console
 @click.argument("matrix_path", required=False, default="coverage/matrix.yaml", type=click.Path(dir_okay=False))
 @click.option("--out", "out_dir", default="reports", show_default=True, type=click.Path(file_okay=False))
 def command(matrix_path, out_dir):
-    """Render MATRIX (default coverage/matrix.yaml) into OUT: coverage.md, coverage.html with an
+    """Render MATRIX (default coverage/matrix.yaml) into OUT: summary.md, index.html with an
     op x dtype heatmap (forward and backward) and the failures by category, and junit.xml.
 
     \b

@@ -65,9 +65,9 @@ def test_report_writes_markdown_html_heatmap_and_junit(cli, tmp_path):
     matrix.save(m, str(path))
     code, out = cli("report", str(path), "--out", str(tmp_path / "reports"))
     assert code == 0, out
-    md = (tmp_path / "reports" / "coverage.md").read_text()
+    md = (tmp_path / "reports" / "summary.md").read_text()
     assert "| lost_autograd | 0 | 1 |" in md and "`sin` float32 backward: grad is None" in md
-    page = (tmp_path / "reports" / "coverage.html").read_text()
+    page = (tmp_path / "reports" / "index.html").read_text()
     assert "<svg" in page and page.count("<rect") == 3
     suites = ET.parse(tmp_path / "reports" / "junit.xml").getroot()
     backward = [s for s in suites if s.get("name") == "coverage.backward"][0]
