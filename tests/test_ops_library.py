@@ -29,6 +29,10 @@ def _run(fn, inputs, device, grad):
     return args, _tensors(fn(*args))
 
 
+def _real(t):
+    return torch.view_as_real(t.resolve_conj()) if t.is_complex() else t
+
+
 def check(fn, *inputs, grad=True, rtol=1.3e-6, atol=1e-5):
     """fn(*inputs) on jax equals fn(*inputs) on CPU; so do the inputs' gradients of a random
     projection of the floating outputs."""
@@ -42,6 +46,7 @@ def check(fn, *inputs, grad=True, rtol=1.3e-6, atol=1e-5):
     differentiable = [k for k, c in enumerate(cpu_out) if c.requires_grad]
     if not differentiable:
         return
+    cpu_out, jax_out = [_real(t) for t in cpu_out], [_real(t) for t in jax_out]
     weights = [torch.randn(cpu_out[k].shape, dtype=cpu_out[k].dtype) for k in differentiable]
     sum((cpu_out[k] * w).sum() for k, w in zip(differentiable, weights)).backward()
     sum((jax_out[k] * w.to(JAX)).sum() for k, w in zip(differentiable, weights)).backward()
@@ -295,3 +300,33 @@ FOLD_DISTANCE = {
 def test_fold_and_distance(case):
     fn, *inputs = FOLD_DISTANCE[case]
     check(fn, *inputs)
+
+
+# --- fft, grid_sample -----------------------------------------------------------------------------------
+
+SIGNAL, SPECTRUM = torch.randn(4, 6), torch.randn(4, 6, dtype=torch.complex64)
+IMG, GRID = torch.randn(2, 3, 5, 7), torch.rand(2, 4, 6, 2) * 2.6 - 1.3  # the grid reaches outside [-1, 1]
+FFT_GRID = {
+    "fft": (lambda t: torch.fft.fft(t), SIGNAL),
+    "ifft_ortho": (lambda t: torch.fft.ifft(t, norm="ortho"), SIGNAL),
+    "fft2_complex": (lambda t: torch.fft.fft2(t, norm="forward"), SPECTRUM),
+    "rfft_padded": (lambda t: torch.fft.rfft(t, n=9), SIGNAL),
+    "irfft": (lambda t: torch.fft.irfft(t, n=7), SPECTRUM),
+    "hfft": (lambda t: torch.fft.hfft(t), SPECTRUM),
+    "ihfft": (lambda t: torch.fft.ihfft(t), SIGNAL),
+    "fftshift": (lambda t: torch.fft.fftshift(t), SIGNAL),
+    **{
+        f"grid_sample_{mode}_{pad}": (
+            lambda i, g, mode=mode, pad=pad: F.grid_sample(i, g, mode=mode, padding_mode=pad, align_corners=pad == "border"),
+            IMG,
+            GRID,
+        )
+        for mode, pad in [("bilinear", "zeros"), ("bilinear", "reflection"), ("nearest", "border"), ("bicubic", "zeros")]
+    },
+}
+
+
+@pytest.mark.parametrize("case", list(FFT_GRID))
+def test_fft_and_grid_sample(case):
+    fn, *inputs = FFT_GRID[case]
+    check(fn, *inputs, rtol=1e-5, atol=1e-5)
