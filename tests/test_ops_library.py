@@ -330,3 +330,9 @@ FFT_GRID = {
 def test_fft_and_grid_sample(case):
     fn, *inputs = FFT_GRID[case]
     check(fn, *inputs, rtol=1e-5, atol=1e-5)
+
+
+def test_value_selecting_backward_on_0dim():
+    """median/cummax of a 0-dim tensor: their backward scatters into a 0-dim gradient."""
+    check(lambda t: torch.median(t, 0), torch.tensor(1.5))
+    check(lambda t: torch.cummax(t, 0), torch.tensor(1.5))

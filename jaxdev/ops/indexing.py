@@ -173,6 +173,9 @@ def _slice_to(x, i, d):
 
 def _scatter(self, dim, index, src, reduce=None):
     d = wrap_dim(dim, self.dim())
+    if self.dim() == 0:  # a 0-dim self scatters as a 1-element vector
+        src = src.reshape(-1) if isinstance(src, torch.Tensor) else src
+        return _scatter(self.reshape(1), 0, index.reshape(-1), src, reduce).reshape(())
     x = J(self)
     i = J(index)
     _check_bounds(i, self.shape[d] if self.dim() else 1, d)
