@@ -336,3 +336,10 @@ def test_value_selecting_backward_on_0dim():
     """median/cummax of a 0-dim tensor: their backward scatters into a 0-dim gradient."""
     check(lambda t: torch.median(t, 0), torch.tensor(1.5))
     check(lambda t: torch.cummax(t, 0), torch.tensor(1.5))
+
+
+def test_max_unpool():
+    pooled, indices = F.max_pool2d(torch.randn(2, 3, 6, 8), 2, return_indices=True)
+    check(lambda t, i: F.max_unpool2d(t, i, 2, output_size=(7, 9)), pooled, indices)
+    pooled, indices = F.max_pool3d(torch.randn(1, 2, 4, 6, 8), 2, return_indices=True)
+    check(lambda t, i: F.max_unpool3d(t, i, 2), pooled, indices)

@@ -1,5 +1,5 @@
 """Volumetric pooling: max_pool3d_with_indices, avg_pool3d, _adaptive_avg_pool3d, adaptive max pooling
-(2d and 3d), each with its backward.
+(2d and 3d), each with its backward; max_unpool2d/3d.
 
 Same method as pooling.py, over three spatial dims: windows are gathered with strided slices of the
 padded input (PyTorch's output sizes, first-maximum ties, NaN propagation); indices are flat over
@@ -15,6 +15,7 @@ import itertools
 import jax
 import jax.numpy as jnp
 import numpy as np
+import torch
 
 from jaxdev import dtypes
 from jaxdev.ops.pointwise import _opmath
@@ -244,3 +245,45 @@ def adaptive_max_pool2d_backward(grad_output, self, indices):
 @register_functional(aten.adaptive_max_pool3d_backward.default)
 def adaptive_max_pool3d_backward(grad_output, self, indices):
     return _index_scatter(tuple(self.shape[-3:]))(J(grad_output), J(indices))
+
+
+# --- max unpooling: values back to where their indices point, zeros elsewhere ------------------
+
+
+@functools.lru_cache(maxsize=None)
+def _unpool(spatial):
+    size = int(np.prod(spatial))
+
+    def run(x, idx):
+        lead = x.shape[: x.ndim - len(spatial)]
+        fx = x.reshape((-1, int(np.prod(x.shape[len(lead):]))))
+        fi = idx.reshape(fx.shape)
+        out = jnp.zeros((fx.shape[0], size), x.dtype).at[jnp.arange(fx.shape[0])[:, None], fi].set(fx)
+        return out.reshape(lead + spatial)
+
+    return jax.jit(run)
+
+
+def _max_unpool(self, indices, output_size, nd):
+    if indices.dtype != torch.int64:
+        raise RuntimeError(f"elements in indices should be type int64 but got: {indices.dtype}")
+    if tuple(self.shape) != tuple(indices.shape):
+        raise RuntimeError(f"Expected shape of indices to be same as that of the input tensor ({list(self.shape)}) but got indices tensor with shape: {list(indices.shape)}")
+    spatial = tuple(output_size)
+    if len(spatial) != nd:
+        raise RuntimeError(f"There should be exactly {nd} elements but got {len(spatial)}")
+    i = J(indices)
+    if i.size and (int(jnp.min(i)) < 0 or int(jnp.max(i)) >= int(np.prod(spatial))):
+        bad = int(jnp.max(i)) if int(jnp.max(i)) >= int(np.prod(spatial)) else int(jnp.min(i))
+        raise RuntimeError(f"Found an invalid max index: {bad} (output volumes are of size {'x'.join(map(str, spatial))}")
+    return _unpool(spatial)(J(self), i)
+
+
+@register_functional(aten.max_unpool2d.default)
+def max_unpool2d(self, indices, output_size):
+    return _max_unpool(self, indices, output_size, 2)
+
+
+@register_functional(aten.max_unpool3d.default)
+def max_unpool3d(self, indices, output_size, stride, padding):
+    return _max_unpool(self, indices, output_size, 3)
