@@ -11,6 +11,7 @@ import jaxdev
 from jaxdev_testing import CPU, JAX, assert_same
 
 torch.manual_seed(0)
+pytestmark = pytest.mark.filterwarnings("ignore:index_reduce\\(\\) is in beta")
 
 
 def _tensors(out):
@@ -343,3 +344,22 @@ def test_max_unpool():
     check(lambda t, i: F.max_unpool2d(t, i, 2, output_size=(7, 9)), pooled, indices)
     pooled, indices = F.max_pool3d(torch.randn(1, 2, 4, 6, 8), 2, return_indices=True)
     check(lambda t, i: F.max_unpool3d(t, i, 2), pooled, indices)
+
+
+SLICE_INDEX = torch.tensor([0, 2, 0, 3])
+SLICE_WRITES = {
+    "index_copy": (lambda t, s: t.index_copy(1, torch.tensor([4, 0], device=t.device), s), torch.randn(4, 5), torch.randn(4, 2)),
+    "index_fill": (lambda t: t.index_fill(1, torch.tensor([4, -1, 0], device=t.device), 2.5), torch.randn(4, 5)),
+    **{
+        f"index_reduce_{r}": (lambda t, s, r=r: t.index_reduce(0, SLICE_INDEX.to(t.device), s, r, include_self=r != "mean"), torch.randn(4, 5), torch.randn(4, 5))
+        for r in ("prod", "mean", "amax", "amin")
+    },
+    "put_accumulate": (lambda t, s: t.put(torch.tensor([1, 1, -7], device=t.device), s, accumulate=True), torch.randn(4, 5), torch.randn(3)),
+    "take": (lambda t: t.take(torch.tensor([[1, -2], [7, 0]], device=t.device)), torch.randn(4, 5)),
+}
+
+
+@pytest.mark.parametrize("case", list(SLICE_WRITES))
+def test_slice_writes(case):
+    fn, *inputs = SLICE_WRITES[case]
+    check(fn, *inputs)

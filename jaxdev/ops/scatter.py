@@ -1,6 +1,6 @@
 """Accumulating writes and scans beyond indexing.py: scatter_reduce.two (sum/prod/mean/amax/amin,
-include_self), index_add, masked_scatter, cummax/cummin (the `_cum*_helper` kernels) and
-logcumsumexp.
+include_self), index_add, masked_scatter, index_copy/index_fill/index_reduce, put/take, cummax/cummin
+(the `_cum*_helper` kernels) and logcumsumexp.
 
 Their backward formulas are composites of ops that already run on jax (gather, index_select,
 masked_select, scatter_add, ...).
@@ -192,3 +192,95 @@ def logcumsumexp(self, dim):
     if x.ndim == 0:
         return x
     return _logcumsumexp(wrap_dim(dim, self.dim()), _opmath(x.dtype))(x)
+
+
+# --- whole-slice writes along a dim: index_copy, index_fill, index_reduce; flat put ----------------
+
+
+def _slice_index(self, dim, index, name):
+    d = wrap_dim(dim, self.dim())
+    if index.dim() > 1:
+        raise IndexError(f"{name}(): Index is supposed to be a vector")
+    if index.dtype != torch.int64:
+        raise RuntimeError(f"{name}(): Expected a long tensor for index, but got {str(index.dtype).split('.')[-1].capitalize()}")
+    i = _any_device(index).reshape(-1)
+    size = self.shape[d] if self.dim() else 1
+    _check_bounds(i, size, d)
+    return d, jnp.where(i < 0, i + size, i)
+
+
+@register_functional(aten.index_copy.default)
+def index_copy(self, dim, index, source):
+    d, i = _slice_index(self, dim, index, "index_copy")
+    if self.dtype != source.dtype:
+        raise RuntimeError(f"index_copy_(): self and source expected to have the same dtype, but got (self) {self.dtype} and (source) {source.dtype}")
+    x, s = J(self), J(source)
+    if x.ndim == 0:
+        return s.reshape(()) if i.size else x
+    return x.at[(slice(None),) * d + (i,)].set(s.reshape(x.shape[:d] + (i.shape[0],) + x.shape[d + 1:]))
+
+
+@register_functional(aten.index_fill.int_Scalar, aten.index_fill.int_Tensor)
+def index_fill(self, dim, index, value):
+    d, i = _slice_index(self, dim, index, "index_fill")
+    if isinstance(value, torch.Tensor):
+        if value.dim() != 0:
+            raise RuntimeError(f"index_fill_ only supports a 0-dimensional value tensor, but got tensor with {value.dim()} dimension(s).")
+        value = J(value)
+    x = J(self)
+    v = jnp.asarray(value).astype(x.dtype)
+    if x.ndim == 0:
+        return v if i.size else x
+    return x.at[(slice(None),) * d + (i,)].set(v)
+
+
+@register_functional(aten.index_reduce.default)
+def index_reduce(self, dim, index, source, reduce, *, include_self=True):
+    if reduce not in ("prod", "mean", "amax", "amin"):
+        raise RuntimeError(f"index_reduce(): Expected reduce to be one of prod, mean, amax or amin but got {reduce}.")
+    d, i = _slice_index(self, dim, index, "index_reduce")
+    if self.dtype != source.dtype:
+        raise RuntimeError(f"index_reduce_(): self ({self.dtype}) and source ({source.dtype}) must have the same scalar type")
+    x, s = J(self), J(source)
+    if x.ndim == 0:
+        x, s = x[None], s.reshape(-1)
+        d = 0
+    shape = [1] * s.ndim
+    shape[d] = -1
+    full = jnp.broadcast_to(i.reshape(shape), s.shape)
+    floor = not (self.dtype.is_floating_point or self.dtype.is_complex)
+    r = _scatter_reduce(d, reduce, bool(include_self), floor)(x, full, s)
+    return r.reshape(tuple(self.shape))
+
+
+@register_functional(aten.put.default)
+def put(self, index, source, accumulate=False):
+    if index.dtype != torch.int64:
+        raise RuntimeError(f"put_(): Expected a long tensor for index, but got {str(index.dtype).split('.')[-1].capitalize()}")
+    if self.dtype != source.dtype:
+        raise RuntimeError(f"put_(): self and source expected to have the same dtype, but got self.dtype = {self.dtype} and source.dtype = {source.dtype}")
+    if index.numel() != source.numel():
+        raise RuntimeError(f"put_(): Expected source and index to have the same number of elements, but got source.numel() = {source.numel()}, index.numel() = {index.numel()}")
+    x = J(self)
+    i = _any_device(index).reshape(-1)
+    n = x.size
+    if i.size and (int(jnp.max(i)) >= n or int(jnp.min(i)) < -n):
+        bad = int(jnp.max(i)) if int(jnp.max(i)) >= n else int(jnp.min(i))
+        raise IndexError(f"out of range: tried to access index {bad} on a tensor of {n} elements.")
+    i = jnp.where(i < 0, i + n, i)
+    flat, s = x.reshape(-1), J(source).reshape(-1).astype(x.dtype)
+    flat = flat.at[i].add(s) if accumulate else flat.at[i].set(s)
+    return flat.reshape(x.shape)
+
+
+@register_functional(aten.take.default)
+def take(self, index):
+    if index.dtype != torch.int64:
+        raise RuntimeError(f"take(): Expected a long tensor for index, but got {str(index.dtype).split('.')[-1].capitalize()}")
+    x = J(self).reshape(-1)
+    i = _any_device(index)
+    n = x.size
+    if i.size and (n == 0 or int(jnp.max(i)) >= n or int(jnp.min(i)) < -n):
+        bad = int(jnp.max(i)) if n == 0 or int(jnp.max(i)) >= n else int(jnp.min(i))
+        raise IndexError(f"out of range: tried to access index {bad} on a tensor of {n} elements.")
+    return x[jnp.where(i < 0, i + n, i)]
