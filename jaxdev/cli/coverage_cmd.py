@@ -18,13 +18,16 @@ def _term_as_interrupt(*_):
 
 
 def scope_options(fn):
+    from jaxdev.audit.sweep import DEFAULT_MAX_SAMPLES, DEFAULT_TIMEOUT_S
+
     for option in reversed([
         click.argument("ops", nargs=-1),
         click.option("--dtype", "dtypes", multiple=True, help="Only this dtype (float32, int64, ...). Repeatable."),
         click.option("--no-backward", is_flag=True, help="Forward only."),
         click.option("--jobs", "-j", type=int, default=os.cpu_count() or 1, show_default=True, help="Worker processes."),
-        click.option("--timeout", type=float, default=60.0, show_default=True, help="Seconds a sample may take before it counts as a hang."),
-        click.option("--max-samples", type=int, default=6, show_default=True, help="Samples per (op, dtype, direction); recorded in the matrix."),
+        click.option("--timeout", type=float, default=DEFAULT_TIMEOUT_S, show_default=True, help="Seconds a sample may take before it counts as a hang."),
+        click.option("--max-samples", type=int, default=DEFAULT_MAX_SAMPLES, show_default=True,
+                     help="The first N samples of each (op, dtype, direction); recorded in the matrix."),
     ]):
         fn = option(fn)
     return fn

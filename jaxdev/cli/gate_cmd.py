@@ -44,23 +44,22 @@ def command(ops, baseline_path, accept, init, dtypes, no_backward, jobs, timeout
       jaxdev gate sin --accept                      # record an improvement
       jaxdev gate sin add --dtype float32 --init --baseline coverage/baseline.yaml
     """
-    from jaxdev.audit import AuditError, gate, matrix
+    from jaxdev.audit import AuditError, gate, matrix, sweep
 
     if init:
         if os.path.exists(baseline_path):
             raise AuditError(f"{baseline_path} already exists; use --accept to update it")
         if not ops:
             raise click.UsageError("--init needs the OPS to put in the new baseline")
-        from jaxdev.audit import sweep
-
         units = sweep.plan(ops, dtypes, not no_backward)
-        run_sweep(units, baseline_path, jobs=jobs, timeout=timeout or 60.0, max_samples=max_samples or 6)
+        run_sweep(units, baseline_path, jobs=jobs, timeout=timeout or sweep.DEFAULT_TIMEOUT_S,
+                  max_samples=max_samples or sweep.DEFAULT_MAX_SAMPLES)
         console.print(f"baseline written: {baseline_path}")
         return
     baseline = gate.load_baseline(baseline_path)
     units = gate.scope(baseline, ops, not no_backward, dtypes)
-    timeout = timeout or baseline["run"].get("timeout_s") or 60.0
-    max_samples = max_samples or baseline["run"].get("max_samples") or 6
+    timeout = timeout or baseline["run"].get("timeout_s") or sweep.DEFAULT_TIMEOUT_S
+    max_samples = max_samples or baseline["run"].get("max_samples") or sweep.DEFAULT_MAX_SAMPLES
     with tempfile.TemporaryDirectory(prefix="jaxdev-gate-") as tmp:
         fresh = run_sweep(units, os.path.join(tmp, "matrix.yaml"), jobs=jobs, timeout=timeout, max_samples=max_samples)
         fresh = matrix.load(os.path.join(tmp, "matrix.yaml"))
