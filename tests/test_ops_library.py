@@ -363,3 +363,19 @@ SLICE_WRITES = {
 def test_slice_writes(case):
     fn, *inputs = SLICE_WRITES[case]
     check(fn, *inputs)
+
+
+MISC = {
+    "grid_sample_3d": (lambda i, g: F.grid_sample(i, g, padding_mode="reflection", align_corners=False), torch.randn(2, 3, 4, 5, 6), torch.rand(2, 3, 4, 5, 3) * 2.6 - 1.3),
+    "grid_sample_3d_nearest": (lambda i, g: F.grid_sample(i, g, mode="nearest"), torch.randn(1, 2, 4, 5, 6), torch.rand(1, 3, 4, 5, 3) * 2 - 1),
+    "isin": (lambda a, b: torch.isin(a, b, invert=True), torch.randint(0, 9, (4, 5)), torch.tensor([[1, 3], [8, 0]])),
+    "histc": (lambda t: torch.histc(t, 7, -1, 1.5), torch.randn(200)),
+    "histc_edges": (lambda t: torch.histc(t, 10, 0, 1), torch.arange(0, 1.01, 0.1)),
+    "gather_int32_index": (lambda t: torch.gather(t, 1, torch.tensor([[0, 1], [2, 2]], dtype=torch.int32, device=t.device)), torch.randn(2, 4)),
+}
+
+
+@pytest.mark.parametrize("case", list(MISC))
+def test_misc(case):
+    fn, *inputs = MISC[case]
+    check(fn, *inputs, rtol=1e-5, atol=1e-5)

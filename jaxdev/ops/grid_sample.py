@@ -1,9 +1,9 @@
-"""grid_sampler_2d (F.grid_sample on 4-D inputs) and its backward.
+"""grid_sampler_2d / grid_sampler_3d (F.grid_sample on 4-D / 5-D inputs) and their backward.
 
 PyTorch's CPU formulas: grid coordinates in [-1, 1] are unnormalized (align_corners or not), then
 padded (zeros: out-of-range taps read 0; border: clipped; reflection: reflected, then clipped);
 bilinear reads the 4 neighbours, nearest rounds half to even, bicubic reads 4x4 taps with A = -0.75
-and pads each tap's index. The backward is the vjp of the same function (grid gradients through the
+and pads each tap's index (2-D only, as in PyTorch). The backward is the vjp of the same function (grid gradients through the
 unnormalize/clip/reflect steps, as CPU's chain rule), in float32 for half inputs.
 """
 
@@ -120,6 +120,10 @@ def _check(input, grid, mode, padding_mode):
             "grid_sampler(): expected 4D input and grid with same batch size and grid of shape "
             f"[N, H, W, 2], but got input with sizes {list(input.shape)} and grid with sizes {list(grid.shape)}"
         )
+    _check_modes(input, grid, mode, padding_mode)
+
+
+def _check_modes(input, grid, mode, padding_mode):
     if input.dtype != grid.dtype:
         raise RuntimeError(f"grid_sampler(): expected input and grid to have same dtype, but input has {input.dtype} and grid has {grid.dtype}")
     if mode not in (BILINEAR, NEAREST, BICUBIC) or padding_mode not in (ZEROS, BORDER, REFLECTION):
@@ -135,4 +139,71 @@ def grid_sampler_2d(input, grid, interpolation_mode, padding_mode, align_corners
 @register_functional(aten.grid_sampler_2d_backward.default)
 def grid_sampler_2d_backward(grad_output, input, grid, interpolation_mode, padding_mode, align_corners, output_mask):
     gi, gg = _sampler(interpolation_mode, padding_mode, bool(align_corners))[1](J(grad_output), J(input), J(grid))
+    return (gi if output_mask[0] else None), (gg if output_mask[1] else None)
+
+
+# --- 3-D: (bi)linear over 8 corners, or nearest -----------------------------------------------------
+
+
+def _read3(img, iz, iy, ix):
+    N, C, D, H, W = img.shape
+    inside = (iz >= 0) & (iz < D) & (iy >= 0) & (iy < H) & (ix >= 0) & (ix < W)
+    flat = ((jnp.clip(iz, 0, D - 1) * H + jnp.clip(iy, 0, H - 1)) * W + jnp.clip(ix, 0, W - 1)).reshape((N, 1, -1))
+    v = jnp.take_along_axis(img.reshape((N, C, D * H * W)), flat, axis=2).reshape((N, C) + iz.shape[1:])
+    return jnp.where(inside[:, None], v, jnp.zeros((), img.dtype))
+
+
+def _sample3d(img, grid, mode, padding_mode, align_corners):
+    sizes = img.shape[-3:]  # D, H, W <- grid's (z, y, x)
+    coords = [
+        _pad_coord(_unnormalize(grid[..., 2 - k], sizes[k], align_corners), sizes[k], padding_mode, align_corners)
+        for k in range(3)
+    ]
+    if mode == NEAREST:
+        return _read3(img, *(jnp.round(c).astype(jnp.int32) for c in coords))
+    lows = [jnp.floor(c) for c in coords]
+    out = 0
+    for corner in range(8):
+        picks = [(corner >> (2 - k)) & 1 for k in range(3)]
+        w = [(c - lo) if hi else (lo + 1 - c) for c, lo, hi in zip(coords, lows, picks)]
+        index = [(lo + hi).astype(jnp.int32) for lo, hi in zip(lows, picks)]
+        out = out + _read3(img, *index) * (w[2] * w[1] * w[0])[:, None]  # CPU's order: x * y * z
+    return out
+
+
+@functools.lru_cache(maxsize=None)
+def _sampler3d(mode, padding_mode, align_corners):
+    def fwd(img, grid):
+        c = _opmath(img.dtype)
+        return _sample3d(img.astype(c), grid.astype(c), mode, padding_mode, align_corners).astype(img.dtype)
+
+    def grad(g, img, grid):
+        c = _opmath(img.dtype)
+        _, vjp = jax.vjp(lambda a, b: _sample3d(a, b, mode, padding_mode, align_corners), img.astype(c), grid.astype(c))
+        gi, gg = vjp(g.astype(c))
+        return gi.astype(img.dtype), gg.astype(grid.dtype)
+
+    return jax.jit(fwd), jax.jit(grad)
+
+
+def _check3d(input, grid, mode, padding_mode):
+    if input.dim() != 5 or grid.dim() != 5 or grid.shape[-1] != 3 or grid.shape[0] != input.shape[0]:
+        raise RuntimeError(
+            "grid_sampler(): expected 5D input and grid with same batch size and grid of shape "
+            f"[N, D, H, W, 3], but got input with sizes {list(input.shape)} and grid with sizes {list(grid.shape)}"
+        )
+    if mode == BICUBIC:
+        raise RuntimeError("grid_sampler(): bicubic interpolation only supports 4D input")
+    _check_modes(input, grid, mode, padding_mode)
+
+
+@register_functional(aten.grid_sampler_3d.default)
+def grid_sampler_3d(input, grid, interpolation_mode, padding_mode, align_corners):
+    _check3d(input, grid, interpolation_mode, padding_mode)
+    return _sampler3d(interpolation_mode, padding_mode, bool(align_corners))[0](J(input), J(grid))
+
+
+@register_functional(aten.grid_sampler_3d_backward.default)
+def grid_sampler_3d_backward(grad_output, input, grid, interpolation_mode, padding_mode, align_corners, output_mask):
+    gi, gg = _sampler3d(interpolation_mode, padding_mode, bool(align_corners))[1](J(grad_output), J(input), J(grid))
     return (gi if output_mask[0] else None), (gg if output_mask[1] else None)

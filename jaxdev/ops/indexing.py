@@ -155,8 +155,8 @@ def index_select(self, dim, index):
 @register_functional(aten.gather.default)
 def gather(self, dim, index, *, sparse_grad=False):
     d = wrap_dim(dim, self.dim())
-    if index.dtype != torch.int64:
-        raise RuntimeError("gather(): Expected dtype int64 for index")
+    if index.dtype not in (torch.int64, torch.int32):
+        raise RuntimeError("gather(): Expected dtype int32/int64 for index")
     i = J(index)
     _check_bounds(i, self.shape[d] if self.dim() else 1, d)
     x = J(self)

@@ -378,3 +378,47 @@ def unique_dim(self, dim, sorted=True, return_inverse=False, return_counts=False
 @register_functional(aten.unique_dim_consecutive.default)
 def unique_dim_consecutive(self, dim, return_inverse=False, return_counts=False):
     return _unique_slices(self, dim, False, return_inverse, return_counts)
+
+
+# --- membership and histograms -------------------------------------------------------------------
+
+
+def _isin(elements, test, invert):
+    common = jnp.promote_types(elements.dtype, test.dtype)
+    return jnp.isin(elements.astype(common), test.astype(common).reshape(-1), invert=invert)
+
+
+@register_functional(aten.isin.Tensor_Tensor)
+def isin(elements, test_elements, *, assume_unique=False, invert=False):
+    return _isin(J(elements), J(test_elements), bool(invert))
+
+
+@register_functional(aten.isin.Tensor_Scalar)
+def isin_scalar(elements, test_element, *, assume_unique=False, invert=False):
+    return _isin(J(elements), jnp.asarray(test_element), bool(invert))
+
+
+@register_functional(aten.isin.Scalar_Tensor)
+def isin_scalar_tensor(element, test_elements, *, assume_unique=False, invert=False):
+    return _isin(jnp.asarray(element), J(test_elements), bool(invert))
+
+
+@register_functional(aten.histc.default)
+def histc(self, bins=100, min=0, max=0):
+    if not self.dtype.is_floating_point:
+        raise NotImplementedError(f"\"histogram_cpu\" not implemented for '{str(self.dtype).split('.')[-1].capitalize()}'")
+    if bins <= 0:
+        raise RuntimeError("torch.histc(): bins must be > 0, but got " + str(bins) + " for dimension 0")
+    x = J(self).reshape(-1)
+    lo, hi = float(min), float(max)
+    if lo == hi and x.size:
+        lo, hi = float(jnp.min(x)), float(jnp.max(x))
+    if lo == hi:
+        lo, hi = lo - 1, hi + 1
+    if lo > hi:
+        raise RuntimeError(f"torch.histc(): max must be larger than min, but got min {lo} max {hi}")
+    # CPU's bin edges are linspace in the input dtype; an element's bin is the last edge <= it.
+    edges = jnp.asarray(torch.linspace(lo, hi, bins + 1, dtype=torch.float64).to(self.dtype).double().numpy(), x.dtype)
+    pos = jnp.clip(jnp.searchsorted(edges, x, side="right") - 1, 0, bins - 1)
+    keep = (x >= edges[0]) & (x <= edges[-1])
+    return jnp.zeros((bins,), x.dtype).at[pos].add(keep.astype(x.dtype))
