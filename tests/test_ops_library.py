@@ -367,7 +367,7 @@ def test_slice_writes(case):
 
 MISC = {
     "grid_sample_3d": (lambda i, g: F.grid_sample(i, g, padding_mode="reflection", align_corners=False), torch.randn(2, 3, 4, 5, 6), torch.rand(2, 3, 4, 5, 3) * 2.6 - 1.3),
-    "grid_sample_3d_nearest": (lambda i, g: F.grid_sample(i, g, mode="nearest"), torch.randn(1, 2, 4, 5, 6), torch.rand(1, 3, 4, 5, 3) * 2 - 1),
+    "grid_sample_3d_nearest": (lambda i, g: F.grid_sample(i, g, mode="nearest", align_corners=False), torch.randn(1, 2, 4, 5, 6), torch.rand(1, 3, 4, 5, 3) * 2 - 1),
     "isin": (lambda a, b: torch.isin(a, b, invert=True), torch.randint(0, 9, (4, 5)), torch.tensor([[1, 3], [8, 0]])),
     "histc": (lambda t: torch.histc(t, 7, -1, 1.5), torch.randn(200)),
     "histc_edges": (lambda t: torch.histc(t, 10, 0, 1), torch.arange(0, 1.01, 0.1)),
