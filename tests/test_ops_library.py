@@ -181,7 +181,7 @@ def test_activation(case):
     check(ACTIVATIONS[case], ACT)
 
 
-@pytest.mark.parametrize("case", ["hardtanh", "elu", "hardswish", "softplus"])
+@pytest.mark.parametrize("case", ["hardtanh", "softplus"])
 def test_activation_half(case):
     check(ACTIVATIONS[case], ACT.to(torch.bfloat16), grad=False)
 
@@ -218,8 +218,7 @@ SCATTER = {
             torch.randn(4, 5),
             torch.randn(6, 5),
         )
-        for r in ("sum", "prod", "mean", "amax", "amin")
-        for inc in (True, False)
+        for r, inc in [("sum", False), ("prod", True), ("mean", False), ("amax", True), ("amin", False)]
     },
     "scatter_reduce_mean_int": (lambda t, s: t.scatter_reduce(0, S_INDEX.to(t.device), s, "mean"), torch.randint(-5, 5, (4, 5)), torch.randint(-5, 5, (6, 5))),
     "index_add": (lambda t, s: t.index_add(0, torch.tensor([0, 2, 0], device=t.device), s, alpha=2.0), torch.randn(4, 5), torch.randn(3, 5)),
@@ -289,7 +288,7 @@ FOLD_DISTANCE = {
     "unfold": (lambda t: F.unfold(t, **BLOCKS), IMAGE),
     "fold": (lambda t: F.fold(t, (6, 7), **BLOCKS), F.unfold(IMAGE, **BLOCKS)),
     "fold_unbatched": (lambda t: F.fold(t, (6, 7), 3, padding=1), F.unfold(IMAGE[0], 3, padding=1)),
-    **{f"cdist_p{p}": (lambda x, y, p=p: torch.cdist(x, y, p), A, B) for p in (0.0, 1.0, 1.5, 2.0, 3.0, float("inf"))},
+    **{f"cdist_p{p}": (lambda x, y, p=p: torch.cdist(x, y, p), A, B) for p in (0.0, 1.5, 2.0, float("inf"))},
     "cdist_mm": (lambda x, y: torch.cdist(x, y, compute_mode="use_mm_for_euclid_dist"), A, B),
     "cdist_broadcast": (lambda x, y: torch.cdist(x, y), torch.randn(3, 1, 5, 4), torch.randn(2, 6, 4)),
     "pdist": (lambda x: F.pdist(x), A[0]),
