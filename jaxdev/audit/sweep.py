@@ -17,7 +17,7 @@ DEFAULT_TIMEOUT_S = 60.0
 DEFAULT_MAX_SAMPLES = 3
 # A kill loses at most the work since the last save. Saving a full matrix takes ~0.5 s, so the
 # interval grows with the matrix: saving costs the parent at most 1/SAVE_SHARE of its time.
-SAVE_EVERY_S = 5.0
+SAVE_EVERY_S = 1.0
 SAVE_SHARE = 20
 
 

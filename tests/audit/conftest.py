@@ -8,6 +8,8 @@ from click.testing import CliRunner
 from jaxdev.cli.main import main
 
 PLUGIN = os.path.join(os.path.dirname(__file__), "plugin_ops.py")
+# Set before any test builds the (cached) op_db in this process, so every test sees the same one.
+os.environ["JAXDEV_AUDIT_PLUGINS"] = PLUGIN
 
 
 @pytest.fixture
