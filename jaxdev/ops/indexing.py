@@ -48,6 +48,16 @@ def cat(tensors, dim=0):
     return jnp.concatenate([J(t).astype(jdt) for t in kept], axis=d)
 
 
+def add_at(ref, values):
+    """`ref.add(values)` for an `x.at[...]` reference; for bool, PyTorch's sum is a logical or."""
+    return ref.max(values) if values.dtype == jnp.bool_ else ref.add(values)
+
+
+def multiply_at(ref, values):
+    """`ref.multiply(values)`; for bool, PyTorch's product is a logical and."""
+    return ref.min(values) if values.dtype == jnp.bool_ else ref.multiply(values)
+
+
 def _check_bounds(idx, size, dim):
     if idx.size == 0:
         return
@@ -99,7 +109,7 @@ def index_put(self, indices, values, accumulate=False):
     x = J(self)
     v = J(values).astype(x.dtype) if values.device.type == "jax" or values.dim() == 0 else tensor.from_cpu(values).astype(x.dtype)
     ref = x.at[_index_tuple(self, indices)]
-    return ref.add(v) if accumulate else ref.set(v)
+    return add_at(ref, v) if accumulate else ref.set(v)
 
 
 @register(aten._index_put_impl_.default)
@@ -190,9 +200,9 @@ def _scatter(self, dim, index, src, reduce=None):
     if reduce is None:
         return ref.set(s)
     if reduce in ("add", "sum"):
-        return ref.add(s)
+        return add_at(ref, s)
     if reduce in ("multiply", "prod"):
-        return ref.multiply(s)
+        return multiply_at(ref, s)
     raise RuntimeError(f"reduce argument must be either add or multiply, got {reduce}")
 
 

@@ -156,6 +156,8 @@ def abs_(self):
 def sign(self):
     if self.dtype.is_complex:
         raise RuntimeError("Unlike NumPy, torch.sign is not intended to support complex numbers. Please use torch.sgn instead.")
+    if self.dtype == torch.bool:
+        return J(self)
     return _call(_SIGN, self.dtype, self.dtype, (self,))
 
 
@@ -311,17 +313,24 @@ def _int_pow(a, b):
 @register_functional(aten.pow.Tensor_Tensor, aten.pow.Tensor_Scalar)
 def pow_(self, exponent):
     common = _common(self, exponent)
-    if not (common.is_floating_point or common.is_complex):
-        e = jnp.asarray(value(exponent))
-        if bool(jnp.any(e < 0)) and (not isinstance(exponent, torch.Tensor) or exponent.dtype != torch.bool):
-            raise RuntimeError("Integers to negative integer powers are not allowed.")
-    return _call(_POW, common, common, (self, exponent))
+    integral = not (common.is_floating_point or common.is_complex)
+    if integral and not isinstance(exponent, torch.Tensor) and exponent < 0:
+        raise RuntimeError("Integers to negative integer powers are not allowed.")
+    return _call(_int_pow if integral and common != torch.bool else _POW, common, common, (self, exponent))
+
+
+def _int_pow(base, e):
+    """Integer power as PyTorch computes it: a negative exponent gives 0, except for bases 1 and -1."""
+    e = jnp.asarray(e, base.dtype)
+    negative = jnp.where(base == 1, 1, jnp.where(base == -1, jnp.where(e % 2 == 0, 1, -1), 0)).astype(base.dtype)
+    return jnp.where(e < 0, negative, jnp.power(base, jnp.maximum(e, 0)))
 
 
 @register_functional(aten.pow.Scalar)
 def pow_scalar(self, exponent):
     common = _common(exponent, self)
-    return _call(_POW, common, common, (self, exponent))
+    integral = not (common.is_floating_point or common.is_complex) and common != torch.bool
+    return _call(_int_pow if integral else _POW, common, common, (self, exponent))
 
 
 for _op, _fn in [

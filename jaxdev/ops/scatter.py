@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from jaxdev import dtypes, tensor
-from jaxdev.ops.indexing import _any_device, _check_bounds
+from jaxdev.ops.indexing import _any_device, _check_bounds, add_at, multiply_at
 from jaxdev.ops.pointwise import _opmath
 from jaxdev.ops.reductions import wrap_dim
 from jaxdev.ops.registry import J, aten, register, register_functional
@@ -38,7 +38,7 @@ def _scatter_reduce(d, reduce, include_self, floor_mean):
         hit = jnp.zeros(x.shape, bool).at[pos].set(True)
         if reduce in ("sum", "mean"):
             base = x if include_self else jnp.where(hit, jnp.zeros((), x.dtype), x)
-            total = base.at[pos].add(s)
+            total = add_at(base.at[pos], s)
             if reduce == "sum":
                 return total
             count = jnp.zeros(x.shape, jnp.int64).at[pos].add(1) + (1 if include_self else 0)
@@ -47,7 +47,7 @@ def _scatter_reduce(d, reduce, include_self, floor_mean):
             return jnp.where(hit, mean, x)
         if reduce == "prod":
             base = x if include_self else jnp.where(hit, jnp.ones((), x.dtype), x)
-            return base.at[pos].multiply(s)
+            return multiply_at(base.at[pos], s)
         lowest = _extreme(x.dtype, reduce == "amax")
         base = x if include_self else jnp.where(hit, lowest, x)
         ref = base.at[pos]
@@ -93,7 +93,7 @@ def scatter_reduce(self, dim, index, src, reduce, *, include_self=True):
 def _index_add(d):
     def run(x, i, s, alpha):
         i = jnp.where(i < 0, i + x.shape[d], i)
-        return x.at[(slice(None),) * d + (i,)].add((s * alpha).astype(x.dtype))
+        return add_at(x.at[(slice(None),) * d + (i,)], (s * alpha).astype(x.dtype))
 
     return jax.jit(run)
 
@@ -111,7 +111,7 @@ def index_add(self, dim, index, source, *, alpha=1):
     _check_bounds(i, self.shape[d] if self.dim() else 1, d)
     x, s = J(self), J(source)
     if x.ndim == 0:
-        return (x[None].at[i].add(s.reshape(-1) * alpha))[0].astype(x.dtype)
+        return add_at(x[None].at[i], (s.reshape(-1) * alpha).astype(x.dtype))[0]
     if s.ndim == 0:
         s = s.reshape((1,))
     c = _opmath(x.dtype)
@@ -269,7 +269,7 @@ def put(self, index, source, accumulate=False):
         raise IndexError(f"out of range: tried to access index {bad} on a tensor of {n} elements.")
     i = jnp.where(i < 0, i + n, i)
     flat, s = x.reshape(-1), J(source).reshape(-1).astype(x.dtype)
-    flat = flat.at[i].add(s) if accumulate else flat.at[i].set(s)
+    flat = add_at(flat.at[i], s) if accumulate else flat.at[i].set(s)
     return flat.reshape(x.shape)
 
 
