@@ -41,6 +41,13 @@ def empty_strided(size, stride, *, dtype=None, layout=None, device=None, pin_mem
     return tensor.empty(size, dtype or torch.get_default_dtype(), stride)
 
 
+@register(aten._efficientzerotensor.default)
+def efficient_zero_tensor(size, *, dtype=None, layout=None, device=None, pin_memory=None):
+    """A plain zero-filled tensor: the values of PyTorch's lazy ZeroTensor, materialised."""
+    _check_device(device)
+    return tensor.empty(size, dtype or torch.get_default_dtype())
+
+
 def _fill_value(self, value):
     jdt = dtypes.to_jax_dtype(self.dtype)
     if isinstance(value, torch.Tensor):

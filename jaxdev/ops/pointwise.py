@@ -152,6 +152,19 @@ def abs_(self):
     return _call(_ABS, self.dtype, result, (self,))
 
 
+def _sgn(z):
+    magnitude = jnp.abs(z)
+    return jnp.where(magnitude == 0, jnp.zeros((), z.dtype), z / magnitude.astype(z.dtype))
+
+
+@register_functional(aten.sgn.default)
+def sgn(self):
+    """sign() for real tensors, z/|z| (0 at 0) for complex ones."""
+    if self.dtype.is_complex:
+        return _call(_sgn, self.dtype, self.dtype, (self,))
+    return sign(self)
+
+
 @register_functional(aten.sign.default)
 def sign(self):
     if self.dtype.is_complex:
