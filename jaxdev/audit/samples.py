@@ -139,7 +139,7 @@ def to_device(sample, device: str):
 
     def move(x):
         if isinstance(x, torch.Tensor):
-            return x.detach().to(device).requires_grad_(x.requires_grad)
+            return _same_layout(x.detach(), device).requires_grad_(x.requires_grad)
         if isinstance(x, torch.device) and x.type == "cpu":
             return torch.device(device)
         return x
@@ -148,6 +148,17 @@ def to_device(sample, device: str):
     return SampleInput(tree_map(move, sample.input), args=tree_map(move, sample.args), kwargs=kwargs,
                        output_process_fn_grad=sample.output_process_fn_grad,
                        broadcasts_input=sample.broadcasts_input, name=sample.name)
+
+
+def _same_layout(x: torch.Tensor, device: str) -> torch.Tensor:
+    """`x` on `device` with the same storage layout: a view of a larger storage (as_strided's
+    partial views read outside the view) is moved with its whole storage and re-viewed."""
+    storage = x.untyped_storage()
+    whole = x.storage_offset() == 0 and x.is_contiguous() and x.numel() * x.element_size() == storage.nbytes()
+    if whole or x.layout != torch.strided or x.element_size() == 0 or storage.nbytes() % x.element_size():
+        return x.to(device)
+    flat = torch.empty(0, dtype=x.dtype).set_(storage).to(device)
+    return flat.as_strided(x.shape, x.stride(), x.storage_offset()).detach()
 
 
 def tolerance(unit: Unit) -> tuple[float, float]:
