@@ -38,6 +38,13 @@ JAX_TO_TORCH: dict[np.dtype, torch.dtype] = {v: k for k, v in TORCH_TO_JAX.items
 _BIT_CARRIER = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
 
 
+def _needs_carrier(dtype: torch.dtype) -> bool:
+    """torch.Tensor.numpy() refuses these (bfloat16, wide unsigned ints, float8)."""
+    return dtype in (torch.bfloat16, torch.uint16, torch.uint32, torch.uint64) or (
+        dtype.is_floating_point and dtype.itemsize == 1
+    )
+
+
 class UnsupportedDtypeError(TypeError):
     """A dtype that has no JAX equivalent (quantized, complex32, bits, ...)."""
 
@@ -62,7 +69,7 @@ def cpu_to_numpy(t: torch.Tensor) -> np.ndarray:
     """A C-contiguous numpy copy of a CPU tensor's values, typed with the matching JAX dtype."""
     jdt = to_jax_dtype(t.dtype)
     t = t.detach().resolve_conj().resolve_neg().contiguous()
-    if t.dtype in (torch.bfloat16, torch.uint16, torch.uint32, torch.uint64) or t.dtype.is_floating_point and t.element_size() == 1:
+    if _needs_carrier(t.dtype):
         return t.view(_BIT_CARRIER[t.element_size()]).numpy().copy().view(jdt)
     return t.numpy().copy()
 
@@ -70,7 +77,7 @@ def cpu_to_numpy(t: torch.Tensor) -> np.ndarray:
 def numpy_to_cpu(a: np.ndarray, dtype: torch.dtype) -> torch.Tensor:
     """A CPU tensor holding a copy of `a` (whose dtype corresponds to `dtype`)."""
     a = np.array(a, order="C", copy=True)  # keeps 0-dim arrays 0-dim, unlike ascontiguousarray
-    if dtype in (torch.bfloat16, torch.uint16, torch.uint32, torch.uint64) or dtype.is_floating_point and dtype.itemsize == 1:
+    if _needs_carrier(dtype):
         carrier = _BIT_CARRIER[dtype.itemsize]
         return torch.from_numpy(a.view(torch.empty((), dtype=carrier).numpy().dtype)).view(dtype)
     return torch.from_numpy(a)

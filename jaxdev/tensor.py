@@ -138,12 +138,24 @@ def wrap(array: jax.Array) -> torch.Tensor:
     return t
 
 
+def strides_for(shape, memory_format) -> tuple[int, ...] | None:
+    """The strides PyTorch gives a new tensor of `shape` in `memory_format` (None: contiguous)."""
+    if memory_format in (None, torch.contiguous_format, torch.preserve_format):
+        return None
+    return torch.empty(shape, device="meta", memory_format=memory_format).stride()
+
+
+def span(shape, strides) -> int:
+    """Elements of storage a tensor with this layout reaches (from its offset)."""
+    return 0 if 0 in shape else 1 + sum((n - 1) * s for n, s in zip(shape, strides))
+
+
 def empty(shape, dtype: torch.dtype, strides=None) -> torch.Tensor:
     """A new jax tensor of `shape` (zero-filled: JAX has no uninitialised memory)."""
     jdt = dtypes.to_jax_dtype(dtype)
     shape = tuple(shape)
     strides = contiguous_strides(shape) if strides is None else list(strides)
-    numel = 0 if 0 in shape else 1 + sum((n - 1) * s for n, s in zip(shape, strides))
+    numel = span(shape, strides)
     box = Box(jnp.zeros((numel,), jdt), numel, dtype)
     return tensor_on_storage(new_storage(box), dtype, shape, strides)
 

@@ -66,9 +66,7 @@ def _strides_for(self, memory_format):
     """The strides PyTorch gives a copy of `self` (None: contiguous)."""
     if memory_format == torch.preserve_format:
         return None if self.is_contiguous() or not tensor.is_non_overlapping_and_dense(self) else self.stride()
-    if memory_format in (None, torch.contiguous_format):
-        return None
-    return torch.empty(self.shape, device="meta", memory_format=memory_format).stride()
+    return tensor.strides_for(self.shape, memory_format)
 
 
 def _jax_copy(self, value, dtype, memory_format):

@@ -23,16 +23,10 @@ def _check_device(device) -> None:
             jax_device_module._check_index(device.index)
 
 
-def _strides_for(size, memory_format):
-    if memory_format in (None, torch.contiguous_format, torch.preserve_format):
-        return None
-    return torch.empty(size, device="meta", memory_format=memory_format).stride()
-
-
 @register(aten.empty.memory_format)
 def empty(size, *, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None):
     _check_device(device)
-    return tensor.empty(size, dtype or torch.get_default_dtype(), _strides_for(size, memory_format))
+    return tensor.empty(size, dtype or torch.get_default_dtype(), tensor.strides_for(size, memory_format))
 
 
 @register(aten.empty_strided.default)

@@ -148,7 +148,7 @@ for _op, _fn in [
 
 @register_functional(aten.abs.default)
 def abs_(self):
-    result = {torch.complex64: torch.float32, torch.complex128: torch.float64}.get(self.dtype, self.dtype)
+    result = self.dtype.to_real()
     return _call(_ABS, self.dtype, result, (self,))
 
 

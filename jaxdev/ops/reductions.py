@@ -205,7 +205,7 @@ def _moments(self, dim, correction, keepdim):
     result = self.dtype if (self.dtype.is_floating_point or self.dtype.is_complex) else None
     if result is None:
         raise RuntimeError(f"std and var only support floating point and complex dtypes")
-    real = {torch.complex64: torch.float32, torch.complex128: torch.float64}.get(result, result)
+    real = result.to_real()
     ddof = 1 if correction is None else correction
     ax = axes(dim, self.dim())
     x = J(self).astype(_opmath(dtypes.to_jax_dtype(result)))
@@ -259,7 +259,7 @@ def vector_norm(self, ord=2, dim=None, keepdim=False, *, dtype=None):
             f"linalg.vector_norm: Expected a floating point or complex tensor as input. Got {str(self.dtype).split('.')[-1].capitalize()}"
         )
     src = dtype or self.dtype
-    real = {torch.complex64: torch.float32, torch.complex128: torch.float64}.get(src, src)
+    real = src.to_real()
     x = jnp.abs(J(self).astype(_opmath(dtypes.to_jax_dtype(src))))
     ax = axes(dim, self.dim())
     if ord == float("inf"):

@@ -77,10 +77,8 @@ def resize_(self, size, memory_format=None):
     size = [int(s) for s in size]
     if any(s < 0 for s in size):
         raise RuntimeError(f"Trying to create tensor with negative dimension {min(size)}: {size}")
-    strides = tensor.contiguous_strides(size)
-    if memory_format not in (None, torch.contiguous_format, torch.preserve_format):
-        strides = list(torch.empty(size, device="meta", memory_format=memory_format).stride())
-    needed = 0 if 0 in size else self.storage_offset() + 1 + sum((n - 1) * s for n, s in zip(size, strides))
+    strides = list(tensor.strides_for(size, memory_format) or tensor.contiguous_strides(size))
+    needed = 0 if 0 in size else self.storage_offset() + tensor.span(size, strides)
     capacity = self.untyped_storage().nbytes() // self.dtype.itemsize
     if needed <= capacity:
         storage = self.untyped_storage()
