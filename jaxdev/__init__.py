@@ -17,6 +17,7 @@ _device.register()
 from jaxdev import fallback as _fallback  # noqa: E402  (needs the device registered)
 from jaxdev import ops as _ops  # noqa: E402,F401
 from jaxdev import autocast as _autocast  # noqa: E402
+from jaxdev import compiler as _compiler  # noqa: E402
 from jaxdev import storage as _storage  # noqa: E402
 from jaxdev import tensor as _tensor  # noqa: E402
 from jaxdev.dtypes import UnsupportedDtypeError  # noqa: E402,F401
@@ -24,6 +25,7 @@ from jaxdev.fallback import fallback_counts, reset_fallback_counts  # noqa: E402
 
 _storage.install()
 _autocast.install()
+_compiler.register()
 
 __version__ = "0.1.0"
 

@@ -87,7 +87,8 @@ def _make_module() -> types.ModuleType:
         from jaxdev.tensor import BOXES
 
         for box in list(BOXES.values()):
-            box.array.block_until_ready()
+            if not isinstance(box.array, jax.core.Tracer):  # skip a program being traced
+                box.array.block_until_ready()
 
     def get_rng_state(device="jax") -> torch.Tensor:
         _check_index(_index_of(device))

@@ -20,7 +20,7 @@ import warnings
 import torch
 from torch.utils._pytree import tree_map
 
-from jaxdev import tensor
+from jaxdev import tensor, tracing
 from jaxdev.tensor import is_jax
 
 _counts: collections.Counter[str] = collections.Counter()
@@ -69,6 +69,12 @@ def _check_devices(name, args, kwargs):
         raise tensor.mixed_devices(cpu[0].device)
 
 
+def _any_traced(args, kwargs) -> bool:
+    found = []
+    tree_map(lambda x: found.append(x) if is_jax(x) and tracing.is_traced(tensor.box_of(x).array) else None, (args, kwargs))
+    return bool(found)
+
+
 def run_on_cpu(op, *args, **kwargs):
     name = op.name()
     policy = mode()
@@ -83,6 +89,11 @@ def run_on_cpu(op, *args, **kwargs):
             "break the alias, so jaxdev refuses to run it"
         )
     _check_devices(name, args, kwargs)
+    if _any_traced(args, kwargs):
+        raise FallbackError(
+            f"{name} has no jax kernel, and its CPU fallback needs values, which a compiled program "
+            "does not have while it is traced"
+        )
     _counts[name] += 1
     if policy == "warn" and name not in _warned:
         _warned.add(name)

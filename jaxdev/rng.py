@@ -2,13 +2,20 @@
 
 The state is (seed, offset): each random op takes the key fold_in(PRNGKey(seed), offset) and
 advances the offset by one, so a given seed replays the same stream of random ops exactly.
+
+Inside a compiled program (`jaxdev/compiler`) the state is an input of the program: `traced(base)`
+makes the k-th random op of the program take the key of offset `base.offset + k`, and the program's
+runner advances the offset by the number of random ops after each call. A compiled step therefore
+draws the same numbers as the same ops run eagerly, and both replay from `torch.manual_seed`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import random
 
 import jax
+import numpy as np
 import torch
 
 _DEFAULT_SEED = 67280421310721  # PyTorch's default seed for a fresh generator
@@ -40,12 +47,43 @@ def initial_seed() -> int:
     return _state.seed
 
 
+class _Traced:
+    base = None  # int64[3] tracer (seed low 32 bits, seed high 32 bits, offset) while tracing
+    draws = 0
+
+
+_traced = _Traced()
+
+
 def next_key() -> jax.Array:
     """A fresh key for one random op."""
-    key = jax.random.fold_in(jax.random.key(_state.seed & 0xFFFF_FFFF), _state.offset)
-    key = jax.random.fold_in(key, _state.seed >> 32)
-    _state.offset += 1
-    return key
+    if _traced.base is not None:
+        lo, hi, offset = _traced.base[0], _traced.base[1], _traced.base[2] + _traced.draws
+        _traced.draws += 1
+    else:
+        lo, hi, offset = _state.seed & 0xFFFF_FFFF, _state.seed >> 32, _state.offset
+        _state.offset += 1
+    return jax.random.fold_in(jax.random.fold_in(jax.random.key(lo), offset), hi)
+
+
+def traced_base() -> np.ndarray:
+    """The state as the input of a compiled program (see `traced`)."""
+    return np.array([_state.seed & 0xFFFF_FFFF, _state.seed >> 32, _state.offset], dtype=np.int64)
+
+
+@contextlib.contextmanager
+def traced(base):
+    """Random ops draw from `base` (a traced `traced_base()`); yields a counter of the draws."""
+    _traced.base, _traced.draws = base, 0
+    try:
+        yield _traced
+    finally:
+        _traced.base = None
+
+
+def advance(draws: int) -> None:
+    """Account for `draws` random ops run by a compiled program."""
+    _state.offset += draws
 
 
 def get_state() -> torch.Tensor:

@@ -51,7 +51,7 @@ _next_address = itertools.count(1 << 52, 1 << 40)
 class Box:
     """The contents of one storage: `array` holds `numel` elements of `dtype`, row-major."""
 
-    __slots__ = ("array", "numel", "dtype", "weak", "untyped", "__weakref__")
+    __slots__ = ("array", "numel", "dtype", "weak", "untyped", "writes", "__weakref__")
 
     def __init__(self, array: jax.Array, numel: int, dtype: torch.dtype):
         self.array = array
@@ -59,6 +59,7 @@ class Box:
         self.dtype = dtype
         self.weak = None
         self.untyped = False  # bytes from an untyped storage: retyped by the first tensor set on it
+        self.writes = 0  # values written through `write` (reads may replace `array` by a reshape)
 
     def retype(self, dtype: torch.dtype) -> None:
         if self.untyped and dtype != self.dtype:
@@ -227,18 +228,98 @@ def _bitcast_flat(flat: jax.Array, dtype: torch.dtype) -> jax.Array:
     return _flat_as(flat, dtypes.to_jax_dtype(dtype))
 
 
+# --- structured views -------------------------------------------------------------------------
+#
+# Most views a program reads are a permutation, a strided slice, a broadcast (stride 0), a diagonal,
+# or a flattening of those. Their elements are
+#     offset + i_0 * s_0 + ... + i_k * s_k       (dims of size > 1 and stride > 0, strides descending)
+# and when each stride is a multiple of the next and the dims do not overlap (s_d >= n_{d+1} s_{d+1}),
+# the block of L = n_0 * s_0 elements that starts at `offset`, reshaped to
+#     (n_0, s_0 / s_1, s_1 / s_2, ..., s_{k-1} / s_k, s_k),
+# holds element (i_0, ..., i_k) at index (i_0, i_1, ..., i_k, 0). So a read is a slice of the flat
+# storage, a reshape, a slice of leading parts of each axis, then a transpose into the view's dim
+# order and a broadcast over its stride-0 dims; a write is the same slices as update_slices. XLA
+# sees transposes and slices it can fuse, where an index gather would hide them. The storage is padded
+# when the block runs past its end (a diagonal's last row). Anything else (overlapping windows,
+# strides that do not divide) keeps the general gather/scatter through an index array.
+
+
+class _Plan:
+    """How to reach a (shape, strides) view as slices of the flat storage."""
+
+    __slots__ = ("block", "parts", "keep", "perm", "squeezed", "shape")
+
+    def __init__(self, shape, strides):
+        dims = sorted(((s, n, d) for d, (n, s) in enumerate(zip(shape, strides)) if n > 1 and s != 0), reverse=True)
+        self.shape = tuple(shape)
+        self.squeezed = tuple(n if (n > 1 and s != 0) else 1 for n, s in zip(shape, strides))
+        if not dims:
+            self.block, self.parts, self.keep, self.perm = 1, (1,), (1,), ()
+            return
+        self.block = dims[0][1] * dims[0][0]
+        self.parts = (dims[0][1],) + tuple(hi[0] // lo[0] for hi, lo in zip(dims, dims[1:])) + (dims[-1][0],)
+        self.keep = tuple(n for _, n, _ in dims) + (1,)
+        # The block's kept axes come in stride order; `perm` puts them back in the view's dim order.
+        order = [d for _, _, d in dims]
+        self.perm = tuple(sorted(range(len(order)), key=lambda i: order[i]))
+
+    @staticmethod
+    def fits(shape, strides) -> bool:
+        dims = sorted(((s, n) for n, s in zip(shape, strides) if n > 1 and s != 0), reverse=True)
+        return all(s_hi % s_lo == 0 and s_hi >= n_lo * s_lo for (s_hi, _), (s_lo, n_lo) in zip(dims, dims[1:]))
+
+    def _block(self, flat, offset, pad):
+        if pad:
+            flat = jnp.pad(flat, (0, self.block))
+        return flat, jax.lax.dynamic_slice(flat, (offset,), (self.block,)).reshape(self.parts)
+
+    def read(self, flat, offset, pad: bool):
+        _, block = self._block(flat, offset, pad)
+        kept = block[tuple(slice(0, n) for n in self.keep[:-1]) + (0,)]
+        if self.perm:
+            kept = jnp.transpose(kept, self.perm)
+        return jnp.broadcast_to(kept.reshape(self.squeezed), self.shape)
+
+    def write(self, flat, value, offset, pad: bool):
+        numel = flat.shape[0]
+        padded, block = self._block(flat, offset, pad)
+        kept = value.reshape(tuple(n for n in self.squeezed if n > 1))
+        if self.perm:
+            kept = jnp.transpose(kept, sorted(range(len(self.perm)), key=lambda i: self.perm[i]))
+        block = jax.lax.dynamic_update_slice(block, kept.reshape(self.keep), (0,) * len(self.parts))
+        padded = jax.lax.dynamic_update_slice(padded, block.reshape(-1), (offset,))
+        return padded[:numel] if pad else padded
+
+
+@functools.lru_cache(maxsize=8192)
+def _plan(shape, strides) -> _Plan | None:
+    return _Plan(shape, strides) if _Plan.fits(shape, strides) else None
+
+
+def _needs_pad(plan: _Plan | None, offset: int, numel: int) -> bool | None:
+    """None: no plan (gather); else whether the block starting at `offset` runs past the storage."""
+    return None if plan is None else offset + plan.block > numel
+
+
 # Everything below runs jitted on the box's array as stored (any shape), so no eager reshape or
 # bitcast happens on the way. The offset is traced: slices at different offsets (x[0], x[1], ...)
-# share one compiled gather/scatter per (shape, strides, dtype).
+# share one compiled program per (shape, strides, dtype, padding).
 @functools.lru_cache(maxsize=4096)
-def _gather(shape, strides, target):
+def _gather(shape, strides, target, pad):
+    if pad is not None:
+        plan = _plan(shape, strides)
+        return jax.jit(lambda stored, offset: plan.read(_flat_as(stored, target), offset, pad))
     return jax.jit(lambda stored, offset: _flat_as(stored, target)[_strided_index(shape, strides, offset)])
 
 
 @functools.lru_cache(maxsize=4096)
-def _scatter(shape, strides, target):
+def _scatter(shape, strides, target, pad):
     def run(stored, value, offset):
-        flat = _flat_as(stored, target).at[_strided_index(shape, strides, offset)].set(value)
+        flat = _flat_as(stored, target)
+        if pad is not None:
+            flat = _plan(shape, strides).write(flat, value, offset, pad)
+        else:
+            flat = flat.at[_strided_index(shape, strides, offset)].set(value)
         return _flat_as(flat, stored.dtype).reshape(stored.shape)
 
     return jax.jit(run)
@@ -269,7 +350,9 @@ def _read_stored(t: torch.Tensor) -> jax.Array:
             a = box.array = _reshape(tuple(t.shape))(a)
         return a
     target = dtypes.TORCH_TO_JAX[t.dtype]
-    return _gather(tuple(t.shape), tuple(t.stride()), target)(box.array, t.storage_offset())
+    shape, strides, offset = tuple(t.shape), t.stride(), t.storage_offset()
+    pad = _needs_pad(_plan(shape, strides), offset, box.numel * box.dtype.itemsize // t.dtype.itemsize)
+    return _gather(shape, strides, target, pad)(box.array, offset)
 
 
 def is_non_overlapping_and_dense(t: torch.Tensor) -> bool:
@@ -327,13 +410,16 @@ def write(t: torch.Tensor, value: jax.Array) -> None:
         value = -value
     if t.is_conj():
         value = jnp.conj(value)
+    box.writes += 1
     if t.dtype == box.dtype and t.storage_offset() == 0 and t.numel() == box.numel and t.is_contiguous():
         box.array = value
         return
     if t.numel() == 0:
         return
     _check_no_internal_overlap(t)
-    box.array = _scatter(shape, tuple(t.stride()), jdt)(box.array, value, t.storage_offset())
+    strides, offset = t.stride(), t.storage_offset()
+    pad = _needs_pad(_plan(shape, strides), offset, box.numel * box.dtype.itemsize // t.dtype.itemsize)
+    box.array = _scatter(shape, strides, jdt, pad)(box.array, value, offset)
 
 
 # --- moving data between CPU and jax ------------------------------------------------------------

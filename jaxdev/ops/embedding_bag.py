@@ -21,10 +21,10 @@ SUM, MEAN, MAX = 0, 1, 2
 
 def _bags(indices, offsets, include_last_offset):
     idx = _any_device(indices).reshape(-1)
-    off = np.asarray(_any_device(offsets)).reshape(-1)
-    n_bags = len(off) - 1 if include_last_offset else len(off)
-    bag_of = np.searchsorted(off[:n_bags], np.arange(idx.shape[0]), side="right") - 1
-    return idx, jnp.asarray(np.maximum(bag_of, 0), jnp.int64), n_bags
+    off = _any_device(offsets).reshape(-1)
+    n_bags = off.shape[0] - 1 if include_last_offset else off.shape[0]
+    bag_of = jnp.searchsorted(off[:n_bags], jnp.arange(idx.shape[0]), side="right") - 1
+    return idx, jnp.maximum(bag_of, 0).astype(jnp.int64), n_bags
 
 
 def _forward(weight, indices, offsets, scale_grad_by_freq=False, mode=0, sparse=False, per_sample_weights=None, include_last_offset=False, padding_idx=-1):

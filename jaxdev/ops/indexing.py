@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 import torch
 
-from jaxdev import dtypes, tensor
+from jaxdev import dtypes, tensor, tracing
 from jaxdev.ops.reductions import wrap_dim
 from jaxdev.ops.registry import J, aten, register, register_functional
 
@@ -61,10 +61,13 @@ def multiply_at(ref, values):
 def _check_bounds(idx, size, dim):
     if idx.size == 0:
         return
-    lo, hi = int(jnp.min(idx)), int(jnp.max(idx))
-    for bad in (lo, hi):
-        if bad < -size or bad >= size:
-            raise IndexError(f"index {bad} is out of bounds for dimension {dim} with size {size}")
+
+    def error():
+        lo, hi = int(jnp.min(idx)), int(jnp.max(idx))
+        bad = lo if lo < -size else hi
+        return IndexError(f"index {bad} is out of bounds for dimension {dim} with size {size}")
+
+    tracing.check_values((idx < -size) | (idx >= size), error)
 
 
 def _index_tuple(self, indices):

@@ -7,7 +7,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 import torch
 
-from jaxdev import dtypes
+from jaxdev import dtypes, tracing
 from jaxdev.ops.pointwise import _opmath
 from jaxdev.ops.registry import J, aten, compiled, register_functional
 
@@ -26,9 +26,10 @@ def _picked(self, target, weight, ignore_index):
     valid = t != ignore_index
     safe = jnp.where(valid, t, 0)
     tt = safe if x.ndim > 1 else safe.reshape(())
-    bad = jnp.any(valid & ((t < 0) | (t >= C)))
-    if bool(bad):
-        raise IndexError(f"Target {int(jnp.max(jnp.where(valid, t, 0)))} is out of bounds.")
+    tracing.check_values(
+        valid & ((t < 0) | (t >= C)),
+        lambda: IndexError(f"Target {int(jnp.max(jnp.where(valid, t, 0)))} is out of bounds."),
+    )
     w = J(weight)[tt] if weight is not None else jnp.ones(tt.shape, x.dtype)
     w = jnp.where(valid, w, 0).astype(_opmath(x.dtype))
     val = jnp.take_along_axis(x, tt[..., None], axis=-1)[..., 0] if x.ndim > 1 else x[tt]
@@ -202,8 +203,7 @@ def _bce_checks(self, target, weight):
             f"({self.shape}) is deprecated. Please ensure they have the same size."
         )
     x = J(self)
-    if bool(jnp.any((x < 0) | (x > 1))):
-        raise RuntimeError("all elements of input should be between 0 and 1")
+    tracing.check_values((x < 0) | (x > 1), lambda: RuntimeError("all elements of input should be between 0 and 1"))
     c = _opmath(x.dtype)
     return None if weight is None else jnp.broadcast_to(J(weight).astype(c), x.shape)
 

@@ -13,7 +13,7 @@ import jax
 import jax.numpy as jnp
 import torch
 
-from jaxdev import dtypes
+from jaxdev import dtypes, tracing
 from jaxdev.ops.registry import J, aten, register_functional
 
 _HALF = (jnp.dtype(jnp.float16), jnp.dtype(jnp.bfloat16))
@@ -286,9 +286,7 @@ def div_mode(self, other, *, rounding_mode=None):
             f"div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '{rounding_mode}'"
         )
     if not (common.is_floating_point or common.is_complex):
-        b = value(other)
-        if bool(jnp.any(jnp.asarray(b) == 0)):
-            raise ZeroDivisionError("ZeroDivisionError")
+        tracing.check_values(jnp.asarray(value(other)) == 0, lambda: ZeroDivisionError("ZeroDivisionError"))
     fn = _trunc_div if rounding_mode == "trunc" else _floor_div
     return _call(fn, common, common, (self, other))
 
@@ -302,8 +300,8 @@ def _remainder(a, b):
 
 def _int_div_check(self, other):
     common = _common(self, other)
-    if not (common.is_floating_point or common.is_complex) and bool(jnp.any(jnp.asarray(value(other)) == 0)):
-        raise RuntimeError("ZeroDivisionError")
+    if not (common.is_floating_point or common.is_complex):
+        tracing.check_values(jnp.asarray(value(other)) == 0, lambda: RuntimeError("ZeroDivisionError"))
     return common
 
 

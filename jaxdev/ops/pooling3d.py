@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 import torch
 
-from jaxdev import dtypes
+from jaxdev import dtypes, tracing
 from jaxdev.ops.pointwise import _opmath
 from jaxdev.ops.pooling import _bins, _lowest, out_size
 from jaxdev.ops.registry import J, aten, register_functional
@@ -273,9 +273,14 @@ def _max_unpool(self, indices, output_size, nd):
     if len(spatial) != nd:
         raise RuntimeError(f"There should be exactly {nd} elements but got {len(spatial)}")
     i = J(indices)
-    if i.size and (int(jnp.min(i)) < 0 or int(jnp.max(i)) >= int(np.prod(spatial))):
-        bad = int(jnp.max(i)) if int(jnp.max(i)) >= int(np.prod(spatial)) else int(jnp.min(i))
-        raise RuntimeError(f"Found an invalid max index: {bad} (output volumes are of size {'x'.join(map(str, spatial))}")
+    volume = int(np.prod(spatial))
+
+    def error():
+        bad = int(jnp.max(i)) if int(jnp.max(i)) >= volume else int(jnp.min(i))
+        return RuntimeError(f"Found an invalid max index: {bad} (output volumes are of size {'x'.join(map(str, spatial))}")
+
+    if i.size:
+        tracing.check_values((i < 0) | (i >= volume), error)
     return _unpool(spatial)(J(self), i)
 
 

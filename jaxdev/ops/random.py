@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 import torch
 
-from jaxdev import dtypes, rng, tensor
+from jaxdev import dtypes, rng, tensor, tracing
 from jaxdev.ops.pointwise import _opmath
 from jaxdev.ops.registry import J, aten, register, register_functional, store_into
 
@@ -119,10 +119,8 @@ def multinomial(self, num_samples, replacement=False, *, generator=None):
     n = self.shape[-1]
     if not replacement and num_samples > n:
         raise RuntimeError("cannot sample n_sample > prob_dist.size(-1) samples without replacement")
-    if bool(jnp.any(p < 0)) or not bool(jnp.all(jnp.isfinite(p))):
-        raise RuntimeError("probability tensor contains either `inf`, `nan` or element < 0")
-    if bool(jnp.any(jnp.sum(p, axis=-1) <= 0)):
-        raise RuntimeError("invalid multinomial distribution (sum of probabilities <= 0)")
+    tracing.check_values((p < 0) | ~jnp.isfinite(p), lambda: RuntimeError("probability tensor contains either `inf`, `nan` or element < 0"))
+    tracing.check_values(jnp.sum(p, axis=-1) <= 0, lambda: RuntimeError("invalid multinomial distribution (sum of probabilities <= 0)"))
     batch = p if p.ndim == 2 else p[None]
     logits = jnp.log(batch)
     key = rng.next_key()

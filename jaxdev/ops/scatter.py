@@ -15,7 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 import torch
 
-from jaxdev import dtypes, tensor
+from jaxdev import dtypes, tensor, tracing
 from jaxdev.ops.indexing import _any_device, _check_bounds, add_at, multiply_at
 from jaxdev.ops.pointwise import _opmath
 from jaxdev.ops.reductions import wrap_dim
@@ -130,9 +130,7 @@ def masked_scatter(self, mask, source):
     shape = jnp.broadcast_shapes(x.shape, m.shape)
     x, m = jnp.broadcast_to(x, shape), jnp.broadcast_to(m, shape)
     flat_m = m.reshape(-1)
-    n = int(jnp.sum(flat_m))
-    if n > s.size:
-        raise RuntimeError("Number of elements of source < number of ones in mask")
+    tracing.check_values(jnp.sum(flat_m) > s.size, lambda: RuntimeError("Number of elements of source < number of ones in mask"))
     take = jnp.clip(jnp.cumsum(flat_m) - 1, 0, max(s.size - 1, 0))
     values = s.reshape(-1)[take] if s.size else jnp.zeros_like(x.reshape(-1))
     return jnp.where(flat_m, values, x.reshape(-1)).reshape(shape)

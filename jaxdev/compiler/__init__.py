@@ -1,0 +1,64 @@
+"""The compiled path: `torch.compile(fn, backend="jax")` runs captured graphs as jitted JAX programs.
+
+The name "jax" reaches dynamo two ways: the `torch_dynamo_backends` entry point of an installed
+jaxdev, and `register()`, which `import jaxdev` calls. Importing dynamo costs about a second, so
+`register()` does not import it: it acts the moment dynamo is first imported (by `torch.compile`
+itself), or at once if it already is.
+
+It also puts jax, jaxlib and jaxdev on dynamo's skip list. Where dynamo runs code eagerly inside a
+compiled function (a graph break), every Python frame started there passes dynamo's frame hook,
+kernels the dispatcher calls included; without the skip, dynamo would try to compile jaxdev's
+kernels and JAX itself.
+"""
+
+from __future__ import annotations
+
+import importlib.abc
+import importlib.machinery
+import sys
+
+from jaxdev.compiler.backend import NAME, jax_backend
+
+_DYNAMO = "torch._dynamo"
+
+
+def _register_now() -> None:
+    from torch._dynamo import trace_rules
+    from torch._dynamo.backends import registry
+
+    if NAME not in registry._BACKENDS:
+        registry.register_backend(jax_backend, name=NAME)
+        for module in ("jax", "jaxlib", "jaxdev"):
+            trace_rules.add(module)
+
+
+class _RegisterOnImport(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Finds dynamo with the normal finders, then registers "jax" once dynamo's import finished."""
+
+    def find_spec(self, name, path, target=None):
+        if name != _DYNAMO:
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        if spec is None or spec.loader is None:
+            return None
+        self._inner = spec.loader
+        spec.loader = self
+        return spec
+
+    def create_module(self, spec):
+        return self._inner.create_module(spec)
+
+    def exec_module(self, module):
+        self._inner.exec_module(module)
+        sys.meta_path[:] = [f for f in sys.meta_path if f is not self]
+        _register_now()
+
+
+def register() -> None:
+    if _DYNAMO in sys.modules:
+        _register_now()
+    elif not any(isinstance(f, _RegisterOnImport) for f in sys.meta_path):
+        sys.meta_path.insert(0, _RegisterOnImport())
+
+
+__all__ = ["register", "jax_backend", "NAME"]

@@ -1,0 +1,43 @@
+"""The dynamo backend `"jax"`: `torch.compile(model, backend="jax")`.
+
+AOTAutograd captures the forward and backward (or inference) graphs as aten ops over jax tensors;
+each graph becomes one `GraphProgram`, a jitted JAX program run through jaxdev's own kernels.
+AOTAutograd keeps what a backend should not redo: autograd (its partitioned graphs hand the backward
+what the forward saved), functionalization, and the epilogue that applies input mutations of training
+graphs and regenerates outputs that alias inputs. Inference graphs keep their input mutations inside
+(`keep_inference_input_mutations`), so a BatchNorm in eval-with-update or a buffer `copy_` is one
+program, written back by the program's runner.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from jaxdev.compiler.program import GraphProgram
+
+NAME = "jax"
+
+
+def _compiler(kind: str):
+    def compile_graph(gm, example_inputs):
+        return GraphProgram(gm, kind)
+
+    compile_graph.__name__ = f"jax_{kind}_compiler"
+    return compile_graph
+
+
+@functools.cache
+def _aot_backend():
+    from torch._dynamo.backends.common import aot_autograd
+
+    return aot_autograd(
+        fw_compiler=_compiler("forward"),
+        bw_compiler=_compiler("backward"),
+        inference_compiler=_compiler("inference"),
+        keep_inference_input_mutations=True,
+    )
+
+
+def jax_backend(gm, example_inputs, **kwargs):
+    """Dynamo backend: compile the graph dynamo captured into jitted JAX programs."""
+    return _aot_backend()(gm, example_inputs, **kwargs)

@@ -1,0 +1,242 @@
+"""`torch.compile(..., backend="jax")`: whole graphs as jitted JAX programs, with eager's semantics."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import warnings
+
+import pytest
+import torch
+from torch import nn
+
+import jaxdev
+from jaxdev import tensor
+from jaxdev.compiler.program import EagerGraphWarning
+from models import MODELS, OPTIMIZERS, batch, loss_fn, twin
+
+
+@pytest.fixture(autouse=True)
+def fresh_dynamo():
+    torch._dynamo.reset()
+    with warnings.catch_warnings():
+        # Every graph in these tests must trace: a graph that ran op by op fails the test.
+        warnings.simplefilter("error", EagerGraphWarning)
+        yield
+    torch._dynamo.reset()
+
+
+def _no_tracers_left():
+    return not any(isinstance(b.array, jaxdev.tracing.Tracer) for b in tensor.BOXES.values())
+
+
+def _train(model, family, optimizer, compiled, steps=3):
+    opt = OPTIMIZERS[optimizer](model.parameters())
+    forward = torch.compile(model, backend="jax") if compiled else model
+    opt_step = torch.compile(opt.step, backend="jax") if compiled else opt.step
+    losses = []
+    for step in range(steps):
+        x, y = (t.to("jax") for t in batch(family, seed=step))
+        opt.zero_grad(set_to_none=True)
+        loss = loss_fn(family, forward(x), y)
+        loss.backward()
+        opt_step()
+        losses.append(loss.item())
+    return losses, {k: v.detach().cpu() for k, v in model.state_dict().items()}
+
+
+def _noise_driven(family):
+    """Elements whose gradient is zero up to rounding: adaptive optimizers turn that noise into
+    full-size steps on any device (see test_models.py), so weights are compared without them."""
+    cpu, _ = twin(family)
+    x, y = batch(family)
+    loss_fn(family, cpu(x), y).backward()
+    return {name: p.grad.abs() < 1e-6 for name, p in cpu.named_parameters() if p.grad is not None}
+
+
+@pytest.mark.parametrize(
+    "family,optimizer",
+    [("mlp", "sgd"), ("mlp", "adamw"), ("cnn", "adam"), ("transformer", "adamw"), ("rnn", "adam")],
+)
+def test_compiled_training_matches_eager(family, optimizer, monkeypatch):
+    monkeypatch.setenv("JAXDEV_FALLBACK", "error")
+    _, eager_model = twin(family)
+    _, compiled_model = twin(family)
+    eager_losses, eager_state = _train(eager_model, family, optimizer, compiled=False)
+    compiled_losses, compiled_state = _train(compiled_model, family, optimizer, compiled=True)
+    torch.testing.assert_close(compiled_losses, eager_losses, rtol=1e-5, atol=1e-5)
+    skip = _noise_driven(family) if optimizer != "sgd" else {}
+    for name, expected in eager_state.items():
+        got = compiled_state[name]
+        if name in skip:
+            got, expected = got[~skip[name]], expected[~skip[name]]
+        torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-5, msg=lambda m: f"{name}: {m}")
+    assert _no_tracers_left()
+
+
+def test_batchnorm_running_stats_are_written_back():
+    torch.manual_seed(0)
+    bn = nn.BatchNorm1d(4).to("jax")
+    ref = nn.BatchNorm1d(4).to("jax")
+    compiled = torch.compile(bn, backend="jax")
+    for seed in range(2):
+        x = torch.randn(8, 4, generator=torch.Generator().manual_seed(seed)).to("jax")
+        torch.testing.assert_close(compiled(x).cpu(), ref(x).cpu())
+    assert bn.num_batches_tracked.item() == 2
+    torch.testing.assert_close(bn.running_mean.cpu(), ref.running_mean.cpu())
+    torch.testing.assert_close(bn.running_var.cpu(), ref.running_var.cpu())
+    bn.eval(), ref.eval()
+    x = torch.randn(8, 4).to("jax")
+    torch.testing.assert_close(compiled(x).cpu(), ref(x).cpu())
+
+
+def test_input_mutation_and_aliasing_outputs():
+    def f(buf, x):
+        buf.copy_(x * 2)
+        x.add_(1)
+        return x[1:], buf.t()
+
+    buf, x = torch.zeros(3, 2, device="jax"), torch.arange(6.0, device="jax").reshape(3, 2)
+    view_of_x = x[0]
+    tail, buf_t = torch.compile(f, backend="jax")(buf, x)
+    assert buf.cpu().tolist() == [[0, 2], [4, 6], [8, 10]]
+    assert x.cpu().tolist() == [[1, 2], [3, 4], [5, 6]]
+    assert view_of_x.cpu().tolist() == [1, 2]  # a view taken before the call sees the write
+    assert x._version > 0
+    # Outputs that alias inputs are views of them: writing through them reaches the input.
+    assert tail.untyped_storage().data_ptr() == x.untyped_storage().data_ptr()
+    tail.zero_()
+    assert x.cpu().tolist() == [[1, 2], [0, 0], [0, 0]]
+    buf_t[0, 0] = 7
+    assert buf[0, 0].item() == 7
+
+
+def test_inputs_sharing_a_storage_stay_aliased():
+    def f(a, b):
+        a.mul_(10)
+        return b + 0  # b overlaps a: it must see the write
+
+    base = torch.arange(4.0, device="jax")
+    out = torch.compile(f, backend="jax")(base[:3], base[1:])
+    assert out.cpu().tolist() == [10, 20, 3]
+    assert base.cpu().tolist() == [0, 10, 20, 3]
+
+
+def test_dropout_is_reproducible_and_draws_like_eager():
+    def f(x):
+        return nn.functional.dropout(x, 0.5, training=True)
+
+    x = torch.ones(64, device="jax")
+    compiled = torch.compile(f, backend="jax")
+    torch.manual_seed(3)
+    first, second = compiled(x).cpu(), compiled(x).cpu()
+    assert not torch.equal(first, second)  # the program advances the device's RNG state
+    torch.manual_seed(3)
+    assert torch.equal(compiled(x).cpu(), first)
+    torch.manual_seed(3)
+    assert torch.equal(f(x).cpu(), first)  # the same numbers as the same op run eagerly
+
+
+def test_autocast_inside_compiled_code():
+    lin = nn.Linear(8, 4).to("jax")
+
+    def f(x):
+        with torch.autocast("jax", dtype=torch.bfloat16):
+            return lin(x)
+
+    x = torch.randn(2, 8, device="jax")
+    out = torch.compile(f, backend="jax")(x)
+    assert out.dtype == torch.bfloat16
+    torch.testing.assert_close(out.cpu(), f(x).cpu())
+
+
+def test_graph_break_runs_eagerly_in_between():
+    def f(x):
+        y = x.sin() * 2
+        torch._dynamo.graph_break()
+        return y.cos() + 1
+
+    x = torch.randn(5, device="jax")
+    explained = torch._dynamo.explain(f)(x)
+    assert explained.graph_break_count == 1 and explained.graph_count == 2
+    torch.testing.assert_close(torch.compile(f, backend="jax")(x).cpu(), f(x).cpu())
+
+
+def test_data_dependent_shapes_break_the_graph():
+    def f(x):
+        return x[x > 0].sum() * 2
+
+    x = torch.tensor([-1.0, 2.0, 3.0], device="jax")
+    assert torch.compile(f, backend="jax")(x).item() == 10.0
+
+
+def test_new_batch_size_recompiles():
+    lin = nn.Linear(3, 2).to("jax")
+    compiled = torch.compile(lin, backend="jax")
+    for n in (4, 7, 4):
+        x = torch.randn(n, 3, device="jax")
+        torch.testing.assert_close(compiled(x).cpu(), lin(x).cpu())
+
+
+def test_dynamic_shapes_specialise_per_size():
+    def f(x):
+        return (x * 2).sum(0)
+
+    compiled = torch.compile(f, backend="jax", dynamic=True)
+    for n in (3, 5, 9):
+        x = torch.randn(n, 4, device="jax")
+        torch.testing.assert_close(compiled(x).cpu(), f(x).cpu())
+
+
+def test_value_checks_raise_the_eager_error():
+    def f(logits, target):
+        return nn.functional.cross_entropy(logits, target)
+
+    logits, target = torch.randn(2, 3, device="jax"), torch.tensor([0, 7], device="jax")
+    compiled = torch.compile(f, backend="jax")
+    with pytest.raises(IndexError, match="Target 7 is out of bounds"):
+        compiled(logits, target)
+    assert compiled(logits, torch.tensor([0, 2], device="jax")).isfinite().item()
+
+
+def test_an_op_that_cannot_be_traced_runs_the_graph_eagerly(monkeypatch):
+    monkeypatch.setenv("JAXDEV_FALLBACK", "silent")
+
+    def f(x):
+        return torch.linalg.svdvals(x * 2) + 1
+
+    x = torch.randn(3, 3, device="jax")
+    with pytest.warns(EagerGraphWarning, match="svd"):
+        out = torch.compile(f, backend="jax")(x)
+    torch.testing.assert_close(out.cpu(), torch.linalg.svdvals(x.cpu() * 2) + 1)
+
+
+def test_cpu_scalar_inputs_are_values_not_constants():
+    """Adam keeps its step count in a CPU tensor: the program must read it at each call."""
+
+    def f(step, x):
+        step += 1
+        return x * step
+
+    step, x = torch.tensor(0.0), torch.ones(2, device="jax")
+    compiled = torch.compile(f, backend="jax")
+    assert compiled(step, x).cpu().tolist() == [1, 1]
+    assert compiled(step, x).cpu().tolist() == [2, 2]
+    assert step.device.type == "cpu" and step.item() == 2
+
+
+def test_backend_name_resolves_without_importing_jaxdev():
+    code = (
+        "import torch\n"
+        "f = torch.compile(lambda x: x * 2, backend='jax')\n"
+        "print(f(torch.ones(2, device='jax')).cpu().tolist())\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "[2.0, 2.0]"
+
+
+def test_import_does_not_import_dynamo():
+    code = "import sys, jaxdev; print('torch._dynamo' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.stdout.strip() == "False", out.stderr[-2000:]
