@@ -84,8 +84,10 @@ def _make_module() -> types.ModuleType:
     def synchronize(device=None) -> None:
         """Waits for all pending JAX work on the device to finish."""
         _check_index(_index_of(device))
+        from jaxdev import tracing
         from jaxdev.tensor import BOXES
 
+        tracing.resolve_checks()
         for box in list(BOXES.values()):
             if not isinstance(box.array, jax.core.Tracer):  # skip a program being traced
                 box.array.block_until_ready()

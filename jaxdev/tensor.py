@@ -34,7 +34,7 @@ import jax.numpy as jnp
 import numpy as np
 import torch
 
-from jaxdev import dtypes
+from jaxdev import dtypes, tracing
 
 DEVICE = torch.device("jax", 0)
 _CPU_KEYS = torch._C.DispatchKeySet(torch._C.DispatchKey.CPU)
@@ -157,8 +157,18 @@ def empty(shape, dtype: torch.dtype, strides=None) -> torch.Tensor:
     shape = tuple(shape)
     strides = contiguous_strides(shape) if strides is None else list(strides)
     numel = span(shape, strides)
-    box = Box(jnp.zeros((numel,), jdt), numel, dtype)
+    box = Box(zeros(numel, jdt), numel, dtype)
     return tensor_on_storage(new_storage(box), dtype, shape, strides)
+
+
+@functools.lru_cache(maxsize=1024)
+def _zeros(numel: int, jdt) -> jax.Array:
+    return jax.jit(lambda: jnp.zeros((numel,), jdt))
+
+
+def zeros(numel: int, jdt) -> jax.Array:
+    """`numel` zeros; a cached jitted call costs a few microseconds where eager jnp costs tens."""
+    return _zeros(numel, jdt)()
 
 
 def mixed_devices(other: torch.device) -> RuntimeError:
@@ -434,4 +444,5 @@ def from_cpu(t: torch.Tensor) -> jax.Array:
 
 
 def to_cpu(array: jax.Array, dtype: torch.dtype) -> torch.Tensor:
+    tracing.resolve_checks()  # values leave the device: compiled programs' checks are read first
     return dtypes.numpy_to_cpu(np.asarray(array), dtype)

@@ -7,11 +7,13 @@ raises on bad values (a class index out of range, an integer division by zero), 
 check with `check_values`:
 
 * eager: the condition is read at once and CPU's exception is raised, as before;
-* traced: the condition becomes an output of the program. After each call of a program that holds
-  checks, the program's runner reads one boolean; if any check failed it runs the graph again
-  eagerly on the same inputs, so the user gets the eager kernel's own exception (see program.py).
-  Values are never silently wrong, at the price of one scalar read per call
-  (`JAXDEV_COMPILE_CHECKS=0` skips that read, and the checks with it).
+* traced: the condition becomes an output of the program, a boolean the program's runner hands to
+  `defer_check`. It is read at the next point where values leave the device (`.item()`, `.cpu()`,
+  printing, `torch.jax.synchronize()`) or before the same program runs again, so checking does not
+  stall the device after every call. If a check failed, the graph runs again eagerly on the inputs
+  of the failing call (kept until then), and the user gets the eager kernel's own exception there:
+  asynchronous like CUDA's device-side errors, but with CPU's exception and message.
+  `JAXDEV_COMPILE_CHECKS=0` skips the checks.
 """
 
 from __future__ import annotations
@@ -44,6 +46,30 @@ def check_values(bad, error: Callable[[], Exception]) -> None:
         return
     if bool(bad.any()):
         raise error()
+
+
+# Checks of programs already run, not yet read: owner -> (flag, raise_error), oldest first.
+_deferred: dict = {}
+
+
+def defer_check(owner, flag, raise_error: Callable[[], None]) -> None:
+    """Hold a program's check flag; `raise_error()` raises the eager exception if it is set."""
+    if owner in _deferred:
+        _resolve(owner)
+    _deferred[owner] = (flag, raise_error)
+
+
+def resolve_checks() -> None:
+    """Read every held check flag, oldest first; raise for the first that failed."""
+    while _deferred:
+        _resolve(next(iter(_deferred)))
+
+
+def _resolve(owner) -> None:
+    flag, raise_error = _deferred.pop(owner)
+    if bool(flag):
+        _deferred.clear()
+        raise_error()
 
 
 def start_checks() -> None:

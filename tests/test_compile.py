@@ -194,9 +194,16 @@ def test_value_checks_raise_the_eager_error():
 
     logits, target = torch.randn(2, 3, device="jax"), torch.tensor([0, 7], device="jax")
     compiled = torch.compile(f, backend="jax")
+    # Checked where values leave the device (like CUDA's asynchronous errors), with CPU's exception.
+    loss = compiled(logits, target)
     with pytest.raises(IndexError, match="Target 7 is out of bounds"):
-        compiled(logits, target)
+        loss.item()
     assert compiled(logits, torch.tensor([0, 2], device="jax")).isfinite().item()
+    # Not observed: the next call of the same program reads the check first.
+    compiled(logits, target)
+    with pytest.raises(IndexError, match="Target 7 is out of bounds"):
+        compiled(logits, torch.tensor([0, 2], device="jax"))
+    torch.jax.synchronize()  # nothing pending any more
 
 
 def test_an_op_that_cannot_be_traced_runs_the_graph_eagerly(monkeypatch):

@@ -9,6 +9,10 @@ It also puts jax, jaxlib and jaxdev on dynamo's skip list. Where dynamo runs cod
 compiled function (a graph break), every Python frame started there passes dynamo's frame hook,
 kernels the dispatcher calls included; without the skip, dynamo would try to compile jaxdev's
 kernels and JAX itself.
+
+And it gives jax parameters what dynamo gives CUDA ones when it compiles `opt.step()`: an optimizer
+whose state is not yet initialised becomes `capturable`, so its step counts live on the device
+instead of in CPU tensors that every compiled step would copy in and out.
 """
 
 from __future__ import annotations
@@ -30,6 +34,33 @@ def _register_now() -> None:
         registry.register_backend(jax_backend, name=NAME)
         for module in ("jax", "jaxlib", "jaxdev"):
             trace_rules.add(module)
+        _capturable_like_cuda()
+
+
+def _capturable_like_cuda() -> None:
+    from torch._dynamo.variables import optimizer
+
+    cls = optimizer.OptimizerVariable
+    original = getattr(cls, "_set_capturable", None)
+    if original is None or getattr(original, "_jaxdev", False):
+        return
+
+    def _set_capturable(self, tx):
+        # Dynamo's own rule, with jax among the devices it names (cuda, xpu): only groups that
+        # declare the option, whose parameters are all on jax and have no state yet.
+        for group in self.value.param_groups:
+            params = group.get("params", [])
+            if (
+                "capturable" in group
+                and params
+                and all(getattr(p, "device", None) is not None and p.device.type == NAME for p in params)
+                and all(p not in self.value.state for p in params)
+            ):
+                group["capturable"] = True
+        return original(self, tx)
+
+    _set_capturable._jaxdev = True
+    cls._set_capturable = _set_capturable
 
 
 class _RegisterOnImport(importlib.abc.MetaPathFinder, importlib.abc.Loader):

@@ -28,6 +28,7 @@ exactly right.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import warnings
 
@@ -36,7 +37,7 @@ import jax.numpy as jnp
 import torch
 import torch.fx
 
-from jaxdev import rng, tensor, tracing
+from jaxdev import dtypes, rng, tensor, tracing
 from jaxdev.tensor import BOXES, Box
 
 _JAX_TYPE = "jax"
@@ -68,57 +69,63 @@ def checks_enabled() -> bool:
 # --- the layout of one call's inputs -------------------------------------------------------------
 
 
-class _Storage:
-    """One storage reached by the inputs: a jax box, or a CPU storage moved in for the call."""
+class _Inputs:
+    """The storages one call's tensors reach, and each tensor's place on them.
 
-    __slots__ = ("storage", "box", "cpu", "numel", "dtype")
+    `metas[i]` is (storage group, dtype, sizes, strides, offset, conj bit, neg bit) for tensor
+    argument i (None for other arguments); `key` fixes everything a traced program depends on."""
 
-    def __init__(self, storage, box: Box | None, cpu: torch.Tensor | None, numel: int, dtype: torch.dtype):
-        self.storage, self.box, self.cpu, self.numel, self.dtype = storage, box, cpu, numel, dtype
+    __slots__ = ("key", "storages", "boxes", "cpu", "metas")
 
-    def array(self) -> jax.Array:
-        return self.box.array if self.box is not None else tensor.from_cpu(self.cpu)
+    def __init__(self, args):
+        key, metas, storages, boxes, cpu = [], [], [], [], {}
+        index: dict[int, int] = {}
+        for a in args:
+            if not isinstance(a, torch.Tensor):
+                key.append(a)
+                metas.append(None)
+                continue
+            st = a.untyped_storage()
+            ptr = st.data_ptr()
+            g = index.get(ptr)
+            if g is None:
+                g = index[ptr] = len(storages)
+                storages.append(st)
+                box = BOXES.get(ptr)
+                if box is None:
+                    if a.device.type != "cpu":
+                        raise UntraceableGraph(None, f"an input lives on {a.device}")
+                    # CPU inputs (an optimizer's step count) are traced as device values, so the
+                    # program does not bake them in as constants; writes are copied back.
+                    numel = st.nbytes() // a.element_size()
+                    cpu[g] = torch.empty(0, dtype=a.dtype).set_(st, 0, (numel,), (1,))
+                    box = Box(None, numel, a.dtype)
+                boxes.append(box)
+            meta = (g, a.dtype, a.shape, a.stride(), a.storage_offset(), a.is_conj(), a.is_neg())
+            metas.append(meta)
+            key.append(meta)
+        key.extend((b.numel, b.dtype, g in cpu) for g, b in enumerate(boxes))
+        self.key, self.storages, self.boxes, self.cpu, self.metas = tuple(key), storages, boxes, cpu, metas
 
-    def store(self, value: jax.Array) -> None:
-        if self.box is not None:
-            self.box.array = value
-            self.box.writes += 1
-        else:
-            self.cpu.copy_(tensor.to_cpu(value, self.dtype))
+    def arrays(self) -> list:
+        arrays = [b.array for b in self.boxes]
+        if self.cpu:
+            moved = jax.device_put([dtypes.cpu_to_numpy(t) for t in self.cpu.values()], tensor.jax_device())
+            for g, a in zip(self.cpu, moved):
+                arrays[g] = a
+        return arrays
 
-
-def _layout(args):
-    """(key, storages, metas). The key fixes everything a traced program depends on: each tensor's
-    storage group, dtype, sizes, strides, offset and lazy conj/neg bits, and every other argument."""
-    key, metas = [], []
-    storages: list[_Storage] = []
-    index: dict[int, int] = {}
-    for a in args:
-        if not isinstance(a, torch.Tensor):
-            key.append(a)
-            metas.append(None)
-            continue
-        st = a.untyped_storage()
-        ptr = st.data_ptr()
-        g = index.get(ptr)
-        if g is None:
-            g = index[ptr] = len(storages)
-            if a.device.type == _JAX_TYPE:
-                box = tensor.box_of(a)
-                storages.append(_Storage(st, box, None, box.numel, box.dtype))
-            elif a.device.type == "cpu":
-                # CPU inputs (an optimizer's step count) are traced as device values, so the program
-                # does not bake them in as constants; writes are copied back after each call.
-                numel = st.nbytes() // a.element_size()
-                flat = torch.empty(0, dtype=a.dtype).set_(st, 0, (numel,), (1,))
-                storages.append(_Storage(st, None, flat, numel, a.dtype))
-            else:
-                raise UntraceableGraph(None, f"an input lives on {a.device}")
-        s = storages[g]
-        meta = (g, a.dtype, tuple(a.shape), a.stride(), a.storage_offset(), a.is_conj(), a.is_neg())
-        metas.append(meta)
-        key.append((meta, s.numel, s.dtype, s.box is not None))
-    return tuple(key), storages, metas
+    def store(self, groups: list[int], values: list) -> None:
+        on_cpu = [(g, v) for g, v in zip(groups, values) if g in self.cpu]
+        for g, v in zip(groups, values):
+            if g not in self.cpu:
+                box = self.boxes[g]
+                box.array = v
+                box.writes += 1
+        if on_cpu:
+            host = jax.device_get([v for _, v in on_cpu])
+            for (g, _), h in zip(on_cpu, host):
+                self.cpu[g].copy_(dtypes.numpy_to_cpu(h, self.cpu[g].dtype))
 
 
 # --- tracing ---------------------------------------------------------------------------------------
@@ -144,7 +151,7 @@ def _plain_dispatch():
 
 
 def _expected_devices(gm: torch.fx.GraphModule) -> list[str | None]:
-    """The device FakeTensor gave each graph output (CPU inputs are traced on jax, see _layout)."""
+    """The device FakeTensor gave each graph output (CPU inputs are traced on jax, see _Inputs)."""
     devices = []
     for node in gm.graph.find_nodes(op="output"):
         values = node.args[0] if isinstance(node.args[0], (list, tuple)) else [node.args[0]]
@@ -157,20 +164,20 @@ def _expected_devices(gm: torch.fx.GraphModule) -> list[str | None]:
 class _Specialisation:
     """The graph traced and compiled for one input layout."""
 
-    def __init__(self, program: GraphProgram, args, storages: list[_Storage], metas):
+    def __init__(self, program: GraphProgram, args, inputs: _Inputs):
         self.program = program
-        self.arg_meta = metas
+        self.arg_meta = inputs.metas
         self.static_args = [None if isinstance(a, torch.Tensor) else a for a in args]
-        self.storage_meta = [(s.numel, s.dtype) for s in storages]
+        self.storage_meta = [(b.numel, b.dtype) for b in inputs.boxes]
         # The shape each storage's array had at the first call: later calls pass that shape, so a
         # box reshaped by an eager read does not retrace the program.
-        self.array_shapes = [s.array().shape for s in storages]
+        self.array_shapes = [a.shape for a in inputs.arrays()]
         # Filled in by the trace (the first call):
         self.outputs: list[tuple] = []
         self.new_storages: list[tuple[int, torch.dtype]] = []
         self.mutated: list[int] = []
+        self.bumped: list[int] = []  # arguments whose version counter a call bumps
         self.draws = 0
-        self.checked = False
         self.jitted = jax.jit(self._trace)
 
     def _trace(self, arrays, rng_base):
@@ -187,16 +194,7 @@ class _Specialisation:
         storages = [tensor.new_storage(b) for b in boxes]
         inputs = []
         for meta, static in zip(self.arg_meta, self.static_args):
-            if meta is None:
-                inputs.append(static)
-                continue
-            g, dtype, shape, stride, offset, conj, neg = meta
-            t = tensor.tensor_on_storage(storages[g], dtype, shape, stride, offset)
-            if conj:
-                torch._C._set_conj(t, True)
-            if neg:
-                torch._C._set_neg(t, True)
-            inputs.append(t)
+            inputs.append(static if meta is None else _on_storage(storages[meta[0]], meta[1:]))
         input_ptrs = [t.untyped_storage().data_ptr() if isinstance(t, torch.Tensor) else None for t in inputs]
 
         tracing.start_checks()
@@ -225,7 +223,7 @@ class _Specialisation:
             if o.device.type != _JAX_TYPE:
                 specs.append(("constant", o.detach().clone()))
                 continue
-            meta = (o.dtype, tuple(o.shape), o.stride(), o.storage_offset(), o.is_conj(), o.is_neg())
+            meta = (o.dtype, o.shape, o.stride(), o.storage_offset(), o.is_conj(), o.is_neg())
             ptr = o.untyped_storage().data_ptr()
             if ptr in by_ptr:
                 specs.append(("input", by_ptr[ptr], meta))
@@ -236,58 +234,61 @@ class _Specialisation:
                 box = BOXES[ptr]
                 new_arrays.append(box.array)
                 new_meta.append((box.numel, box.dtype))
-            to_cpu = i < len(wanted) and wanted[i] == "cpu"
-            specs.append(("new", k, meta, to_cpu))
+            specs.append(("new", k, meta, i < len(wanted) and wanted[i] == "cpu"))
 
         mutated = [g for g, b in enumerate(boxes) if b.writes]
         self.outputs, self.new_storages, self.mutated = specs, new_meta, mutated
+        self.bumped = [i for i, m in enumerate(self.arg_meta) if m is not None and m[0] in set(mutated)]
         self.draws = draws
-        self.checked = bool(checks)
         flag = jnp.any(jnp.stack([jnp.asarray(c) for c in checks])) if checks else None
         return new_arrays, [boxes[g].array for g in mutated], flag
 
-    def run(self, args, storages: list[_Storage]):
-        arrays = [s.array() for s in storages]
+    def run(self, args, inputs: _Inputs):
+        arrays = inputs.arrays()
         for i, (a, shape) in enumerate(zip(arrays, self.array_shapes)):
             if a.shape != shape:
                 arrays[i] = a.reshape(shape)
-        new_arrays, mutated, flag = self.jitted(arrays, rng.traced_base())
+        base = rng.traced_base()
+        new_arrays, mutated, flag = self.jitted(arrays, base)
         if self.draws:
             rng.advance(self.draws)
-        if flag is not None and checks_enabled() and bool(flag):
-            # A value check failed: the eager kernels raise the exception CPU would.
-            self.program.run_eagerly(args)
-            raise RuntimeError("jaxdev: a compiled program flagged invalid values that eager mode accepted")
-        for g, value in zip(self.mutated, mutated):
-            storages[g].store(value)
+        if flag is not None and checks_enabled():
+            tracing.defer_check(self, flag, functools.partial(self._raise_eagerly, arrays, base))
         if self.mutated:
-            changed = set(self.mutated)
-            for a, meta in zip(args, self.arg_meta):
-                if meta is not None and meta[0] in changed:
-                    torch.autograd.graph.increment_version(a)
-        return self._rebuild(new_arrays, storages)
+            inputs.store(self.mutated, mutated)
+            torch._C._increment_version([args[i] for i in self.bumped])
+        return self._rebuild(new_arrays, inputs)
 
-    def _rebuild(self, new_arrays, storages: list[_Storage]):
+    def _raise_eagerly(self, arrays, base) -> None:
+        """A check of the call on `arrays` failed: run that call eagerly, where the kernel raises."""
+        storages = [tensor.new_storage(Box(a, numel, dtype)) for a, (numel, dtype) in zip(arrays, self.storage_meta)]
+        inputs = [s if m is None else _on_storage(storages[m[0]], m[1:]) for m, s in zip(self.arg_meta, self.static_args)]
+        with _plain_dispatch(), rng.traced(jnp.asarray(base)):
+            self.program.gm(*inputs)
+        raise RuntimeError(
+            f"jaxdev: the compiled {self.program.name} program flagged invalid input values that "
+            "its eager run accepted"
+        )
+
+    def _rebuild(self, new_arrays, inputs: _Inputs):
         made = [tensor.new_storage(Box(a, numel, dtype)) for a, (numel, dtype) in zip(new_arrays, self.new_storages)]
         results = []
         for spec in self.outputs:
             kind = spec[0]
-            if kind == "value":
-                results.append(spec[1])
+            if kind == "new":
+                t = _on_storage(made[spec[1]], spec[2])
+                results.append(t.cpu() if spec[3] else t)
+            elif kind == "input":
+                g, meta = spec[1], spec[2]
+                if g in inputs.cpu:
+                    dtype, shape, stride, offset = meta[:4]
+                    results.append(torch.empty(0, dtype=dtype).set_(inputs.storages[g], offset, shape, stride))
+                else:
+                    results.append(_on_storage(inputs.storages[g], meta))
             elif kind == "constant":
                 results.append(spec[1].clone())
-            elif kind == "new":
-                _, k, meta, to_cpu = spec
-                t = _on_storage(made[k], meta)
-                results.append(t.cpu() if to_cpu else t)
             else:
-                _, g, meta = spec
-                s = storages[g]
-                if s.box is not None:
-                    results.append(_on_storage(s.storage, meta))
-                else:
-                    dtype, shape, stride, offset = meta[:4]
-                    results.append(torch.empty(0, dtype=dtype).set_(s.storage, offset, shape, stride))
+                results.append(spec[1])
         return results
 
 
@@ -316,11 +317,11 @@ class GraphProgram:
         args = list(args)
         if self.eager_reason is None:
             try:
-                key, storages, metas = _layout(args)
-                spec = self.specialisations.get(key)
+                inputs = _Inputs(args)
+                spec = self.specialisations.get(inputs.key)
                 if spec is None:
-                    spec = self.specialisations[key] = _Specialisation(self, args, storages, metas)
-                return spec.run(args, storages)
+                    spec = self.specialisations[inputs.key] = _Specialisation(self, args, inputs)
+                return spec.run(args, inputs)
             except UntraceableGraph as e:
                 self.eager_reason = str(e)
                 warnings.warn(

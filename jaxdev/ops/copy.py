@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import torch
 
-from jaxdev import dtypes, tensor
+from jaxdev import dtypes, tensor, tracing
 from jaxdev.device import _check_index
 from jaxdev.ops.registry import aten, register
 from jaxdev.tensor import is_jax
@@ -104,4 +104,5 @@ def _to_copy(self, *, dtype=None, layout=None, device=None, pin_memory=None, non
 
 @register(aten._local_scalar_dense.default)
 def _local_scalar_dense(self):
+    tracing.resolve_checks()
     return np.asarray(tensor.read(self)).item()

@@ -6,8 +6,10 @@ PyTorch's own CompositeExplicitAutograd kernels (empty + fill_, empty + arange.o
 
 from __future__ import annotations
 
+import functools
 import math
 
+import jax
 import jax.numpy as jnp
 import torch
 
@@ -50,7 +52,15 @@ def _fill_value(self, value):
                 f"fill_ only supports 0-dimension value tensor but got tensor with {value.dim()} dimensions."
             )
         return jnp.broadcast_to(J(value).astype(jdt), tuple(self.shape))
-    return jnp.full(tuple(self.shape), value, dtype=jdt)
+    if isinstance(value, int) and not -(2**63) <= value < 2**63:  # beyond a jit argument's int64
+        return jnp.full(tuple(self.shape), value, dtype=jdt)
+    return _full(tuple(self.shape), jdt)(value)
+
+
+@functools.lru_cache(maxsize=1024)
+def _full(shape, jdt):
+    """Filling is the first op of every factory (ones, full, *_like): one cached jitted call each."""
+    return jax.jit(lambda value: jnp.full(shape, value, dtype=jdt))
 
 
 @register(aten.fill_.Scalar, aten.fill_.Tensor)
@@ -61,7 +71,7 @@ def fill_(self, value):
 
 @register(aten.zero_.default)
 def zero_(self):
-    tensor.write(self, jnp.zeros(tuple(self.shape), dtypes.to_jax_dtype(self.dtype)))
+    tensor.write(self, tensor.zeros(self.numel(), dtypes.to_jax_dtype(self.dtype)).reshape(tuple(self.shape)))
     return self
 
 
