@@ -6,9 +6,14 @@ Statuses, worst first (a unit takes the worst of its samples):
   lost_autograd          forward ran but gradients are gone (no grad_fn, None grads, warnings)
   exception              a kernel raised (type + message)
   shape_mismatch, dtype_mismatch, wrong (values beyond tolerance; max abs/rel error recorded)
+  untraced               (compile) correct, but the graph ran op by op: an op could not be traced
   fallback               correct, but only because ops ran on CPU through jaxdev's fallback
   pass                   correct on jax kernels alone
-  skip                   no verdict possible (CPU itself raised, nothing differentiable)
+  skip                   no verdict possible (CPU itself raised, nothing differentiable, or
+                         torch.compile cannot capture the sample in one graph on CPU either)
+
+Directions: forward and backward run the op eagerly; compile runs the forward through
+`torch.compile(backend="jax", fullgraph=True)`.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ import jaxdev
 from jaxdev.audit import samples as sample_db
 
 SEVERITY = ("crash", "timeout", "missing", "lost_autograd", "exception", "shape_mismatch",
-            "dtype_mismatch", "wrong", "fallback", "pass", "skip")
+            "dtype_mismatch", "wrong", "untraced", "fallback", "pass", "skip")
 FAILURES = frozenset(SEVERITY[:8])
 
 # Allocations whose values are whatever was in memory (any overload): a sample that reaches only
@@ -84,6 +89,43 @@ def _call(op, sample, backward: bool, grad_outputs=None):
 
 class _LostAutograd(Exception):
     pass
+
+
+class _Uncapturable(Exception):
+    """torch.compile(fullgraph=True) cannot run the sample on CPU either: no backend could."""
+
+
+def _compiled(op, backend: str):
+    import torch._dynamo  # only compile-mode workers pay for importing dynamo
+
+    torch._dynamo.reset()  # a fresh cache: every sample is its own compile, never a cache-limit hit
+
+    def call(input, *args, **kwargs):
+        return op(input, *args, **kwargs)
+
+    return torch.compile(call, backend=backend, fullgraph=True)
+
+
+def _call_compiled(op, sample, fresh_sample):
+    """The op's outputs through torch.compile(backend="jax", fullgraph=True). When that raises, the
+    same compile with AOTAutograd's reference backend tells whose failure it is: on CPU too ->
+    _Uncapturable (torch.compile itself cannot run it); on jax but not CPU -> the failure happens
+    before jaxdev's backend runs, and the reason says so."""
+    try:
+        return _compiled(op, "jax")(sample.input, *sample.args, **sample.kwargs)
+    except Exception as e:
+        try:
+            cpu = fresh_sample("cpu")
+            _compiled(op, "aot_eager")(cpu.input, *cpu.args, **cpu.kwargs)
+        except Exception as cpu_error:
+            raise _Uncapturable(_short(cpu_error)) from None
+        try:
+            dev = fresh_sample("jax")
+            _compiled(op, "aot_eager")(dev.input, *dev.args, **dev.kwargs)
+        except Exception:
+            raise RuntimeError(f"torch.compile fails on jax tensors before jaxdev's backend runs "
+                               f"(backend='aot_eager' too; CPU compiles): {_short(e)}") from e
+        raise
 
 
 def _cpu(x):
@@ -188,12 +230,18 @@ def run_sample(unit: sample_db.Unit, sample, repro: str | None = None) -> dict:
         try:
             device_sample = sample_db.to_device(sample, "jax")
             sample_db.seed_all(0)
-            actual, _ = _call(op, device_sample, backward, seeds)
+            if unit.direction == "compile":
+                actual = _call_compiled(op, device_sample, lambda device: sample_db.to_device(sample, device))
+            else:
+                actual, _ = _call(op, device_sample, backward, seeds)
             actual = tree_map(_cpu, actual)
+        except _Uncapturable as e:
+            return {**result, "status": "skip", "reason": f"torch.compile(fullgraph=True) cannot run it on CPU either: {e}"}
         except Exception as e:
             result["fallback"] = sorted(jaxdev.fallback_counts())
             return {**result, "status": _exception_status(e), "reason": _short(e)}
     result["fallback"] = sorted(jaxdev.fallback_counts())
+    untraced = [str(w.message) for w in caught if issubclass(w.category, jaxdev.compiler.program.EagerGraphWarning)]
     lost = [str(w.message) for w in caught if any(t in str(w.message) for t in _LOST_AUTOGRAD_TEXT)]
     if lost:
         return {**result, "status": "lost_autograd", "reason": lost[0].splitlines()[0][:300]}
@@ -207,6 +255,8 @@ def run_sample(unit: sample_db.Unit, sample, repro: str | None = None) -> dict:
         if result["fallback"]:
             bad["reason"] += f" (CPU fallback used for {', '.join(result['fallback'])})"
         return {**result, **bad}
+    if untraced:
+        return {**result, "status": "untraced", "reason": untraced[0].split(": ", 1)[-1][:300]}
     if result["fallback"]:
         return {**result, "status": "fallback",
                 "reason": f"correct only through the CPU fallback for {', '.join(result['fallback'])}"}

@@ -46,16 +46,16 @@ def load_baseline(path: str) -> dict:
         raise AuditError(f"cannot use baseline: {e}") from e
 
 
-def scope(baseline: dict, ops=(), backward=True, dtypes=()) -> list[samples.Unit]:
+def scope(baseline: dict, ops=(), backward=True, dtypes=(), mode: str = "eager") -> list[samples.Unit]:
     """Units to rerun: the given OpInfos (all their cells, or those dtypes), else every cell of the baseline."""
     if ops:
-        return sweep.plan(ops, dtypes, backward)
+        return sweep.plan(ops, dtypes, backward, mode=mode)
     db = samples.op_db()
     units = []
     for op, dtype, direction, _ in matrix.cells(baseline):
         if op not in db:
             raise AuditError(f"baseline names OpInfo {op!r}, which this torch does not have; refresh the baseline with --accept OPS")
-        if backward or direction == "forward":
+        if backward or direction != "backward":
             units.append(samples.Unit(op, dtype, direction))
     if not units:
         raise AuditError("the baseline has no results to check")

@@ -5,7 +5,7 @@ Layout (keys sorted, so diffs stay small):
     schema: 1
     versions: {torch, jax, jaxdev, python}
     run: {complete, max_samples, timeout_s, wall_s, samples, shard, ...}
-    summary: {forward: {status: count}, backward: {status: count}}
+    summary: {forward: {status: count}, backward: {...}, compile: {...}}
     ops:
       sin:
         aten: [aten::sin, ...]            # overloads the OpInfo reached (CPU trace)
@@ -32,7 +32,7 @@ from jaxdev.audit import AuditError
 from jaxdev.audit.check import SEVERITY
 
 SCHEMA = 1
-DIRECTIONS = ("forward", "backward")
+DIRECTIONS = ("forward", "backward", "compile")
 
 
 def versions() -> dict[str, str]:
@@ -67,6 +67,13 @@ def cells(matrix: dict):
             for direction in DIRECTIONS:
                 if direction in results[dtype]:
                     yield op, dtype, direction, results[dtype][direction]
+
+
+def keep_directions(m: dict, old: dict, replaced: set[str]) -> None:
+    """Copy into `m` the cells of `old` whose direction is not in `replaced`."""
+    for op, dtype, direction, entry in cells(old):
+        if direction not in replaced:
+            put(m, op, dtype, direction, entry, old["ops"][op].get("aten", ()))
 
 
 def summarize(matrix: dict) -> dict:

@@ -11,16 +11,17 @@ from jaxdev.audit import matrix
 from jaxdev.audit.check import FAILURES, SEVERITY
 
 COLOURS = {
-    "pass": "#2e7d32", "fallback": "#f9a825", "missing": "#c62828", "lost_autograd": "#ad1457",
+    "pass": "#2e7d32", "fallback": "#f9a825", "untraced": "#ef6c00", "missing": "#c62828", "lost_autograd": "#ad1457",
     "exception": "#e53935", "wrong": "#6a1b9a", "dtype_mismatch": "#8e24aa", "shape_mismatch": "#5e35b1",
     "crash": "#000000", "timeout": "#424242", "skip": "#bdbdbd",
 }
 CELL, LABEL_W, HEADER_H = 12, 260, 90
+_SHORT = {"forward": "fwd", "backward": "bwd", "compile": "compiled"}
 
 
 def _columns(m: dict) -> list[tuple[str, str]]:
     cols = {(dtype, direction) for _, dtype, direction, _ in matrix.cells(m)}
-    return sorted(cols, key=lambda c: (c[1] != "forward", c[0]))
+    return sorted(cols, key=lambda c: (matrix.DIRECTIONS.index(c[1]), c[0]))
 
 
 def heatmap_svg(m: dict) -> str:
@@ -30,7 +31,7 @@ def heatmap_svg(m: dict) -> str:
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="monospace" font-size="10">']
     for j, (dtype, direction) in enumerate(cols):
         x = LABEL_W + j * CELL + CELL - 2
-        label = f"{dtype} {'fwd' if direction == 'forward' else 'bwd'}"
+        label = f"{dtype} {_SHORT[direction]}"
         parts.append(f'<text transform="translate({x},{HEADER_H - 4}) rotate(-90)">{html.escape(label)}</text>')
     for i, op in enumerate(ops):
         y = HEADER_H + i * CELL
@@ -49,7 +50,7 @@ def heatmap_svg(m: dict) -> str:
 def failures(m: dict) -> dict[str, list[tuple[str, str, str, dict]]]:
     by: dict[str, list] = {}
     for op, dtype, direction, entry in matrix.cells(m):
-        if entry["status"] in FAILURES or entry["status"] == "fallback":
+        if entry["status"] in FAILURES or entry["status"] in ("untraced", "fallback"):
             by.setdefault(entry["status"], []).append((op, dtype, direction, entry))
     return {k: by[k] for k in SEVERITY if k in by}
 
@@ -94,7 +95,7 @@ def html_page(m: dict, source: str) -> str:
     return (f"<!doctype html><html><head><meta charset='utf-8'><title>jaxdev coverage</title>"
             f"<style>body{{font-family:sans-serif}} td,th{{padding:2px 8px;text-align:right}}</style></head><body>"
             f"<h1>jaxdev coverage</h1><p>{html.escape(markdown(m, source).splitlines()[2])}</p>{table}"
-            f"<h2>op x dtype (forward, then backward)</h2><p>{legend}</p>{heatmap_svg(m)}{''.join(sections)}</body></html>\n")
+            f"<h2>op x dtype (eager forward, eager backward, then forward under torch.compile)</h2><p>{legend}</p>{heatmap_svg(m)}{''.join(sections)}</body></html>\n")
 
 
 def junit(m: dict) -> str:
@@ -111,7 +112,7 @@ def junit(m: dict) -> str:
                 f.text = e.get("repro", "")
             elif e["status"] == "skip":
                 ET.SubElement(case, "skipped", message=e.get("reason", ""))
-            elif e["status"] == "fallback":
+            elif e["status"] in ("untraced", "fallback"):
                 ET.SubElement(case, "system-out").text = e.get("reason", "")
     ET.indent(root)
     return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"

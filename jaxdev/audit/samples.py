@@ -94,26 +94,38 @@ def select(patterns=()) -> list[str]:
 
 @dataclasses.dataclass(frozen=True, order=True)
 class Unit:
-    """One cell of the matrix: an OpInfo, a dtype, forward or backward."""
+    """One cell of the matrix: an OpInfo, a dtype, and a direction."""
 
     op: str
     dtype: str
-    direction: str  # "forward" | "backward"
+    direction: str  # "forward" | "backward" (eager) | "compile" (forward through torch.compile)
 
 
-def units(names, dtypes=(), backward=True) -> list[Unit]:
-    """The work for these OpInfos: forward on every CPU dtype, backward in float32 if differentiable."""
+# What `--mode` runs: eager is forward on every CPU dtype and backward in float32; compile is the
+# forward through torch.compile(backend="jax", fullgraph=True), in float32 unless dtypes are named
+# (a compile per sample: ~0.1 s each, every dtype would make the main job an hour longer).
+MODES = ("eager", "compile", "both")
+COMPILE_DEFAULT_DTYPE = torch.float32
+
+
+def units(names, dtypes=(), backward=True, mode: str = "eager") -> list[Unit]:
+    """The work for these OpInfos in this mode (see MODES)."""
+    if mode not in MODES:
+        raise AuditError(f"--mode must be one of {', '.join(MODES)}, not {mode!r}")
     wanted = {parse_dtype(d) for d in dtypes}
     db = op_db()
     out = []
     for name in names:
         op = db[name]
-        for d in sorted(op.supported_dtypes("cpu"), key=dtype_name):
-            if not wanted or d in wanted:
-                out.append(Unit(name, dtype_name(d), "forward"))
-        if (backward and op.supports_autograd and BACKWARD_DTYPE in op.supported_backward_dtypes("cpu")
-                and (not wanted or BACKWARD_DTYPE in wanted)):
-            out.append(Unit(name, dtype_name(BACKWARD_DTYPE), "backward"))
+        supported = sorted(op.supported_dtypes("cpu"), key=dtype_name)
+        if mode != "compile":
+            out += [Unit(name, dtype_name(d), "forward") for d in supported if not wanted or d in wanted]
+            if (backward and op.supports_autograd and BACKWARD_DTYPE in op.supported_backward_dtypes("cpu")
+                    and (not wanted or BACKWARD_DTYPE in wanted)):
+                out.append(Unit(name, dtype_name(BACKWARD_DTYPE), "backward"))
+        if mode != "eager":
+            chosen = wanted or {COMPILE_DEFAULT_DTYPE}
+            out += [Unit(name, dtype_name(d), "compile") for d in supported if d in chosen]
     return sorted(out)
 
 

@@ -30,12 +30,12 @@ def parse_shard(text: str | None) -> tuple[int, int] | None:
     return int(m[1]), int(m[2])
 
 
-def plan(ops=(), dtypes=(), backward=True, shard: tuple[int, int] | None = None) -> list[samples.Unit]:
+def plan(ops=(), dtypes=(), backward=True, shard: tuple[int, int] | None = None, mode: str = "eager") -> list[samples.Unit]:
     names = samples.select(ops)
     if shard:
         k, n = shard
         names = names[k - 1::n]  # whole OpInfos per shard, so each op's aten list stays in one file
-    return samples.units(names, dtypes, backward)
+    return samples.units(names, dtypes, backward, mode)
 
 
 def sweep(units: list[samples.Unit], out_path: str, *, jobs: int, timeout: float, max_samples: int,
@@ -59,6 +59,13 @@ def sweep(units: list[samples.Unit], out_path: str, *, jobs: int, timeout: float
     else:
         m = matrix.empty()
         todo = list(units)
+        if os.path.exists(out_path):
+            # A run replaces the directions it runs: an eager sweep keeps the compile cells of the
+            # matrix it overwrites, a compile sweep keeps the eager ones.
+            try:
+                matrix.keep_directions(m, matrix.load(out_path), {u.direction for u in units})
+            except AuditError:
+                pass  # not a readable matrix: nothing to keep, and this run replaces it
     previous_wall = m["run"].get("wall_s", 0.0) if resume else 0.0
     previous_samples = m["run"].get("samples", 0) if resume else 0
     m["run"].update(info, complete=False)

@@ -24,6 +24,9 @@ def scope_options(fn):
         click.argument("ops", nargs=-1),
         click.option("--dtype", "dtypes", multiple=True, help="Only this dtype (float32, int64, ...). Repeatable."),
         click.option("--no-backward", is_flag=True, help="Forward only."),
+        click.option("--mode", type=click.Choice(["eager", "compile", "both"]), default="eager", show_default=True,
+                     help="eager: forward and backward op by op; compile: the forward through "
+                          "torch.compile(backend='jax', fullgraph=True), float32 unless --dtype; both."),
         click.option("--jobs", "-j", type=int, default=os.cpu_count() or 1, show_default=True, help="Worker processes."),
         click.option("--timeout", type=float, default=DEFAULT_TIMEOUT_S, show_default=True, help="Seconds a sample may take before it counts as a hang."),
         click.option("--max-samples", type=int, default=DEFAULT_MAX_SAMPLES, show_default=True,
@@ -126,13 +129,15 @@ def print_summary(m):
 @click.option("--merge", "merge_files", multiple=True, type=click.Path(), help="Merge these shard matrices into --out instead of running.")
 @click.option("--cache-dir", type=click.Path(file_okay=False),
               help="JAX's persistent compilation cache (default $JAXDEV_AUDIT_CACHE, else ~/.cache/jaxdev/jax); an empty folder gives a cold run.")
-def command(ops, dtypes, no_backward, jobs, timeout, max_samples, shard, resume, out_dir, merge_files, cache_dir):
+def command(ops, dtypes, no_backward, mode, jobs, timeout, max_samples, shard, resume, out_dir, merge_files, cache_dir):
     """Run PyTorch's OpInfo samples on jax and on CPU, compare, and write OUT/matrix.yaml.
 
     OPS are OpInfo names or globs (`add`, `nn.functional.*`); none means all of op_db.
     Each (op, dtype, direction) gets a status: pass, fallback (correct only through the CPU
-    fallback), missing, lost_autograd, exception, wrong, dtype_mismatch, shape_mismatch, crash,
-    timeout or skip.
+    fallback), untraced (compile: correct, but the graph ran op by op), missing, lost_autograd,
+    exception, wrong, dtype_mismatch, shape_mismatch, crash, timeout or skip. Directions: forward
+    and backward (eager), compile (--mode compile). A run replaces the directions it runs and
+    keeps the others already in OUT/matrix.yaml.
 
     \b
     Examples:
@@ -140,6 +145,7 @@ def command(ops, dtypes, no_backward, jobs, timeout, max_samples, shard, resume,
       jaxdev coverage 'nn.functional.*' --no-backward --jobs 2 --out /tmp/cov
       jaxdev coverage --shard 1/4 --out shard1   # then: jaxdev coverage --merge shard*/matrix.yaml
       jaxdev coverage --resume                   # finish an interrupted sweep
+      jaxdev coverage --mode compile             # add torch.compile coverage beside the eager cells
     """
     from jaxdev.audit import matrix, sweep
 
@@ -151,7 +157,7 @@ def command(ops, dtypes, no_backward, jobs, timeout, max_samples, shard, resume,
         print_summary(merged)
         return
     parsed_shard = sweep.parse_shard(shard)
-    units = sweep.plan(ops, dtypes, not no_backward, parsed_shard)
+    units = sweep.plan(ops, dtypes, not no_backward, parsed_shard, mode)
     if not units:
         raise click.UsageError("nothing to run: no (op, dtype) pair matches these options")
     m = run_sweep(units, out_path, jobs=jobs, timeout=timeout, max_samples=max_samples, resume=resume,

@@ -19,10 +19,12 @@ from jaxdev.cli.render import coloured, console
 @click.option("--init", is_flag=True, help="Create the baseline from a fresh run of OPS (refuses to overwrite one).")
 @click.option("--dtype", "dtypes", multiple=True, help="Only this dtype (with OPS or --init). Repeatable.")
 @click.option("--no-backward", is_flag=True, help="Forward only.")
+@click.option("--mode", type=click.Choice(["eager", "compile", "both"]), default="eager", show_default=True,
+              help="With OPS or --init: which directions to run (see `jaxdev coverage --help`).")
 @click.option("--jobs", "-j", type=int, default=os.cpu_count() or 1, show_default=True)
 @click.option("--timeout", type=float, default=None, help="Per-sample timeout (default: the baseline's).")
 @click.option("--max-samples", type=int, default=None, help="Samples per cell (default: the baseline's).")
-def command(ops, baseline_path, accept, init, dtypes, no_backward, jobs, timeout, max_samples):
+def command(ops, baseline_path, accept, init, dtypes, no_backward, mode, jobs, timeout, max_samples):
     """Rerun the sweep (OPS, or every cell of the baseline) and compare with the baseline.
 
     Exit 1 on any change, each printed as `KIND op dtype direction: old -> new`:
@@ -51,13 +53,13 @@ def command(ops, baseline_path, accept, init, dtypes, no_backward, jobs, timeout
             raise AuditError(f"{baseline_path} already exists; use --accept to update it")
         if not ops:
             raise click.UsageError("--init needs the OPS to put in the new baseline")
-        units = sweep.plan(ops, dtypes, not no_backward)
+        units = sweep.plan(ops, dtypes, not no_backward, mode=mode)
         run_sweep(units, baseline_path, jobs=jobs, timeout=timeout or sweep.DEFAULT_TIMEOUT_S,
                   max_samples=max_samples or sweep.DEFAULT_MAX_SAMPLES)
         console.print(f"baseline written: {baseline_path}")
         return
     baseline = gate.load_baseline(baseline_path)
-    units = gate.scope(baseline, ops, not no_backward, dtypes)
+    units = gate.scope(baseline, ops, not no_backward, dtypes, mode)
     timeout = timeout or baseline["run"].get("timeout_s") or sweep.DEFAULT_TIMEOUT_S
     max_samples = max_samples or baseline["run"].get("max_samples") or sweep.DEFAULT_MAX_SAMPLES
     with tempfile.TemporaryDirectory(prefix="jaxdev-gate-") as tmp:

@@ -11,7 +11,7 @@ console = Console(highlight=False)
 
 COLOURS = {
     "native": "green", "pass": "green", "autograd": "green", "math": "cyan", "decomposed": "cyan",
-    "composite": "blue", "fallback": "yellow", "lost": "red", "lost_autograd": "red",
+    "composite": "blue", "fallback": "yellow", "untraced": "yellow", "lost": "red", "lost_autograd": "red",
     "missing": "red", "wrong": "red", "dtype_mismatch": "red", "shape_mismatch": "red",
     "exception": "red", "crash": "magenta", "timeout": "magenta", "skip": "dim",
 }

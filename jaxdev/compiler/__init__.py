@@ -5,7 +5,7 @@ jaxdev, and `register()`, which `import jaxdev` calls. Importing dynamo costs ab
 `register()` does not import it: it acts the moment dynamo is first imported (by `torch.compile`
 itself), or at once if it already is.
 
-It also puts jax, jaxlib and jaxdev on dynamo's skip list. Where dynamo runs code eagerly inside a
+It also puts jax, jaxlib and jaxdev's device modules on dynamo's skip list. Where dynamo runs code eagerly inside a
 compiled function (a graph break), every Python frame started there passes dynamo's frame hook,
 kernels the dispatcher calls included; without the skip, dynamo would try to compile jaxdev's
 kernels and JAX itself.
@@ -32,9 +32,19 @@ def _register_now() -> None:
 
     if NAME not in registry._BACKENDS:
         registry.register_backend(jax_backend, name=NAME)
-        for module in ("jax", "jaxlib", "jaxdev"):
+        for module in ("jax", "jaxlib", *_device_modules()):
             trace_rules.add(module)
         _capturable_like_cuda()
+
+
+def _device_modules() -> list[str]:
+    """jaxdev's modules that the dispatcher calls into; not the auditor and the CLI, whose code
+    compiles samples with torch.compile and must be traced like any user code."""
+    import pkgutil
+
+    import jaxdev
+
+    return [f"jaxdev.{m.name}" for m in pkgutil.iter_modules(jaxdev.__path__) if m.name not in ("audit", "cli")]
 
 
 def _capturable_like_cuda() -> None:

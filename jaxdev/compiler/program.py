@@ -323,9 +323,9 @@ class GraphProgram:
                     spec = self.specialisations[inputs.key] = _Specialisation(self, args, inputs)
                 return spec.run(args, inputs)
             except UntraceableGraph as e:
-                self.eager_reason = str(e)
+                self.eager_reason = str(e).splitlines()[0]  # torch.fx appends the node's source lines
                 warnings.warn(
-                    f"jaxdev: this compiled {self.name} graph runs op by op on the device: {e}",
+                    f"jaxdev: this compiled {self.name} graph runs op by op on the device: {self.eager_reason}",
                     EagerGraphWarning,
                     stacklevel=2,
                 )

@@ -21,6 +21,7 @@ _LIB = torch.library.Library(NS, "DEF")
 def _define(name, device_kernel):
     _LIB.define(f"{name}(Tensor x) -> Tensor")
     _LIB.impl(name, lambda x: x * 2, "CPU")
+    _LIB.impl(name, torch.empty_like, "Meta")  # shapes for torch.compile's fake tensors
     _LIB.impl(name, device_kernel, "PrivateUse1")
 
 

@@ -135,3 +135,27 @@ def test_workers_compile_fast_unless_told_otherwise():
     env = runner.worker_env({"XLA_FLAGS": "--xla_backend_optimization_level=3"}, cache_dir="/tmp/c")
     assert env["XLA_FLAGS"].split() == ["--xla_backend_optimization_level=3", "--xla_llvm_disable_expensive_passes=true"]
     assert env[runner.CACHE_ENV] == "/tmp/c" and env["JAXDEV_FALLBACK"] == "silent"
+
+
+def test_compile_mode_adds_its_direction_and_keeps_the_eager_cells(cli, tmp_path):
+    code, out = cli("coverage", "sin", "nonzero", "--dtype", "float32", "--no-backward", "--jobs", "1",
+                    "--out", str(tmp_path))
+    assert code == 0, out
+    code, out = cli("coverage", "sin", "nonzero", "--mode", "compile", "--jobs", "1", "--out", str(tmp_path))
+    assert code == 0, out
+    m = matrix.load(str(tmp_path / "matrix.yaml"))
+    assert matrix.get(m, "sin", "float32", "forward")["status"] == "pass"  # kept from the eager run
+    assert matrix.get(m, "sin", "float32", "compile")["status"] == "pass"
+    # nonzero's output shape depends on values: XLA cannot hold it in one program, and says so.
+    nonzero = matrix.get(m, "nonzero", "float32", "compile")
+    assert nonzero["status"] == "untraced" and "aten::nonzero" in nonzero["reason"]
+    assert set(m["summary"]["compile"]) == {"pass", "untraced"}
+
+
+def test_compile_mode_catches_a_broken_kernel(cli, tmp_path):
+    code, out = cli("coverage", "jaxdev_audit_test.good", "--mode", "compile", "--jobs", "1",
+                    "--out", str(tmp_path), env={"JAXDEV_TEST_BREAK": "1"})
+    assert code == 0, out
+    entry = matrix.get(matrix.load(str(tmp_path / "matrix.yaml")), "jaxdev_audit_test.good", "float32", "compile")
+    # the test op's kernel reads values on CPU, so its graph cannot be traced: it runs op by op, wrong
+    assert entry["status"] == "wrong"
