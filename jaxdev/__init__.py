@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import torch
 
+from jaxdev import cache as _cache
 from jaxdev import device as _device
 
+_cache.configure()
 _device.register()
 
 from jaxdev import fallback as _fallback  # noqa: E402  (needs the device registered)

@@ -1,0 +1,44 @@
+"""The persistent compilation cache: a second process loads what the first compiled."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+_CHILD = """
+import jax, torch, jaxdev
+events = []
+jax.monitoring.register_event_listener(lambda e, **k: events.append(e) if "compilation_cache/cache_" in e else None)
+x = torch.arange(12.0, device="jax").reshape(3, 4)
+y = (x.t() @ x).softmax(-1).sum(0)
+f = torch.compile(lambda a: (a * 2).cos().sum(), backend="jax")
+print(y.cpu().tolist(), f(x).item())
+print("DIR", jaxdev.cache.directory())
+print("HITS", sum(e.endswith("cache_hits") for e in events), "MISSES", sum(e.endswith("cache_misses") for e in events))
+"""
+
+
+def _run(env_value, extra=""):
+    env = {"JAXDEV_CACHE_DIR": env_value, "PATH": "/usr/bin:/bin"}
+    out = subprocess.run([sys.executable, "-c", extra + _CHILD], capture_output=True, text=True, timeout=300, env=env)
+    assert out.returncode == 0, out.stderr[-2000:]
+    lines = out.stdout.splitlines()
+    directory = next(ln for ln in lines if ln.startswith("DIR")).split(" ", 1)[1]
+    _, hits, _, misses = next(ln for ln in lines if ln.startswith("HITS")).split()
+    return lines[0], directory, int(hits), int(misses)
+
+
+def test_a_second_process_compiles_nothing(tmp_path):
+    first_values, directory, hits, misses = _run(str(tmp_path))
+    assert directory == str(tmp_path) and misses > 0
+    second_values, _, hits, misses = _run(str(tmp_path))
+    assert second_values == first_values
+    assert hits > 0 and misses == 0
+
+
+def test_cache_can_be_turned_off_and_a_users_own_setting_wins(tmp_path):
+    _, directory, hits, misses = _run("off")
+    assert directory == "None" and hits == misses == 0
+    own = tmp_path / "mine"
+    _, directory, _, _ = _run(str(tmp_path / "ours"), extra=f"import jax; jax.config.update('jax_compilation_cache_dir', {str(own)!r})\n")
+    assert directory == str(own)
