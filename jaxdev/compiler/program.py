@@ -41,6 +41,8 @@ from jaxdev import dtypes, rng, tensor, tracing
 from jaxdev.tensor import BOXES, Box
 
 _JAX_TYPE = "jax"
+# Non-tensor graph inputs (sizes under dynamic shapes, scalars) are baked into the program.
+_STATIC_TYPES = (int, float, bool, complex, str, type(None), torch.dtype, torch.device, torch.memory_format, torch.layout)
 
 
 class EagerGraphWarning(UserWarning):
@@ -82,6 +84,8 @@ class _Inputs:
         index: dict[int, int] = {}
         for a in args:
             if not isinstance(a, torch.Tensor):
+                if not isinstance(a, _STATIC_TYPES):
+                    raise UntraceableGraph(None, f"an input of type {type(a).__name__} cannot be part of a program's key")
                 key.append(a)
                 metas.append(None)
                 continue

@@ -122,8 +122,9 @@ def _sum_to(r, shape):
 
 
 def _pairs(n):
-    i, j = np.triu_indices(n, 1)
-    return jnp.asarray(i), jnp.asarray(j)
+    # numpy, not jnp: a cached factory first built inside a compiled program's trace would
+    # otherwise keep that trace's tracers
+    return np.triu_indices(n, 1)
 
 
 @functools.lru_cache(maxsize=None)

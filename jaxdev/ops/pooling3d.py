@@ -156,7 +156,7 @@ def avg_pool3d_backward(grad_output, self, kernel_size, stride, padding, ceil_mo
 
 @functools.lru_cache(maxsize=None)
 def _adaptive_avg(sizes, outs, compute, result):
-    mats = [jnp.asarray(_bins(n, o), compute) for n, o in zip(sizes, outs)]
+    mats = [np.asarray(_bins(n, o), compute) for n, o in zip(sizes, outs)]  # numpy: no tracer can stick
 
     def fwd(x):
         y = jnp.einsum("ad,be,cf,...def->...abc", *mats, x.astype(compute), precision=jax.lax.Precision.HIGHEST)

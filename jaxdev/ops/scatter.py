@@ -262,9 +262,8 @@ def put(self, index, source, accumulate=False):
     x = J(self)
     i = _any_device(index).reshape(-1)
     n = x.size
-    if i.size and (int(jnp.max(i)) >= n or int(jnp.min(i)) < -n):
-        bad = int(jnp.max(i)) if int(jnp.max(i)) >= n else int(jnp.min(i))
-        raise IndexError(f"out of range: tried to access index {bad} on a tensor of {n} elements.")
+    if i.size:
+        tracing.check_values((i >= n) | (i < -n), lambda: _out_of_range(i, n))
     i = jnp.where(i < 0, i + n, i)
     flat, s = x.reshape(-1), J(source).reshape(-1).astype(x.dtype)
     flat = add_at(flat.at[i], s) if accumulate else flat.at[i].set(s)
@@ -278,7 +277,11 @@ def take(self, index):
     x = J(self).reshape(-1)
     i = _any_device(index)
     n = x.size
-    if i.size and (n == 0 or int(jnp.max(i)) >= n or int(jnp.min(i)) < -n):
-        bad = int(jnp.max(i)) if n == 0 or int(jnp.max(i)) >= n else int(jnp.min(i))
-        raise IndexError(f"out of range: tried to access index {bad} on a tensor of {n} elements.")
+    if i.size:
+        tracing.check_values((i >= n) | (i < -n), lambda: _out_of_range(i, n))
     return x[jnp.where(i < 0, i + n, i)]
+
+
+def _out_of_range(i, n) -> IndexError:
+    bad = int(jnp.max(i)) if n == 0 or int(jnp.max(i)) >= n else int(jnp.min(i))
+    return IndexError(f"out of range: tried to access index {bad} on a tensor of {n} elements.")
