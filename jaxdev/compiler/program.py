@@ -30,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import time
 import warnings
 
 import jax
@@ -62,6 +63,14 @@ def _op_name(node: torch.fx.Node) -> str:
     if isinstance(target, torch._ops.OpOverload):
         return target.name()
     return getattr(target, "__name__", str(target))
+
+
+class STATS:
+    """Programs traced and compiled in this process, and the seconds their first calls took (trace,
+    XLA compile or persistent-cache load, first run): what jaxdev adds to a first compiled step."""
+
+    programs = 0
+    seconds = 0.0
 
 
 def checks_enabled() -> bool:
@@ -324,7 +333,12 @@ class GraphProgram:
                 inputs = _Inputs(args)
                 spec = self.specialisations.get(inputs.key)
                 if spec is None:
+                    began = time.perf_counter()
                     spec = self.specialisations[inputs.key] = _Specialisation(self, args, inputs)
+                    out = spec.run(args, inputs)  # traces and compiles
+                    STATS.programs += 1
+                    STATS.seconds += time.perf_counter() - began
+                    return out
                 return spec.run(args, inputs)
             except UntraceableGraph as e:
                 self.eager_reason = str(e).splitlines()[0]  # torch.fx appends the node's source lines
