@@ -142,16 +142,25 @@ def _layer_norm(h, g, b):
 
 def jax_lm():
     keys = iter(jax.random.split(jax.random.key(0), 64))
-    layer = lambda: {  # noqa: E731
-        "in_w": _normal(next(keys), (3 * D, D), D**-0.5), "in_b": _zeros(3 * D),
-        "out_w": _normal(next(keys), (D, D), D**-0.5), "out_b": _zeros(D),
-        "l1_w": _normal(next(keys), (FF, D), D**-0.5), "l1_b": _zeros(FF),
-        "l2_w": _normal(next(keys), (D, FF), FF**-0.5), "l2_b": _zeros(D),
-        "n1_g": _ones(D), "n1_b": _zeros(D), "n2_g": _ones(D), "n2_b": _zeros(D),
+    layer = lambda: {
+        "in_w": _normal(next(keys), (3 * D, D), D**-0.5),
+        "in_b": _zeros(3 * D),
+        "out_w": _normal(next(keys), (D, D), D**-0.5),
+        "out_b": _zeros(D),
+        "l1_w": _normal(next(keys), (FF, D), D**-0.5),
+        "l1_b": _zeros(FF),
+        "l2_w": _normal(next(keys), (D, FF), FF**-0.5),
+        "l2_b": _zeros(D),
+        "n1_g": _ones(D),
+        "n1_b": _zeros(D),
+        "n2_g": _ones(D),
+        "n2_b": _zeros(D),
     }
     params = {
-        "embed": _normal(next(keys), (VOCAB, D), 1.0), "layers": [layer() for _ in range(LAYERS)],
-        "head_w": _normal(next(keys), (VOCAB, D), D**-0.5), "head_b": _zeros(VOCAB),
+        "embed": _normal(next(keys), (VOCAB, D), 1.0),
+        "layers": [layer() for _ in range(LAYERS)],
+        "head_w": _normal(next(keys), (VOCAB, D), D**-0.5),
+        "head_b": _zeros(VOCAB),
     }
     tokens = jax.random.randint(next(keys), (BATCH, SEQ), 0, VOCAB)
     target = jax.random.randint(next(keys), (BATCH, SEQ), 0, VOCAB)
@@ -194,14 +203,21 @@ def jax_step(build):
 
         return loss, jax.tree.map(new, params, m, v), m, v
 
-    state = {"params": params, "m": jax.tree.map(jnp.zeros_like, params), "v": jax.tree.map(jnp.zeros_like, params), "t": 0}
+    state = {
+        "params": params,
+        "m": jax.tree.map(jnp.zeros_like, params),
+        "v": jax.tree.map(jnp.zeros_like, params),
+        "t": 0,
+    }
     t0 = time.perf_counter()
     run = jax.jit(update).lower(state["params"], state["m"], state["v"], jnp.float32(1)).compile()
     compile_seconds = time.perf_counter() - t0
 
     def step():
         state["t"] += 1
-        loss, state["params"], state["m"], state["v"] = run(state["params"], state["m"], state["v"], jnp.float32(state["t"]))
+        loss, state["params"], state["m"], state["v"] = run(
+            state["params"], state["m"], state["v"], jnp.float32(state["t"])
+        )
         return float(loss)
 
     return step, compile_seconds
@@ -251,12 +267,16 @@ def run(title: str, build_torch, build_jax, rounds: int, steps: int, with_cpu: b
     print(f"{'variant':<26} {'ms/step':>9} {'first step s':>13} {'this / compiled':>16}")
     for name, t in per_step.items():
         print(f"{name:<26} {t * 1e3:>9.2f} {first[name]:>13.2f} {t / base:>16.2f}")
-    print(f"jax.jit compile of the hand-written step: {jax_compile:.2f} s; "
-          f"first compiled jaxdev step / that: {first['jaxdev compiled'] / jax_compile:.2f}; "
-          f"of the first step, jaxdev's tracing and XLA compiles took {ours:.2f} s "
-          f"({ours / jax_compile:.2f}x the jax.jit compile), dynamo and AOTAutograd the rest")
-    print(f"compiled jaxdev / JAX jit: {base / per_step['JAX jit (hand-written)']:.2f}; "
-          f"eager jaxdev / compiled jaxdev: {per_step['jaxdev eager'] / base:.2f}")
+    print(
+        f"jax.jit compile of the hand-written step: {jax_compile:.2f} s; "
+        f"first compiled jaxdev step / that: {first['jaxdev compiled'] / jax_compile:.2f}; "
+        f"of the first step, jaxdev's tracing and XLA compiles took {ours:.2f} s "
+        f"({ours / jax_compile:.2f}x the jax.jit compile), dynamo and AOTAutograd the rest"
+    )
+    print(
+        f"compiled jaxdev / JAX jit: {base / per_step['JAX jit (hand-written)']:.2f}; "
+        f"eager jaxdev / compiled jaxdev: {per_step['jaxdev eager'] / base:.2f}"
+    )
     print(f"CPU fallbacks: {sum(jaxdev.fallback_counts().values())}")
 
 
@@ -268,11 +288,23 @@ def main() -> None:
     args = parser.parse_args()
     print(f"torch {torch.__version__}, jax {jax.__version__} on {jax.devices()[0].platform}")
     if args.only != "transformer":
-        run(f"MLP {'-'.join(map(str, MLP_SIZES))}, batch {MLP_BATCH}, Adam", torch_mlp, lambda: jax_step(jax_mlp),
-            args.rounds, args.steps, with_cpu=True)
+        run(
+            f"MLP {'-'.join(map(str, MLP_SIZES))}, batch {MLP_BATCH}, Adam",
+            torch_mlp,
+            lambda: jax_step(jax_mlp),
+            args.rounds,
+            args.steps,
+            with_cpu=True,
+        )
     if args.only != "mlp":
-        run(f"Transformer LM: {LAYERS} layers, d={D}, seq {SEQ}, batch {BATCH}, AdamW", torch_lm,
-            lambda: jax_step(jax_lm), args.rounds, max(1, args.steps // 2), with_cpu=True)
+        run(
+            f"Transformer LM: {LAYERS} layers, d={D}, seq {SEQ}, batch {BATCH}, AdamW",
+            torch_lm,
+            lambda: jax_step(jax_lm),
+            args.rounds,
+            max(1, args.steps // 2),
+            with_cpu=True,
+        )
 
 
 if __name__ == "__main__":

@@ -63,7 +63,12 @@ def jax_step_fn(jit: bool):
         logp = jax.nn.log_softmax(h)
         return -jnp.mean(jnp.take_along_axis(logp, y[:, None], axis=1))
 
-    state = {"params": params, "m": jax.tree.map(jnp.zeros_like, params), "v": jax.tree.map(jnp.zeros_like, params), "t": 0}
+    state = {
+        "params": params,
+        "m": jax.tree.map(jnp.zeros_like, params),
+        "v": jax.tree.map(jnp.zeros_like, params),
+        "t": 0,
+    }
 
     def adam(params, grads, m, v, t, lr=1e-3, b1=0.9, b2=0.999, eps=1e-8):
         m = jax.tree.map(lambda m_, g: b1 * m_ + (1 - b1) * g, m, grads)

@@ -55,7 +55,9 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=4, help="square tensor side (default 4)")
     parser.add_argument("--repeat", type=int, default=2000)
     args = parser.parse_args()
-    print(f"jax {jax.__version__} on {jax.devices()[0].platform}; torch {torch.__version__}; {args.size}x{args.size} float32")
+    print(
+        f"jax {jax.__version__} on {jax.devices()[0].platform}; torch {torch.__version__}; {args.size}x{args.size} float32"
+    )
     print(f"{'op':<10} {'jaxdev us':>10} {'jnp us':>10} {'ratio':>7}")
     ratios = []
     for name, (dev, ref) in cases(args.size).items():

@@ -16,14 +16,14 @@ from jaxdev import device as _device
 _cache.configure()
 _device.register()
 
-from jaxdev import fallback as _fallback  # noqa: E402  (needs the device registered)
-from jaxdev import ops as _ops  # noqa: E402,F401
 from jaxdev import autocast as _autocast  # noqa: E402
 from jaxdev import compiler as _compiler  # noqa: E402
+from jaxdev import fallback as _fallback  # noqa: E402,F401  (registers the CPU fallback; needs the device)
+from jaxdev import ops as _ops  # noqa: E402,F401
 from jaxdev import storage as _storage  # noqa: E402
 from jaxdev import tensor as _tensor  # noqa: E402
-from jaxdev.dtypes import UnsupportedDtypeError  # noqa: E402,F401
-from jaxdev.fallback import fallback_counts, reset_fallback_counts  # noqa: E402,F401
+from jaxdev.dtypes import UnsupportedDtypeError  # noqa: E402
+from jaxdev.fallback import fallback_counts, reset_fallback_counts  # noqa: E402
 
 _storage.install()
 _autocast.install()
@@ -49,9 +49,9 @@ def from_jax(array) -> torch.Tensor:
 
 
 __all__ = [
-    "to_jax",
-    "from_jax",
-    "fallback_counts",
-    "reset_fallback_counts",
     "UnsupportedDtypeError",
+    "fallback_counts",
+    "from_jax",
+    "reset_fallback_counts",
+    "to_jax",
 ]

@@ -15,23 +15,93 @@ _KEY = torch._C.DispatchKey.AutocastPrivateUse1
 _EXCLUDE = torch._C.DispatchKeySet(_KEY)
 
 LOWER_PRECISION = [
-    "conv1d", "conv1d.padding", "conv2d", "conv2d.padding", "conv3d", "conv3d.padding",
-    "conv_transpose1d", "conv_transpose2d.input", "conv_transpose3d.input", "convolution",
-    "_convolution", "prelu", "addmm", "addmv", "addr", "matmul", "einsum", "mm", "mv", "linear",
-    "addbmm", "baddbmm", "bmm", "chain_matmul", "linalg_multi_dot", "_thnn_fused_lstm_cell",
-    "_thnn_fused_gru_cell", "lstm_cell", "gru_cell", "rnn_tanh_cell", "rnn_relu_cell",
+    "conv1d",
+    "conv1d.padding",
+    "conv2d",
+    "conv2d.padding",
+    "conv3d",
+    "conv3d.padding",
+    "conv_transpose1d",
+    "conv_transpose2d.input",
+    "conv_transpose3d.input",
+    "convolution",
+    "_convolution",
+    "prelu",
+    "addmm",
+    "addmv",
+    "addr",
+    "matmul",
+    "einsum",
+    "mm",
+    "mv",
+    "linear",
+    "addbmm",
+    "baddbmm",
+    "bmm",
+    "chain_matmul",
+    "linalg_multi_dot",
+    "_thnn_fused_lstm_cell",
+    "_thnn_fused_gru_cell",
+    "lstm_cell",
+    "gru_cell",
+    "rnn_tanh_cell",
+    "rnn_relu_cell",
     "scaled_dot_product_attention",
 ]
 FLOAT32 = [
-    "acos", "asin", "cosh", "erfinv", "exp", "expm1", "log", "log10", "log2", "log1p",
-    "reciprocal", "rsqrt", "sinh", "tan", "pow.Tensor_Scalar", "pow.Tensor_Tensor", "pow.Scalar",
-    "softplus", "layer_norm", "group_norm", "norm.Scalar", "norm.ScalarOpt_dim",
-    "cosine_similarity", "poisson_nll_loss", "cosine_embedding_loss", "nll_loss", "nll_loss2d",
-    "hinge_embedding_loss", "kl_div", "l1_loss", "smooth_l1_loss", "huber_loss", "mse_loss",
-    "margin_ranking_loss", "multilabel_margin_loss", "soft_margin_loss", "triplet_margin_loss",
-    "multi_margin_loss", "binary_cross_entropy_with_logits", "dist", "pdist", "cdist", "renorm",
-    "logsumexp", "prod", "prod.dim_int", "softmax.int", "log_softmax.int", "cross_entropy_loss",
-    "cumsum", "cumprod", "sum", "sum.dim_IntList",
+    "acos",
+    "asin",
+    "cosh",
+    "erfinv",
+    "exp",
+    "expm1",
+    "log",
+    "log10",
+    "log2",
+    "log1p",
+    "reciprocal",
+    "rsqrt",
+    "sinh",
+    "tan",
+    "pow.Tensor_Scalar",
+    "pow.Tensor_Tensor",
+    "pow.Scalar",
+    "softplus",
+    "layer_norm",
+    "group_norm",
+    "norm.Scalar",
+    "norm.ScalarOpt_dim",
+    "cosine_similarity",
+    "poisson_nll_loss",
+    "cosine_embedding_loss",
+    "nll_loss",
+    "nll_loss2d",
+    "hinge_embedding_loss",
+    "kl_div",
+    "l1_loss",
+    "smooth_l1_loss",
+    "huber_loss",
+    "mse_loss",
+    "margin_ranking_loss",
+    "multilabel_margin_loss",
+    "soft_margin_loss",
+    "triplet_margin_loss",
+    "multi_margin_loss",
+    "binary_cross_entropy_with_logits",
+    "dist",
+    "pdist",
+    "cdist",
+    "renorm",
+    "logsumexp",
+    "prod",
+    "prod.dim_int",
+    "softmax.int",
+    "log_softmax.int",
+    "cross_entropy_loss",
+    "cumsum",
+    "cumprod",
+    "sum",
+    "sum.dim_IntList",
 ]
 
 _LIB = torch.library.Library("aten", "IMPL")
@@ -39,12 +109,7 @@ _FALLTHROUGH = torch.library.Library("_", "IMPL")
 
 
 def _eligible(x) -> bool:
-    return (
-        isinstance(x, torch.Tensor)
-        and x.device.type == "jax"
-        and x.is_floating_point()
-        and x.dtype != torch.float64
-    )
+    return isinstance(x, torch.Tensor) and x.device.type == "jax" and x.is_floating_point() and x.dtype != torch.float64
 
 
 def _policy(op, target):
@@ -67,4 +132,3 @@ def install() -> None:
             op = getattr(getattr(torch.ops.aten, packet), overload or "default")
             _LIB.impl(op, _policy(op, target), "AutocastPrivateUse1")
     _FALLTHROUGH.fallback(torch.library.fallthrough_kernel, "AutocastPrivateUse1")
-

@@ -71,7 +71,9 @@ def _check_devices(name, args, kwargs):
 
 def _any_traced(args, kwargs) -> bool:
     found = []
-    tree_map(lambda x: found.append(x) if is_jax(x) and tracing.is_traced(tensor.box_of(x).array) else None, (args, kwargs))
+    tree_map(
+        lambda x: found.append(x) if is_jax(x) and tracing.is_traced(tensor.box_of(x).array) else None, (args, kwargs)
+    )
     return bool(found)
 
 
@@ -79,9 +81,7 @@ def run_on_cpu(op, *args, **kwargs):
     name = op.name()
     policy = mode()
     if policy == "error":
-        raise FallbackError(
-            f"{name} has no jax kernel, and JAXDEV_FALLBACK=error forbids running it on CPU"
-        )
+        raise FallbackError(f"{name} has no jax kernel, and JAXDEV_FALLBACK=error forbids running it on CPU")
     schema = op._schema
     if any(r.alias_info is not None and not r.alias_info.is_write for r in schema.returns):
         raise FallbackError(

@@ -51,7 +51,7 @@ _next_address = itertools.count(1 << 52, 1 << 40)
 class Box:
     """The contents of one storage: `array` holds `numel` elements of `dtype`, row-major."""
 
-    __slots__ = ("array", "numel", "dtype", "weak", "untyped", "writes", "__weakref__")
+    __slots__ = ("__weakref__", "array", "dtype", "numel", "untyped", "weak", "writes")
 
     def __init__(self, array: jax.Array, numel: int, dtype: torch.dtype):
         self.array = array
@@ -174,8 +174,7 @@ def zeros(numel: int, jdt) -> jax.Array:
 def mixed_devices(other: torch.device) -> RuntimeError:
     """The error PyTorch raises when a jax tensor meets a tensor of another device."""
     return RuntimeError(
-        f"Expected all tensors to be on the same device, but found at least two devices, "
-        f"{DEVICE} and {other}!"
+        f"Expected all tensors to be on the same device, but found at least two devices, {DEVICE} and {other}!"
     )
 
 
@@ -185,9 +184,7 @@ def box_of(t: torch.Tensor) -> Box:
     except KeyError:
         if t.device.type != "jax":
             raise mixed_devices(t.device) from None
-        raise RuntimeError(
-            f"jaxdev: this {t.device} tensor has no data (its storage was not made by jaxdev)"
-        ) from None
+        raise RuntimeError(f"jaxdev: this {t.device} tensor has no data (its storage was not made by jaxdev)") from None
 
 
 def is_jax(t) -> bool:
@@ -257,7 +254,7 @@ def _bitcast_flat(flat: jax.Array, dtype: torch.dtype) -> jax.Array:
 class _Plan:
     """How to reach a (shape, strides) view as slices of the flat storage."""
 
-    __slots__ = ("block", "parts", "keep", "perm", "squeezed", "shape")
+    __slots__ = ("block", "keep", "parts", "perm", "shape", "squeezed")
 
     def __init__(self, shape, strides):
         dims = sorted(((s, n, d) for d, (n, s) in enumerate(zip(shape, strides)) if n > 1 and s != 0), reverse=True)

@@ -18,7 +18,7 @@ check with `check_values`:
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import jax
 

@@ -12,15 +12,13 @@ import functools
 from pathlib import Path
 
 import pytest
+from jaxdev_testing import describe_exit, run_python
 
 import jaxdev
-from jaxdev_testing import describe_exit, run_python
 
 
 def pytest_configure(config):
-    config.addinivalue_line(
-        "markers", "crashprone: run first in a child process, so a segfault fails only this test"
-    )
+    config.addinivalue_line("markers", "crashprone: run first in a child process, so a segfault fails only this test")
 
 
 @pytest.fixture
@@ -33,7 +31,6 @@ def fallback_mode(monkeypatch):
 
     yield set_mode
     jaxdev.reset_fallback_counts()
-
 
 
 # --- crash isolation ---------------------------------------------------------------------------------
@@ -54,7 +51,7 @@ for name in {names!r}:
 """
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _crash_reports(path: str, names: tuple[str, ...]) -> dict[str, str]:
     """Run the named zero-argument tests of a module in child processes; name -> crash report."""
     crashed: dict[str, str] = {}

@@ -90,7 +90,7 @@ def on_both(fn, *, rtol=0.0, atol=0.0, check_stride=False, match=None):
     """
     try:
         cpu_out = fn(CPU)
-    except Exception as cpu_err:  # noqa: BLE001
+    except Exception as cpu_err:
         try:
             fn(JAX)
         except type(cpu_err) as jax_err:

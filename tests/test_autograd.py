@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 import torch
+from jaxdev_testing import JAX, assert_same, on_both
 
 import jaxdev.ops.registry as registry
-from jaxdev_testing import JAX, assert_same, on_both
 
 TOL = dict(rtol=1e-5, atol=1e-6)
 
@@ -166,8 +166,9 @@ def test_registry_refuses_composite_implicit_op_without_autograd_kernel():
     assert_same(x.grad, torch.ones(2, 2))
 
 
-@pytest.mark.parametrize("op", [torch.ops.aten.linear.default, torch.ops.aten.flatten.using_ints,
-                                torch.ops.aten.to.dtype])
+@pytest.mark.parametrize(
+    "op", [torch.ops.aten.linear.default, torch.ops.aten.flatten.using_ints, torch.ops.aten.to.dtype]
+)
 def test_registry_refuses_other_composite_ops(op):
     with pytest.raises(registry.RegistrationError):
         registry.register(op)(lambda *a, **k: None)
@@ -180,8 +181,10 @@ def test_no_registered_composite_op_lacks_an_autograd_kernel():
     for name in torch._C._dispatch_get_all_op_names():
         if not name.startswith("aten::"):
             continue
-        if (torch._C._dispatch_has_kernel_for_dispatch_key(name, "PrivateUse1")
-                and torch._C._dispatch_has_kernel_for_dispatch_key(name, "CompositeImplicitAutograd")
-                and not torch._C._dispatch_has_kernel_for_dispatch_key(name, "AutogradPrivateUse1")):
+        if (
+            torch._C._dispatch_has_kernel_for_dispatch_key(name, "PrivateUse1")
+            and torch._C._dispatch_has_kernel_for_dispatch_key(name, "CompositeImplicitAutograd")
+            and not torch._C._dispatch_has_kernel_for_dispatch_key(name, "AutogradPrivateUse1")
+        ):
             bad.append(name)
     assert not bad, f"CompositeImplicitAutograd ops with a jax kernel but no autograd kernel: {bad}"

@@ -40,5 +40,7 @@ def test_cache_can_be_turned_off_and_a_users_own_setting_wins(tmp_path):
     _, directory, hits, misses = _run("off")
     assert directory == "None" and hits == misses == 0
     own = tmp_path / "mine"
-    _, directory, _, _ = _run(str(tmp_path / "ours"), extra=f"import jax; jax.config.update('jax_compilation_cache_dir', {str(own)!r})\n")
+    _, directory, _, _ = _run(
+        str(tmp_path / "ours"), extra=f"import jax; jax.config.update('jax_compilation_cache_dir', {str(own)!r})\n"
+    )
     assert directory == str(own)

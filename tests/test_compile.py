@@ -8,12 +8,12 @@ import warnings
 
 import pytest
 import torch
+from models import OPTIMIZERS, batch, loss_fn, twin
 from torch import nn
 
 import jaxdev
 from jaxdev import tensor
 from jaxdev.compiler.program import EagerGraphWarning
-from models import MODELS, OPTIMIZERS, batch, loss_fn, twin
 
 
 @pytest.fixture(autouse=True)
@@ -70,7 +70,7 @@ def test_compiled_training_matches_eager(family, optimizer, monkeypatch):
         got = compiled_state[name]
         if name in skip:
             got, expected = got[~skip[name]], expected[~skip[name]]
-        torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-5, msg=lambda m: f"{name}: {m}")
+        torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-5, msg=lambda m, name=name: f"{name}: {m}")
     assert _no_tracers_left()
 
 

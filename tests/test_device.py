@@ -5,9 +5,9 @@ from __future__ import annotations
 import jax
 import pytest
 import torch
+from jaxdev_testing import JAX, assert_same, describe_exit, run_python
 
 import jaxdev
-from jaxdev_testing import JAX, assert_same, describe_exit, run_python
 
 
 def test_privateuse1_is_renamed_jax():
@@ -160,5 +160,7 @@ print("MULTI-DEVICE OK")
 )
 def test_two_jax_devices_map_jax_n_to_jax_devices_n():
     """With two JAX devices, jax:1 is jax.devices()[1], reported by the tensor, with backward."""
-    proc = run_python(_MULTI_DEVICE, env={"XLA_FLAGS": "--xla_force_host_platform_device_count=2", "JAX_PLATFORMS": "cpu"})
+    proc = run_python(
+        _MULTI_DEVICE, env={"XLA_FLAGS": "--xla_force_host_platform_device_count=2", "JAX_PLATFORMS": "cpu"}
+    )
     assert "MULTI-DEVICE OK" in proc.stdout, describe_exit(proc)

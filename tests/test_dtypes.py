@@ -7,9 +7,9 @@ import itertools
 import jax.numpy as jnp
 import pytest
 import torch
+from jaxdev_testing import ALL_DTYPES, JAX, assert_same, on_both
 
 import jaxdev
-from jaxdev_testing import ALL_DTYPES, JAX, assert_same, on_both
 
 _BITS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
 
@@ -23,7 +23,20 @@ def extreme_values(dtype: torch.dtype) -> torch.Tensor:
         return torch.complex(real, real.flip(0))
     if dtype.is_floating_point:
         fi = torch.finfo(dtype)
-        vals = [0.0, -0.0, 1.0, -1.5, fi.max, fi.min, fi.tiny, fi.tiny / 4, fi.eps, float("inf"), float("-inf"), float("nan")]
+        vals = [
+            0.0,
+            -0.0,
+            1.0,
+            -1.5,
+            fi.max,
+            fi.min,
+            fi.tiny,
+            fi.tiny / 4,
+            fi.eps,
+            float("inf"),
+            float("-inf"),
+            float("nan"),
+        ]
         return torch.tensor(vals, dtype=dtype)
     ii = torch.iinfo(dtype)
     return torch.tensor([0, 1, ii.max, ii.min, ii.max - 1, ii.min + 1, 7], dtype=dtype)
@@ -53,10 +66,18 @@ def test_round_trip_is_bit_exact(dtype):
 def test_jax_array_has_matching_dtype(dtype):
     t = extreme_values(dtype).to("jax")
     expected = {
-        torch.bool: jnp.bool_, torch.uint8: jnp.uint8, torch.int8: jnp.int8, torch.int16: jnp.int16,
-        torch.int32: jnp.int32, torch.int64: jnp.int64, torch.float16: jnp.float16,
-        torch.bfloat16: jnp.bfloat16, torch.float32: jnp.float32, torch.float64: jnp.float64,
-        torch.complex64: jnp.complex64, torch.complex128: jnp.complex128,
+        torch.bool: jnp.bool_,
+        torch.uint8: jnp.uint8,
+        torch.int8: jnp.int8,
+        torch.int16: jnp.int16,
+        torch.int32: jnp.int32,
+        torch.int64: jnp.int64,
+        torch.float16: jnp.float16,
+        torch.bfloat16: jnp.bfloat16,
+        torch.float32: jnp.float32,
+        torch.float64: jnp.float64,
+        torch.complex64: jnp.complex64,
+        torch.complex128: jnp.complex128,
     }[dtype]
     assert jaxdev.to_jax(t).dtype == jnp.dtype(expected)
 
@@ -100,8 +121,19 @@ def test_cast_between_dtypes_matches_cpu(dtype):
 
 # --- type promotion ----------------------------------------------------------------------------------
 
-_PROMO_DTYPES = [torch.bool, torch.uint8, torch.int8, torch.int32, torch.int64, torch.float16,
-                 torch.bfloat16, torch.float32, torch.float64, torch.complex64, torch.complex128]
+_PROMO_DTYPES = [
+    torch.bool,
+    torch.uint8,
+    torch.int8,
+    torch.int32,
+    torch.int64,
+    torch.float16,
+    torch.bfloat16,
+    torch.float32,
+    torch.float64,
+    torch.complex64,
+    torch.complex128,
+]
 
 
 def _sample(dtype):
@@ -119,8 +151,18 @@ def test_add_promotes_like_cpu(a, b):
 
 @pytest.mark.parametrize(
     "dtype,scalar",
-    [(torch.int32, 2), (torch.int32, 2.5), (torch.int32, 1j), (torch.uint8, 3), (torch.float16, 2.5),
-     (torch.bfloat16, 3), (torch.bool, 2), (torch.bool, 0.5), (torch.float32, True), (torch.int64, 2.5)],
+    [
+        (torch.int32, 2),
+        (torch.int32, 2.5),
+        (torch.int32, 1j),
+        (torch.uint8, 3),
+        (torch.float16, 2.5),
+        (torch.bfloat16, 3),
+        (torch.bool, 2),
+        (torch.bool, 0.5),
+        (torch.float32, True),
+        (torch.int64, 2.5),
+    ],
     ids=str,
 )
 def test_python_scalar_promotion_like_cpu(dtype, scalar):
@@ -129,9 +171,16 @@ def test_python_scalar_promotion_like_cpu(dtype, scalar):
     on_both(lambda d: scalar - _sample(dtype).to(d))  # CPU refuses bool subtraction: so must jax
 
 
-@pytest.mark.parametrize("dim_dtype,zero_dtype", [(torch.int32, torch.int64), (torch.float16, torch.float64),
-                                                 (torch.int8, torch.float32), (torch.float32, torch.complex128)],
-                         ids=str)
+@pytest.mark.parametrize(
+    "dim_dtype,zero_dtype",
+    [
+        (torch.int32, torch.int64),
+        (torch.float16, torch.float64),
+        (torch.int8, torch.float32),
+        (torch.float32, torch.complex128),
+    ],
+    ids=str,
+)
 def test_zero_dim_tensor_promotion_like_cpu(dim_dtype, zero_dtype):
     x = _sample(dim_dtype)
     z = torch.tensor(2, dtype=zero_dtype)

@@ -10,11 +10,11 @@ import warnings
 
 import pytest
 import torch
+from jaxdev_testing import JAX, assert_same
 
 import jaxdev
 import jaxdev.fallback
 import jaxdev.ops.registry as registry
-from jaxdev_testing import JAX, assert_same
 
 _LIB = torch.library.Library("jaxdev_test", "DEF")
 _LIB.define("scale(Tensor x, float k) -> Tensor")
@@ -61,8 +61,16 @@ def _other(x):
     return x.neg()
 
 
-for _name, _fn in [("scale", _scale), ("scale_", _scale_), ("scale.out", _scale_out), ("pair", _pair),
-                   ("total", _total), ("stack_sum", _stack_sum), ("first_row", _first_row), ("other", _other)]:
+for _name, _fn in [
+    ("scale", _scale),
+    ("scale_", _scale_),
+    ("scale.out", _scale_out),
+    ("pair", _pair),
+    ("total", _total),
+    ("stack_sum", _stack_sum),
+    ("first_row", _first_row),
+    ("other", _other),
+]:
     _LIB.impl(_name, _fn, "CPU")
 
 ops = torch.ops.jaxdev_test
@@ -252,8 +260,13 @@ def test_fallback_handles_factories(fallback_mode):
     )
     assert_same(result, torch.tril_indices(3, 3))
     result = jaxdev.fallback.run_on_cpu(
-        torch.ops.aten.full.default, [2, 2], 4.0, dtype=torch.float64, layout=torch.strided,
-        device=torch.device("jax", 0), pin_memory=False,
+        torch.ops.aten.full.default,
+        [2, 2],
+        4.0,
+        dtype=torch.float64,
+        layout=torch.strided,
+        device=torch.device("jax", 0),
+        pin_memory=False,
     )
     assert_same(result, torch.full((2, 2), 4.0, dtype=torch.float64))
     result = jaxdev.fallback.run_on_cpu(torch.ops.aten.arange.default, 5, device="jax")

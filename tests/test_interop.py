@@ -7,9 +7,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import torch
+from jaxdev_testing import ALL_DTYPES, JAX, assert_same
 
 import jaxdev
-from jaxdev_testing import ALL_DTYPES, JAX, assert_same
 
 
 def test_to_jax_gives_a_jax_array_with_the_values():

@@ -23,7 +23,9 @@ LOSSES = {
     "smooth_l1_beta0": lambda x, t, r: F.smooth_l1_loss(x, t, reduction=r, beta=0.0),
     "huber": lambda x, t, r: F.huber_loss(x, t, reduction=r, delta=0.7),
     "bce": lambda x, t, r: F.binary_cross_entropy(torch.sigmoid(x), t.sigmoid(), reduction=r),
-    "bce_weight": lambda x, t, r: F.binary_cross_entropy(torch.sigmoid(x), t.sigmoid(), torch.linspace(0.5, 2, 5, device=x.device), reduction=r),
+    "bce_weight": lambda x, t, r: F.binary_cross_entropy(
+        torch.sigmoid(x), t.sigmoid(), torch.linspace(0.5, 2, 5, device=x.device), reduction=r
+    ),
 }
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 import torch
-
 from jaxdev_testing import assert_same
 
 MIXED = {
@@ -47,7 +46,12 @@ def test_zero_dim_cpu_tensor_is_a_scalar(name):
 
 @pytest.mark.parametrize(
     "tensor_dtype,scalar_dtype",
-    [(torch.int32, torch.int64), (torch.float16, torch.float64), (torch.int64, torch.float64), (torch.uint8, torch.int64)],
+    [
+        (torch.int32, torch.int64),
+        (torch.float16, torch.float64),
+        (torch.int64, torch.float64),
+        (torch.uint8, torch.int64),
+    ],
     ids=str,
 )
 def test_zero_dim_cpu_scalar_promotes_like_a_scalar(tensor_dtype, scalar_dtype):

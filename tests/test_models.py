@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 import torch
+from models import MODELS, OPTIMIZERS, batch, loss_fn, train, twin
 
 import jaxdev
-from models import MODELS, OPTIMIZERS, batch, loss_fn, train, twin
 
 FAMILIES = list(MODELS)
 
@@ -47,7 +47,7 @@ def test_trains_like_cpu(family, optimizer, no_fallback):
         if name in skip:
             keep = ~skip[name]
             got, expected = got[keep], expected[keep]
-        torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-5, msg=lambda m: f"{name}: {m}")
+        torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-5, msg=lambda m, name=name: f"{name}: {m}")
 
 
 def test_gradients_land_on_jax(no_fallback):

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
+from jaxdev_testing import CPU, JAX, assert_same
 
 import jaxdev
-from jaxdev_testing import CPU, JAX, assert_same
 
 torch.manual_seed(0)
 pytestmark = pytest.mark.filterwarnings("ignore:index_reduce\\(\\) is in beta")
@@ -90,11 +90,25 @@ SORTING = {
     "median_dim_nan": (lambda t: torch.median(t, 1), _nan_matrix()),
     "nanmedian_dim": (lambda t: torch.nanmedian(t, 1), _nan_matrix()),
     "mode": (lambda t: torch.mode(t, 1), INTS),
-    "searchsorted": (lambda s, v: torch.searchsorted(s, v, side="right"), torch.sort(torch.randn(2, 5))[0], torch.randn(2, 3)),
-    "bucketize": (lambda v, b: torch.bucketize(v, b, out_int32=True), torch.randn(3, 4), torch.tensor([-1.0, 0.0, 0.5])),
+    "searchsorted": (
+        lambda s, v: torch.searchsorted(s, v, side="right"),
+        torch.sort(torch.randn(2, 5))[0],
+        torch.randn(2, 3),
+    ),
+    "bucketize": (
+        lambda v, b: torch.bucketize(v, b, out_int32=True),
+        torch.randn(3, 4),
+        torch.tensor([-1.0, 0.0, 0.5]),
+    ),
     "unique": (lambda t: torch.unique(t, return_inverse=True, return_counts=True), INTS),
-    "unique_dim": (lambda t: torch.unique(t, dim=0, return_inverse=True, return_counts=True), torch.tensor([[1, 2], [0, 4], [1, 2]])),
-    "unique_consecutive": (lambda t: torch.unique_consecutive(t, return_inverse=True, return_counts=True), torch.tensor([1, 1, 2, 2, 1])),
+    "unique_dim": (
+        lambda t: torch.unique(t, dim=0, return_inverse=True, return_counts=True),
+        torch.tensor([[1, 2], [0, 4], [1, 2]]),
+    ),
+    "unique_consecutive": (
+        lambda t: torch.unique_consecutive(t, return_inverse=True, return_counts=True),
+        torch.tensor([1, 1, 2, 2, 1]),
+    ),
     "flip": (lambda t: torch.flip(t, (0, 2)), X3),
     "roll": (lambda t: torch.roll(t, (1, -2), (0, 2)), X3),
     "roll_flat": (lambda t: torch.roll(t, 3), X3),
@@ -192,7 +206,10 @@ V = torch.randn(2, 3, 6, 7, 8)
 NORM_POOL = {
     "group_norm": (lambda t, w, b: F.group_norm(t, 3, w, b), torch.randn(2, 6, 3, 4), torch.randn(6), torch.randn(6)),
     "group_norm_no_affine": (lambda t: F.group_norm(t, 2), torch.randn(3, 6, 5)),
-    "max_pool3d": (lambda t: F.max_pool3d(t, (3, 2, 3), (2, 1, 2), (1, 1, 0), (1, 2, 1), ceil_mode=True, return_indices=True), V),
+    "max_pool3d": (
+        lambda t: F.max_pool3d(t, (3, 2, 3), (2, 1, 2), (1, 1, 0), (1, 2, 1), ceil_mode=True, return_indices=True),
+        V,
+    ),
     "avg_pool3d": (lambda t: F.avg_pool3d(t, 3, 2, 1, ceil_mode=True, count_include_pad=False), V),
     "avg_pool3d_divisor": (lambda t: F.avg_pool3d(t, (2, 3, 2), 1, 1, divisor_override=5), V),
     "adaptive_avg_pool3d": (lambda t: F.adaptive_avg_pool3d(t, (4, 3, 5)), V),
@@ -220,12 +237,27 @@ SCATTER = {
         )
         for r, inc in [("sum", False), ("prod", True), ("mean", False), ("amax", True), ("amin", False)]
     },
-    "scatter_reduce_mean_int": (lambda t, s: t.scatter_reduce(0, S_INDEX.to(t.device), s, "mean"), torch.randint(-5, 5, (4, 5)), torch.randint(-5, 5, (6, 5))),
-    "index_add": (lambda t, s: t.index_add(0, torch.tensor([0, 2, 0], device=t.device), s, alpha=2.0), torch.randn(4, 5), torch.randn(3, 5)),
+    "scatter_reduce_mean_int": (
+        lambda t, s: t.scatter_reduce(0, S_INDEX.to(t.device), s, "mean"),
+        torch.randint(-5, 5, (4, 5)),
+        torch.randint(-5, 5, (6, 5)),
+    ),
+    "index_add": (
+        lambda t, s: t.index_add(0, torch.tensor([0, 2, 0], device=t.device), s, alpha=2.0),
+        torch.randn(4, 5),
+        torch.randn(3, 5),
+    ),
     "masked_scatter": (lambda t, s: t.masked_scatter(MASK.to(t.device), s), torch.randn(4, 5), torch.randn(30)),
-    "masked_scatter_broadcast": (lambda t, s: t.masked_scatter(MASK[0].to(t.device), s), torch.randn(4, 5), torch.randn(30)),
+    "masked_scatter_broadcast": (
+        lambda t, s: t.masked_scatter(MASK[0].to(t.device), s),
+        torch.randn(4, 5),
+        torch.randn(30),
+    ),
     "cummax": (lambda t: torch.cummax(t, 1), torch.randn(4, 5)),
-    "cummin_ties_nan": (lambda t: torch.cummin(t, 0), torch.tensor([1.0, 3.0, 3.0, float("nan"), 5.0, float("nan"), 2.0])),
+    "cummin_ties_nan": (
+        lambda t: torch.cummin(t, 0),
+        torch.tensor([1.0, 3.0, 3.0, float("nan"), 5.0, float("nan"), 2.0]),
+    ),
     "logcumsumexp": (lambda t: torch.logcumsumexp(t, 1), torch.randn(4, 5)),
 }
 
@@ -246,7 +278,10 @@ UPSAMPLE = {
     "bilinear": (lambda t: F.interpolate(t, size=(8, 4), mode="bilinear"), torch.randn(2, 3, 5, 7)),
     "bilinear_scale": (lambda t: F.interpolate(t, scale_factor=(1.7, 0.6), mode="bilinear"), torch.randn(2, 3, 5, 7)),
     "trilinear": (lambda t: F.interpolate(t, size=(5, 3, 9), mode="trilinear"), torch.randn(1, 2, 3, 4, 5)),
-    "bicubic_align": (lambda t: F.interpolate(t, scale_factor=2.3, mode="bicubic", align_corners=True), torch.randn(2, 3, 5, 7)),
+    "bicubic_align": (
+        lambda t: F.interpolate(t, scale_factor=2.3, mode="bicubic", align_corners=True),
+        torch.randn(2, 3, 5, 7),
+    ),
 }
 
 
@@ -266,14 +301,18 @@ BAG_OFFSETS = torch.tensor([0, 4, 4, 6])  # bag 1 is empty
 @pytest.mark.parametrize("padding_idx", [None, 4])
 def test_embedding_bag(mode, padding_idx):
     check(
-        lambda w: F.embedding_bag(BAG_INDICES.to(w.device), w, BAG_OFFSETS.to(w.device), mode=mode, padding_idx=padding_idx),
+        lambda w: F.embedding_bag(
+            BAG_INDICES.to(w.device), w, BAG_OFFSETS.to(w.device), mode=mode, padding_idx=padding_idx
+        ),
         torch.randn(10, 3),
     )
 
 
 def test_embedding_bag_per_sample_weights():
     check(
-        lambda w, p: F.embedding_bag(BAG_INDICES.to(w.device), w, BAG_OFFSETS.to(w.device), mode="sum", per_sample_weights=p),
+        lambda w, p: F.embedding_bag(
+            BAG_INDICES.to(w.device), w, BAG_OFFSETS.to(w.device), mode="sum", per_sample_weights=p
+        ),
         torch.randn(10, 3),
         torch.randn(9),
     )
@@ -317,11 +356,18 @@ FFT_GRID = {
     "fftshift": (lambda t: torch.fft.fftshift(t), SIGNAL),
     **{
         f"grid_sample_{mode}_{pad}": (
-            lambda i, g, mode=mode, pad=pad: F.grid_sample(i, g, mode=mode, padding_mode=pad, align_corners=pad == "border"),
+            lambda i, g, mode=mode, pad=pad: F.grid_sample(
+                i, g, mode=mode, padding_mode=pad, align_corners=pad == "border"
+            ),
             IMG,
             GRID,
         )
-        for mode, pad in [("bilinear", "zeros"), ("bilinear", "reflection"), ("nearest", "border"), ("bicubic", "zeros")]
+        for mode, pad in [
+            ("bilinear", "zeros"),
+            ("bilinear", "reflection"),
+            ("nearest", "border"),
+            ("bicubic", "zeros"),
+        ]
     },
 }
 
@@ -347,13 +393,25 @@ def test_max_unpool():
 
 SLICE_INDEX = torch.tensor([0, 2, 0, 3])
 SLICE_WRITES = {
-    "index_copy": (lambda t, s: t.index_copy(1, torch.tensor([4, 0], device=t.device), s), torch.randn(4, 5), torch.randn(4, 2)),
+    "index_copy": (
+        lambda t, s: t.index_copy(1, torch.tensor([4, 0], device=t.device), s),
+        torch.randn(4, 5),
+        torch.randn(4, 2),
+    ),
     "index_fill": (lambda t: t.index_fill(1, torch.tensor([4, -1, 0], device=t.device), 2.5), torch.randn(4, 5)),
     **{
-        f"index_reduce_{r}": (lambda t, s, r=r: t.index_reduce(0, SLICE_INDEX.to(t.device), s, r, include_self=r != "mean"), torch.randn(4, 5), torch.randn(4, 5))
+        f"index_reduce_{r}": (
+            lambda t, s, r=r: t.index_reduce(0, SLICE_INDEX.to(t.device), s, r, include_self=r != "mean"),
+            torch.randn(4, 5),
+            torch.randn(4, 5),
+        )
         for r in ("prod", "mean", "amax", "amin")
     },
-    "put_accumulate": (lambda t, s: t.put(torch.tensor([1, 1, -7], device=t.device), s, accumulate=True), torch.randn(4, 5), torch.randn(3)),
+    "put_accumulate": (
+        lambda t, s: t.put(torch.tensor([1, 1, -7], device=t.device), s, accumulate=True),
+        torch.randn(4, 5),
+        torch.randn(3),
+    ),
     "take": (lambda t: t.take(torch.tensor([[1, -2], [7, 0]], device=t.device)), torch.randn(4, 5)),
 }
 
@@ -365,12 +423,23 @@ def test_slice_writes(case):
 
 
 MISC = {
-    "grid_sample_3d": (lambda i, g: F.grid_sample(i, g, padding_mode="reflection", align_corners=False), torch.randn(2, 3, 4, 5, 6), torch.rand(2, 3, 4, 5, 3) * 2.6 - 1.3),
-    "grid_sample_3d_nearest": (lambda i, g: F.grid_sample(i, g, mode="nearest", align_corners=False), torch.randn(1, 2, 4, 5, 6), torch.rand(1, 3, 4, 5, 3) * 2 - 1),
+    "grid_sample_3d": (
+        lambda i, g: F.grid_sample(i, g, padding_mode="reflection", align_corners=False),
+        torch.randn(2, 3, 4, 5, 6),
+        torch.rand(2, 3, 4, 5, 3) * 2.6 - 1.3,
+    ),
+    "grid_sample_3d_nearest": (
+        lambda i, g: F.grid_sample(i, g, mode="nearest", align_corners=False),
+        torch.randn(1, 2, 4, 5, 6),
+        torch.rand(1, 3, 4, 5, 3) * 2 - 1,
+    ),
     "isin": (lambda a, b: torch.isin(a, b, invert=True), torch.randint(0, 9, (4, 5)), torch.tensor([[1, 3], [8, 0]])),
     "histc": (lambda t: torch.histc(t, 7, -1, 1.5), torch.randn(200)),
     "histc_edges": (lambda t: torch.histc(t, 10, 0, 1), torch.arange(0, 1.01, 0.1)),
-    "gather_int32_index": (lambda t: torch.gather(t, 1, torch.tensor([[0, 1], [2, 2]], dtype=torch.int32, device=t.device)), torch.randn(2, 4)),
+    "gather_int32_index": (
+        lambda t: torch.gather(t, 1, torch.tensor([[0, 1], [2, 2]], dtype=torch.int32, device=t.device)),
+        torch.randn(2, 4),
+    ),
 }
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 import torch
-
 from jaxdev_testing import JAX
 
 
@@ -109,8 +108,10 @@ def _without_device(text: str) -> str:
         (lambda x: x[1:], "tensor([2.], device='jax:0', grad_fn=<SliceBackward0>)"),
         (lambda x: x.view(2, 1).t(), "tensor([[1., 2.]], device='jax:0', grad_fn=<TBackward0>)"),
         (lambda x: x.reshape(1, 2), "tensor([[1., 2.]], device='jax:0', grad_fn=<ViewBackward0>)"),
-        (lambda x: x.to(torch.float64),
-         "tensor([1., 2.], device='jax:0', dtype=torch.float64,\n       grad_fn=<ToCopyBackward0>)"),
+        (
+            lambda x: x.to(torch.float64),
+            "tensor([1., 2.], device='jax:0', dtype=torch.float64,\n       grad_fn=<ToCopyBackward0>)",
+        ),
     ],
     ids=["leaf", "mul", "sum", "slice", "t", "reshape", "to_float64"],
 )

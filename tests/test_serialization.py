@@ -13,7 +13,6 @@ import pickle
 
 import pytest
 import torch
-
 from jaxdev_testing import JAX, assert_same
 
 pytestmark = pytest.mark.crashprone
@@ -41,8 +40,20 @@ def test_save_load_tensor_stays_on_jax():
 def test_save_load_every_dtype():
     tensors = {
         str(dt): torch.tensor([0, 1, 1], dtype=dt) if dt == torch.bool else torch.tensor([1, 2, 3], dtype=dt)
-        for dt in (torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.float16,
-                   torch.bfloat16, torch.float32, torch.float64, torch.complex64, torch.complex128)
+        for dt in (
+            torch.bool,
+            torch.uint8,
+            torch.int8,
+            torch.int16,
+            torch.int32,
+            torch.int64,
+            torch.float16,
+            torch.bfloat16,
+            torch.float32,
+            torch.float64,
+            torch.complex64,
+            torch.complex128,
+        )
     }
     loaded = _round_trip({k: v.to("jax") for k, v in tensors.items()})
     for k, v in tensors.items():

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 import torch
-
 from jaxdev_testing import JAX, assert_same
 
 # --- factories -------------------------------------------------------------------------------------
@@ -156,8 +155,12 @@ def test_non_contiguous_tensors_move_both_ways():
     for view in (cpu.transpose(0, 2), cpu[:, 1], cpu[..., ::2], cpu.permute(1, 2, 0)):
         assert_same(view.to("jax"), view.contiguous())
     on_jax = cpu.to("jax")
-    for jv, cv in ((on_jax.transpose(0, 2), cpu.transpose(0, 2)), (on_jax[:, 1], cpu[:, 1]),
-                   (on_jax[..., ::2], cpu[..., ::2]), (on_jax[1:, 1:, 3], cpu[1:, 1:, 3])):
+    for jv, cv in (
+        (on_jax.transpose(0, 2), cpu.transpose(0, 2)),
+        (on_jax[:, 1], cpu[:, 1]),
+        (on_jax[..., ::2], cpu[..., ::2]),
+        (on_jax[1:, 1:, 3], cpu[1:, 1:, 3]),
+    ):
         assert torch.equal(jv.cpu(), cv)
 
 
@@ -255,8 +258,17 @@ def test_pin_memory_cpu_tensor_moves_to_jax():
 
 
 @pytest.mark.parametrize(
-    "value,dtype", [(2.5, torch.float32), (-3, torch.int64), (True, torch.bool), (1 + 2j, torch.complex64),
-                    (0.1, torch.float64), (7, torch.uint8), (1.5, torch.bfloat16), (2.0, torch.float16)],
+    "value,dtype",
+    [
+        (2.5, torch.float32),
+        (-3, torch.int64),
+        (True, torch.bool),
+        (1 + 2j, torch.complex64),
+        (0.1, torch.float64),
+        (7, torch.uint8),
+        (1.5, torch.bfloat16),
+        (2.0, torch.float16),
+    ],
     ids=str,
 )
 def test_item(value, dtype):
@@ -274,8 +286,14 @@ def test_item_of_one_element_view():
 
 
 def test_tolist():
-    for cpu in (torch.arange(6).reshape(2, 3), torch.tensor([[1.5, 2.0]]), torch.tensor([True, False]),
-                torch.tensor(4.0), torch.tensor([1 + 1j]), torch.zeros(0, 2)):
+    for cpu in (
+        torch.arange(6).reshape(2, 3),
+        torch.tensor([[1.5, 2.0]]),
+        torch.tensor([True, False]),
+        torch.tensor(4.0),
+        torch.tensor([1 + 1j]),
+        torch.zeros(0, 2),
+    ):
         assert cpu.to("jax").tolist() == cpu.tolist()
     assert torch.arange(6).reshape(2, 3).to("jax").t().tolist() == torch.arange(6).reshape(2, 3).t().tolist()
 

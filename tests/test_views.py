@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-
-from jaxdev_testing import JAX, assert_same, on_both
+from jaxdev_testing import JAX, on_both
 
 
 def base_of(device) -> torch.Tensor:
@@ -285,8 +284,9 @@ SETITEM = {
     "int_list": lambda x, d: x.__setitem__([0, 2], torch.tensor([[1.0, 1.0, 1.0, 1.0]], device=d)),
     "index_tensor": lambda x, d: x.__setitem__(torch.tensor([2, 0], device=d), 4.0),
     "cpu_index_tensor": lambda x, d: x.__setitem__(torch.tensor([2, 0]), 4.0),
-    "two_index_tensors": lambda x, d: x.__setitem__((torch.tensor([0, 2], device=d), torch.tensor([1, 3], device=d)),
-                                                    torch.tensor([-7.0, -8.0], device=d)),
+    "two_index_tensors": lambda x, d: x.__setitem__(
+        (torch.tensor([0, 2], device=d), torch.tensor([1, 3], device=d)), torch.tensor([-7.0, -8.0], device=d)
+    ),
     "mixed_slice_and_index": lambda x, d: x.__setitem__((slice(1, None), torch.tensor([0, 3], device=d)), 0.5),
     "none": lambda x, d: x.__setitem__((None, 1), 2.0),
     "zero_dim_value": lambda x, d: x.__setitem__(0, torch.tensor(6.0, device=d)),
@@ -386,9 +386,12 @@ OUT_OPS = {
     "mul_scalar": lambda d, out: torch.mul(torch.arange(6.0, device=d).reshape(2, 3), 2, out=out),
     "sin": lambda d, out: torch.sin(torch.arange(6.0, device=d).reshape(2, 3), out=out),
     "sum_dim": lambda d, out: torch.sum(torch.arange(12.0, device=d).reshape(2, 3, 2), dim=2, out=out),
-    "matmul": lambda d, out: torch.matmul(torch.ones(2, 4, device=d), torch.arange(12.0, device=d).reshape(4, 3), out=out),
-    "where": lambda d, out: torch.where(torch.tensor([[True, False, True]] * 2, device=d), 1.0,
-                                        torch.zeros(2, 3, device=d), out=out),
+    "matmul": lambda d, out: torch.matmul(
+        torch.ones(2, 4, device=d), torch.arange(12.0, device=d).reshape(4, 3), out=out
+    ),
+    "where": lambda d, out: torch.where(
+        torch.tensor([[True, False, True]] * 2, device=d), 1.0, torch.zeros(2, 3, device=d), out=out
+    ),
     "clamp": lambda d, out: torch.clamp(torch.arange(6.0, device=d).reshape(2, 3), 1, 4, out=out),
 }
 

@@ -29,14 +29,34 @@ from torch.utils._pytree import tree_flatten, tree_map
 import jaxdev
 from jaxdev.audit import samples as sample_db
 
-SEVERITY = ("crash", "timeout", "missing", "lost_autograd", "exception", "shape_mismatch",
-            "dtype_mismatch", "wrong", "untraced", "fallback", "pass", "skip")
+SEVERITY = (
+    "crash",
+    "timeout",
+    "missing",
+    "lost_autograd",
+    "exception",
+    "shape_mismatch",
+    "dtype_mismatch",
+    "wrong",
+    "untraced",
+    "fallback",
+    "pass",
+    "skip",
+)
 FAILURES = frozenset(SEVERITY[:8])
 
 # Allocations whose values are whatever was in memory (any overload): a sample that reaches only
 # these is compared by shape and dtype, like a random op.
-UNINITIALISED = frozenset({"aten::empty", "aten::empty_like", "aten::empty_strided", "aten::empty_permuted",
-                           "aten::new_empty", "aten::new_empty_strided"})
+UNINITIALISED = frozenset(
+    {
+        "aten::empty",
+        "aten::empty_like",
+        "aten::empty_strided",
+        "aten::empty_permuted",
+        "aten::new_empty",
+        "aten::new_empty_strided",
+    }
+)
 
 _LOST_AUTOGRAD_TEXT = ("an autograd kernel was not registered", "does not require grad and does not have a grad_fn")
 
@@ -70,8 +90,11 @@ def _call(op, sample, backward: bool, grad_outputs=None):
         return out, None
     out = sample.output_process_fn_grad(out)
     outs = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor) and t.requires_grad]
-    inputs = [t for t in tree_flatten((sample.input, sample.args, sample.kwargs))[0]
-              if isinstance(t, torch.Tensor) and t.requires_grad]
+    inputs = [
+        t
+        for t in tree_flatten((sample.input, sample.args, sample.kwargs))[0]
+        if isinstance(t, torch.Tensor) and t.requires_grad
+    ]
     if grad_outputs is None:
         with _disable_current_modes():  # the seeds are ours, not the op's: keep them out of the trace
             gen = torch.Generator().manual_seed(0)
@@ -80,7 +103,9 @@ def _call(op, sample, backward: bool, grad_outputs=None):
     else:
         device_seeds = [g.to(outs[0].device) for g in grad_outputs] if outs else []
         if len(outs) != len(grad_outputs):
-            raise _LostAutograd(f"{len(grad_outputs) - len(outs)} of {len(grad_outputs)} outputs have no grad_fn on jax")
+            raise _LostAutograd(
+                f"{len(grad_outputs) - len(outs)} of {len(grad_outputs)} outputs have no grad_fn on jax"
+            )
     if not outs:
         return None, grad_outputs
     grads = torch.autograd.grad(outs, inputs, device_seeds, allow_unused=True)
@@ -123,8 +148,10 @@ def _call_compiled(op, sample, fresh_sample):
             dev = fresh_sample("jax")
             _compiled(op, "aot_eager")(dev.input, *dev.args, **dev.kwargs)
         except Exception:
-            raise RuntimeError(f"torch.compile fails on jax tensors before jaxdev's backend runs "
-                               f"(backend='aot_eager' too; CPU compiles): {_short(e)}") from e
+            raise RuntimeError(
+                f"torch.compile fails on jax tensors before jaxdev's backend runs "
+                f"(backend='aot_eager' too; CPU compiles): {_short(e)}"
+            ) from e
         raise
 
 
@@ -146,8 +173,8 @@ def _errors(actual: torch.Tensor, expected: torch.Tensor) -> tuple[float, float]
 
 def compare(actual, expected, atol: float, rtol: float, values: bool = True) -> dict | None:
     """None if the outputs agree; else {status, reason, max_abs, max_rel}."""
-    a_leaves, a_spec = tree_flatten(actual)
-    e_leaves, e_spec = tree_flatten(expected)
+    a_leaves, _ = tree_flatten(actual)
+    e_leaves, _ = tree_flatten(expected)
     if len(a_leaves) != len(e_leaves):
         return {"status": "shape_mismatch", "reason": f"{len(a_leaves)} outputs, CPU gives {len(e_leaves)}"}
     worst_abs = worst_rel = 0.0
@@ -155,16 +182,28 @@ def compare(actual, expected, atol: float, rtol: float, values: bool = True) -> 
     for i, (a, e) in enumerate(zip(a_leaves, e_leaves)):
         where = f"output {i}" if len(e_leaves) > 1 else "output"
         if isinstance(e, torch.Tensor) != isinstance(a, torch.Tensor):
-            return {"status": "shape_mismatch", "reason": f"{where} is {type(a).__name__}, CPU gives {type(e).__name__}"}
+            return {
+                "status": "shape_mismatch",
+                "reason": f"{where} is {type(a).__name__}, CPU gives {type(e).__name__}",
+            }
         if not isinstance(e, torch.Tensor):
-            if values and not (a == e or (isinstance(a, float) and isinstance(e, float)
-                                          and (math.isclose(a, e, rel_tol=rtol, abs_tol=atol) or (math.isnan(a) and math.isnan(e))))):
+            if values and not (
+                a == e
+                or (
+                    isinstance(a, float)
+                    and isinstance(e, float)
+                    and (math.isclose(a, e, rel_tol=rtol, abs_tol=atol) or (math.isnan(a) and math.isnan(e)))
+                )
+            ):
                 bad = bad or {"status": "wrong", "reason": f"{where} is {a!r}, CPU gives {e!r}"}
             continue
         if tuple(a.shape) != tuple(e.shape):
             return {"status": "shape_mismatch", "reason": f"{where} shape {list(a.shape)}, CPU gives {list(e.shape)}"}
         if a.dtype != e.dtype:
-            return {"status": "dtype_mismatch", "reason": f"{where} dtype {sample_db.dtype_name(a.dtype)}, CPU gives {sample_db.dtype_name(e.dtype)}"}
+            return {
+                "status": "dtype_mismatch",
+                "reason": f"{where} dtype {sample_db.dtype_name(a.dtype)}, CPU gives {sample_db.dtype_name(e.dtype)}",
+            }
         if not values:
             continue
         # The unit's tolerance is for its input dtype; an output of another dtype (fft of int64 is
@@ -172,8 +211,16 @@ def compare(actual, expected, atol: float, rtol: float, values: bool = True) -> 
         out_rtol, out_atol = default_tolerances(e)
         out_atol, out_rtol = max(atol, out_atol), max(rtol, out_rtol)
         try:
-            torch.testing.assert_close(a, e, atol=out_atol, rtol=out_rtol, equal_nan=True, check_device=False,
-                                       check_stride=False, check_layout=False)
+            torch.testing.assert_close(
+                a,
+                e,
+                atol=out_atol,
+                rtol=out_rtol,
+                equal_nan=True,
+                check_device=False,
+                check_stride=False,
+                check_layout=False,
+            )
         except AssertionError:
             abs_err, rel_err = _errors(a, e)
             worst_abs, worst_rel = max(worst_abs, abs_err), max(worst_rel, rel_err)
@@ -217,8 +264,9 @@ def run_sample(unit: sample_db.Unit, sample, repro: str | None = None) -> dict:
     # Random ops (dropout, rand_like, ...) and uninitialised memory (empty, new_empty, ...): only
     # shapes and dtypes can be compared.
     uninitialised = bool(trace.ops) and {name.split(".")[0] for name in trace.ops} <= UNINITIALISED
-    random = not uninitialised and (any(_is_seeded(name) for name in trace.ops)
-                                    or compare(again, expected, 0.0, 0.0) is not None)
+    random = not uninitialised and (
+        any(_is_seeded(name) for name in trace.ops) or compare(again, expected, 0.0, 0.0) is not None
+    )
     if random:
         result["random"] = True
     if uninitialised:
@@ -236,7 +284,11 @@ def run_sample(unit: sample_db.Unit, sample, repro: str | None = None) -> dict:
                 actual, _ = _call(op, device_sample, backward, seeds)
             actual = tree_map(_cpu, actual)
         except _Uncapturable as e:
-            return {**result, "status": "skip", "reason": f"torch.compile(fullgraph=True) cannot run it on CPU either: {e}"}
+            return {
+                **result,
+                "status": "skip",
+                "reason": f"torch.compile(fullgraph=True) cannot run it on CPU either: {e}",
+            }
         except Exception as e:
             result["fallback"] = sorted(jaxdev.fallback_counts())
             return {**result, "status": _exception_status(e), "reason": _short(e)}
@@ -258,8 +310,11 @@ def run_sample(unit: sample_db.Unit, sample, repro: str | None = None) -> dict:
     if untraced:
         return {**result, "status": "untraced", "reason": untraced[0].split(": ", 1)[-1][:300]}
     if result["fallback"]:
-        return {**result, "status": "fallback",
-                "reason": f"correct only through the CPU fallback for {', '.join(result['fallback'])}"}
+        return {
+            **result,
+            "status": "fallback",
+            "reason": f"correct only through the CPU fallback for {', '.join(result['fallback'])}",
+        }
     unchecked = "random op" if random else "uninitialised memory" if uninitialised else ""
     return {**result, "status": "pass", "reason": f"values unchecked: {unchecked}" if unchecked else ""}
 

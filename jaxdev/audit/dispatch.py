@@ -36,7 +36,9 @@ AUTOGRAD_MEANING = {
     "missing": "no autograd kernel: backward raises",
 }
 
-_LINE = re.compile(r"^(?P<key>\w+): (?P<fallthrough>fallthrough )?registered at (?P<where>.*?) \[(?P<kind>[^\]]+)\]\s*$", re.M)
+_LINE = re.compile(
+    r"^(?P<key>\w+): (?P<fallthrough>fallthrough )?registered at (?P<where>.*?) \[(?P<kind>[^\]]+)\]\s*$", re.M
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,10 +81,7 @@ def all_op_names(namespace: str | None = "aten") -> list[str]:
 
 def table(name: str) -> dict[str, Entry]:
     """The computed dispatch table of `name`: dispatch key -> Entry."""
-    return {
-        m["key"]: Entry(m["kind"], m["where"])
-        for m in _LINE.finditer(torch._C._dispatch_dump_table(name))
-    }
+    return {m["key"]: Entry(m["kind"], m["where"]) for m in _LINE.finditer(torch._C._dispatch_dump_table(name))}
 
 
 def overload(name: str) -> torch._ops.OpOverload | None:
@@ -104,9 +103,7 @@ def tags(name: str) -> tuple[str, ...]:
 
 def returns_view(name: str) -> bool:
     op = overload(name)
-    return op is not None and any(
-        r.alias_info is not None and not r.alias_info.is_write for r in op._schema.returns
-    )
+    return op is not None and any(r.alias_info is not None and not r.alias_info.is_write for r in op._schema.returns)
 
 
 def status(name: str) -> OpStatus:
@@ -135,8 +132,9 @@ def _device_status(name: str, entry: Entry | None) -> str:
 def _autograd_status(entry: Entry | None) -> str:
     if entry is None:
         return "missing"
-    return {"autograd kernel": "autograd", "math kernel": "math", "kernel": "autograd",
-            "backend fallback": "lost"}.get(entry.kind, "missing")
+    return {"autograd kernel": "autograd", "math kernel": "math", "kernel": "autograd", "backend fallback": "lost"}.get(
+        entry.kind, "missing"
+    )
 
 
 def matches(name: str, patterns: list[str]) -> bool:

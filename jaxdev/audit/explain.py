@@ -18,10 +18,10 @@ CIA_RULE = (
 
 FIX = {
     "fallback": "write a jax kernel: `@register_functional(aten.{op})` in the matching jaxdev/ops/<family>.py "
-                "(in-place and out= variants are derived)",
+    "(in-place and out= variants are derived)",
     "missing": "write a jax kernel for {name} (or for the op its composite kernel needs): nothing can run it on jax",
     "lost": "register an AutogradPrivateUse1 kernel with it (`register(..., autograd=...)`), or drop the "
-            "PrivateUse1 kernel and let the op decompose",
+    "PrivateUse1 kernel and let the op decompose",
     "composite": "nothing required; a direct jax kernel would be faster than the generic composite",
 }
 
@@ -79,16 +79,24 @@ def describe(name: str) -> dict:
         "autograd": s.autograd,
         "autograd_meaning": dispatch.AUTOGRAD_MEANING[s.autograd],
         "kernels": {
-            "PrivateUse1": {"direct": torch._C._dispatch_has_kernel_for_dispatch_key(name, "PrivateUse1"),
-                            "computed": str(s.device_entry) if s.device_entry else None},
-            "AutogradPrivateUse1": {"direct": torch._C._dispatch_has_kernel_for_dispatch_key(name, "AutogradPrivateUse1"),
-                                    "computed": str(s.autograd_entry) if s.autograd_entry else None},
+            "PrivateUse1": {
+                "direct": torch._C._dispatch_has_kernel_for_dispatch_key(name, "PrivateUse1"),
+                "computed": str(s.device_entry) if s.device_entry else None,
+            },
+            "AutogradPrivateUse1": {
+                "direct": torch._C._dispatch_has_kernel_for_dispatch_key(name, "AutogradPrivateUse1"),
+                "computed": str(s.autograd_entry) if s.autograd_entry else None,
+            },
         },
-        "jaxdev": {k: v for k, v in {
-            "kernel": _where(registry.KERNELS.get(name)),
-            "autograd": _where(registry.AUTOGRAD.get(name)),
-            "derived_from": registry.DERIVED.get(name),
-        }.items() if v},
+        "jaxdev": {
+            k: v
+            for k, v in {
+                "kernel": _where(registry.KERNELS.get(name)),
+                "autograd": _where(registry.AUTOGRAD.get(name)),
+                "derived_from": registry.DERIVED.get(name),
+            }.items()
+            if v
+        },
         "tags": list(s.tags),
     }
     cia = torch._C._dispatch_has_kernel_for_dispatch_key(name, "CompositeImplicitAutograd")
@@ -153,8 +161,18 @@ def coverage(opinfo: str | None, overloads: list[str], matrix_path: str | None) 
     rows = []
     for op, dtype, direction, entry in matrix.cells(m):
         if op == opinfo or wanted & set(m["ops"][op].get("aten", ())):
-            rows.append({"opinfo": op, "dtype": dtype, "direction": direction, **{
-                k: entry.get(k) for k in ("status", "reason", "repro", "max_abs", "max_rel") if entry.get(k) not in (None, "")}})
+            rows.append(
+                {
+                    "opinfo": op,
+                    "dtype": dtype,
+                    "direction": direction,
+                    **{
+                        k: entry.get(k)
+                        for k in ("status", "reason", "repro", "max_abs", "max_rel")
+                        if entry.get(k) not in (None, "")
+                    },
+                }
+            )
     return rows[:40]
 
 

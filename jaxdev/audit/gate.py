@@ -54,7 +54,9 @@ def scope(baseline: dict, ops=(), backward=True, dtypes=(), mode: str = "eager")
     units = []
     for op, dtype, direction, _ in matrix.cells(baseline):
         if op not in db:
-            raise AuditError(f"baseline names OpInfo {op!r}, which this torch does not have; refresh the baseline with --accept OPS")
+            raise AuditError(
+                f"baseline names OpInfo {op!r}, which this torch does not have; refresh the baseline with --accept OPS"
+            )
         if backward or direction != "backward":
             units.append(samples.Unit(op, dtype, direction))
     if not units:

@@ -24,12 +24,12 @@ import tempfile
 
 import yaml
 
+from jaxdev.audit import AuditError
+from jaxdev.audit.check import SEVERITY
+
 # libyaml when PyYAML has it: the same text, ~3x faster (a full matrix is ~100k lines, saved often).
 _DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-from jaxdev.audit import AuditError
-from jaxdev.audit.check import SEVERITY
 
 SCHEMA = 1
 DIRECTIONS = ("forward", "backward", "compile")
@@ -41,8 +41,12 @@ def versions() -> dict[str, str]:
 
     import jaxdev
 
-    return {"torch": str(torch.__version__), "jax": str(jax.__version__), "jaxdev": str(jaxdev.__version__),
-            "python": platform.python_version()}
+    return {
+        "torch": str(torch.__version__),
+        "jax": str(jax.__version__),
+        "jaxdev": str(jaxdev.__version__),
+        "python": platform.python_version(),
+    }
 
 
 def empty(run: dict | None = None) -> dict:
@@ -94,7 +98,9 @@ def save(matrix: dict, path: str) -> None:
     os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; a matrix is an ordinary, shareable file
     try:
         with os.fdopen(fd, "w") as f:
-            yaml.dump(matrix, f, Dumper=_DUMPER, sort_keys=True, default_flow_style=False, width=120, allow_unicode=True)
+            yaml.dump(
+                matrix, f, Dumper=_DUMPER, sort_keys=True, default_flow_style=False, width=120, allow_unicode=True
+            )
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)

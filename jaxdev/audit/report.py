@@ -11,9 +11,18 @@ from jaxdev.audit import matrix
 from jaxdev.audit.check import FAILURES, SEVERITY
 
 COLOURS = {
-    "pass": "#2e7d32", "fallback": "#f9a825", "untraced": "#ef6c00", "missing": "#c62828", "lost_autograd": "#ad1457",
-    "exception": "#e53935", "wrong": "#6a1b9a", "dtype_mismatch": "#8e24aa", "shape_mismatch": "#5e35b1",
-    "crash": "#000000", "timeout": "#424242", "skip": "#bdbdbd",
+    "pass": "#2e7d32",
+    "fallback": "#f9a825",
+    "untraced": "#ef6c00",
+    "missing": "#c62828",
+    "lost_autograd": "#ad1457",
+    "exception": "#e53935",
+    "wrong": "#6a1b9a",
+    "dtype_mismatch": "#8e24aa",
+    "shape_mismatch": "#5e35b1",
+    "crash": "#000000",
+    "timeout": "#424242",
+    "skip": "#bdbdbd",
 }
 CELL, LABEL_W, HEADER_H = 12, 260, 90
 _SHORT = {"forward": "fwd", "backward": "bwd", "compile": "compiled"}
@@ -28,7 +37,9 @@ def heatmap_svg(m: dict) -> str:
     ops = sorted(m["ops"])
     cols = _columns(m)
     width, height = LABEL_W + CELL * len(cols) + 10, HEADER_H + CELL * len(ops) + 10
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="monospace" font-size="10">']
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="monospace" font-size="10">'
+    ]
     for j, (dtype, direction) in enumerate(cols):
         x = LABEL_W + j * CELL + CELL - 2
         label = f"{dtype} {_SHORT[direction]}"
@@ -41,8 +52,10 @@ def heatmap_svg(m: dict) -> str:
             if entry is None:
                 continue
             tip = html.escape(f"{op} {dtype} {direction}: {entry['status']} {entry.get('reason', '')}"[:300])
-            parts.append(f'<rect x="{LABEL_W + j * CELL}" y="{y}" width="{CELL - 1}" height="{CELL - 1}" '
-                         f'fill="{COLOURS[entry["status"]]}"><title>{tip}</title></rect>')
+            parts.append(
+                f'<rect x="{LABEL_W + j * CELL}" y="{y}" width="{CELL - 1}" height="{CELL - 1}" '
+                f'fill="{COLOURS[entry["status"]]}"><title>{tip}</title></rect>'
+            )
     parts.append("</svg>")
     return "\n".join(parts)
 
@@ -65,10 +78,14 @@ def _summary_rows(m: dict) -> list[list[str]]:
 
 def markdown(m: dict, source: str) -> str:
     v, run = m.get("versions", {}), m.get("run", {})
-    lines = [f"# jaxdev coverage report", "",
-             f"Matrix `{source}`: torch {v.get('torch')}, jax {v.get('jax')}, jaxdev {v.get('jaxdev')}; "
-             f"{len(m['ops'])} OpInfos, {run.get('samples', '?')} samples (at most {run.get('max_samples', '?')} per cell), "
-             f"{'complete' if run.get('complete') else 'PARTIAL'} run, {run.get('wall_s', '?')} s.", ""]
+    lines = [
+        "# jaxdev coverage report",
+        "",
+        f"Matrix `{source}`: torch {v.get('torch')}, jax {v.get('jax')}, jaxdev {v.get('jaxdev')}; "
+        f"{len(m['ops'])} OpInfos, {run.get('samples', '?')} samples (at most {run.get('max_samples', '?')} per cell), "
+        f"{'complete' if run.get('complete') else 'PARTIAL'} run, {run.get('wall_s', '?')} s.",
+        "",
+    ]
     rows = _summary_rows(m)
     lines += ["| " + " | ".join(rows[0]) + " |", "|" + "---|" * len(rows[0])]
     lines += ["| " + " | ".join(r) + " |" for r in rows[1:]]
@@ -84,27 +101,41 @@ def markdown(m: dict, source: str) -> str:
 
 def html_page(m: dict, source: str) -> str:
     rows = _summary_rows(m)
-    table = "<table><tr>" + "".join(f"<th>{c}</th>" for c in rows[0]) + "</tr>" + "".join(
-        "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in rows[1:]) + "</table>"
+    table = (
+        "<table><tr>"
+        + "".join(f"<th>{c}</th>" for c in rows[0])
+        + "</tr>"
+        + "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in rows[1:])
+        + "</table>"
+    )
     legend = " ".join(f'<span style="background:{c};color:#fff;padding:1px 4px">{s}</span>' for s, c in COLOURS.items())
     sections = []
     for status, cells in failures(m).items():
-        items = "".join(f"<li><code>{html.escape(op)}</code> {dtype} {direction}: {html.escape(e.get('reason', '')[:300])}</li>"
-                        for op, dtype, direction, e in cells[:300])
+        items = "".join(
+            f"<li><code>{html.escape(op)}</code> {dtype} {direction}: {html.escape(e.get('reason', '')[:300])}</li>"
+            for op, dtype, direction, e in cells[:300]
+        )
         sections.append(f"<h2>{status} ({len(cells)})</h2><ul>{items}</ul>")
-    return (f"<!doctype html><html><head><meta charset='utf-8'><title>jaxdev coverage</title>"
-            f"<style>body{{font-family:sans-serif}} td,th{{padding:2px 8px;text-align:right}}</style></head><body>"
-            f"<h1>jaxdev coverage</h1><p>{html.escape(markdown(m, source).splitlines()[2])}</p>{table}"
-            f"<h2>op x dtype (eager forward, eager backward, then forward under torch.compile)</h2><p>{legend}</p>{heatmap_svg(m)}{''.join(sections)}</body></html>\n")
+    return (
+        f"<!doctype html><html><head><meta charset='utf-8'><title>jaxdev coverage</title>"
+        f"<style>body{{font-family:sans-serif}} td,th{{padding:2px 8px;text-align:right}}</style></head><body>"
+        f"<h1>jaxdev coverage</h1><p>{html.escape(markdown(m, source).splitlines()[2])}</p>{table}"
+        f"<h2>op x dtype (eager forward, eager backward, then forward under torch.compile)</h2><p>{legend}</p>{heatmap_svg(m)}{''.join(sections)}</body></html>\n"
+    )
 
 
 def junit(m: dict) -> str:
     root = ET.Element("testsuites", name="jaxdev-coverage")
     for direction in matrix.DIRECTIONS:
         cells = [(op, dtype, e) for op, dtype, d, e in matrix.cells(m) if d == direction]
-        suite = ET.SubElement(root, "testsuite", name=f"coverage.{direction}", tests=str(len(cells)),
-                              failures=str(sum(e["status"] in FAILURES for _, _, e in cells)),
-                              skipped=str(sum(e["status"] == "skip" for _, _, e in cells)))
+        suite = ET.SubElement(
+            root,
+            "testsuite",
+            name=f"coverage.{direction}",
+            tests=str(len(cells)),
+            failures=str(sum(e["status"] in FAILURES for _, _, e in cells)),
+            skipped=str(sum(e["status"] == "skip" for _, _, e in cells)),
+        )
         for op, dtype, e in cells:
             case = ET.SubElement(suite, "testcase", classname=f"coverage.{direction}.{op}", name=dtype)
             if e["status"] in FAILURES:

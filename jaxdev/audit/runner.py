@@ -9,6 +9,7 @@ unit at sample i + 1.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import signal
@@ -16,8 +17,8 @@ import subprocess
 import sys
 import time
 from collections import deque
+from collections.abc import Callable
 from multiprocessing.connection import Connection, wait
-from typing import Callable
 
 from jaxdev.audit import AuditError
 from jaxdev.audit.check import FAILURES, worst
@@ -62,8 +63,12 @@ class _Work:
         counts: dict[str, int] = {}
         for v in verdicts:
             counts[v["status"]] = counts.get(v["status"], 0) + 1
-        entry = {"status": status, "reason": first_bad.get("reason", "no samples"), "samples": len(verdicts),
-                 "counts": counts}
+        entry = {
+            "status": status,
+            "reason": first_bad.get("reason", "no samples"),
+            "samples": len(verdicts),
+            "counts": counts,
+        }
         fallback = sorted({op for v in verdicts for op in v.get("fallback", ())})
         if fallback:
             entry["fallback"] = fallback
@@ -89,8 +94,12 @@ class _Worker:
         child_in, parent_out = os.pipe()
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "jaxdev.audit.runner", str(child_in), str(child_out)],
-            pass_fds=(child_in, child_out), env=env, stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+            pass_fds=(child_in, child_out),
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
         )
         os.close(child_in)
         os.close(child_out)
@@ -103,10 +112,8 @@ class _Worker:
         self.deadline = time.monotonic() + STARTUP_TIMEOUT_S
 
     def kill(self) -> None:
-        try:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
         self.proc.wait()
         self.recv.close()
         self.send.close()
@@ -130,9 +137,17 @@ def worker_env(env: dict | None = None, cache_dir: str | None = None) -> dict:
     return env
 
 
-def run(units: list[Unit], *, jobs: int, timeout: float, max_samples: int,
-        on_result: Callable[[UnitResult], None], on_sample: Callable[[], None] | None = None,
-        env: dict | None = None, cache_dir: str | None = None) -> int:
+def run(
+    units: list[Unit],
+    *,
+    jobs: int,
+    timeout: float,
+    max_samples: int,
+    on_result: Callable[[UnitResult], None],
+    on_sample: Callable[[], None] | None = None,
+    env: dict | None = None,
+    cache_dir: str | None = None,
+) -> int:
     """Run every unit across `jobs` workers; `on_result` gets each finished unit. Returns samples run.
     `cache_dir`: JAX's persistent compilation cache (default $JAXDEV_AUDIT_CACHE, else CACHE_DIR)."""
     env = worker_env(env, cache_dir)
@@ -159,12 +174,17 @@ def run(units: list[Unit], *, jobs: int, timeout: float, max_samples: int,
         workers.remove(w)
         if work is None:
             if not w.ready:
-                raise AuditError(f"a coverage worker failed to start ({reason}); check JAXDEV_AUDIT_PLUGINS and the environment")
+                raise AuditError(
+                    f"a coverage worker failed to start ({reason}); check JAXDEV_AUDIT_PLUGINS and the environment"
+                )
             return
         i = w.current if w.current is not None else work.next
         repro = w.current_repro if w.current is not None else ""
-        work.verdicts[i] = {"status": status, "reason": reason,
-                            "repro": repro or f"{work.unit.op} {work.unit.dtype} {work.unit.direction}: sample {i}"}
+        work.verdicts[i] = {
+            "status": status,
+            "reason": reason,
+            "repro": repro or f"{work.unit.op} {work.unit.dtype} {work.unit.direction}: sample {i}",
+        }
         samples_run += 1
         work.lost += 1
         work.next = i + 1
@@ -178,7 +198,9 @@ def run(units: list[Unit], *, jobs: int, timeout: float, max_samples: int,
         while queue or any(w.work for w in workers):
             while len(workers) < jobs and (queue or not workers):
                 workers.append(_Worker(env))
-            ready = wait([w.recv for w in workers], timeout=max(0.05, min(w.deadline for w in workers) - time.monotonic()))
+            ready = wait(
+                [w.recv for w in workers], timeout=max(0.05, min(w.deadline for w in workers) - time.monotonic())
+            )
             now = time.monotonic()
             for w in list(workers):
                 if w.recv in ready:
@@ -210,7 +232,11 @@ def run(units: list[Unit], *, jobs: int, timeout: float, max_samples: int,
                         w.work = None
                         assign(w)
                 elif now > w.deadline:
-                    what = "start" if not w.ready else (f"sample {w.current}" if w.current is not None else "sample generation")
+                    what = (
+                        "start"
+                        if not w.ready
+                        else (f"sample {w.current}" if w.current is not None else "sample generation")
+                    )
                     lose(w, "timeout", f"no answer within {timeout:g} s on {what}")
             # idle workers with nothing left to do
             for w in list(workers):

@@ -25,9 +25,24 @@ PLUGINS_ENV = "JAXDEV_AUDIT_PLUGINS"
 
 DTYPES = {
     str(d).removeprefix("torch."): d
-    for d in (torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64,
-              torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.complex32,
-              torch.complex64, torch.complex128, torch.uint16, torch.uint32, torch.uint64)
+    for d in (
+        torch.bool,
+        torch.uint8,
+        torch.int8,
+        torch.int16,
+        torch.int32,
+        torch.int64,
+        torch.float16,
+        torch.bfloat16,
+        torch.float32,
+        torch.float64,
+        torch.complex32,
+        torch.complex64,
+        torch.complex128,
+        torch.uint16,
+        torch.uint32,
+        torch.uint64,
+    )
 }
 BACKWARD_DTYPE = torch.float32
 
@@ -50,8 +65,7 @@ def opinfo_name(op) -> str:
 
 def _load_plugin(spec: str):
     if spec.endswith(".py"):
-        module_spec = importlib.util.spec_from_file_location(
-            "jaxdev_audit_plugin_" + os.path.basename(spec)[:-3], spec)
+        module_spec = importlib.util.spec_from_file_location("jaxdev_audit_plugin_" + os.path.basename(spec)[:-3], spec)
         module = importlib.util.module_from_spec(module_spec)
         module_spec.loader.exec_module(module)
         return module
@@ -120,8 +134,12 @@ def units(names, dtypes=(), backward=True, mode: str = "eager") -> list[Unit]:
         supported = sorted(op.supported_dtypes("cpu"), key=dtype_name)
         if mode != "compile":
             out += [Unit(name, dtype_name(d), "forward") for d in supported if not wanted or d in wanted]
-            if (backward and op.supports_autograd and BACKWARD_DTYPE in op.supported_backward_dtypes("cpu")
-                    and (not wanted or BACKWARD_DTYPE in wanted)):
+            if (
+                backward
+                and op.supports_autograd
+                and BACKWARD_DTYPE in op.supported_backward_dtypes("cpu")
+                and (not wanted or BACKWARD_DTYPE in wanted)
+            ):
                 out.append(Unit(name, dtype_name(BACKWARD_DTYPE), "backward"))
         if mode != "eager":
             chosen = wanted or {COMPILE_DEFAULT_DTYPE}
@@ -134,8 +152,9 @@ def samples(unit: Unit, limit: int | None = None, seed: int = 0) -> list:
     Generated lazily: many sample generators are slow, and a sweep uses only the first few."""
     op = op_db()[unit.op]
     seed_all(seed)
-    return list(itertools.islice(op.sample_inputs("cpu", DTYPES[unit.dtype], requires_grad=unit.direction == "backward"),
-                                 limit))
+    return list(
+        itertools.islice(op.sample_inputs("cpu", DTYPES[unit.dtype], requires_grad=unit.direction == "backward"), limit)
+    )
 
 
 def seed_all(seed: int) -> None:
@@ -157,9 +176,14 @@ def to_device(sample, device: str):
         return x
 
     kwargs = {k: device if k == "device" and v == "cpu" else tree_map(move, v) for k, v in sample.kwargs.items()}
-    return SampleInput(tree_map(move, sample.input), args=tree_map(move, sample.args), kwargs=kwargs,
-                       output_process_fn_grad=sample.output_process_fn_grad,
-                       broadcasts_input=sample.broadcasts_input, name=sample.name)
+    return SampleInput(
+        tree_map(move, sample.input),
+        args=tree_map(move, sample.args),
+        kwargs=kwargs,
+        output_process_fn_grad=sample.output_process_fn_grad,
+        broadcasts_input=sample.broadcasts_input,
+        name=sample.name,
+    )
 
 
 def _same_layout(x: torch.Tensor, device: str) -> torch.Tensor:

@@ -3,10 +3,11 @@ workers, and keep the matrix on disk current (atomically) so a killed sweep can 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from jaxdev.audit import AuditError, matrix, runner, samples
 
@@ -30,19 +31,30 @@ def parse_shard(text: str | None) -> tuple[int, int] | None:
     return int(m[1]), int(m[2])
 
 
-def plan(ops=(), dtypes=(), backward=True, shard: tuple[int, int] | None = None, mode: str = "eager") -> list[samples.Unit]:
+def plan(
+    ops=(), dtypes=(), backward=True, shard: tuple[int, int] | None = None, mode: str = "eager"
+) -> list[samples.Unit]:
     names = samples.select(ops)
     if shard:
         k, n = shard
-        names = names[k - 1::n]  # whole OpInfos per shard, so each op's aten list stays in one file
+        names = names[k - 1 :: n]  # whole OpInfos per shard, so each op's aten list stays in one file
     return samples.units(names, dtypes, backward, mode)
 
 
-def sweep(units: list[samples.Unit], out_path: str, *, jobs: int, timeout: float, max_samples: int,
-          resume: bool = False, run_info: dict | None = None, cache_dir: str | None = None,
-          on_start: Callable[[int, int], None] | None = None,
-          on_unit: Callable[[runner.UnitResult], None] | None = None,
-          on_sample: Callable[[], None] | None = None) -> dict:
+def sweep(
+    units: list[samples.Unit],
+    out_path: str,
+    *,
+    jobs: int,
+    timeout: float,
+    max_samples: int,
+    resume: bool = False,
+    run_info: dict | None = None,
+    cache_dir: str | None = None,
+    on_start: Callable[[int, int], None] | None = None,
+    on_unit: Callable[[runner.UnitResult], None] | None = None,
+    on_sample: Callable[[], None] | None = None,
+) -> dict:
     """Runs the units, writes `out_path` as it goes, and returns the final matrix."""
     if jobs < 1:
         raise AuditError(f"--jobs must be at least 1, not {jobs}")
@@ -54,7 +66,9 @@ def sweep(units: list[samples.Unit], out_path: str, *, jobs: int, timeout: float
     if resume and os.path.exists(out_path):
         m = matrix.load(out_path)
         if m["run"].get("max_samples") not in (None, max_samples):
-            raise AuditError(f"{out_path} was run with --max-samples {m['run']['max_samples']}; resume with the same value")
+            raise AuditError(
+                f"{out_path} was run with --max-samples {m['run']['max_samples']}; resume with the same value"
+            )
         todo = [u for u in units if matrix.get(m, u.op, u.dtype, u.direction) is None]
     else:
         m = matrix.empty()
@@ -62,10 +76,8 @@ def sweep(units: list[samples.Unit], out_path: str, *, jobs: int, timeout: float
         if os.path.exists(out_path):
             # A run replaces the directions it runs: an eager sweep keeps the compile cells of the
             # matrix it overwrites, a compile sweep keeps the eager ones.
-            try:
+            with contextlib.suppress(AuditError):  # not a readable matrix: this run replaces it
                 matrix.keep_directions(m, matrix.load(out_path), {u.direction for u in units})
-            except AuditError:
-                pass  # not a readable matrix: nothing to keep, and this run replaces it
     previous_wall = m["run"].get("wall_s", 0.0) if resume else 0.0
     previous_samples = m["run"].get("samples", 0) if resume else 0
     m["run"].update(info, complete=False)
@@ -96,12 +108,22 @@ def sweep(units: list[samples.Unit], out_path: str, *, jobs: int, timeout: float
 
     save(False)
     try:
-        runner.run(todo, jobs=jobs, timeout=timeout, max_samples=max_samples, on_result=on_result, on_sample=on_sample,
-                   cache_dir=cache_dir)
+        runner.run(
+            todo,
+            jobs=jobs,
+            timeout=timeout,
+            max_samples=max_samples,
+            on_result=on_result,
+            on_sample=on_sample,
+            cache_dir=cache_dir,
+        )
     except BaseException:
         save(False)  # Ctrl-C or kill: a partial matrix that --resume completes
         raise
-    m["run"]["this_run"] = {"units": len(todo), "samples": done_samples[0],
-                            "wall_s": round(time.monotonic() - start, 1)}
+    m["run"]["this_run"] = {
+        "units": len(todo),
+        "samples": done_samples[0],
+        "wall_s": round(time.monotonic() - start, 1),
+    }
     save(True)
     return m

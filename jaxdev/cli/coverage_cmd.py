@@ -20,18 +20,38 @@ def _term_as_interrupt(*_):
 def scope_options(fn):
     from jaxdev.audit.sweep import DEFAULT_MAX_SAMPLES, DEFAULT_TIMEOUT_S
 
-    for option in reversed([
-        click.argument("ops", nargs=-1),
-        click.option("--dtype", "dtypes", multiple=True, help="Only this dtype (float32, int64, ...). Repeatable."),
-        click.option("--no-backward", is_flag=True, help="Forward only."),
-        click.option("--mode", type=click.Choice(["eager", "compile", "both"]), default="eager", show_default=True,
-                     help="eager: forward and backward op by op; compile: the forward through "
-                          "torch.compile(backend='jax', fullgraph=True), float32 unless --dtype; both."),
-        click.option("--jobs", "-j", type=int, default=os.cpu_count() or 1, show_default=True, help="Worker processes."),
-        click.option("--timeout", type=float, default=DEFAULT_TIMEOUT_S, show_default=True, help="Seconds a sample may take before it counts as a hang."),
-        click.option("--max-samples", type=int, default=DEFAULT_MAX_SAMPLES, show_default=True,
-                     help="The first N samples of each (op, dtype, direction); recorded in the matrix."),
-    ]):
+    for option in reversed(
+        [
+            click.argument("ops", nargs=-1),
+            click.option("--dtype", "dtypes", multiple=True, help="Only this dtype (float32, int64, ...). Repeatable."),
+            click.option("--no-backward", is_flag=True, help="Forward only."),
+            click.option(
+                "--mode",
+                type=click.Choice(["eager", "compile", "both"]),
+                default="eager",
+                show_default=True,
+                help="eager: forward and backward op by op; compile: the forward through "
+                "torch.compile(backend='jax', fullgraph=True), float32 unless --dtype; both.",
+            ),
+            click.option(
+                "--jobs", "-j", type=int, default=os.cpu_count() or 1, show_default=True, help="Worker processes."
+            ),
+            click.option(
+                "--timeout",
+                type=float,
+                default=DEFAULT_TIMEOUT_S,
+                show_default=True,
+                help="Seconds a sample may take before it counts as a hang.",
+            ),
+            click.option(
+                "--max-samples",
+                type=int,
+                default=DEFAULT_MAX_SAMPLES,
+                show_default=True,
+                help="The first N samples of each (op, dtype, direction); recorded in the matrix.",
+            ),
+        ]
+    ):
         fn = option(fn)
     return fn
 
@@ -51,9 +71,11 @@ class _LogProgress:
         elapsed = time.monotonic() - self.start
         ran = self.done - self.already
         eta = (self.total - self.done) * elapsed / ran if ran else None
-        return (f"{self.done}/{self.total} units, {self.samples} samples, "
-                f"{self.samples / max(elapsed, 1e-9):.1f} samples/s, elapsed {_clock(elapsed)}, "
-                f"ETA {_clock(eta) if eta is not None else '?'}")
+        return (
+            f"{self.done}/{self.total} units, {self.samples} samples, "
+            f"{self.samples / max(elapsed, 1e-9):.1f} samples/s, elapsed {_clock(elapsed)}, "
+            f"ETA {_clock(eta) if eta is not None else '?'}"
+        )
 
     def tick(self) -> None:
         if not self.quiet and time.monotonic() - self.last >= self.LOG_EVERY_S:
@@ -66,17 +88,24 @@ def _clock(seconds: float) -> str:
     return f"{m // 60}:{m % 60:02d}:{s:02d}" if m >= 60 else f"{m}:{s:02d}"
 
 
-def run_sweep(units, out_path, *, jobs, timeout, max_samples, resume=False, run_info=None, quiet=False,
-              cache_dir=None):
+def run_sweep(units, out_path, *, jobs, timeout, max_samples, resume=False, run_info=None, quiet=False, cache_dir=None):
     """The sweep with a progress bar (in a terminal) or a progress line every 10 s (in a log);
     prints wall time and samples/s. Shared with `gate`."""
     from jaxdev.audit import sweep
 
     signal.signal(signal.SIGTERM, _term_as_interrupt)
     bar = not quiet and console.is_terminal
-    progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                        TextColumn("{task.fields[rate]}"), TimeElapsedColumn(), TextColumn("ETA"),
-                        TimeRemainingColumn(), console=console, disable=not bar)
+    progress = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[rate]}"),
+        TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+        console=console,
+        disable=not bar,
+    )
     log = _LogProgress(quiet=quiet or bar)
     task = progress.add_task("units", total=len(units), rate="")
 
@@ -99,19 +128,33 @@ def run_sweep(units, out_path, *, jobs, timeout, max_samples, resume=False, run_
 
     with progress:
         try:
-            m = sweep.sweep(units, out_path, jobs=jobs, timeout=timeout, max_samples=max_samples, resume=resume,
-                            run_info=run_info, on_start=on_start, on_unit=on_unit, on_sample=on_sample,
-                            cache_dir=cache_dir)
+            m = sweep.sweep(
+                units,
+                out_path,
+                jobs=jobs,
+                timeout=timeout,
+                max_samples=max_samples,
+                resume=resume,
+                run_info=run_info,
+                on_start=on_start,
+                on_unit=on_unit,
+                on_sample=on_sample,
+                cache_dir=cache_dir,
+            )
         except KeyboardInterrupt:
             progress.stop()
-            console.print(f"[yellow]interrupted[/yellow]: partial matrix in {out_path}; "
-                          "complete it with the same command and --resume")
+            console.print(
+                f"[yellow]interrupted[/yellow]: partial matrix in {out_path}; "
+                "complete it with the same command and --resume"
+            )
             sys.exit(130)
     this = m["run"]["this_run"]
     rate = this["samples"] / this["wall_s"] if this["wall_s"] else 0.0
     if not quiet:
-        console.print(f"{this['units']} units, {this['samples']} samples in {this['wall_s']:.1f} s "
-                      f"({rate:.1f} samples/s) -> {out_path}")
+        console.print(
+            f"{this['units']} units, {this['samples']} samples in {this['wall_s']:.1f} s "
+            f"({rate:.1f} samples/s) -> {out_path}"
+        )
     return m
 
 
@@ -125,10 +168,26 @@ def print_summary(m):
 @scope_options
 @click.option("--shard", help="K/N: run the K-th of N slices of the OpInfos (merge the shards' matrices with --merge).")
 @click.option("--resume", is_flag=True, help="Complete the partial matrix in --out instead of starting over.")
-@click.option("--out", "out_dir", default="coverage", show_default=True, type=click.Path(file_okay=False), help="Folder for matrix.yaml.")
-@click.option("--merge", "merge_files", multiple=True, type=click.Path(), help="Merge these shard matrices into --out instead of running.")
-@click.option("--cache-dir", type=click.Path(file_okay=False),
-              help="JAX's persistent compilation cache (default $JAXDEV_AUDIT_CACHE, else ~/.cache/jaxdev/jax); an empty folder gives a cold run.")
+@click.option(
+    "--out",
+    "out_dir",
+    default="coverage",
+    show_default=True,
+    type=click.Path(file_okay=False),
+    help="Folder for matrix.yaml.",
+)
+@click.option(
+    "--merge",
+    "merge_files",
+    multiple=True,
+    type=click.Path(),
+    help="Merge these shard matrices into --out instead of running.",
+)
+@click.option(
+    "--cache-dir",
+    type=click.Path(file_okay=False),
+    help="JAX's persistent compilation cache (default $JAXDEV_AUDIT_CACHE, else ~/.cache/jaxdev/jax); an empty folder gives a cold run.",
+)
 def command(ops, dtypes, no_backward, mode, jobs, timeout, max_samples, shard, resume, out_dir, merge_files, cache_dir):
     """Run PyTorch's OpInfo samples on jax and on CPU, compare, and write OUT/matrix.yaml.
 
@@ -160,6 +219,14 @@ def command(ops, dtypes, no_backward, mode, jobs, timeout, max_samples, shard, r
     units = sweep.plan(ops, dtypes, not no_backward, parsed_shard, mode)
     if not units:
         raise click.UsageError("nothing to run: no (op, dtype) pair matches these options")
-    m = run_sweep(units, out_path, jobs=jobs, timeout=timeout, max_samples=max_samples, resume=resume,
-                  run_info={"shard": shard} if shard else None, cache_dir=cache_dir)
+    m = run_sweep(
+        units,
+        out_path,
+        jobs=jobs,
+        timeout=timeout,
+        max_samples=max_samples,
+        resume=resume,
+        run_info={"shard": shard} if shard else None,
+        cache_dir=cache_dir,
+    )
     print_summary(m)

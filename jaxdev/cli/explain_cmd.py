@@ -9,8 +9,15 @@ from jaxdev.cli.render import coloured, console, dump
 
 @click.command("explain")
 @click.argument("op", required=False)
-@click.option("--from-error", "error_text", help="Paste a NotImplementedError / dispatcher error; the op in it is explained.")
-@click.option("--matrix", "matrix_path", type=click.Path(dir_okay=False), help="Coverage matrix to read results from (default coverage/matrix.yaml, then coverage/baseline.yaml).")
+@click.option(
+    "--from-error", "error_text", help="Paste a NotImplementedError / dispatcher error; the op in it is explained."
+)
+@click.option(
+    "--matrix",
+    "matrix_path",
+    type=click.Path(dir_okay=False),
+    help="Coverage matrix to read results from (default coverage/matrix.yaml, then coverage/baseline.yaml).",
+)
 @click.option("--format", "fmt", type=click.Choice(["text", "yaml", "json"]), default="text", show_default=True)
 def command(op, error_text, matrix_path, fmt):
     """Explain how OP reaches the jax device: schema, kernels and where they were registered,
@@ -44,9 +51,14 @@ def command(op, error_text, matrix_path, fmt):
         console.print(f"jax       {coloured(info['device'])}: {info['device_meaning']}")
         console.print(f"autograd  {coloured(info['autograd'])}: {info['autograd_meaning']}")
         for key, k in info["kernels"].items():
-            console.print(f"  {key}: direct kernel {'yes' if k['direct'] else 'no'}; runs {k['computed'] or 'nothing'}", markup=False)
+            console.print(
+                f"  {key}: direct kernel {'yes' if k['direct'] else 'no'}; runs {k['computed'] or 'nothing'}",
+                markup=False,
+            )
         if info["jaxdev"]:
-            console.print("  jaxdev registry: " + ", ".join(f"{k}={v}" for k, v in info["jaxdev"].items()), markup=False)
+            console.print(
+                "  jaxdev registry: " + ", ".join(f"{k}={v}" for k, v in info["jaxdev"].items()), markup=False
+            )
         if info.get("rule"):
             console.print(f"[cyan]rule[/cyan]      {info['rule']}")
         if info.get("fix"):
@@ -61,8 +73,10 @@ def command(op, error_text, matrix_path, fmt):
     if report["coverage"]:
         console.rule("coverage")
         for row in report["coverage"]:
-            console.print(f"{row['opinfo']} {row['dtype']} {row['direction']}: {coloured(row['status'])} "
-                          f"{row.get('reason', '')}", markup=False if "[" in row.get("reason", "") else True)
+            console.print(
+                f"{row['opinfo']} {row['dtype']} {row['direction']}: {coloured(row['status'])} {row.get('reason', '')}",
+                markup="[" not in row.get("reason", ""),
+            )
             if row["status"] not in ("pass", "skip") and row.get("repro"):
                 console.print(f"    repro: {row['repro']}", markup=False)
     elif not report["coverage"]:

@@ -14,13 +14,20 @@ from jaxdev.cli.render import coloured, console
 
 @click.command("gate")
 @click.argument("ops", nargs=-1)
-@click.option("--baseline", "baseline_path", default="coverage/baseline.yaml", show_default=True, type=click.Path(dir_okay=False))
+@click.option(
+    "--baseline", "baseline_path", default="coverage/baseline.yaml", show_default=True, type=click.Path(dir_okay=False)
+)
 @click.option("--accept", is_flag=True, help="Record the fresh results in the baseline instead of failing.")
 @click.option("--init", is_flag=True, help="Create the baseline from a fresh run of OPS (refuses to overwrite one).")
 @click.option("--dtype", "dtypes", multiple=True, help="Only this dtype (with OPS or --init). Repeatable.")
 @click.option("--no-backward", is_flag=True, help="Forward only.")
-@click.option("--mode", type=click.Choice(["eager", "compile", "both"]), default="eager", show_default=True,
-              help="With OPS or --init: which directions to run (see `jaxdev coverage --help`).")
+@click.option(
+    "--mode",
+    type=click.Choice(["eager", "compile", "both"]),
+    default="eager",
+    show_default=True,
+    help="With OPS or --init: which directions to run (see `jaxdev coverage --help`).",
+)
 @click.option("--jobs", "-j", type=int, default=os.cpu_count() or 1, show_default=True)
 @click.option("--timeout", type=float, default=None, help="Per-sample timeout (default: the baseline's).")
 @click.option("--max-samples", type=int, default=None, help="Samples per cell (default: the baseline's).")
@@ -54,8 +61,13 @@ def command(ops, baseline_path, accept, init, dtypes, no_backward, mode, jobs, t
         if not ops:
             raise click.UsageError("--init needs the OPS to put in the new baseline")
         units = sweep.plan(ops, dtypes, not no_backward, mode=mode)
-        run_sweep(units, baseline_path, jobs=jobs, timeout=timeout or sweep.DEFAULT_TIMEOUT_S,
-                  max_samples=max_samples or sweep.DEFAULT_MAX_SAMPLES)
+        run_sweep(
+            units,
+            baseline_path,
+            jobs=jobs,
+            timeout=timeout or sweep.DEFAULT_TIMEOUT_S,
+            max_samples=max_samples or sweep.DEFAULT_MAX_SAMPLES,
+        )
         console.print(f"baseline written: {baseline_path}")
         return
     baseline = gate.load_baseline(baseline_path)
@@ -67,8 +79,12 @@ def command(ops, baseline_path, accept, init, dtypes, no_backward, mode, jobs, t
         fresh = matrix.load(os.path.join(tmp, "matrix.yaml"))
     changes = gate.compare(baseline, fresh)
     for c in changes:
-        console.print(f"{c.kind:15} {c.op} {c.dtype} {c.direction}: {coloured(c.old)} -> {coloured(c.new)}"
-                      + (f"  ({c.reason[:160]})" if c.reason and c.new != "pass" else ""), markup=True, soft_wrap=True)
+        console.print(
+            f"{c.kind:15} {c.op} {c.dtype} {c.direction}: {coloured(c.old)} -> {coloured(c.new)}"
+            + (f"  ({c.reason[:160]})" if c.reason and c.new != "pass" else ""),
+            markup=True,
+            soft_wrap=True,
+        )
     cells = len(units)
     if accept:
         gate.accept(baseline, fresh, baseline_path)
@@ -76,7 +92,9 @@ def command(ops, baseline_path, accept, init, dtypes, no_backward, mode, jobs, t
         return
     if gate.failed(changes):
         kinds = ", ".join(f"{n} {kind}" for kind, n in gate.tally(changes).items())
-        console.print(f"[red]gate failed[/red]: {len(changes)} changes over {cells} cells ({kinds}); "
-                      "fix them or run with --accept")
+        console.print(
+            f"[red]gate failed[/red]: {len(changes)} changes over {cells} cells ({kinds}); "
+            "fix them or run with --accept"
+        )
         sys.exit(1)
     console.print(f"[green]gate passed[/green]: {cells} cells match {baseline_path}")

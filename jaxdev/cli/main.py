@@ -35,7 +35,7 @@ def main():
 
 
 def _register_commands():
-    from jaxdev.cli import ops_cmd, explain_cmd, coverage_cmd, gate_cmd, report_cmd
+    from jaxdev.cli import coverage_cmd, explain_cmd, gate_cmd, ops_cmd, report_cmd
 
     for module in (ops_cmd, explain_cmd, coverage_cmd, gate_cmd, report_cmd):
         main.add_command(module.command)

@@ -12,9 +12,19 @@ STATUSES = ("native", "decomposed", "composite", "fallback", "missing", "autogra
 
 @click.command("ops")
 @click.argument("patterns", nargs=-1)
-@click.option("--tag", "tags", multiple=True, help="Keep ops with this tag (core, pointwise, view, inplace_view, ...). Repeatable.")
-@click.option("--status", "statuses", multiple=True, type=click.Choice(STATUSES),
-              help="Keep ops whose device or autograd status is this. Repeatable.")
+@click.option(
+    "--tag",
+    "tags",
+    multiple=True,
+    help="Keep ops with this tag (core, pointwise, view, inplace_view, ...). Repeatable.",
+)
+@click.option(
+    "--status",
+    "statuses",
+    multiple=True,
+    type=click.Choice(STATUSES),
+    help="Keep ops whose device or autograd status is this. Repeatable.",
+)
 @click.option("--format", "fmt", type=click.Choice(["table", "yaml", "json"]), default="table", show_default=True)
 def command(patterns, tags, statuses, fmt):
     """List aten overloads with their PrivateUse1 (jax) and AutogradPrivateUse1 status.

@@ -10,10 +10,24 @@ from rich.console import Console
 console = Console(highlight=False)
 
 COLOURS = {
-    "native": "green", "pass": "green", "autograd": "green", "math": "cyan", "decomposed": "cyan",
-    "composite": "blue", "fallback": "yellow", "untraced": "yellow", "lost": "red", "lost_autograd": "red",
-    "missing": "red", "wrong": "red", "dtype_mismatch": "red", "shape_mismatch": "red",
-    "exception": "red", "crash": "magenta", "timeout": "magenta", "skip": "dim",
+    "native": "green",
+    "pass": "green",
+    "autograd": "green",
+    "math": "cyan",
+    "decomposed": "cyan",
+    "composite": "blue",
+    "fallback": "yellow",
+    "untraced": "yellow",
+    "lost": "red",
+    "lost_autograd": "red",
+    "missing": "red",
+    "wrong": "red",
+    "dtype_mismatch": "red",
+    "shape_mismatch": "red",
+    "exception": "red",
+    "crash": "magenta",
+    "timeout": "magenta",
+    "skip": "dim",
 }
 
 

@@ -102,4 +102,4 @@ def register() -> None:
         sys.meta_path.insert(0, _RegisterOnImport())
 
 
-__all__ = ["register", "jax_backend", "NAME"]
+__all__ = ["NAME", "jax_backend", "register"]

@@ -43,7 +43,18 @@ from jaxdev.tensor import BOXES, Box
 
 _JAX_TYPE = "jax"
 # Non-tensor graph inputs (sizes under dynamic shapes, scalars) are baked into the program.
-_STATIC_TYPES = (int, float, bool, complex, str, type(None), torch.dtype, torch.device, torch.memory_format, torch.layout)
+_STATIC_TYPES = (
+    int,
+    float,
+    bool,
+    complex,
+    str,
+    type(None),
+    torch.dtype,
+    torch.device,
+    torch.memory_format,
+    torch.layout,
+)
 
 
 class EagerGraphWarning(UserWarning):
@@ -86,7 +97,7 @@ class _Inputs:
     `metas[i]` is (storage group, dtype, sizes, strides, offset, conj bit, neg bit) for tensor
     argument i (None for other arguments); `key` fixes everything a traced program depends on."""
 
-    __slots__ = ("key", "storages", "boxes", "cpu", "metas")
+    __slots__ = ("boxes", "cpu", "key", "metas", "storages")
 
     def __init__(self, args):
         key, metas, storages, boxes, cpu = [], [], [], [], {}
@@ -94,7 +105,9 @@ class _Inputs:
         for a in args:
             if not isinstance(a, torch.Tensor):
                 if not isinstance(a, _STATIC_TYPES):
-                    raise UntraceableGraph(None, f"an input of type {type(a).__name__} cannot be part of a program's key")
+                    raise UntraceableGraph(
+                        None, f"an input of type {type(a).__name__} cannot be part of a program's key"
+                    )
                 key.append(a)
                 metas.append(None)
                 continue
@@ -275,12 +288,13 @@ class _Specialisation:
     def _raise_eagerly(self, arrays, base) -> None:
         """A check of the call on `arrays` failed: run that call eagerly, where the kernel raises."""
         storages = [tensor.new_storage(Box(a, numel, dtype)) for a, (numel, dtype) in zip(arrays, self.storage_meta)]
-        inputs = [s if m is None else _on_storage(storages[m[0]], m[1:]) for m, s in zip(self.arg_meta, self.static_args)]
+        inputs = [
+            s if m is None else _on_storage(storages[m[0]], m[1:]) for m, s in zip(self.arg_meta, self.static_args)
+        ]
         with _plain_dispatch(), rng.traced(jnp.asarray(base)):
             self.program.gm(*inputs)
         raise RuntimeError(
-            f"jaxdev: the compiled {self.program.name} program flagged invalid input values that "
-            "its eager run accepted"
+            f"jaxdev: the compiled {self.program.name} program flagged invalid input values that its eager run accepted"
         )
 
     def _rebuild(self, new_arrays, inputs: _Inputs):

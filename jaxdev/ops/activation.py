@@ -20,12 +20,19 @@ from jaxdev.ops.pointwise import _call, _opmath
 from jaxdev.ops.reductions import wrap_dim
 from jaxdev.ops.registry import J, aten, register_functional
 
-_NAMES = {torch.bool: "Bool", torch.uint8: "Byte", torch.int8: "Char", torch.int16: "Short", torch.int32: "Int", torch.int64: "Long"}
+_NAMES = {
+    torch.bool: "Bool",
+    torch.uint8: "Byte",
+    torch.int8: "Char",
+    torch.int16: "Short",
+    torch.int32: "Int",
+    torch.int64: "Long",
+}
 
 
 def _floating(name, t):
     if not (t.dtype.is_floating_point or t.dtype.is_complex):
-        raise NotImplementedError(f'"{name}" not implemented for \'{_NAMES.get(t.dtype, t.dtype)}\'')
+        raise NotImplementedError(f"\"{name}\" not implemented for '{_NAMES.get(t.dtype, t.dtype)}'")
 
 
 def _zero(x):
@@ -250,7 +257,7 @@ def log_sigmoid_backward(grad_output, self, buffer):
 # --- glu: halves along a dim ----------------------------------------------------------------------
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _glu(axis, compute):
     def fwd(x):
         a, b = jnp.split(x.astype(compute), 2, axis=axis)
@@ -297,7 +304,7 @@ def prelu(self, weight):
     return _call(_prelu, dt, dt, (self, weight))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _prelu_grad(compute):
     def run(g, x, w):
         _, vjp = jax.vjp(_prelu, x.astype(compute), w.astype(compute))

@@ -30,8 +30,14 @@ def _conv(x, w, stride, padding, dilation, transposed, output_padding, groups):
     nd = x.ndim - 2
     if not transposed:
         return jax.lax.conv_general_dilated(
-            x, w, window_strides=stride, padding=[(p, p) for p in padding], rhs_dilation=dilation,
-            dimension_numbers=_numbers(nd), feature_group_count=groups, precision=HIGHEST,
+            x,
+            w,
+            window_strides=stride,
+            padding=[(p, p) for p in padding],
+            rhs_dilation=dilation,
+            dimension_numbers=_numbers(nd),
+            feature_group_count=groups,
+            precision=HIGHEST,
         )
     # Transposed: the gradient of a convolution. Weight is (in, out/groups, *k): regroup it to
     # (out, in/groups, *k), flip it spatially, and dilate the input by the stride.
@@ -40,13 +46,17 @@ def _conv(x, w, stride, padding, dilation, transposed, output_padding, groups):
     w = w.reshape((groups, cin // groups, cout_g) + k)
     w = jnp.swapaxes(w, 1, 2).reshape((groups * cout_g, cin // groups) + k)
     w = jnp.flip(w, axis=tuple(range(2, 2 + nd)))
-    pads = [
-        (d * (kk - 1) - p, d * (kk - 1) - p + op)
-        for kk, p, d, op in zip(k, padding, dilation, output_padding)
-    ]
+    pads = [(d * (kk - 1) - p, d * (kk - 1) - p + op) for kk, p, d, op in zip(k, padding, dilation, output_padding)]
     return jax.lax.conv_general_dilated(
-        x, w, window_strides=(1,) * nd, padding=pads, lhs_dilation=stride, rhs_dilation=dilation,
-        dimension_numbers=_numbers(nd), feature_group_count=groups, precision=HIGHEST,
+        x,
+        w,
+        window_strides=(1,) * nd,
+        padding=pads,
+        lhs_dilation=stride,
+        rhs_dilation=dilation,
+        dimension_numbers=_numbers(nd),
+        feature_group_count=groups,
+        precision=HIGHEST,
     )
 
 
@@ -57,7 +67,7 @@ def _forward(x, w, b, params):
     return y
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _compiled_forward(params, has_bias, compute, result):
     def run(x, w, b):
         c = [a.astype(compute) if a is not None else None for a in (x, w, b)]
@@ -66,7 +76,7 @@ def _compiled_forward(params, has_bias, compute, result):
     return jax.jit(run)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _compiled_backward(params, has_bias, compute, result, mask):
     def run(g, x, w):
         x, w, g = (a.astype(compute) for a in (x, w, g))
@@ -80,15 +90,13 @@ def _compiled_backward(params, has_bias, compute, result, mask):
 
 
 def _params(stride, padding, dilation, transposed, output_padding, groups, nd):
-    expand = lambda v: tuple(v) * nd if len(v) == 1 else tuple(v)  # noqa: E731
+    expand = lambda v: tuple(v) * nd if len(v) == 1 else tuple(v)
     return (expand(stride), expand(padding), expand(dilation), bool(transposed), expand(output_padding), int(groups))
 
 
 def _check(input, weight, groups):
     if input.dtype != weight.dtype:
-        raise RuntimeError(
-            f"Input type ({input.dtype}) and weight type ({weight.dtype}) should be the same"
-        )
+        raise RuntimeError(f"Input type ({input.dtype}) and weight type ({weight.dtype}) should be the same")
     if input.dim() != weight.dim():
         raise RuntimeError(
             f"Expected {weight.dim()}-dimensional input for {weight.dim()}-dimensional weight "
@@ -107,7 +115,9 @@ def convolution(input, weight, bias, stride, padding, dilation, transposed, outp
 
 
 @register(aten.convolution_backward_overrideable.default)
-def convolution_backward(grad_output, input, weight, stride, padding, dilation, transposed, output_padding, groups, output_mask):
+def convolution_backward(
+    grad_output, input, weight, stride, padding, dilation, transposed, output_padding, groups, output_mask
+):
     from jaxdev import tensor
 
     nd = input.dim() - 2

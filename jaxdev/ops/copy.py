@@ -19,9 +19,7 @@ def _cast(value, dtype: torch.dtype):
     if value.dtype == jdt:
         return value
     if jnp.issubdtype(value.dtype, jnp.complexfloating) and not dtype.is_complex:
-        warnings.warn(
-            "Casting complex values to real discards the imaginary part", UserWarning, stacklevel=3
-        )
+        warnings.warn("Casting complex values to real discards the imaginary part", UserWarning, stacklevel=3)
         value = value.real
     return value.astype(jdt)
 

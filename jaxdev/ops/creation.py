@@ -82,8 +82,10 @@ def arange_out(start, end, step=1, *, out):
         raise RuntimeError("step must be nonzero")
     if (step > 0 and start > end) or (step < 0 and start < end):
         raise RuntimeError("upper bound and larger bound inconsistent with step sign")
-    n = int(math.ceil((end - start) / step))
-    acc = jnp.float64 if out.dtype.is_floating_point or isinstance(step, float) or isinstance(start, float) else jnp.int64
+    n = math.ceil((end - start) / step)
+    acc = (
+        jnp.float64 if out.dtype.is_floating_point or isinstance(step, float) or isinstance(start, float) else jnp.int64
+    )
     values = (jnp.arange(n, dtype=acc) * step + start).astype(dtypes.to_jax_dtype(out.dtype))
     return store_into(out, values, resize=True)
 
@@ -101,7 +103,11 @@ def linspace_out(start, end, steps, *, out):
     if out.dtype.is_complex or out.dtype.is_floating_point:
         acc = jdt  # each step rounds in the output dtype, as with c10::Half / BFloat16 scalars
     else:
-        start, end, acc = int(start.real if isinstance(start, complex) else start), int(end.real if isinstance(end, complex) else end), jnp.float64
+        start, end, acc = (
+            int(start.real if isinstance(start, complex) else start),
+            int(end.real if isinstance(end, complex) else end),
+            jnp.float64,
+        )
     if steps == 1:
         values = jnp.full((1,), start, acc)
     else:
@@ -130,10 +136,13 @@ _QUANTIZED = torch.library.Library("aten", "IMPL")
 
 def _refuse_quantized(*args, **kwargs):
     dtype = kwargs.get("dtype")
-    raise dtypes.UnsupportedDtypeError(
-        f"dtype {dtype} is not supported on device 'jax': JAX has no quantized types"
-    )
+    raise dtypes.UnsupportedDtypeError(f"dtype {dtype} is not supported on device 'jax': JAX has no quantized types")
 
 
-for _op in (aten.empty.memory_format, aten.empty_strided.default, aten._empty_affine_quantized.default, aten.empty_quantized.default):
+for _op in (
+    aten.empty.memory_format,
+    aten.empty_strided.default,
+    aten._empty_affine_quantized.default,
+    aten.empty_quantized.default,
+):
     _QUANTIZED.impl(_op, _refuse_quantized, "QuantizedPrivateUse1")

@@ -14,7 +14,6 @@ import math
 import jax
 import jax.numpy as jnp
 import numpy as np
-import torch
 
 from jaxdev.ops.pointwise import _opmath
 from jaxdev.ops.registry import J, aten, register_functional
@@ -32,7 +31,7 @@ def _norm(diff, p):
         return jnp.sum(a, -1)
     if p == 2:
         return jnp.sqrt(jnp.sum(a * a, -1))
-    return jnp.sum(a ** p, -1) ** (1.0 / p)
+    return jnp.sum(a**p, -1) ** (1.0 / p)
 
 
 def _norm_grad(diff, dist, g, p):
@@ -63,7 +62,7 @@ def _euclidean(x1, x2):
     return jnp.sqrt(jnp.maximum(r, 0))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _cdist(p, use_mm):
     def run(x1, x2):
         c = _opmath(x1.dtype)
@@ -94,7 +93,7 @@ def cdist_forward(x1, x2, p, compute_mode):
     return _cdist(float(p), use_mm)(a, b)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _cdist_grad(p):
     def run(g, x1, x2, dist):
         c = _opmath(x1.dtype)
@@ -127,7 +126,7 @@ def _pairs(n):
     return np.triu_indices(n, 1)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _pdist(p, n):
     i, j = _pairs(n)
 
@@ -150,7 +149,7 @@ def _check_pdist(self, p):
     if self.dim() != 2:
         raise RuntimeError(f"pdist only supports 2D tensors, got: {self.dim()}D")
     if not self.dtype.is_floating_point:
-        raise RuntimeError(f"pdist only supports floating-point dtypes")
+        raise RuntimeError("pdist only supports floating-point dtypes")
 
 
 @register_functional(aten._pdist_forward.default)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from jaxdev.ops.indexing import _any_device
 from jaxdev.ops.pointwise import _opmath
@@ -27,7 +26,17 @@ def _bags(indices, offsets, include_last_offset):
     return idx, jnp.maximum(bag_of, 0).astype(jnp.int64), n_bags
 
 
-def _forward(weight, indices, offsets, scale_grad_by_freq=False, mode=0, sparse=False, per_sample_weights=None, include_last_offset=False, padding_idx=-1):
+def _forward(
+    weight,
+    indices,
+    offsets,
+    scale_grad_by_freq=False,
+    mode=0,
+    sparse=False,
+    per_sample_weights=None,
+    include_last_offset=False,
+    padding_idx=-1,
+):
     if per_sample_weights is not None and mode != SUM:
         raise NotImplementedError(
             "embedding_bag: per_sample_weights was not None. per_sample_weights is only supported "
@@ -65,7 +74,18 @@ register_functional(aten._embedding_bag.default, aten._embedding_bag_forward_onl
 
 
 @register_functional(aten._embedding_bag_dense_backward.default)
-def embedding_bag_dense_backward(grad, indices, offset2bag, bag_size, maximum_indices, num_weights, scale_grad_by_freq, mode, per_sample_weights, padding_idx=-1):
+def embedding_bag_dense_backward(
+    grad,
+    indices,
+    offset2bag,
+    bag_size,
+    maximum_indices,
+    num_weights,
+    scale_grad_by_freq,
+    mode,
+    per_sample_weights,
+    padding_idx=-1,
+):
     g = J(grad)
     c = _opmath(g.dtype)
     g = g.astype(c)
@@ -92,10 +112,34 @@ def embedding_bag_dense_backward(grad, indices, offset2bag, bag_size, maximum_in
 
 
 @register_functional(aten._embedding_bag_backward.default)
-def embedding_bag_backward(grad, indices, offsets, offset2bag, bag_size, maximum_indices, num_weights, scale_grad_by_freq, mode, sparse, per_sample_weights, padding_idx=-1):
+def embedding_bag_backward(
+    grad,
+    indices,
+    offsets,
+    offset2bag,
+    bag_size,
+    maximum_indices,
+    num_weights,
+    scale_grad_by_freq,
+    mode,
+    sparse,
+    per_sample_weights,
+    padding_idx=-1,
+):
     if sparse:
         raise NotImplementedError("jaxdev: sparse gradients of embedding_bag are not supported on jax")
-    return embedding_bag_dense_backward(grad, indices, offset2bag, bag_size, maximum_indices, num_weights, scale_grad_by_freq, mode, per_sample_weights, padding_idx)
+    return embedding_bag_dense_backward(
+        grad,
+        indices,
+        offset2bag,
+        bag_size,
+        maximum_indices,
+        num_weights,
+        scale_grad_by_freq,
+        mode,
+        per_sample_weights,
+        padding_idx,
+    )
 
 
 @register_functional(aten._embedding_bag_per_sample_weights_backward.default)

@@ -34,7 +34,7 @@ def _axes(self, dim):
 _COMPLEX = {jnp.dtype(jnp.float32): jnp.complex64, jnp.dtype(jnp.float64): jnp.complex128}
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _r2c(axes, normalization, onesided):
     def run(x):
         n = math.prod(x.shape[a] for a in axes)
@@ -49,7 +49,7 @@ def fft_r2c(self, dim, normalization, onesided):
     return _r2c(_axes(self, dim), normalization, bool(onesided))(J(self))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _c2r(axes, normalization, last_dim_size):
     def run(x):
         sizes = [x.shape[a] for a in axes[:-1]] + [last_dim_size]
@@ -64,7 +64,7 @@ def fft_c2r(self, dim, normalization, last_dim_size):
     return _c2r(_axes(self, dim), normalization, int(last_dim_size))(J(self))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _c2c(axes, normalization, forward):
     def run(x):
         n = math.prod(x.shape[a] for a in axes)

@@ -29,17 +29,17 @@ def _im2col(x, k, d, p, s):
     for i in range(k[0]):
         for j in range(k[1]):
             h0, w0 = i * d[0], j * d[1]
-            parts.append(xp[:, :, h0:h0 + (oh - 1) * s[0] + 1:s[0], w0:w0 + (ow - 1) * s[1] + 1:s[1]])
+            parts.append(xp[:, :, h0 : h0 + (oh - 1) * s[0] + 1 : s[0], w0 : w0 + (ow - 1) * s[1] + 1 : s[1]])
     cols = jnp.stack(parts, axis=2)  # (N, C, kh*kw, oh, ow)
     return cols.reshape((N, C * k[0] * k[1], oh * ow))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _unfold(k, d, p, s):
     return jax.jit(lambda x: _im2col(x, k, d, p, s))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _fold(image, k, d, p, s):
     def run(cols):
         c = _opmath(cols.dtype)
@@ -54,9 +54,13 @@ def _fold(image, k, d, p, s):
 def _params(kernel_size, dilation, padding, stride):
     k, d, p, s = (tuple(v) for v in (kernel_size, dilation, padding, stride))
     if min(k) <= 0:
-        raise RuntimeError(f"kernel size should be greater than zero, but got kernel_height: {k[0]} kernel_width: {k[1]}")
+        raise RuntimeError(
+            f"kernel size should be greater than zero, but got kernel_height: {k[0]} kernel_width: {k[1]}"
+        )
     if min(d) <= 0:
-        raise RuntimeError(f"dilation should be greater than zero, but got dilation_height: {d[0]} dilation_width: {d[1]}")
+        raise RuntimeError(
+            f"dilation should be greater than zero, but got dilation_height: {d[0]} dilation_width: {d[1]}"
+        )
     if min(s) <= 0:
         raise RuntimeError(f"stride should be greater than zero, but got stride_height: {s[0]} stride_width: {s[1]}")
     if min(p) < 0:
@@ -68,7 +72,9 @@ def _params(kernel_size, dilation, padding, stride):
 def im2col(self, kernel_size, dilation, padding, stride):
     k, d, p, s = _params(kernel_size, dilation, padding, stride)
     if self.dim() not in (3, 4) or any(n == 0 for n in self.shape[-3:]):
-        raise RuntimeError(f"Expected 3D or 4D (batch mode) tensor with possibly 0 batch size and other non-zero dimensions for input, but got: {list(self.shape)}")
+        raise RuntimeError(
+            f"Expected 3D or 4D (batch mode) tensor with possibly 0 batch size and other non-zero dimensions for input, but got: {list(self.shape)}"
+        )
     H, W = self.shape[-2:]
     oh, ow = _blocks(H, k[0], d[0], p[0], s[0]), _blocks(W, k[1], d[1], p[1], s[1])
     if oh < 1 or ow < 1:
@@ -87,7 +93,9 @@ def im2col(self, kernel_size, dilation, padding, stride):
 def col2im(self, output_size, kernel_size, dilation, padding, stride):
     k, d, p, s = _params(kernel_size, dilation, padding, stride)
     if self.dim() not in (2, 3) or any(n == 0 for n in self.shape[-2:]):
-        raise RuntimeError(f"Expected 2D or 3D (batch mode) tensor for input with possibly 0 batch size and non-zero dimensions for input, but got: {list(self.shape)}")
+        raise RuntimeError(
+            f"Expected 2D or 3D (batch mode) tensor for input with possibly 0 batch size and non-zero dimensions for input, but got: {list(self.shape)}"
+        )
     H, W = output_size
     blocks = _blocks(H, k[0], d[0], p[0], s[0]) * _blocks(W, k[1], d[1], p[1], s[1])
     if self.shape[-2] % (k[0] * k[1]):

@@ -96,10 +96,10 @@ def _sample(img, grid, mode, padding_mode, align_corners):
     ne = ((x - x0) * (y1 - y))[:, None]
     sw = ((x1 - x) * (y - y0))[:, None]
     se = ((x - x0) * (y - y0))[:, None]
-    return (_read(img, iy0, ix0) * nw + _read(img, iy0, ix1) * ne + _read(img, iy1, ix0) * sw + _read(img, iy1, ix1) * se)
+    return _read(img, iy0, ix0) * nw + _read(img, iy0, ix1) * ne + _read(img, iy1, ix0) * sw + _read(img, iy1, ix1) * se
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _sampler(mode, padding_mode, align_corners):
     def fwd(img, grid):
         c = _opmath(img.dtype)
@@ -125,7 +125,9 @@ def _check(input, grid, mode, padding_mode):
 
 def _check_modes(input, grid, mode, padding_mode):
     if input.dtype != grid.dtype:
-        raise RuntimeError(f"grid_sampler(): expected input and grid to have same dtype, but input has {input.dtype} and grid has {grid.dtype}")
+        raise RuntimeError(
+            f"grid_sampler(): expected input and grid to have same dtype, but input has {input.dtype} and grid has {grid.dtype}"
+        )
     if mode not in (BILINEAR, NEAREST, BICUBIC) or padding_mode not in (ZEROS, BORDER, REFLECTION):
         raise RuntimeError(f"grid_sampler(): unknown interpolation mode {mode} or padding mode {padding_mode}")
 
@@ -171,7 +173,7 @@ def _sample3d(img, grid, mode, padding_mode, align_corners):
     return out
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _sampler3d(mode, padding_mode, align_corners):
     def fwd(img, grid):
         c = _opmath(img.dtype)

@@ -8,7 +8,6 @@ Integer indices are bounds-checked like PyTorch (JAX would silently clamp them).
 from __future__ import annotations
 
 import jax.numpy as jnp
-import numpy as np
 import torch
 
 from jaxdev import dtypes, tensor, tracing
@@ -35,9 +34,7 @@ def cat(tensors, dim=0):
     d = wrap_dim(dim, ref.dim())
     for i, t in enumerate(kept):
         if t.dim() != ref.dim():
-            raise RuntimeError(
-                f"Tensors must have same number of dimensions: got {ref.dim()} and {t.dim()}"
-            )
+            raise RuntimeError(f"Tensors must have same number of dimensions: got {ref.dim()} and {t.dim()}")
         for k in range(ref.dim()):
             if k != d and t.shape[k] != ref.shape[k]:
                 raise RuntimeError(
@@ -110,7 +107,11 @@ def index(self, indices):
 @register_functional(aten.index_put.default)
 def index_put(self, indices, values, accumulate=False):
     x = J(self)
-    v = J(values).astype(x.dtype) if values.device.type == "jax" or values.dim() == 0 else tensor.from_cpu(values).astype(x.dtype)
+    v = (
+        J(values).astype(x.dtype)
+        if values.device.type == "jax" or values.dim() == 0
+        else tensor.from_cpu(values).astype(x.dtype)
+    )
     ref = x.at[_index_tuple(self, indices)]
     return add_at(ref, v) if accumulate else ref.set(v)
 
@@ -123,7 +124,9 @@ def index_put_impl_(self, indices, values, accumulate=False, unsafe=False):
 
 def _mask_value(self, mask, value):
     if mask.dtype != torch.bool:
-        raise RuntimeError(f"masked_fill_ only supports boolean masks, but got mask with dtype {str(mask.dtype).split('.')[-1]}")
+        raise RuntimeError(
+            f"masked_fill_ only supports boolean masks, but got mask with dtype {str(mask.dtype).split('.')[-1]}"
+        )
     x = J(self)
     if isinstance(value, torch.Tensor):
         if value.dim() != 0:
@@ -140,7 +143,7 @@ register_functional(aten.masked_fill.Scalar, aten.masked_fill.Tensor)(_mask_valu
 @register_functional(aten.masked_select.default)
 def masked_select(self, mask):
     if mask.dtype != torch.bool:
-        raise RuntimeError(f"masked_select: expected BoolTensor for mask")
+        raise RuntimeError("masked_select: expected BoolTensor for mask")
     x, m = J(self), J(mask)
     shape = jnp.broadcast_shapes(x.shape, m.shape)
     return jnp.broadcast_to(x, shape)[jnp.broadcast_to(m, shape)]

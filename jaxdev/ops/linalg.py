@@ -9,7 +9,6 @@ import functools
 
 import jax
 import jax.numpy as jnp
-import torch
 
 from jaxdev import dtypes
 from jaxdev.ops.pointwise import _opmath
@@ -30,7 +29,7 @@ def _same_dtype(name, *ts):
     return first
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _product(compute, result):
     def run(*xs):
         xs = [x.astype(compute) for x in xs]
@@ -114,7 +113,9 @@ def dot(self, tensor):
         )
     dtype = self.dtype
     if tensor.dtype != dtype:
-        raise RuntimeError(f"dot : expected both vectors to have same dtype, but found {str(dtype).split('.')[-1].capitalize()} and {str(tensor.dtype).split('.')[-1].capitalize()}")
+        raise RuntimeError(
+            f"dot : expected both vectors to have same dtype, but found {str(dtype).split('.')[-1].capitalize()} and {str(tensor.dtype).split('.')[-1].capitalize()}"
+        )
     return _matmul(self, tensor, dtype)
 
 
@@ -123,5 +124,7 @@ def mv(self, vec):
     if self.dim() != 2 or vec.dim() != 1:
         raise RuntimeError(f"vector + matrix @ vector expected, got 1, {self.dim()}, {vec.dim()}")
     if self.shape[1] != vec.shape[0]:
-        raise RuntimeError(f"size mismatch, got input ({self.shape[0]}), mat ({self.shape[0]}x{self.shape[1]}), vec ({vec.shape[0]})")
+        raise RuntimeError(
+            f"size mismatch, got input ({self.shape[0]}), mat ({self.shape[0]}x{self.shape[1]}), vec ({vec.shape[0]})"
+        )
     return _matmul(self, vec, _same_dtype("mv", self, vec))

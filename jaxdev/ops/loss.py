@@ -43,7 +43,7 @@ def _forward(self, target, weight, reduction, ignore_index):
     total = jnp.sum(w)
     if reduction == _NONE and self.dim() > 1:
         return losses.astype(dt), jnp.zeros((), dt)
-    if reduction == _SUM or reduction == _NONE:
+    if reduction in (_SUM, _NONE):
         return jnp.sum(losses).astype(dt), total.astype(dt)
     return (jnp.sum(losses) / total).astype(dt), total.astype(dt)
 
@@ -68,7 +68,11 @@ def _backward(grad_output, self, target, weight, reduction, ignore_index, total_
 @register_functional(aten.nll_loss_forward.default)
 def nll_loss_forward(self, target, weight, reduction, ignore_index):
     if self.dim() not in (1, 2):
-        raise ValueError(f"Expected 2 or fewer dimensions (got {self.dim()})" if self.dim() > 2 else "input tensor should be 1D or 2D")
+        raise ValueError(
+            f"Expected 2 or fewer dimensions (got {self.dim()})"
+            if self.dim() > 2
+            else "input tensor should be 1D or 2D"
+        )
     return _forward(self, target, weight, reduction, ignore_index)
 
 
@@ -180,7 +184,7 @@ def smooth_l1_loss_backward(grad_output, self, target, reduction, beta):
 @register_functional(aten.huber_loss.default)
 def huber_loss(self, target, reduction=_MEAN, delta=1.0):
     if delta <= 0:
-        raise RuntimeError(f"huber_loss does not support non-positive values for delta.")
+        raise RuntimeError("huber_loss does not support non-positive values for delta.")
     return _pointwise_loss(_huber, self, target, reduction, delta)
 
 

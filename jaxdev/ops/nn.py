@@ -82,7 +82,7 @@ def threshold(self, threshold, value):
 @register_functional(aten.gelu.default)
 def gelu(self, *, approximate="none"):
     if approximate not in ("none", "tanh"):
-        raise RuntimeError(f"approximate argument must be either none or tanh.")
+        raise RuntimeError("approximate argument must be either none or tanh.")
     fn = _gelu_tanh if approximate == "tanh" else _gelu_exact
     return _call(fn, self.dtype, self.dtype, (self,))
 

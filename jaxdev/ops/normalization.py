@@ -9,9 +9,8 @@ from __future__ import annotations
 import math
 
 import jax.numpy as jnp
-import torch
 
-from jaxdev import dtypes, tensor
+from jaxdev import tensor
 from jaxdev.ops.pointwise import _opmath
 from jaxdev.ops.registry import J, aten, compiled, register, register_functional
 
@@ -29,7 +28,9 @@ def _batch_norm(input, weight, bias, running_mean, running_var, training, moment
     if training:
         n = x.size // x.shape[1]
         if n <= 1:
-            raise ValueError(f"Expected more than 1 value per channel when training, got input size {list(input.shape)}")
+            raise ValueError(
+                f"Expected more than 1 value per channel when training, got input size {list(input.shape)}"
+            )
         mean = jnp.mean(xc, axis=axes)
         var = jnp.mean(jnp.square(xc - mean.reshape(shape)), axis=axes)
         invstd = 1.0 / jnp.sqrt(var + eps)
@@ -57,7 +58,9 @@ def native_batch_norm(input, weight, bias, running_mean, running_var, training, 
 
 @register(aten._native_batch_norm_legit.default)
 def native_batch_norm_legit(input, weight, bias, running_mean, running_var, training, momentum, eps):
-    return tuple(tensor.wrap(a) for a in _batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps))
+    return tuple(
+        tensor.wrap(a) for a in _batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps)
+    )
 
 
 @register(aten._native_batch_norm_legit.no_stats)
@@ -66,7 +69,9 @@ def native_batch_norm_legit_no_stats(input, weight, bias, training, momentum, ep
 
 
 @register_functional(aten.native_batch_norm_backward.default)
-def native_batch_norm_backward(grad_out, input, weight, running_mean, running_var, save_mean, save_invstd, train, eps, output_mask):
+def native_batch_norm_backward(
+    grad_out, input, weight, running_mean, running_var, save_mean, save_invstd, train, eps, output_mask
+):
     x, g = J(input), J(grad_out)
     c = _opmath(x.dtype)
     x, g = x.astype(c), g.astype(c)
@@ -136,7 +141,15 @@ def _layer_norm_grad(g, x, mean, rstd, w, b, axes, mask):
     xhat = (xc - m) * r
     gxhat = g * w.astype(c) if w is not None else g
     n = math.prod(x.shape[a] for a in axes)
-    gx = r / n * (n * gxhat - jnp.sum(gxhat, axis=axes, keepdims=True) - xhat * jnp.sum(gxhat * xhat, axis=axes, keepdims=True))
+    gx = (
+        r
+        / n
+        * (
+            n * gxhat
+            - jnp.sum(gxhat, axis=axes, keepdims=True)
+            - xhat * jnp.sum(gxhat * xhat, axis=axes, keepdims=True)
+        )
+    )
     gw = jnp.sum(g * xhat, axis=lead).astype(w.dtype) if w is not None and mask[1] else None
     gb = jnp.sum(g, axis=lead).astype(b.dtype) if b is not None and mask[2] else None
     return (gx.astype(x.dtype) if mask[0] else None), gw, gb

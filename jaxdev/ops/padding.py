@@ -16,11 +16,10 @@ import numpy as np
 from jaxdev.ops.pointwise import _opmath
 from jaxdev.ops.registry import J, aten, register_functional
 
-
 # --- constant -----------------------------------------------------------------------------------
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _constant(config):
     return jax.jit(lambda x, v: jax.lax.pad(x, v.astype(x.dtype), config))
 
@@ -70,13 +69,13 @@ def _gather(x, sources):
     return x
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _padder(sources_key, mode):
     sources = [_source(n, lo, hi, mode) for n, lo, hi in sources_key]
     return jax.jit(lambda x: _gather(x, sources))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _padder_backward(sources_key, mode):
     sources = [_source(n, lo, hi, mode) for n, lo, hi in sources_key]
 

@@ -64,10 +64,21 @@ def _call(fn, compute: torch.dtype, result: torch.dtype, tensors, extra=()):
     return jitted(*[value(t) for t in tensors], *extra)
 
 
-_ADD, _OR, _SUB, _MUL, _AND, _DIV, _FMOD, _POW, _ABS, _SIGN = map(plain, (
-    jnp.add, jnp.logical_or, jnp.subtract, jnp.multiply, jnp.logical_and, jnp.true_divide,
-    jnp.fmod, jnp.power, jnp.abs, jnp.sign,
-))
+_ADD, _OR, _SUB, _MUL, _AND, _DIV, _FMOD, _POW, _ABS, _SIGN = map(
+    plain,
+    (
+        jnp.add,
+        jnp.logical_or,
+        jnp.subtract,
+        jnp.multiply,
+        jnp.logical_and,
+        jnp.true_divide,
+        jnp.fmod,
+        jnp.power,
+        jnp.abs,
+        jnp.sign,
+    ),
+)
 
 
 # --- unary ---------------------------------------------------------------------------------------
@@ -87,6 +98,7 @@ def unary_float(op, fn):
 
 def unary_same(op, fn, *, no_bool=None):
     fn = plain(fn)
+
     @register_functional(op)
     def kernel(self):
         if no_bool and self.dtype == torch.bool:
@@ -98,6 +110,7 @@ def unary_same(op, fn, *, no_bool=None):
 
 def unary_bool(op, fn):
     fn = plain(fn)
+
     @register_functional(op)
     def kernel(self):
         return _call(fn, self.dtype, torch.bool, (self,))
@@ -106,18 +119,35 @@ def unary_bool(op, fn):
 
 
 for _op, _fn in [
-    (aten.sin.default, jnp.sin), (aten.cos.default, jnp.cos), (aten.tan.default, jnp.tan),
-    (aten.asin.default, jnp.arcsin), (aten.acos.default, jnp.arccos), (aten.atan.default, jnp.arctan),
-    (aten.sinh.default, jnp.sinh), (aten.cosh.default, jnp.cosh), (aten.tanh.default, jnp.tanh),
-    (aten.asinh.default, jnp.arcsinh), (aten.acosh.default, jnp.arccosh), (aten.atanh.default, jnp.arctanh),
-    (aten.exp.default, jnp.exp), (aten.exp2.default, jnp.exp2), (aten.expm1.default, jnp.expm1),
-    (aten.log.default, jnp.log), (aten.log2.default, jnp.log2), (aten.log10.default, jnp.log10),
-    (aten.log1p.default, jnp.log1p), (aten.sqrt.default, jnp.sqrt), (aten.rsqrt.default, jax.lax.rsqrt),
-    (aten.sigmoid.default, jax.nn.sigmoid), (aten.erf.default, jax.scipy.special.erf),
-    (aten.erfc.default, jax.scipy.special.erfc), (aten.erfinv.default, jax.scipy.special.erfinv),
+    (aten.sin.default, jnp.sin),
+    (aten.cos.default, jnp.cos),
+    (aten.tan.default, jnp.tan),
+    (aten.asin.default, jnp.arcsin),
+    (aten.acos.default, jnp.arccos),
+    (aten.atan.default, jnp.arctan),
+    (aten.sinh.default, jnp.sinh),
+    (aten.cosh.default, jnp.cosh),
+    (aten.tanh.default, jnp.tanh),
+    (aten.asinh.default, jnp.arcsinh),
+    (aten.acosh.default, jnp.arccosh),
+    (aten.atanh.default, jnp.arctanh),
+    (aten.exp.default, jnp.exp),
+    (aten.exp2.default, jnp.exp2),
+    (aten.expm1.default, jnp.expm1),
+    (aten.log.default, jnp.log),
+    (aten.log2.default, jnp.log2),
+    (aten.log10.default, jnp.log10),
+    (aten.log1p.default, jnp.log1p),
+    (aten.sqrt.default, jnp.sqrt),
+    (aten.rsqrt.default, jax.lax.rsqrt),
+    (aten.sigmoid.default, jax.nn.sigmoid),
+    (aten.erf.default, jax.scipy.special.erf),
+    (aten.erfc.default, jax.scipy.special.erfc),
+    (aten.erfinv.default, jax.scipy.special.erfinv),
     (aten.reciprocal.default, jnp.reciprocal),
 ]:
     unary_float(_op, _fn)
+
 
 def _frac(x):
     return x - jnp.trunc(x)
@@ -132,16 +162,30 @@ def _bitwise_not(x):
 
 
 for _op, _fn in [
-    (aten.neg.default, jnp.negative), (aten.floor.default, jnp.floor), (aten.ceil.default, jnp.ceil),
-    (aten.trunc.default, jnp.trunc), (aten.round.default, jnp.round), (aten.frac.default, _frac),
-    (aten.relu.default, _relu), (aten.bitwise_not.default, _bitwise_not),
+    (aten.neg.default, jnp.negative),
+    (aten.floor.default, jnp.floor),
+    (aten.ceil.default, jnp.ceil),
+    (aten.trunc.default, jnp.trunc),
+    (aten.round.default, jnp.round),
+    (aten.frac.default, _frac),
+    (aten.relu.default, _relu),
+    (aten.bitwise_not.default, _bitwise_not),
 ]:
-    unary_same(_op, _fn, no_bool="Negation, the `-` operator, on a bool tensor is not supported. If you are trying to invert a mask, use the `~` or `logical_not()` operator instead." if _op is aten.neg.default else None)
+    unary_same(
+        _op,
+        _fn,
+        no_bool="Negation, the `-` operator, on a bool tensor is not supported. If you are trying to invert a mask, use the `~` or `logical_not()` operator instead."
+        if _op is aten.neg.default
+        else None,
+    )
 
 for _op, _fn in [
-    (aten.isnan.default, jnp.isnan), (aten.logical_not.default, jnp.logical_not),
-    (aten.signbit.default, jnp.signbit), (aten.isinf.default, jnp.isinf),
-    (aten.isneginf.default, jnp.isneginf), (aten.isposinf.default, jnp.isposinf),
+    (aten.isnan.default, jnp.isnan),
+    (aten.logical_not.default, jnp.logical_not),
+    (aten.signbit.default, jnp.signbit),
+    (aten.isinf.default, jnp.isinf),
+    (aten.isneginf.default, jnp.isneginf),
+    (aten.isposinf.default, jnp.isposinf),
 ]:
     unary_bool(_op, _fn)
 
@@ -168,13 +212,15 @@ def sgn(self):
 @register_functional(aten.sign.default)
 def sign(self):
     if self.dtype.is_complex:
-        raise RuntimeError("Unlike NumPy, torch.sign is not intended to support complex numbers. Please use torch.sgn instead.")
+        raise RuntimeError(
+            "Unlike NumPy, torch.sign is not intended to support complex numbers. Please use torch.sgn instead."
+        )
     if self.dtype == torch.bool:
         return J(self)
     return _call(_SIGN, self.dtype, self.dtype, (self,))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _round_to(decimals):
     return functools.partial(jnp.round, decimals=decimals)
 
@@ -345,23 +391,34 @@ def pow_scalar(self, exponent):
 
 
 for _op, _fn in [
-    (aten.maximum.default, jnp.maximum), (aten.minimum.default, jnp.minimum),
-    (aten.fmax.default, jnp.fmax), (aten.fmin.default, jnp.fmin),
-    (aten.bitwise_and.Tensor, jnp.bitwise_and), (aten.bitwise_and.Scalar, jnp.bitwise_and),
-    (aten.bitwise_or.Tensor, jnp.bitwise_or), (aten.bitwise_or.Scalar, jnp.bitwise_or),
-    (aten.bitwise_xor.Tensor, jnp.bitwise_xor), (aten.bitwise_xor.Scalar, jnp.bitwise_xor),
+    (aten.maximum.default, jnp.maximum),
+    (aten.minimum.default, jnp.minimum),
+    (aten.fmax.default, jnp.fmax),
+    (aten.fmin.default, jnp.fmin),
+    (aten.bitwise_and.Tensor, jnp.bitwise_and),
+    (aten.bitwise_and.Scalar, jnp.bitwise_and),
+    (aten.bitwise_or.Tensor, jnp.bitwise_or),
+    (aten.bitwise_or.Scalar, jnp.bitwise_or),
+    (aten.bitwise_xor.Tensor, jnp.bitwise_xor),
+    (aten.bitwise_xor.Scalar, jnp.bitwise_xor),
 ]:
     binary(_op, _fn)
 
 for _op, _fn in [
-    (aten.atan2.default, jnp.arctan2), (aten.hypot.default, jnp.hypot),
-    (aten.copysign.Tensor, jnp.copysign), (aten.copysign.Scalar, jnp.copysign),
+    (aten.atan2.default, jnp.arctan2),
+    (aten.hypot.default, jnp.hypot),
+    (aten.copysign.Tensor, jnp.copysign),
+    (aten.copysign.Scalar, jnp.copysign),
 ]:
     binary(_op, _fn, float_result=True)
 
 for _name, _fn in [
-    ("eq", jnp.equal), ("ne", jnp.not_equal), ("lt", jnp.less), ("le", jnp.less_equal),
-    ("gt", jnp.greater), ("ge", jnp.greater_equal),
+    ("eq", jnp.equal),
+    ("ne", jnp.not_equal),
+    ("lt", jnp.less),
+    ("le", jnp.less_equal),
+    ("gt", jnp.greater),
+    ("ge", jnp.greater_equal),
 ]:
     binary(getattr(aten, _name).Tensor, _fn, result=torch.bool)
     binary(getattr(aten, _name).Scalar, _fn, result=torch.bool)
@@ -380,7 +437,9 @@ def _where(a, b, cond):
 @register_functional(aten.where.self)
 def where(condition, self, other):
     if condition.dtype not in (torch.bool, torch.uint8):
-        raise RuntimeError(f"where expected condition to be a boolean tensor, but got a tensor with dtype {str(condition.dtype).split('.')[-1].capitalize()}")
+        raise RuntimeError(
+            f"where expected condition to be a boolean tensor, but got a tensor with dtype {str(condition.dtype).split('.')[-1].capitalize()}"
+        )
     common = _common(self, other)
     cond = J(condition).astype(bool)
     return _call(_where, common, common, (self, other), (cond,))

@@ -36,7 +36,9 @@ def _windows(x, k, s, p, d, ceil, fill):
     H, W = x.shape[-2:]
     oh, ow = out_size(H, k[0], p[0], s[0], d[0], ceil), out_size(W, k[1], p[1], s[1], d[1], ceil)
     if oh <= 0 or ow <= 0:
-        raise RuntimeError(f"Given input size: ({'x'.join(map(str, x.shape[-3:]))}). Calculated output size: ({x.shape[-3] if x.ndim >= 3 else 1}x{oh}x{ow}). Output size is too small")
+        raise RuntimeError(
+            f"Given input size: ({'x'.join(map(str, x.shape[-3:]))}). Calculated output size: ({x.shape[-3] if x.ndim >= 3 else 1}x{oh}x{ow}). Output size is too small"
+        )
     hi_h = max(0, (oh - 1) * s[0] + d[0] * (k[0] - 1) + 1 - H - p[0])
     hi_w = max(0, (ow - 1) * s[1] + d[1] * (k[1] - 1) + 1 - W - p[1])
     pad = [(0, 0)] * (x.ndim - 2) + [(p[0], hi_h), (p[1], hi_w)]
@@ -45,7 +47,7 @@ def _windows(x, k, s, p, d, ceil, fill):
     for i in range(k[0]):
         for j in range(k[1]):
             h0, w0 = i * d[0], j * d[1]
-            parts.append(xp[..., h0:h0 + (oh - 1) * s[0] + 1:s[0], w0:w0 + (ow - 1) * s[1] + 1:s[1]])
+            parts.append(xp[..., h0 : h0 + (oh - 1) * s[0] + 1 : s[0], w0 : w0 + (ow - 1) * s[1] + 1 : s[1]])
     return jnp.stack(parts, axis=-1), oh, ow
 
 
@@ -53,7 +55,7 @@ def _lowest(dtype):
     return -jnp.inf if jnp.issubdtype(dtype, jnp.floating) else jnp.iinfo(dtype).min
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _max_pool(k, s, p, d, ceil):
     def run(x):
         win, oh, ow = _windows(x, k, s, p, d, ceil, _lowest(x.dtype))
@@ -74,7 +76,9 @@ def _pool_args(kernel_size, stride, padding, dilation=(1,)):
     d = _pair(dilation, (1, 1))
     for pp, kk in zip(p, k):
         if pp > kk // 2:
-            raise RuntimeError(f"pad should be at most half of effective kernel size, but got pad={pp}, kernel_size={kk} and dilation={d[0]}")
+            raise RuntimeError(
+                f"pad should be at most half of effective kernel size, but got pad={pp}, kernel_size={kk} and dilation={d[0]}"
+            )
     return k, s, p, d
 
 
@@ -118,12 +122,12 @@ def _avg(x, k, s, p, ceil, count_include_pad, divisor_override):
     return jnp.sum(win, axis=-1) / jnp.asarray(div, x.dtype)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _avg_pool(k, s, p, ceil, count_include_pad, divisor_override, compute, result):
     return jax.jit(lambda x: _avg(x.astype(compute), k, s, p, ceil, count_include_pad, divisor_override).astype(result))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _avg_pool_grad(k, s, p, ceil, count_include_pad, divisor_override, compute, result):
     def run(g, x):
         _, vjp = jax.vjp(lambda v: _avg(v, k, s, p, ceil, count_include_pad, divisor_override), x.astype(compute))
@@ -133,17 +137,23 @@ def _avg_pool_grad(k, s, p, ceil, count_include_pad, divisor_override, compute, 
 
 
 @register_functional(aten.avg_pool2d.default)
-def avg_pool2d(self, kernel_size, stride=(), padding=(0,), ceil_mode=False, count_include_pad=True, divisor_override=None):
+def avg_pool2d(
+    self, kernel_size, stride=(), padding=(0,), ceil_mode=False, count_include_pad=True, divisor_override=None
+):
     k, s, p, _ = _pool_args(kernel_size, stride, padding)
     jdt = dtypes.to_jax_dtype(self.dtype)
     return _avg_pool(k, s, p, bool(ceil_mode), bool(count_include_pad), divisor_override, _opmath(jdt), jdt)(J(self))
 
 
 @register_functional(aten.avg_pool2d_backward.default)
-def avg_pool2d_backward(grad_output, self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override):
+def avg_pool2d_backward(
+    grad_output, self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override
+):
     k, s, p, _ = _pool_args(kernel_size, stride, padding)
     jdt = dtypes.to_jax_dtype(self.dtype)
-    return _avg_pool_grad(k, s, p, bool(ceil_mode), bool(count_include_pad), divisor_override, _opmath(jdt), jdt)(J(grad_output), J(self))
+    return _avg_pool_grad(k, s, p, bool(ceil_mode), bool(count_include_pad), divisor_override, _opmath(jdt), jdt)(
+        J(grad_output), J(self)
+    )
 
 
 def _bins(size, out):
@@ -155,12 +165,18 @@ def _bins(size, out):
     return m
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _adaptive(H, W, oh, ow, compute, result):
     ph, pw = _bins(H, oh), _bins(W, ow)
 
     def run(x):
-        y = jnp.einsum("ah,...hw,bw->...ab", jnp.asarray(ph, compute), x.astype(compute), jnp.asarray(pw, compute), precision=jax.lax.Precision.HIGHEST)
+        y = jnp.einsum(
+            "ah,...hw,bw->...ab",
+            jnp.asarray(ph, compute),
+            x.astype(compute),
+            jnp.asarray(pw, compute),
+            precision=jax.lax.Precision.HIGHEST,
+        )
         return y.astype(result)
 
     return jax.jit(run)

@@ -35,10 +35,12 @@ def _args(self, kernel_size, stride, padding, dilation=(1,)):
     p = _triple(padding, (0, 0, 0))
     d = _triple(dilation, (1, 1, 1))
     if self.dim() not in (4, 5):
-        raise RuntimeError(f"non-empty 4D or 5D (batch mode) tensor expected for input")
+        raise RuntimeError("non-empty 4D or 5D (batch mode) tensor expected for input")
     for pp, kk in zip(p, k):
         if pp > kk // 2:
-            raise RuntimeError(f"pad should be smaller than or equal to half of kernel size, but got kT={k[0]} kW={k[2]} kH={k[1]} padT={p[0]} padW={p[2]} padH={p[1]}")
+            raise RuntimeError(
+                f"pad should be smaller than or equal to half of kernel size, but got kT={k[0]} kW={k[2]} kH={k[1]} padT={p[0]} padW={p[2]} padH={p[1]}"
+            )
     return k, s, p, d
 
 
@@ -60,7 +62,7 @@ def _windows(x, k, s, p, d, ceil, fill):
     return jnp.stack(parts, axis=-1), outs
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _max_pool(k, s, p, d, ceil):
     def run(x):
         win, (od, oh, ow) = _windows(x, k, s, p, d, ceil, _lowest(x.dtype))
@@ -68,7 +70,7 @@ def _max_pool(k, s, p, d, ceil):
         vals = jnp.take_along_axis(win, arg[..., None], axis=-1)[..., 0]
         kd, rest = arg // (k[1] * k[2]), arg % (k[1] * k[2])
         kh, kw = rest // k[2], rest % k[2]
-        D, H, W = x.shape[-3:]
+        H, W = x.shape[-2:]
         di = jnp.arange(od)[:, None, None] * s[0] - p[0] + kd * d[0]
         hi = jnp.arange(oh)[None, :, None] * s[1] - p[1] + kh * d[1]
         wi = jnp.arange(ow)[None, None, :] * s[2] - p[2] + kw * d[2]
@@ -83,7 +85,7 @@ def max_pool3d_with_indices(self, kernel_size, stride=(), padding=(0,), dilation
     return _max_pool(k, s, p, d, bool(ceil_mode))(J(self))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _index_scatter(spatial):
     """Gradient through flat spatial indices: (..., out positions) -> (..., *spatial)."""
     size = int(np.prod(spatial))
@@ -91,7 +93,7 @@ def _index_scatter(spatial):
     def run(g, idx):
         lead = g.shape[: g.ndim - len(spatial)]
         c = _opmath(g.dtype)
-        fg = g.reshape((-1, int(np.prod(g.shape[len(lead):]))))
+        fg = g.reshape((-1, int(np.prod(g.shape[len(lead) :]))))
         fi = idx.reshape(fg.shape)
         out = jnp.zeros((fg.shape[0], size), c).at[jnp.arange(fg.shape[0])[:, None], fi].add(fg.astype(c))
         return out.reshape(lead + spatial).astype(g.dtype)
@@ -121,7 +123,7 @@ def _avg(x, k, s, p, ceil, count_include_pad, divisor_override):
     return jnp.sum(win, axis=-1) / jnp.asarray(div, x.dtype)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _avg_pool(k, s, p, ceil, count_include_pad, divisor_override, compute, result):
     def fwd(x):
         return _avg(x.astype(compute), k, s, p, ceil, count_include_pad, divisor_override).astype(result)
@@ -142,19 +144,25 @@ def _avg_kernels(self, kernel_size, stride, padding, ceil_mode, count_include_pa
 
 
 @register_functional(aten.avg_pool3d.default)
-def avg_pool3d(self, kernel_size, stride=(), padding=(0,), ceil_mode=False, count_include_pad=True, divisor_override=None):
+def avg_pool3d(
+    self, kernel_size, stride=(), padding=(0,), ceil_mode=False, count_include_pad=True, divisor_override=None
+):
     return _avg_kernels(self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)[0](J(self))
 
 
 @register_functional(aten.avg_pool3d_backward.default)
-def avg_pool3d_backward(grad_output, self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override):
-    return _avg_kernels(self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)[1](J(grad_output), J(self))
+def avg_pool3d_backward(
+    grad_output, self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override
+):
+    return _avg_kernels(self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)[1](
+        J(grad_output), J(self)
+    )
 
 
 # --- adaptive pooling ----------------------------------------------------------------------------
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _adaptive_avg(sizes, outs, compute, result):
     mats = [np.asarray(_bins(n, o), compute) for n, o in zip(sizes, outs)]  # numpy: no tracer can stick
 
@@ -188,7 +196,7 @@ def adaptive_avg_pool3d_backward(grad_output, self):
     return _adaptive_kernels(self, grad_output.shape[-3:])[1](J(grad_output), J(self))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _adaptive_max(sizes, outs):
     """Max over PyTorch's adaptive bins; indices flat over the spatial dims (first max, NaN wins).
 
@@ -200,29 +208,44 @@ def _adaptive_max(sizes, outs):
         end = np.array([-((-(i + 1) * n) // o) for i in range(o)])
         pos = start[:, None] + np.arange(int((end - start).max()))[None, :]
         taps.append((np.minimum(pos, n - 1), pos < end[:, None], pos))
-    strides = [int(np.prod(sizes[j + 1:])) for j in range(nd)]
+    strides = [int(np.prod(sizes[j + 1 :])) for j in range(nd)]
 
     def run(x):
         lead = x.ndim - nd
         for k, (idx, _, _) in enumerate(taps):
             axis = lead + 2 * k
             g = jnp.take(x, jnp.asarray(idx.reshape(-1)), axis=axis)
-            x = g.reshape(g.shape[:axis] + idx.shape + g.shape[axis + 1:])
+            x = g.reshape(g.shape[:axis] + idx.shape + g.shape[axis + 1 :])
         perm = tuple(range(lead)) + tuple(lead + 2 * k for k in range(nd)) + tuple(lead + 2 * k + 1 for k in range(nd))
         x = jnp.transpose(x, perm)
-        valid = functools.reduce(np.logical_and, [
-            t[1].reshape((1,) * k + (t[1].shape[0],) + (1,) * (nd - 1 - k) + (1,) * k + (t[1].shape[1],) + (1,) * (nd - 1 - k))
-            for k, t in enumerate(taps)
-        ])
+        valid = functools.reduce(
+            np.logical_and,
+            [
+                t[1].reshape(
+                    (1,) * k
+                    + (t[1].shape[0],)
+                    + (1,) * (nd - 1 - k)
+                    + (1,) * k
+                    + (t[1].shape[1],)
+                    + (1,) * (nd - 1 - k)
+                )
+                for k, t in enumerate(taps)
+            ],
+        )
         flat_index = sum(
-            t[2].reshape((1,) * k + (t[2].shape[0],) + (1,) * (nd - 1 - k) + (1,) * k + (t[2].shape[1],) + (1,) * (nd - 1 - k)) * st
+            t[2].reshape(
+                (1,) * k + (t[2].shape[0],) + (1,) * (nd - 1 - k) + (1,) * k + (t[2].shape[1],) + (1,) * (nd - 1 - k)
+            )
+            * st
             for k, (t, st) in enumerate(zip(taps, strides))
         )
         win = jnp.where(valid, x, _lowest(x.dtype)).reshape(x.shape[: lead + nd] + (-1,))
         arg = jnp.argmax(win, axis=-1)
         vals = jnp.take_along_axis(win, arg[..., None], axis=-1)[..., 0]
         index = jnp.asarray(flat_index.reshape(tuple(outs) + (-1,)))
-        return vals, jnp.take_along_axis(jnp.broadcast_to(index, arg.shape + index.shape[-1:]), arg[..., None], axis=-1)[..., 0].astype(jnp.int64)
+        return vals, jnp.take_along_axis(
+            jnp.broadcast_to(index, arg.shape + index.shape[-1:]), arg[..., None], axis=-1
+        )[..., 0].astype(jnp.int64)
 
     return jax.jit(run)
 
@@ -250,13 +273,13 @@ def adaptive_max_pool3d_backward(grad_output, self, indices):
 # --- max unpooling: values back to where their indices point, zeros elsewhere ------------------
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _unpool(spatial):
     size = int(np.prod(spatial))
 
     def run(x, idx):
         lead = x.shape[: x.ndim - len(spatial)]
-        fx = x.reshape((-1, int(np.prod(x.shape[len(lead):]))))
+        fx = x.reshape((-1, int(np.prod(x.shape[len(lead) :]))))
         fi = idx.reshape(fx.shape)
         out = jnp.zeros((fx.shape[0], size), x.dtype).at[jnp.arange(fx.shape[0])[:, None], fi].set(fx)
         return out.reshape(lead + spatial)
@@ -268,7 +291,9 @@ def _max_unpool(self, indices, output_size, nd):
     if indices.dtype != torch.int64:
         raise RuntimeError(f"elements in indices should be type int64 but got: {indices.dtype}")
     if tuple(self.shape) != tuple(indices.shape):
-        raise RuntimeError(f"Expected shape of indices to be same as that of the input tensor ({list(self.shape)}) but got indices tensor with shape: {list(indices.shape)}")
+        raise RuntimeError(
+            f"Expected shape of indices to be same as that of the input tensor ({list(self.shape)}) but got indices tensor with shape: {list(indices.shape)}"
+        )
     spatial = tuple(output_size)
     if len(spatial) != nd:
         raise RuntimeError(f"There should be exactly {nd} elements but got {len(spatial)}")
@@ -277,7 +302,9 @@ def _max_unpool(self, indices, output_size, nd):
 
     def error():
         bad = int(jnp.max(i)) if int(jnp.max(i)) >= volume else int(jnp.min(i))
-        return RuntimeError(f"Found an invalid max index: {bad} (output volumes are of size {'x'.join(map(str, spatial))}")
+        return RuntimeError(
+            f"Found an invalid max index: {bad} (output volumes are of size {'x'.join(map(str, spatial))}"
+        )
 
     if i.size:
         tracing.check_values((i < 0) | (i >= volume), error)

@@ -16,7 +16,11 @@ from jaxdev.ops.registry import J, aten, register, register_functional, store_in
 
 def _floating(self, name):
     if not (self.dtype.is_floating_point or self.dtype.is_complex):
-        raise RuntimeError(f"{name} expects a floating point dtype, got {self.dtype}" if name != "normal_" else f"normal expects floating-point outputs but got dtype={self.dtype}")
+        raise RuntimeError(
+            f"{name} expects a floating point dtype, got {self.dtype}"
+            if name != "normal_"
+            else f"normal expects floating-point outputs but got dtype={self.dtype}"
+        )
     jdt = dtypes.to_jax_dtype(self.dtype)
     return jdt, _opmath(jdt)
 
@@ -56,7 +60,13 @@ def _integers(self, low, high):
 @register(getattr(aten.random_, "from"))
 def random_from(self, from_, to=None, *, generator=None):
     if to is None:
-        to = 2**63 - 1 if self.dtype == torch.int64 else (1 << min(torch.finfo(self.dtype).nmant + 1, 63)) + 1 if self.dtype.is_floating_point else int(torch.iinfo(self.dtype).max) + 1
+        to = (
+            2**63 - 1
+            if self.dtype == torch.int64
+            else (1 << min(torch.finfo(self.dtype).nmant + 1, 63)) + 1
+            if self.dtype.is_floating_point
+            else int(torch.iinfo(self.dtype).max) + 1
+        )
     if from_ >= to:
         raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={from_} >= to={to}")
     return _integers(self, from_, to)
@@ -119,8 +129,13 @@ def multinomial(self, num_samples, replacement=False, *, generator=None):
     n = self.shape[-1]
     if not replacement and num_samples > n:
         raise RuntimeError("cannot sample n_sample > prob_dist.size(-1) samples without replacement")
-    tracing.check_values((p < 0) | ~jnp.isfinite(p), lambda: RuntimeError("probability tensor contains either `inf`, `nan` or element < 0"))
-    tracing.check_values(jnp.sum(p, axis=-1) <= 0, lambda: RuntimeError("invalid multinomial distribution (sum of probabilities <= 0)"))
+    tracing.check_values(
+        (p < 0) | ~jnp.isfinite(p),
+        lambda: RuntimeError("probability tensor contains either `inf`, `nan` or element < 0"),
+    )
+    tracing.check_values(
+        jnp.sum(p, axis=-1) <= 0, lambda: RuntimeError("invalid multinomial distribution (sum of probabilities <= 0)")
+    )
     batch = p if p.ndim == 2 else p[None]
     logits = jnp.log(batch)
     key = rng.next_key()

@@ -42,7 +42,7 @@ def _accumulate_dtype(dtype: torch.dtype, requested) -> torch.dtype:
     return torch.int64 if not (dtype.is_floating_point or dtype.is_complex) else dtype
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _reduction(fn, axis, keepdims, compute, result):
     return jax.jit(lambda x: fn(x.astype(compute), axis=axis, keepdims=keepdims).astype(result))
 
@@ -66,7 +66,14 @@ def sum_all(self, *, dtype=None):
 def mean(self, dim=None, keepdim=False, *, dtype=None):
     result = dtype or self.dtype
     if not (result.is_floating_point or result.is_complex):
-        name = {torch.int64: "Long", torch.int32: "Int", torch.bool: "Bool", torch.uint8: "Byte", torch.int16: "Short", torch.int8: "Char"}.get(result, str(result))
+        name = {
+            torch.int64: "Long",
+            torch.int32: "Int",
+            torch.bool: "Bool",
+            torch.uint8: "Byte",
+            torch.int16: "Short",
+            torch.int8: "Char",
+        }.get(result, str(result))
         raise RuntimeError(
             "mean(): could not infer output dtype. Input dtype must be either a floating point or "
             f"complex dtype. Got: {name}"
@@ -92,9 +99,7 @@ def prod_all(self, *, dtype=None):
 def _check_nonempty(self, dim, name):
     for a in axes(dim, self.dim()):
         if self.shape[a] == 0:
-            raise IndexError(
-                f"{name}(): Expected reduction dim {a} to have non-zero size."
-            )
+            raise IndexError(f"{name}(): Expected reduction dim {a} to have non-zero size.")
     if self.numel() == 0 and (dim is None or dim == []):
         raise RuntimeError(
             f"{name}(): Expected reduction dim to be specified for input.numel() == 0. "
@@ -138,7 +143,7 @@ def _with_index(pick, arg):
     return fn
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _indexed(fn, axis, keepdims):
     return jax.jit(lambda x: fn(x, axis, keepdims))
 
@@ -204,7 +209,7 @@ register_functional(aten.any.default, aten.any.dim, aten.any.dims)(_any)
 def _moments(self, dim, correction, keepdim):
     result = self.dtype if (self.dtype.is_floating_point or self.dtype.is_complex) else None
     if result is None:
-        raise RuntimeError(f"std and var only support floating point and complex dtypes")
+        raise RuntimeError("std and var only support floating point and complex dtypes")
     real = result.to_real()
     ddof = 1 if correction is None else correction
     ax = axes(dim, self.dim())

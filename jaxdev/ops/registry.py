@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import functools
 import warnings
-from typing import Callable
+from collections.abc import Callable
 
 import jax
 import torch
@@ -80,7 +80,7 @@ def J(x) -> jax.Array:
     raise tensor.mixed_devices(x.device)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def compiled(fn: Callable, *static) -> Callable:
     """`fn(*arrays, *static)` jitted once per static tuple. Kernels whose JAX part is several ops
     run it through this: eager JAX pays its dispatch cost per op, a jitted body pays it once.
@@ -91,10 +91,20 @@ def compiled(fn: Callable, *static) -> Callable:
 # --- in-place and out= variants derived from a functional kernel ---------------------------------
 
 _SCALAR_NAMES = {
-    torch.bool: "Bool", torch.uint8: "Byte", torch.int8: "Char", torch.int16: "Short",
-    torch.int32: "Int", torch.int64: "Long", torch.float16: "Half", torch.bfloat16: "BFloat16",
-    torch.float32: "Float", torch.float64: "Double", torch.complex64: "ComplexFloat",
-    torch.complex128: "ComplexDouble", torch.uint16: "UInt16", torch.uint32: "UInt32",
+    torch.bool: "Bool",
+    torch.uint8: "Byte",
+    torch.int8: "Char",
+    torch.int16: "Short",
+    torch.int32: "Int",
+    torch.int64: "Long",
+    torch.float16: "Half",
+    torch.bfloat16: "BFloat16",
+    torch.float32: "Float",
+    torch.float64: "Double",
+    torch.complex64: "ComplexFloat",
+    torch.complex128: "ComplexDouble",
+    torch.uint16: "UInt16",
+    torch.uint32: "UInt32",
     torch.uint64: "UInt64",
 }
 
@@ -115,9 +125,7 @@ def store_into(out: torch.Tensor, value: jax.Array, *, resize: bool) -> torch.Te
     shape = tuple(value.shape)
     if tuple(out.shape) != shape:
         if not resize:
-            raise RuntimeError(
-                f"output with shape {list(out.shape)} doesn't match the broadcast shape {list(shape)}"
-            )
+            raise RuntimeError(f"output with shape {list(out.shape)} doesn't match the broadcast shape {list(shape)}")
         if out.numel() != 0:
             warnings.warn(
                 f"An output with one or more elements was resized since it had shape "
@@ -126,6 +134,7 @@ def store_into(out: torch.Tensor, value: jax.Array, *, resize: bool) -> torch.Te
                 "resized unless they have zero elements. You can explicitly reuse an out tensor t "
                 "by resizing it, inplace, to zero elements with t.resize_(0).",
                 UserWarning,
+                stacklevel=2,
             )
         out.resize_(shape)
     tensor.write(out, value)
@@ -137,7 +146,11 @@ def _out_args(op: OpOverload) -> list[str]:
 
 
 def _same_inputs(a: OpOverload, b: OpOverload) -> bool:
-    strip = lambda op: [(x.name, str(x.type)) for x in op._schema.arguments if not (x.alias_info and x.alias_info.is_write and x.kwarg_only)]
+    strip = lambda op: [
+        (x.name, str(x.type))
+        for x in op._schema.arguments
+        if not (x.alias_info and x.alias_info.is_write and x.kwarg_only)
+    ]
     return strip(a) == strip(b)
 
 

@@ -12,7 +12,7 @@ from jaxdev.ops.reductions import wrap_dim
 from jaxdev.ops.registry import J, aten, register_functional
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _flip(axes):
     return jax.jit(lambda x: jnp.flip(x, axes) if axes else x)
 
@@ -21,11 +21,13 @@ def _flip(axes):
 def flip(self, dims):
     axes = tuple(wrap_dim(d, self.dim()) for d in dims)
     if len(set(axes)) != len(axes):
-        raise RuntimeError(f"dims has duplicates, original flip dims size={len(axes)}, but unique flip dims size={len(set(axes))}")
+        raise RuntimeError(
+            f"dims has duplicates, original flip dims size={len(axes)}, but unique flip dims size={len(set(axes))}"
+        )
     return _flip(axes if self.dim() else ())(J(self))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _roll(shifts, axes):
     if axes:
         return jax.jit(lambda x: jnp.roll(x, shifts, axes))

@@ -47,9 +47,7 @@ def lstm_cell_backward(grad_hy, grad_cy, cx, cy, workspace, has_bias):
     d_o = ghy * tcy
     dc = gcy + ghy * o * (1 - tcy * tcy)
     d_i, d_f, d_g, d_cx = dc * g, dc * c, dc * i, dc * f
-    grad_gates = jnp.concatenate(
-        [d_i * i * (1 - i), d_f * f * (1 - f), d_g * (1 - g * g), d_o * o * (1 - o)], axis=1
-    )
+    grad_gates = jnp.concatenate([d_i * i * (1 - i), d_f * f * (1 - f), d_g * (1 - g * g), d_o * o * (1 - o)], axis=1)
     grad_bias = jnp.sum(grad_gates, axis=0).astype(dt) if has_bias else None
     return grad_gates.astype(dt), d_cx.astype(dt), grad_bias
 
@@ -88,5 +86,7 @@ def gru_cell_backward(grad_hy, workspace, has_bias):
     d_zpre = d_z * z * (1 - z)
     grad_input = jnp.concatenate([d_rpre, d_zpre, d_npre], axis=1)
     grad_hidden = jnp.concatenate([d_rpre, d_zpre, d_npre * r], axis=1)
-    bias = (jnp.sum(grad_input, axis=0).astype(dt), jnp.sum(grad_hidden, axis=0).astype(dt)) if has_bias else (None, None)
+    bias = (
+        (jnp.sum(grad_input, axis=0).astype(dt), jnp.sum(grad_hidden, axis=0).astype(dt)) if has_bias else (None, None)
+    )
     return (grad_input.astype(dt), grad_hidden.astype(dt), d_hx.astype(dt)) + bias

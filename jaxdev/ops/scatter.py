@@ -12,10 +12,9 @@ import functools
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 import torch
 
-from jaxdev import dtypes, tensor, tracing
+from jaxdev import tensor, tracing
 from jaxdev.ops.indexing import _any_device, _check_bounds, add_at, multiply_at
 from jaxdev.ops.pointwise import _opmath
 from jaxdev.ops.reductions import wrap_dim
@@ -29,7 +28,7 @@ def _positions(i, d):
     return tuple(grids)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _scatter_reduce(d, reduce, include_self, floor_mean):
     def run(x, i, s):
         i = jnp.where(i < 0, i + x.shape[d], i)
@@ -76,7 +75,7 @@ def scatter_reduce(self, dim, index, src, reduce, *, include_self=True):
     if index.dtype != torch.int64:
         raise RuntimeError("scatter(): Expected dtype int64 for index")
     if self.dtype != src.dtype:
-        raise RuntimeError(f"scatter(): Expected self.dtype to be equal to src.dtype")
+        raise RuntimeError("scatter(): Expected self.dtype to be equal to src.dtype")
     d = wrap_dim(dim, self.dim())
     x, i = J(self), J(index)
     if i.size == 0:
@@ -89,7 +88,7 @@ def scatter_reduce(self, dim, index, src, reduce, *, include_self=True):
     return _scatter_reduce(d, reduce, bool(include_self), floor)(x, i, J(src))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _index_add(d):
     def run(x, i, s, alpha):
         i = jnp.where(i < 0, i + x.shape[d], i)
@@ -106,7 +105,13 @@ def index_add(self, dim, index, source, *, alpha=1):
     if index.dtype not in (torch.int64, torch.int32):
         raise RuntimeError("index_add_(): Expected dtype int32/int64 for index")
     if self.dtype != source.dtype:
-        raise RuntimeError("index_add_(): self (" + str(self.dtype).split(".")[-1].capitalize() + ") and source (" + str(source.dtype).split(".")[-1].capitalize() + ") must have the same scalar type")
+        raise RuntimeError(
+            "index_add_(): self ("
+            + str(self.dtype).split(".")[-1].capitalize()
+            + ") and source ("
+            + str(source.dtype).split(".")[-1].capitalize()
+            + ") must have the same scalar type"
+        )
     i = _any_device(index).reshape(-1)
     _check_bounds(i, self.shape[d] if self.dim() else 1, d)
     x, s = J(self), J(source)
@@ -121,7 +126,9 @@ def index_add(self, dim, index, source, *, alpha=1):
 @register_functional(aten.masked_scatter.default)
 def masked_scatter(self, mask, source):
     if mask.dtype != torch.bool:
-        raise RuntimeError(f"masked_scatter_ only supports boolean masks, but got mask with dtype {str(mask.dtype).split('.')[-1]}")
+        raise RuntimeError(
+            f"masked_scatter_ only supports boolean masks, but got mask with dtype {str(mask.dtype).split('.')[-1]}"
+        )
     if self.dtype != source.dtype:
         raise RuntimeError(
             f"masked_scatter: expected self and source to have same dtypes but got {str(self.dtype).split('.')[-1].capitalize()} and {str(source.dtype).split('.')[-1].capitalize()}"
@@ -130,7 +137,9 @@ def masked_scatter(self, mask, source):
     shape = jnp.broadcast_shapes(x.shape, m.shape)
     x, m = jnp.broadcast_to(x, shape), jnp.broadcast_to(m, shape)
     flat_m = m.reshape(-1)
-    tracing.check_values(jnp.sum(flat_m) > s.size, lambda: RuntimeError("Number of elements of source < number of ones in mask"))
+    tracing.check_values(
+        jnp.sum(flat_m) > s.size, lambda: RuntimeError("Number of elements of source < number of ones in mask")
+    )
     take = jnp.clip(jnp.cumsum(flat_m) - 1, 0, max(s.size - 1, 0))
     values = s.reshape(-1)[take] if s.size else jnp.zeros_like(x.reshape(-1))
     return jnp.where(flat_m, values, x.reshape(-1)).reshape(shape)
@@ -153,7 +162,7 @@ def _pick_later(for_max):
     return combine
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _cum_extreme(axis, for_max):
     def run(x):
         idx = jax.lax.broadcasted_iota(jnp.int64, x.shape, axis)
@@ -179,7 +188,7 @@ register(aten._cummax_helper.default)(_cum_helper(True))
 register(aten._cummin_helper.default)(_cum_helper(False))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _logcumsumexp(axis, compute):
     return jax.jit(lambda x: jax.lax.cumlogsumexp(x.astype(compute), axis=axis).astype(x.dtype))
 
@@ -200,7 +209,9 @@ def _slice_index(self, dim, index, name):
     if index.dim() > 1:
         raise IndexError(f"{name}(): Index is supposed to be a vector")
     if index.dtype != torch.int64:
-        raise RuntimeError(f"{name}(): Expected a long tensor for index, but got {str(index.dtype).split('.')[-1].capitalize()}")
+        raise RuntimeError(
+            f"{name}(): Expected a long tensor for index, but got {str(index.dtype).split('.')[-1].capitalize()}"
+        )
     i = _any_device(index).reshape(-1)
     size = self.shape[d] if self.dim() else 1
     _check_bounds(i, size, d)
@@ -211,11 +222,13 @@ def _slice_index(self, dim, index, name):
 def index_copy(self, dim, index, source):
     d, i = _slice_index(self, dim, index, "index_copy")
     if self.dtype != source.dtype:
-        raise RuntimeError(f"index_copy_(): self and source expected to have the same dtype, but got (self) {self.dtype} and (source) {source.dtype}")
+        raise RuntimeError(
+            f"index_copy_(): self and source expected to have the same dtype, but got (self) {self.dtype} and (source) {source.dtype}"
+        )
     x, s = J(self), J(source)
     if x.ndim == 0:
         return s.reshape(()) if i.size else x
-    return x.at[(slice(None),) * d + (i,)].set(s.reshape(x.shape[:d] + (i.shape[0],) + x.shape[d + 1:]))
+    return x.at[(slice(None),) * d + (i,)].set(s.reshape(x.shape[:d] + (i.shape[0],) + x.shape[d + 1 :]))
 
 
 @register_functional(aten.index_fill.int_Scalar, aten.index_fill.int_Tensor)
@@ -223,7 +236,9 @@ def index_fill(self, dim, index, value):
     d, i = _slice_index(self, dim, index, "index_fill")
     if isinstance(value, torch.Tensor):
         if value.dim() != 0:
-            raise RuntimeError(f"index_fill_ only supports a 0-dimensional value tensor, but got tensor with {value.dim()} dimension(s).")
+            raise RuntimeError(
+                f"index_fill_ only supports a 0-dimensional value tensor, but got tensor with {value.dim()} dimension(s)."
+            )
         value = J(value)
     x = J(self)
     v = jnp.asarray(value).astype(x.dtype)
@@ -238,7 +253,9 @@ def index_reduce(self, dim, index, source, reduce, *, include_self=True):
         raise RuntimeError(f"index_reduce(): Expected reduce to be one of prod, mean, amax or amin but got {reduce}.")
     d, i = _slice_index(self, dim, index, "index_reduce")
     if self.dtype != source.dtype:
-        raise RuntimeError(f"index_reduce_(): self ({self.dtype}) and source ({source.dtype}) must have the same scalar type")
+        raise RuntimeError(
+            f"index_reduce_(): self ({self.dtype}) and source ({source.dtype}) must have the same scalar type"
+        )
     x, s = J(self), J(source)
     if x.ndim == 0:
         x, s = x[None], s.reshape(-1)
@@ -254,11 +271,17 @@ def index_reduce(self, dim, index, source, reduce, *, include_self=True):
 @register_functional(aten.put.default)
 def put(self, index, source, accumulate=False):
     if index.dtype != torch.int64:
-        raise RuntimeError(f"put_(): Expected a long tensor for index, but got {str(index.dtype).split('.')[-1].capitalize()}")
+        raise RuntimeError(
+            f"put_(): Expected a long tensor for index, but got {str(index.dtype).split('.')[-1].capitalize()}"
+        )
     if self.dtype != source.dtype:
-        raise RuntimeError(f"put_(): self and source expected to have the same dtype, but got self.dtype = {self.dtype} and source.dtype = {source.dtype}")
+        raise RuntimeError(
+            f"put_(): self and source expected to have the same dtype, but got self.dtype = {self.dtype} and source.dtype = {source.dtype}"
+        )
     if index.numel() != source.numel():
-        raise RuntimeError(f"put_(): Expected source and index to have the same number of elements, but got source.numel() = {source.numel()}, index.numel() = {index.numel()}")
+        raise RuntimeError(
+            f"put_(): Expected source and index to have the same number of elements, but got source.numel() = {source.numel()}, index.numel() = {index.numel()}"
+        )
     x = J(self)
     i = _any_device(index).reshape(-1)
     n = x.size
@@ -273,7 +296,9 @@ def put(self, index, source, accumulate=False):
 @register_functional(aten.take.default)
 def take(self, index):
     if index.dtype != torch.int64:
-        raise RuntimeError(f"take(): Expected a long tensor for index, but got {str(index.dtype).split('.')[-1].capitalize()}")
+        raise RuntimeError(
+            f"take(): Expected a long tensor for index, but got {str(index.dtype).split('.')[-1].capitalize()}"
+        )
     x = J(self).reshape(-1)
     i = _any_device(index)
     n = x.size

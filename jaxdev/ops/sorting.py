@@ -33,7 +33,7 @@ def _argsort_last(x, descending):
     return jnp.argsort(_key(x), axis=-1, stable=True, descending=descending)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _sort(axis, descending):
     def run(x):
         x = jnp.moveaxis(x, axis, -1)
@@ -64,7 +64,7 @@ def sort(self, dim=-1, descending=False):
     return sort_stable(self, stable=False, dim=dim, descending=descending)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _select(axis, start, stop, descending, keepdim):
     """Elements [start:stop) of the sorted order along `axis` (a slice of a stable sort)."""
 
@@ -103,14 +103,18 @@ def kthvalue(self, k, dim=-1, keepdim=False):
     return _select(a, k - 1, k, False, bool(keepdim))(x)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _median(axis, keepdim, ignore_nan):
     """Lower median along `axis`. With NaNs: median picks the first NaN, nanmedian skips them."""
 
     def run(x):
         vals, idx = _sort(axis, False)(x)
         n = x.shape[axis]
-        nans = jnp.sum(jnp.isnan(x), axis=axis, keepdims=True) if jnp.issubdtype(x.dtype, jnp.floating) else jnp.zeros((1,) * x.ndim, jnp.int32)
+        nans = (
+            jnp.sum(jnp.isnan(x), axis=axis, keepdims=True)
+            if jnp.issubdtype(x.dtype, jnp.floating)
+            else jnp.zeros((1,) * x.ndim, jnp.int32)
+        )
         if ignore_nan:
             pos = jnp.maximum(n - nans - 1, 0) // 2
         else:
@@ -160,7 +164,7 @@ def nanmedian(self):
     return _median_all(self, True, "nanmedian")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _mode(axis, keepdim):
     """Most frequent value (the smallest among equally frequent ones) and its last index."""
 
@@ -199,7 +203,7 @@ def mode(self, dim=-1, keepdim=False):
 # --- searching -----------------------------------------------------------------------------------
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _search(side, batched, result):
     def one(seq, v):
         return jnp.searchsorted(_key(seq), _key(v), side=side, method="compare_all")
@@ -220,8 +224,7 @@ def _side(right, side):
             raise RuntimeError(f"torch.searchsorted(): side can only be 'left' or 'right' but got {side}")
         if right and side == "left":
             raise RuntimeError(
-                "torch.searchsorted(): side and right can't be set to opposites, got side of left "
-                "while right was True"
+                "torch.searchsorted(): side and right can't be set to opposites, got side of left while right was True"
             )
         return side
     return "right" if right else "left"
@@ -354,7 +357,7 @@ def _unique_slices(self, dim, sorted_, return_inverse, return_counts):
     rest = x.shape[1:]
     if x.shape[0] == 0 or 0 in rest:
         if 0 in rest and x.shape[0] != 0:
-            raise RuntimeError(f"Number of zero sized dimensions is more than one, so unique cannot be applied ")
+            raise RuntimeError("Number of zero sized dimensions is more than one, so unique cannot be applied ")
         return jnp.moveaxis(x, 0, a), _empty_index(), _empty_index()
     flat = x.reshape((x.shape[0], -1))
     n = flat.shape[0]
@@ -406,7 +409,9 @@ def isin_scalar_tensor(element, test_elements, *, assume_unique=False, invert=Fa
 @register_functional(aten.histc.default)
 def histc(self, bins=100, min=0, max=0):
     if not self.dtype.is_floating_point:
-        raise NotImplementedError(f"\"histogram_cpu\" not implemented for '{str(self.dtype).split('.')[-1].capitalize()}'")
+        raise NotImplementedError(
+            f"\"histogram_cpu\" not implemented for '{str(self.dtype).split('.')[-1].capitalize()}'"
+        )
     if bins <= 0:
         raise RuntimeError("torch.histc(): bins must be > 0, but got " + str(bins) + " for dimension 0")
     x = J(self).reshape(-1)

@@ -70,13 +70,13 @@ def _apply(x, taps):
     for k, (idx, w) in enumerate(taps):
         axis = x.ndim - n + k
         g = jnp.take(x, jnp.asarray(idx.reshape(-1)), axis=axis)
-        g = g.reshape(g.shape[:axis] + idx.shape + g.shape[axis + 1:])
+        g = g.reshape(g.shape[:axis] + idx.shape + g.shape[axis + 1 :])
         wshape = (1,) * axis + w.shape + (1,) * (x.ndim - axis - 1)
         x = jnp.sum(g * jnp.asarray(w, x.dtype).reshape(wshape), axis=axis + 1)
     return x
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _interp(mode, in_sizes, out_sizes, align_corners, scales, compute, result):
     ft = np.float64 if compute == jnp.float64 else np.float32
     taps = [_taps(mode, i, o, align_corners, s, ft) for i, o, s in zip(in_sizes, out_sizes, scales)]

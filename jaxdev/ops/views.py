@@ -7,8 +7,6 @@ the same Box): views cost no JAX work and have PyTorch's exact strides and error
 
 from __future__ import annotations
 
-import math
-
 import jax.numpy as jnp
 import torch
 

@@ -31,5 +31,10 @@ def cli(monkeypatch):
 def jaxdev_process(*args, env=None, **kwargs):
     """`jaxdev ...` as a separate process (for kill tests)."""
     full_env = {**os.environ, "JAXDEV_AUDIT_PLUGINS": PLUGIN, **(env or {})}
-    return subprocess.Popen([sys.executable, "-m", "jaxdev.cli.main", *args], env=full_env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, **kwargs)
+    return subprocess.Popen(
+        [sys.executable, "-m", "jaxdev.cli.main", *args],
+        env=full_env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        **kwargs,
+    )

@@ -1,9 +1,9 @@
 """Test-only ops and OpInfos, loaded by the auditor (and its workers) through JAXDEV_AUDIT_PLUGINS.
 
-  good   x * 2 on jax (x * 3 when JAXDEV_TEST_BREAK=1: a deliberately broken kernel)
-  crash  kills its worker with SIGSEGV on the 2-element sample only
-  hang   sleeps forever on the 2-element sample only
-  slow   sleeps 2 s per sample (for killing a sweep mid-way)
+good   x * 2 on jax (x * 3 when JAXDEV_TEST_BREAK=1: a deliberately broken kernel)
+crash  kills its worker with SIGSEGV on the 2-element sample only
+hang   sleeps forever on the 2-element sample only
+slow   sleeps 2 s per sample (for killing a sweep mid-way)
 """
 
 import os
@@ -55,6 +55,13 @@ def _samples(op_info, device, dtype, requires_grad, **kwargs):
 OPINFOS = []
 for _name, _kernel in (("good", _good), ("crash", _crash), ("hang", _hang), ("slow", _slow)):
     _define(_name, _kernel)
-    OPINFOS.append(OpInfo(f"{NS}.{_name}", op=getattr(getattr(torch.ops, NS), _name),
-                          dtypes=_dispatch_dtypes((torch.float32,)), sample_inputs_func=_samples,
-                          supports_autograd=False, supports_out=False))
+    OPINFOS.append(
+        OpInfo(
+            f"{NS}.{_name}",
+            op=getattr(getattr(torch.ops, NS), _name),
+            dtypes=_dispatch_dtypes((torch.float32,)),
+            sample_inputs_func=_samples,
+            supports_autograd=False,
+            supports_out=False,
+        )
+    )

@@ -1,12 +1,9 @@
-import os
 import signal
 import time
 
-import yaml
+from conftest import jaxdev_process
 
 from jaxdev.audit import matrix
-
-from conftest import jaxdev_process
 
 
 def test_coverage_tiny_scope_writes_a_canonical_matrix(cli, tmp_path):
@@ -19,8 +16,16 @@ def test_coverage_tiny_scope_writes_a_canonical_matrix(cli, tmp_path):
     assert set(m["versions"]) >= {"torch", "jax", "jaxdev"}
     for direction in ("forward", "backward"):
         entry = matrix.get(m, "sin", "float32", direction)
-        assert entry["status"] in {"pass", "fallback", "missing", "lost_autograd", "exception", "wrong",
-                                   "dtype_mismatch", "shape_mismatch"}
+        assert entry["status"] in {
+            "pass",
+            "fallback",
+            "missing",
+            "lost_autograd",
+            "exception",
+            "wrong",
+            "dtype_mismatch",
+            "shape_mismatch",
+        }
         assert entry["samples"] >= 1
     assert "aten::sin" in m["ops"]["sin"]["aten"]
     # YAML round trip: load -> save gives the same bytes
@@ -30,8 +35,9 @@ def test_coverage_tiny_scope_writes_a_canonical_matrix(cli, tmp_path):
 
 
 def test_broken_kernel_is_a_wrong_result_with_errors(cli, tmp_path):
-    code, out = cli("coverage", "jaxdev_audit_test.good", "--jobs", "1", "--out", str(tmp_path),
-                    env={"JAXDEV_TEST_BREAK": "1"})
+    code, out = cli(
+        "coverage", "jaxdev_audit_test.good", "--jobs", "1", "--out", str(tmp_path), env={"JAXDEV_TEST_BREAK": "1"}
+    )
     assert code == 0, out
     entry = matrix.get(matrix.load(str(tmp_path / "matrix.yaml")), "jaxdev_audit_test.good", "float32", "forward")
     assert entry["status"] == "wrong"
@@ -39,8 +45,17 @@ def test_broken_kernel_is_a_wrong_result_with_errors(cli, tmp_path):
 
 
 def test_crash_and_hang_cost_only_their_sample(cli, tmp_path):
-    code, out = cli("coverage", "jaxdev_audit_test.crash", "jaxdev_audit_test.hang", "--timeout", "4",
-                    "--jobs", "2", "--out", str(tmp_path))
+    code, out = cli(
+        "coverage",
+        "jaxdev_audit_test.crash",
+        "jaxdev_audit_test.hang",
+        "--timeout",
+        "4",
+        "--jobs",
+        "2",
+        "--out",
+        str(tmp_path),
+    )
     assert code == 0, out
     m = matrix.load(str(tmp_path / "matrix.yaml"))
     crash = matrix.get(m, "jaxdev_audit_test.crash", "float32", "forward")
@@ -54,8 +69,9 @@ def test_crash_and_hang_cost_only_their_sample(cli, tmp_path):
 
 
 def test_resume_completes_a_killed_sweep(cli, tmp_path):
-    proc = jaxdev_process("coverage", "jaxdev_audit_test.good", "jaxdev_audit_test.slow", "--jobs", "1",
-                          "--out", str(tmp_path))
+    proc = jaxdev_process(
+        "coverage", "jaxdev_audit_test.good", "jaxdev_audit_test.slow", "--jobs", "1", "--out", str(tmp_path)
+    )
     path = tmp_path / "matrix.yaml"
     deadline = time.monotonic() + 150
     while time.monotonic() < deadline:
@@ -68,8 +84,16 @@ def test_resume_completes_a_killed_sweep(cli, tmp_path):
     assert not partial["run"]["complete"]
     assert matrix.get(partial, "jaxdev_audit_test.slow", "float32", "forward") is None
     missing = 2 - len(list(matrix.cells(partial)))
-    code, out = cli("coverage", "jaxdev_audit_test.good", "jaxdev_audit_test.slow", "--jobs", "1",
-                    "--resume", "--out", str(tmp_path))
+    code, out = cli(
+        "coverage",
+        "jaxdev_audit_test.good",
+        "jaxdev_audit_test.slow",
+        "--jobs",
+        "1",
+        "--resume",
+        "--out",
+        str(tmp_path),
+    )
     assert code == 0, out
     assert f"{missing} units" in out  # only the missing cells ran (1 unless the machine was too busy)
     m = matrix.load(str(path))
@@ -89,8 +113,15 @@ def test_shards_split_ops_and_merge(cli, tmp_path):
     matrix.put(b, "y", "float32", "forward", {"status": "wrong"})
     matrix.save(a, str(tmp_path / "a.yaml"))
     matrix.save(b, str(tmp_path / "b.yaml"))
-    code, out = cli("coverage", "--merge", str(tmp_path / "a.yaml"), "--merge", str(tmp_path / "b.yaml"),
-                    "--out", str(tmp_path / "m"))
+    code, out = cli(
+        "coverage",
+        "--merge",
+        str(tmp_path / "a.yaml"),
+        "--merge",
+        str(tmp_path / "b.yaml"),
+        "--out",
+        str(tmp_path / "m"),
+    )
     assert code == 0, out
     merged = matrix.load(str(tmp_path / "m" / "matrix.yaml"))
     assert merged["summary"]["forward"] == {"pass": 1, "wrong": 1}
@@ -110,8 +141,22 @@ def test_bad_inputs_are_one_sentence(cli, tmp_path):
 
 
 def test_max_samples_limits_and_flags_the_cell(cli, tmp_path):
-    code, out = cli("coverage", "jaxdev_audit_test.good", "neg", "--dtype", "float32", "--no-backward",
-                    "--max-samples", "2", "--jobs", "1", "--out", str(tmp_path), "--cache-dir", str(tmp_path / "cache"))
+    code, out = cli(
+        "coverage",
+        "jaxdev_audit_test.good",
+        "neg",
+        "--dtype",
+        "float32",
+        "--no-backward",
+        "--max-samples",
+        "2",
+        "--jobs",
+        "1",
+        "--out",
+        str(tmp_path),
+        "--cache-dir",
+        str(tmp_path / "cache"),
+    )
     assert code == 0, out
     m = matrix.load(str(tmp_path / "matrix.yaml"))
     entry = matrix.get(m, "jaxdev_audit_test.good", "float32", "forward")
@@ -133,13 +178,17 @@ def test_workers_compile_fast_unless_told_otherwise():
     from jaxdev.audit import runner
 
     env = runner.worker_env({"XLA_FLAGS": "--xla_backend_optimization_level=3"}, cache_dir="/tmp/c")
-    assert env["XLA_FLAGS"].split() == ["--xla_backend_optimization_level=3", "--xla_llvm_disable_expensive_passes=true"]
+    assert env["XLA_FLAGS"].split() == [
+        "--xla_backend_optimization_level=3",
+        "--xla_llvm_disable_expensive_passes=true",
+    ]
     assert env[runner.CACHE_ENV] == "/tmp/c" and env["JAXDEV_FALLBACK"] == "silent"
 
 
 def test_compile_mode_adds_its_direction_and_keeps_the_eager_cells(cli, tmp_path):
-    code, out = cli("coverage", "sin", "nonzero", "--dtype", "float32", "--no-backward", "--jobs", "1",
-                    "--out", str(tmp_path))
+    code, out = cli(
+        "coverage", "sin", "nonzero", "--dtype", "float32", "--no-backward", "--jobs", "1", "--out", str(tmp_path)
+    )
     assert code == 0, out
     code, out = cli("coverage", "sin", "nonzero", "--mode", "compile", "--jobs", "1", "--out", str(tmp_path))
     assert code == 0, out
@@ -153,8 +202,17 @@ def test_compile_mode_adds_its_direction_and_keeps_the_eager_cells(cli, tmp_path
 
 
 def test_compile_mode_catches_a_broken_kernel(cli, tmp_path):
-    code, out = cli("coverage", "jaxdev_audit_test.good", "--mode", "compile", "--jobs", "1",
-                    "--out", str(tmp_path), env={"JAXDEV_TEST_BREAK": "1"})
+    code, out = cli(
+        "coverage",
+        "jaxdev_audit_test.good",
+        "--mode",
+        "compile",
+        "--jobs",
+        "1",
+        "--out",
+        str(tmp_path),
+        env={"JAXDEV_TEST_BREAK": "1"},
+    )
     assert code == 0, out
     entry = matrix.get(matrix.load(str(tmp_path / "matrix.yaml")), "jaxdev_audit_test.good", "float32", "compile")
     # the test op's kernel reads values on CPU, so its graph cannot be traced: it runs op by op, wrong

@@ -1,7 +1,5 @@
 import xml.etree.ElementTree as ET
 
-import yaml
-
 from jaxdev.audit import matrix
 
 GOOD = "jaxdev_audit_test.good"
@@ -32,10 +30,12 @@ def test_gate_red_on_broken_kernel_green_after_accept(cli, tmp_path):
 def test_gate_names_each_kind_of_change_and_fails_on_all():
     from jaxdev.audit.gate import Change, failed, tally
 
-    changes = [Change("a", "float32", "forward", "pass", "wrong", ""),
-               Change("b", "float32", "forward", "wrong", "exception", ""),
-               Change("c", "float32", "forward", "missing", "pass", ""),
-               Change("d", "float32", "forward", "absent", "crash", "")]
+    changes = [
+        Change("a", "float32", "forward", "pass", "wrong", ""),
+        Change("b", "float32", "forward", "wrong", "exception", ""),
+        Change("c", "float32", "forward", "missing", "pass", ""),
+        Change("d", "float32", "forward", "absent", "crash", ""),
+    ]
     assert [c.kind for c in changes] == ["new failure", "changed kind", "unexpected pass", "new failure"]
     assert tally(changes) == {"new failure": 2, "changed kind": 1, "unexpected pass": 1}
     assert failed(changes[1:2])  # a failure that changed kind still fails the gate
@@ -46,9 +46,12 @@ def test_gate_refuses_bad_baselines_and_overwrites_nothing(cli, tmp_path):
     missing = tmp_path / "missing.yaml"
     code, out = cli("gate", "--baseline", str(missing), "--accept")
     assert code == 2 and "no baseline at" in out and not missing.exists()
-    for text, words in (("ops: [", "not valid YAML"), ("hello: 1\n", "no schema field"),
-                        ("schema: 99\nops: {}\n", "schema version 99"),
-                        ("schema: 1\nops: {x: {results: {float32: {forward: {status: great}}}}}\n", "malformed")):
+    for text, words in (
+        ("ops: [", "not valid YAML"),
+        ("hello: 1\n", "no schema field"),
+        ("schema: 99\nops: {}\n", "schema version 99"),
+        ("schema: 1\nops: {x: {results: {float32: {forward: {status: great}}}}}\n", "malformed"),
+    ):
         bad = tmp_path / "bad.yaml"
         bad.write_text(text)
         code, out = cli("gate", "--baseline", str(bad), "--accept")
@@ -59,7 +62,9 @@ def test_gate_refuses_bad_baselines_and_overwrites_nothing(cli, tmp_path):
 def test_report_writes_markdown_html_heatmap_and_junit(cli, tmp_path):
     m = matrix.empty({"complete": True, "samples": 3})
     matrix.put(m, "sin", "float32", "forward", {"status": "pass", "reason": ""})
-    matrix.put(m, "sin", "float32", "backward", {"status": "lost_autograd", "reason": "grad is None", "repro": "sin ..."})
+    matrix.put(
+        m, "sin", "float32", "backward", {"status": "lost_autograd", "reason": "grad is None", "repro": "sin ..."}
+    )
     matrix.put(m, "cos", "float64", "forward", {"status": "fallback", "reason": "CPU fallback for aten::cos"})
     path = tmp_path / "matrix.yaml"
     matrix.save(m, str(path))
@@ -70,7 +75,7 @@ def test_report_writes_markdown_html_heatmap_and_junit(cli, tmp_path):
     page = (tmp_path / "reports" / "index.html").read_text()
     assert "<svg" in page and page.count("<rect") == 3
     suites = ET.parse(tmp_path / "reports" / "junit.xml").getroot()
-    backward = [s for s in suites if s.get("name") == "coverage.backward"][0]
+    backward = next(s for s in suites if s.get("name") == "coverage.backward")
     assert backward.get("failures") == "1"
 
 

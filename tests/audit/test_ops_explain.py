@@ -53,8 +53,11 @@ def test_explain_unknown_name_is_one_sentence_with_nearest_names(cli):
 
 
 def test_explain_from_error(cli):
-    code, out = cli("explain", "--from-error",
-                    "NotImplementedError: Could not run 'aten::reshape' with arguments from the 'Autogradjax' backend.")
+    code, out = cli(
+        "explain",
+        "--from-error",
+        "NotImplementedError: Could not run 'aten::reshape' with arguments from the 'Autogradjax' backend.",
+    )
     assert code == 0 and "the error is about aten::reshape" in out
     code, out = cli("explain", "--from-error", "something odd happened")
     assert code == 2 and "found no operator name" in out
