@@ -33,6 +33,35 @@ TORCH_TO_JAX: dict[torch.dtype, np.dtype] = {
 }
 JAX_TO_TORCH: dict[np.dtype, torch.dtype] = {v: k for k, v in TORCH_TO_JAX.items()}
 
+# The names PyTorch's own messages give dtypes (c10::ScalarType): "expected Long but got Float".
+_SCALAR_NAMES = {
+    torch.bool: "Bool", torch.uint8: "Byte", torch.int8: "Char", torch.int16: "Short", torch.int32: "Int",
+    torch.int64: "Long", torch.float16: "Half", torch.bfloat16: "BFloat16", torch.float32: "Float",
+    torch.float64: "Double", torch.complex32: "ComplexHalf", torch.complex64: "ComplexFloat",
+    torch.complex128: "ComplexDouble", torch.uint16: "UInt16", torch.uint32: "UInt32", torch.uint64: "UInt64",
+    torch.float8_e4m3fn: "Float8_e4m3fn", torch.float8_e5m2: "Float8_e5m2",
+    torch.float8_e4m3fnuz: "Float8_e4m3fnuz", torch.float8_e5m2fnuz: "Float8_e5m2fnuz",
+}  # fmt: skip
+
+_HALF = (jnp.dtype(jnp.float16), jnp.dtype(jnp.bfloat16))
+
+
+def scalar_name(dtype: torch.dtype) -> str:
+    """The name PyTorch's error messages give a dtype: Float, Long, ComplexDouble, ..."""
+    return _SCALAR_NAMES.get(dtype, str(dtype))
+
+
+def name(dtype: torch.dtype) -> str:
+    """float32, int64, ...: the dtype's name in torch's namespace."""
+    return str(dtype).removeprefix("torch.")
+
+
+def opmath(jdt) -> np.dtype:
+    """The dtype an op computes in: float16/bfloat16 in float32, rounded once at the end, as
+    PyTorch's CPU kernels do ("opmath"); every other dtype in itself."""
+    return jnp.dtype(jnp.float32) if jdt in _HALF else jdt
+
+
 # Same-width integer dtypes used to move bytes of dtypes numpy cannot hold (bfloat16, float8)
 # between torch and numpy without any conversion of values.
 _BIT_CARRIER = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}

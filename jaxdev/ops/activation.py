@@ -16,9 +16,8 @@ import jax.numpy as jnp
 import torch
 
 from jaxdev import dtypes
-from jaxdev.ops.pointwise import _call, _opmath
-from jaxdev.ops.reductions import wrap_dim
-from jaxdev.ops.registry import J, aten, register_functional
+from jaxdev.ops.registry import aten, register_functional
+from jaxdev.ops.toolkit import J, apply, opmath, wrap_dim
 
 _NAMES = {
     torch.bool: "Bool",
@@ -138,18 +137,18 @@ def _logit_grad(g, x, eps):
 def hardtanh(self, min_val=-1, max_val=1):
     if self.dtype == torch.bool:
         raise RuntimeError("Bool inputs not supported for hardtanh")
-    return _call(_hardtanh, self.dtype, self.dtype, (self,), (min_val, max_val))
+    return apply(_hardtanh, self.dtype, self.dtype, (self,), (min_val, max_val))
 
 
 @register_functional(aten.hardtanh_backward.default)
 def hardtanh_backward(grad_output, self, min_val, max_val):
-    return _call(_hardtanh_grad, self.dtype, self.dtype, (grad_output, self), (min_val, max_val))
+    return apply(_hardtanh_grad, self.dtype, self.dtype, (grad_output, self), (min_val, max_val))
 
 
 @register_functional(aten.leaky_relu.default)
 def leaky_relu(self, negative_slope=0.01):
     _floating("leaky_relu_cpu", self)
-    return _call(_leaky_relu, self.dtype, self.dtype, (self,), (negative_slope,))
+    return apply(_leaky_relu, self.dtype, self.dtype, (self,), (negative_slope,))
 
 
 @register_functional(aten.leaky_relu_backward.default)
@@ -162,13 +161,13 @@ def leaky_relu_backward(grad_output, self, negative_slope, self_is_result):
             "https://github.com/pytorch/pytorch if you do require supporting in-place leakRelu "
             "backward calculation with negative slope"
         )
-    return _call(_leaky_relu_grad, self.dtype, self.dtype, (grad_output, self), (negative_slope,))
+    return apply(_leaky_relu_grad, self.dtype, self.dtype, (grad_output, self), (negative_slope,))
 
 
 @register_functional(aten.elu.default)
 def elu(self, alpha=1, scale=1, input_scale=1):
     _floating("elu_cpu", self)
-    return _call(_elu, self.dtype, self.dtype, (self,), (alpha, scale, input_scale))
+    return apply(_elu, self.dtype, self.dtype, (self,), (alpha, scale, input_scale))
 
 
 @register_functional(aten.elu_backward.default)
@@ -181,14 +180,14 @@ def elu_backward(grad_output, alpha, scale, input_scale, is_result, self_or_resu
         )
     fn = _elu_grad_from_result if is_result else _elu_grad_from_input
     dt = self_or_result.dtype
-    return _call(fn, dt, dt, (grad_output, self_or_result), (alpha, scale, input_scale))
+    return apply(fn, dt, dt, (grad_output, self_or_result), (alpha, scale, input_scale))
 
 
 def _unary(op, fn, name):
     @register_functional(op)
     def kernel(self, *scalars):
         _floating(name, self)
-        return _call(fn, self.dtype, self.dtype, (self,), scalars)
+        return apply(fn, self.dtype, self.dtype, (self,), scalars)
 
     kernel.__qualname__ = op.name()
 
@@ -196,7 +195,7 @@ def _unary(op, fn, name):
 def _unary_backward(op, fn):
     @register_functional(op)
     def kernel(grad_output, self, *scalars):
-        return _call(fn, self.dtype, self.dtype, (grad_output, self), scalars)
+        return apply(fn, self.dtype, self.dtype, (grad_output, self), scalars)
 
     kernel.__qualname__ = op.name()
 
@@ -214,7 +213,7 @@ _unary_backward(aten.hardshrink_backward.default, _shrink_grad)
 @register_functional(aten.softplus.default)
 def softplus(self, beta=1, threshold=20):
     _floating("softplus_cpu", self)
-    return _call(_softplus, self.dtype, self.dtype, (self,), (beta, threshold))
+    return apply(_softplus, self.dtype, self.dtype, (self,), (beta, threshold))
 
 
 @register_functional(aten.softshrink.default)
@@ -222,36 +221,36 @@ def softshrink(self, lambd=0.5):
     if lambd < 0:
         raise RuntimeError(f"lambda must be greater or equal to 0, but found to be {lambd}.")
     _floating("softshrink_cpu", self)
-    return _call(_softshrink, self.dtype, self.dtype, (self,), (lambd,))
+    return apply(_softshrink, self.dtype, self.dtype, (self,), (lambd,))
 
 
 @register_functional(aten.hardshrink.default)
 def hardshrink(self, lambd=0.5):
     _floating("hardshrink_cpu", self)
-    return _call(_hardshrink, self.dtype, self.dtype, (self,), (lambd,))
+    return apply(_hardshrink, self.dtype, self.dtype, (self,), (lambd,))
 
 
 @register_functional(aten.logit.default)
 def logit(self, eps=None):
     dt = self.dtype if self.dtype.is_floating_point else torch.get_default_dtype()
-    return _call(_logit, dt, dt, (self,), (eps,))
+    return apply(_logit, dt, dt, (self,), (eps,))
 
 
 @register_functional(aten.logit_backward.default)
 def logit_backward(grad_output, self, eps=None):
-    return _call(_logit_grad, self.dtype, self.dtype, (grad_output, self), (eps,))
+    return apply(_logit_grad, self.dtype, self.dtype, (grad_output, self), (eps,))
 
 
 @register_functional(aten.log_sigmoid_forward.default)
 def log_sigmoid_forward(self):
     _floating("log_sigmoid_forward_cpu", self)
-    y = _call(_log_sigmoid, self.dtype, self.dtype, (self,))
+    y = apply(_log_sigmoid, self.dtype, self.dtype, (self,))
     return y, jnp.zeros((0,), y.dtype)  # CPU's buffer is only used by its own backward: left empty
 
 
 @register_functional(aten.log_sigmoid_backward.default)
 def log_sigmoid_backward(grad_output, self, buffer):
-    return _call(_log_sigmoid_grad, self.dtype, self.dtype, (grad_output, self))
+    return apply(_log_sigmoid_grad, self.dtype, self.dtype, (grad_output, self))
 
 
 # --- glu: halves along a dim ----------------------------------------------------------------------
@@ -282,12 +281,12 @@ def _glu_axis(self, dim):
 @register_functional(aten.glu.default)
 def glu(self, dim=-1):
     _floating("glu", self)
-    return _glu(_glu_axis(self, dim), _opmath(dtypes.to_jax_dtype(self.dtype)))[0](J(self))
+    return _glu(_glu_axis(self, dim), opmath(dtypes.to_jax_dtype(self.dtype)))[0](J(self))
 
 
 @register_functional(aten.glu_backward.default)
 def glu_backward(grad_output, self, dim):
-    return _glu(_glu_axis(self, dim), _opmath(dtypes.to_jax_dtype(self.dtype)))[1](J(grad_output), J(self))
+    return _glu(_glu_axis(self, dim), opmath(dtypes.to_jax_dtype(self.dtype)))[1](J(grad_output), J(self))
 
 
 # --- prelu (torch.prelu has already reshaped the weight to broadcast along the channel dim) ------
@@ -301,7 +300,7 @@ def _prelu(x, w):
 def prelu(self, weight):
     _floating("prelu_cpu", self)
     dt = torch.result_type(self, weight)
-    return _call(_prelu, dt, dt, (self, weight))
+    return apply(_prelu, dt, dt, (self, weight))
 
 
 @functools.cache
@@ -316,4 +315,4 @@ def _prelu_grad(compute):
 
 @register_functional(aten._prelu_kernel_backward.default)
 def prelu_backward(grad_output, self, weight):
-    return _prelu_grad(_opmath(dtypes.to_jax_dtype(self.dtype)))(J(grad_output), J(self), J(weight))
+    return _prelu_grad(opmath(dtypes.to_jax_dtype(self.dtype)))(J(grad_output), J(self), J(weight))

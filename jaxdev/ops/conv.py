@@ -14,8 +14,8 @@ import jax
 import jax.numpy as jnp
 
 from jaxdev import dtypes
-from jaxdev.ops.pointwise import _opmath
-from jaxdev.ops.registry import J, aten, register, register_functional
+from jaxdev.ops.registry import aten, register, register_functional
+from jaxdev.ops.toolkit import J, opmath
 
 HIGHEST = jax.lax.Precision.HIGHEST
 _SPATIAL = "DHW"
@@ -110,7 +110,7 @@ def convolution(input, weight, bias, stride, padding, dilation, transposed, outp
     nd = input.dim() - 2
     params = _params(stride, padding, dilation, transposed, output_padding, groups, nd)
     jdt = dtypes.to_jax_dtype(input.dtype)
-    fn = _compiled_forward(params, bias is not None, _opmath(jdt), jdt)
+    fn = _compiled_forward(params, bias is not None, opmath(jdt), jdt)
     return fn(J(input), J(weight), J(bias) if bias is not None else None)
 
 
@@ -123,6 +123,6 @@ def convolution_backward(
     nd = input.dim() - 2
     params = _params(stride, padding, dilation, transposed, output_padding, groups, nd)
     jdt = dtypes.to_jax_dtype(input.dtype)
-    fn = _compiled_backward(params, bool(output_mask[2]), _opmath(jdt), jdt, tuple(bool(m) for m in output_mask))
+    fn = _compiled_backward(params, bool(output_mask[2]), opmath(jdt), jdt, tuple(bool(m) for m in output_mask))
     grads = fn(J(grad_output), J(input), J(weight))
     return tuple(tensor.wrap(g) if g is not None else None for g in grads)

@@ -15,7 +15,8 @@ import torch
 
 from jaxdev import device as jax_device_module
 from jaxdev import dtypes, tensor
-from jaxdev.ops.registry import J, aten, register, store_into
+from jaxdev.ops.registry import aten, register, store_into
+from jaxdev.ops.toolkit import J
 
 
 def _check_device(device) -> None:

@@ -15,8 +15,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxdev.ops.pointwise import _opmath
-from jaxdev.ops.registry import J, aten, register_functional
+from jaxdev.ops.registry import aten, register_functional
+from jaxdev.ops.toolkit import J, opmath
 
 HIGHEST = jax.lax.Precision.HIGHEST
 
@@ -65,7 +65,7 @@ def _euclidean(x1, x2):
 @functools.cache
 def _cdist(p, use_mm):
     def run(x1, x2):
-        c = _opmath(x1.dtype)
+        c = opmath(x1.dtype)
         a, b = x1.astype(c), x2.astype(c)
         if use_mm:
             return _euclidean(a, b).astype(x1.dtype)
@@ -96,7 +96,7 @@ def cdist_forward(x1, x2, p, compute_mode):
 @functools.cache
 def _cdist_grad(p):
     def run(g, x1, x2, dist):
-        c = _opmath(x1.dtype)
+        c = opmath(x1.dtype)
         diff = x1.astype(c)[..., :, None, :] - x2.astype(c)[..., None, :, :]
         r = _norm_grad(diff, dist.astype(c), g.astype(c), p)
         return jnp.sum(r, -2).astype(x1.dtype)
@@ -131,12 +131,12 @@ def _pdist(p, n):
     i, j = _pairs(n)
 
     def fwd(x):
-        c = _opmath(x.dtype)
+        c = opmath(x.dtype)
         xc = x.astype(c)
         return _norm(xc[i] - xc[j], p).astype(x.dtype)
 
     def grad(g, x, dist):
-        c = _opmath(x.dtype)
+        c = opmath(x.dtype)
         xc = x.astype(c)
         r = _norm_grad(xc[i] - xc[j], dist.astype(c), g.astype(c), p)
         return (jnp.zeros(x.shape, c).at[i].add(r).at[j].add(-r)).astype(x.dtype)

@@ -11,16 +11,15 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from jaxdev.ops.indexing import _any_device
-from jaxdev.ops.pointwise import _opmath
-from jaxdev.ops.registry import J, aten, register_functional
+from jaxdev.ops.registry import aten, register_functional
+from jaxdev.ops.toolkit import J, any_device, opmath
 
 SUM, MEAN, MAX = 0, 1, 2
 
 
 def _bags(indices, offsets, include_last_offset):
-    idx = _any_device(indices).reshape(-1)
-    off = _any_device(offsets).reshape(-1)
+    idx = any_device(indices).reshape(-1)
+    off = any_device(offsets).reshape(-1)
     n_bags = off.shape[0] - 1 if include_last_offset else off.shape[0]
     bag_of = jnp.searchsorted(off[:n_bags], jnp.arange(idx.shape[0]), side="right") - 1
     return idx, jnp.maximum(bag_of, 0).astype(jnp.int64), n_bags
@@ -44,7 +43,7 @@ def _forward(
         )
     idx, bag_of, n_bags = _bags(indices, offsets, include_last_offset)
     w = J(weight)
-    c = _opmath(w.dtype)
+    c = opmath(w.dtype)
     keep = idx != padding_idx if padding_idx >= 0 else jnp.ones(idx.shape, bool)
     rows = w[idx].astype(c)
     counts = jax.ops.segment_sum(keep.astype(jnp.int64), bag_of, n_bags)
@@ -87,9 +86,9 @@ def embedding_bag_dense_backward(
     padding_idx=-1,
 ):
     g = J(grad)
-    c = _opmath(g.dtype)
+    c = opmath(g.dtype)
     g = g.astype(c)
-    idx = _any_device(indices).reshape(-1)
+    idx = any_device(indices).reshape(-1)
     out = jnp.zeros((num_weights, g.shape[-1]), c)
     if mode == MAX:
         mi = J(maximum_indices)
@@ -147,8 +146,8 @@ def embedding_bag_per_sample_weights_backward(grad, weight, indices, offsets, of
     if mode != SUM:
         raise NotImplementedError("embedding_bag_backward: per_sample_weights only supported for mode='sum'")
     g, w = J(grad), J(weight)
-    c = _opmath(g.dtype)
-    idx = _any_device(indices).reshape(-1)
+    c = opmath(g.dtype)
+    idx = any_device(indices).reshape(-1)
     r = jnp.sum(g.astype(c)[J(offset2bag)] * w.astype(c)[idx], axis=-1)
     if padding_idx >= 0:
         r = jnp.where(idx == padding_idx, jnp.zeros((), c), r)

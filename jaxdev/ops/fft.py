@@ -15,8 +15,8 @@ import math
 import jax
 import jax.numpy as jnp
 
-from jaxdev.ops.reductions import wrap_dim
-from jaxdev.ops.registry import J, aten, register_functional
+from jaxdev.ops.registry import aten, register_functional
+from jaxdev.ops.toolkit import J, wrap_dim
 
 
 def _scaled(y, n, normalization):

@@ -12,8 +12,8 @@ import functools
 import jax
 import jax.numpy as jnp
 
-from jaxdev.ops.pointwise import _opmath
-from jaxdev.ops.registry import J, aten, register_functional
+from jaxdev.ops.registry import aten, register_functional
+from jaxdev.ops.toolkit import J, opmath
 
 
 def _blocks(size, k, d, p, s):
@@ -42,7 +42,7 @@ def _unfold(k, d, p, s):
 @functools.cache
 def _fold(image, k, d, p, s):
     def run(cols):
-        c = _opmath(cols.dtype)
+        c = opmath(cols.dtype)
         N, CK, _ = cols.shape
         x = jnp.zeros((N, CK // (k[0] * k[1])) + image, c)
         _, vjp = jax.vjp(lambda v: _im2col(v, k, d, p, s), x)

@@ -14,8 +14,8 @@ import functools
 import jax
 import jax.numpy as jnp
 
-from jaxdev.ops.pointwise import _opmath
-from jaxdev.ops.registry import J, aten, register_functional
+from jaxdev.ops.registry import aten, register_functional
+from jaxdev.ops.toolkit import J, opmath
 
 BILINEAR, NEAREST, BICUBIC = 0, 1, 2
 ZEROS, BORDER, REFLECTION = 0, 1, 2
@@ -102,11 +102,11 @@ def _sample(img, grid, mode, padding_mode, align_corners):
 @functools.cache
 def _sampler(mode, padding_mode, align_corners):
     def fwd(img, grid):
-        c = _opmath(img.dtype)
+        c = opmath(img.dtype)
         return _sample(img.astype(c), grid.astype(c), mode, padding_mode, align_corners).astype(img.dtype)
 
     def grad(g, img, grid):
-        c = _opmath(img.dtype)
+        c = opmath(img.dtype)
         _, vjp = jax.vjp(lambda a, b: _sample(a, b, mode, padding_mode, align_corners), img.astype(c), grid.astype(c))
         gi, gg = vjp(g.astype(c))
         return gi.astype(img.dtype), gg.astype(grid.dtype)
@@ -176,11 +176,11 @@ def _sample3d(img, grid, mode, padding_mode, align_corners):
 @functools.cache
 def _sampler3d(mode, padding_mode, align_corners):
     def fwd(img, grid):
-        c = _opmath(img.dtype)
+        c = opmath(img.dtype)
         return _sample3d(img.astype(c), grid.astype(c), mode, padding_mode, align_corners).astype(img.dtype)
 
     def grad(g, img, grid):
-        c = _opmath(img.dtype)
+        c = opmath(img.dtype)
         _, vjp = jax.vjp(lambda a, b: _sample3d(a, b, mode, padding_mode, align_corners), img.astype(c), grid.astype(c))
         gi, gg = vjp(g.astype(c))
         return gi.astype(img.dtype), gg.astype(grid.dtype)

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
-from jaxdev.ops.pointwise import _opmath
-from jaxdev.ops.registry import J, aten, compiled, register_functional
+from jaxdev.ops.registry import aten, register_functional
+from jaxdev.ops.toolkit import J, compiled, opmath
 
 
 def _group_norm(x, w, b, N, C, group, eps):
-    c = _opmath(x.dtype)
+    c = opmath(x.dtype)
     xg = x.astype(c).reshape((N, group, -1))
     mean = jnp.mean(xg, axis=-1)
     var = jnp.mean(jnp.square(xg - mean[..., None]), axis=-1)
@@ -41,7 +41,7 @@ def native_group_norm(input, weight, bias, N, C, HxW, group, eps):
 
 
 def _group_norm_grad(g, x, mean, rstd, w, N, C, HxW, group, mask):
-    c = _opmath(x.dtype)
+    c = opmath(x.dtype)
     g = g.astype(c).reshape((N, C, HxW))
     m, r = mean.astype(c), rstd.astype(c)
     xhat = ((x.astype(c).reshape((N, group, -1)) - m[..., None]) * r[..., None]).reshape((N, C, HxW))

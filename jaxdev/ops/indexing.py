@@ -10,14 +10,9 @@ from __future__ import annotations
 import jax.numpy as jnp
 import torch
 
-from jaxdev import dtypes, tensor, tracing
-from jaxdev.ops.reductions import wrap_dim
-from jaxdev.ops.registry import J, aten, register, register_functional
-
-
-def _any_device(t: torch.Tensor):
-    """Index tensors may live on CPU, as with CUDA."""
-    return J(t) if t.device.type == "jax" else tensor.from_cpu(t)
+from jaxdev import dtypes, tensor
+from jaxdev.ops.registry import aten, register, register_functional
+from jaxdev.ops.toolkit import J, add_at, any_device, check_index_bounds, multiply_at, wrap_dim
 
 
 @register_functional(aten.cat.default)
@@ -45,28 +40,6 @@ def cat(tensors, dim=0):
     return jnp.concatenate([J(t).astype(jdt) for t in kept], axis=d)
 
 
-def add_at(ref, values):
-    """`ref.add(values)` for an `x.at[...]` reference; for bool, PyTorch's sum is a logical or."""
-    return ref.max(values) if values.dtype == jnp.bool_ else ref.add(values)
-
-
-def multiply_at(ref, values):
-    """`ref.multiply(values)`; for bool, PyTorch's product is a logical and."""
-    return ref.min(values) if values.dtype == jnp.bool_ else ref.multiply(values)
-
-
-def _check_bounds(idx, size, dim):
-    if idx.size == 0:
-        return
-
-    def error():
-        lo, hi = int(jnp.min(idx)), int(jnp.max(idx))
-        bad = lo if lo < -size else hi
-        return IndexError(f"index {bad} is out of bounds for dimension {dim} with size {size}")
-
-    tracing.check_values((idx < -size) | (idx >= size), error)
-
-
 def _index_tuple(self, indices):
     """PyTorch's `indices` list (None = whole dim, bool masks, integer tensors) as a jnp index."""
     out, dim = [], 0
@@ -75,7 +48,7 @@ def _index_tuple(self, indices):
             out.append(slice(None))
             dim += 1
             continue
-        a = _any_device(ix)
+        a = any_device(ix)
         if a.dtype in (jnp.bool_, jnp.uint8):
             a = a.astype(bool)
             for k in range(a.ndim):
@@ -91,7 +64,7 @@ def _index_tuple(self, indices):
                 raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
             if dim >= self.dim():
                 raise IndexError(f"too many indices for tensor of dimension {self.dim()}")
-            _check_bounds(a, self.shape[dim], dim)
+            check_index_bounds(a, self.shape[dim], dim)
             out.append(a)
             dim += 1
     if dim > self.dim():
@@ -159,9 +132,9 @@ def index_select(self, dim, index):
     d = wrap_dim(dim, self.dim())
     if index.dim() > 1:
         raise IndexError("index_select(): Index is supposed to be a vector")
-    i = _any_device(index)
+    i = any_device(index)
     size = self.shape[d] if self.dim() else 1
-    _check_bounds(i, size, d)
+    check_index_bounds(i, size, d)
     x = J(self)
     if x.ndim == 0:
         return x if i.ndim == 0 or i.shape[0] == 1 else jnp.broadcast_to(x, i.shape)
@@ -174,7 +147,7 @@ def gather(self, dim, index, *, sparse_grad=False):
     if index.dtype not in (torch.int64, torch.int32):
         raise RuntimeError("gather(): Expected dtype int32/int64 for index")
     i = J(index)
-    _check_bounds(i, self.shape[d] if self.dim() else 1, d)
+    check_index_bounds(i, self.shape[d] if self.dim() else 1, d)
     x = J(self)
     if x.ndim == 0:
         return jnp.broadcast_to(x, i.shape)
@@ -194,7 +167,7 @@ def _scatter(self, dim, index, src, reduce=None):
         return _scatter(self.reshape(1), 0, index.reshape(-1), src, reduce).reshape(())
     x = J(self)
     i = J(index)
-    _check_bounds(i, self.shape[d] if self.dim() else 1, d)
+    check_index_bounds(i, self.shape[d] if self.dim() else 1, d)
     if isinstance(src, torch.Tensor):
         s = J(src)[tuple(slice(0, n) for n in i.shape)]
     else:

@@ -11,8 +11,8 @@ import jax
 import jax.numpy as jnp
 
 from jaxdev import dtypes
-from jaxdev.ops.pointwise import _opmath
-from jaxdev.ops.registry import J, aten, register_functional
+from jaxdev.ops.registry import aten, register_functional
+from jaxdev.ops.toolkit import J, opmath
 
 HIGHEST = jax.lax.Precision.HIGHEST
 
@@ -40,7 +40,7 @@ def _product(compute, result):
 
 def _matmul(a, b, dtype):
     jdt = dtypes.to_jax_dtype(dtype)
-    return _product(_opmath(jdt), jdt)(J(a), J(b))
+    return _product(opmath(jdt), jdt)(J(a), J(b))
 
 
 def _mm_checks(self, mat2):
@@ -97,9 +97,9 @@ def _scaled(self, a, b, beta, alpha, dtype):
     prod = _matmul(a, b, dtype)
     s = J(self)
     if beta == 0:
-        out = prod if alpha == 1 else (prod.astype(_opmath(jdt)) * alpha).astype(jdt)
+        out = prod if alpha == 1 else (prod.astype(opmath(jdt)) * alpha).astype(jdt)
         return jnp.broadcast_to(out, jnp.broadcast_shapes(s.shape, prod.shape))
-    c = _opmath(jdt)
+    c = opmath(jdt)
     return (s.astype(c) * beta + prod.astype(c) * alpha).astype(jdt)
 
 

@@ -8,8 +8,8 @@ import jax.numpy as jnp
 import torch
 
 from jaxdev import dtypes, tracing
-from jaxdev.ops.pointwise import _opmath
-from jaxdev.ops.registry import J, aten, compiled, register_functional
+from jaxdev.ops.registry import aten, register_functional
+from jaxdev.ops.toolkit import J, compiled, opmath
 
 _NONE, _MEAN, _SUM = 0, 1, 2
 
@@ -31,9 +31,9 @@ def _picked(self, target, weight, ignore_index):
         lambda: IndexError(f"Target {int(jnp.max(jnp.where(valid, t, 0)))} is out of bounds."),
     )
     w = J(weight)[tt] if weight is not None else jnp.ones(tt.shape, x.dtype)
-    w = jnp.where(valid, w, 0).astype(_opmath(x.dtype))
+    w = jnp.where(valid, w, 0).astype(opmath(x.dtype))
     val = jnp.take_along_axis(x, tt[..., None], axis=-1)[..., 0] if x.ndim > 1 else x[tt]
-    return val.astype(_opmath(x.dtype)), w, tt, valid
+    return val.astype(opmath(x.dtype)), w, tt, valid
 
 
 def _forward(self, target, weight, reduction, ignore_index):
@@ -154,7 +154,7 @@ def _bce_grad(g, x, t, w, reduction):
 def _pointwise_loss(body, self, target, *static, extra=()):
     dtype = torch.result_type(self, target)
     jdt = dtypes.to_jax_dtype(dtype)
-    c = _opmath(jdt)
+    c = opmath(jdt)
     arrays = [J(self).astype(c), J(target).astype(c), *extra]
     return compiled(body, *static)(*arrays).astype(jdt)
 
@@ -195,7 +195,7 @@ def huber_loss_backward(grad_output, self, target, reduction, delta):
 
 def _loss_grad(body, grad_output, self, target, *static, extra=()):
     jdt = dtypes.to_jax_dtype(self.dtype)
-    c = _opmath(jdt)
+    c = opmath(jdt)
     arrays = [J(grad_output).astype(c), J(self).astype(c), J(target).astype(c), *extra]
     return compiled(body, *static)(*arrays).astype(jdt)
 
@@ -208,7 +208,7 @@ def _bce_checks(self, target, weight):
         )
     x = J(self)
     tracing.check_values((x < 0) | (x > 1), lambda: RuntimeError("all elements of input should be between 0 and 1"))
-    c = _opmath(x.dtype)
+    c = opmath(x.dtype)
     return None if weight is None else jnp.broadcast_to(J(weight).astype(c), x.shape)
 
 
@@ -220,6 +220,6 @@ def binary_cross_entropy(self, target, weight=None, reduction=_MEAN):
 
 @register_functional(aten.binary_cross_entropy_backward.default)
 def binary_cross_entropy_backward(grad_output, self, target, weight=None, reduction=_MEAN):
-    c = _opmath(dtypes.to_jax_dtype(self.dtype))
+    c = opmath(dtypes.to_jax_dtype(self.dtype))
     w = None if weight is None else jnp.broadcast_to(J(weight).astype(c), tuple(self.shape))
     return _loss_grad(_bce_grad, grad_output, self, target, reduction, extra=(w,))

@@ -8,9 +8,8 @@ import jax.numpy as jnp
 import torch
 
 from jaxdev import dtypes, rng
-from jaxdev.ops.pointwise import _call, _opmath
-from jaxdev.ops.reductions import wrap_dim
-from jaxdev.ops.registry import J, aten, compiled, register_functional
+from jaxdev.ops.registry import aten, register_functional
+from jaxdev.ops.toolkit import J, apply, compiled, opmath, wrap_dim
 
 
 def _softmax_body(x, fn, axis, compute, result):
@@ -23,7 +22,7 @@ def _softmax_body(x, fn, axis, compute, result):
 def _softmax_like(fn, self, dim, half_to_float):
     result = dtypes.to_jax_dtype(torch.float32 if half_to_float else self.dtype)
     axis = wrap_dim(dim, self.dim())
-    return compiled(_softmax_body, fn, axis, _opmath(dtypes.to_jax_dtype(self.dtype)), result)(J(self))
+    return compiled(_softmax_body, fn, axis, opmath(dtypes.to_jax_dtype(self.dtype)), result)(J(self))
 
 
 @register_functional(aten._softmax.default)
@@ -37,13 +36,13 @@ def log_softmax(self, dim, half_to_float):
 
 
 def _softmax_grad(g, y, axis, result):
-    c = _opmath(g.dtype)
+    c = opmath(g.dtype)
     g, y = g.astype(c), y.astype(c)
     return (y * (g - jnp.sum(g * y, axis=axis, keepdims=True))).astype(result)
 
 
 def _log_softmax_grad(g, y, axis, result):
-    c = _opmath(g.dtype)
+    c = opmath(g.dtype)
     g, y = g.astype(c), y.astype(c)
     return (g - jnp.exp(y) * jnp.sum(g, axis=axis, keepdims=True)).astype(result)
 
@@ -71,12 +70,12 @@ def _threshold(x, t, v):
 @register_functional(aten.threshold_backward.default)
 def threshold_backward(grad_output, self, threshold):
     common = torch.result_type(grad_output, self)
-    return _call(_threshold_grad, common, common, (grad_output, self), (threshold,))
+    return apply(_threshold_grad, common, common, (grad_output, self), (threshold,))
 
 
 @register_functional(aten.threshold.default)
 def threshold(self, threshold, value):
-    return _call(_threshold, self.dtype, self.dtype, (self,), (threshold, value))
+    return apply(_threshold, self.dtype, self.dtype, (self,), (threshold, value))
 
 
 @register_functional(aten.gelu.default)
@@ -84,7 +83,7 @@ def gelu(self, *, approximate="none"):
     if approximate not in ("none", "tanh"):
         raise RuntimeError("approximate argument must be either none or tanh.")
     fn = _gelu_tanh if approximate == "tanh" else _gelu_exact
-    return _call(fn, self.dtype, self.dtype, (self,))
+    return apply(fn, self.dtype, self.dtype, (self,))
 
 
 def _gelu_exact(x):
@@ -108,7 +107,7 @@ def _gelu_tanh_grad(g, x):
 @register_functional(aten.gelu_backward.default)
 def gelu_backward(grad_output, self, *, approximate="none"):
     fn = _gelu_tanh_grad if approximate == "tanh" else _gelu_exact_grad
-    return _call(fn, self.dtype, self.dtype, (grad_output, self))
+    return apply(fn, self.dtype, self.dtype, (grad_output, self))
 
 
 def _silu(x):
@@ -117,7 +116,7 @@ def _silu(x):
 
 @register_functional(aten.silu.default)
 def silu(self):
-    return _call(_silu, self.dtype, self.dtype, (self,))
+    return apply(_silu, self.dtype, self.dtype, (self,))
 
 
 def _sigmoid_grad(g, y):
@@ -130,12 +129,12 @@ def _tanh_grad(g, y):
 
 @register_functional(aten.sigmoid_backward.default)
 def sigmoid_backward(grad_output, output):
-    return _call(_sigmoid_grad, output.dtype, output.dtype, (grad_output, output))
+    return apply(_sigmoid_grad, output.dtype, output.dtype, (grad_output, output))
 
 
 @register_functional(aten.tanh_backward.default)
 def tanh_backward(grad_output, output):
-    return _call(_tanh_grad, output.dtype, output.dtype, (grad_output, output))
+    return apply(_tanh_grad, output.dtype, output.dtype, (grad_output, output))
 
 
 @register_functional(aten.native_dropout.default)
@@ -146,11 +145,11 @@ def native_dropout(input, p, train):
     if p == 1:
         return jnp.zeros_like(x), jnp.zeros(x.shape, jnp.bool_)
     mask = jax.random.bernoulli(rng.next_key(), 1.0 - p, x.shape)
-    c = _opmath(x.dtype)
+    c = opmath(x.dtype)
     return (x.astype(c) * mask / (1.0 - p)).astype(x.dtype), mask
 
 
 @register_functional(aten.native_dropout_backward.default)
 def native_dropout_backward(grad_output, mask, scale):
     g = J(grad_output)
-    return (g.astype(_opmath(g.dtype)) * J(mask) * scale).astype(g.dtype)
+    return (g.astype(opmath(g.dtype)) * J(mask) * scale).astype(g.dtype)

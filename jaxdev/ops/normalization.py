@@ -11,8 +11,8 @@ import math
 import jax.numpy as jnp
 
 from jaxdev import tensor
-from jaxdev.ops.pointwise import _opmath
-from jaxdev.ops.registry import J, aten, compiled, register, register_functional
+from jaxdev.ops.registry import aten, register, register_functional
+from jaxdev.ops.toolkit import J, compiled, opmath
 
 
 def _channel_shape(x):
@@ -21,7 +21,7 @@ def _channel_shape(x):
 
 def _batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps):
     x = J(input)
-    c = _opmath(x.dtype)
+    c = opmath(x.dtype)
     xc = x.astype(c)
     axes = (0,) + tuple(range(2, x.ndim))
     shape = _channel_shape(x)
@@ -73,7 +73,7 @@ def native_batch_norm_backward(
     grad_out, input, weight, running_mean, running_var, save_mean, save_invstd, train, eps, output_mask
 ):
     x, g = J(input), J(grad_out)
-    c = _opmath(x.dtype)
+    c = opmath(x.dtype)
     x, g = x.astype(c), g.astype(c)
     axes = (0,) + tuple(range(2, x.ndim))
     shape = _channel_shape(x)
@@ -110,7 +110,7 @@ def _layer_axes(input, normalized_shape):
 
 
 def _layer_norm(x, w, b, axes, eps):
-    c = _opmath(x.dtype)
+    c = opmath(x.dtype)
     xc = x.astype(c)
     mean = jnp.mean(xc, axis=axes, keepdims=True)
     var = jnp.mean(jnp.square(xc - mean), axis=axes, keepdims=True)
@@ -135,7 +135,7 @@ def native_layer_norm(input, normalized_shape, weight, bias, eps):
 
 def _layer_norm_grad(g, x, mean, rstd, w, b, axes, mask):
     lead = tuple(range(axes[0]))
-    c = _opmath(x.dtype)
+    c = opmath(x.dtype)
     xc, g = x.astype(c), g.astype(c)
     m, r = mean.astype(c), rstd.astype(c)
     xhat = (xc - m) * r

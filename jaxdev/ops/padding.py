@@ -13,8 +13,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxdev.ops.pointwise import _opmath
-from jaxdev.ops.registry import J, aten, register_functional
+from jaxdev.ops.registry import aten, register_functional
+from jaxdev.ops.toolkit import J, opmath
 
 # --- constant -----------------------------------------------------------------------------------
 
@@ -80,7 +80,7 @@ def _padder_backward(sources_key, mode):
     sources = [_source(n, lo, hi, mode) for n, lo, hi in sources_key]
 
     def run(g, x):
-        c = _opmath(g.dtype)
+        c = opmath(g.dtype)
         _, vjp = jax.vjp(lambda v: _gather(v, sources), x.astype(c))
         return vjp(g.astype(c))[0].astype(g.dtype)
 

@@ -14,55 +14,8 @@ import jax.numpy as jnp
 import torch
 
 from jaxdev import dtypes, tracing
-from jaxdev.ops.registry import J, aten, register_functional
-
-_HALF = (jnp.dtype(jnp.float16), jnp.dtype(jnp.bfloat16))
-
-
-def _opmath(jdt):
-    return jnp.dtype(jnp.float32) if jdt in _HALF else jdt
-
-
-def value(x):
-    """Tensor -> jax array; Python scalars pass through (cast inside the jitted kernel)."""
-    return J(x) if isinstance(x, torch.Tensor) else x
-
-
-def _float_of(dtype: torch.dtype) -> torch.dtype:
-    return dtype if (dtype.is_floating_point or dtype.is_complex) else torch.get_default_dtype()
-
-
-def _compile(fn, compute, result, nargs):
-    def run(*args):
-        cast = [jnp.asarray(a, compute) if not hasattr(a, "astype") else a.astype(compute) for a in args[:nargs]]
-        return fn(*cast, *args[nargs:]).astype(result)
-
-    return jax.jit(run)
-
-
-_COMPILED: dict = {}
-_PLAIN: dict = {}
-
-
-def plain(fn):
-    """`fn` as a plain function: jnp ufunc objects hash slowly, and `fn` keys the jit cache.
-    Kernels pass module-level functions only, so each compiles once per dtype signature."""
-    if type(fn).__name__ != "ufunc":
-        return fn
-    if fn not in _PLAIN:
-        _PLAIN[fn] = lambda *args: fn(*args)
-    return _PLAIN[fn]
-
-
-def _call(fn, compute: torch.dtype, result: torch.dtype, tensors, extra=()):
-    """Run `fn` jitted on the tensors' values cast to `compute` (opmath), cast to `result`."""
-    key = (fn, compute, result, len(tensors))
-    jitted = _COMPILED.get(key)
-    if jitted is None:
-        cj = _opmath(dtypes.to_jax_dtype(compute))
-        jitted = _COMPILED[key] = _compile(fn, cj, dtypes.to_jax_dtype(result), len(tensors))
-    return jitted(*[value(t) for t in tensors], *extra)
-
+from jaxdev.ops.registry import aten, register_functional
+from jaxdev.ops.toolkit import J, apply, float_of, opmath, plain, value
 
 _ADD, _OR, _SUB, _MUL, _AND, _DIV, _FMOD, _POW, _ABS, _SIGN = map(
     plain,
@@ -90,8 +43,8 @@ def unary_float(op, fn):
 
     @register_functional(op)
     def kernel(self):
-        dt = _float_of(self.dtype)
-        return _call(fn, dt, dt, (self,))
+        dt = float_of(self.dtype)
+        return apply(fn, dt, dt, (self,))
 
     kernel.__qualname__ = op.name()
 
@@ -103,7 +56,7 @@ def unary_same(op, fn, *, no_bool=None):
     def kernel(self):
         if no_bool and self.dtype == torch.bool:
             raise RuntimeError(no_bool)
-        return _call(fn, self.dtype, self.dtype, (self,))
+        return apply(fn, self.dtype, self.dtype, (self,))
 
     kernel.__qualname__ = op.name()
 
@@ -113,7 +66,7 @@ def unary_bool(op, fn):
 
     @register_functional(op)
     def kernel(self):
-        return _call(fn, self.dtype, torch.bool, (self,))
+        return apply(fn, self.dtype, torch.bool, (self,))
 
     kernel.__qualname__ = op.name()
 
@@ -193,7 +146,7 @@ for _op, _fn in [
 @register_functional(aten.abs.default)
 def abs_(self):
     result = self.dtype.to_real()
-    return _call(_ABS, self.dtype, result, (self,))
+    return apply(_ABS, self.dtype, result, (self,))
 
 
 def _sgn(z):
@@ -205,7 +158,7 @@ def _sgn(z):
 def sgn(self):
     """sign() for real tensors, z/|z| (0 at 0) for complex ones."""
     if self.dtype.is_complex:
-        return _call(_sgn, self.dtype, self.dtype, (self,))
+        return apply(_sgn, self.dtype, self.dtype, (self,))
     return sign(self)
 
 
@@ -217,7 +170,7 @@ def sign(self):
         )
     if self.dtype == torch.bool:
         return J(self)
-    return _call(_SIGN, self.dtype, self.dtype, (self,))
+    return apply(_SIGN, self.dtype, self.dtype, (self,))
 
 
 @functools.cache
@@ -227,7 +180,7 @@ def _round_to(decimals):
 
 @register_functional(aten.round.decimals)
 def round_decimals(self, *, decimals):
-    return _call(_round_to(decimals), self.dtype, self.dtype, (self,))
+    return apply(_round_to(decimals), self.dtype, self.dtype, (self,))
 
 
 # --- binary --------------------------------------------------------------------------------------
@@ -245,8 +198,8 @@ def binary(op, fn, *, result=None, float_result=False, compute=None):
     def kernel(self, other):
         common = _common(self, other)
         if float_result:
-            common = _float_of(common)
-        return _call(fn, compute or common, result or common, (self, other))
+            common = float_of(common)
+        return apply(fn, compute or common, result or common, (self, other))
 
     kernel.__qualname__ = op.name()
 
@@ -267,8 +220,8 @@ def add(self, other, *, alpha=1):
     common = _common(self, other)
     _no_float_alpha(common, alpha)
     if alpha == 1:
-        return _call(_ADD if common != torch.bool else _OR, common, common, (self, other))
-    return _call(_add_alpha, common, common, (self, other), (alpha,))
+        return apply(_ADD if common != torch.bool else _OR, common, common, (self, other))
+    return apply(_add_alpha, common, common, (self, other), (alpha,))
 
 
 def _sub_alpha(a, b, alpha):
@@ -295,14 +248,14 @@ def sub(self, other, *, alpha=1):
         )
     _no_float_alpha(common, alpha)
     if alpha == 1:
-        return _call(_SUB, common, common, (self, other))
-    return _call(_sub_alpha, common, common, (self, other), (alpha,))
+        return apply(_SUB, common, common, (self, other))
+    return apply(_sub_alpha, common, common, (self, other), (alpha,))
 
 
 @register_functional(aten.mul.Tensor, aten.mul.Scalar)
 def mul(self, other):
     common = _common(self, other)
-    return _call(_MUL if common != torch.bool else _AND, common, common, (self, other))
+    return apply(_MUL if common != torch.bool else _AND, common, common, (self, other))
 
 
 def _trunc_div(a, b):
@@ -318,8 +271,8 @@ def _floor_div(a, b):
 
 @register_functional(aten.div.Tensor, aten.div.Scalar)
 def div(self, other):
-    common = _float_of(_common(self, other))
-    return _call(_DIV, common, common, (self, other))
+    common = float_of(_common(self, other))
+    return apply(_DIV, common, common, (self, other))
 
 
 @register_functional(aten.div.Tensor_mode, aten.div.Scalar_mode)
@@ -334,7 +287,7 @@ def div_mode(self, other, *, rounding_mode=None):
     if not (common.is_floating_point or common.is_complex):
         tracing.check_values(jnp.asarray(value(other)) == 0, lambda: ZeroDivisionError("ZeroDivisionError"))
     fn = _trunc_div if rounding_mode == "trunc" else _floor_div
-    return _call(fn, common, common, (self, other))
+    return apply(fn, common, common, (self, other))
 
 
 def _remainder(a, b):
@@ -354,13 +307,13 @@ def _int_div_check(self, other):
 @register_functional(aten.remainder.Tensor, aten.remainder.Scalar)
 def remainder(self, other):
     common = _int_div_check(self, other)
-    return _call(_remainder, common, common, (self, other))
+    return apply(_remainder, common, common, (self, other))
 
 
 @register_functional(aten.fmod.Tensor, aten.fmod.Scalar)
 def fmod(self, other):
     common = _int_div_check(self, other)
-    return _call(_FMOD, common, common, (self, other))
+    return apply(_FMOD, common, common, (self, other))
 
 
 def _int_pow(a, b):
@@ -373,7 +326,7 @@ def pow_(self, exponent):
     integral = not (common.is_floating_point or common.is_complex)
     if integral and not isinstance(exponent, torch.Tensor) and exponent < 0:
         raise RuntimeError("Integers to negative integer powers are not allowed.")
-    return _call(_int_pow if integral and common != torch.bool else _POW, common, common, (self, exponent))
+    return apply(_int_pow if integral and common != torch.bool else _POW, common, common, (self, exponent))
 
 
 def _int_pow(base, e):
@@ -387,7 +340,7 @@ def _int_pow(base, e):
 def pow_scalar(self, exponent):
     common = _common(exponent, self)
     integral = not (common.is_floating_point or common.is_complex) and common != torch.bool
-    return _call(_int_pow if integral else _POW, common, common, (self, exponent))
+    return apply(_int_pow if integral else _POW, common, common, (self, exponent))
 
 
 for _op, _fn in [
@@ -442,7 +395,7 @@ def where(condition, self, other):
         )
     common = _common(self, other)
     cond = J(condition).astype(bool)
-    return _call(_where, common, common, (self, other), (cond,))
+    return apply(_where, common, common, (self, other), (cond,))
 
 
 def _clamp(x, lo, hi):
@@ -461,9 +414,9 @@ def clamp(self, min=None, max=None):
     for bound in (min, max):
         if bound is not None:
             common = torch.result_type(torch.empty(self.shape, dtype=common, device="meta"), bound)
-    lo = None if min is None else jnp.asarray(value(min)).astype(_opmath(dtypes.to_jax_dtype(common)))
-    hi = None if max is None else jnp.asarray(value(max)).astype(_opmath(dtypes.to_jax_dtype(common)))
-    return _call(_clamp, common, common, (self,), (lo, hi))
+    lo = None if min is None else jnp.asarray(value(min)).astype(opmath(dtypes.to_jax_dtype(common)))
+    hi = None if max is None else jnp.asarray(value(max)).astype(opmath(dtypes.to_jax_dtype(common)))
+    return apply(_clamp, common, common, (self,), (lo, hi))
 
 
 @register_functional(aten.clamp_min.default, aten.clamp_min.Tensor)
@@ -491,13 +444,13 @@ def _addcdiv(s, a, b, v):
 @register_functional(aten.lerp.Scalar, aten.lerp.Tensor)
 def lerp(self, end, weight):
     common = self.dtype
-    return _call(_lerp, common, common, (self, end, weight))
+    return apply(_lerp, common, common, (self, end, weight))
 
 
 @register_functional(aten.addcmul.default)
 def addcmul(self, tensor1, tensor2, *, value=1):
     common = torch.promote_types(torch.result_type(tensor1, tensor2), self.dtype)
-    return _call(_addcmul, common, common, (self, tensor1, tensor2), (value,))
+    return apply(_addcmul, common, common, (self, tensor1, tensor2), (value,))
 
 
 @register_functional(aten.addcdiv.default)
@@ -511,7 +464,7 @@ def addcdiv(self, tensor1, tensor2, *, value=1):
             "inputs and as (input + value * tensor1 / tensor2) for float inputs. The future addcdiv "
             "behavior is just the latter implementation: (input + value * tensor1 / tensor2), for all dtypes."
         )
-    return _call(_addcdiv, common, common, (self, tensor1, tensor2), (value,))
+    return apply(_addcdiv, common, common, (self, tensor1, tensor2), (value,))
 
 
 def _triangle(keep):

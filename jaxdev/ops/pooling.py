@@ -14,8 +14,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxdev import dtypes
-from jaxdev.ops.pointwise import _opmath
-from jaxdev.ops.registry import J, aten, register_functional
+from jaxdev.ops.registry import aten, register_functional
+from jaxdev.ops.toolkit import J, opmath
 
 
 def _pair(v, default=None):
@@ -95,7 +95,7 @@ def max_pool2d_with_indices_backward(grad_output, self, kernel_size, stride, pad
     lead = g.shape[:-2]
     flat_g = g.reshape((-1, g.shape[-2] * g.shape[-1]))
     flat_i = idx.reshape(flat_g.shape)
-    c = _opmath(g.dtype)
+    c = opmath(g.dtype)
     out = jnp.zeros((flat_g.shape[0], H * W), c)
     out = out.at[jnp.arange(flat_g.shape[0])[:, None], flat_i].add(flat_g.astype(c))
     return out.reshape(lead + (H, W)).astype(g.dtype)
@@ -142,7 +142,7 @@ def avg_pool2d(
 ):
     k, s, p, _ = _pool_args(kernel_size, stride, padding)
     jdt = dtypes.to_jax_dtype(self.dtype)
-    return _avg_pool(k, s, p, bool(ceil_mode), bool(count_include_pad), divisor_override, _opmath(jdt), jdt)(J(self))
+    return _avg_pool(k, s, p, bool(ceil_mode), bool(count_include_pad), divisor_override, opmath(jdt), jdt)(J(self))
 
 
 @register_functional(aten.avg_pool2d_backward.default)
@@ -151,7 +151,7 @@ def avg_pool2d_backward(
 ):
     k, s, p, _ = _pool_args(kernel_size, stride, padding)
     jdt = dtypes.to_jax_dtype(self.dtype)
-    return _avg_pool_grad(k, s, p, bool(ceil_mode), bool(count_include_pad), divisor_override, _opmath(jdt), jdt)(
+    return _avg_pool_grad(k, s, p, bool(ceil_mode), bool(count_include_pad), divisor_override, opmath(jdt), jdt)(
         J(grad_output), J(self)
     )
 
@@ -187,7 +187,7 @@ def adaptive_avg_pool2d(self, output_size):
     oh, ow = _pair(output_size)
     H, W = self.shape[-2:]
     jdt = dtypes.to_jax_dtype(self.dtype)
-    return _adaptive(H, W, oh, ow, _opmath(jdt), jdt)(J(self))
+    return _adaptive(H, W, oh, ow, opmath(jdt), jdt)(J(self))
 
 
 @register_functional(aten._adaptive_avg_pool2d_backward.default)
@@ -195,6 +195,6 @@ def adaptive_avg_pool2d_backward(grad_output, self):
     H, W = self.shape[-2:]
     oh, ow = grad_output.shape[-2:]
     jdt = dtypes.to_jax_dtype(self.dtype)
-    fwd = _adaptive(H, W, oh, ow, _opmath(jdt), jdt)
+    fwd = _adaptive(H, W, oh, ow, opmath(jdt), jdt)
     _, vjp = jax.vjp(fwd, J(self))
     return vjp(J(grad_output))[0]

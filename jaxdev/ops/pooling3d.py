@@ -18,9 +18,9 @@ import numpy as np
 import torch
 
 from jaxdev import dtypes, tracing
-from jaxdev.ops.pointwise import _opmath
 from jaxdev.ops.pooling import _bins, _lowest, out_size
-from jaxdev.ops.registry import J, aten, register_functional
+from jaxdev.ops.registry import aten, register_functional
+from jaxdev.ops.toolkit import J, opmath
 
 
 def _triple(v, default=None):
@@ -92,7 +92,7 @@ def _index_scatter(spatial):
 
     def run(g, idx):
         lead = g.shape[: g.ndim - len(spatial)]
-        c = _opmath(g.dtype)
+        c = opmath(g.dtype)
         fg = g.reshape((-1, int(np.prod(g.shape[len(lead) :]))))
         fi = idx.reshape(fg.shape)
         out = jnp.zeros((fg.shape[0], size), c).at[jnp.arange(fg.shape[0])[:, None], fi].add(fg.astype(c))
@@ -140,7 +140,7 @@ def _avg_kernels(self, kernel_size, stride, padding, ceil_mode, count_include_pa
     if divisor_override is not None and divisor_override == 0:
         raise RuntimeError("divisor must be not zero")
     jdt = dtypes.to_jax_dtype(self.dtype)
-    return _avg_pool(k, s, p, bool(ceil_mode), bool(count_include_pad), divisor_override, _opmath(jdt), jdt)
+    return _avg_pool(k, s, p, bool(ceil_mode), bool(count_include_pad), divisor_override, opmath(jdt), jdt)
 
 
 @register_functional(aten.avg_pool3d.default)
@@ -179,7 +179,7 @@ def _adaptive_avg(sizes, outs, compute, result):
 
 def _adaptive_kernels(self, outs):
     jdt = dtypes.to_jax_dtype(self.dtype)
-    return _adaptive_avg(tuple(self.shape[-3:]), tuple(outs), _opmath(jdt), jdt)
+    return _adaptive_avg(tuple(self.shape[-3:]), tuple(outs), opmath(jdt), jdt)
 
 
 @register_functional(aten._adaptive_avg_pool3d.default)

@@ -10,8 +10,8 @@ import jax.numpy as jnp
 import torch
 
 from jaxdev import dtypes, rng, tensor, tracing
-from jaxdev.ops.pointwise import _opmath
-from jaxdev.ops.registry import J, aten, register, register_functional, store_into
+from jaxdev.ops.registry import aten, register, register_functional, store_into
+from jaxdev.ops.toolkit import J, opmath
 
 
 def _floating(self, name):
@@ -22,7 +22,7 @@ def _floating(self, name):
             else f"normal expects floating-point outputs but got dtype={self.dtype}"
         )
     jdt = dtypes.to_jax_dtype(self.dtype)
-    return jdt, _opmath(jdt)
+    return jdt, opmath(jdt)
 
 
 @register(aten.uniform_.default)

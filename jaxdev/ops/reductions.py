@@ -14,26 +14,8 @@ import jax.numpy as jnp
 import torch
 
 from jaxdev import dtypes
-from jaxdev.ops.pointwise import _opmath
-from jaxdev.ops.registry import J, aten, register_functional
-
-
-def wrap_dim(d: int, ndim: int) -> int:
-    lo, hi = (-1, 0) if ndim == 0 else (-ndim, ndim - 1)
-    if not lo <= d <= hi:
-        raise IndexError(f"Dimension out of range (expected to be in range of [{lo}, {hi}], but got {d})")
-    return d % max(ndim, 1)
-
-
-def axes(dim, ndim: int) -> tuple[int, ...]:
-    """`dim` (None, int, or a list; empty means all) as sorted non-negative axes."""
-    if dim is None or (isinstance(dim, (list, tuple)) and len(dim) == 0):
-        return tuple(range(ndim))
-    dims = [dim] if isinstance(dim, int) else list(dim)
-    out = tuple(sorted({wrap_dim(d, ndim) for d in dims}))
-    if len(out) != len(dims):
-        raise RuntimeError(f"dim {dims[0]} appears multiple times in the list of dims")
-    return out if ndim > 0 else ()
+from jaxdev.ops.registry import aten, register_functional
+from jaxdev.ops.toolkit import J, axes, opmath, wrap_dim
 
 
 def _accumulate_dtype(dtype: torch.dtype, requested) -> torch.dtype:
@@ -48,7 +30,7 @@ def _reduction(fn, axis, keepdims, compute, result):
 
 
 def _reduce(fn, x: torch.Tensor, dim, keepdim, result: torch.dtype, compute: torch.dtype | None = None):
-    compute = _opmath(dtypes.to_jax_dtype(compute or result))
+    compute = opmath(dtypes.to_jax_dtype(compute or result))
     return _reduction(fn, axes(dim, x.dim()), bool(keepdim), compute, dtypes.to_jax_dtype(result))(J(x))
 
 
@@ -213,7 +195,7 @@ def _moments(self, dim, correction, keepdim):
     real = result.to_real()
     ddof = 1 if correction is None else correction
     ax = axes(dim, self.dim())
-    x = J(self).astype(_opmath(dtypes.to_jax_dtype(result)))
+    x = J(self).astype(opmath(dtypes.to_jax_dtype(result)))
     var = jnp.var(x, axis=ax, ddof=ddof, keepdims=bool(keepdim))
     mean = jnp.mean(x, axis=ax, keepdims=bool(keepdim))
     return var.astype(dtypes.to_jax_dtype(real)), mean.astype(dtypes.to_jax_dtype(result))
@@ -227,7 +209,7 @@ def var(self, dim=None, *, correction=None, keepdim=False):
 @register_functional(aten.std.correction)
 def std(self, dim=None, *, correction=None, keepdim=False):
     v = _moments(self, dim, correction, keepdim)[0]
-    return jnp.sqrt(v.astype(_opmath(v.dtype))).astype(v.dtype)
+    return jnp.sqrt(v.astype(opmath(v.dtype))).astype(v.dtype)
 
 
 @register_functional(aten.var_mean.correction)
@@ -238,14 +220,14 @@ def var_mean(self, dim=None, *, correction=None, keepdim=False):
 @register_functional(aten.std_mean.correction)
 def std_mean(self, dim=None, *, correction=None, keepdim=False):
     v, m = _moments(self, dim, correction, keepdim)
-    return jnp.sqrt(v.astype(_opmath(v.dtype))).astype(v.dtype), m
+    return jnp.sqrt(v.astype(opmath(v.dtype))).astype(v.dtype), m
 
 
 def _cumulative(fn):
     def kernel(self, dim, *, dtype=None):
         result = _accumulate_dtype(self.dtype, dtype)
         a = wrap_dim(dim, self.dim())
-        x = J(self).astype(_opmath(dtypes.to_jax_dtype(result)))
+        x = J(self).astype(opmath(dtypes.to_jax_dtype(result)))
         if x.ndim == 0:
             return x.astype(dtypes.to_jax_dtype(result))
         return fn(x, axis=a).astype(dtypes.to_jax_dtype(result))
@@ -265,7 +247,7 @@ def vector_norm(self, ord=2, dim=None, keepdim=False, *, dtype=None):
         )
     src = dtype or self.dtype
     real = src.to_real()
-    x = jnp.abs(J(self).astype(_opmath(dtypes.to_jax_dtype(src))))
+    x = jnp.abs(J(self).astype(opmath(dtypes.to_jax_dtype(src))))
     ax = axes(dim, self.dim())
     if ord == float("inf"):
         r = jnp.max(x, axis=ax, keepdims=keepdim)

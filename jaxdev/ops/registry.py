@@ -12,7 +12,6 @@ takes the op's decomposition away from AutogradPrivateUse1, and its gradients ar
 
 from __future__ import annotations
 
-import functools
 import warnings
 from collections.abc import Callable
 
@@ -68,52 +67,14 @@ def _register(op: OpOverload, fn: Callable, autograd: Callable | None) -> None:
         AUTOGRAD[name] = autograd
 
 
-# --- unwrapping arguments ------------------------------------------------------------------------
-
-
-def J(x) -> jax.Array:
-    """The jax.Array of a tensor argument. A 0-dim CPU tensor is accepted as a scalar, as CUDA does."""
-    if not x.is_cpu:
-        return tensor.read(x)  # a tensor of another device fails there with a clear error
-    if x.dim() == 0:
-        return jax.numpy.asarray(x.item(), dtype=dtypes.to_jax_dtype(x.dtype))
-    raise tensor.mixed_devices(x.device)
-
-
-@functools.cache
-def compiled(fn: Callable, *static) -> Callable:
-    """`fn(*arrays, *static)` jitted once per static tuple. Kernels whose JAX part is several ops
-    run it through this: eager JAX pays its dispatch cost per op, a jitted body pays it once.
-    `fn` must be a module-level function (it keys the cache)."""
-    return jax.jit(lambda *arrays: fn(*arrays, *static))
-
-
 # --- in-place and out= variants derived from a functional kernel ---------------------------------
-
-_SCALAR_NAMES = {
-    torch.bool: "Bool",
-    torch.uint8: "Byte",
-    torch.int8: "Char",
-    torch.int16: "Short",
-    torch.int32: "Int",
-    torch.int64: "Long",
-    torch.float16: "Half",
-    torch.bfloat16: "BFloat16",
-    torch.float32: "Float",
-    torch.float64: "Double",
-    torch.complex64: "ComplexFloat",
-    torch.complex128: "ComplexDouble",
-    torch.uint16: "UInt16",
-    torch.uint32: "UInt32",
-    torch.uint64: "UInt64",
-}
 
 
 def check_cast(result: torch.dtype, target: torch.dtype) -> None:
     if not torch.can_cast(result, target):
         raise RuntimeError(
-            f"result type {_SCALAR_NAMES.get(result, result)} can't be cast to the desired output "
-            f"type {_SCALAR_NAMES.get(target, target)}"
+            f"result type {dtypes.scalar_name(result)} can't be cast to the desired output "
+            f"type {dtypes.scalar_name(target)}"
         )
 
 

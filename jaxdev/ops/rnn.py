@@ -11,8 +11,8 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from jaxdev.ops.pointwise import _opmath
-from jaxdev.ops.registry import J, aten, register_functional
+from jaxdev.ops.registry import aten, register_functional
+from jaxdev.ops.toolkit import J, opmath
 
 
 def _opt(t):
@@ -23,7 +23,7 @@ def _opt(t):
 def lstm_cell(input_gates, hidden_gates, cx, input_bias=None, hidden_bias=None):
     gi, gh, c = J(input_gates), J(hidden_gates), J(cx)
     dt = gi.dtype
-    k = _opmath(dt)
+    k = opmath(dt)
     gates = gi.astype(k) + gh.astype(k)
     if input_bias is not None:
         gates = gates + J(input_bias).astype(k) + J(hidden_bias).astype(k)
@@ -38,7 +38,7 @@ def lstm_cell(input_gates, hidden_gates, cx, input_bias=None, hidden_bias=None):
 def lstm_cell_backward(grad_hy, grad_cy, cx, cy, workspace, has_bias):
     ws = J(workspace)
     dt = ws.dtype
-    k = _opmath(dt)
+    k = opmath(dt)
     i, f, g, o = jnp.split(ws.astype(k), 4, axis=1)
     c, cyv = J(cx).astype(k), J(cy).astype(k)
     ghy = J(grad_hy).astype(k) if grad_hy is not None else jnp.zeros_like(cyv)
@@ -56,7 +56,7 @@ def lstm_cell_backward(grad_hy, grad_cy, cx, cy, workspace, has_bias):
 def gru_cell(input_gates, hidden_gates, hx, input_bias=None, hidden_bias=None):
     gi, gh, h = J(input_gates), J(hidden_gates), J(hx)
     dt = gi.dtype
-    k = _opmath(dt)
+    k = opmath(dt)
     gi, gh, h = gi.astype(k), gh.astype(k), h.astype(k)
     if input_bias is not None:
         gi = gi + J(input_bias).astype(k)
@@ -74,7 +74,7 @@ def gru_cell(input_gates, hidden_gates, hx, input_bias=None, hidden_bias=None):
 def gru_cell_backward(grad_hy, workspace, has_bias):
     ws = J(workspace)
     dt = ws.dtype
-    k = _opmath(dt)
+    k = opmath(dt)
     r, z, n, hn, h = jnp.split(ws.astype(k), 5, axis=1)
     g = J(grad_hy).astype(k)
     d_z = g * (h - n)

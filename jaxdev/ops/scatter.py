@@ -15,10 +15,8 @@ import jax.numpy as jnp
 import torch
 
 from jaxdev import tensor, tracing
-from jaxdev.ops.indexing import _any_device, _check_bounds, add_at, multiply_at
-from jaxdev.ops.pointwise import _opmath
-from jaxdev.ops.reductions import wrap_dim
-from jaxdev.ops.registry import J, aten, register, register_functional
+from jaxdev.ops.registry import aten, register, register_functional
+from jaxdev.ops.toolkit import J, add_at, any_device, check_index_bounds, multiply_at, opmath, wrap_dim
 
 
 def _positions(i, d):
@@ -80,7 +78,7 @@ def scatter_reduce(self, dim, index, src, reduce, *, include_self=True):
     x, i = J(self), J(index)
     if i.size == 0:
         return x
-    _check_bounds(i, self.shape[d] if self.dim() else 1, d)
+    check_index_bounds(i, self.shape[d] if self.dim() else 1, d)
     if x.ndim == 0:
         x, i, s = x[None], i.reshape(1), J(src).reshape(1)
         return _scatter_reduce(0, reduce, bool(include_self), False)(x, i, s)[0]
@@ -112,14 +110,14 @@ def index_add(self, dim, index, source, *, alpha=1):
             + str(source.dtype).split(".")[-1].capitalize()
             + ") must have the same scalar type"
         )
-    i = _any_device(index).reshape(-1)
-    _check_bounds(i, self.shape[d] if self.dim() else 1, d)
+    i = any_device(index).reshape(-1)
+    check_index_bounds(i, self.shape[d] if self.dim() else 1, d)
     x, s = J(self), J(source)
     if x.ndim == 0:
         return add_at(x[None].at[i], (s.reshape(-1) * alpha).astype(x.dtype))[0]
     if s.ndim == 0:
         s = s.reshape((1,))
-    c = _opmath(x.dtype)
+    c = opmath(x.dtype)
     return _index_add(d)(x.astype(c), i, s.astype(c), alpha).astype(x.dtype)
 
 
@@ -198,7 +196,7 @@ def logcumsumexp(self, dim):
     x = J(self)
     if x.ndim == 0:
         return x
-    return _logcumsumexp(wrap_dim(dim, self.dim()), _opmath(x.dtype))(x)
+    return _logcumsumexp(wrap_dim(dim, self.dim()), opmath(x.dtype))(x)
 
 
 # --- whole-slice writes along a dim: index_copy, index_fill, index_reduce; flat put ----------------
@@ -212,9 +210,9 @@ def _slice_index(self, dim, index, name):
         raise RuntimeError(
             f"{name}(): Expected a long tensor for index, but got {str(index.dtype).split('.')[-1].capitalize()}"
         )
-    i = _any_device(index).reshape(-1)
+    i = any_device(index).reshape(-1)
     size = self.shape[d] if self.dim() else 1
-    _check_bounds(i, size, d)
+    check_index_bounds(i, size, d)
     return d, jnp.where(i < 0, i + size, i)
 
 
@@ -283,7 +281,7 @@ def put(self, index, source, accumulate=False):
             f"put_(): Expected source and index to have the same number of elements, but got source.numel() = {source.numel()}, index.numel() = {index.numel()}"
         )
     x = J(self)
-    i = _any_device(index).reshape(-1)
+    i = any_device(index).reshape(-1)
     n = x.size
     if i.size:
         tracing.check_values((i >= n) | (i < -n), lambda: _out_of_range(i, n))
@@ -300,7 +298,7 @@ def take(self, index):
             f"take(): Expected a long tensor for index, but got {str(index.dtype).split('.')[-1].capitalize()}"
         )
     x = J(self).reshape(-1)
-    i = _any_device(index)
+    i = any_device(index)
     n = x.size
     if i.size:
         tracing.check_values((i >= n) | (i < -n), lambda: _out_of_range(i, n))

@@ -16,8 +16,8 @@ import jax.numpy as jnp
 import numpy as np
 import torch
 
-from jaxdev.ops.reductions import wrap_dim
-from jaxdev.ops.registry import J, aten, register_functional
+from jaxdev.ops.registry import aten, register_functional
+from jaxdev.ops.toolkit import J, wrap_dim
 
 
 def _key(x):

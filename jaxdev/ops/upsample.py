@@ -17,8 +17,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxdev import dtypes
-from jaxdev.ops.pointwise import _opmath
-from jaxdev.ops.registry import J, aten, register_functional
+from jaxdev.ops.registry import aten, register_functional
+from jaxdev.ops.toolkit import J, opmath
 
 
 def _scale(in_size, out_size, align_corners, scale, ft):
@@ -99,7 +99,7 @@ def _kernels(mode, dtype, in_sizes, out_sizes, align_corners, scales):
             f"and output ({', '.join(map(str, out_sizes))})"
         )
     scales = tuple(None if s is None else float(s) for s in scales)
-    return _interp(mode, tuple(in_sizes), tuple(out_sizes), bool(align_corners), scales, _opmath(jdt), jdt)
+    return _interp(mode, tuple(in_sizes), tuple(out_sizes), bool(align_corners), scales, opmath(jdt), jdt)
 
 
 def _register(nd, mode, forward, backward, has_align):

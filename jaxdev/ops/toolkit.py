@@ -1,0 +1,167 @@
+"""The kernel author's toolkit: what every op family uses, in one place.
+
+Families import this module and the registry, never each other. It holds:
+* arguments: `J` (a tensor argument's jax.Array), `value` (tensors or Python scalars),
+  `any_device` (index tensors may live on CPU, as with CUDA), `wrap_dim` / `axes` (PyTorch's dim
+  rules and errors);
+* dtypes: `opmath` (the dtype a half-precision op computes in), `float_of`, and the names PyTorch
+  prints (`dtypes.scalar_name`: "Float", `dtypes.name`: "float32");
+* the one jit policy, `jitted`: a kernel body is built once per static signature and jitted;
+* `apply`: run an elementwise body on tensors cast to a compute dtype, cast to the result dtype;
+* `add_at` / `multiply_at` / `check_index_bounds`: accumulation and bounds as PyTorch does them.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+
+import jax
+import jax.numpy as jnp
+import torch
+
+from jaxdev import dtypes, tensor, tracing
+from jaxdev.dtypes import opmath
+
+__all__ = [
+    "J",
+    "add_at",
+    "any_device",
+    "apply",
+    "axes",
+    "check_index_bounds",
+    "compiled",
+    "float_of",
+    "jitted",
+    "multiply_at",
+    "opmath",
+    "value",
+    "wrap_dim",
+]
+
+
+# --- arguments -------------------------------------------------------------------------------------
+
+
+def J(x) -> jax.Array:
+    """The jax.Array of a tensor argument. A 0-dim CPU tensor is accepted as a scalar, as CUDA does."""
+    if not x.is_cpu:
+        return tensor.read(x)  # a tensor of another device fails there with a clear error
+    if x.dim() == 0:
+        return jnp.asarray(x.item(), dtype=dtypes.to_jax_dtype(x.dtype))
+    raise tensor.mixed_devices(x.device)
+
+
+def value(x):
+    """Tensor -> jax array; Python scalars pass through (cast inside the jitted body)."""
+    return J(x) if isinstance(x, torch.Tensor) else x
+
+
+def any_device(t: torch.Tensor) -> jax.Array:
+    """Index tensors may live on CPU, as with CUDA."""
+    return J(t) if t.device.type == "jax" else tensor.from_cpu(t)
+
+
+def wrap_dim(d: int, ndim: int) -> int:
+    lo, hi = (-1, 0) if ndim == 0 else (-ndim, ndim - 1)
+    if not lo <= d <= hi:
+        raise IndexError(f"Dimension out of range (expected to be in range of [{lo}, {hi}], but got {d})")
+    return d % max(ndim, 1)
+
+
+def axes(dim, ndim: int) -> tuple[int, ...]:
+    """`dim` (None, int, or a list; empty means all) as sorted non-negative axes."""
+    if dim is None or (isinstance(dim, (list, tuple)) and len(dim) == 0):
+        return tuple(range(ndim))
+    dims = [dim] if isinstance(dim, int) else list(dim)
+    out = tuple(sorted({wrap_dim(d, ndim) for d in dims}))
+    if len(out) != len(dims):
+        raise RuntimeError(f"dim {dims[0]} appears multiple times in the list of dims")
+    return out if ndim > 0 else ()
+
+
+def float_of(dtype: torch.dtype) -> torch.dtype:
+    """The dtype of a float-valued op's result: integers and bool give the default float dtype."""
+    return dtype if (dtype.is_floating_point or dtype.is_complex) else torch.get_default_dtype()
+
+
+# --- the jit policy --------------------------------------------------------------------------------
+
+
+def jitted(factory: Callable) -> Callable:
+    """Decorator for `factory(*static) -> body` (or a tuple of bodies), `body(*arrays)` pure JAX.
+
+    The decorated factory returns the body jitted, built once per static tuple (static values
+    must be hashable). Eager JAX pays its dispatch cost per primitive; a jitted body pays it once
+    per call, and under `torch.compile` it inlines into the program. The factory runs under
+    `jax.ensure_compile_time_eval`, so a constant it builds is a concrete array even when the first
+    call happens while a compiled program is being traced (a cached tracer would leak)."""
+
+    @functools.cache
+    def build(*static):
+        with jax.ensure_compile_time_eval():
+            body = factory(*static)
+        return tuple(jax.jit(b) for b in body) if isinstance(body, tuple) else jax.jit(body)
+
+    return functools.update_wrapper(build, factory)
+
+
+@jitted
+def compiled(fn: Callable, *static):
+    """`fn(*arrays, *static)` jitted once per static tuple; `fn` must be a module-level function."""
+    return lambda *arrays: fn(*arrays, *static)
+
+
+@jitted
+def _cast_body(fn, compute: torch.dtype, result: torch.dtype, nargs: int):
+    compute, result = opmath(dtypes.to_jax_dtype(compute)), dtypes.to_jax_dtype(result)
+
+    def run(*args):
+        cast = [jnp.asarray(a, compute) if not hasattr(a, "astype") else a.astype(compute) for a in args[:nargs]]
+        return fn(*cast, *args[nargs:]).astype(result)
+
+    return run
+
+
+_PLAIN: dict = {}
+
+
+def plain(fn):
+    """`fn` as a plain function: jnp ufunc objects hash slowly, and `fn` keys the jit cache."""
+    if type(fn).__name__ != "ufunc":
+        return fn
+    if fn not in _PLAIN:
+        _PLAIN[fn] = lambda *args: fn(*args)
+    return _PLAIN[fn]
+
+
+def apply(fn, compute: torch.dtype, result: torch.dtype, tensors, extra=()):
+    """`fn` jitted on the tensors' values cast to `compute`'s opmath dtype, cast to `result`.
+    `fn` must be a module-level function (or a `plain` ufunc): it keys the cache."""
+    return _cast_body(fn, compute, result, len(tensors))(*[value(t) for t in tensors], *extra)
+
+
+# --- indexing as PyTorch does it -------------------------------------------------------------------
+
+
+def add_at(ref, values):
+    """`ref.add(values)` for an `x.at[...]` reference; for bool, PyTorch's sum is a logical or."""
+    return ref.max(values) if values.dtype == jnp.bool_ else ref.add(values)
+
+
+def multiply_at(ref, values):
+    """`ref.multiply(values)`; for bool, PyTorch's product is a logical and."""
+    return ref.min(values) if values.dtype == jnp.bool_ else ref.multiply(values)
+
+
+def check_index_bounds(idx, size: int, dim: int) -> None:
+    """PyTorch's IndexError for an index outside [-size, size) (deferred inside compiled programs)."""
+    if idx.size == 0:
+        return
+
+    def error():
+        lo, hi = int(jnp.min(idx)), int(jnp.max(idx))
+        bad = lo if lo < -size else hi
+        return IndexError(f"index {bad} is out of bounds for dimension {dim} with size {size}")
+
+    tracing.check_values((idx < -size) | (idx >= size), error)
