@@ -19,19 +19,10 @@ from jaxdev import dtypes
 from jaxdev.ops.registry import aten, register_functional
 from jaxdev.ops.toolkit import J, apply, opmath, wrap_dim
 
-_NAMES = {
-    torch.bool: "Bool",
-    torch.uint8: "Byte",
-    torch.int8: "Char",
-    torch.int16: "Short",
-    torch.int32: "Int",
-    torch.int64: "Long",
-}
-
 
 def _floating(name, t):
     if not (t.dtype.is_floating_point or t.dtype.is_complex):
-        raise NotImplementedError(f"\"{name}\" not implemented for '{_NAMES.get(t.dtype, t.dtype)}'")
+        raise NotImplementedError(f"\"{name}\" not implemented for '{dtypes.scalar_name(t.dtype)}'")
 
 
 def _zero(x):

@@ -114,7 +114,7 @@ def dot(self, tensor):
     dtype = self.dtype
     if tensor.dtype != dtype:
         raise RuntimeError(
-            f"dot : expected both vectors to have same dtype, but found {str(dtype).split('.')[-1].capitalize()} and {str(tensor.dtype).split('.')[-1].capitalize()}"
+            f"dot : expected both vectors to have same dtype, but found {dtypes.scalar_name(dtype)} and {dtypes.scalar_name(tensor.dtype)}"
         )
     return _matmul(self, tensor, dtype)
 

@@ -391,7 +391,7 @@ def _where(a, b, cond):
 def where(condition, self, other):
     if condition.dtype not in (torch.bool, torch.uint8):
         raise RuntimeError(
-            f"where expected condition to be a boolean tensor, but got a tensor with dtype {str(condition.dtype).split('.')[-1].capitalize()}"
+            f"where expected condition to be a boolean tensor, but got a tensor with dtype {dtypes.scalar_name(condition.dtype)}"
         )
     common = _common(self, other)
     cond = J(condition).astype(bool)

@@ -48,17 +48,9 @@ def sum_all(self, *, dtype=None):
 def mean(self, dim=None, keepdim=False, *, dtype=None):
     result = dtype or self.dtype
     if not (result.is_floating_point or result.is_complex):
-        name = {
-            torch.int64: "Long",
-            torch.int32: "Int",
-            torch.bool: "Bool",
-            torch.uint8: "Byte",
-            torch.int16: "Short",
-            torch.int8: "Char",
-        }.get(result, str(result))
         raise RuntimeError(
             "mean(): could not infer output dtype. Input dtype must be either a floating point or "
-            f"complex dtype. Got: {name}"
+            f"complex dtype. Got: {dtypes.scalar_name(result)}"
         )
     return _reduce(jnp.mean, self, dim, keepdim, result)
 
@@ -243,7 +235,7 @@ register_functional(aten.cumprod.default)(_cumulative(jnp.cumprod))
 def vector_norm(self, ord=2, dim=None, keepdim=False, *, dtype=None):
     if not (self.dtype.is_floating_point or self.dtype.is_complex):
         raise RuntimeError(
-            f"linalg.vector_norm: Expected a floating point or complex tensor as input. Got {str(self.dtype).split('.')[-1].capitalize()}"
+            f"linalg.vector_norm: Expected a floating point or complex tensor as input. Got {dtypes.scalar_name(self.dtype)}"
         )
     src = dtype or self.dtype
     real = src.to_real()

@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 import torch
 
-from jaxdev import tensor, tracing
+from jaxdev import dtypes, tensor, tracing
 from jaxdev.ops.registry import aten, register, register_functional
 from jaxdev.ops.toolkit import J, add_at, any_device, check_index_bounds, multiply_at, opmath, wrap_dim
 
@@ -105,9 +105,9 @@ def index_add(self, dim, index, source, *, alpha=1):
     if self.dtype != source.dtype:
         raise RuntimeError(
             "index_add_(): self ("
-            + str(self.dtype).split(".")[-1].capitalize()
+            + dtypes.scalar_name(self.dtype)
             + ") and source ("
-            + str(source.dtype).split(".")[-1].capitalize()
+            + dtypes.scalar_name(source.dtype)
             + ") must have the same scalar type"
         )
     i = any_device(index).reshape(-1)
@@ -129,7 +129,7 @@ def masked_scatter(self, mask, source):
         )
     if self.dtype != source.dtype:
         raise RuntimeError(
-            f"masked_scatter: expected self and source to have same dtypes but got {str(self.dtype).split('.')[-1].capitalize()} and {str(source.dtype).split('.')[-1].capitalize()}"
+            f"masked_scatter: expected self and source to have same dtypes but got{dtypes.scalar_name(self.dtype)} and {dtypes.scalar_name(source.dtype)}"
         )
     x, m, s = J(self), J(mask), J(source)
     shape = jnp.broadcast_shapes(x.shape, m.shape)
@@ -207,9 +207,7 @@ def _slice_index(self, dim, index, name):
     if index.dim() > 1:
         raise IndexError(f"{name}(): Index is supposed to be a vector")
     if index.dtype != torch.int64:
-        raise RuntimeError(
-            f"{name}(): Expected a long tensor for index, but got {str(index.dtype).split('.')[-1].capitalize()}"
-        )
+        raise RuntimeError(f"{name}(): Expected a long tensor for index, but got {dtypes.scalar_name(index.dtype)}")
     i = any_device(index).reshape(-1)
     size = self.shape[d] if self.dim() else 1
     check_index_bounds(i, size, d)
@@ -269,9 +267,7 @@ def index_reduce(self, dim, index, source, reduce, *, include_self=True):
 @register_functional(aten.put.default)
 def put(self, index, source, accumulate=False):
     if index.dtype != torch.int64:
-        raise RuntimeError(
-            f"put_(): Expected a long tensor for index, but got {str(index.dtype).split('.')[-1].capitalize()}"
-        )
+        raise RuntimeError(f"put_(): Expected a long tensor for index, but got {dtypes.scalar_name(index.dtype)}")
     if self.dtype != source.dtype:
         raise RuntimeError(
             f"put_(): self and source expected to have the same dtype, but got self.dtype = {self.dtype} and source.dtype = {source.dtype}"
@@ -294,9 +290,7 @@ def put(self, index, source, accumulate=False):
 @register_functional(aten.take.default)
 def take(self, index):
     if index.dtype != torch.int64:
-        raise RuntimeError(
-            f"take(): Expected a long tensor for index, but got {str(index.dtype).split('.')[-1].capitalize()}"
-        )
+        raise RuntimeError(f"take(): Expected a long tensor for index, but got {dtypes.scalar_name(index.dtype)}")
     x = J(self).reshape(-1)
     i = any_device(index)
     n = x.size

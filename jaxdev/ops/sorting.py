@@ -16,6 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 import torch
 
+from jaxdev import dtypes
 from jaxdev.ops.registry import aten, register_functional
 from jaxdev.ops.toolkit import J, wrap_dim
 
@@ -409,9 +410,7 @@ def isin_scalar_tensor(element, test_elements, *, assume_unique=False, invert=Fa
 @register_functional(aten.histc.default)
 def histc(self, bins=100, min=0, max=0):
     if not self.dtype.is_floating_point:
-        raise NotImplementedError(
-            f"\"histogram_cpu\" not implemented for '{str(self.dtype).split('.')[-1].capitalize()}'"
-        )
+        raise NotImplementedError(f"\"histogram_cpu\" not implemented for '{dtypes.scalar_name(self.dtype)}'")
     if bins <= 0:
         raise RuntimeError("torch.histc(): bins must be > 0, but got " + str(bins) + " for dimension 0")
     x = J(self).reshape(-1)
