@@ -26,6 +26,7 @@ and hands users wrapper tensors.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import itertools
 
@@ -90,6 +91,18 @@ def _sweep() -> None:
         _free_weak_ref(BOXES.pop(addr).weak)
     _sweep_above = max(4096, 2 * len(BOXES))
     _bytes_since_sweep = 0
+
+
+@contextlib.contextmanager
+def scratch():
+    """Storages made inside hold JAX tracers (a program or a VJP being traced): forget their boxes
+    when the trace ends, so eager code never meets a tracer."""
+    before = set(BOXES)
+    try:
+        yield
+    finally:
+        for addr in [a for a in BOXES if a not in before]:
+            _free_weak_ref(BOXES.pop(addr).weak)
 
 
 def new_storage(box: Box) -> torch.UntypedStorage:

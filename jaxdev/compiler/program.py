@@ -207,13 +207,8 @@ class _Specialisation:
         self.jitted = jax.jit(self._trace)
 
     def _trace(self, arrays, rng_base):
-        before = set(BOXES)
-        try:
+        with tensor.scratch():
             return self._trace_graph(arrays, rng_base)
-        finally:
-            # Storages made during the trace hold tracers: never leave them where eager code looks.
-            for addr in [a for a in BOXES if a not in before]:
-                torch.UntypedStorage._free_weak_ref(BOXES.pop(addr).weak)
 
     def _trace_graph(self, arrays, rng_base):
         boxes = [Box(a, numel, dtype) for a, (numel, dtype) in zip(arrays, self.storage_meta)]

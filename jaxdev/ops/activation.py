@@ -9,15 +9,13 @@ kinks agree); float16/bfloat16 compute in float32 through `_call`'s opmath.
 
 from __future__ import annotations
 
-import functools
-
 import jax
 import jax.numpy as jnp
 import torch
 
 from jaxdev import dtypes
-from jaxdev.ops.registry import aten, register_functional
-from jaxdev.ops.toolkit import J, apply, opmath, wrap_dim
+from jaxdev.ops.registry import aten, register_backward, register_functional
+from jaxdev.ops.toolkit import J, apply, jitted, opmath, wrap_dim
 
 
 def _floating(name, t):
@@ -247,17 +245,13 @@ def log_sigmoid_backward(grad_output, self, buffer):
 # --- glu: halves along a dim ----------------------------------------------------------------------
 
 
-@functools.cache
+@jitted
 def _glu(axis, compute):
     def fwd(x):
         a, b = jnp.split(x.astype(compute), 2, axis=axis)
-        return a * jax.nn.sigmoid(b)
+        return (a * jax.nn.sigmoid(b)).astype(x.dtype)
 
-    def grad(g, x):
-        _, vjp = jax.vjp(fwd, x)
-        return vjp(g.astype(compute))[0].astype(x.dtype)
-
-    return jax.jit(lambda x: fwd(x).astype(x.dtype)), jax.jit(grad)
+    return fwd
 
 
 def _glu_axis(self, dim):
@@ -272,12 +266,10 @@ def _glu_axis(self, dim):
 @register_functional(aten.glu.default)
 def glu(self, dim=-1):
     _floating("glu", self)
-    return _glu(_glu_axis(self, dim), opmath(dtypes.to_jax_dtype(self.dtype)))[0](J(self))
+    return _glu(_glu_axis(self, dim), opmath(dtypes.to_jax_dtype(self.dtype)))(J(self))
 
 
-@register_functional(aten.glu_backward.default)
-def glu_backward(grad_output, self, dim):
-    return _glu(_glu_axis(self, dim), opmath(dtypes.to_jax_dtype(self.dtype)))[1](J(grad_output), J(self))
+register_backward(aten.glu_backward.default, aten.glu.default)
 
 
 # --- prelu (torch.prelu has already reshaped the weight to broadcast along the channel dim) ------
@@ -294,16 +286,4 @@ def prelu(self, weight):
     return apply(_prelu, dt, dt, (self, weight))
 
 
-@functools.cache
-def _prelu_grad(compute):
-    def run(g, x, w):
-        _, vjp = jax.vjp(_prelu, x.astype(compute), w.astype(compute))
-        gx, gw = vjp(g.astype(compute))
-        return gx.astype(x.dtype), gw.astype(w.dtype)
-
-    return jax.jit(run)
-
-
-@register_functional(aten._prelu_kernel_backward.default)
-def prelu_backward(grad_output, self, weight):
-    return _prelu_grad(opmath(dtypes.to_jax_dtype(self.dtype)))(J(grad_output), J(self), J(weight))
+register_backward(aten._prelu_kernel_backward.default, aten._prelu_kernel.default)

@@ -9,13 +9,10 @@ unnormalize/clip/reflect steps, as CPU's chain rule), in float32 for half inputs
 
 from __future__ import annotations
 
-import functools
-
-import jax
 import jax.numpy as jnp
 
-from jaxdev.ops.registry import aten, register_functional
-from jaxdev.ops.toolkit import J, opmath
+from jaxdev.ops.registry import aten, register_backward, register_functional
+from jaxdev.ops.toolkit import J, jitted, opmath
 
 BILINEAR, NEAREST, BICUBIC = 0, 1, 2
 ZEROS, BORDER, REFLECTION = 0, 1, 2
@@ -99,19 +96,13 @@ def _sample(img, grid, mode, padding_mode, align_corners):
     return _read(img, iy0, ix0) * nw + _read(img, iy0, ix1) * ne + _read(img, iy1, ix0) * sw + _read(img, iy1, ix1) * se
 
 
-@functools.cache
+@jitted
 def _sampler(mode, padding_mode, align_corners):
     def fwd(img, grid):
         c = opmath(img.dtype)
         return _sample(img.astype(c), grid.astype(c), mode, padding_mode, align_corners).astype(img.dtype)
 
-    def grad(g, img, grid):
-        c = opmath(img.dtype)
-        _, vjp = jax.vjp(lambda a, b: _sample(a, b, mode, padding_mode, align_corners), img.astype(c), grid.astype(c))
-        gi, gg = vjp(g.astype(c))
-        return gi.astype(img.dtype), gg.astype(grid.dtype)
-
-    return jax.jit(fwd), jax.jit(grad)
+    return fwd
 
 
 def _check(input, grid, mode, padding_mode):
@@ -135,13 +126,10 @@ def _check_modes(input, grid, mode, padding_mode):
 @register_functional(aten.grid_sampler_2d.default)
 def grid_sampler_2d(input, grid, interpolation_mode, padding_mode, align_corners):
     _check(input, grid, interpolation_mode, padding_mode)
-    return _sampler(interpolation_mode, padding_mode, bool(align_corners))[0](J(input), J(grid))
+    return _sampler(interpolation_mode, padding_mode, bool(align_corners))(J(input), J(grid))
 
 
-@register_functional(aten.grid_sampler_2d_backward.default)
-def grid_sampler_2d_backward(grad_output, input, grid, interpolation_mode, padding_mode, align_corners, output_mask):
-    gi, gg = _sampler(interpolation_mode, padding_mode, bool(align_corners))[1](J(grad_output), J(input), J(grid))
-    return (gi if output_mask[0] else None), (gg if output_mask[1] else None)
+register_backward(aten.grid_sampler_2d_backward.default, aten.grid_sampler_2d.default)
 
 
 # --- 3-D: (bi)linear over 8 corners, or nearest -----------------------------------------------------
@@ -173,19 +161,13 @@ def _sample3d(img, grid, mode, padding_mode, align_corners):
     return out
 
 
-@functools.cache
+@jitted
 def _sampler3d(mode, padding_mode, align_corners):
     def fwd(img, grid):
         c = opmath(img.dtype)
         return _sample3d(img.astype(c), grid.astype(c), mode, padding_mode, align_corners).astype(img.dtype)
 
-    def grad(g, img, grid):
-        c = opmath(img.dtype)
-        _, vjp = jax.vjp(lambda a, b: _sample3d(a, b, mode, padding_mode, align_corners), img.astype(c), grid.astype(c))
-        gi, gg = vjp(g.astype(c))
-        return gi.astype(img.dtype), gg.astype(grid.dtype)
-
-    return jax.jit(fwd), jax.jit(grad)
+    return fwd
 
 
 def _check3d(input, grid, mode, padding_mode):
@@ -202,10 +184,7 @@ def _check3d(input, grid, mode, padding_mode):
 @register_functional(aten.grid_sampler_3d.default)
 def grid_sampler_3d(input, grid, interpolation_mode, padding_mode, align_corners):
     _check3d(input, grid, interpolation_mode, padding_mode)
-    return _sampler3d(interpolation_mode, padding_mode, bool(align_corners))[0](J(input), J(grid))
+    return _sampler3d(interpolation_mode, padding_mode, bool(align_corners))(J(input), J(grid))
 
 
-@register_functional(aten.grid_sampler_3d_backward.default)
-def grid_sampler_3d_backward(grad_output, input, grid, interpolation_mode, padding_mode, align_corners, output_mask):
-    gi, gg = _sampler3d(interpolation_mode, padding_mode, bool(align_corners))[1](J(grad_output), J(input), J(grid))
-    return (gi if output_mask[0] else None), (gg if output_mask[1] else None)
+register_backward(aten.grid_sampler_3d_backward.default, aten.grid_sampler_3d.default)

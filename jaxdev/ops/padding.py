@@ -13,8 +13,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxdev.ops.registry import aten, register_functional
-from jaxdev.ops.toolkit import J, opmath
+from jaxdev.ops.registry import aten, register_backward, register_functional
+from jaxdev.ops.toolkit import J, jitted
 
 # --- constant -----------------------------------------------------------------------------------
 
@@ -69,22 +69,10 @@ def _gather(x, sources):
     return x
 
 
-@functools.cache
+@jitted
 def _padder(sources_key, mode):
     sources = [_source(n, lo, hi, mode) for n, lo, hi in sources_key]
-    return jax.jit(lambda x: _gather(x, sources))
-
-
-@functools.cache
-def _padder_backward(sources_key, mode):
-    sources = [_source(n, lo, hi, mode) for n, lo, hi in sources_key]
-
-    def run(g, x):
-        c = opmath(g.dtype)
-        _, vjp = jax.vjp(lambda v: _gather(v, sources), x.astype(c))
-        return vjp(g.astype(c))[0].astype(g.dtype)
-
-    return jax.jit(run)
+    return lambda x: _gather(x, sources)
 
 
 _AXES = "DHW"
@@ -121,11 +109,8 @@ def _pad_ops(mode, nd, forward, backward):
     def pad(self, padding):
         return _padder(_pad_key(self, padding, nd, mode), mode)(J(self))
 
-    @register_functional(backward)
-    def pad_backward(grad_output, self, padding):
-        return _padder_backward(_pad_key(self, padding, nd, mode), mode)(J(grad_output), J(self))
-
-    pad.__qualname__, pad_backward.__qualname__ = forward.name(), backward.name()
+    pad.__qualname__ = forward.name()
+    register_backward(backward, forward)
 
 
 for _nd, _fwd, _bwd in [

@@ -14,8 +14,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxdev import dtypes
-from jaxdev.ops.registry import aten, register_functional
-from jaxdev.ops.toolkit import J, opmath
+from jaxdev.ops.registry import aten, register_backward, register_functional
+from jaxdev.ops.toolkit import J, jitted, opmath
 
 
 def _pair(v, default=None):
@@ -122,18 +122,9 @@ def _avg(x, k, s, p, ceil, count_include_pad, divisor_override):
     return jnp.sum(win, axis=-1) / jnp.asarray(div, x.dtype)
 
 
-@functools.cache
+@jitted
 def _avg_pool(k, s, p, ceil, count_include_pad, divisor_override, compute, result):
-    return jax.jit(lambda x: _avg(x.astype(compute), k, s, p, ceil, count_include_pad, divisor_override).astype(result))
-
-
-@functools.cache
-def _avg_pool_grad(k, s, p, ceil, count_include_pad, divisor_override, compute, result):
-    def run(g, x):
-        _, vjp = jax.vjp(lambda v: _avg(v, k, s, p, ceil, count_include_pad, divisor_override), x.astype(compute))
-        return vjp(g.astype(compute))[0].astype(result)
-
-    return jax.jit(run)
+    return lambda x: _avg(x.astype(compute), k, s, p, ceil, count_include_pad, divisor_override).astype(result)
 
 
 @register_functional(aten.avg_pool2d.default)
@@ -145,15 +136,7 @@ def avg_pool2d(
     return _avg_pool(k, s, p, bool(ceil_mode), bool(count_include_pad), divisor_override, opmath(jdt), jdt)(J(self))
 
 
-@register_functional(aten.avg_pool2d_backward.default)
-def avg_pool2d_backward(
-    grad_output, self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override
-):
-    k, s, p, _ = _pool_args(kernel_size, stride, padding)
-    jdt = dtypes.to_jax_dtype(self.dtype)
-    return _avg_pool_grad(k, s, p, bool(ceil_mode), bool(count_include_pad), divisor_override, opmath(jdt), jdt)(
-        J(grad_output), J(self)
-    )
+register_backward(aten.avg_pool2d_backward.default, aten.avg_pool2d.default)
 
 
 def _bins(size, out):
@@ -165,7 +148,7 @@ def _bins(size, out):
     return m
 
 
-@functools.cache
+@jitted
 def _adaptive(H, W, oh, ow, compute, result):
     ph, pw = _bins(H, oh), _bins(W, ow)
 
@@ -179,7 +162,7 @@ def _adaptive(H, W, oh, ow, compute, result):
         )
         return y.astype(result)
 
-    return jax.jit(run)
+    return run
 
 
 @register_functional(aten._adaptive_avg_pool2d.default)
@@ -190,11 +173,11 @@ def adaptive_avg_pool2d(self, output_size):
     return _adaptive(H, W, oh, ow, opmath(jdt), jdt)(J(self))
 
 
-@register_functional(aten._adaptive_avg_pool2d_backward.default)
-def adaptive_avg_pool2d_backward(grad_output, self):
-    H, W = self.shape[-2:]
-    oh, ow = grad_output.shape[-2:]
-    jdt = dtypes.to_jax_dtype(self.dtype)
-    fwd = _adaptive(H, W, oh, ow, opmath(jdt), jdt)
-    _, vjp = jax.vjp(fwd, J(self))
-    return vjp(J(grad_output))[0]
+def output_size_of(spatial: int):
+    """For an adaptive pool's backward, which carries the output size only as grad_output's shape."""
+    return lambda args, grad_output: {**args, "output_size": tuple(grad_output.shape[-spatial:])}
+
+
+register_backward(
+    aten._adaptive_avg_pool2d_backward.default, aten._adaptive_avg_pool2d.default, prepare=output_size_of(2)
+)

@@ -18,9 +18,9 @@ import numpy as np
 import torch
 
 from jaxdev import dtypes, tracing
-from jaxdev.ops.pooling import _bins, _lowest, out_size
-from jaxdev.ops.registry import aten, register_functional
-from jaxdev.ops.toolkit import J, opmath
+from jaxdev.ops.pooling import _bins, _lowest, out_size, output_size_of
+from jaxdev.ops.registry import aten, register_backward, register_functional
+from jaxdev.ops.toolkit import J, jitted, opmath
 
 
 def _triple(v, default=None):
@@ -123,16 +123,9 @@ def _avg(x, k, s, p, ceil, count_include_pad, divisor_override):
     return jnp.sum(win, axis=-1) / jnp.asarray(div, x.dtype)
 
 
-@functools.cache
+@jitted
 def _avg_pool(k, s, p, ceil, count_include_pad, divisor_override, compute, result):
-    def fwd(x):
-        return _avg(x.astype(compute), k, s, p, ceil, count_include_pad, divisor_override).astype(result)
-
-    def grad(g, x):
-        _, vjp = jax.vjp(lambda v: _avg(v, k, s, p, ceil, count_include_pad, divisor_override), x.astype(compute))
-        return vjp(g.astype(compute))[0].astype(result)
-
-    return jax.jit(fwd), jax.jit(grad)
+    return lambda x: _avg(x.astype(compute), k, s, p, ceil, count_include_pad, divisor_override).astype(result)
 
 
 def _avg_kernels(self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override):
@@ -147,34 +140,24 @@ def _avg_kernels(self, kernel_size, stride, padding, ceil_mode, count_include_pa
 def avg_pool3d(
     self, kernel_size, stride=(), padding=(0,), ceil_mode=False, count_include_pad=True, divisor_override=None
 ):
-    return _avg_kernels(self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)[0](J(self))
+    return _avg_kernels(self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)(J(self))
 
 
-@register_functional(aten.avg_pool3d_backward.default)
-def avg_pool3d_backward(
-    grad_output, self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override
-):
-    return _avg_kernels(self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)[1](
-        J(grad_output), J(self)
-    )
+register_backward(aten.avg_pool3d_backward.default, aten.avg_pool3d.default)
 
 
 # --- adaptive pooling ----------------------------------------------------------------------------
 
 
-@functools.cache
+@jitted
 def _adaptive_avg(sizes, outs, compute, result):
-    mats = [np.asarray(_bins(n, o), compute) for n, o in zip(sizes, outs)]  # numpy: no tracer can stick
+    mats = [np.asarray(_bins(n, o), compute) for n, o in zip(sizes, outs)]
 
     def fwd(x):
         y = jnp.einsum("ad,be,cf,...def->...abc", *mats, x.astype(compute), precision=jax.lax.Precision.HIGHEST)
         return y.astype(result)
 
-    def grad(g, x):
-        _, vjp = jax.vjp(fwd, x)
-        return vjp(g.astype(result))[0]
-
-    return jax.jit(fwd), jax.jit(grad)
+    return fwd
 
 
 def _adaptive_kernels(self, outs):
@@ -188,12 +171,12 @@ def adaptive_avg_pool3d(self, output_size):
         raise RuntimeError("adaptive_avg_pool3d: output_size must be 3")
     if self.dim() not in (4, 5):
         raise RuntimeError(f"adaptive_avg_pool3d(): Expected 4D or 5D tensor, but got {list(self.shape)}")
-    return _adaptive_kernels(self, output_size)[0](J(self))
+    return _adaptive_kernels(self, output_size)(J(self))
 
 
-@register_functional(aten._adaptive_avg_pool3d_backward.default)
-def adaptive_avg_pool3d_backward(grad_output, self):
-    return _adaptive_kernels(self, grad_output.shape[-3:])[1](J(grad_output), J(self))
+register_backward(
+    aten._adaptive_avg_pool3d_backward.default, aten._adaptive_avg_pool3d.default, prepare=output_size_of(3)
+)
 
 
 @functools.cache

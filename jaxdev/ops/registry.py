@@ -1,9 +1,13 @@
 """The one place where jax kernels are registered with PyTorch's dispatcher.
 
-Tables, keyed by qualified overload name ("aten::add.Tensor"):
-  KERNELS   the Python kernel registered at PrivateUse1
-  AUTOGRAD  the kernel registered at AutogradPrivateUse1, where one comes with it
-  DERIVED   in-place / out= overloads derived from a functional kernel -> that functional overload
+Rule tables, each keyed by qualified overload name ("aten::add.Tensor"), as JAX's lax keeps one
+table per concern:
+  KERNELS     the Python kernel registered at PrivateUse1
+  FUNCTIONAL  a functional overload -> its body `fn(*args) -> jax.Array(s)` (what `register_functional`
+              decorates): the source every derived kernel below is made from
+  DERIVED     in-place / out= overloads derived from a functional kernel -> that functional overload
+  BACKWARD    `*_backward` overloads derived as the VJP of a functional kernel -> that forward overload
+  AUTOGRAD    the kernel registered at AutogradPrivateUse1, where one comes with it
 
 `register` refuses a CompositeImplicitAutograd op without an autograd kernel: a PrivateUse1 kernel
 takes the op's decomposition away from AutogradPrivateUse1, and its gradients are then silently lost
@@ -20,13 +24,16 @@ import torch
 from torch._ops import OpOverload
 
 from jaxdev import dtypes, tensor
+from jaxdev.ops.toolkit import J, jitted
 from jaxdev.tensor import is_jax
 
 aten = torch.ops.aten
 
 KERNELS: dict[str, Callable] = {}
-AUTOGRAD: dict[str, Callable] = {}
+FUNCTIONAL: dict[str, Callable] = {}
 DERIVED: dict[str, str] = {}
+BACKWARD: dict[str, str] = {}
+AUTOGRAD: dict[str, Callable] = {}
 
 _LIB = torch.library.Library("aten", "IMPL")
 
@@ -142,6 +149,7 @@ def register_functional(*ops: OpOverload, inplace: bool = True, out: bool = True
     def deco(fn):
         for op in ops:
             _register(op, _functional_kernel(fn), None)
+            FUNCTIONAL[op.name()] = fn
             ip = inplace_variant(op) if inplace else None
             if ip is not None:
                 _register(ip, _inplace_kernel(fn), None)
@@ -200,3 +208,95 @@ def _out_kernel(fn, out_names):
 
     kernel.__qualname__ = fn.__qualname__ + ".out"
     return kernel
+
+
+# --- backward kernels derived as the VJP of a functional kernel ---------------------------------
+
+
+def register_backward(backward: OpOverload, forward: OpOverload, *, prepare: Callable | None = None) -> None:
+    """`backward`'s kernel is the VJP of `forward`'s functional kernel, which must trace cleanly.
+
+    The backward's arguments are matched to the forward's by name; its first argument is the
+    cotangent (grad_output) and `output_mask`, where it has one, drops the gradients it does not
+    want. It returns the gradients of the forward's first tensor arguments, as many as its schema
+    returns. `prepare(args, grad_output) -> args` supplies the forward arguments the backward does
+    not carry (a linear op's backward gets `input_size` where the forward gets `self`: zeros of
+    that size do, since the VJP of a linear map does not depend on the point).
+
+    The forward kernel runs on jax tensors over JAX tracers inside `jax.vjp`, jitted once per
+    static signature: one definition of the op gives both directions, and they cannot disagree.
+    """
+    name = forward.name()
+    if name not in FUNCTIONAL:
+        raise RegistrationError(f"{backward.name()}: derive it from a functional kernel; {name} has none")
+    _register(backward, _backward_kernel(backward, forward, prepare), None)
+    BACKWARD[backward.name()] = name
+
+
+def _hashable(v):
+    return tuple(_hashable(x) for x in v) if isinstance(v, (list, tuple)) else v
+
+
+_MISSING = object()
+
+
+def _backward_kernel(backward: OpOverload, forward: OpOverload, prepare):
+    names = tuple(a.name for a in backward._schema.arguments)
+    wanted = len(backward._schema.returns)
+    spec = tuple((a.name, a.default_value if a.has_default_value() else _MISSING) for a in forward._schema.arguments)
+    name = forward.name()
+
+    def kernel(*args, **kwargs):
+        bound = dict(zip(names, args))
+        if kwargs:
+            bound.update(kwargs)
+        cotangent = bound.pop(names[0])
+        mask = bound.pop("output_mask", None)
+        if prepare is not None:
+            bound = prepare(bound, cotangent)
+        where, arrays, static = [], [], []
+        for i, (arg, default) in enumerate(spec):
+            v = bound.get(arg, default)
+            if isinstance(v, torch.Tensor):
+                where.append(i)
+                arrays.append(J(v))
+                static.append(None)
+            elif isinstance(v, jax.Array):
+                where.append(i)
+                arrays.append(v)
+                static.append(None)
+            elif v is _MISSING:
+                raise RegistrationError(f"{backward.name()} gives no value for {name}'s argument {arg!r}")
+            else:
+                static.append(_hashable(v))
+        grads = _vjp(name, tuple(static), tuple(where), wanted)(J(cotangent), *arrays)
+        if mask is not None:
+            grads = tuple(g if m else None for g, m in zip(grads, mask))
+        return _wrap_result(tuple(grads) if wanted > 1 else grads[0])
+
+    kernel.__qualname__ = f"vjp[{name}]"
+    return kernel
+
+
+def _vjp_body(name: str, static: tuple, where: tuple, wanted: int):
+    fn = FUNCTIONAL[name]
+
+    def body(cotangent, *arrays):
+        def forward(*differentiated):
+            values = list(static)
+            for k, (i, a) in enumerate(zip(where, arrays)):
+                values[i] = tensor.wrap(differentiated[k] if k < wanted else a)
+            return fn(*values)
+
+        with tensor.scratch():
+            out, pullback = jax.vjp(forward, *arrays[:wanted])
+        if isinstance(out, tuple):  # only the first output carries the cotangent
+            cotangents = (cotangent.astype(out[0].dtype),) + tuple(jax.numpy.zeros_like(o) for o in out[1:])
+        else:
+            cotangents = cotangent.astype(out.dtype)
+        return pullback(cotangents)
+
+    return body
+
+
+_vjp = jitted(_vjp_body)

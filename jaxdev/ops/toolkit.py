@@ -37,6 +37,7 @@ __all__ = [
     "opmath",
     "value",
     "wrap_dim",
+    "zeros",
 ]
 
 
@@ -110,6 +111,16 @@ def jitted(factory: Callable) -> Callable:
 def compiled(fn: Callable, *static):
     """`fn(*arrays, *static)` jitted once per static tuple; `fn` must be a module-level function."""
     return lambda *arrays: fn(*arrays, *static)
+
+
+@jitted
+def _zeros(shape, jdt):
+    return lambda: jnp.zeros(shape, jdt)
+
+
+def zeros(shape: tuple[int, ...], jdt) -> jax.Array:
+    """Zeros of `shape`, as one cached jitted call (eager jnp.zeros dispatches several primitives)."""
+    return _zeros(tuple(shape), jnp.dtype(jdt))()
 
 
 @jitted

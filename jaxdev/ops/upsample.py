@@ -10,15 +10,12 @@ at the boundaries. The backward kernels are the vjp of the forward (a scatter-ad
 
 from __future__ import annotations
 
-import functools
-
-import jax
 import jax.numpy as jnp
 import numpy as np
 
 from jaxdev import dtypes
-from jaxdev.ops.registry import aten, register_functional
-from jaxdev.ops.toolkit import J, opmath
+from jaxdev.ops.registry import aten, register_backward, register_functional
+from jaxdev.ops.toolkit import J, jitted, opmath, zeros
 
 
 def _scale(in_size, out_size, align_corners, scale, ft):
@@ -76,19 +73,11 @@ def _apply(x, taps):
     return x
 
 
-@functools.cache
+@jitted
 def _interp(mode, in_sizes, out_sizes, align_corners, scales, compute, result):
     ft = np.float64 if compute == jnp.float64 else np.float32
     taps = [_taps(mode, i, o, align_corners, s, ft) for i, o, s in zip(in_sizes, out_sizes, scales)]
-
-    def fwd(x):
-        return _apply(x.astype(compute), taps).astype(result)
-
-    def grad(g, x):
-        _, vjp = jax.vjp(lambda v: _apply(v, taps), x.astype(compute))
-        return vjp(g.astype(compute))[0].astype(result)
-
-    return jax.jit(fwd), jax.jit(grad)
+    return lambda x: _apply(x.astype(compute), taps).astype(result)
 
 
 def _kernels(mode, dtype, in_sizes, out_sizes, align_corners, scales):
@@ -113,15 +102,15 @@ def _register(nd, mode, forward, backward, has_align):
         if self.dim() != nd + 2:
             raise RuntimeError(f"Expected {nd + 2}D tensor for input, but got {list(self.shape)}")
         align, scales = parse(rest)
-        return _kernels(mode, self.dtype, self.shape[2:], output_size, align, scales)[0](J(self))
+        return _kernels(mode, self.dtype, self.shape[2:], output_size, align, scales)(J(self))
 
-    @register_functional(backward)
-    def upsample_backward(grad_output, output_size, input_size, *rest):
-        align, scales = parse(rest)
-        x = jnp.zeros(tuple(input_size), J(grad_output).dtype)
-        return _kernels(mode, grad_output.dtype, input_size[2:], output_size, align, scales)[1](J(grad_output), x)
+    upsample.__qualname__ = forward.name()
+    register_backward(backward, forward, prepare=_at_zeros)
 
-    upsample.__qualname__, upsample_backward.__qualname__ = forward.name(), backward.name()
+
+def _at_zeros(args, grad_output):
+    """Interpolation is linear: its VJP is the same at every point, zeros of the input's size."""
+    return {**args, "self": zeros(tuple(args["input_size"]), J(grad_output).dtype)}
 
 
 for _nd, _mode, _name, _align in [
