@@ -8,14 +8,12 @@ Precision.HIGHEST (see linalg.py).
 
 from __future__ import annotations
 
-import functools
-
 import jax
 import jax.numpy as jnp
 
 from jaxdev import dtypes
-from jaxdev.ops.registry import aten, register, register_functional
-from jaxdev.ops.toolkit import J, opmath
+from jaxdev.ops.registry import aten, register_backward, register_functional
+from jaxdev.ops.toolkit import J, jitted, opmath, zeros
 
 HIGHEST = jax.lax.Precision.HIGHEST
 _SPATIAL = "DHW"
@@ -67,26 +65,13 @@ def _forward(x, w, b, params):
     return y
 
 
-@functools.cache
+@jitted
 def _compiled_forward(params, has_bias, compute, result):
     def run(x, w, b):
         c = [a.astype(compute) if a is not None else None for a in (x, w, b)]
         return _forward(c[0], c[1], c[2] if has_bias else None, params).astype(result)
 
-    return jax.jit(run)
-
-
-@functools.cache
-def _compiled_backward(params, has_bias, compute, result, mask):
-    def run(g, x, w):
-        x, w, g = (a.astype(compute) for a in (x, w, g))
-        _, vjp = jax.vjp(lambda x_, w_: _conv(x_, w_, *params), x, w)
-        gx, gw = vjp(g)
-        gb = jnp.sum(g, axis=(0,) + tuple(range(2, g.ndim))) if has_bias else None
-        out = [a.astype(result) if a is not None else None for a in (gx, gw, gb)]
-        return tuple(o if m else None for o, m in zip(out, mask))
-
-    return jax.jit(run)
+    return run
 
 
 def _params(stride, padding, dilation, transposed, output_padding, groups, nd):
@@ -114,15 +99,12 @@ def convolution(input, weight, bias, stride, padding, dilation, transposed, outp
     return fn(J(input), J(weight), J(bias) if bias is not None else None)
 
 
-@register(aten.convolution_backward_overrideable.default)
-def convolution_backward(
-    grad_output, input, weight, stride, padding, dilation, transposed, output_padding, groups, output_mask
-):
-    from jaxdev import tensor
+def _with_bias(args, grad_output):
+    """The backward carries no bias, yet returns its gradient: differentiate at a zero bias."""
+    channels = grad_output.shape[1]
+    return {**args, "bias": zeros((channels,), J(grad_output).dtype)}
 
-    nd = input.dim() - 2
-    params = _params(stride, padding, dilation, transposed, output_padding, groups, nd)
-    jdt = dtypes.to_jax_dtype(input.dtype)
-    fn = _compiled_backward(params, bool(output_mask[2]), opmath(jdt), jdt, tuple(bool(m) for m in output_mask))
-    grads = fn(J(grad_output), J(input), J(weight))
-    return tuple(tensor.wrap(g) if g is not None else None for g in grads)
+
+register_backward(
+    aten.convolution_backward_overrideable.default, aten.convolution_overrideable.default, prepare=_with_bias
+)

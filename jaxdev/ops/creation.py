@@ -6,17 +6,15 @@ PyTorch's own CompositeExplicitAutograd kernels (empty + fill_, empty + arange.o
 
 from __future__ import annotations
 
-import functools
 import math
 
-import jax
 import jax.numpy as jnp
 import torch
 
 from jaxdev import device as jax_device_module
 from jaxdev import dtypes, tensor
 from jaxdev.ops.registry import aten, register, store_into
-from jaxdev.ops.toolkit import J
+from jaxdev.ops.toolkit import J, jitted
 
 
 def _check_device(device) -> None:
@@ -58,10 +56,10 @@ def _fill_value(self, value):
     return _full(tuple(self.shape), jdt)(value)
 
 
-@functools.lru_cache(maxsize=1024)
+@jitted
 def _full(shape, jdt):
     """Filling is the first op of every factory (ones, full, *_like): one cached jitted call each."""
-    return jax.jit(lambda value: jnp.full(shape, value, dtype=jdt))
+    return lambda value: jnp.full(shape, value, dtype=jdt)
 
 
 @register(aten.fill_.Scalar, aten.fill_.Tensor)

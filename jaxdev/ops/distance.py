@@ -8,7 +8,6 @@ closed forms, zero where a distance is zero.
 
 from __future__ import annotations
 
-import functools
 import math
 
 import jax
@@ -16,7 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxdev.ops.registry import aten, register_functional
-from jaxdev.ops.toolkit import J, opmath
+from jaxdev.ops.toolkit import J, jitted, opmath
 
 HIGHEST = jax.lax.Precision.HIGHEST
 
@@ -62,7 +61,7 @@ def _euclidean(x1, x2):
     return jnp.sqrt(jnp.maximum(r, 0))
 
 
-@functools.cache
+@jitted
 def _cdist(p, use_mm):
     def run(x1, x2):
         c = opmath(x1.dtype)
@@ -71,7 +70,7 @@ def _cdist(p, use_mm):
             return _euclidean(a, b).astype(x1.dtype)
         return _norm(a[..., :, None, :] - b[..., None, :, :], p).astype(x1.dtype)
 
-    return jax.jit(run)
+    return run
 
 
 def _check_p(p, name):
@@ -93,7 +92,7 @@ def cdist_forward(x1, x2, p, compute_mode):
     return _cdist(float(p), use_mm)(a, b)
 
 
-@functools.cache
+@jitted
 def _cdist_grad(p):
     def run(g, x1, x2, dist):
         c = opmath(x1.dtype)
@@ -101,7 +100,7 @@ def _cdist_grad(p):
         r = _norm_grad(diff, dist.astype(c), g.astype(c), p)
         return jnp.sum(r, -2).astype(x1.dtype)
 
-    return jax.jit(run)
+    return run
 
 
 @register_functional(aten._cdist_backward.default)
@@ -126,7 +125,7 @@ def _pairs(n):
     return np.triu_indices(n, 1)
 
 
-@functools.cache
+@jitted
 def _pdist(p, n):
     i, j = _pairs(n)
 
@@ -141,7 +140,7 @@ def _pdist(p, n):
         r = _norm_grad(xc[i] - xc[j], dist.astype(c), g.astype(c), p)
         return (jnp.zeros(x.shape, c).at[i].add(r).at[j].add(-r)).astype(x.dtype)
 
-    return jax.jit(fwd), jax.jit(grad)
+    return fwd, grad
 
 
 def _check_pdist(self, p):

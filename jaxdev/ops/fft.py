@@ -9,14 +9,12 @@ backward transforms are.
 
 from __future__ import annotations
 
-import functools
 import math
 
-import jax
 import jax.numpy as jnp
 
 from jaxdev.ops.registry import aten, register_functional
-from jaxdev.ops.toolkit import J, wrap_dim
+from jaxdev.ops.toolkit import J, jitted, wrap_dim
 
 
 def _scaled(y, n, normalization):
@@ -34,14 +32,14 @@ def _axes(self, dim):
 _COMPLEX = {jnp.dtype(jnp.float32): jnp.complex64, jnp.dtype(jnp.float64): jnp.complex128}
 
 
-@functools.cache
+@jitted
 def _r2c(axes, normalization, onesided):
     def run(x):
         n = math.prod(x.shape[a] for a in axes)
         y = jnp.fft.rfftn(x, axes=axes) if onesided else jnp.fft.fftn(x.astype(_COMPLEX[x.dtype]), axes=axes)
         return _scaled(y.astype(_COMPLEX[x.dtype]), n, normalization)
 
-    return jax.jit(run)
+    return run
 
 
 @register_functional(aten._fft_r2c.default)
@@ -49,14 +47,14 @@ def fft_r2c(self, dim, normalization, onesided):
     return _r2c(_axes(self, dim), normalization, bool(onesided))(J(self))
 
 
-@functools.cache
+@jitted
 def _c2r(axes, normalization, last_dim_size):
     def run(x):
         sizes = [x.shape[a] for a in axes[:-1]] + [last_dim_size]
         y = jnp.fft.irfftn(x, s=sizes, axes=axes, norm="forward")
         return _scaled(y.astype(x.real.dtype), math.prod(sizes), normalization)
 
-    return jax.jit(run)
+    return run
 
 
 @register_functional(aten._fft_c2r.default)
@@ -64,14 +62,14 @@ def fft_c2r(self, dim, normalization, last_dim_size):
     return _c2r(_axes(self, dim), normalization, int(last_dim_size))(J(self))
 
 
-@functools.cache
+@jitted
 def _c2c(axes, normalization, forward):
     def run(x):
         n = math.prod(x.shape[a] for a in axes)
         y = jnp.fft.fftn(x, axes=axes) if forward else jnp.fft.ifftn(x, axes=axes, norm="forward")
         return _scaled(y.astype(x.dtype), n, normalization)
 
-    return jax.jit(run)
+    return run
 
 
 @register_functional(aten._fft_c2c.default)

@@ -7,13 +7,11 @@ vjp; each is the other's backward.
 
 from __future__ import annotations
 
-import functools
-
 import jax
 import jax.numpy as jnp
 
 from jaxdev.ops.registry import aten, register_functional
-from jaxdev.ops.toolkit import J, opmath
+from jaxdev.ops.toolkit import J, jitted, opmath
 
 
 def _blocks(size, k, d, p, s):
@@ -34,12 +32,12 @@ def _im2col(x, k, d, p, s):
     return cols.reshape((N, C * k[0] * k[1], oh * ow))
 
 
-@functools.cache
+@jitted
 def _unfold(k, d, p, s):
-    return jax.jit(lambda x: _im2col(x, k, d, p, s))
+    return lambda x: _im2col(x, k, d, p, s)
 
 
-@functools.cache
+@jitted
 def _fold(image, k, d, p, s):
     def run(cols):
         c = opmath(cols.dtype)
@@ -48,7 +46,7 @@ def _fold(image, k, d, p, s):
         _, vjp = jax.vjp(lambda v: _im2col(v, k, d, p, s), x)
         return vjp(cols.astype(c))[0].astype(cols.dtype)
 
-    return jax.jit(run)
+    return run
 
 
 def _params(kernel_size, dilation, padding, stride):

@@ -5,14 +5,12 @@ TF32 on GPU); PyTorch's CPU results are full precision, so every product here as
 
 from __future__ import annotations
 
-import functools
-
 import jax
 import jax.numpy as jnp
 
 from jaxdev import dtypes
 from jaxdev.ops.registry import aten, register_functional
-from jaxdev.ops.toolkit import J, opmath
+from jaxdev.ops.toolkit import J, jitted, opmath
 
 HIGHEST = jax.lax.Precision.HIGHEST
 
@@ -29,13 +27,13 @@ def _same_dtype(name, *ts):
     return first
 
 
-@functools.cache
+@jitted
 def _product(compute, result):
     def run(*xs):
         xs = [x.astype(compute) for x in xs]
         return jnp.matmul(xs[0], xs[1], precision=HIGHEST).astype(result)
 
-    return jax.jit(run)
+    return run
 
 
 def _matmul(a, b, dtype):

@@ -7,8 +7,6 @@ backward is the transposed gather (a scatter-add, accumulated in float32 for hal
 
 from __future__ import annotations
 
-import functools
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -19,9 +17,9 @@ from jaxdev.ops.toolkit import J, jitted
 # --- constant -----------------------------------------------------------------------------------
 
 
-@functools.cache
+@jitted
 def _constant(config):
-    return jax.jit(lambda x, v: jax.lax.pad(x, v.astype(x.dtype), config))
+    return lambda x, v: jax.lax.pad(x, v.astype(x.dtype), config)
 
 
 @register_functional(aten.constant_pad_nd.default)

@@ -7,8 +7,6 @@ sizes (ceil_mode included), its first-maximum tie-breaking and its NaN propagati
 
 from __future__ import annotations
 
-import functools
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -55,7 +53,7 @@ def _lowest(dtype):
     return -jnp.inf if jnp.issubdtype(dtype, jnp.floating) else jnp.iinfo(dtype).min
 
 
-@functools.cache
+@jitted
 def _max_pool(k, s, p, d, ceil):
     def run(x):
         win, oh, ow = _windows(x, k, s, p, d, ceil, _lowest(x.dtype))
@@ -66,7 +64,7 @@ def _max_pool(k, s, p, d, ceil):
         cols = jnp.arange(ow)[None, :] * s[1] - p[1] + kj * d[1]
         return vals, (rows * x.shape[-1] + cols).astype(jnp.int64)
 
-    return jax.jit(run)
+    return run
 
 
 def _pool_args(kernel_size, stride, padding, dilation=(1,)):

@@ -62,7 +62,7 @@ def _windows(x, k, s, p, d, ceil, fill):
     return jnp.stack(parts, axis=-1), outs
 
 
-@functools.cache
+@jitted
 def _max_pool(k, s, p, d, ceil):
     def run(x):
         win, (od, oh, ow) = _windows(x, k, s, p, d, ceil, _lowest(x.dtype))
@@ -76,7 +76,7 @@ def _max_pool(k, s, p, d, ceil):
         wi = jnp.arange(ow)[None, None, :] * s[2] - p[2] + kw * d[2]
         return vals, ((di * H + hi) * W + wi).astype(jnp.int64)
 
-    return jax.jit(run)
+    return run
 
 
 @register_functional(aten.max_pool3d_with_indices.default)
@@ -85,7 +85,7 @@ def max_pool3d_with_indices(self, kernel_size, stride=(), padding=(0,), dilation
     return _max_pool(k, s, p, d, bool(ceil_mode))(J(self))
 
 
-@functools.cache
+@jitted
 def _index_scatter(spatial):
     """Gradient through flat spatial indices: (..., out positions) -> (..., *spatial)."""
     size = int(np.prod(spatial))
@@ -98,7 +98,7 @@ def _index_scatter(spatial):
         out = jnp.zeros((fg.shape[0], size), c).at[jnp.arange(fg.shape[0])[:, None], fi].add(fg.astype(c))
         return out.reshape(lead + spatial).astype(g.dtype)
 
-    return jax.jit(run)
+    return run
 
 
 @register_functional(aten.max_pool3d_with_indices_backward.default)
@@ -179,7 +179,7 @@ register_backward(
 )
 
 
-@functools.cache
+@jitted
 def _adaptive_max(sizes, outs):
     """Max over PyTorch's adaptive bins; indices flat over the spatial dims (first max, NaN wins).
 
@@ -230,7 +230,7 @@ def _adaptive_max(sizes, outs):
             jnp.broadcast_to(index, arg.shape + index.shape[-1:]), arg[..., None], axis=-1
         )[..., 0].astype(jnp.int64)
 
-    return jax.jit(run)
+    return run
 
 
 @register_functional(aten.adaptive_max_pool2d.default)
@@ -256,7 +256,7 @@ def adaptive_max_pool3d_backward(grad_output, self, indices):
 # --- max unpooling: values back to where their indices point, zeros elsewhere ------------------
 
 
-@functools.cache
+@jitted
 def _unpool(spatial):
     size = int(np.prod(spatial))
 
@@ -267,7 +267,7 @@ def _unpool(spatial):
         out = jnp.zeros((fx.shape[0], size), x.dtype).at[jnp.arange(fx.shape[0])[:, None], fi].set(fx)
         return out.reshape(lead + spatial)
 
-    return jax.jit(run)
+    return run
 
 
 def _max_unpool(self, indices, output_size, nd):

@@ -7,15 +7,12 @@ given; mean needs a floating or complex input; float16/bfloat16 accumulate in fl
 
 from __future__ import annotations
 
-import functools
-
-import jax
 import jax.numpy as jnp
 import torch
 
 from jaxdev import dtypes
 from jaxdev.ops.registry import aten, register_functional
-from jaxdev.ops.toolkit import J, axes, opmath, wrap_dim
+from jaxdev.ops.toolkit import J, axes, jitted, opmath, wrap_dim
 
 
 def _accumulate_dtype(dtype: torch.dtype, requested) -> torch.dtype:
@@ -24,9 +21,9 @@ def _accumulate_dtype(dtype: torch.dtype, requested) -> torch.dtype:
     return torch.int64 if not (dtype.is_floating_point or dtype.is_complex) else dtype
 
 
-@functools.cache
+@jitted
 def _reduction(fn, axis, keepdims, compute, result):
-    return jax.jit(lambda x: fn(x.astype(compute), axis=axis, keepdims=keepdims).astype(result))
+    return lambda x: fn(x.astype(compute), axis=axis, keepdims=keepdims).astype(result)
 
 
 def _reduce(fn, x: torch.Tensor, dim, keepdim, result: torch.dtype, compute: torch.dtype | None = None):
@@ -117,9 +114,9 @@ def _with_index(pick, arg):
     return fn
 
 
-@functools.cache
+@jitted
 def _indexed(fn, axis, keepdims):
-    return jax.jit(lambda x: fn(x, axis, keepdims))
+    return lambda x: fn(x, axis, keepdims)
 
 
 _max_with_index = _with_index(jnp.max, jnp.argmax)

@@ -3,18 +3,15 @@ fft.fftshift reach)."""
 
 from __future__ import annotations
 
-import functools
-
-import jax
 import jax.numpy as jnp
 
 from jaxdev.ops.registry import aten, register_functional
-from jaxdev.ops.toolkit import J, wrap_dim
+from jaxdev.ops.toolkit import J, jitted, wrap_dim
 
 
-@functools.cache
+@jitted
 def _flip(axes):
-    return jax.jit(lambda x: jnp.flip(x, axes) if axes else x)
+    return lambda x: jnp.flip(x, axes) if axes else x
 
 
 @register_functional(aten.flip.default)
@@ -27,11 +24,11 @@ def flip(self, dims):
     return _flip(axes if self.dim() else ())(J(self))
 
 
-@functools.cache
+@jitted
 def _roll(shifts, axes):
     if axes:
-        return jax.jit(lambda x: jnp.roll(x, shifts, axes))
-    return jax.jit(lambda x: jnp.roll(x.reshape(-1), shifts[0]).reshape(x.shape))
+        return lambda x: jnp.roll(x, shifts, axes)
+    return lambda x: jnp.roll(x.reshape(-1), shifts[0]).reshape(x.shape)
 
 
 @register_functional(aten.roll.default)

@@ -8,15 +8,13 @@ masked_select, scatter_add, ...).
 
 from __future__ import annotations
 
-import functools
-
 import jax
 import jax.numpy as jnp
 import torch
 
 from jaxdev import dtypes, tensor, tracing
 from jaxdev.ops.registry import aten, register, register_functional
-from jaxdev.ops.toolkit import J, add_at, any_device, check_index_bounds, multiply_at, opmath, wrap_dim
+from jaxdev.ops.toolkit import J, add_at, any_device, check_index_bounds, jitted, multiply_at, opmath, wrap_dim
 
 
 def _positions(i, d):
@@ -26,7 +24,7 @@ def _positions(i, d):
     return tuple(grids)
 
 
-@functools.cache
+@jitted
 def _scatter_reduce(d, reduce, include_self, floor_mean):
     def run(x, i, s):
         i = jnp.where(i < 0, i + x.shape[d], i)
@@ -54,7 +52,7 @@ def _scatter_reduce(d, reduce, include_self, floor_mean):
             out = jnp.where(nan, jnp.asarray(jnp.nan, x.dtype), out)
         return out
 
-    return jax.jit(run)
+    return run
 
 
 def _extreme(dtype, for_max):
@@ -86,13 +84,13 @@ def scatter_reduce(self, dim, index, src, reduce, *, include_self=True):
     return _scatter_reduce(d, reduce, bool(include_self), floor)(x, i, J(src))
 
 
-@functools.cache
+@jitted
 def _index_add(d):
     def run(x, i, s, alpha):
         i = jnp.where(i < 0, i + x.shape[d], i)
         return add_at(x.at[(slice(None),) * d + (i,)], (s * alpha).astype(x.dtype))
 
-    return jax.jit(run)
+    return run
 
 
 @register_functional(aten.index_add.default)
@@ -160,13 +158,13 @@ def _pick_later(for_max):
     return combine
 
 
-@functools.cache
+@jitted
 def _cum_extreme(axis, for_max):
     def run(x):
         idx = jax.lax.broadcasted_iota(jnp.int64, x.shape, axis)
         return jax.lax.associative_scan(_pick_later(for_max), (x, idx), axis=axis)
 
-    return jax.jit(run)
+    return run
 
 
 def _cum_helper(for_max):
@@ -186,9 +184,9 @@ register(aten._cummax_helper.default)(_cum_helper(True))
 register(aten._cummin_helper.default)(_cum_helper(False))
 
 
-@functools.cache
+@jitted
 def _logcumsumexp(axis, compute):
-    return jax.jit(lambda x: jax.lax.cumlogsumexp(x.astype(compute), axis=axis).astype(x.dtype))
+    return lambda x: jax.lax.cumlogsumexp(x.astype(compute), axis=axis).astype(x.dtype)
 
 
 @register_functional(aten._logcumsumexp.default)

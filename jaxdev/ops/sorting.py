@@ -9,8 +9,6 @@ Sorts run along the last axis of a moved view; indices are int64.
 
 from __future__ import annotations
 
-import functools
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -18,7 +16,7 @@ import torch
 
 from jaxdev import dtypes
 from jaxdev.ops.registry import aten, register_functional
-from jaxdev.ops.toolkit import J, wrap_dim
+from jaxdev.ops.toolkit import J, jitted, wrap_dim
 
 
 def _key(x):
@@ -34,7 +32,7 @@ def _argsort_last(x, descending):
     return jnp.argsort(_key(x), axis=-1, stable=True, descending=descending)
 
 
-@functools.cache
+@jitted
 def _sort(axis, descending):
     def run(x):
         x = jnp.moveaxis(x, axis, -1)
@@ -42,7 +40,7 @@ def _sort(axis, descending):
         vals = jnp.take_along_axis(x, idx, axis=-1)
         return jnp.moveaxis(vals, -1, axis), jnp.moveaxis(idx, -1, axis).astype(jnp.int64)
 
-    return jax.jit(run)
+    return run
 
 
 def _check_sortable(self):
@@ -65,7 +63,7 @@ def sort(self, dim=-1, descending=False):
     return sort_stable(self, stable=False, dim=dim, descending=descending)
 
 
-@functools.cache
+@jitted
 def _select(axis, start, stop, descending, keepdim):
     """Elements [start:stop) of the sorted order along `axis` (a slice of a stable sort)."""
 
@@ -77,7 +75,7 @@ def _select(axis, start, stop, descending, keepdim):
             vals, idx = jnp.squeeze(vals, axis), jnp.squeeze(idx, axis)
         return vals, idx
 
-    return jax.jit(run)
+    return run
 
 
 @register_functional(aten.topk.default)
@@ -104,7 +102,7 @@ def kthvalue(self, k, dim=-1, keepdim=False):
     return _select(a, k - 1, k, False, bool(keepdim))(x)
 
 
-@functools.cache
+@jitted
 def _median(axis, keepdim, ignore_nan):
     """Lower median along `axis`. With NaNs: median picks the first NaN, nanmedian skips them."""
 
@@ -126,7 +124,7 @@ def _median(axis, keepdim, ignore_nan):
             v, i = jnp.squeeze(v, axis), jnp.squeeze(i, axis)
         return v, i
 
-    return jax.jit(run)
+    return run
 
 
 def _median_dim(self, dim, keepdim, ignore_nan, name):
@@ -165,7 +163,7 @@ def nanmedian(self):
     return _median_all(self, True, "nanmedian")
 
 
-@functools.cache
+@jitted
 def _mode(axis, keepdim):
     """Most frequent value (the smallest among equally frequent ones) and its last index."""
 
@@ -187,7 +185,7 @@ def _mode(axis, keepdim):
             v, i = jnp.squeeze(v, axis), jnp.squeeze(i, axis)
         return v, i
 
-    return jax.jit(run)
+    return run
 
 
 @register_functional(aten.mode.default)
@@ -204,7 +202,7 @@ def mode(self, dim=-1, keepdim=False):
 # --- searching -----------------------------------------------------------------------------------
 
 
-@functools.cache
+@jitted
 def _search(side, batched, result):
     def one(seq, v):
         return jnp.searchsorted(_key(seq), _key(v), side=side, method="compare_all")
@@ -216,7 +214,7 @@ def _search(side, batched, result):
             return r.reshape(lead + (v.shape[-1],)).astype(result)
         return one(seq, v).astype(result)
 
-    return jax.jit(run)
+    return run
 
 
 def _side(right, side):
