@@ -19,7 +19,6 @@ from jaxdev.ops import (  # noqa: F401
     padding,
     pointwise,
     pooling,
-    pooling3d,
     random,
     reductions,
     reorder,

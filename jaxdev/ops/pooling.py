@@ -1,25 +1,32 @@
-"""Pooling: max_pool2d_with_indices (+ backward through the saved indices, as PyTorch routes
-gradients), avg_pool2d (+ backward), adaptive average pooling (+ backward).
+"""Pooling over the last 2 or 3 dims, one code for both ranks: max pooling with indices, average
+pooling, adaptive average and max pooling, each with its backward, and max unpooling.
 
-Windows are gathered with k*k strided slices of the padded input, which keeps PyTorch's output
-sizes (ceil_mode included), its first-maximum tie-breaking and its NaN propagation.
+Windows are gathered with strided slices of the padded input, which keeps PyTorch's output sizes
+(ceil_mode included), its first-maximum tie-breaking and its NaN propagation. Indices are flat over
+the input's spatial dims. Max pooling's gradients go back through the saved indices (scatter-add),
+as PyTorch routes them; the averaging ops' backward kernels are derived by the registry as the VJP
+of their forward. Half precision accumulates in float32.
 """
 
 from __future__ import annotations
 
+import functools
+import itertools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
+import torch
 
-from jaxdev import dtypes
+from jaxdev import dtypes, tracing
 from jaxdev.ops.registry import aten, register_backward, register_functional
 from jaxdev.ops.toolkit import J, jitted, opmath
 
 
-def _pair(v, default=None):
+def _ntuple(v, nd, default=None):
     if v is None or len(v) == 0:
         return default
-    return (v[0], v[0]) if len(v) == 1 else tuple(v)
+    return (v[0],) * nd if len(v) == 1 else tuple(v)
 
 
 def out_size(size, k, pad, stride, dilation, ceil):
@@ -29,112 +36,118 @@ def out_size(size, k, pad, stride, dilation, ceil):
     return o
 
 
-def _windows(x, k, s, p, d, ceil, fill):
-    """(..., oh, ow, kh*kw) windows of the last two dims, and the output size."""
-    H, W = x.shape[-2:]
-    oh, ow = out_size(H, k[0], p[0], s[0], d[0], ceil), out_size(W, k[1], p[1], s[1], d[1], ceil)
-    if oh <= 0 or ow <= 0:
-        raise RuntimeError(
-            f"Given input size: ({'x'.join(map(str, x.shape[-3:]))}). Calculated output size: ({x.shape[-3] if x.ndim >= 3 else 1}x{oh}x{ow}). Output size is too small"
-        )
-    hi_h = max(0, (oh - 1) * s[0] + d[0] * (k[0] - 1) + 1 - H - p[0])
-    hi_w = max(0, (ow - 1) * s[1] + d[1] * (k[1] - 1) + 1 - W - p[1])
-    pad = [(0, 0)] * (x.ndim - 2) + [(p[0], hi_h), (p[1], hi_w)]
-    xp = jnp.pad(x, pad, constant_values=fill)
-    parts = []
-    for i in range(k[0]):
-        for j in range(k[1]):
-            h0, w0 = i * d[0], j * d[1]
-            parts.append(xp[..., h0 : h0 + (oh - 1) * s[0] + 1 : s[0], w0 : w0 + (ow - 1) * s[1] + 1 : s[1]])
-    return jnp.stack(parts, axis=-1), oh, ow
-
-
 def _lowest(dtype):
     return -jnp.inf if jnp.issubdtype(dtype, jnp.floating) else jnp.iinfo(dtype).min
 
 
-@jitted
-def _max_pool(k, s, p, d, ceil):
-    def run(x):
-        win, oh, ow = _windows(x, k, s, p, d, ceil, _lowest(x.dtype))
-        arg = jnp.argmax(win, axis=-1)
-        vals = jnp.take_along_axis(win, arg[..., None], axis=-1)[..., 0]
-        ki, kj = arg // k[1], arg % k[1]
-        rows = jnp.arange(oh)[:, None] * s[0] - p[0] + ki * d[0]
-        cols = jnp.arange(ow)[None, :] * s[1] - p[1] + kj * d[1]
-        return vals, (rows * x.shape[-1] + cols).astype(jnp.int64)
-
-    return run
+def _along(v, k, nd):
+    """A 1-D array shaped to broadcast along spatial dim k of nd."""
+    return v.reshape((1,) * k + (-1,) + (1,) * (nd - 1 - k))
 
 
-def _pool_args(kernel_size, stride, padding, dilation=(1,)):
-    k = _pair(kernel_size)
-    s = _pair(stride, k)
-    p = _pair(padding, (0, 0))
-    d = _pair(dilation, (1, 1))
+def _args(self, kernel_size, stride, padding, dilation, nd):
+    k = _ntuple(kernel_size, nd)
+    s = _ntuple(stride, nd, k)
+    p = _ntuple(padding, nd, (0,) * nd)
+    d = _ntuple(dilation, nd, (1,) * nd)
+    if nd == 3 and self.dim() not in (4, 5):
+        raise RuntimeError("non-empty 4D or 5D (batch mode) tensor expected for input")
     for pp, kk in zip(p, k):
         if pp > kk // 2:
+            if nd == 2:
+                raise RuntimeError(
+                    f"pad should be at most half of effective kernel size, but got pad={pp}, kernel_size={kk} and dilation={d[0]}"
+                )
             raise RuntimeError(
-                f"pad should be at most half of effective kernel size, but got pad={pp}, kernel_size={kk} and dilation={d[0]}"
+                f"pad should be smaller than or equal to half of kernel size, but got kT={k[0]} kW={k[2]} kH={k[1]} padT={p[0]} padW={p[2]} padH={p[1]}"
             )
     return k, s, p, d
 
 
-@register_functional(aten.max_pool2d_with_indices.default)
-def max_pool2d_with_indices(self, kernel_size, stride=(), padding=(0,), dilation=(1,), ceil_mode=False):
-    k, s, p, d = _pool_args(kernel_size, stride, padding, dilation)
-    return _max_pool(k, s, p, d, bool(ceil_mode))(J(self))
+def _windows(x, k, s, p, d, ceil, fill):
+    """(..., *outs, prod(k)) windows of the last len(k) dims, and the output sizes."""
+    nd = len(k)
+    sizes = x.shape[-nd:]
+    outs = tuple(out_size(n, kk, pp, ss, dd, ceil) for n, kk, pp, ss, dd in zip(sizes, k, p, s, d))
+    if min(outs) <= 0:
+        raise RuntimeError(
+            f"Given input size: ({'x'.join(map(str, x.shape[-(nd + 1) :]))}). Calculated output size: "
+            f"({x.shape[-(nd + 1)] if x.ndim > nd else 1}x{'x'.join(map(str, outs))}). Output size is too small"
+        )
+    his = [max(0, (o - 1) * ss + dd * (kk - 1) + 1 - n - pp) for o, ss, dd, kk, n, pp in zip(outs, s, d, k, sizes, p)]
+    xp = jnp.pad(x, [(0, 0)] * (x.ndim - nd) + [(pp, hi) for pp, hi in zip(p, his)], constant_values=fill)
+    parts = []
+    for offs in itertools.product(*(range(kk) for kk in k)):
+        idx = tuple(slice(o * dd, o * dd + (n - 1) * ss + 1, ss) for o, dd, n, ss in zip(offs, d, outs, s))
+        parts.append(xp[(Ellipsis, *idx)])
+    return jnp.stack(parts, axis=-1), outs
 
 
-@register_functional(aten.max_pool2d_with_indices_backward.default)
-def max_pool2d_with_indices_backward(grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, indices):
-    g, idx = J(grad_output), J(indices)
-    H, W = self.shape[-2:]
-    lead = g.shape[:-2]
-    flat_g = g.reshape((-1, g.shape[-2] * g.shape[-1]))
-    flat_i = idx.reshape(flat_g.shape)
-    c = opmath(g.dtype)
-    out = jnp.zeros((flat_g.shape[0], H * W), c)
-    out = out.at[jnp.arange(flat_g.shape[0])[:, None], flat_i].add(flat_g.astype(c))
-    return out.reshape(lead + (H, W)).astype(g.dtype)
+# --- max pooling -----------------------------------------------------------------------------------
 
 
-def _avg_divisor(H, W, k, s, p, oh, ow, count_include_pad, divisor_override):
+@jitted
+def _max_pool(k, s, p, d, ceil):
+    nd = len(k)
+
+    def run(x):
+        win, outs = _windows(x, k, s, p, d, ceil, _lowest(x.dtype))
+        arg = jnp.argmax(win, axis=-1)  # the first maximum; a NaN counts as the maximum
+        vals = jnp.take_along_axis(win, arg[..., None], axis=-1)[..., 0]
+        flat, rest = 0, arg
+        sizes = x.shape[-nd:]
+        for j in range(nd):
+            inner = int(np.prod(k[j + 1 :]))
+            kj, rest = rest // inner, rest % inner
+            position = _along(jnp.arange(outs[j]), j, nd) * s[j] - p[j] + kj * d[j]
+            flat = flat * sizes[j] + position
+        return vals, flat.astype(jnp.int64)
+
+    return run
+
+
+@jitted
+def _index_scatter(spatial):
+    """Gradient through flat spatial indices: (..., out positions) -> (..., *spatial)."""
+    size = int(np.prod(spatial))
+
+    def run(g, idx):
+        lead = g.shape[: g.ndim - len(spatial)]
+        c = opmath(g.dtype)
+        fg = g.reshape((-1, int(np.prod(g.shape[len(lead) :]))))
+        fi = idx.reshape(fg.shape)
+        out = jnp.zeros((fg.shape[0], size), c).at[jnp.arange(fg.shape[0])[:, None], fi].add(fg.astype(c))
+        return out.reshape(lead + spatial).astype(g.dtype)
+
+    return run
+
+
+# --- average pooling -------------------------------------------------------------------------------
+
+
+def _avg_divisor(sizes, k, s, p, outs, count_include_pad, divisor_override):
     if divisor_override:
-        return np.full((oh, ow), divisor_override, np.float64)
-    div = np.zeros((oh, ow), np.float64)
-    for a in range(oh):
-        for b in range(ow):
-            h0, w0 = a * s[0] - p[0], b * s[1] - p[1]
-            h1, w1 = min(h0 + k[0], H + p[0]), min(w0 + k[1], W + p[1])
-            size = (h1 - h0) * (w1 - w0)
-            if not count_include_pad:
-                size = (min(h1, H) - max(h0, 0)) * (min(w1, W) - max(w0, 0))
-            div[a, b] = size
+        return np.full(outs, divisor_override, np.float64)
+    div = np.ones(outs, np.float64)
+    for j, (n, kk, ss, pp, o) in enumerate(zip(sizes, k, s, p, outs)):
+        start = np.arange(o) * ss - pp
+        end = np.minimum(start + kk, n + pp)
+        extent = (end - start) if count_include_pad else (np.minimum(end, n) - np.maximum(start, 0))
+        div = div * _along(extent, j, len(outs))
     return div
-
-
-def _avg(x, k, s, p, ceil, count_include_pad, divisor_override):
-    win, oh, ow = _windows(x, k, s, p, (1, 1), ceil, 0)
-    div = _avg_divisor(x.shape[-2], x.shape[-1], k, s, p, oh, ow, count_include_pad, divisor_override)
-    return jnp.sum(win, axis=-1) / jnp.asarray(div, x.dtype)
 
 
 @jitted
 def _avg_pool(k, s, p, ceil, count_include_pad, divisor_override, compute, result):
-    return lambda x: _avg(x.astype(compute), k, s, p, ceil, count_include_pad, divisor_override).astype(result)
+    def run(x):
+        win, outs = _windows(x.astype(compute), k, s, p, (1,) * len(k), ceil, 0)
+        div = _avg_divisor(x.shape[-len(k) :], k, s, p, outs, count_include_pad, divisor_override)
+        return (jnp.sum(win, axis=-1) / jnp.asarray(div, compute)).astype(result)
+
+    return run
 
 
-@register_functional(aten.avg_pool2d.default)
-def avg_pool2d(
-    self, kernel_size, stride=(), padding=(0,), ceil_mode=False, count_include_pad=True, divisor_override=None
-):
-    k, s, p, _ = _pool_args(kernel_size, stride, padding)
-    jdt = dtypes.to_jax_dtype(self.dtype)
-    return _avg_pool(k, s, p, bool(ceil_mode), bool(count_include_pad), divisor_override, opmath(jdt), jdt)(J(self))
-
-
-register_backward(aten.avg_pool2d_backward.default, aten.avg_pool2d.default)
+# --- adaptive pooling ----------------------------------------------------------------------------
 
 
 def _bins(size, out):
@@ -147,28 +160,54 @@ def _bins(size, out):
 
 
 @jitted
-def _adaptive(H, W, oh, ow, compute, result):
-    ph, pw = _bins(H, oh), _bins(W, ow)
+def _adaptive_avg(sizes, outs, compute, result):
+    mats = [np.asarray(_bins(n, o), compute) for n, o in zip(sizes, outs)]
+    letters_out, letters_in = "abc"[: len(sizes)], "def"[: len(sizes)]
+    spec = ",".join(o + i for o, i in zip(letters_out, letters_in)) + f",...{letters_in}->...{letters_out}"
 
     def run(x):
-        y = jnp.einsum(
-            "ah,...hw,bw->...ab",
-            jnp.asarray(ph, compute),
-            x.astype(compute),
-            jnp.asarray(pw, compute),
-            precision=jax.lax.Precision.HIGHEST,
-        )
-        return y.astype(result)
+        return jnp.einsum(spec, *mats, x.astype(compute), precision=jax.lax.Precision.HIGHEST).astype(result)
 
     return run
 
 
-@register_functional(aten._adaptive_avg_pool2d.default)
-def adaptive_avg_pool2d(self, output_size):
-    oh, ow = _pair(output_size)
-    H, W = self.shape[-2:]
-    jdt = dtypes.to_jax_dtype(self.dtype)
-    return _adaptive(H, W, oh, ow, opmath(jdt), jdt)(J(self))
+@jitted
+def _adaptive_max(sizes, outs):
+    """Max over PyTorch's adaptive bins; indices flat over the spatial dims (first max, NaN wins).
+
+    Each dim gathers a fixed-width window per bin (the widest bin's width, extra taps masked)."""
+    nd = len(sizes)
+    taps = []
+    for n, o in zip(sizes, outs):
+        start = np.array([(i * n) // o for i in range(o)])
+        end = np.array([-((-(i + 1) * n) // o) for i in range(o)])
+        pos = start[:, None] + np.arange(int((end - start).max()))[None, :]
+        taps.append((np.minimum(pos, n - 1), pos < end[:, None], pos))
+    strides = [int(np.prod(sizes[j + 1 :])) for j in range(nd)]
+
+    def spread(a, k):
+        """(bins, taps) of dim k -> broadcastable over (*bins of every dim, *taps of every dim)."""
+        return a.reshape((1,) * k + (a.shape[0],) + (1,) * (nd - 1) + (a.shape[1],) + (1,) * (nd - 1 - k))
+
+    valid = functools.reduce(np.logical_and, [spread(t[1], k) for k, t in enumerate(taps)])
+    flat_index = sum(spread(t[2], k) * st for k, (t, st) in enumerate(zip(taps, strides)))
+    index = flat_index.reshape(tuple(outs) + (-1,))
+
+    def run(x):
+        lead = x.ndim - nd
+        for k, (idx, _, _) in enumerate(taps):
+            axis = lead + 2 * k
+            g = jnp.take(x, jnp.asarray(idx.reshape(-1)), axis=axis)
+            x = g.reshape(g.shape[:axis] + idx.shape + g.shape[axis + 1 :])
+        perm = tuple(range(lead)) + tuple(lead + 2 * k for k in range(nd)) + tuple(lead + 2 * k + 1 for k in range(nd))
+        x = jnp.transpose(x, perm)
+        win = jnp.where(valid, x, _lowest(x.dtype)).reshape(x.shape[: lead + nd] + (-1,))
+        arg = jnp.argmax(win, axis=-1)
+        vals = jnp.take_along_axis(win, arg[..., None], axis=-1)[..., 0]
+        flat = jnp.take_along_axis(jnp.broadcast_to(index, arg.shape + index.shape[-1:]), arg[..., None], axis=-1)
+        return vals, flat[..., 0].astype(jnp.int64)
+
+    return run
 
 
 def output_size_of(spatial: int):
@@ -176,6 +215,100 @@ def output_size_of(spatial: int):
     return lambda args, grad_output: {**args, "output_size": tuple(grad_output.shape[-spatial:])}
 
 
-register_backward(
-    aten._adaptive_avg_pool2d_backward.default, aten._adaptive_avg_pool2d.default, prepare=output_size_of(2)
-)
+# --- max unpooling: values back to where their indices point, zeros elsewhere ------------------
+
+
+@jitted
+def _unpool(spatial):
+    size = int(np.prod(spatial))
+
+    def run(x, idx):
+        lead = x.shape[: x.ndim - len(spatial)]
+        fx = x.reshape((-1, int(np.prod(x.shape[len(lead) :]))))
+        fi = idx.reshape(fx.shape)
+        out = jnp.zeros((fx.shape[0], size), x.dtype).at[jnp.arange(fx.shape[0])[:, None], fi].set(fx)
+        return out.reshape(lead + spatial)
+
+    return run
+
+
+def _max_unpool(self, indices, output_size, nd):
+    if indices.dtype != torch.int64:
+        raise RuntimeError(f"elements in indices should be type int64 but got: {indices.dtype}")
+    if tuple(self.shape) != tuple(indices.shape):
+        raise RuntimeError(
+            f"Expected shape of indices to be same as that of the input tensor ({list(self.shape)}) but got indices tensor with shape: {list(indices.shape)}"
+        )
+    spatial = tuple(output_size)
+    if len(spatial) != nd:
+        raise RuntimeError(f"There should be exactly {nd} elements but got {len(spatial)}")
+    i = J(indices)
+    volume = int(np.prod(spatial))
+
+    def error():
+        bad = int(jnp.max(i)) if int(jnp.max(i)) >= volume else int(jnp.min(i))
+        return RuntimeError(
+            f"Found an invalid max index: {bad} (output volumes are of size {'x'.join(map(str, spatial))}"
+        )
+
+    if i.size:
+        tracing.check_values((i < 0) | (i >= volume), error)
+    return _unpool(spatial)(J(self), i)
+
+
+# --- the aten ops, for 2 and 3 spatial dims ------------------------------------------------------
+
+
+def _register(nd: int) -> None:
+    def op(name):
+        return getattr(aten, name.format(nd=nd)).default
+
+    @register_functional(op("max_pool{nd}d_with_indices"))
+    def max_pool_with_indices(self, kernel_size, stride=(), padding=(0,), dilation=(1,), ceil_mode=False):
+        k, s, p, d = _args(self, kernel_size, stride, padding, dilation, nd)
+        return _max_pool(k, s, p, d, bool(ceil_mode))(J(self))
+
+    @register_functional(op("max_pool{nd}d_with_indices_backward"))
+    def max_pool_backward(grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, indices):
+        return _index_scatter(tuple(self.shape[-nd:]))(J(grad_output), J(indices))
+
+    @register_functional(op("avg_pool{nd}d"))
+    def avg_pool(
+        self, kernel_size, stride=(), padding=(0,), ceil_mode=False, count_include_pad=True, divisor_override=None
+    ):
+        k, s, p, _ = _args(self, kernel_size, stride, padding, (1,), nd)
+        if nd == 3 and divisor_override is not None and divisor_override == 0:
+            raise RuntimeError("divisor must be not zero")
+        jdt = dtypes.to_jax_dtype(self.dtype)
+        body = _avg_pool(k, s, p, bool(ceil_mode), bool(count_include_pad), divisor_override, opmath(jdt), jdt)
+        return body(J(self))
+
+    @register_functional(op("_adaptive_avg_pool{nd}d"))
+    def adaptive_avg_pool(self, output_size):
+        if nd == 3:
+            if len(output_size) != 3:
+                raise RuntimeError("adaptive_avg_pool3d: output_size must be 3")
+            if self.dim() not in (4, 5):
+                raise RuntimeError(f"adaptive_avg_pool3d(): Expected 4D or 5D tensor, but got {list(self.shape)}")
+        jdt = dtypes.to_jax_dtype(self.dtype)
+        outs = _ntuple(output_size, nd)
+        return _adaptive_avg(tuple(self.shape[-nd:]), outs, opmath(jdt), jdt)(J(self))
+
+    @register_functional(op("adaptive_max_pool{nd}d"))
+    def adaptive_max_pool(self, output_size):
+        return _adaptive_max(tuple(self.shape[-nd:]), tuple(output_size))(J(self))
+
+    @register_functional(op("adaptive_max_pool{nd}d_backward"))
+    def adaptive_max_pool_backward(grad_output, self, indices):
+        return _index_scatter(tuple(self.shape[-nd:]))(J(grad_output), J(indices))
+
+    @register_functional(op("max_unpool{nd}d"))
+    def max_unpool(self, indices, output_size, *geometry):  # 3-D also takes stride and padding
+        return _max_unpool(self, indices, output_size, nd)
+
+    register_backward(op("avg_pool{nd}d_backward"), op("avg_pool{nd}d"))
+    register_backward(op("_adaptive_avg_pool{nd}d_backward"), op("_adaptive_avg_pool{nd}d"), prepare=output_size_of(nd))
+
+
+_register(2)
+_register(3)
