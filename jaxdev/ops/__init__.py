@@ -2,6 +2,7 @@
 
 from jaxdev.ops import (  # noqa: F401
     activation,
+    binary,
     conv,
     copy,
     creation,
@@ -14,7 +15,6 @@ from jaxdev.ops import (  # noqa: F401
     indexing,
     linalg,
     loss,
-    nn,
     normalization,
     padding,
     pointwise,
@@ -23,8 +23,12 @@ from jaxdev.ops import (  # noqa: F401
     reductions,
     reorder,
     rnn,
+    scans,
     scatter,
+    searching,
+    softmax,
     sorting,
+    ternary,
     upsample,
     views,
 )

@@ -1,10 +1,11 @@
-"""Activation functions of torch.nn beyond relu/gelu/silu, with the `*_backward` kernels their
-autograd formulas call: hardtanh, leaky_relu, elu (celu/selu decompose to it), hardsigmoid,
-hardswish, softplus, mish, softshrink/hardshrink, log_sigmoid, logit, glu, prelu (mish_backward and
-silu_backward are CompositeImplicitAutograd: they decompose).
+"""Activation functions of torch.nn, with the `*_backward` kernels their autograd formulas call:
+threshold (relu's backward), gelu, silu, sigmoid/tanh backward, hardtanh, leaky_relu, elu
+(celu/selu decompose to it), hardsigmoid, hardswish, softplus, mish, softshrink/hardshrink,
+log_sigmoid, logit, glu, prelu (mish_backward and silu_backward are CompositeImplicitAutograd: they
+decompose).
 
 Each formula is PyTorch's CPU kernel's (same comparisons at the boundaries, so gradients at the
-kinks agree); float16/bfloat16 compute in float32 through `_call`'s opmath.
+kinks agree); float16/bfloat16 compute in float32 through `apply`'s opmath.
 """
 
 from __future__ import annotations
@@ -287,3 +288,81 @@ def prelu(self, weight):
 
 
 register_backward(aten._prelu_kernel_backward.default, aten._prelu_kernel.default)
+
+
+def _threshold_grad(g, x, t):
+    return jnp.where(x <= t, jnp.zeros((), g.dtype), g)
+
+
+def _threshold(x, t, v):
+    return jnp.where(x <= t, jnp.asarray(v, x.dtype), x)
+
+
+@register_functional(aten.threshold_backward.default)
+def threshold_backward(grad_output, self, threshold):
+    common = torch.result_type(grad_output, self)
+    return apply(_threshold_grad, common, common, (grad_output, self), (threshold,))
+
+
+@register_functional(aten.threshold.default)
+def threshold(self, threshold, value):
+    return apply(_threshold, self.dtype, self.dtype, (self,), (threshold, value))
+
+
+@register_functional(aten.gelu.default)
+def gelu(self, *, approximate="none"):
+    if approximate not in ("none", "tanh"):
+        raise RuntimeError("approximate argument must be either none or tanh.")
+    fn = _gelu_tanh if approximate == "tanh" else _gelu_exact
+    return apply(fn, self.dtype, self.dtype, (self,))
+
+
+def _gelu_exact(x):
+    return jax.nn.gelu(x, approximate=False)
+
+
+def _gelu_tanh(x):
+    return jax.nn.gelu(x, approximate=True)
+
+
+def _gelu_exact_grad(g, x):
+    cdf = 0.5 * (1 + jax.scipy.special.erf(x / jnp.sqrt(2.0).astype(x.dtype)))
+    pdf = jnp.exp(-0.5 * x * x) / jnp.sqrt(2 * jnp.pi).astype(x.dtype)
+    return g * (cdf + x * pdf)
+
+
+def _gelu_tanh_grad(g, x):
+    return g * jax.grad(lambda v: jnp.sum(jax.nn.gelu(v, approximate=True)))(x)
+
+
+@register_functional(aten.gelu_backward.default)
+def gelu_backward(grad_output, self, *, approximate="none"):
+    fn = _gelu_tanh_grad if approximate == "tanh" else _gelu_exact_grad
+    return apply(fn, self.dtype, self.dtype, (grad_output, self))
+
+
+def _silu(x):
+    return x * jax.nn.sigmoid(x)
+
+
+@register_functional(aten.silu.default)
+def silu(self):
+    return apply(_silu, self.dtype, self.dtype, (self,))
+
+
+def _sigmoid_grad(g, y):
+    return g * (1 - y) * y
+
+
+def _tanh_grad(g, y):
+    return g * (1 - y * y)
+
+
+@register_functional(aten.sigmoid_backward.default)
+def sigmoid_backward(grad_output, output):
+    return apply(_sigmoid_grad, output.dtype, output.dtype, (grad_output, output))
+
+
+@register_functional(aten.tanh_backward.default)
+def tanh_backward(grad_output, output):
+    return apply(_tanh_grad, output.dtype, output.dtype, (grad_output, output))

@@ -1,4 +1,4 @@
-"""Random ops, drawing keys from the jax device's RNG state (seeded by torch.manual_seed).
+"""Random ops and dropout, drawing keys from the jax device's RNG state (seeded by torch.manual_seed).
 
 Reduced-precision floats are drawn in float32 and rounded, so every dtype sees the same stream.
 """
@@ -147,3 +147,21 @@ def multinomial(self, num_samples, replacement=False, *, generator=None):
         out = jnp.argsort(-(logits + g), axis=-1)[:, :num_samples]
     out = out.astype(jnp.int64)
     return out if p.ndim == 2 else out[0]
+
+
+@register_functional(aten.native_dropout.default)
+def native_dropout(input, p, train):
+    x = J(input)
+    if not train or p == 0:
+        return x, jnp.ones(x.shape, jnp.bool_)
+    if p == 1:
+        return jnp.zeros_like(x), jnp.zeros(x.shape, jnp.bool_)
+    mask = jax.random.bernoulli(rng.next_key(), 1.0 - p, x.shape)
+    c = opmath(x.dtype)
+    return (x.astype(c) * mask / (1.0 - p)).astype(x.dtype), mask
+
+
+@register_functional(aten.native_dropout_backward.default)
+def native_dropout_backward(grad_output, mask, scale):
+    g = J(grad_output)
+    return (g.astype(opmath(g.dtype)) * J(mask) * scale).astype(g.dtype)

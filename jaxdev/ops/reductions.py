@@ -1,5 +1,5 @@
 """Reductions: sum, mean, prod, amax/amin, max/min (with indices), argmax/argmin, all/any,
-var/std (with correction), cumsum/cumprod, vector norms.
+var/std (with correction), vector norms.
 
 Result dtypes follow PyTorch: sum/prod/cumsum of integers and bools give int64 unless `dtype=` is
 given; mean needs a floating or complex input; float16/bfloat16 accumulate in float32.
@@ -12,13 +12,7 @@ import torch
 
 from jaxdev import dtypes
 from jaxdev.ops.registry import aten, register_functional
-from jaxdev.ops.toolkit import J, axes, jitted, opmath, wrap_dim
-
-
-def _accumulate_dtype(dtype: torch.dtype, requested) -> torch.dtype:
-    if requested is not None:
-        return requested
-    return torch.int64 if not (dtype.is_floating_point or dtype.is_complex) else dtype
+from jaxdev.ops.toolkit import J, accumulate_dtype, axes, jitted, opmath, wrap_dim
 
 
 @jitted
@@ -32,13 +26,13 @@ def _reduce(fn, x: torch.Tensor, dim, keepdim, result: torch.dtype, compute: tor
 
 
 @register_functional(aten.sum.dim_IntList)
-def sum_(self, dim=None, keepdim=False, *, dtype=None):
-    return _reduce(jnp.sum, self, dim, keepdim, _accumulate_dtype(self.dtype, dtype))
+def sum_dims(self, dim=None, keepdim=False, *, dtype=None):
+    return _reduce(jnp.sum, self, dim, keepdim, accumulate_dtype(self.dtype, dtype))
 
 
 @register_functional(aten.sum.default, out=False)
 def sum_all(self, *, dtype=None):
-    return sum_(self, None, False, dtype=dtype)
+    return sum_dims(self, None, False, dtype=dtype)
 
 
 @register_functional(aten.mean.dim)
@@ -59,12 +53,12 @@ def mean_all(self, *, dtype=None):
 
 @register_functional(aten.prod.dim_int)
 def prod(self, dim, keepdim=False, *, dtype=None):
-    return _reduce(jnp.prod, self, dim, keepdim, _accumulate_dtype(self.dtype, dtype))
+    return _reduce(jnp.prod, self, dim, keepdim, accumulate_dtype(self.dtype, dtype))
 
 
 @register_functional(aten.prod.default, out=False)
 def prod_all(self, *, dtype=None):
-    return _reduce(jnp.prod, self, None, False, _accumulate_dtype(self.dtype, dtype))
+    return _reduce(jnp.prod, self, None, False, accumulate_dtype(self.dtype, dtype))
 
 
 def _check_nonempty(self, dim, name):
@@ -210,22 +204,6 @@ def var_mean(self, dim=None, *, correction=None, keepdim=False):
 def std_mean(self, dim=None, *, correction=None, keepdim=False):
     v, m = _moments(self, dim, correction, keepdim)
     return jnp.sqrt(v.astype(opmath(v.dtype))).astype(v.dtype), m
-
-
-def _cumulative(fn):
-    def kernel(self, dim, *, dtype=None):
-        result = _accumulate_dtype(self.dtype, dtype)
-        a = wrap_dim(dim, self.dim())
-        x = J(self).astype(opmath(dtypes.to_jax_dtype(result)))
-        if x.ndim == 0:
-            return x.astype(dtypes.to_jax_dtype(result))
-        return fn(x, axis=a).astype(dtypes.to_jax_dtype(result))
-
-    return kernel
-
-
-register_functional(aten.cumsum.default)(_cumulative(jnp.cumsum))
-register_functional(aten.cumprod.default)(_cumulative(jnp.cumprod))
 
 
 @register_functional(aten.linalg_vector_norm.default)

@@ -1,6 +1,5 @@
-"""Accumulating writes and scans beyond indexing.py: scatter_reduce.two (sum/prod/mean/amax/amin,
-include_self), index_add, masked_scatter, index_copy/index_fill/index_reduce, put/take, cummax/cummin
-(the `_cum*_helper` kernels) and logcumsumexp.
+"""Accumulating writes beyond indexing.py: scatter_reduce.two (sum/prod/mean/amax/amin,
+include_self), index_add, masked_scatter, index_copy/index_fill/index_reduce, put/take.
 
 Their backward formulas are composites of ops that already run on jax (gather, index_select,
 masked_select, scatter_add, ...).
@@ -8,12 +7,11 @@ masked_select, scatter_add, ...).
 
 from __future__ import annotations
 
-import jax
 import jax.numpy as jnp
 import torch
 
-from jaxdev import dtypes, tensor, tracing
-from jaxdev.ops.registry import aten, register, register_functional
+from jaxdev import dtypes, tracing
+from jaxdev.ops.registry import aten, register_functional
 from jaxdev.ops.toolkit import J, add_at, any_device, check_index_bounds, jitted, multiply_at, opmath, wrap_dim
 
 
@@ -139,62 +137,6 @@ def masked_scatter(self, mask, source):
     take = jnp.clip(jnp.cumsum(flat_m) - 1, 0, max(s.size - 1, 0))
     values = s.reshape(-1)[take] if s.size else jnp.zeros_like(x.reshape(-1))
     return jnp.where(flat_m, values, x.reshape(-1)).reshape(shape)
-
-
-# --- scans ---------------------------------------------------------------------------------------
-
-
-def _pick_later(for_max):
-    """Combine (value, index) pairs, the right one later in the scan: CPU's rule
-    `isnan(x) || (!isnan(best) && x >= best)` (<= for min), which is associative."""
-
-    def combine(a, b):
-        (va, ia), (vb, ib) = a, b
-        better = vb >= va if for_max else vb <= va
-        if jnp.issubdtype(va.dtype, jnp.floating):
-            better = jnp.isnan(vb) | (~jnp.isnan(va) & better)
-        return jnp.where(better, vb, va), jnp.where(better, ib, ia)
-
-    return combine
-
-
-@jitted
-def _cum_extreme(axis, for_max):
-    def run(x):
-        idx = jax.lax.broadcasted_iota(jnp.int64, x.shape, axis)
-        return jax.lax.associative_scan(_pick_later(for_max), (x, idx), axis=axis)
-
-    return run
-
-
-def _cum_helper(for_max):
-    def kernel(self, values, indices, dim):
-        x = J(self)
-        if x.ndim == 0:
-            v, i = x, jnp.zeros((), jnp.int64)
-        else:
-            v, i = _cum_extreme(wrap_dim(dim, self.dim()), for_max)(x)
-        tensor.write(values, v)
-        tensor.write(indices, i)
-
-    return kernel
-
-
-register(aten._cummax_helper.default)(_cum_helper(True))
-register(aten._cummin_helper.default)(_cum_helper(False))
-
-
-@jitted
-def _logcumsumexp(axis, compute):
-    return lambda x: jax.lax.cumlogsumexp(x.astype(compute), axis=axis).astype(x.dtype)
-
-
-@register_functional(aten._logcumsumexp.default)
-def logcumsumexp(self, dim):
-    x = J(self)
-    if x.ndim == 0:
-        return x
-    return _logcumsumexp(wrap_dim(dim, self.dim()), opmath(x.dtype))(x)
 
 
 # --- whole-slice writes along a dim: index_copy, index_fill, index_reduce; flat put ----------------

@@ -1,5 +1,4 @@
-"""Sorting and searching: sort, topk, kthvalue, median/nanmedian, mode, searchsorted/bucketize,
-unique (sorted and consecutive).
+"""Sorting: sort, topk, kthvalue, median/nanmedian, mode.
 
 Ordering is PyTorch's: NaN compares greater than every number (last ascending, first descending),
 -0.0 equals 0.0, and ties keep their original order (a stable sort underlies every op here; CPU's
@@ -11,36 +10,9 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
-import numpy as np
-import torch
 
-from jaxdev import dtypes
 from jaxdev.ops.registry import aten, register_functional
-from jaxdev.ops.toolkit import J, jitted, wrap_dim
-
-
-def _key(x):
-    """Sort key: -0.0 and 0.0 tie (lax.sort orders them), bools sort as integers."""
-    if x.dtype == jnp.bool_:
-        return x.astype(jnp.uint8)
-    if jnp.issubdtype(x.dtype, jnp.floating):
-        return x + jnp.zeros((), x.dtype)
-    return x
-
-
-def _argsort_last(x, descending):
-    return jnp.argsort(_key(x), axis=-1, stable=True, descending=descending)
-
-
-@jitted
-def _sort(axis, descending):
-    def run(x):
-        x = jnp.moveaxis(x, axis, -1)
-        idx = _argsort_last(x, descending)
-        vals = jnp.take_along_axis(x, idx, axis=-1)
-        return jnp.moveaxis(vals, -1, axis), jnp.moveaxis(idx, -1, axis).astype(jnp.int64)
-
-    return run
+from jaxdev.ops.toolkit import J, jitted, stable_sort, wrap_dim
 
 
 def _check_sortable(self):
@@ -55,7 +27,7 @@ def sort_stable(self, *, stable=None, dim=-1, descending=False):
     x = J(self)
     if x.ndim == 0:
         return x, jnp.zeros((), jnp.int64)
-    return _sort(a, bool(descending))(x)
+    return stable_sort(a, bool(descending))(x)
 
 
 @register_functional(aten.sort.default)
@@ -68,7 +40,7 @@ def _select(axis, start, stop, descending, keepdim):
     """Elements [start:stop) of the sorted order along `axis` (a slice of a stable sort)."""
 
     def run(x):
-        vals, idx = _sort(axis, descending)(x)
+        vals, idx = stable_sort(axis, descending)(x)
         vals = jax.lax.slice_in_dim(vals, start, stop, axis=axis)
         idx = jax.lax.slice_in_dim(idx, start, stop, axis=axis)
         if not keepdim:
@@ -107,7 +79,7 @@ def _median(axis, keepdim, ignore_nan):
     """Lower median along `axis`. With NaNs: median picks the first NaN, nanmedian skips them."""
 
     def run(x):
-        vals, idx = _sort(axis, False)(x)
+        vals, idx = stable_sort(axis, False)(x)
         n = x.shape[axis]
         nans = (
             jnp.sum(jnp.isnan(x), axis=axis, keepdims=True)
@@ -168,7 +140,7 @@ def _mode(axis, keepdim):
     """Most frequent value (the smallest among equally frequent ones) and its last index."""
 
     def run(x):
-        vals, idx = _sort(x.ndim - 1, False)(jnp.moveaxis(x, axis, -1))
+        vals, idx = stable_sort(x.ndim - 1, False)(jnp.moveaxis(x, axis, -1))
         n = vals.shape[-1]
         pos = jnp.arange(n)
         new_run = jnp.concatenate([jnp.ones(vals.shape[:-1] + (1,), bool), vals[..., 1:] != vals[..., :-1]], axis=-1)
@@ -197,230 +169,3 @@ def mode(self, dim=-1, keepdim=False):
     if x.shape[a] == 0:
         raise IndexError(f"mode(): Expected reduction dim {a} to have non-zero size.")
     return _mode(a, bool(keepdim))(x)
-
-
-# --- searching -----------------------------------------------------------------------------------
-
-
-@jitted
-def _search(side, batched, result):
-    def one(seq, v):
-        return jnp.searchsorted(_key(seq), _key(v), side=side, method="compare_all")
-
-    def run(seq, v):
-        if batched:
-            lead = seq.shape[:-1]
-            r = jax.vmap(one)(seq.reshape((-1, seq.shape[-1])), v.reshape((-1, v.shape[-1])))
-            return r.reshape(lead + (v.shape[-1],)).astype(result)
-        return one(seq, v).astype(result)
-
-    return run
-
-
-def _side(right, side):
-    if side is not None:
-        if side not in ("left", "right"):
-            raise RuntimeError(f"torch.searchsorted(): side can only be 'left' or 'right' but got {side}")
-        if right and side == "left":
-            raise RuntimeError(
-                "torch.searchsorted(): side and right can't be set to opposites, got side of left while right was True"
-            )
-        return side
-    return "right" if right else "left"
-
-
-def _searchsorted(seq: torch.Tensor, values, out_int32, side, sorter):
-    s = J(seq)
-    if sorter is not None:
-        s = jnp.take_along_axis(s, J(sorter), axis=-1)
-    v = J(values) if isinstance(values, torch.Tensor) else jnp.asarray(values, s.dtype)
-    if seq.dim() > 1 and tuple(seq.shape[:-1]) != tuple(v.shape[:-1]):
-        raise RuntimeError(
-            "torch.searchsorted(): boundaries tensor should be 1 dimension or the first N-1 "
-            "dimensions of boundaries tensor and input value tensor must match, but we got "
-            f"boundaries tensor {list(seq.shape)} and input value tensor {list(v.shape)}"
-        )
-    common = jnp.promote_types(s.dtype, v.dtype)
-    result = jnp.int32 if out_int32 else jnp.int64
-    return _search(side, seq.dim() > 1, result)(s.astype(common), v.astype(common))
-
-
-@register_functional(aten.searchsorted.Tensor)
-def searchsorted(sorted_sequence, self, *, out_int32=False, right=False, side=None, sorter=None):
-    return _searchsorted(sorted_sequence, self, out_int32, _side(right, side), sorter)
-
-
-@register_functional(aten.searchsorted.Scalar)
-def searchsorted_scalar(sorted_sequence, self, *, out_int32=False, right=False, side=None, sorter=None):
-    if sorted_sequence.dim() != 1:
-        raise RuntimeError(
-            "torch.searchsorted(): input value can be a scalar only when boundaries tensor dimension "
-            f"is 1, but we got boundaries tensor dim({sorted_sequence.dim()}) and input value's "
-            "dim(0) numel(1)"
-        )
-    return _searchsorted(sorted_sequence, self, out_int32, _side(right, side), sorter)
-
-
-def _check_boundaries(boundaries):
-    if boundaries.dim() != 1:
-        raise RuntimeError(f"boundaries tensor must be 1 dimension, but got dim({boundaries.dim()})")
-
-
-@register_functional(aten.bucketize.Tensor)
-def bucketize(self, boundaries, *, out_int32=False, right=False):
-    _check_boundaries(boundaries)
-    return _searchsorted(boundaries, self, out_int32, "right" if right else "left", None)
-
-
-@register_functional(aten.bucketize.Scalar, out=False)
-def bucketize_scalar(self, boundaries, *, out_int32=False, right=False):
-    _check_boundaries(boundaries)
-    return _searchsorted(boundaries, self, out_int32, "right" if right else "left", None)
-
-
-# --- unique (data-dependent output shapes: computed eagerly) ------------------------------------
-
-
-def _empty_index():
-    return jnp.zeros((0,), jnp.int64)
-
-
-def _unique_flat(x, return_inverse, return_counts):
-    """Sorted unique values of a flat array; NaNs are all distinct, as on CPU."""
-    n = x.shape[0]
-    vals, idx = _sort(0, False)(x) if n else (x, jnp.zeros((0,), jnp.int64))
-    new = np.ones(n, bool)
-    if n:
-        new[1:] = np.asarray(vals[1:] != vals[:-1])
-    return _runs(vals, idx, new, n, return_inverse, return_counts)
-
-
-def _runs(vals, order, new, n, return_inverse, return_counts):
-    """Values at run starts; inverse maps each original position to its run; counts per run."""
-    starts = np.flatnonzero(new)
-    run_id = np.cumsum(new) - 1
-    out = vals[jnp.asarray(starts)]
-    inverse = counts = _empty_index()
-    if return_inverse:
-        inv = np.empty(n, np.int64)
-        inv[np.asarray(order)] = run_id
-        inverse = jnp.asarray(inv)
-    if return_counts:
-        counts = jnp.asarray(np.diff(np.append(starts, n)).astype(np.int64))
-    return out, inverse, counts
-
-
-@register_functional(aten._unique2.default)
-def unique2(self, sorted=True, return_inverse=False, return_counts=False):
-    x = J(self)
-    out, inverse, counts = _unique_flat(x.reshape(-1), return_inverse, return_counts)
-    if return_inverse:
-        inverse = inverse.reshape(x.shape)
-    return out, inverse, counts
-
-
-@register_functional(aten._unique.default)
-def unique(self, sorted=True, return_inverse=False):
-    x = J(self)
-    out, inverse, _ = _unique_flat(x.reshape(-1), return_inverse, False)
-    return out, inverse.reshape(x.shape) if return_inverse else inverse
-
-
-@register_functional(aten.unique_consecutive.default)
-def unique_consecutive(self, return_inverse=False, return_counts=False, dim=None):
-    if dim is not None:
-        return unique_dim_consecutive(self, dim, return_inverse, return_counts)
-    x = J(self).reshape(-1)
-    n = x.shape[0]
-    new = np.ones(n, bool)
-    if n:
-        new[1:] = np.asarray(x[1:] != x[:-1])
-    out, inverse, counts = _runs(x, np.arange(n), new, n, return_inverse, return_counts)
-    if return_inverse:
-        inverse = inverse.reshape(tuple(self.shape))
-    return out, inverse, counts
-
-
-def _slices_differ(x):
-    """x: (n, m) slices along the unique dim, flattened -> bool (n,), True where a run starts."""
-    n = x.shape[0]
-    new = np.ones(n, bool)
-    if n:
-        new[1:] = np.asarray(jnp.any(x[1:] != x[:-1], axis=1))
-    return new
-
-
-def _unique_slices(self, dim, sorted_, return_inverse, return_counts):
-    a = wrap_dim(dim, self.dim())
-    x = jnp.moveaxis(J(self), a, 0)
-    rest = x.shape[1:]
-    if x.shape[0] == 0 or 0 in rest:
-        if 0 in rest and x.shape[0] != 0:
-            raise RuntimeError("Number of zero sized dimensions is more than one, so unique cannot be applied ")
-        return jnp.moveaxis(x, 0, a), _empty_index(), _empty_index()
-    flat = x.reshape((x.shape[0], -1))
-    n = flat.shape[0]
-    if sorted_:
-        keys = [_key(flat[:, j]) for j in range(flat.shape[1] - 1, -1, -1)]
-        order = jnp.lexsort(keys)
-    else:
-        order = jnp.arange(n)
-    ordered = flat[order]
-    new = _slices_differ(ordered)
-    out, inverse, counts = _runs(ordered, np.asarray(order), new, n, return_inverse, return_counts)
-    out = jnp.moveaxis(out.reshape((-1,) + rest), 0, a)
-    return out, inverse, counts
-
-
-@register_functional(aten.unique_dim.default)
-def unique_dim(self, dim, sorted=True, return_inverse=False, return_counts=False):
-    return _unique_slices(self, dim, True, return_inverse, return_counts)
-
-
-@register_functional(aten.unique_dim_consecutive.default)
-def unique_dim_consecutive(self, dim, return_inverse=False, return_counts=False):
-    return _unique_slices(self, dim, False, return_inverse, return_counts)
-
-
-# --- membership and histograms -------------------------------------------------------------------
-
-
-def _isin(elements, test, invert):
-    common = jnp.promote_types(elements.dtype, test.dtype)
-    return jnp.isin(elements.astype(common), test.astype(common).reshape(-1), invert=invert)
-
-
-@register_functional(aten.isin.Tensor_Tensor)
-def isin(elements, test_elements, *, assume_unique=False, invert=False):
-    return _isin(J(elements), J(test_elements), bool(invert))
-
-
-@register_functional(aten.isin.Tensor_Scalar)
-def isin_scalar(elements, test_element, *, assume_unique=False, invert=False):
-    return _isin(J(elements), jnp.asarray(test_element), bool(invert))
-
-
-@register_functional(aten.isin.Scalar_Tensor)
-def isin_scalar_tensor(element, test_elements, *, assume_unique=False, invert=False):
-    return _isin(jnp.asarray(element), J(test_elements), bool(invert))
-
-
-@register_functional(aten.histc.default)
-def histc(self, bins=100, min=0, max=0):
-    if not self.dtype.is_floating_point:
-        raise NotImplementedError(f"\"histogram_cpu\" not implemented for '{dtypes.scalar_name(self.dtype)}'")
-    if bins <= 0:
-        raise RuntimeError("torch.histc(): bins must be > 0, but got " + str(bins) + " for dimension 0")
-    x = J(self).reshape(-1)
-    lo, hi = float(min), float(max)
-    if lo == hi and x.size:
-        lo, hi = float(jnp.min(x)), float(jnp.max(x))
-    if lo == hi:
-        lo, hi = lo - 1, hi + 1
-    if lo > hi:
-        raise RuntimeError(f"torch.histc(): max must be larger than min, but got min {lo} max {hi}")
-    # CPU's bin edges are linspace in the input dtype; an element's bin is the last edge <= it.
-    edges = jnp.asarray(torch.linspace(lo, hi, bins + 1, dtype=torch.float64).to(self.dtype).double().numpy(), x.dtype)
-    pos = jnp.clip(jnp.searchsorted(edges, x, side="right") - 1, 0, bins - 1)
-    keep = (x >= edges[0]) & (x <= edges[-1])
-    return jnp.zeros((bins,), x.dtype).at[pos].add(keep.astype(x.dtype))

@@ -8,6 +8,7 @@ Families import this module and the registry, never each other. It holds:
   prints (`dtypes.scalar_name`: "Float", `dtypes.name`: "float32");
 * the one jit policy, `jitted`: a kernel body is built once per static signature and jitted;
 * `apply`: run an elementwise body on tensors cast to a compute dtype, cast to the result dtype;
+* `sort_key` / `stable_sort`: PyTorch's order (NaN last, -0.0 == 0.0, stable ties);
 * `add_at` / `multiply_at` / `check_index_bounds`: accumulation and bounds as PyTorch does them.
 """
 
@@ -25,6 +26,7 @@ from jaxdev.dtypes import opmath
 
 __all__ = [
     "J",
+    "accumulate_dtype",
     "add_at",
     "any_device",
     "apply",
@@ -35,6 +37,8 @@ __all__ = [
     "jitted",
     "multiply_at",
     "opmath",
+    "sort_key",
+    "stable_sort",
     "value",
     "wrap_dim",
     "zeros",
@@ -79,6 +83,13 @@ def axes(dim, ndim: int) -> tuple[int, ...]:
     if len(out) != len(dims):
         raise RuntimeError(f"dim {dims[0]} appears multiple times in the list of dims")
     return out if ndim > 0 else ()
+
+
+def accumulate_dtype(dtype: torch.dtype, requested: torch.dtype | None) -> torch.dtype:
+    """What sum/prod/cumsum accumulate and return: `dtype=` if given, int64 for integers and bool."""
+    if requested is not None:
+        return requested
+    return torch.int64 if not (dtype.is_floating_point or dtype.is_complex) else dtype
 
 
 def float_of(dtype: torch.dtype) -> torch.dtype:
@@ -150,6 +161,34 @@ def apply(fn, compute: torch.dtype, result: torch.dtype, tensors, extra=()):
     """`fn` jitted on the tensors' values cast to `compute`'s opmath dtype, cast to `result`.
     `fn` must be a module-level function (or a `plain` ufunc): it keys the cache."""
     return _cast_body(fn, compute, result, len(tensors))(*[value(t) for t in tensors], *extra)
+
+
+# --- ordering as PyTorch does it --------------------------------------------------------------------
+
+
+def sort_key(x):
+    """PyTorch's order as a sort key: -0.0 and 0.0 tie (lax.sort orders them), bools sort as
+    integers; NaN sorts last, as lax.sort puts it."""
+    if x.dtype == jnp.bool_:
+        return x.astype(jnp.uint8)
+    if jnp.issubdtype(x.dtype, jnp.floating):
+        return x + jnp.zeros((), x.dtype)
+    return x
+
+
+def _argsort_last(x, descending):
+    return jnp.argsort(sort_key(x), axis=-1, stable=True, descending=descending)
+
+
+@jitted
+def stable_sort(axis, descending):
+    def run(x):
+        x = jnp.moveaxis(x, axis, -1)
+        idx = _argsort_last(x, descending)
+        vals = jnp.take_along_axis(x, idx, axis=-1)
+        return jnp.moveaxis(vals, -1, axis), jnp.moveaxis(idx, -1, axis).astype(jnp.int64)
+
+    return run
 
 
 # --- indexing as PyTorch does it -------------------------------------------------------------------

@@ -1,0 +1,207 @@
+"""Elementwise binary ops: arithmetic (with alpha and rounding modes), powers, remainders,
+comparisons, bitwise and logical ops. Result dtypes are `torch.result_type`'s; integer division by
+zero raises as on CPU (deferred inside compiled programs); half precision computes in float32.
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+import torch
+
+from jaxdev import tracing
+from jaxdev.ops.registry import aten, register_functional
+from jaxdev.ops.toolkit import apply, float_of, plain, value
+
+_ADD, _OR, _SUB, _MUL, _AND, _DIV, _FMOD, _POW = map(
+    plain,
+    (jnp.add, jnp.logical_or, jnp.subtract, jnp.multiply, jnp.logical_and, jnp.true_divide, jnp.fmod, jnp.power),
+)
+
+
+# --- binary --------------------------------------------------------------------------------------
+
+
+def binary(op, fn, *, result=None, float_result=False, compute=None):
+    """Binary op with torch's type promotion. `result`: fixed result dtype (comparisons)."""
+    fn = plain(fn)
+
+    @register_functional(op)
+    def kernel(self, other):
+        common = torch.result_type(self, other)
+        if float_result:
+            common = float_of(common)
+        return apply(fn, compute or common, result or common, (self, other))
+
+    kernel.__qualname__ = op.name()
+
+
+def _no_float_alpha(common, alpha):
+    if isinstance(alpha, float) and not (common.is_floating_point or common.is_complex):
+        raise RuntimeError("For integral input tensors, argument alpha must not be a floating point number.")
+    if isinstance(alpha, complex) and not common.is_complex:
+        raise RuntimeError("For non-complex input tensors, argument alpha must not be a complex number.")
+
+
+def _add_alpha(a, b, alpha):
+    return a + b * alpha if a.dtype != jnp.bool_ else jnp.logical_or(a, jnp.logical_and(b, alpha))
+
+
+@register_functional(aten.add.Tensor, aten.add.Scalar)
+def add(self, other, *, alpha=1):
+    common = torch.result_type(self, other)
+    _no_float_alpha(common, alpha)
+    if alpha == 1:
+        return apply(_ADD if common != torch.bool else _OR, common, common, (self, other))
+    return apply(_add_alpha, common, common, (self, other), (alpha,))
+
+
+def _sub_alpha(a, b, alpha):
+    return a - b * alpha
+
+
+def _is_bool(x) -> bool:
+    """A bool operand: a bool tensor, or a Python bool (PyTorch wraps it as a bool tensor)."""
+    return x.dtype == torch.bool if isinstance(x, torch.Tensor) else isinstance(x, bool)
+
+
+@register_functional(aten.sub.Tensor, aten.sub.Scalar)
+def sub(self, other, *, alpha=1):
+    common = torch.result_type(self, other)
+    if _is_bool(self) and _is_bool(other):
+        raise RuntimeError(
+            "Subtraction, the `-` operator, with two bool tensors is not supported. "
+            "Use the `^` or `logical_xor()` operator instead."
+        )
+    if _is_bool(self) or _is_bool(other):
+        raise RuntimeError(
+            "Subtraction, the `-` operator, with a bool tensor is not supported. "
+            "If you are trying to invert a mask, use the `~` or `logical_not()` operator instead."
+        )
+    _no_float_alpha(common, alpha)
+    if alpha == 1:
+        return apply(_SUB, common, common, (self, other))
+    return apply(_sub_alpha, common, common, (self, other), (alpha,))
+
+
+@register_functional(aten.mul.Tensor, aten.mul.Scalar)
+def mul(self, other):
+    common = torch.result_type(self, other)
+    return apply(_MUL if common != torch.bool else _AND, common, common, (self, other))
+
+
+def _trunc_div(a, b):
+    if jnp.issubdtype(a.dtype, jnp.integer):
+        q = jnp.abs(a) // jnp.abs(b)
+        return jnp.where((a < 0) != (b < 0), -q, q)
+    return jnp.trunc(a / b)
+
+
+def _floor_div(a, b):
+    return jnp.floor_divide(a, b) if jnp.issubdtype(a.dtype, jnp.integer) else jnp.floor(a / b)
+
+
+@register_functional(aten.div.Tensor, aten.div.Scalar)
+def div(self, other):
+    common = float_of(torch.result_type(self, other))
+    return apply(_DIV, common, common, (self, other))
+
+
+@register_functional(aten.div.Tensor_mode, aten.div.Scalar_mode)
+def div_mode(self, other, *, rounding_mode=None):
+    common = torch.result_type(self, other)
+    if rounding_mode is None:
+        return div(self, other)
+    if rounding_mode not in ("trunc", "floor"):
+        raise RuntimeError(
+            f"div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '{rounding_mode}'"
+        )
+    if not (common.is_floating_point or common.is_complex):
+        tracing.check_values(jnp.asarray(value(other)) == 0, lambda: ZeroDivisionError("ZeroDivisionError"))
+    fn = _trunc_div if rounding_mode == "trunc" else _floor_div
+    return apply(fn, common, common, (self, other))
+
+
+def _remainder(a, b):
+    if jnp.issubdtype(a.dtype, jnp.integer):
+        return jnp.remainder(a, b)
+    r = jnp.fmod(a, b)
+    return jnp.where((r != 0) & ((r < 0) != (b < 0)), r + b, r)
+
+
+def _int_div_check(self, other):
+    common = torch.result_type(self, other)
+    if not (common.is_floating_point or common.is_complex):
+        tracing.check_values(jnp.asarray(value(other)) == 0, lambda: RuntimeError("ZeroDivisionError"))
+    return common
+
+
+@register_functional(aten.remainder.Tensor, aten.remainder.Scalar)
+def remainder(self, other):
+    common = _int_div_check(self, other)
+    return apply(_remainder, common, common, (self, other))
+
+
+@register_functional(aten.fmod.Tensor, aten.fmod.Scalar)
+def fmod(self, other):
+    common = _int_div_check(self, other)
+    return apply(_FMOD, common, common, (self, other))
+
+
+@register_functional(aten.pow.Tensor_Tensor, aten.pow.Tensor_Scalar)
+def pow_tensor(self, exponent):
+    common = torch.result_type(self, exponent)
+    integral = not (common.is_floating_point or common.is_complex)
+    if integral and not isinstance(exponent, torch.Tensor) and exponent < 0:
+        raise RuntimeError("Integers to negative integer powers are not allowed.")
+    return apply(_int_pow if integral and common != torch.bool else _POW, common, common, (self, exponent))
+
+
+def _int_pow(base, e):
+    """Integer power as PyTorch computes it: a negative exponent gives 0, except for bases 1 and -1."""
+    e = jnp.asarray(e, base.dtype)
+    negative = jnp.where(base == 1, 1, jnp.where(base == -1, jnp.where(e % 2 == 0, 1, -1), 0)).astype(base.dtype)
+    return jnp.where(e < 0, negative, jnp.power(base, jnp.maximum(e, 0)))
+
+
+@register_functional(aten.pow.Scalar)
+def pow_scalar(self, exponent):
+    common = torch.result_type(exponent, self)
+    integral = not (common.is_floating_point or common.is_complex) and common != torch.bool
+    return apply(_int_pow if integral else _POW, common, common, (self, exponent))
+
+
+for _op, _fn in [
+    (aten.maximum.default, jnp.maximum),
+    (aten.minimum.default, jnp.minimum),
+    (aten.fmax.default, jnp.fmax),
+    (aten.fmin.default, jnp.fmin),
+    (aten.bitwise_and.Tensor, jnp.bitwise_and),
+    (aten.bitwise_and.Scalar, jnp.bitwise_and),
+    (aten.bitwise_or.Tensor, jnp.bitwise_or),
+    (aten.bitwise_or.Scalar, jnp.bitwise_or),
+    (aten.bitwise_xor.Tensor, jnp.bitwise_xor),
+    (aten.bitwise_xor.Scalar, jnp.bitwise_xor),
+]:
+    binary(_op, _fn)
+
+for _op, _fn in [
+    (aten.atan2.default, jnp.arctan2),
+    (aten.hypot.default, jnp.hypot),
+    (aten.copysign.Tensor, jnp.copysign),
+    (aten.copysign.Scalar, jnp.copysign),
+]:
+    binary(_op, _fn, float_result=True)
+
+for _name, _fn in [
+    ("eq", jnp.equal),
+    ("ne", jnp.not_equal),
+    ("lt", jnp.less),
+    ("le", jnp.less_equal),
+    ("gt", jnp.greater),
+    ("ge", jnp.greater_equal),
+]:
+    binary(getattr(aten, _name).Tensor, _fn, result=torch.bool)
+    binary(getattr(aten, _name).Scalar, _fn, result=torch.bool)
+
+for _name, _fn in [("logical_and", jnp.logical_and), ("logical_or", jnp.logical_or), ("logical_xor", jnp.logical_xor)]:
+    binary(getattr(aten, _name).default, _fn, result=torch.bool)

@@ -1,0 +1,243 @@
+"""Searching and binning: searchsorted, bucketize, unique (sorted, consecutive, along a dim), isin,
+histc.
+
+Ordering is PyTorch's (see toolkit.sort_key). unique's output shape depends on the values, so it is
+computed eagerly (it cannot be part of a compiled program).
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import torch
+
+from jaxdev import dtypes
+from jaxdev.ops.registry import aten, register_functional
+from jaxdev.ops.toolkit import J, jitted, sort_key, stable_sort, wrap_dim
+
+# --- searching -----------------------------------------------------------------------------------
+
+
+@jitted
+def _search(side, batched, result):
+    def one(seq, v):
+        return jnp.searchsorted(sort_key(seq), sort_key(v), side=side, method="compare_all")
+
+    def run(seq, v):
+        if batched:
+            lead = seq.shape[:-1]
+            r = jax.vmap(one)(seq.reshape((-1, seq.shape[-1])), v.reshape((-1, v.shape[-1])))
+            return r.reshape(lead + (v.shape[-1],)).astype(result)
+        return one(seq, v).astype(result)
+
+    return run
+
+
+def _side(right, side):
+    if side is not None:
+        if side not in ("left", "right"):
+            raise RuntimeError(f"torch.searchsorted(): side can only be 'left' or 'right' but got {side}")
+        if right and side == "left":
+            raise RuntimeError(
+                "torch.searchsorted(): side and right can't be set to opposites, got side of left while right was True"
+            )
+        return side
+    return "right" if right else "left"
+
+
+def _searchsorted(seq: torch.Tensor, values, out_int32, side, sorter):
+    s = J(seq)
+    if sorter is not None:
+        s = jnp.take_along_axis(s, J(sorter), axis=-1)
+    v = J(values) if isinstance(values, torch.Tensor) else jnp.asarray(values, s.dtype)
+    if seq.dim() > 1 and tuple(seq.shape[:-1]) != tuple(v.shape[:-1]):
+        raise RuntimeError(
+            "torch.searchsorted(): boundaries tensor should be 1 dimension or the first N-1 "
+            "dimensions of boundaries tensor and input value tensor must match, but we got "
+            f"boundaries tensor {list(seq.shape)} and input value tensor {list(v.shape)}"
+        )
+    common = jnp.promote_types(s.dtype, v.dtype)
+    result = jnp.int32 if out_int32 else jnp.int64
+    return _search(side, seq.dim() > 1, result)(s.astype(common), v.astype(common))
+
+
+@register_functional(aten.searchsorted.Tensor)
+def searchsorted(sorted_sequence, self, *, out_int32=False, right=False, side=None, sorter=None):
+    return _searchsorted(sorted_sequence, self, out_int32, _side(right, side), sorter)
+
+
+@register_functional(aten.searchsorted.Scalar)
+def searchsorted_scalar(sorted_sequence, self, *, out_int32=False, right=False, side=None, sorter=None):
+    if sorted_sequence.dim() != 1:
+        raise RuntimeError(
+            "torch.searchsorted(): input value can be a scalar only when boundaries tensor dimension "
+            f"is 1, but we got boundaries tensor dim({sorted_sequence.dim()}) and input value's "
+            "dim(0) numel(1)"
+        )
+    return _searchsorted(sorted_sequence, self, out_int32, _side(right, side), sorter)
+
+
+def _check_boundaries(boundaries):
+    if boundaries.dim() != 1:
+        raise RuntimeError(f"boundaries tensor must be 1 dimension, but got dim({boundaries.dim()})")
+
+
+@register_functional(aten.bucketize.Tensor)
+def bucketize(self, boundaries, *, out_int32=False, right=False):
+    _check_boundaries(boundaries)
+    return _searchsorted(boundaries, self, out_int32, "right" if right else "left", None)
+
+
+@register_functional(aten.bucketize.Scalar, out=False)
+def bucketize_scalar(self, boundaries, *, out_int32=False, right=False):
+    _check_boundaries(boundaries)
+    return _searchsorted(boundaries, self, out_int32, "right" if right else "left", None)
+
+
+# --- unique (data-dependent output shapes: computed eagerly) ------------------------------------
+
+
+def _empty_index():
+    return jnp.zeros((0,), jnp.int64)
+
+
+def _unique_flat(x, return_inverse, return_counts):
+    """Sorted unique values of a flat array; NaNs are all distinct, as on CPU."""
+    n = x.shape[0]
+    vals, idx = stable_sort(0, False)(x) if n else (x, jnp.zeros((0,), jnp.int64))
+    new = np.ones(n, bool)
+    if n:
+        new[1:] = np.asarray(vals[1:] != vals[:-1])
+    return _runs(vals, idx, new, n, return_inverse, return_counts)
+
+
+def _runs(vals, order, new, n, return_inverse, return_counts):
+    """Values at run starts; inverse maps each original position to its run; counts per run."""
+    starts = np.flatnonzero(new)
+    run_id = np.cumsum(new) - 1
+    out = vals[jnp.asarray(starts)]
+    inverse = counts = _empty_index()
+    if return_inverse:
+        inv = np.empty(n, np.int64)
+        inv[np.asarray(order)] = run_id
+        inverse = jnp.asarray(inv)
+    if return_counts:
+        counts = jnp.asarray(np.diff(np.append(starts, n)).astype(np.int64))
+    return out, inverse, counts
+
+
+@register_functional(aten._unique2.default)
+def unique2(self, sorted=True, return_inverse=False, return_counts=False):
+    x = J(self)
+    out, inverse, counts = _unique_flat(x.reshape(-1), return_inverse, return_counts)
+    if return_inverse:
+        inverse = inverse.reshape(x.shape)
+    return out, inverse, counts
+
+
+@register_functional(aten._unique.default)
+def unique(self, sorted=True, return_inverse=False):
+    x = J(self)
+    out, inverse, _ = _unique_flat(x.reshape(-1), return_inverse, False)
+    return out, inverse.reshape(x.shape) if return_inverse else inverse
+
+
+@register_functional(aten.unique_consecutive.default)
+def unique_consecutive(self, return_inverse=False, return_counts=False, dim=None):
+    if dim is not None:
+        return unique_dim_consecutive(self, dim, return_inverse, return_counts)
+    x = J(self).reshape(-1)
+    n = x.shape[0]
+    new = np.ones(n, bool)
+    if n:
+        new[1:] = np.asarray(x[1:] != x[:-1])
+    out, inverse, counts = _runs(x, np.arange(n), new, n, return_inverse, return_counts)
+    if return_inverse:
+        inverse = inverse.reshape(tuple(self.shape))
+    return out, inverse, counts
+
+
+def _slices_differ(x):
+    """x: (n, m) slices along the unique dim, flattened -> bool (n,), True where a run starts."""
+    n = x.shape[0]
+    new = np.ones(n, bool)
+    if n:
+        new[1:] = np.asarray(jnp.any(x[1:] != x[:-1], axis=1))
+    return new
+
+
+def _unique_slices(self, dim, sorted_, return_inverse, return_counts):
+    a = wrap_dim(dim, self.dim())
+    x = jnp.moveaxis(J(self), a, 0)
+    rest = x.shape[1:]
+    if x.shape[0] == 0 or 0 in rest:
+        if 0 in rest and x.shape[0] != 0:
+            raise RuntimeError("Number of zero sized dimensions is more than one, so unique cannot be applied ")
+        return jnp.moveaxis(x, 0, a), _empty_index(), _empty_index()
+    flat = x.reshape((x.shape[0], -1))
+    n = flat.shape[0]
+    if sorted_:
+        keys = [sort_key(flat[:, j]) for j in range(flat.shape[1] - 1, -1, -1)]
+        order = jnp.lexsort(keys)
+    else:
+        order = jnp.arange(n)
+    ordered = flat[order]
+    new = _slices_differ(ordered)
+    out, inverse, counts = _runs(ordered, np.asarray(order), new, n, return_inverse, return_counts)
+    out = jnp.moveaxis(out.reshape((-1,) + rest), 0, a)
+    return out, inverse, counts
+
+
+@register_functional(aten.unique_dim.default)
+def unique_dim(self, dim, sorted=True, return_inverse=False, return_counts=False):
+    return _unique_slices(self, dim, True, return_inverse, return_counts)
+
+
+@register_functional(aten.unique_dim_consecutive.default)
+def unique_dim_consecutive(self, dim, return_inverse=False, return_counts=False):
+    return _unique_slices(self, dim, False, return_inverse, return_counts)
+
+
+# --- membership and histograms -------------------------------------------------------------------
+
+
+def _isin(elements, test, invert):
+    common = jnp.promote_types(elements.dtype, test.dtype)
+    return jnp.isin(elements.astype(common), test.astype(common).reshape(-1), invert=invert)
+
+
+@register_functional(aten.isin.Tensor_Tensor)
+def isin(elements, test_elements, *, assume_unique=False, invert=False):
+    return _isin(J(elements), J(test_elements), bool(invert))
+
+
+@register_functional(aten.isin.Tensor_Scalar)
+def isin_scalar(elements, test_element, *, assume_unique=False, invert=False):
+    return _isin(J(elements), jnp.asarray(test_element), bool(invert))
+
+
+@register_functional(aten.isin.Scalar_Tensor)
+def isin_scalar_tensor(element, test_elements, *, assume_unique=False, invert=False):
+    return _isin(jnp.asarray(element), J(test_elements), bool(invert))
+
+
+@register_functional(aten.histc.default)
+def histc(self, bins=100, min=0, max=0):
+    if not self.dtype.is_floating_point:
+        raise NotImplementedError(f"\"histogram_cpu\" not implemented for '{dtypes.scalar_name(self.dtype)}'")
+    if bins <= 0:
+        raise RuntimeError("torch.histc(): bins must be > 0, but got " + str(bins) + " for dimension 0")
+    x = J(self).reshape(-1)
+    lo, hi = float(min), float(max)
+    if lo == hi and x.size:
+        lo, hi = float(jnp.min(x)), float(jnp.max(x))
+    if lo == hi:
+        lo, hi = lo - 1, hi + 1
+    if lo > hi:
+        raise RuntimeError(f"torch.histc(): max must be larger than min, but got min {lo} max {hi}")
+    # CPU's bin edges are linspace in the input dtype; an element's bin is the last edge <= it.
+    edges = jnp.asarray(torch.linspace(lo, hi, bins + 1, dtype=torch.float64).to(self.dtype).double().numpy(), x.dtype)
+    pos = jnp.clip(jnp.searchsorted(edges, x, side="right") - 1, 0, bins - 1)
+    keep = (x >= edges[0]) & (x <= edges[-1])
+    return jnp.zeros((bins,), x.dtype).at[pos].add(keep.astype(x.dtype))

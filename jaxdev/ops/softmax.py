@@ -1,0 +1,59 @@
+"""softmax and log_softmax, with their backward kernels: each body jitted whole, reduced in float32
+for half precision (`half_to_float` as PyTorch's flag)."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import torch
+
+from jaxdev import dtypes
+from jaxdev.ops.registry import aten, register_functional
+from jaxdev.ops.toolkit import J, compiled, opmath, wrap_dim
+
+
+def _softmax_body(x, fn, axis, compute, result):
+    x = x.astype(compute)
+    if x.ndim == 0:
+        return fn(x[None], axis=0)[0].astype(result)
+    return fn(x, axis=axis).astype(result)
+
+
+def _softmax_like(fn, self, dim, half_to_float):
+    result = dtypes.to_jax_dtype(torch.float32 if half_to_float else self.dtype)
+    axis = wrap_dim(dim, self.dim())
+    return compiled(_softmax_body, fn, axis, opmath(dtypes.to_jax_dtype(self.dtype)), result)(J(self))
+
+
+@register_functional(aten._softmax.default)
+def softmax(self, dim, half_to_float):
+    return _softmax_like(jax.nn.softmax, self, dim, half_to_float)
+
+
+@register_functional(aten._log_softmax.default)
+def log_softmax(self, dim, half_to_float):
+    return _softmax_like(jax.nn.log_softmax, self, dim, half_to_float)
+
+
+def _softmax_grad(g, y, axis, result):
+    c = opmath(g.dtype)
+    g, y = g.astype(c), y.astype(c)
+    return (y * (g - jnp.sum(g * y, axis=axis, keepdims=True))).astype(result)
+
+
+def _log_softmax_grad(g, y, axis, result):
+    c = opmath(g.dtype)
+    g, y = g.astype(c), y.astype(c)
+    return (g - jnp.exp(y) * jnp.sum(g, axis=axis, keepdims=True)).astype(result)
+
+
+@register_functional(aten._softmax_backward_data.default)
+def softmax_backward(grad_output, output, dim, input_dtype):
+    axis = wrap_dim(dim, output.dim()) if output.dim() else None
+    return compiled(_softmax_grad, axis, dtypes.to_jax_dtype(input_dtype))(J(grad_output), J(output))
+
+
+@register_functional(aten._log_softmax_backward_data.default)
+def log_softmax_backward(grad_output, output, dim, input_dtype):
+    axis = wrap_dim(dim, output.dim()) if output.dim() else None
+    return compiled(_log_softmax_grad, axis, dtypes.to_jax_dtype(input_dtype))(J(grad_output), J(output))

@@ -1,0 +1,112 @@
+"""Elementwise selects and blends: where, clamp (min/max), lerp, addcmul/addcdiv, and triu/tril
+(a select by position). Result dtypes are `torch.result_type`'s.
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+import torch
+
+from jaxdev import dtypes
+from jaxdev.ops.registry import aten, register_functional
+from jaxdev.ops.toolkit import J, apply, opmath, value
+
+# --- ternary -------------------------------------------------------------------------------------
+
+
+def _where(a, b, cond):
+    return jnp.where(cond, a, b)
+
+
+@register_functional(aten.where.self)
+def where(condition, self, other):
+    if condition.dtype not in (torch.bool, torch.uint8):
+        raise RuntimeError(
+            f"where expected condition to be a boolean tensor, but got a tensor with dtype {dtypes.scalar_name(condition.dtype)}"
+        )
+    common = torch.result_type(self, other)
+    cond = J(condition).astype(bool)
+    return apply(_where, common, common, (self, other), (cond,))
+
+
+def _clamp(x, lo, hi):
+    if lo is not None:
+        x = jnp.where(jnp.isnan(x) | (x >= lo), x, lo) if jnp.issubdtype(x.dtype, jnp.floating) else jnp.maximum(x, lo)
+    if hi is not None:
+        x = jnp.where(jnp.isnan(x) | (x <= hi), x, hi) if jnp.issubdtype(x.dtype, jnp.floating) else jnp.minimum(x, hi)
+    return x
+
+
+@register_functional(aten.clamp.default, aten.clamp.Tensor)
+def clamp(self, min=None, max=None):
+    if min is None and max is None:
+        raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
+    common = self.dtype
+    for bound in (min, max):
+        if bound is not None:
+            common = torch.result_type(torch.empty(self.shape, dtype=common, device="meta"), bound)
+    lo = None if min is None else jnp.asarray(value(min)).astype(opmath(dtypes.to_jax_dtype(common)))
+    hi = None if max is None else jnp.asarray(value(max)).astype(opmath(dtypes.to_jax_dtype(common)))
+    return apply(_clamp, common, common, (self,), (lo, hi))
+
+
+@register_functional(aten.clamp_min.default, aten.clamp_min.Tensor)
+def clamp_min(self, min):
+    return clamp(self, min, None)
+
+
+@register_functional(aten.clamp_max.default, aten.clamp_max.Tensor)
+def clamp_max(self, max):
+    return clamp(self, None, max)
+
+
+def _lerp(a, b, w):
+    return a + w * (b - a)
+
+
+def _addcmul(s, a, b, v):
+    return s + v * a * b
+
+
+def _addcdiv(s, a, b, v):
+    return s + v * a / b
+
+
+@register_functional(aten.lerp.Scalar, aten.lerp.Tensor)
+def lerp(self, end, weight):
+    common = self.dtype
+    return apply(_lerp, common, common, (self, end, weight))
+
+
+@register_functional(aten.addcmul.default)
+def addcmul(self, tensor1, tensor2, *, value=1):
+    common = torch.promote_types(torch.result_type(tensor1, tensor2), self.dtype)
+    return apply(_addcmul, common, common, (self, tensor1, tensor2), (value,))
+
+
+@register_functional(aten.addcdiv.default)
+def addcdiv(self, tensor1, tensor2, *, value=1):
+    common = torch.promote_types(torch.result_type(tensor1, tensor2), self.dtype)
+    if not (common.is_floating_point or common.is_complex):
+        raise RuntimeError(
+            "Integer division with addcdiv is no longer supported, and in a future release addcdiv "
+            "will perform a true division of tensor1 and tensor2. The historic addcdiv behavior can be "
+            "implemented as (input + value * torch.trunc(tensor1 / tensor2)).to(input.dtype) for integer "
+            "inputs and as (input + value * tensor1 / tensor2) for float inputs. The future addcdiv "
+            "behavior is just the latter implementation: (input + value * tensor1 / tensor2), for all dtypes."
+        )
+    return apply(_addcdiv, common, common, (self, tensor1, tensor2), (value,))
+
+
+def _triangle(keep):
+    def kernel(self, diagonal=0):
+        x = J(self)
+        if x.ndim < 2:
+            raise RuntimeError(f"{keep.__name__}: input tensor must have at least 2 dimensions")
+        return keep(x, diagonal)
+
+    return kernel
+
+
+register_functional(aten.triu.default)(_triangle(jnp.triu))
+register_functional(aten.tril.default)(_triangle(jnp.tril))
