@@ -1,6 +1,6 @@
 """The jax-backed tensor and its aliasing model: strided storage.
 
-Why this model (of the three in DESIGN.md): PyTorch's own view semantics live in TensorImpl
+Why this model (of three: strided storage, view chains, functionalization): PyTorch's own view semantics live in TensorImpl
 metadata (sizes, strides, storage offset, a shared Storage). jaxdev keeps all of that real:
 
 * Every jax tensor is a plain `torch.Tensor` with keys PrivateUse1/AutogradPrivateUse1 whose

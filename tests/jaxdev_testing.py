@@ -1,7 +1,7 @@
 """Helpers for the jaxdev device tests: compare the `jax` device against CPU PyTorch.
 
 * `assert_same(actual, expected)`: a jax tensor against its CPU twin (device, dtype, shape, values,
-  bit-exact unless a tolerance is given).
+  bit-exact unless a tolerance is given), judged by the auditor's own `compare`.
 * `on_both(fn)`: run a scenario once with device="cpu" and once with device="jax"; if CPU raises,
   the jax run must raise the same exception type, otherwise every returned value must match.
 * `run_python(code)`: a fresh interpreter, for what must not run in the test process.
@@ -21,6 +21,7 @@ import pytest
 import torch
 
 import jaxdev  # noqa: F401  (registers the device)
+from jaxdev.audit.check import compare
 
 JAX = torch.device("jax", 0)
 CPU = torch.device("cpu")
@@ -60,9 +61,8 @@ def assert_same(actual, expected, *, rtol=0.0, atol=0.0, check_stride=False, msg
         assert actual.storage_offset() == expected.storage_offset(), (
             f"{msg} storage_offset {actual.storage_offset()} != CPU's {expected.storage_offset()}"
         )
-    torch.testing.assert_close(
-        to_cpu(actual), expected.detach(), rtol=rtol, atol=atol, equal_nan=True, msg=lambda m: f"{msg} {m}"
-    )
+    bad = compare(to_cpu(actual), expected.detach(), atol, rtol, floor=False)
+    assert bad is None, f"{msg} {bad['reason']}"
 
 
 def _compare(jax_out, cpu_out, path, rtol, atol, check_stride):

@@ -1,4 +1,4 @@
-"""Item 7: autograd runs through the dispatcher; gradients land on jax and equal CPU's."""
+"""autograd runs through the dispatcher; gradients land on jax and equal CPU's."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Item 2: `import jaxdev` registers `jax` as a PyTorch device, with a torch.cuda-like module."""
+"""`import jaxdev` registers `jax` as a PyTorch device, with a torch.cuda-like module."""
 
 from __future__ import annotations
 

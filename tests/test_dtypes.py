@@ -1,4 +1,4 @@
-"""Item 3: every dtype round-trips exactly, results carry torch's dtypes, unsupported ones fail clearly."""
+"""every dtype round-trips exactly, results carry torch's dtypes, unsupported ones fail clearly."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Item 9: an op without a jax kernel runs on CPU, with in-place/out= semantics, policy and counters.
+"""an op without a jax kernel runs on CPU, with in-place/out= semantics, policy and counters.
 
 The ops under test live in the test-only namespace `jaxdev_test` and have a CPU kernel only, so they
 always reach the fallback, whatever kernels jaxdev grows.

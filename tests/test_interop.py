@@ -1,4 +1,4 @@
-"""Item 12: jaxdev.to_jax gives the jax.Array (no copy); jaxdev.from_jax wraps one (no copy)."""
+"""jaxdev.to_jax gives the jax.Array (no copy); jaxdev.from_jax wraps one (no copy)."""
 
 from __future__ import annotations
 

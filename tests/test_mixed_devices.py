@@ -1,4 +1,4 @@
-"""Item 8: jax with a non-scalar CPU tensor is a RuntimeError naming both devices; 0-dim CPU is a scalar."""
+"""jax with a non-scalar CPU tensor is a RuntimeError naming both devices; 0-dim CPU is a scalar."""
 
 from __future__ import annotations
 

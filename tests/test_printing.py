@@ -1,4 +1,4 @@
-"""Item 5: repr/str of jax tensors are PyTorch's own format with `device='jax:0'` added."""
+"""repr/str of jax tensors are PyTorch's own format with `device='jax:0'` added."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Item 10: torch.manual_seed makes random ops on jax reproducible; distributions are sensible."""
+"""torch.manual_seed makes random ops on jax reproducible; distributions are sensible."""
 
 from __future__ import annotations
 

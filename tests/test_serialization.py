@@ -1,4 +1,4 @@
-"""Item 11: torch.save/torch.load of jax tensors and state dicts; copy.deepcopy of modules on jax.
+"""torch.save/torch.load of jax tensors and state dicts; copy.deepcopy of modules on jax.
 
 Saving reads a storage's bytes, which for a jax tensor are not in host memory: a wrong path
 dereferences a fake pointer and kills the interpreter. These tests are `crashprone`: conftest runs

@@ -1,4 +1,4 @@
-"""Item 4: factories with device="jax", moving data both ways, scalars out, .numpy() refused."""
+"""factories with device="jax", moving data both ways, scalars out, .numpy() refused."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Item 6: views alias their base exactly as on CPU; in-place writes reach every alias.
+"""views alias their base exactly as on CPU; in-place writes reach every alias.
 
 Each scenario runs on CPU and on jax (`on_both`), and every tensor it returns — base, views,
 siblings — must hold the same values (and, where asked, the same strides) on both.

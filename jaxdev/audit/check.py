@@ -1,19 +1,6 @@
-"""Run one OpInfo sample on CPU and on `jax`, and classify what the device did.
-
-Statuses, worst first (a unit takes the worst of its samples):
-  crash, timeout         the worker died or hung on this sample (set by the runner)
-  missing                no kernel can run the op on jax (dispatcher or fallback refused)
-  lost_autograd          forward ran but gradients are gone (no grad_fn, None grads, warnings)
-  exception              a kernel raised (type + message)
-  shape_mismatch, dtype_mismatch, wrong (values beyond tolerance; max abs/rel error recorded)
-  untraced               (compile) correct, but the graph ran op by op: an op could not be traced
-  fallback               correct, but only because ops ran on CPU through jaxdev's fallback
-  pass                   correct on jax kernels alone
-  skip                   no verdict possible (CPU itself raised, nothing differentiable, or
-                         torch.compile cannot capture the sample in one graph on CPU either)
-
-Directions: forward and backward run the op eagerly; compile runs the forward through
-`torch.compile(backend="jax", fullgraph=True)`.
+"""Run one OpInfo sample on CPU and on `jax`, and classify what the device did (the statuses and
+their order are in facts.py). Directions: forward and backward run the op eagerly; compile runs the
+forward through `torch.compile(backend="jax", fullgraph=True)`.
 """
 
 from __future__ import annotations
@@ -28,22 +15,6 @@ from torch.utils._pytree import tree_flatten, tree_map
 
 import jaxdev
 from jaxdev.audit import samples as sample_db
-
-SEVERITY = (
-    "crash",
-    "timeout",
-    "missing",
-    "lost_autograd",
-    "exception",
-    "shape_mismatch",
-    "dtype_mismatch",
-    "wrong",
-    "untraced",
-    "fallback",
-    "pass",
-    "skip",
-)
-FAILURES = frozenset(SEVERITY[:8])
 
 # Allocations whose values are whatever was in memory (any overload): a sample that reaches only
 # these is compared by shape and dtype, like a random op.
@@ -71,11 +42,6 @@ class Trace(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         self.ops.add(func.name())
         return func(*args, **(kwargs or {}))
-
-
-def worst(statuses) -> str:
-    statuses = list(statuses)
-    return min(statuses, key=SEVERITY.index) if statuses else "skip"
 
 
 def _short(e: BaseException) -> str:
@@ -171,8 +137,11 @@ def _errors(actual: torch.Tensor, expected: torch.Tensor) -> tuple[float, float]
     return float(diff.max()), float(rel.max())
 
 
-def compare(actual, expected, atol: float, rtol: float, values: bool = True) -> dict | None:
-    """None if the outputs agree; else {status, reason, max_abs, max_rel}."""
+def compare(actual, expected, atol: float, rtol: float, values: bool = True, floor: bool = True) -> dict | None:
+    """None if the outputs (CPU tensors, or nests of them) agree; else {status, reason, max_abs,
+    max_rel}. The one jax-vs-CPU comparison: the auditor and the tests both judge with it.
+    `floor`: a tolerance never below assert_close's default for the output's dtype (the auditor's
+    rule); tests that demand exactness pass False."""
     a_leaves, _ = tree_flatten(actual)
     e_leaves, _ = tree_flatten(expected)
     if len(a_leaves) != len(e_leaves):
@@ -208,7 +177,7 @@ def compare(actual, expected, atol: float, rtol: float, values: bool = True) -> 
             continue
         # The unit's tolerance is for its input dtype; an output of another dtype (fft of int64 is
         # complex) gets at least assert_close's default for its own.
-        out_rtol, out_atol = default_tolerances(e)
+        out_rtol, out_atol = default_tolerances(e) if floor else (0.0, 0.0)
         out_atol, out_rtol = max(atol, out_atol), max(rtol, out_rtol)
         try:
             torch.testing.assert_close(

@@ -108,7 +108,7 @@ def describe(name: str) -> dict:
     elif s.autograd == "lost":
         info["fix"] = "gradients are lost: " + FIX["lost"]
     elif s.device in FIX:
-        info["fix"] = FIX[s.device].format(op=short.replace(".", "."), name=name)
+        info["fix"] = FIX[s.device].format(op=short, name=name)
     return info
 
 

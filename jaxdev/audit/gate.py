@@ -10,7 +10,6 @@ import dataclasses
 
 from jaxdev.audit import AuditError, matrix, samples, sweep
 
-DEFAULT_BASELINE = "coverage/baseline.yaml"
 GOOD = ("pass",)
 
 

@@ -25,14 +25,13 @@ import tempfile
 import yaml
 
 from jaxdev.audit import AuditError
-from jaxdev.audit.check import SEVERITY
+from jaxdev.audit.facts import DIRECTIONS, SEVERITY
 
 # libyaml when PyYAML has it: the same text, ~3x faster (a full matrix is ~100k lines, saved often).
 _DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 SCHEMA = 1
-DIRECTIONS = ("forward", "backward", "compile")
 
 
 def versions() -> dict[str, str]:

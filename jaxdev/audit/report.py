@@ -8,7 +8,7 @@ import os
 import xml.etree.ElementTree as ET
 
 from jaxdev.audit import matrix
-from jaxdev.audit.check import FAILURES, SEVERITY
+from jaxdev.audit.facts import DEGRADED, DIRECTIONS, FAILURES, SEVERITY
 
 COLOURS = {
     "pass": "#2e7d32",
@@ -30,7 +30,7 @@ _SHORT = {"forward": "fwd", "backward": "bwd", "compile": "compiled"}
 
 def _columns(m: dict) -> list[tuple[str, str]]:
     cols = {(dtype, direction) for _, dtype, direction, _ in matrix.cells(m)}
-    return sorted(cols, key=lambda c: (matrix.DIRECTIONS.index(c[1]), c[0]))
+    return sorted(cols, key=lambda c: (DIRECTIONS.index(c[1]), c[0]))
 
 
 def heatmap_svg(m: dict) -> str:
@@ -63,16 +63,16 @@ def heatmap_svg(m: dict) -> str:
 def failures(m: dict) -> dict[str, list[tuple[str, str, str, dict]]]:
     by: dict[str, list] = {}
     for op, dtype, direction, entry in matrix.cells(m):
-        if entry["status"] in FAILURES or entry["status"] in ("untraced", "fallback"):
+        if entry["status"] in FAILURES or entry["status"] in DEGRADED:
             by.setdefault(entry["status"], []).append((op, dtype, direction, entry))
     return {k: by[k] for k in SEVERITY if k in by}
 
 
 def _summary_rows(m: dict) -> list[list[str]]:
-    statuses = [s for s in SEVERITY if any(s in m["summary"].get(d, {}) for d in matrix.DIRECTIONS)]
-    rows = [["status", *matrix.DIRECTIONS]]
+    statuses = [s for s in SEVERITY if any(s in m["summary"].get(d, {}) for d in DIRECTIONS)]
+    rows = [["status", *DIRECTIONS]]
     for s in statuses:
-        rows.append([s, *(str(m["summary"].get(d, {}).get(s, 0)) for d in matrix.DIRECTIONS)])
+        rows.append([s, *(str(m["summary"].get(d, {}).get(s, 0)) for d in DIRECTIONS)])
     return rows
 
 
@@ -126,7 +126,7 @@ def html_page(m: dict, source: str) -> str:
 
 def junit(m: dict) -> str:
     root = ET.Element("testsuites", name="jaxdev-coverage")
-    for direction in matrix.DIRECTIONS:
+    for direction in DIRECTIONS:
         cells = [(op, dtype, e) for op, dtype, d, e in matrix.cells(m) if d == direction]
         suite = ET.SubElement(
             root,
@@ -143,7 +143,7 @@ def junit(m: dict) -> str:
                 f.text = e.get("repro", "")
             elif e["status"] == "skip":
                 ET.SubElement(case, "skipped", message=e.get("reason", ""))
-            elif e["status"] in ("untraced", "fallback"):
+            elif e["status"] in DEGRADED:
                 ET.SubElement(case, "system-out").text = e.get("reason", "")
     ET.indent(root)
     return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"

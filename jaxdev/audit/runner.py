@@ -21,7 +21,7 @@ from collections.abc import Callable
 from multiprocessing.connection import Connection, wait
 
 from jaxdev.audit import AuditError
-from jaxdev.audit.check import FAILURES, worst
+from jaxdev.audit.facts import FAILURES, worst
 from jaxdev.audit.samples import Unit
 
 CACHE_DIR = os.path.join(os.path.expanduser("~"), ".cache", "jaxdev", "jax")

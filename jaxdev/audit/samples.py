@@ -20,6 +20,7 @@ import torch
 from torch.utils._pytree import tree_map
 
 from jaxdev.audit import AuditError
+from jaxdev.audit.facts import COMPILE_DEFAULT_DTYPE, MODES
 
 PLUGINS_ENV = "JAXDEV_AUDIT_PLUGINS"
 
@@ -115,15 +116,8 @@ class Unit:
     direction: str  # "forward" | "backward" (eager) | "compile" (forward through torch.compile)
 
 
-# What `--mode` runs: eager is forward on every CPU dtype and backward in float32; compile is the
-# forward through torch.compile(backend="jax", fullgraph=True), in float32 unless dtypes are named
-# (a compile per sample: ~0.1 s each, every dtype would make the main job an hour longer).
-MODES = ("eager", "compile", "both")
-COMPILE_DEFAULT_DTYPE = torch.float32
-
-
 def units(names, dtypes=(), backward=True, mode: str = "eager") -> list[Unit]:
-    """The work for these OpInfos in this mode (see MODES)."""
+    """The work for these OpInfos in this mode (see facts.MODES)."""
     if mode not in MODES:
         raise AuditError(f"--mode must be one of {', '.join(MODES)}, not {mode!r}")
     wanted = {parse_dtype(d) for d in dtypes}
@@ -142,7 +136,7 @@ def units(names, dtypes=(), backward=True, mode: str = "eager") -> list[Unit]:
             ):
                 out.append(Unit(name, dtype_name(BACKWARD_DTYPE), "backward"))
         if mode != "eager":
-            chosen = wanted or {COMPILE_DEFAULT_DTYPE}
+            chosen = wanted or {DTYPES[COMPILE_DEFAULT_DTYPE]}
             out += [Unit(name, dtype_name(d), "compile") for d in supported if d in chosen]
     return sorted(out)
 

@@ -11,11 +11,6 @@ from collections.abc import Callable
 
 from jaxdev.audit import AuditError, matrix, runner, samples
 
-MATRIX_FILE = "matrix.yaml"
-DEFAULT_TIMEOUT_S = 60.0
-# The first 3 samples of each cell keep the full sweep (6,661 cells, ~19k samples) within ~10 min
-# cold and ~4 min warm on 2 cores; 6 samples (~32k) took 17 min cold and ~7 min warm.
-DEFAULT_MAX_SAMPLES = 3
 # A kill loses at most the work since the last save. Saving a full matrix takes ~0.5 s, so the
 # interval grows with the matrix: saving costs the parent at most 1/SAVE_SHARE of its time.
 SAVE_EVERY_S = 1.0

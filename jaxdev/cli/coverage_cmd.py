@@ -10,50 +10,12 @@ import time
 import click
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
+from jaxdev.cli.options import scope_options
 from jaxdev.cli.render import coloured, console
 
 
 def _term_as_interrupt(*_):
     raise KeyboardInterrupt
-
-
-def scope_options(fn):
-    from jaxdev.audit.sweep import DEFAULT_MAX_SAMPLES, DEFAULT_TIMEOUT_S
-
-    for option in reversed(
-        [
-            click.argument("ops", nargs=-1),
-            click.option("--dtype", "dtypes", multiple=True, help="Only this dtype (float32, int64, ...). Repeatable."),
-            click.option("--no-backward", is_flag=True, help="Forward only."),
-            click.option(
-                "--mode",
-                type=click.Choice(["eager", "compile", "both"]),
-                default="eager",
-                show_default=True,
-                help="eager: forward and backward op by op; compile: the forward through "
-                "torch.compile(backend='jax', fullgraph=True), float32 unless --dtype; both.",
-            ),
-            click.option(
-                "--jobs", "-j", type=int, default=os.cpu_count() or 1, show_default=True, help="Worker processes."
-            ),
-            click.option(
-                "--timeout",
-                type=float,
-                default=DEFAULT_TIMEOUT_S,
-                show_default=True,
-                help="Seconds a sample may take before it counts as a hang.",
-            ),
-            click.option(
-                "--max-samples",
-                type=int,
-                default=DEFAULT_MAX_SAMPLES,
-                show_default=True,
-                help="The first N samples of each (op, dtype, direction); recorded in the matrix.",
-            ),
-        ]
-    ):
-        fn = option(fn)
-    return fn
 
 
 class _LogProgress:
@@ -165,7 +127,7 @@ def print_summary(m):
 
 
 @click.command("coverage")
-@scope_options
+@scope_options()
 @click.option("--shard", help="K/N: run the K-th of N slices of the OpInfos (merge the shards' matrices with --merge).")
 @click.option("--resume", is_flag=True, help="Complete the partial matrix in --out instead of starting over.")
 @click.option(
@@ -206,9 +168,9 @@ def command(ops, dtypes, no_backward, mode, jobs, timeout, max_samples, shard, r
       jaxdev coverage --resume                   # finish an interrupted sweep
       jaxdev coverage --mode compile             # add torch.compile coverage beside the eager cells
     """
-    from jaxdev.audit import matrix, sweep
+    from jaxdev.audit import facts, matrix, sweep
 
-    out_path = os.path.join(out_dir, sweep.MATRIX_FILE)
+    out_path = os.path.join(out_dir, facts.MATRIX_FILE)
     if merge_files:
         merged = matrix.merge([matrix.load(p) for p in merge_files])
         matrix.save(merged, out_path)

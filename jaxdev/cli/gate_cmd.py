@@ -8,29 +8,19 @@ import tempfile
 
 import click
 
+from jaxdev.audit import facts
 from jaxdev.cli.coverage_cmd import run_sweep
+from jaxdev.cli.options import scope_options
 from jaxdev.cli.render import coloured, console
 
 
 @click.command("gate")
-@click.argument("ops", nargs=-1)
 @click.option(
-    "--baseline", "baseline_path", default="coverage/baseline.yaml", show_default=True, type=click.Path(dir_okay=False)
+    "--baseline", "baseline_path", default=facts.DEFAULT_BASELINE, show_default=True, type=click.Path(dir_okay=False)
 )
 @click.option("--accept", is_flag=True, help="Record the fresh results in the baseline instead of failing.")
 @click.option("--init", is_flag=True, help="Create the baseline from a fresh run of OPS (refuses to overwrite one).")
-@click.option("--dtype", "dtypes", multiple=True, help="Only this dtype (with OPS or --init). Repeatable.")
-@click.option("--no-backward", is_flag=True, help="Forward only.")
-@click.option(
-    "--mode",
-    type=click.Choice(["eager", "compile", "both"]),
-    default="eager",
-    show_default=True,
-    help="With OPS or --init: which directions to run (see `jaxdev coverage --help`).",
-)
-@click.option("--jobs", "-j", type=int, default=os.cpu_count() or 1, show_default=True)
-@click.option("--timeout", type=float, default=None, help="Per-sample timeout (default: the baseline's).")
-@click.option("--max-samples", type=int, default=None, help="Samples per cell (default: the baseline's).")
+@scope_options(defaults_from_baseline=True)
 def command(ops, baseline_path, accept, init, dtypes, no_backward, mode, jobs, timeout, max_samples):
     """Rerun the sweep (OPS, or every cell of the baseline) and compare with the baseline.
 
@@ -65,18 +55,18 @@ def command(ops, baseline_path, accept, init, dtypes, no_backward, mode, jobs, t
             units,
             baseline_path,
             jobs=jobs,
-            timeout=timeout or sweep.DEFAULT_TIMEOUT_S,
-            max_samples=max_samples or sweep.DEFAULT_MAX_SAMPLES,
+            timeout=timeout or facts.DEFAULT_TIMEOUT_S,
+            max_samples=max_samples or facts.DEFAULT_MAX_SAMPLES,
         )
         console.print(f"baseline written: {baseline_path}")
         return
     baseline = gate.load_baseline(baseline_path)
     units = gate.scope(baseline, ops, not no_backward, dtypes, mode)
-    timeout = timeout or baseline["run"].get("timeout_s") or sweep.DEFAULT_TIMEOUT_S
-    max_samples = max_samples or baseline["run"].get("max_samples") or sweep.DEFAULT_MAX_SAMPLES
+    timeout = timeout or baseline["run"].get("timeout_s") or facts.DEFAULT_TIMEOUT_S
+    max_samples = max_samples or baseline["run"].get("max_samples") or facts.DEFAULT_MAX_SAMPLES
     with tempfile.TemporaryDirectory(prefix="jaxdev-gate-") as tmp:
-        fresh = run_sweep(units, os.path.join(tmp, "matrix.yaml"), jobs=jobs, timeout=timeout, max_samples=max_samples)
-        fresh = matrix.load(os.path.join(tmp, "matrix.yaml"))
+        run_sweep(units, os.path.join(tmp, "matrix.yaml"), jobs=jobs, timeout=timeout, max_samples=max_samples)
+        fresh = matrix.load(os.path.join(tmp, "matrix.yaml"))  # as written: what --accept records
     changes = gate.compare(baseline, fresh)
     for c in changes:
         console.print(

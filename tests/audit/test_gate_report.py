@@ -77,9 +77,3 @@ def test_report_writes_markdown_html_heatmap_and_junit(cli, tmp_path):
     suites = ET.parse(tmp_path / "reports" / "junit.xml").getroot()
     backward = next(s for s in suites if s.get("name") == "coverage.backward")
     assert backward.get("failures") == "1"
-
-
-def test_help_shows_examples(cli):
-    for command in ("ops", "explain", "coverage", "gate", "report"):
-        code, out = cli(command, "--help")
-        assert code == 0 and "Examples:" in out and "jaxdev " + command in out

@@ -1,0 +1,56 @@
+"""The auditor's facts as data, in one module that imports nothing heavy (the CLI's help and
+option defaults read it without importing torch or jax).
+
+Statuses, worst first; a cell takes the worst status of its samples:
+  crash, timeout         the worker died or hung on this sample (set by the runner)
+  missing                no kernel can run the op on jax (dispatcher or fallback refused)
+  lost_autograd          forward ran but gradients are gone (no grad_fn, None grads, warnings)
+  exception              a kernel raised (type + message)
+  shape_mismatch, dtype_mismatch, wrong (values beyond tolerance; max abs/rel error recorded)
+  untraced               (compile) correct, but the graph ran op by op: an op could not be traced
+  fallback               correct, but only because ops ran on CPU through jaxdev's fallback
+  pass                   correct on jax kernels alone
+  skip                   no verdict possible (CPU itself raised, nothing differentiable, or
+                         torch.compile cannot run the sample on CPU either)
+"""
+
+from __future__ import annotations
+
+SEVERITY = (
+    "crash",
+    "timeout",
+    "missing",
+    "lost_autograd",
+    "exception",
+    "shape_mismatch",
+    "dtype_mismatch",
+    "wrong",
+    "untraced",
+    "fallback",
+    "pass",
+    "skip",
+)
+FAILURES = frozenset(SEVERITY[: SEVERITY.index("wrong") + 1])
+# Correct, but not the device's own kernels in one program: listed in reports beside the failures.
+DEGRADED = ("untraced", "fallback")
+
+# forward and backward run the op eagerly; compile runs the forward through torch.compile.
+DIRECTIONS = ("forward", "backward", "compile")
+# What `--mode` runs: eager is forward on every CPU dtype and backward in float32; compile is the
+# forward through torch.compile(backend="jax", fullgraph=True), in float32 unless dtypes are named
+# (a compile per sample: ~0.1 s each, every dtype would make the main job an hour longer).
+MODES = ("eager", "compile", "both")
+BACKWARD_DTYPE = "float32"
+COMPILE_DEFAULT_DTYPE = "float32"
+
+MATRIX_FILE = "matrix.yaml"
+DEFAULT_BASELINE = "coverage/baseline.yaml"
+DEFAULT_TIMEOUT_S = 60.0
+# The first 3 samples of each cell keep the full sweep (7,338 cells, ~20k samples) within ~8 min
+# warm on 2 cores; 6 samples took 17 min cold and ~7 min warm (eager only).
+DEFAULT_MAX_SAMPLES = 3
+
+
+def worst(statuses) -> str:
+    statuses = list(statuses)
+    return min(statuses, key=SEVERITY.index) if statuses else "skip"

@@ -1,0 +1,54 @@
+"""The options that choose what to run, declared once for `coverage` and `gate`."""
+
+from __future__ import annotations
+
+import os
+
+import click
+
+from jaxdev.audit import facts
+
+
+def scope_options(*, defaults_from_baseline: bool = False):
+    """OPS, --dtype, --no-backward, --mode, --jobs, --timeout, --max-samples. With
+    `defaults_from_baseline`, --timeout and --max-samples default to the baseline's (None here)."""
+    timeout_help = "Seconds a sample may take before it counts as a hang"
+    samples_help = "The first N samples of each (op, dtype, direction)"
+    options = [
+        click.argument("ops", nargs=-1),
+        click.option("--dtype", "dtypes", multiple=True, help="Only this dtype (float32, int64, ...). Repeatable."),
+        click.option("--no-backward", is_flag=True, help="Forward only."),
+        click.option(
+            "--mode",
+            type=click.Choice(facts.MODES),
+            default="eager",
+            show_default=True,
+            help="eager: forward and backward op by op; compile: the forward through "
+            f"torch.compile(backend='jax', fullgraph=True), {facts.COMPILE_DEFAULT_DTYPE} unless --dtype; both.",
+        ),
+        click.option(
+            "--jobs", "-j", type=int, default=os.cpu_count() or 1, show_default=True, help="Worker processes."
+        ),
+        click.option(
+            "--timeout",
+            type=float,
+            default=None if defaults_from_baseline else facts.DEFAULT_TIMEOUT_S,
+            show_default=not defaults_from_baseline,
+            help=timeout_help + (" (default: the baseline's)." if defaults_from_baseline else "."),
+        ),
+        click.option(
+            "--max-samples",
+            type=int,
+            default=None if defaults_from_baseline else facts.DEFAULT_MAX_SAMPLES,
+            show_default=not defaults_from_baseline,
+            help=samples_help
+            + ("; default: the baseline's." if defaults_from_baseline else "; recorded in the matrix."),
+        ),
+    ]
+
+    def decorate(fn):
+        for option in reversed(options):
+            fn = option(fn)
+        return fn
+
+    return decorate
