@@ -159,8 +159,8 @@ def coverage(opinfo: str | None, overloads: list[str], matrix_path: str | None) 
         return []
     wanted = set(overloads)
     rows = []
-    for op, dtype, direction, entry in matrix.cells(m):
-        if op == opinfo or wanted & set(m["ops"][op].get("aten", ())):
+    for op, dtype, direction, entry in m.cells():
+        if op == opinfo or wanted & set(m.aten(op)):
             rows.append(
                 {
                     "opinfo": op,

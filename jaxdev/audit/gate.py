@@ -45,13 +45,13 @@ def load_baseline(path: str) -> dict:
         raise AuditError(f"cannot use baseline: {e}") from e
 
 
-def scope(baseline: dict, ops=(), backward=True, dtypes=(), mode: str = "eager") -> list[samples.Unit]:
+def scope(baseline: matrix.Matrix, ops=(), backward=True, dtypes=(), mode: str = "eager") -> list[samples.Unit]:
     """Units to rerun: the given OpInfos (all their cells, or those dtypes), else every cell of the baseline."""
     if ops:
         return sweep.plan(ops, dtypes, backward, mode=mode)
     db = samples.op_db()
     units = []
-    for op, dtype, direction, _ in matrix.cells(baseline):
+    for op, dtype, direction, _ in baseline.cells():
         if op not in db:
             raise AuditError(
                 f"baseline names OpInfo {op!r}, which this torch does not have; refresh the baseline with --accept OPS"
@@ -63,10 +63,10 @@ def scope(baseline: dict, ops=(), backward=True, dtypes=(), mode: str = "eager")
     return units
 
 
-def compare(baseline: dict, fresh: dict) -> list[Change]:
+def compare(baseline: matrix.Matrix, fresh: matrix.Matrix) -> list[Change]:
     changes = []
-    for op, dtype, direction, entry in matrix.cells(fresh):
-        old = matrix.get(baseline, op, dtype, direction)
+    for op, dtype, direction, entry in fresh.cells():
+        old = baseline.get(op, dtype, direction)
         old_status = old["status"] if old else "absent"
         if old_status != entry["status"]:
             changes.append(Change(op, dtype, direction, old_status, entry["status"], entry.get("reason", "")))
@@ -84,12 +84,12 @@ def tally(changes: list[Change]) -> dict[str, int]:
     return {k: n for k in kinds if (n := sum(c.kind == k for c in changes))}
 
 
-def accept(baseline: dict, fresh: dict, path: str) -> None:
+def accept(baseline: matrix.Matrix, fresh: matrix.Matrix, path: str) -> None:
     """Write the fresh cells into the baseline (others untouched), atomically."""
-    for op, dtype, direction, entry in matrix.cells(fresh):
-        matrix.put(baseline, op, dtype, direction, entry, fresh["ops"][op].get("aten", ()))
-    baseline["versions"] = matrix.versions()
+    for op, dtype, direction, entry in fresh.cells():
+        baseline.put(op, dtype, direction, entry, fresh.aten(op))
+    baseline.versions = matrix.versions()
     for key in ("max_samples", "timeout_s"):
-        baseline["run"][key] = fresh["run"].get(key)
-    baseline["run"]["complete"] = True
+        baseline.run[key] = fresh.run.get(key)
+    baseline.run["complete"] = True
     matrix.save(baseline, path)

@@ -18,9 +18,12 @@ Written atomically: a temporary file in the same folder, then os.replace.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import platform
 import tempfile
+from collections.abc import Iterator
+from typing import NamedTuple
 
 import yaml
 
@@ -48,47 +51,66 @@ def versions() -> dict[str, str]:
     }
 
 
-def empty(run: dict | None = None) -> dict:
-    return {"schema": SCHEMA, "versions": versions(), "run": dict(run or {}), "summary": {}, "ops": {}}
+class Cell(NamedTuple):
+    op: str
+    dtype: str
+    direction: str
+    entry: dict  # status, reason, samples, counts, [fallback, repro, max_abs, max_rel, random, limited]
 
 
-def put(matrix: dict, op: str, dtype: str, direction: str, entry: dict, aten=()) -> None:
-    node = matrix["ops"].setdefault(op, {"aten": [], "results": {}})
-    node["aten"] = sorted(set(node["aten"]) | set(aten))
-    node["results"].setdefault(dtype, {})[direction] = entry
+@dataclasses.dataclass
+class Matrix:
+    """OpInfo x dtype x direction -> entry, with the run's facts and the versions that made it."""
+
+    versions: dict = dataclasses.field(default_factory=versions)
+    run: dict = dataclasses.field(default_factory=dict)
+    ops: dict = dataclasses.field(default_factory=dict)  # op -> {"aten": [...], "results": {dtype: {dir: entry}}}
+
+    def put(self, op: str, dtype: str, direction: str, entry: dict, aten=()) -> None:
+        node = self.ops.setdefault(op, {"aten": [], "results": {}})
+        node["aten"] = sorted(set(node["aten"]) | set(aten))
+        node["results"].setdefault(dtype, {})[direction] = entry
+
+    def get(self, op: str, dtype: str, direction: str) -> dict | None:
+        return self.ops.get(op, {}).get("results", {}).get(dtype, {}).get(direction)
+
+    def aten(self, op: str) -> list[str]:
+        """The aten overloads the OpInfo's samples reached."""
+        return self.ops.get(op, {}).get("aten", [])
+
+    def cells(self) -> Iterator[Cell]:
+        """Every cell, sorted by op, dtype, then direction."""
+        for op in sorted(self.ops):
+            results = self.ops[op].get("results", {})
+            for dtype in sorted(results):
+                for direction in DIRECTIONS:
+                    if direction in results[dtype]:
+                        yield Cell(op, dtype, direction, results[dtype][direction])
+
+    @property
+    def summary(self) -> dict[str, dict[str, int]]:
+        """direction -> status -> cells."""
+        summary: dict[str, dict[str, int]] = {d: {} for d in DIRECTIONS}
+        for cell in self.cells():
+            counts = summary[cell.direction]
+            counts[cell.entry["status"]] = counts.get(cell.entry["status"], 0) + 1
+        return summary
+
+    def keep_directions(self, old: Matrix, replaced: set[str]) -> None:
+        """Copy in the cells of `old` whose direction is not in `replaced`."""
+        for cell in old.cells():
+            if cell.direction not in replaced:
+                self.put(*cell, old.aten(cell.op))
+
+    def to_yaml(self) -> dict:
+        return {"schema": SCHEMA, "versions": self.versions, "run": self.run, "summary": self.summary, "ops": self.ops}
 
 
-def get(matrix: dict, op: str, dtype: str, direction: str) -> dict | None:
-    return matrix["ops"].get(op, {}).get("results", {}).get(dtype, {}).get(direction)
+def empty(run: dict | None = None) -> Matrix:
+    return Matrix(run=dict(run or {}))
 
 
-def cells(matrix: dict):
-    """(op, dtype, direction, entry) for every cell, sorted."""
-    for op in sorted(matrix["ops"]):
-        results = matrix["ops"][op].get("results", {})
-        for dtype in sorted(results):
-            for direction in DIRECTIONS:
-                if direction in results[dtype]:
-                    yield op, dtype, direction, results[dtype][direction]
-
-
-def keep_directions(m: dict, old: dict, replaced: set[str]) -> None:
-    """Copy into `m` the cells of `old` whose direction is not in `replaced`."""
-    for op, dtype, direction, entry in cells(old):
-        if direction not in replaced:
-            put(m, op, dtype, direction, entry, old["ops"][op].get("aten", ()))
-
-
-def summarize(matrix: dict) -> dict:
-    summary = {d: {} for d in DIRECTIONS}
-    for _, _, direction, entry in cells(matrix):
-        summary[direction][entry["status"]] = summary[direction].get(entry["status"], 0) + 1
-    matrix["summary"] = summary
-    return summary
-
-
-def save(matrix: dict, path: str) -> None:
-    summarize(matrix)
+def save(matrix: Matrix, path: str) -> None:
     folder = os.path.dirname(os.path.abspath(path))
     os.makedirs(folder, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".matrix-", suffix=".yaml.tmp", dir=folder)
@@ -98,7 +120,13 @@ def save(matrix: dict, path: str) -> None:
     try:
         with os.fdopen(fd, "w") as f:
             yaml.dump(
-                matrix, f, Dumper=_DUMPER, sort_keys=True, default_flow_style=False, width=120, allow_unicode=True
+                matrix.to_yaml(),
+                f,
+                Dumper=_DUMPER,
+                sort_keys=True,
+                default_flow_style=False,
+                width=120,
+                allow_unicode=True,
             )
             f.flush()
             os.fsync(f.fileno())
@@ -108,7 +136,7 @@ def save(matrix: dict, path: str) -> None:
         raise
 
 
-def load(path: str) -> dict:
+def load(path: str) -> Matrix:
     """A matrix from disk, validated; any problem is one AuditError sentence."""
     if not os.path.exists(path):
         raise AuditError(f"no coverage matrix at {path}; run `jaxdev coverage --out DIR` first")
@@ -133,21 +161,18 @@ def load(path: str) -> dict:
             for direction, entry in (dirs or {}).items():
                 if direction not in DIRECTIONS or not isinstance(entry, dict) or entry.get("status") not in SEVERITY:
                     raise AuditError(f"{path} is malformed: bad entry at {op} / {dtype} / {direction}")
-    data.setdefault("run", {})
-    data.setdefault("versions", {})
-    return data
+    return Matrix(versions=data.get("versions") or {}, run=data.get("run") or {}, ops=data["ops"])
 
 
-def merge(matrices: list[dict]) -> dict:
+def merge(matrices: list[Matrix]) -> Matrix:
     """Shards -> one matrix; later matrices win where cells overlap."""
-    out = empty({"complete": all(m["run"].get("complete", False) for m in matrices), "merged": len(matrices)})
+    out = empty({"complete": all(m.run.get("complete", False) for m in matrices), "merged": len(matrices)})
     for m in matrices:
-        for op, dtype, direction, entry in cells(m):
-            put(out, op, dtype, direction, entry, m["ops"][op].get("aten", ()))
+        for cell in m.cells():
+            out.put(*cell, m.aten(cell.op))
     for key in ("max_samples", "timeout_s"):
-        values = {m["run"].get(key) for m in matrices}
+        values = {m.run.get(key) for m in matrices}
         if len(values) == 1:
-            out["run"][key] = values.pop()
-    out["run"]["samples"] = sum(m["run"].get("samples", 0) for m in matrices)
-    summarize(out)
+            out.run[key] = values.pop()
+    out.run["samples"] = sum(m.run.get("samples", 0) for m in matrices)
     return out

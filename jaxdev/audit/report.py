@@ -28,13 +28,13 @@ CELL, LABEL_W, HEADER_H = 12, 260, 90
 _SHORT = {"forward": "fwd", "backward": "bwd", "compile": "compiled"}
 
 
-def _columns(m: dict) -> list[tuple[str, str]]:
-    cols = {(dtype, direction) for _, dtype, direction, _ in matrix.cells(m)}
+def _columns(m: matrix.Matrix) -> list[tuple[str, str]]:
+    cols = {(dtype, direction) for _, dtype, direction, _ in m.cells()}
     return sorted(cols, key=lambda c: (DIRECTIONS.index(c[1]), c[0]))
 
 
-def heatmap_svg(m: dict) -> str:
-    ops = sorted(m["ops"])
+def heatmap_svg(m: matrix.Matrix) -> str:
+    ops = sorted(m.ops)
     cols = _columns(m)
     width, height = LABEL_W + CELL * len(cols) + 10, HEADER_H + CELL * len(ops) + 10
     parts = [
@@ -48,7 +48,7 @@ def heatmap_svg(m: dict) -> str:
         y = HEADER_H + i * CELL
         parts.append(f'<text x="{LABEL_W - 4}" y="{y + CELL - 2}" text-anchor="end">{html.escape(op)}</text>')
         for j, (dtype, direction) in enumerate(cols):
-            entry = matrix.get(m, op, dtype, direction)
+            entry = m.get(op, dtype, direction)
             if entry is None:
                 continue
             tip = html.escape(f"{op} {dtype} {direction}: {entry['status']} {entry.get('reason', '')}"[:300])
@@ -60,29 +60,30 @@ def heatmap_svg(m: dict) -> str:
     return "\n".join(parts)
 
 
-def failures(m: dict) -> dict[str, list[tuple[str, str, str, dict]]]:
+def failures(m: matrix.Matrix) -> dict[str, list[tuple[str, str, str, dict]]]:
     by: dict[str, list] = {}
-    for op, dtype, direction, entry in matrix.cells(m):
+    for op, dtype, direction, entry in m.cells():
         if entry["status"] in FAILURES or entry["status"] in DEGRADED:
             by.setdefault(entry["status"], []).append((op, dtype, direction, entry))
     return {k: by[k] for k in SEVERITY if k in by}
 
 
-def _summary_rows(m: dict) -> list[list[str]]:
-    statuses = [s for s in SEVERITY if any(s in m["summary"].get(d, {}) for d in DIRECTIONS)]
+def _summary_rows(m: matrix.Matrix) -> list[list[str]]:
+    summary = m.summary
+    statuses = [s for s in SEVERITY if any(s in summary.get(d, {}) for d in DIRECTIONS)]
     rows = [["status", *DIRECTIONS]]
     for s in statuses:
-        rows.append([s, *(str(m["summary"].get(d, {}).get(s, 0)) for d in DIRECTIONS)])
+        rows.append([s, *(str(summary.get(d, {}).get(s, 0)) for d in DIRECTIONS)])
     return rows
 
 
-def markdown(m: dict, source: str) -> str:
-    v, run = m.get("versions", {}), m.get("run", {})
+def markdown(m: matrix.Matrix, source: str) -> str:
+    v, run = m.versions, m.run
     lines = [
         "# jaxdev coverage report",
         "",
         f"Matrix `{source}`: torch {v.get('torch')}, jax {v.get('jax')}, jaxdev {v.get('jaxdev')}; "
-        f"{len(m['ops'])} OpInfos, {run.get('samples', '?')} samples (at most {run.get('max_samples', '?')} per cell), "
+        f"{len(m.ops)} OpInfos, {run.get('samples', '?')} samples (at most {run.get('max_samples', '?')} per cell), "
         f"{'complete' if run.get('complete') else 'PARTIAL'} run, {run.get('wall_s', '?')} s.",
         "",
     ]
@@ -99,7 +100,7 @@ def markdown(m: dict, source: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def html_page(m: dict, source: str) -> str:
+def html_page(m: matrix.Matrix, source: str) -> str:
     rows = _summary_rows(m)
     table = (
         "<table><tr>"
@@ -124,10 +125,10 @@ def html_page(m: dict, source: str) -> str:
     )
 
 
-def junit(m: dict) -> str:
+def junit(m: matrix.Matrix) -> str:
     root = ET.Element("testsuites", name="jaxdev-coverage")
     for direction in DIRECTIONS:
-        cells = [(op, dtype, e) for op, dtype, d, e in matrix.cells(m) if d == direction]
+        cells = [(op, dtype, e) for op, dtype, d, e in m.cells() if d == direction]
         suite = ET.SubElement(
             root,
             "testsuite",
@@ -149,7 +150,7 @@ def junit(m: dict) -> str:
     return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
 
 
-def write(m: dict, source: str, out_dir: str) -> list[str]:
+def write(m: matrix.Matrix, source: str, out_dir: str) -> list[str]:
     os.makedirs(out_dir, exist_ok=True)
     files = {"summary.md": markdown(m, source), "index.html": html_page(m, source), "junit.xml": junit(m)}
     paths = []

@@ -60,11 +60,11 @@ def sweep(
     info = {"max_samples": max_samples, "timeout_s": timeout, **(run_info or {})}
     if resume and os.path.exists(out_path):
         m = matrix.load(out_path)
-        if m["run"].get("max_samples") not in (None, max_samples):
+        if m.run.get("max_samples") not in (None, max_samples):
             raise AuditError(
-                f"{out_path} was run with --max-samples {m['run']['max_samples']}; resume with the same value"
+                f"{out_path} was run with --max-samples {m.run['max_samples']}; resume with the same value"
             )
-        todo = [u for u in units if matrix.get(m, u.op, u.dtype, u.direction) is None]
+        todo = [u for u in units if m.get(u.op, u.dtype, u.direction) is None]
     else:
         m = matrix.empty()
         todo = list(units)
@@ -72,10 +72,10 @@ def sweep(
             # A run replaces the directions it runs: an eager sweep keeps the compile cells of the
             # matrix it overwrites, a compile sweep keeps the eager ones.
             with contextlib.suppress(AuditError):  # not a readable matrix: this run replaces it
-                matrix.keep_directions(m, matrix.load(out_path), {u.direction for u in units})
-    previous_wall = m["run"].get("wall_s", 0.0) if resume else 0.0
-    previous_samples = m["run"].get("samples", 0) if resume else 0
-    m["run"].update(info, complete=False)
+                m.keep_directions(matrix.load(out_path), {u.direction for u in units})
+    previous_wall = m.run.get("wall_s", 0.0) if resume else 0.0
+    previous_samples = m.run.get("samples", 0) if resume else 0
+    m.run.update(info, complete=False)
     if on_start:
         on_start(len(units) - len(todo), len(todo))
     start = time.monotonic()
@@ -84,8 +84,8 @@ def sweep(
 
     def save(complete: bool):
         began = time.monotonic()
-        m["run"]["wall_s"] = round(previous_wall + began - start, 1)
-        m["run"]["complete"] = complete
+        m.run["wall_s"] = round(previous_wall + began - start, 1)
+        m.run["complete"] = complete
         matrix.save(m, out_path)
         last_save[0] = time.monotonic()
         save_cost[0] = last_save[0] - began
@@ -93,9 +93,9 @@ def sweep(
     done_samples = [0]
 
     def on_result(r: runner.UnitResult):
-        matrix.put(m, r.unit.op, r.unit.dtype, r.unit.direction, r.entry, r.aten)
+        m.put(r.unit.op, r.unit.dtype, r.unit.direction, r.entry, r.aten)
         done_samples[0] += r.samples
-        m["run"]["samples"] = previous_samples + done_samples[0]
+        m.run["samples"] = previous_samples + done_samples[0]
         if on_unit:
             on_unit(r)
         if time.monotonic() - last_save[0] > max(SAVE_EVERY_S, SAVE_SHARE * save_cost[0]):
@@ -115,7 +115,7 @@ def sweep(
     except BaseException:
         save(False)  # Ctrl-C or kill: a partial matrix that --resume completes
         raise
-    m["run"]["this_run"] = {
+    m.run["this_run"] = {
         "units": len(todo),
         "samples": done_samples[0],
         "wall_s": round(time.monotonic() - start, 1),

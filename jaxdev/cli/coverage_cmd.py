@@ -110,7 +110,7 @@ def run_sweep(units, out_path, *, jobs, timeout, max_samples, resume=False, run_
                 "complete it with the same command and --resume"
             )
             sys.exit(130)
-    this = m["run"]["this_run"]
+    this = m.run["this_run"]
     rate = this["samples"] / this["wall_s"] if this["wall_s"] else 0.0
     if not quiet:
         console.print(
@@ -121,7 +121,7 @@ def run_sweep(units, out_path, *, jobs, timeout, max_samples, resume=False, run_
 
 
 def print_summary(m):
-    for direction, counts in m["summary"].items():
+    for direction, counts in m.summary.items():
         if counts:
             console.print(f"{direction:9}" + "  ".join(f"{coloured(k)} {v}" for k, v in sorted(counts.items())))
 

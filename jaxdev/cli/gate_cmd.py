@@ -62,8 +62,8 @@ def command(ops, baseline_path, accept, init, dtypes, no_backward, mode, jobs, t
         return
     baseline = gate.load_baseline(baseline_path)
     units = gate.scope(baseline, ops, not no_backward, dtypes, mode)
-    timeout = timeout or baseline["run"].get("timeout_s") or facts.DEFAULT_TIMEOUT_S
-    max_samples = max_samples or baseline["run"].get("max_samples") or facts.DEFAULT_MAX_SAMPLES
+    timeout = timeout or baseline.run.get("timeout_s") or facts.DEFAULT_TIMEOUT_S
+    max_samples = max_samples or baseline.run.get("max_samples") or facts.DEFAULT_MAX_SAMPLES
     with tempfile.TemporaryDirectory(prefix="jaxdev-gate-") as tmp:
         run_sweep(units, os.path.join(tmp, "matrix.yaml"), jobs=jobs, timeout=timeout, max_samples=max_samples)
         fresh = matrix.load(os.path.join(tmp, "matrix.yaml"))  # as written: what --accept records

@@ -22,6 +22,5 @@ def command(matrix_path, out_dir):
     from jaxdev.audit import matrix, report
 
     m = matrix.load(matrix_path)
-    matrix.summarize(m)
     for path in report.write(m, matrix_path, out_dir):
         console.print(f"wrote {path}")

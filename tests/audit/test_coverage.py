@@ -12,10 +12,10 @@ def test_coverage_tiny_scope_writes_a_canonical_matrix(cli, tmp_path):
     assert "samples/s" in out
     path = tmp_path / "matrix.yaml"
     m = matrix.load(str(path))
-    assert m["schema"] == matrix.SCHEMA and m["run"]["complete"]
-    assert set(m["versions"]) >= {"torch", "jax", "jaxdev"}
+    assert m.to_yaml()["schema"] == matrix.SCHEMA and m.run["complete"]
+    assert set(m.versions) >= {"torch", "jax", "jaxdev"}
     for direction in ("forward", "backward"):
-        entry = matrix.get(m, "sin", "float32", direction)
+        entry = m.get("sin", "float32", direction)
         assert entry["status"] in {
             "pass",
             "fallback",
@@ -27,7 +27,7 @@ def test_coverage_tiny_scope_writes_a_canonical_matrix(cli, tmp_path):
             "shape_mismatch",
         }
         assert entry["samples"] >= 1
-    assert "aten::sin" in m["ops"]["sin"]["aten"]
+    assert "aten::sin" in m.ops["sin"]["aten"]
     # YAML round trip: load -> save gives the same bytes
     before = path.read_bytes()
     matrix.save(matrix.load(str(path)), str(path))
@@ -39,7 +39,7 @@ def test_broken_kernel_is_a_wrong_result_with_errors(cli, tmp_path):
         "coverage", "jaxdev_audit_test.good", "--jobs", "1", "--out", str(tmp_path), env={"JAXDEV_TEST_BREAK": "1"}
     )
     assert code == 0, out
-    entry = matrix.get(matrix.load(str(tmp_path / "matrix.yaml")), "jaxdev_audit_test.good", "float32", "forward")
+    entry = matrix.load(str(tmp_path / "matrix.yaml")).get("jaxdev_audit_test.good", "float32", "forward")
     assert entry["status"] == "wrong"
     assert entry["max_abs"] == 2.0 and "max abs err" in entry["reason"] and "repro" in entry
 
@@ -58,8 +58,8 @@ def test_crash_and_hang_cost_only_their_sample(cli, tmp_path):
     )
     assert code == 0, out
     m = matrix.load(str(tmp_path / "matrix.yaml"))
-    crash = matrix.get(m, "jaxdev_audit_test.crash", "float32", "forward")
-    hang = matrix.get(m, "jaxdev_audit_test.hang", "float32", "forward")
+    crash = m.get("jaxdev_audit_test.crash", "float32", "forward")
+    hang = m.get("jaxdev_audit_test.hang", "float32", "forward")
     assert crash["status"] == "crash" and "SIGSEGV" in crash["reason"]
     assert crash["counts"] == {"crash": 1, "pass": 2}
     # the repro names the sample that crashed: its shapes and dtypes, not just its index
@@ -81,9 +81,9 @@ def test_resume_completes_a_killed_sweep(cli, tmp_path):
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     partial = matrix.load(str(path))  # never a truncated file
-    assert not partial["run"]["complete"]
-    assert matrix.get(partial, "jaxdev_audit_test.slow", "float32", "forward") is None
-    missing = 2 - len(list(matrix.cells(partial)))
+    assert not partial.run["complete"]
+    assert partial.get("jaxdev_audit_test.slow", "float32", "forward") is None
+    missing = 2 - len(list(partial.cells()))
     code, out = cli(
         "coverage",
         "jaxdev_audit_test.good",
@@ -97,9 +97,9 @@ def test_resume_completes_a_killed_sweep(cli, tmp_path):
     assert code == 0, out
     assert f"{missing} units" in out  # only the missing cells ran (1 unless the machine was too busy)
     m = matrix.load(str(path))
-    assert m["run"]["complete"]
-    assert matrix.get(m, "jaxdev_audit_test.slow", "float32", "forward")["status"] == "pass"
-    assert matrix.get(m, "jaxdev_audit_test.good", "float32", "forward")["status"] == "pass"
+    assert m.run["complete"]
+    assert m.get("jaxdev_audit_test.slow", "float32", "forward")["status"] == "pass"
+    assert m.get("jaxdev_audit_test.good", "float32", "forward")["status"] == "pass"
 
 
 def test_shards_split_ops_and_merge(cli, tmp_path):
@@ -109,8 +109,8 @@ def test_shards_split_ops_and_merge(cli, tmp_path):
     two = {u.op for u in sweep.plan(["jaxdev_audit_test.*"], shard=(2, 2))}
     assert one and two and not one & two
     a, b = matrix.empty({"complete": True}), matrix.empty({"complete": True})
-    matrix.put(a, "x", "float32", "forward", {"status": "pass"})
-    matrix.put(b, "y", "float32", "forward", {"status": "wrong"})
+    a.put("x", "float32", "forward", {"status": "pass"})
+    b.put("y", "float32", "forward", {"status": "wrong"})
     matrix.save(a, str(tmp_path / "a.yaml"))
     matrix.save(b, str(tmp_path / "b.yaml"))
     code, out = cli(
@@ -124,7 +124,7 @@ def test_shards_split_ops_and_merge(cli, tmp_path):
     )
     assert code == 0, out
     merged = matrix.load(str(tmp_path / "m" / "matrix.yaml"))
-    assert merged["summary"]["forward"] == {"pass": 1, "wrong": 1}
+    assert merged.summary["forward"] == {"pass": 1, "wrong": 1}
 
 
 def test_bad_inputs_are_one_sentence(cli, tmp_path):
@@ -159,9 +159,9 @@ def test_max_samples_limits_and_flags_the_cell(cli, tmp_path):
     )
     assert code == 0, out
     m = matrix.load(str(tmp_path / "matrix.yaml"))
-    entry = matrix.get(m, "jaxdev_audit_test.good", "float32", "forward")
+    entry = m.get("jaxdev_audit_test.good", "float32", "forward")
     assert entry["samples"] == 2 and entry["limited"]
-    assert "limited" not in matrix.get(m, "neg", "float32", "forward")  # neg has one sample
+    assert "limited" not in m.get("neg", "float32", "forward")  # neg has one sample
     assert any((tmp_path / "cache").iterdir())  # --cache-dir is where the workers' executables go
 
 
@@ -193,12 +193,12 @@ def test_compile_mode_adds_its_direction_and_keeps_the_eager_cells(cli, tmp_path
     code, out = cli("coverage", "sin", "nonzero", "--mode", "compile", "--jobs", "1", "--out", str(tmp_path))
     assert code == 0, out
     m = matrix.load(str(tmp_path / "matrix.yaml"))
-    assert matrix.get(m, "sin", "float32", "forward")["status"] == "pass"  # kept from the eager run
-    assert matrix.get(m, "sin", "float32", "compile")["status"] == "pass"
+    assert m.get("sin", "float32", "forward")["status"] == "pass"  # kept from the eager run
+    assert m.get("sin", "float32", "compile")["status"] == "pass"
     # nonzero's output shape depends on values: XLA cannot hold it in one program, and says so.
-    nonzero = matrix.get(m, "nonzero", "float32", "compile")
+    nonzero = m.get("nonzero", "float32", "compile")
     assert nonzero["status"] == "untraced" and "aten::nonzero" in nonzero["reason"]
-    assert set(m["summary"]["compile"]) == {"pass", "untraced"}
+    assert set(m.summary["compile"]) == {"pass", "untraced"}
 
 
 def test_compile_mode_catches_a_broken_kernel(cli, tmp_path):
@@ -214,6 +214,6 @@ def test_compile_mode_catches_a_broken_kernel(cli, tmp_path):
         env={"JAXDEV_TEST_BREAK": "1"},
     )
     assert code == 0, out
-    entry = matrix.get(matrix.load(str(tmp_path / "matrix.yaml")), "jaxdev_audit_test.good", "float32", "compile")
+    entry = matrix.load(str(tmp_path / "matrix.yaml")).get("jaxdev_audit_test.good", "float32", "compile")
     # the test op's kernel reads values on CPU, so its graph cannot be traced: it runs op by op, wrong
     assert entry["status"] == "wrong"

@@ -9,7 +9,7 @@ def test_gate_red_on_broken_kernel_green_after_accept(cli, tmp_path):
     base = str(tmp_path / "baseline.yaml")
     code, out = cli("gate", GOOD, "--init", "--baseline", base, "--jobs", "1")
     assert code == 0, out
-    assert matrix.get(matrix.load(base), GOOD, "float32", "forward")["status"] == "pass"
+    assert matrix.load(base).get(GOOD, "float32", "forward")["status"] == "pass"
 
     broken = {"JAXDEV_TEST_BREAK": "1"}
     code, out = cli("gate", "--baseline", base, "--jobs", "1", env=broken)
@@ -61,11 +61,9 @@ def test_gate_refuses_bad_baselines_and_overwrites_nothing(cli, tmp_path):
 
 def test_report_writes_markdown_html_heatmap_and_junit(cli, tmp_path):
     m = matrix.empty({"complete": True, "samples": 3})
-    matrix.put(m, "sin", "float32", "forward", {"status": "pass", "reason": ""})
-    matrix.put(
-        m, "sin", "float32", "backward", {"status": "lost_autograd", "reason": "grad is None", "repro": "sin ..."}
-    )
-    matrix.put(m, "cos", "float64", "forward", {"status": "fallback", "reason": "CPU fallback for aten::cos"})
+    m.put("sin", "float32", "forward", {"status": "pass", "reason": ""})
+    m.put("sin", "float32", "backward", {"status": "lost_autograd", "reason": "grad is None", "repro": "sin ..."})
+    m.put("cos", "float64", "forward", {"status": "fallback", "reason": "CPU fallback for aten::cos"})
     path = tmp_path / "matrix.yaml"
     matrix.save(m, str(path))
     code, out = cli("report", str(path), "--out", str(tmp_path / "reports"))
