@@ -20,8 +20,8 @@ FIX = {
     "fallback": "write a jax kernel: `@register_functional(aten.{op})` in the matching jaxdev/ops/<family>.py "
     "(in-place and out= variants are derived)",
     "missing": "write a jax kernel for {name} (or for the op its composite kernel needs): nothing can run it on jax",
-    "lost": "register an AutogradPrivateUse1 kernel with it (`register(..., autograd=...)`), or drop the "
-    "PrivateUse1 kernel and let the op decompose",
+    "lost": "drop the PrivateUse1 kernel and let the op decompose (its CompositeImplicitAutograd kernel "
+    "carries the gradients)",
     "composite": "nothing required; a direct jax kernel would be faster than the generic composite",
 }
 
@@ -92,8 +92,8 @@ def describe(name: str) -> dict:
             k: v
             for k, v in {
                 "kernel": _where(registry.KERNELS.get(name)),
-                "autograd": _where(registry.AUTOGRAD.get(name)),
                 "derived_from": registry.DERIVED.get(name),
+                "vjp_of": registry.BACKWARD.get(name),
             }.items()
             if v
         },

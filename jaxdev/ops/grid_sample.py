@@ -1,10 +1,11 @@
-"""grid_sampler_2d / grid_sampler_3d (F.grid_sample on 4-D / 5-D inputs) and their backward.
+"""grid_sampler_2d / grid_sampler_3d (F.grid_sample on 4-D / 5-D inputs), one sampler for both,
+and their backward (derived by the registry as the VJP of the forward).
 
 PyTorch's CPU formulas: grid coordinates in [-1, 1] are unnormalized (align_corners or not), then
 padded (zeros: out-of-range taps read 0; border: clipped; reflection: reflected, then clipped);
-bilinear reads the 4 neighbours, nearest rounds half to even, bicubic reads 4x4 taps with A = -0.75
-and pads each tap's index (2-D only, as in PyTorch). The backward is the vjp of the same function (grid gradients through the
-unnormalize/clip/reflect steps, as CPU's chain rule), in float32 for half inputs.
+(bi/tri)linear reads the 2^n neighbours and weighs them in CPU's order (x * y * z), nearest rounds
+half to even, bicubic (2-D only, as in PyTorch) reads 4x4 taps with A = -0.75 and pads each tap's
+index. Half inputs compute in float32.
 """
 
 from __future__ import annotations
@@ -44,13 +45,23 @@ def _pad_coord(x, size, padding_mode, align_corners):
     return x
 
 
-def _read(img, iy, ix):
-    """img (N, C, H, W); iy, ix int (N, Ho, Wo) -> (N, C, Ho, Wo), zero where out of range."""
-    N, C, H, W = img.shape
-    inside = (iy >= 0) & (iy < H) & (ix >= 0) & (ix < W)
-    flat = (jnp.clip(iy, 0, H - 1) * W + jnp.clip(ix, 0, W - 1)).reshape((N, 1, -1))
-    v = jnp.take_along_axis(img.reshape((N, C, H * W)), flat, axis=2).reshape((N, C) + iy.shape[1:])
-    return jnp.where(inside[:, None], v, jnp.zeros((), img.dtype))
+def _read(img, index):
+    """img (N, C, *sizes); index: one int array (N, *out) per spatial dim -> (N, C, *out), zero
+    where any index is out of range."""
+    N, C, *sizes = img.shape
+    inside = _all([(i >= 0) & (i < n) for i, n in zip(index, sizes)])
+    flat = 0
+    for i, n in zip(index, sizes):
+        flat = flat * n + jnp.clip(i, 0, n - 1)
+    v = jnp.take_along_axis(img.reshape((N, C, -1)), flat.reshape((N, 1, -1)), axis=2)
+    return jnp.where(inside[:, None], v.reshape((N, C) + index[0].shape[1:]), jnp.zeros((), img.dtype))
+
+
+def _all(masks):
+    out = masks[0]
+    for m in masks[1:]:
+        out = out & m
+    return out
 
 
 def _cubic(t):
@@ -65,35 +76,40 @@ def _cubic(t):
     return [far(t + 1), near(t), near(1 - t), far(2 - t)]
 
 
-def _sample(img, grid, mode, padding_mode, align_corners):
+def _bicubic(img, x, y, padding_mode, align_corners):
     H, W = img.shape[-2:]
-    gx, gy = grid[..., 0], grid[..., 1]
-    if mode == BICUBIC:
-        x, y = _unnormalize(gx, W, align_corners), _unnormalize(gy, H, align_corners)
-        x0, y0 = jnp.floor(x), jnp.floor(y)
-        wx, wy = _cubic(x - x0), _cubic(y - y0)
-        out = 0
-        for i in range(4):
-            row = 0
-            for j in range(4):
-                tx = _pad_coord(x0 - 1 + j, W, padding_mode, align_corners)
-                ty = _pad_coord(y0 - 1 + i, H, padding_mode, align_corners)
-                v = _read(img, ty.astype(jnp.int32), tx.astype(jnp.int32))
-                row = row + v * wx[j][:, None]
-            out = out + row * wy[i][:, None]
-        return out
-    x = _pad_coord(_unnormalize(gx, W, align_corners), W, padding_mode, align_corners)
-    y = _pad_coord(_unnormalize(gy, H, align_corners), H, padding_mode, align_corners)
-    if mode == NEAREST:
-        return _read(img, jnp.round(y).astype(jnp.int32), jnp.round(x).astype(jnp.int32))
     x0, y0 = jnp.floor(x), jnp.floor(y)
-    x1, y1 = x0 + 1, y0 + 1
-    ix0, iy0, ix1, iy1 = (v.astype(jnp.int32) for v in (x0, y0, x1, y1))
-    nw = ((x1 - x) * (y1 - y))[:, None]
-    ne = ((x - x0) * (y1 - y))[:, None]
-    sw = ((x1 - x) * (y - y0))[:, None]
-    se = ((x - x0) * (y - y0))[:, None]
-    return _read(img, iy0, ix0) * nw + _read(img, iy0, ix1) * ne + _read(img, iy1, ix0) * sw + _read(img, iy1, ix1) * se
+    wx, wy = _cubic(x - x0), _cubic(y - y0)
+    out = 0
+    for i in range(4):
+        row = 0
+        for j in range(4):
+            tx = _pad_coord(x0 - 1 + j, W, padding_mode, align_corners)
+            ty = _pad_coord(y0 - 1 + i, H, padding_mode, align_corners)
+            row = row + _read(img, (ty.astype(jnp.int32), tx.astype(jnp.int32))) * wx[j][:, None]
+        out = out + row * wy[i][:, None]
+    return out
+
+
+def _sample(img, grid, mode, padding_mode, align_corners):
+    sizes = img.shape[2:]  # (D,) H, W <- the grid's last axis holds (x, y[, z])
+    nd = len(sizes)
+    raw = [_unnormalize(grid[..., nd - 1 - k], sizes[k], align_corners) for k in range(nd)]
+    if mode == BICUBIC:
+        return _bicubic(img, raw[1], raw[0], padding_mode, align_corners)
+    coords = [_pad_coord(c, n, padding_mode, align_corners) for c, n in zip(raw, sizes)]
+    if mode == NEAREST:
+        return _read(img, [jnp.round(c).astype(jnp.int32) for c in coords])
+    lows = [jnp.floor(c) for c in coords]
+    out = 0
+    for corner in range(2**nd):
+        picks = [(corner >> (nd - 1 - k)) & 1 for k in range(nd)]
+        w = [(c - lo) if hi else (lo + 1 - c) for c, lo, hi in zip(coords, lows, picks)]
+        weight = w[nd - 1]
+        for k in range(nd - 2, -1, -1):  # CPU's order: x * y * z
+            weight = weight * w[k]
+        out = out + _read(img, [(lo + hi).astype(jnp.int32) for lo, hi in zip(lows, picks)]) * weight[:, None]
+    return out
 
 
 @jitted
@@ -105,16 +121,15 @@ def _sampler(mode, padding_mode, align_corners):
     return fwd
 
 
-def _check(input, grid, mode, padding_mode):
-    if input.dim() != 4 or grid.dim() != 4 or grid.shape[-1] != 2 or grid.shape[0] != input.shape[0]:
+def _check(input, grid, mode, padding_mode, nd):
+    if input.dim() != nd + 2 or grid.dim() != nd + 2 or grid.shape[-1] != nd or grid.shape[0] != input.shape[0]:
+        shape = "[N, H, W, 2]" if nd == 2 else "[N, D, H, W, 3]"
         raise RuntimeError(
-            "grid_sampler(): expected 4D input and grid with same batch size and grid of shape "
-            f"[N, H, W, 2], but got input with sizes {list(input.shape)} and grid with sizes {list(grid.shape)}"
+            f"grid_sampler(): expected {nd + 2}D input and grid with same batch size and grid of shape "
+            f"{shape}, but got input with sizes {list(input.shape)} and grid with sizes {list(grid.shape)}"
         )
-    _check_modes(input, grid, mode, padding_mode)
-
-
-def _check_modes(input, grid, mode, padding_mode):
+    if nd == 3 and mode == BICUBIC:
+        raise RuntimeError("grid_sampler(): bicubic interpolation only supports 4D input")
     if input.dtype != grid.dtype:
         raise RuntimeError(
             f"grid_sampler(): expected input and grid to have same dtype, but input has {input.dtype} and grid has {grid.dtype}"
@@ -123,68 +138,17 @@ def _check_modes(input, grid, mode, padding_mode):
         raise RuntimeError(f"grid_sampler(): unknown interpolation mode {mode} or padding mode {padding_mode}")
 
 
-@register_functional(aten.grid_sampler_2d.default)
-def grid_sampler_2d(input, grid, interpolation_mode, padding_mode, align_corners):
-    _check(input, grid, interpolation_mode, padding_mode)
-    return _sampler(interpolation_mode, padding_mode, bool(align_corners))(J(input), J(grid))
+def _register(nd: int) -> None:
+    forward = getattr(aten, f"grid_sampler_{nd}d").default
+
+    @register_functional(forward)
+    def grid_sampler(input, grid, interpolation_mode, padding_mode, align_corners):
+        _check(input, grid, interpolation_mode, padding_mode, nd)
+        return _sampler(interpolation_mode, padding_mode, bool(align_corners))(J(input), J(grid))
+
+    grid_sampler.__qualname__ = forward.name()
+    register_backward(getattr(aten, f"grid_sampler_{nd}d_backward").default, forward)
 
 
-register_backward(aten.grid_sampler_2d_backward.default, aten.grid_sampler_2d.default)
-
-
-# --- 3-D: (bi)linear over 8 corners, or nearest -----------------------------------------------------
-
-
-def _read3(img, iz, iy, ix):
-    N, C, D, H, W = img.shape
-    inside = (iz >= 0) & (iz < D) & (iy >= 0) & (iy < H) & (ix >= 0) & (ix < W)
-    flat = ((jnp.clip(iz, 0, D - 1) * H + jnp.clip(iy, 0, H - 1)) * W + jnp.clip(ix, 0, W - 1)).reshape((N, 1, -1))
-    v = jnp.take_along_axis(img.reshape((N, C, D * H * W)), flat, axis=2).reshape((N, C) + iz.shape[1:])
-    return jnp.where(inside[:, None], v, jnp.zeros((), img.dtype))
-
-
-def _sample3d(img, grid, mode, padding_mode, align_corners):
-    sizes = img.shape[-3:]  # D, H, W <- grid's (z, y, x)
-    coords = [
-        _pad_coord(_unnormalize(grid[..., 2 - k], sizes[k], align_corners), sizes[k], padding_mode, align_corners)
-        for k in range(3)
-    ]
-    if mode == NEAREST:
-        return _read3(img, *(jnp.round(c).astype(jnp.int32) for c in coords))
-    lows = [jnp.floor(c) for c in coords]
-    out = 0
-    for corner in range(8):
-        picks = [(corner >> (2 - k)) & 1 for k in range(3)]
-        w = [(c - lo) if hi else (lo + 1 - c) for c, lo, hi in zip(coords, lows, picks)]
-        index = [(lo + hi).astype(jnp.int32) for lo, hi in zip(lows, picks)]
-        out = out + _read3(img, *index) * (w[2] * w[1] * w[0])[:, None]  # CPU's order: x * y * z
-    return out
-
-
-@jitted
-def _sampler3d(mode, padding_mode, align_corners):
-    def fwd(img, grid):
-        c = opmath(img.dtype)
-        return _sample3d(img.astype(c), grid.astype(c), mode, padding_mode, align_corners).astype(img.dtype)
-
-    return fwd
-
-
-def _check3d(input, grid, mode, padding_mode):
-    if input.dim() != 5 or grid.dim() != 5 or grid.shape[-1] != 3 or grid.shape[0] != input.shape[0]:
-        raise RuntimeError(
-            "grid_sampler(): expected 5D input and grid with same batch size and grid of shape "
-            f"[N, D, H, W, 3], but got input with sizes {list(input.shape)} and grid with sizes {list(grid.shape)}"
-        )
-    if mode == BICUBIC:
-        raise RuntimeError("grid_sampler(): bicubic interpolation only supports 4D input")
-    _check_modes(input, grid, mode, padding_mode)
-
-
-@register_functional(aten.grid_sampler_3d.default)
-def grid_sampler_3d(input, grid, interpolation_mode, padding_mode, align_corners):
-    _check3d(input, grid, interpolation_mode, padding_mode)
-    return _sampler3d(interpolation_mode, padding_mode, bool(align_corners))(J(input), J(grid))
-
-
-register_backward(aten.grid_sampler_3d_backward.default, aten.grid_sampler_3d.default)
+_register(2)
+_register(3)

@@ -7,11 +7,10 @@ table per concern:
               decorates): the source every derived kernel below is made from
   DERIVED     in-place / out= overloads derived from a functional kernel -> that functional overload
   BACKWARD    `*_backward` overloads derived as the VJP of a functional kernel -> that forward overload
-  AUTOGRAD    the kernel registered at AutogradPrivateUse1, where one comes with it
 
-`register` refuses a CompositeImplicitAutograd op without an autograd kernel: a PrivateUse1 kernel
-takes the op's decomposition away from AutogradPrivateUse1, and its gradients are then silently lost
-(the origin bug of this project).
+Registration refuses a CompositeImplicitAutograd op: a PrivateUse1 kernel takes the op's
+decomposition away from AutogradPrivateUse1, and its gradients are then silently lost (the origin
+bug of this project). Such ops decompose into ops that have kernels here.
 """
 
 from __future__ import annotations
@@ -33,7 +32,6 @@ KERNELS: dict[str, Callable] = {}
 FUNCTIONAL: dict[str, Callable] = {}
 DERIVED: dict[str, str] = {}
 BACKWARD: dict[str, str] = {}
-AUTOGRAD: dict[str, Callable] = {}
 
 _LIB = torch.library.Library("aten", "IMPL")
 
@@ -46,32 +44,29 @@ def is_composite_implicit(op: OpOverload) -> bool:
     return torch._C._dispatch_has_kernel_for_dispatch_key(op.name(), "CompositeImplicitAutograd")
 
 
-def register(*ops: OpOverload, autograd: Callable | None = None):
+def register(*ops: OpOverload):
     """Decorator: `fn` becomes the PrivateUse1 kernel of each op (it receives torch tensors)."""
 
     def deco(fn):
         for op in ops:
-            _register(op, fn, autograd)
+            _register(op, fn)
         return fn
 
     return deco
 
 
-def _register(op: OpOverload, fn: Callable, autograd: Callable | None) -> None:
+def _register(op: OpOverload, fn: Callable) -> None:
     name = op.name()
-    if is_composite_implicit(op) and autograd is None:
+    if is_composite_implicit(op):
         raise RegistrationError(
             f"refusing to register {name} at PrivateUse1: it is CompositeImplicitAutograd, and a "
             "backend kernel would replace its decomposition under AutogradPrivateUse1 so its "
-            "gradients would be silently lost; let it decompose, or pass autograd=<kernel>"
+            "gradients would be silently lost; let it decompose"
         )
     if name in KERNELS:
         raise RegistrationError(f"{name} already has a jax kernel ({KERNELS[name].__qualname__})")
     _LIB.impl(op, fn, "PrivateUse1")
     KERNELS[name] = fn
-    if autograd is not None:
-        _LIB.impl(op, autograd, "AutogradPrivateUse1")
-        AUTOGRAD[name] = autograd
 
 
 # --- in-place and out= variants derived from a functional kernel ---------------------------------
@@ -148,15 +143,15 @@ def register_functional(*ops: OpOverload, inplace: bool = True, out: bool = True
 
     def deco(fn):
         for op in ops:
-            _register(op, _functional_kernel(fn), None)
+            _register(op, _functional_kernel(fn))
             FUNCTIONAL[op.name()] = fn
             ip = inplace_variant(op) if inplace else None
             if ip is not None:
-                _register(ip, _inplace_kernel(fn), None)
+                _register(ip, _inplace_kernel(fn))
                 DERIVED[ip.name()] = op.name()
             ov = out_variant(op) if out else None
             if ov is not None:
-                _register(ov, _out_kernel(fn, _out_args(ov)), None)
+                _register(ov, _out_kernel(fn, _out_args(ov)))
                 DERIVED[ov.name()] = op.name()
         return fn
 
@@ -229,7 +224,7 @@ def register_backward(backward: OpOverload, forward: OpOverload, *, prepare: Cal
     name = forward.name()
     if name not in FUNCTIONAL:
         raise RegistrationError(f"{backward.name()}: derive it from a functional kernel; {name} has none")
-    _register(backward, _backward_kernel(backward, forward, prepare), None)
+    _register(backward, _backward_kernel(backward, forward, prepare))
     BACKWARD[backward.name()] = name
 
 
