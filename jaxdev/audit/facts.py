@@ -16,6 +16,8 @@ Statuses, worst first; a cell takes the worst status of its samples:
 
 from __future__ import annotations
 
+import dataclasses
+
 SEVERITY = (
     "crash",
     "timeout",
@@ -49,6 +51,25 @@ DEFAULT_TIMEOUT_S = 60.0
 # The first 3 samples of each cell keep the full sweep (7,338 cells, ~20k samples) within ~8 min
 # warm on 2 cores; 6 samples took 17 min cold and ~7 min warm (eager only).
 DEFAULT_MAX_SAMPLES = 3
+
+
+@dataclasses.dataclass(frozen=True)
+class SweepOptions:
+    """How a sweep runs its units: workers, per-sample timeout, samples per cell, compile cache."""
+
+    jobs: int = 1
+    timeout: float = DEFAULT_TIMEOUT_S
+    max_samples: int = DEFAULT_MAX_SAMPLES
+    cache_dir: str | None = None  # JAX's persistent cache for the workers (None: the auditor's default)
+
+    def problems(self) -> str | None:
+        if self.jobs < 1:
+            return f"--jobs must be at least 1, not {self.jobs}"
+        if self.timeout <= 0:
+            return f"--timeout must be positive, not {self.timeout:g}"
+        if self.max_samples < 1:
+            return f"--max-samples must be at least 1, not {self.max_samples}"
+        return None
 
 
 def worst(statuses) -> str:

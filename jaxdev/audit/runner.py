@@ -21,7 +21,7 @@ from collections.abc import Callable
 from multiprocessing.connection import Connection, wait
 
 from jaxdev.audit import AuditError
-from jaxdev.audit.facts import FAILURES, worst
+from jaxdev.audit.facts import FAILURES, SweepOptions, worst
 from jaxdev.audit.samples import Unit
 
 CACHE_DIR = os.path.join(os.path.expanduser("~"), ".cache", "jaxdev", "jax")
@@ -139,18 +139,16 @@ def worker_env(env: dict | None = None, cache_dir: str | None = None) -> dict:
 
 def run(
     units: list[Unit],
+    options: SweepOptions,
     *,
-    jobs: int,
-    timeout: float,
-    max_samples: int,
     on_result: Callable[[UnitResult], None],
     on_sample: Callable[[], None] | None = None,
     env: dict | None = None,
-    cache_dir: str | None = None,
 ) -> int:
-    """Run every unit across `jobs` workers; `on_result` gets each finished unit. Returns samples run.
-    `cache_dir`: JAX's persistent compilation cache (default $JAXDEV_AUDIT_CACHE, else CACHE_DIR)."""
-    env = worker_env(env, cache_dir)
+    """Run every unit across `options.jobs` workers; `on_result` gets each finished unit. Returns
+    samples run. `options.cache_dir`: JAX's persistent cache (default $JAXDEV_AUDIT_CACHE, else CACHE_DIR)."""
+    jobs, timeout, max_samples = options.jobs, options.timeout, options.max_samples
+    env = worker_env(env, options.cache_dir)
     queue: deque[_Work] = deque(_Work(u, max_samples) for u in units)
     workers: list[_Worker] = []
     samples_run = 0

@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable
 
 from jaxdev.audit import AuditError, matrix, runner, samples
+from jaxdev.audit.facts import SweepOptions
 
 # A kill loses at most the work since the last save. Saving a full matrix takes ~0.5 s, so the
 # interval grows with the matrix: saving costs the parent at most 1/SAVE_SHARE of its time.
@@ -39,25 +40,20 @@ def plan(
 def sweep(
     units: list[samples.Unit],
     out_path: str,
+    options: SweepOptions,
     *,
-    jobs: int,
-    timeout: float,
-    max_samples: int,
     resume: bool = False,
     run_info: dict | None = None,
-    cache_dir: str | None = None,
     on_start: Callable[[int, int], None] | None = None,
     on_unit: Callable[[runner.UnitResult], None] | None = None,
     on_sample: Callable[[], None] | None = None,
 ) -> dict:
     """Runs the units, writes `out_path` as it goes, and returns the final matrix."""
-    if jobs < 1:
-        raise AuditError(f"--jobs must be at least 1, not {jobs}")
-    if timeout <= 0:
-        raise AuditError(f"--timeout must be positive, not {timeout:g}")
-    if max_samples < 1:
-        raise AuditError(f"--max-samples must be at least 1, not {max_samples}")
-    info = {"max_samples": max_samples, "timeout_s": timeout, **(run_info or {})}
+    problem = options.problems()
+    if problem:
+        raise AuditError(problem)
+    max_samples = options.max_samples
+    info = {"max_samples": max_samples, "timeout_s": options.timeout, **(run_info or {})}
     if resume and os.path.exists(out_path):
         m = matrix.load(out_path)
         if m.run.get("max_samples") not in (None, max_samples):
@@ -103,15 +99,7 @@ def sweep(
 
     save(False)
     try:
-        runner.run(
-            todo,
-            jobs=jobs,
-            timeout=timeout,
-            max_samples=max_samples,
-            on_result=on_result,
-            on_sample=on_sample,
-            cache_dir=cache_dir,
-        )
+        runner.run(todo, options, on_result=on_result, on_sample=on_sample)
     except BaseException:
         save(False)  # Ctrl-C or kill: a partial matrix that --resume completes
         raise

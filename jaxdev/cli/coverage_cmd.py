@@ -50,7 +50,7 @@ def _clock(seconds: float) -> str:
     return f"{m // 60}:{m % 60:02d}:{s:02d}" if m >= 60 else f"{m}:{s:02d}"
 
 
-def run_sweep(units, out_path, *, jobs, timeout, max_samples, resume=False, run_info=None, quiet=False, cache_dir=None):
+def run_sweep(units, out_path, options, *, resume=False, run_info=None, quiet=False):
     """The sweep with a progress bar (in a terminal) or a progress line every 10 s (in a log);
     prints wall time and samples/s. Shared with `gate`."""
     from jaxdev.audit import sweep
@@ -93,15 +93,12 @@ def run_sweep(units, out_path, *, jobs, timeout, max_samples, resume=False, run_
             m = sweep.sweep(
                 units,
                 out_path,
-                jobs=jobs,
-                timeout=timeout,
-                max_samples=max_samples,
+                options,
                 resume=resume,
                 run_info=run_info,
                 on_start=on_start,
                 on_unit=on_unit,
                 on_sample=on_sample,
-                cache_dir=cache_dir,
             )
         except KeyboardInterrupt:
             progress.stop()
@@ -181,14 +178,6 @@ def command(ops, dtypes, no_backward, mode, jobs, timeout, max_samples, shard, r
     units = sweep.plan(ops, dtypes, not no_backward, parsed_shard, mode)
     if not units:
         raise click.UsageError("nothing to run: no (op, dtype) pair matches these options")
-    m = run_sweep(
-        units,
-        out_path,
-        jobs=jobs,
-        timeout=timeout,
-        max_samples=max_samples,
-        resume=resume,
-        run_info={"shard": shard} if shard else None,
-        cache_dir=cache_dir,
-    )
+    options = facts.SweepOptions(jobs=jobs, timeout=timeout, max_samples=max_samples, cache_dir=cache_dir)
+    m = run_sweep(units, out_path, options, resume=resume, run_info={"shard": shard} if shard else None)
     print_summary(m)

@@ -51,21 +51,19 @@ def command(ops, baseline_path, accept, init, dtypes, no_backward, mode, jobs, t
         if not ops:
             raise click.UsageError("--init needs the OPS to put in the new baseline")
         units = sweep.plan(ops, dtypes, not no_backward, mode=mode)
-        run_sweep(
-            units,
-            baseline_path,
-            jobs=jobs,
-            timeout=timeout or facts.DEFAULT_TIMEOUT_S,
-            max_samples=max_samples or facts.DEFAULT_MAX_SAMPLES,
-        )
+        options = facts.SweepOptions(jobs, timeout or facts.DEFAULT_TIMEOUT_S, max_samples or facts.DEFAULT_MAX_SAMPLES)
+        run_sweep(units, baseline_path, options)
         console.print(f"baseline written: {baseline_path}")
         return
     baseline = gate.load_baseline(baseline_path)
     units = gate.scope(baseline, ops, not no_backward, dtypes, mode)
-    timeout = timeout or baseline.run.get("timeout_s") or facts.DEFAULT_TIMEOUT_S
-    max_samples = max_samples or baseline.run.get("max_samples") or facts.DEFAULT_MAX_SAMPLES
+    options = facts.SweepOptions(
+        jobs,
+        timeout or baseline.run.get("timeout_s") or facts.DEFAULT_TIMEOUT_S,
+        max_samples or baseline.run.get("max_samples") or facts.DEFAULT_MAX_SAMPLES,
+    )
     with tempfile.TemporaryDirectory(prefix="jaxdev-gate-") as tmp:
-        run_sweep(units, os.path.join(tmp, "matrix.yaml"), jobs=jobs, timeout=timeout, max_samples=max_samples)
+        run_sweep(units, os.path.join(tmp, "matrix.yaml"), options)
         fresh = matrix.load(os.path.join(tmp, "matrix.yaml"))  # as written: what --accept records
     changes = gate.compare(baseline, fresh)
     for c in changes:
