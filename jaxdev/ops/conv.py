@@ -2,8 +2,9 @@
 `convolution` (CompositeExplicitAutograd) calls `convolution_overrideable`, and its autograd formula
 calls `convolution_backward`, which calls `convolution_backward_overrideable`.
 
-Gradients are the VJP of the same JAX forward, so they are exactly consistent with it. Products use
-Precision.HIGHEST (see linalg.py).
+Gradients are the VJP of the same JAX forward, so they are exactly consistent with it. Products run
+at the device's precision (toolkit.product_precision, as in linalg.py): half inputs accumulate in
+float32, float32 follows torch.set_float32_matmul_precision.
 """
 
 from __future__ import annotations
@@ -13,9 +14,8 @@ import jax.numpy as jnp
 
 from jaxdev import dtypes
 from jaxdev.ops.registry import aten, register_backward, register_functional
-from jaxdev.ops.toolkit import J, jitted, opmath, zeros
+from jaxdev.ops.toolkit import J, jitted, product_precision, zeros
 
-HIGHEST = jax.lax.Precision.HIGHEST
 _SPATIAL = "DHW"
 
 
@@ -24,7 +24,7 @@ def _numbers(nd: int):
     return ("NC" + s, "OI" + s, "NC" + s)
 
 
-def _conv(x, w, stride, padding, dilation, transposed, output_padding, groups):
+def _conv(x, w, precision, accumulate, stride, padding, dilation, transposed, output_padding, groups):
     nd = x.ndim - 2
     if not transposed:
         return jax.lax.conv_general_dilated(
@@ -35,7 +35,8 @@ def _conv(x, w, stride, padding, dilation, transposed, output_padding, groups):
             rhs_dilation=dilation,
             dimension_numbers=_numbers(nd),
             feature_group_count=groups,
-            precision=HIGHEST,
+            precision=precision,
+            preferred_element_type=accumulate,
         )
     # Transposed: the gradient of a convolution. Weight is (in, out/groups, *k): regroup it to
     # (out, in/groups, *k), flip it spatially, and dilate the input by the stride.
@@ -54,22 +55,21 @@ def _conv(x, w, stride, padding, dilation, transposed, output_padding, groups):
         rhs_dilation=dilation,
         dimension_numbers=_numbers(nd),
         feature_group_count=groups,
-        precision=HIGHEST,
+        precision=precision,
+        preferred_element_type=accumulate,
     )
 
 
-def _forward(x, w, b, params):
-    y = _conv(x, w, *params)
-    if b is not None:
-        y = y + b.reshape((1, -1) + (1,) * (y.ndim - 2))
-    return y
-
-
 @jitted
-def _compiled_forward(params, has_bias, compute, result):
+def _compiled_forward(params, has_bias, jdt, precision, accumulate):
+    """The convolution at the device's product precision (toolkit.product_precision); the bias is
+    added before the one rounding of a half result."""
+
     def run(x, w, b):
-        c = [a.astype(compute) if a is not None else None for a in (x, w, b)]
-        return _forward(c[0], c[1], c[2] if has_bias else None, params).astype(result)
+        y = _conv(x, w, precision, accumulate, *params)
+        if has_bias:
+            y = y + b.astype(y.dtype).reshape((1, -1) + (1,) * (y.ndim - 2))
+        return y.astype(jdt)
 
     return run
 
@@ -95,7 +95,7 @@ def convolution(input, weight, bias, stride, padding, dilation, transposed, outp
     nd = input.dim() - 2
     params = _params(stride, padding, dilation, transposed, output_padding, groups, nd)
     jdt = dtypes.to_jax_dtype(input.dtype)
-    fn = _compiled_forward(params, bias is not None, opmath(jdt), jdt)
+    fn = _compiled_forward(params, bias is not None, jdt, *product_precision(jdt))
     return fn(J(input), J(weight), J(bias) if bias is not None else None)
 
 

@@ -1,18 +1,19 @@
-"""Matrix products. JAX on accelerators defaults to reduced-precision matmul (bf16 passes on TPU,
-TF32 on GPU); PyTorch's CPU results are full precision, so every product here asks for
-`Precision.HIGHEST`. Integer products accumulate in their own dtype, as PyTorch's do.
+"""Matrix products: mm, bmm, addmm, baddbmm, dot, mv (linear, matmul and einsum decompose to them).
+
+Precision is the device's contract (toolkit.product_precision): half inputs multiply as they are and
+accumulate in float32, rounded once (addmm/baddbmm fold beta and alpha in before that rounding);
+float32 follows `torch.set_float32_matmul_precision` ("highest", PyTorch's default, is full float32);
+float64, complex and integer products are exact. Integer products accumulate in their own dtype, and
+take beta and alpha converted to it, as PyTorch's do.
 """
 
 from __future__ import annotations
 
-import jax
 import jax.numpy as jnp
 
 from jaxdev import dtypes
 from jaxdev.ops.registry import aten, register_functional
-from jaxdev.ops.toolkit import J, jitted, opmath
-
-HIGHEST = jax.lax.Precision.HIGHEST
+from jaxdev.ops.toolkit import J, jitted, product_precision
 
 
 def _same_dtype(name, *ts):
@@ -28,17 +29,16 @@ def _same_dtype(name, *ts):
 
 
 @jitted
-def _product(compute, result):
-    def run(*xs):
-        xs = [x.astype(compute) for x in xs]
-        return jnp.matmul(xs[0], xs[1], precision=HIGHEST).astype(result)
+def _product(jdt, precision, accumulate):
+    def run(a, b):
+        return jnp.matmul(a, b, precision=precision, preferred_element_type=accumulate).astype(jdt)
 
     return run
 
 
 def _matmul(a, b, dtype):
     jdt = dtypes.to_jax_dtype(dtype)
-    return _product(opmath(jdt), jdt)(J(a), J(b))
+    return _product(jdt, *product_precision(jdt))(J(a), J(b))
 
 
 def _mm_checks(self, mat2):
@@ -90,15 +90,25 @@ def baddbmm(self, batch1, batch2, *, beta=1, alpha=1):
     return _scaled(self, batch1, batch2, beta, alpha, dtype)
 
 
+@jitted
+def _scaled_product(jdt, precision, accumulate, use_self):
+    """beta * self + alpha * (a @ b), rounded once; beta == 0 ignores self (its NaNs too)."""
+    compute = accumulate or jdt
+
+    def run(s, a, b, beta, alpha):
+        prod = jnp.matmul(a, b, precision=precision, preferred_element_type=accumulate).astype(compute)
+        out = prod * alpha if not use_self else s.astype(compute) * beta + prod * alpha
+        return jnp.broadcast_to(out, jnp.broadcast_shapes(s.shape, prod.shape)).astype(jdt)
+
+    return run
+
+
 def _scaled(self, a, b, beta, alpha, dtype):
     jdt = dtypes.to_jax_dtype(dtype)
-    prod = _matmul(a, b, dtype)
-    s = J(self)
-    if beta == 0:
-        out = prod if alpha == 1 else (prod.astype(opmath(jdt)) * alpha).astype(jdt)
-        return jnp.broadcast_to(out, jnp.broadcast_shapes(s.shape, prod.shape))
-    c = opmath(jdt)
-    return (s.astype(c) * beta + prod.astype(c) * alpha).astype(jdt)
+    if not (dtype.is_floating_point or dtype.is_complex):
+        beta, alpha = int(beta), int(alpha)  # PyTorch converts them to the integer dtype first
+    body = _scaled_product(jdt, *product_precision(jdt), beta != 0)
+    return body(J(self), J(a), J(b), beta, alpha)
 
 
 @register_functional(aten.dot.default)

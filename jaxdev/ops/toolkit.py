@@ -37,6 +37,7 @@ __all__ = [
     "jitted",
     "multiply_at",
     "opmath",
+    "product_precision",
     "sort_key",
     "stable_sort",
     "value",
@@ -161,6 +162,30 @@ def apply(fn, compute: torch.dtype, result: torch.dtype, tensors, extra=()):
     """`fn` jitted on the tensors' values cast to `compute`'s opmath dtype, cast to `result`.
     `fn` must be a module-level function (or a `plain` ufunc): it keys the cache."""
     return _cast_body(fn, compute, result, len(tensors))(*[value(t) for t in tensors], *extra)
+
+
+# --- products at the device's precision -------------------------------------------------------------
+
+_HALF = (jnp.dtype(jnp.float16), jnp.dtype(jnp.bfloat16))
+_FLOAT32_PRECISION = {
+    "highest": jax.lax.Precision.HIGHEST,  # full float32: PyTorch's default, bit-faithful on CPU
+    "high": jax.lax.Precision.HIGH,  # TF32-class passes where the device has them
+    "medium": jax.lax.Precision.DEFAULT,  # bfloat16-class passes
+}
+
+
+def product_precision(jdt) -> tuple:
+    """(precision, accumulation dtype) for a matrix product or convolution over `jdt` inputs.
+
+    Half inputs multiply as they are and accumulate in float32 (CUDA's contract: tensor cores on a
+    GPU), rounded once by the caller. float32 follows `torch.set_float32_matmul_precision`, read at
+    each call. Everything else (float64, complex, integers) is exact."""
+    jdt = jnp.dtype(jdt)
+    if jdt in _HALF:
+        return jax.lax.Precision.DEFAULT, jnp.dtype(jnp.float32)
+    if jdt == jnp.float32:
+        return _FLOAT32_PRECISION[torch.get_float32_matmul_precision()], None
+    return jax.lax.Precision.HIGHEST, None
 
 
 # --- ordering as PyTorch does it --------------------------------------------------------------------
