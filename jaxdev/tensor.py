@@ -288,27 +288,38 @@ class _Plan:
         dims = sorted(((s, n) for n, s in zip(shape, strides) if n > 1 and s != 0), reverse=True)
         return all(s_hi % s_lo == 0 and s_hi >= n_lo * s_lo for (s_hi, _), (s_lo, n_lo) in zip(dims, dims[1:]))
 
-    def _block(self, flat, offset, pad):
-        if pad:
+    def covers(self) -> bool:
+        """The view holds every element of its block (a permutation of a whole storage)."""
+        return self.keep[:-1] == self.parts[:-1] and self.parts[-1] == 1
+
+    def _block(self, flat, offset, mode):
+        if mode == WHOLE:  # the block is the storage: no slice to take
+            return flat, flat.reshape(self.parts)
+        if mode == PADDED:
             flat = jnp.pad(flat, (0, self.block))
         return flat, jax.lax.dynamic_slice(flat, (offset,), (self.block,)).reshape(self.parts)
 
-    def read(self, flat, offset, pad: bool):
-        _, block = self._block(flat, offset, pad)
+    def read(self, flat, offset, mode):
+        _, block = self._block(flat, offset, mode)
         kept = block[tuple(slice(0, n) for n in self.keep[:-1]) + (0,)]
         if self.perm:
             kept = jnp.transpose(kept, self.perm)
         return jnp.broadcast_to(kept.reshape(self.squeezed), self.shape)
 
-    def write(self, flat, value, offset, pad: bool):
+    def write(self, flat, value, offset, mode):
         numel = flat.shape[0]
-        padded, block = self._block(flat, offset, pad)
         kept = value.reshape(tuple(n for n in self.squeezed if n > 1))
         if self.perm:
             kept = jnp.transpose(kept, sorted(range(len(self.perm)), key=lambda i: self.perm[i]))
-        block = jax.lax.dynamic_update_slice(block, kept.reshape(self.keep), (0,) * len(self.parts))
+        kept = kept.reshape(self.keep)
+        if mode == WHOLE and self.covers():  # every element is written: nothing old to keep
+            return kept.reshape(-1)
+        padded, block = self._block(flat, offset, mode)
+        block = jax.lax.dynamic_update_slice(block, kept, (0,) * len(self.parts))
+        if mode == WHOLE:
+            return block.reshape(-1)
         padded = jax.lax.dynamic_update_slice(padded, block.reshape(-1), (offset,))
-        return padded[:numel] if pad else padded
+        return padded[:numel] if mode == PADDED else padded
 
 
 @functools.lru_cache(maxsize=8192)
@@ -316,28 +327,38 @@ def _plan(shape, strides) -> _Plan | None:
     return _Plan(shape, strides) if _Plan.fits(shape, strides) else None
 
 
-def _needs_pad(plan: _Plan | None, offset: int, numel: int) -> bool | None:
-    """None: no plan (gather); else whether the block starting at `offset` runs past the storage."""
-    return None if plan is None else offset + plan.block > numel
+WHOLE, SLICED, PADDED = "whole", "sliced", "padded"
+
+
+def _mode(plan: _Plan | None, offset: int, numel: int, count: int, writing: bool) -> str | None:
+    """How a view of `count` elements at `offset` in `numel` is reached: None for the index
+    gather/scatter, else WHOLE (its block is the storage), SLICED or PADDED (the block runs past the
+    end). A write into a sparse view (under half its block, a diagonal) scatters: updating the block
+    would rewrite every element of it."""
+    if plan is None or (writing and 2 * count < plan.block):
+        return None
+    if offset == 0 and plan.block == numel:
+        return WHOLE
+    return PADDED if offset + plan.block > numel else SLICED
 
 
 # Everything below runs jitted on the box's array as stored (any shape), so no eager reshape or
 # bitcast happens on the way. The offset is traced: slices at different offsets (x[0], x[1], ...)
-# share one compiled program per (shape, strides, dtype, padding).
+# share one compiled program per (shape, strides, dtype, mode).
 @functools.lru_cache(maxsize=4096)
-def _gather(shape, strides, target, pad):
-    if pad is not None:
+def _gather(shape, strides, target, mode):
+    if mode is not None:
         plan = _plan(shape, strides)
-        return jax.jit(lambda stored, offset: plan.read(_flat_as(stored, target), offset, pad))
+        return jax.jit(lambda stored, offset: plan.read(_flat_as(stored, target), offset, mode))
     return jax.jit(lambda stored, offset: _flat_as(stored, target)[_strided_index(shape, strides, offset)])
 
 
 @functools.lru_cache(maxsize=4096)
-def _scatter(shape, strides, target, pad):
+def _scatter(shape, strides, target, mode):
     def run(stored, value, offset):
         flat = _flat_as(stored, target)
-        if pad is not None:
-            flat = _plan(shape, strides).write(flat, value, offset, pad)
+        if mode is not None:
+            flat = _plan(shape, strides).write(flat, value, offset, mode)
         else:
             flat = flat.at[_strided_index(shape, strides, offset)].set(value)
         return _flat_as(flat, stored.dtype).reshape(stored.shape)
@@ -371,8 +392,9 @@ def _read_stored(t: torch.Tensor) -> jax.Array:
         return a
     target = dtypes.TORCH_TO_JAX[t.dtype]
     shape, strides, offset = tuple(t.shape), t.stride(), t.storage_offset()
-    pad = _needs_pad(_plan(shape, strides), offset, box.numel * box.dtype.itemsize // t.dtype.itemsize)
-    return _gather(shape, strides, target, pad)(box.array, offset)
+    numel = box.numel * box.dtype.itemsize // t.dtype.itemsize
+    mode = _mode(_plan(shape, strides), offset, numel, t.numel(), writing=False)
+    return _gather(shape, strides, target, mode)(box.array, offset)
 
 
 def is_non_overlapping_and_dense(t: torch.Tensor) -> bool:
@@ -438,8 +460,9 @@ def write(t: torch.Tensor, value: jax.Array) -> None:
         return
     _check_no_internal_overlap(t)
     strides, offset = t.stride(), t.storage_offset()
-    pad = _needs_pad(_plan(shape, strides), offset, box.numel * box.dtype.itemsize // t.dtype.itemsize)
-    box.array = _scatter(shape, strides, jdt, pad)(box.array, value, offset)
+    numel = box.numel * box.dtype.itemsize // t.dtype.itemsize
+    mode = _mode(_plan(shape, strides), offset, numel, t.numel(), writing=True)
+    box.array = _scatter(shape, strides, jdt, mode)(box.array, value, offset)
 
 
 # --- moving data between CPU and jax ------------------------------------------------------------

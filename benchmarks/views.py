@@ -1,0 +1,98 @@
+"""Reading and writing through views of a 1024x1024 float32 tensor: jaxdev against the same in JAX,
+in one process.
+
+A read materialises the view (`v.contiguous()`; in JAX the view's expression, jitted). A write
+stores into the view (`v.copy_(src)`: the base changes; in JAX the same update on the base array,
+jitted). Views whose strides are a permutation, a strided slice, a broadcast or a diagonal are read
+and written as slices and transposes, not index gathers (tensor.py): the ratios show what is left.
+
+    python benchmarks/views.py [--size 1024] [--repeat 50]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+import time
+
+import jax
+import jax.numpy as jnp
+import torch
+
+import jaxdev
+
+
+def _time(fn, repeat: int) -> float:
+    """Median seconds per call in 5 batches, waiting for every result."""
+    batches = []
+    per = max(repeat // 5, 1)
+    for _ in range(5):
+        t0 = time.perf_counter()
+        for _ in range(per):
+            r = fn()
+        jax.block_until_ready(jaxdev.to_jax(r) if isinstance(r, torch.Tensor) else r)
+        batches.append((time.perf_counter() - t0) / per)
+    return statistics.median(batches)
+
+
+def cases(n: int):
+    x = torch.randn(n, n).to("jax")
+    a = jaxdev.to_jax(x)
+    row = torch.randn(1, n).to("jax")
+    y = torch.randn(n, n).to("jax")
+    half, diag = torch.randn(n, n // 2).to("jax"), torch.randn(n).to("jax")
+    jhalf, jdiag = jaxdev.to_jax(half), jaxdev.to_jax(diag)
+    jit = jax.jit
+    idx = jnp.arange(n)
+    reads = {
+        "t()": (lambda: x.t().contiguous(), jit(lambda a: a.T), a),
+        "[:, ::2]": (lambda: x[:, ::2].contiguous(), jit(lambda a: a[:, ::2]), a),
+        "expand": (
+            lambda: row.expand(n, n).contiguous(),
+            jit(lambda r: jnp.broadcast_to(r, (n, n))),
+            jaxdev.to_jax(row),
+        ),
+        "diagonal()": (lambda: x.diagonal().contiguous(), jit(lambda a: jnp.diagonal(a)), a),
+        "permute": (
+            lambda: x.view(n // 32, 32, n).permute(2, 0, 1).contiguous(),
+            jit(lambda a: a.reshape(n // 32, 32, n).transpose(2, 0, 1)),
+            a,
+        ),
+    }
+    writes = {
+        "t()": (lambda: x.t().copy_(y), jit(lambda a, s: s.T), (a, jaxdev.to_jax(y))),
+        "[:, ::2]": (lambda: x[:, ::2].copy_(half), jit(lambda a, s: a.at[:, ::2].set(s)), (a, jhalf)),
+        "diagonal()": (lambda: x.diagonal().copy_(diag), jit(lambda a, s: a.at[idx, idx].set(s)), (a, jdiag)),
+        "permute": (
+            lambda: x.view(n // 32, 32, n).permute(2, 0, 1).copy_(y.view(n, n // 32, 32)),
+            jit(lambda a, s: s.transpose(1, 2, 0).reshape(n, n)),
+            (a, jaxdev.to_jax(y).reshape(n, n // 32, 32)),
+        ),
+    }
+    return reads, writes
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size", type=int, default=1024)
+    parser.add_argument("--repeat", type=int, default=50)
+    args = parser.parse_args()
+    print(f"jax {jax.__version__} on {jax.devices()[0].platform}; {args.size}x{args.size} float32")
+    reads, writes = cases(args.size)
+    ratios = []
+    print(f"{'':<8}{'view':<12} {'jaxdev us':>10} {'JAX us':>10} {'ratio':>7}")
+    for kind, table in (("read", reads), ("write", writes)):
+        for name, (dev, ref, ref_args) in table.items():
+            ref_args = ref_args if isinstance(ref_args, tuple) else (ref_args,)
+            for _ in range(3):  # compile both sides
+                dev(), jax.block_until_ready(ref(*ref_args))
+            t_dev, t_ref = _time(dev, args.repeat), _time(lambda ref=ref, a=ref_args: ref(*a), args.repeat)
+            ratios.append(t_dev / t_ref)
+            print(f"{kind:<8}{name:<12} {t_dev * 1e6:>10.1f} {t_ref * 1e6:>10.1f} {t_dev / t_ref:>7.2f}")
+    gmean = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
+    print(f"geometric mean ratio jaxdev/JAX: {gmean:.2f}")
+
+
+if __name__ == "__main__":
+    main()
