@@ -37,6 +37,7 @@ if not _cli_help_only():
     from jaxdev import compiler as _compiler
     from jaxdev import fallback as _fallback  # noqa: F401  (registers the CPU fallback; needs the device)
     from jaxdev import ops as _ops  # noqa: F401
+    from jaxdev import parameters as _parameters
     from jaxdev import storage as _storage
     from jaxdev.dtypes import UnsupportedDtypeError
     from jaxdev.fallback import fallback_counts, reset_fallback_counts
@@ -44,6 +45,7 @@ if not _cli_help_only():
 
     _storage.install()
     _autocast.install()
+    _parameters.install()
     _compiler.register()
 
 __all__ = [
