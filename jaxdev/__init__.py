@@ -15,6 +15,12 @@ import sys as _sys
 __version__ = "0.1.0"
 
 
+def _autoload() -> None:
+    """PyTorch's `torch.backends` entry point: `import torch` imports jaxdev, which registers the
+    device; nothing is left to do here. Defined before any import: when `import jaxdev` comes first,
+    its own `import torch` calls this on the half-initialised package."""
+
+
 def _cli_help_only() -> bool:
     """The `jaxdev` command asked only for help: it needs no device, and importing torch and jax
     would make `jaxdev --help` take seconds."""
@@ -36,6 +42,7 @@ if not _cli_help_only():
     from jaxdev import autocast as _autocast
     from jaxdev import compiler as _compiler
     from jaxdev import fallback as _fallback  # noqa: F401  (registers the CPU fallback; needs the device)
+    from jaxdev import generator as _generator
     from jaxdev import ops as _ops  # noqa: F401
     from jaxdev import parameters as _parameters
     from jaxdev import storage as _storage
@@ -46,7 +53,9 @@ if not _cli_help_only():
     _storage.install()
     _autocast.install()
     _parameters.install()
+    _generator.install()
     _compiler.register()
+
 
 __all__ = [
     "UnsupportedDtypeError",

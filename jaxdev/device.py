@@ -8,6 +8,8 @@ guard the autograd engine aborts the process).
 from __future__ import annotations
 
 import contextlib
+import importlib.abc
+import sys
 import types
 
 import jax
@@ -113,15 +115,89 @@ def _make_module() -> types.ModuleType:
     m.get_rng_state_all = lambda: [rng.get_state()]
     m.set_rng_state_all = lambda states: rng.set_state(states[0])
     m.get_amp_supported_dtype = lambda: [torch.float16, torch.bfloat16, torch.float32]
+    from jaxdev import memory, streams
+
+    for fn in memory.API:
+        setattr(m, fn.__name__, fn)
+    for name in ("Stream", "Event", "current_stream", "default_stream", "stream"):
+        setattr(m, name, getattr(streams, name))
     return m
 
 
 module = _make_module()
 
 
+# torch.accelerator's memory and synchronization calls go to C++ allocator and stream hooks that a
+# Python backend cannot provide (they raise an internal assert); when jax is the accelerator they are
+# answered by the torch.jax module instead.
+_ACCELERATOR_CALLS = {
+    "synchronize": "synchronize",
+    "memory_allocated": "memory_allocated",
+    "max_memory_allocated": "max_memory_allocated",
+    "memory_reserved": "memory_reserved",
+    "max_memory_reserved": "max_memory_reserved",
+    "memory_stats": "memory_stats",
+    "reset_peak_memory_stats": "reset_peak_memory_stats",
+    "reset_accumulated_memory_stats": "reset_peak_memory_stats",
+    "empty_cache": "empty_cache",
+    "get_memory_info": "mem_get_info",
+}
+
+
+def _route_accelerator_calls() -> None:
+    import functools
+
+    import torch.accelerator as accelerator
+
+    for name, ours in _ACCELERATOR_CALLS.items():
+        original = getattr(accelerator, name, None)
+        if original is None or getattr(original, "_jaxdev", False):
+            continue
+
+        def call(*args, _original=original, _ours=getattr(module, ours), **kwargs):
+            current = accelerator.current_accelerator()
+            return (
+                _ours(*args, **kwargs) if current is not None and current.type == NAME else _original(*args, **kwargs)
+            )
+
+        functools.update_wrapper(call, original)
+        call._jaxdev = True
+        setattr(accelerator, name, call)
+
+
+class PrivateUse1Taken(ImportError):
+    """Another backend already owns PyTorch's one PrivateUse1 slot in this process."""
+
+
+class _RefuseTorchax(importlib.abc.MetaPathFinder):
+    """torchax renames PrivateUse1 to "jax" too; imported after jaxdev it would fail inside PyTorch
+    with a message about runtime modules. Say what happened instead."""
+
+    def find_spec(self, name, path, target=None):
+        if name == "torchax" or name.startswith("torchax."):
+            raise PrivateUse1Taken(
+                "torchax cannot be imported in a process that imported jaxdev: both register PyTorch's "
+                "PrivateUse1 device as 'jax', and a process has one; use one of them per process"
+            )
+        return None
+
+
 def register() -> None:
-    if torch._C._get_privateuse1_backend_name() == NAME:
+    current = torch._C._get_privateuse1_backend_name()
+    if current == NAME and getattr(torch, NAME, None) is module:
         return
+    if "torchax" in sys.modules or current == NAME:
+        raise PrivateUse1Taken(
+            "jaxdev cannot be imported in a process that imported torchax: both register PyTorch's "
+            "PrivateUse1 device as 'jax', and a process has one; use one of them per process"
+        )
+    if current != "privateuseone":
+        raise PrivateUse1Taken(
+            f"jaxdev cannot register the 'jax' device: PyTorch's PrivateUse1 slot already belongs to "
+            f"'{current}' in this process"
+        )
     _backend_registration._setup_privateuseone_for_python_backend(
         rename=NAME, backend_module=module, hook=_Hooks(), device_guard=_Guard()
     )
+    _route_accelerator_calls()
+    sys.meta_path.insert(0, _RefuseTorchax())

@@ -55,8 +55,14 @@ class _Traced:
 _traced = _Traced()
 
 
-def next_key() -> jax.Array:
-    """A fresh key for one random op."""
+def next_key(generator=None) -> jax.Array:
+    """A fresh key for one random op: from `generator` when one is given (a jax
+    `torch.Generator`, see generator.py), else from the device's state."""
+    if generator is not None:
+        from jaxdev.generator import draw_seed
+
+        s = draw_seed(generator)
+        return jax.random.fold_in(jax.random.fold_in(jax.random.key(s & 0xFFFF_FFFF), 0), s >> 32)
     if _traced.base is not None:
         lo, hi, offset = _traced.base[0], _traced.base[1], _traced.base[2] + _traced.draws
         _traced.draws += 1

@@ -199,3 +199,70 @@ def test_multinomial_without_replacement_draws_distinct():
     assert sorted(rows[0].tolist()) == [1, 2]
     with pytest.raises(RuntimeError):  # like CPU: a negative probability
         torch.multinomial(torch.tensor([-1.0, 1.0], device="jax"), 1)
+
+
+# --- torch.Generator(device="jax") ------------------------------------------------------------------
+
+
+def test_a_jax_generator_replays_its_own_stream():
+    g = torch.Generator(device="jax")
+    assert g.device == torch.device("jax", 0) and isinstance(g, torch.Generator)
+    assert isinstance(torch.default_generator, torch.Generator) and torch.Generator().device.type == "cpu"
+    g.manual_seed(7)
+    first = torch.randn(6, generator=g, device="jax").cpu()
+    second = torch.randn(6, generator=g, device="jax").cpu()
+    assert not torch.equal(first, second)
+    g.manual_seed(7)
+    assert torch.equal(torch.randn(6, generator=g, device="jax").cpu(), first)
+    state = g.get_state()
+    draw = torch.rand(5, generator=g, device="jax").cpu()
+    g.set_state(state)
+    assert torch.equal(torch.rand(5, generator=g, device="jax").cpu(), draw)
+
+
+def test_generators_are_independent_of_the_device_state():
+    g = torch.Generator(device="jax").manual_seed(3)
+    torch.manual_seed(0)
+    a = torch.randn(4, device="jax").cpu()
+    torch.randn(4, generator=g, device="jax")
+    torch.manual_seed(0)
+    assert torch.equal(torch.randn(4, device="jax").cpu(), a)
+
+
+def test_every_random_op_takes_a_generator():
+    g = torch.Generator(device="jax").manual_seed(1)
+
+    def draws():
+        g.manual_seed(1)
+        x = torch.empty(8, device="jax")
+        return [
+            x.normal_(generator=g).cpu().clone(),
+            x.uniform_(generator=g).cpu().clone(),
+            x.bernoulli_(0.3, generator=g).cpu().clone(),
+            x.random_(0, 5, generator=g).cpu().clone(),
+            torch.randint(0, 9, (4,), generator=g, device="jax").cpu(),
+            torch.randperm(6, generator=g, device="jax").cpu(),
+            torch.multinomial(torch.ones(5, device="jax"), 3, generator=g).cpu(),
+            torch.bernoulli(torch.full((6,), 0.5, device="jax"), generator=g).cpu(),
+        ]
+
+    for a, b in zip(draws(), draws()):
+        assert torch.equal(a, b)
+
+
+def test_a_jax_generator_pickles():
+    import pickle
+
+    g = torch.Generator(device="jax").manual_seed(5)
+    copy = pickle.loads(pickle.dumps(g))
+    assert copy.device.type == "jax"
+    assert torch.equal(
+        torch.rand(3, generator=copy, device="jax").cpu(), torch.rand(3, generator=g, device="jax").cpu()
+    )
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.float64])
+def test_random_fills_floats_with_the_integers_they_hold_exactly(dtype):
+    digits = {torch.float16: 11, torch.bfloat16: 8, torch.float32: 24, torch.float64: 53}[dtype]
+    x = torch.empty(4000, dtype=dtype, device="jax").random_().cpu().double()
+    assert x.min() >= 0 and x.max() <= 2**digits and torch.equal(x, x.round())

@@ -30,7 +30,7 @@ def uniform_(self, from_=0.0, to=1.0, *, generator=None):
     jdt, c = _floating(self, "uniform_")
     if from_ > to:
         raise RuntimeError(f"uniform_ expects to return a [from, to) range, but found from={from_} > to={to}")
-    v = jax.random.uniform(rng.next_key(), tuple(self.shape), c, from_, to)
+    v = jax.random.uniform(rng.next_key(generator), tuple(self.shape), c, from_, to)
     tensor.write(self, v.astype(jdt))
     return self
 
@@ -40,21 +40,26 @@ def normal_(self, mean=0.0, std=1.0, *, generator=None):
     jdt, c = _floating(self, "normal_")
     if std < 0:
         raise RuntimeError(f"normal expects std >= 0.0, but found std {std}")
-    v = jax.random.normal(rng.next_key(), tuple(self.shape), c) * std + mean
+    v = jax.random.normal(rng.next_key(generator), tuple(self.shape), c) * std + mean
     tensor.write(self, v.astype(jdt))
     return self
 
 
-def _integers(self, low, high):
+def _integers(self, low, high, generator=None):
     jdt = dtypes.to_jax_dtype(self.dtype)
     if self.dtype == torch.bool:
-        v = jax.random.randint(rng.next_key(), tuple(self.shape), low, high, jnp.int64).astype(jnp.bool_)
+        v = jax.random.randint(rng.next_key(generator), tuple(self.shape), low, high, jnp.int64).astype(jnp.bool_)
     elif self.dtype.is_floating_point:
-        v = jax.random.randint(rng.next_key(), tuple(self.shape), low, high, jnp.int64).astype(jdt)
+        v = jax.random.randint(rng.next_key(generator), tuple(self.shape), low, high, jnp.int64).astype(jdt)
     else:
-        v = jax.random.randint(rng.next_key(), tuple(self.shape), low, high, jnp.int64).astype(jdt)
+        v = jax.random.randint(rng.next_key(generator), tuple(self.shape), low, high, jnp.int64).astype(jdt)
     tensor.write(self, v)
     return self
+
+
+# Significand bits (std::numeric_limits<T>::digits): random_ on a float draws integers up to 2**digits,
+# the largest range the dtype holds exactly.
+_DIGITS = {torch.float16: 11, torch.bfloat16: 8, torch.float32: 24, torch.float64: 53}
 
 
 @register(getattr(aten.random_, "from"))
@@ -63,45 +68,46 @@ def random_from(self, from_, to=None, *, generator=None):
         to = (
             2**63 - 1
             if self.dtype == torch.int64
-            else (1 << min(torch.finfo(self.dtype).nmant + 1, 63)) + 1
+            else (1 << _DIGITS[self.dtype]) + 1
             if self.dtype.is_floating_point
             else int(torch.iinfo(self.dtype).max) + 1
         )
     if from_ >= to:
         raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={from_} >= to={to}")
-    return _integers(self, from_, to)
+    return _integers(self, from_, to, generator)
 
 
 @register(aten.random_.to)
 def random_to(self, to, *, generator=None):
-    return random_from(self, 0, to)
+    return random_from(self, 0, to, generator=generator)
 
 
 @register(aten.random_.default)
 def random_default(self, *, generator=None):
     if self.dtype == torch.bool:
-        return _integers(self, 0, 2)
+        return _integers(self, 0, 2, generator)
     if self.dtype.is_floating_point:
-        return _integers(self, 0, (1 << (torch.finfo(self.dtype).nmant + 1)) + 1)
-    return _integers(self, 0, int(torch.iinfo(self.dtype).max) + 1 if self.dtype != torch.int64 else 2**63 - 1)
+        return _integers(self, 0, (1 << _DIGITS[self.dtype]) + 1, generator)
+    top = int(torch.iinfo(self.dtype).max) + 1 if self.dtype != torch.int64 else 2**63 - 1
+    return _integers(self, 0, top, generator)
 
 
-def _bernoulli(shape, p, jdt):
-    return jax.random.bernoulli(rng.next_key(), p, shape).astype(jdt)
+def _bernoulli(shape, p, jdt, generator=None):
+    return jax.random.bernoulli(rng.next_key(generator), p, shape).astype(jdt)
 
 
 @register(aten.bernoulli_.float)
 def bernoulli_float_(self, p=0.5, *, generator=None):
     if not 0 <= p <= 1:
         raise RuntimeError(f"bernoulli_ expects p to be in [0, 1], but got p={p}")
-    tensor.write(self, _bernoulli(tuple(self.shape), p, dtypes.to_jax_dtype(self.dtype)))
+    tensor.write(self, _bernoulli(tuple(self.shape), p, dtypes.to_jax_dtype(self.dtype), generator))
     return self
 
 
 @register(aten.bernoulli_.Tensor)
 def bernoulli_tensor_(self, p, *, generator=None):
     probs = jnp.broadcast_to(J(p).astype(jnp.float64), tuple(self.shape))
-    tensor.write(self, _bernoulli(tuple(self.shape), probs, dtypes.to_jax_dtype(self.dtype)))
+    tensor.write(self, _bernoulli(tuple(self.shape), probs, dtypes.to_jax_dtype(self.dtype), generator))
     return self
 
 
@@ -110,14 +116,14 @@ def bernoulli(self, *, generator=None):
     probs = J(self)
     if not (self.dtype.is_floating_point):
         raise RuntimeError(f"bernoulli expects a floating point input, got {self.dtype}")
-    return tensor.wrap(_bernoulli(probs.shape, probs.astype(jnp.float64), probs.dtype))
+    return tensor.wrap(_bernoulli(probs.shape, probs.astype(jnp.float64), probs.dtype, generator))
 
 
 @register(aten.randperm.generator_out)
 def randperm_out(n, *, generator=None, out):
     if n < 0:
         raise RuntimeError(f"n must be non-negative, got{n}")
-    v = jax.random.permutation(rng.next_key(), n).astype(dtypes.to_jax_dtype(out.dtype))
+    v = jax.random.permutation(rng.next_key(generator), n).astype(dtypes.to_jax_dtype(out.dtype))
     return store_into(out, v, resize=True)
 
 
@@ -138,7 +144,7 @@ def multinomial(self, num_samples, replacement=False, *, generator=None):
     )
     batch = p if p.ndim == 2 else p[None]
     logits = jnp.log(batch)
-    key = rng.next_key()
+    key = rng.next_key(generator)
     if replacement:
         out = jax.random.categorical(key, logits, axis=-1, shape=(num_samples, batch.shape[0])).T
     else:
