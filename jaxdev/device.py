@@ -144,6 +144,14 @@ _ACCELERATOR_CALLS = {
 }
 
 
+def _routed(accelerator, original, ours):
+    def call(*args, **kwargs):
+        current = accelerator.current_accelerator()
+        return ours(*args, **kwargs) if current is not None and current.type == NAME else original(*args, **kwargs)
+
+    return call
+
+
 def _route_accelerator_calls() -> None:
     import functools
 
@@ -154,11 +162,7 @@ def _route_accelerator_calls() -> None:
         if original is None or getattr(original, "_jaxdev", False):
             continue
 
-        def call(*args, _original=original, _ours=getattr(module, ours), **kwargs):
-            current = accelerator.current_accelerator()
-            return (
-                _ours(*args, **kwargs) if current is not None and current.type == NAME else _original(*args, **kwargs)
-            )
+        call = _routed(accelerator, original, getattr(module, ours))
 
         functools.update_wrapper(call, original)
         call._jaxdev = True
