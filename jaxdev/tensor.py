@@ -164,11 +164,28 @@ def span(shape, strides) -> int:
     return 0 if 0 in shape else 1 + sum((n - 1) * s for n, s in zip(shape, strides))
 
 
+_MAX_BYTES = 2**63 - 1
+
+
+def check_layout(shape, strides, itemsize: int, explicit_strides: bool) -> None:
+    """PyTorch's checks on a new storage's size, with its messages: negative sizes, and a byte count
+    that overflows int64 (XLA would abort the process on such an extent)."""
+    if any(n < 0 for n in shape):
+        raise RuntimeError(f"Trying to create tensor with negative dimension {min(shape)}: {list(shape)}")
+    if 0 in shape:
+        return
+    if any(s < 0 for s in strides) or span(shape, strides) * itemsize > _MAX_BYTES:
+        where = f" and strides={list(strides)}" if explicit_strides else ""
+        raise RuntimeError(f"Storage size calculation overflowed with sizes={list(shape)}{where}")
+
+
 def empty(shape, dtype: torch.dtype, strides=None) -> torch.Tensor:
     """A new jax tensor of `shape` (zero-filled: JAX has no uninitialised memory)."""
     jdt = dtypes.to_jax_dtype(dtype)
-    shape = tuple(shape)
-    strides = contiguous_strides(shape) if strides is None else list(strides)
+    shape = tuple(int(n) for n in shape)
+    explicit = strides is not None
+    strides = contiguous_strides(shape) if strides is None else [int(s) for s in strides]
+    check_layout(shape, strides, dtype.itemsize, explicit)
     numel = span(shape, strides)
     box = Box(zeros(numel, jdt), numel, dtype)
     return tensor_on_storage(new_storage(box), dtype, shape, strides)
@@ -181,7 +198,20 @@ def _zeros(numel: int, jdt) -> jax.Array:
 
 def zeros(numel: int, jdt) -> jax.Array:
     """`numel` zeros; a cached jitted call costs a few microseconds where eager jnp costs tens."""
-    return _zeros(numel, jdt)()
+    with out_of_memory_as_torch():
+        return _zeros(numel, jdt)()
+
+
+@contextlib.contextmanager
+def out_of_memory_as_torch():
+    """XLA's RESOURCE_EXHAUSTED as `torch.OutOfMemoryError`, which training tools catch (to shrink a
+    batch, say); the process goes on working."""
+    try:
+        yield
+    except jax.errors.JaxRuntimeError as e:
+        if "RESOURCE_EXHAUSTED" not in str(e):
+            raise
+        raise torch.OutOfMemoryError(f"jax:0 is out of memory: {str(e).splitlines()[0]}") from None
 
 
 def mixed_devices(other: torch.device) -> RuntimeError:
@@ -478,4 +508,5 @@ def from_cpu(t: torch.Tensor) -> jax.Array:
 
 def to_cpu(array: jax.Array, dtype: torch.dtype) -> torch.Tensor:
     tracing.resolve_checks()  # values leave the device: compiled programs' checks are read first
-    return dtypes.numpy_to_cpu(np.asarray(array), dtype)
+    with out_of_memory_as_torch():  # an allocation that failed asynchronously surfaces here
+        return dtypes.numpy_to_cpu(np.asarray(array), dtype)

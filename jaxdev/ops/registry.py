@@ -166,7 +166,8 @@ def _wrap_result(r):
 
 def _functional_kernel(fn):
     def kernel(*args, **kwargs):
-        return _wrap_result(fn(*args, **kwargs))
+        with tensor.out_of_memory_as_torch():
+            return _wrap_result(fn(*args, **kwargs))
 
     kernel.__qualname__ = fn.__qualname__
     return kernel

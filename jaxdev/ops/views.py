@@ -76,6 +76,7 @@ def resize_(self, size, memory_format=None):
     if any(s < 0 for s in size):
         raise RuntimeError(f"Trying to create tensor with negative dimension {min(size)}: {size}")
     strides = list(tensor.strides_for(size, memory_format) or tensor.contiguous_strides(size))
+    tensor.check_layout(size, strides, self.dtype.itemsize, explicit_strides=False)
     needed = 0 if 0 in size else self.storage_offset() + tensor.span(size, strides)
     capacity = self.untyped_storage().nbytes() // self.dtype.itemsize
     if needed <= capacity:
@@ -84,7 +85,8 @@ def resize_(self, size, memory_format=None):
         # Grow: a new, larger storage that keeps the old elements (PyTorch keeps them too).
         old = tensor.box_of(self)
         flat = old.flat() if old.dtype == self.dtype else jnp.zeros((0,), dtypes.to_jax_dtype(self.dtype))
-        grown = jnp.zeros((needed,), dtypes.to_jax_dtype(self.dtype)).at[: flat.shape[0]].set(flat[:needed])
+        with tensor.out_of_memory_as_torch():
+            grown = tensor.zeros(needed, dtypes.to_jax_dtype(self.dtype)).at[: flat.shape[0]].set(flat[:needed])
         storage = tensor.new_storage(tensor.Box(grown, needed, self.dtype))
     aten.set_.source_Storage_storage_offset._handle.redispatch_boxed(
         _CPU, self, storage, self.storage_offset(), size, strides
