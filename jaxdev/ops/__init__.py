@@ -2,6 +2,7 @@
 
 from jaxdev.ops import (  # noqa: F401
     activation,
+    amp,
     binary,
     conv,
     copy,
@@ -28,6 +29,7 @@ from jaxdev.ops import (  # noqa: F401
     searching,
     softmax,
     sorting,
+    special,
     ternary,
     upsample,
     views,

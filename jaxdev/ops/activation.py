@@ -89,7 +89,8 @@ def _mish(x):
 
 
 def _softshrink(x, lambd):
-    return jnp.where(x > lambd, x - lambd, jnp.where(x < -lambd, x + lambd, _zero(x)))
+    # x * 0, not 0: NaN stays NaN (and -0.3 shrinks to -0.0), as on CPU.
+    return jnp.where(x > lambd, x - lambd, jnp.where(x < -lambd, x + lambd, x * 0))
 
 
 def _hardshrink(x, lambd):

@@ -8,7 +8,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 import torch
 
-from jaxdev import tracing
+from jaxdev import dtypes, tracing
 from jaxdev.ops.registry import aten, register_functional
 from jaxdev.ops.toolkit import apply, float_of, plain, value
 
@@ -64,9 +64,7 @@ def _is_bool(x) -> bool:
     return x.dtype == torch.bool if isinstance(x, torch.Tensor) else isinstance(x, bool)
 
 
-@register_functional(aten.sub.Tensor, aten.sub.Scalar)
-def sub(self, other, *, alpha=1):
-    common = torch.result_type(self, other)
+def _check_subtraction(self, other):
     if _is_bool(self) and _is_bool(other):
         raise RuntimeError(
             "Subtraction, the `-` operator, with two bool tensors is not supported. "
@@ -77,6 +75,12 @@ def sub(self, other, *, alpha=1):
             "Subtraction, the `-` operator, with a bool tensor is not supported. "
             "If you are trying to invert a mask, use the `~` or `logical_not()` operator instead."
         )
+
+
+@register_functional(aten.sub.Tensor, aten.sub.Scalar)
+def sub(self, other, *, alpha=1):
+    common = torch.result_type(self, other)
+    _check_subtraction(self, other)
     _no_float_alpha(common, alpha)
     if alpha == 1:
         return apply(_SUB, common, common, (self, other))
@@ -183,6 +187,68 @@ for _op, _fn in [
     (aten.bitwise_xor.Scalar, jnp.bitwise_xor),
 ]:
     binary(_op, _fn)
+
+
+def _floating_only(name, fn):
+    """A float-only binary op: integer inputs raise CPU's NotImplementedError."""
+
+    @register_functional(getattr(aten, name).default)
+    def kernel(self, other):
+        common = torch.result_type(self, other)
+        if not (common.is_floating_point or common.is_complex):
+            raise NotImplementedError(f"\"{name}_cpu\" not implemented for '{dtypes.scalar_name(common)}'")
+        return apply(fn, common, common, (self, other))
+
+    kernel.__qualname__ = name
+
+
+def _logaddexp2(a, b):
+    return jnp.logaddexp2(a, b)
+
+
+def _logaddexp(a, b):
+    if not jnp.iscomplexobj(a):
+        return jnp.logaddexp(a, b)
+    # CPU's complex formula: the operand with the larger real part plus log1p(exp(difference)),
+    # which keeps that operand's imaginary part where a principal-branch log would wrap it by 2*pi
+    larger = jnp.real(a) >= jnp.real(b)
+    m, n = jnp.where(larger, a, b), jnp.where(larger, b, a)
+    return m + jnp.log1p(jnp.exp(n - m))
+
+
+_floating_only("logaddexp", _logaddexp)
+_floating_only("logaddexp2", _logaddexp2)
+_floating_only("nextafter", jnp.nextafter)
+
+
+def _heaviside(x, values):
+    return jnp.where(x == 0, values, (x > 0).astype(x.dtype))
+
+
+@register_functional(aten.heaviside.default)
+def heaviside(self, values):
+    if self.dtype != values.dtype:
+        raise RuntimeError("heaviside is not yet implemented for tensors with different dtypes.")
+    return apply(_heaviside, self.dtype, self.dtype, (self, values))
+
+
+@register_functional(aten.floor_divide.default, aten.floor_divide.Scalar)
+def floor_divide(self, other):
+    common = _int_div_check(self, other)
+    return apply(_floor_div, common, common, (self, other))
+
+
+def _rsub(a, b, alpha):
+    return b - a * alpha
+
+
+@register_functional(aten.rsub.Tensor, aten.rsub.Scalar)
+def rsub(self, other, alpha=1):  # alpha is positional in rsub.Scalar, keyword-only in rsub.Tensor
+    common = torch.result_type(self, other)
+    _check_subtraction(self, other)
+    _no_float_alpha(common, alpha)
+    return apply(_rsub, common, common, (self, other), (alpha,))
+
 
 for _op, _fn in [
     (aten.atan2.default, jnp.arctan2),

@@ -166,3 +166,20 @@ def _round_to(decimals):
 @register_functional(aten.round.decimals)
 def round_decimals(self, *, decimals):
     return apply(_round_to(decimals), self.dtype, self.dtype, (self,))
+
+
+def _nan_to_num(x, nan, posinf, neginf):
+    return jnp.nan_to_num(x, nan=nan, posinf=posinf, neginf=neginf)
+
+
+@register_functional(aten.nan_to_num.default)
+def nan_to_num(self, nan=None, posinf=None, neginf=None):
+    if not (self.dtype.is_floating_point or self.dtype.is_complex):
+        return J(self)  # integers hold no NaN or infinity
+    info = torch.finfo(self.dtype.to_real() if self.dtype.is_complex else self.dtype)
+    fills = (
+        0.0 if nan is None else nan,
+        info.max if posinf is None else posinf,
+        info.min if neginf is None else neginf,
+    )
+    return apply(_nan_to_num, self.dtype, self.dtype, (self,), fills)

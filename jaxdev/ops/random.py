@@ -30,6 +30,11 @@ def uniform_(self, from_=0.0, to=1.0, *, generator=None):
     jdt, c = _floating(self, "uniform_")
     if from_ > to:
         raise RuntimeError(f"uniform_ expects to return a [from, to) range, but found from={from_} > to={to}")
+    if self.dtype.is_complex:  # CPU fills the real and imaginary parts alike (a view_as_real)
+        real = jnp.finfo(c).dtype
+        v = jax.random.uniform(rng.next_key(generator), (*self.shape, 2), real, from_, to)
+        tensor.write(self, jax.lax.complex(v[..., 0], v[..., 1]).astype(jdt))
+        return self
     v = jax.random.uniform(rng.next_key(generator), tuple(self.shape), c, from_, to)
     tensor.write(self, v.astype(jdt))
     return self
@@ -40,6 +45,11 @@ def normal_(self, mean=0.0, std=1.0, *, generator=None):
     jdt, c = _floating(self, "normal_")
     if std < 0:
         raise RuntimeError(f"normal expects std >= 0.0, but found std {std}")
+    if self.dtype.is_complex:  # CPU: each part normal(mean, std / sqrt(2)), so |z - mean| has std `std`
+        real = jnp.finfo(c).dtype
+        v = jax.random.normal(rng.next_key(generator), (*self.shape, 2), real) * (std / 2**0.5) + mean
+        tensor.write(self, jax.lax.complex(v[..., 0], v[..., 1]).astype(jdt))
+        return self
     v = jax.random.normal(rng.next_key(generator), tuple(self.shape), c) * std + mean
     tensor.write(self, v.astype(jdt))
     return self

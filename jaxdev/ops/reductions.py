@@ -225,3 +225,54 @@ def vector_norm(self, ord=2, dim=None, keepdim=False, *, dtype=None):
     else:
         r = jnp.sum(x**ord, axis=ax, keepdims=keepdim) ** (1.0 / ord)
     return r.astype(dtypes.to_jax_dtype(real))
+
+
+def _nansum(x, axis, keepdims):
+    return jnp.nansum(x, axis=axis, keepdims=keepdims)
+
+
+@register_functional(aten.nansum.default)
+def nansum(self, dim=None, keepdim=False, *, dtype=None):
+    return _reduce(_nansum, self, dim, keepdim, accumulate_dtype(self.dtype, dtype))
+
+
+def _count(x, axis, keepdims):
+    return jnp.sum(x != 0, axis=axis, keepdims=keepdims)
+
+
+@register_functional(aten.count_nonzero.dim_IntList)
+def count_nonzero(self, dim):
+    return _reduce(_count, self, dim, False, torch.int64, self.dtype)
+
+
+@register_functional(aten.count_nonzero.default)
+def count_nonzero_dim(self, dim=None):
+    return count_nonzero(self, [] if dim is None else [dim])
+
+
+@register_functional(aten.aminmax.default)
+def aminmax(self, *, dim=None, keepdim=False):
+    if self.numel() == 0 and (dim is None or self.shape[wrap_dim(dim, self.dim())] == 0):
+        raise RuntimeError(
+            "aminmax(): cannot compute aminmax over an empty dimension as the operation has no identity."
+        )
+    dims = None if dim is None else [dim]
+    keep = bool(keepdim) and dim is not None
+    low = _reduce(jnp.min, self, dims, keep, self.dtype, self.dtype)
+    high = _reduce(jnp.max, self, dims, keep, self.dtype, self.dtype)
+    if dim is None and keepdim:  # the whole tensor, kept as all-ones dims
+        low, high = low.reshape((1,) * self.dim()), high.reshape((1,) * self.dim())
+    return low, high
+
+
+def _trace(x, axis, keepdims):
+    return jnp.trace(x)
+
+
+@register_functional(aten.trace.default)
+def trace(self):
+    if self.dim() != 2:
+        raise RuntimeError(f"trace: expected a matrix, but got tensor with dim {self.dim()}")
+    if self.dtype == torch.bool:
+        raise NotImplementedError("\"trace\" not implemented for 'Bool'")
+    return _reduce(_trace, self, None, False, accumulate_dtype(self.dtype, None))

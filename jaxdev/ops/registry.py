@@ -198,8 +198,11 @@ def _out_kernel(fn, out_names):
             tensor.check_no_partial_overlap(o, _tensor_args(args, kwargs))
         r = fn(*args, **kwargs)
         rs = r if isinstance(r, tuple) else (r,)
+        inputs = list(_tensor_args(args, kwargs))
         for o, v in zip(outs, rs):
-            store_into(o, v, resize=True)
+            # An out= that is also an input is never resized (TensorIterator's read-write rule):
+            # `x.ldexp_(y)` is mul(x, 2**y, out=x), which raises when y broadcasts x bigger.
+            store_into(o, v, resize=not any(o is a for a in inputs))
         return tuple(outs) if len(outs) > 1 else outs[0]
 
     kernel.__qualname__ = fn.__qualname__ + ".out"

@@ -6,56 +6,12 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-from jaxdev_testing import CPU, JAX, assert_same
+from jaxdev_testing import JAX, assert_same, check
 
 import jaxdev
 
 torch.manual_seed(0)
 pytestmark = pytest.mark.filterwarnings("ignore:index_reduce\\(\\) is in beta")
-
-
-def _tensors(out):
-    if isinstance(out, torch.Tensor):
-        return [out]
-    if isinstance(out, (list, tuple)):
-        return [t for o in out for t in _tensors(o)]
-    return []
-
-
-def _run(fn, inputs, device, grad):
-    args = [
-        x.detach().to(device).requires_grad_(grad and x.is_floating_point()) if isinstance(x, torch.Tensor) else x
-        for x in inputs
-    ]
-    return args, _tensors(fn(*args))
-
-
-def _real(t):
-    return torch.view_as_real(t.resolve_conj()) if t.is_complex() else t
-
-
-def check(fn, *inputs, grad=True, rtol=1.3e-6, atol=1e-5):
-    """fn(*inputs) on jax equals fn(*inputs) on CPU; so do the inputs' gradients of a random
-    projection of the floating outputs."""
-    cpu_args, cpu_out = _run(fn, inputs, CPU, grad)
-    jax_args, jax_out = _run(fn, inputs, JAX, grad)
-    assert len(jax_out) == len(cpu_out)
-    for i, (j, c) in enumerate(zip(jax_out, cpu_out)):
-        assert_same(j, c, rtol=rtol, atol=atol, msg=f"output {i}")
-    if not grad:
-        return
-    differentiable = [k for k, c in enumerate(cpu_out) if c.requires_grad]
-    if not differentiable:
-        return
-    cpu_out, jax_out = [_real(t) for t in cpu_out], [_real(t) for t in jax_out]
-    weights = [torch.randn(cpu_out[k].shape, dtype=cpu_out[k].dtype) for k in differentiable]
-    sum((cpu_out[k] * w).sum() for k, w in zip(differentiable, weights)).backward()
-    sum((jax_out[k] * w.to(JAX)).sum() for k, w in zip(differentiable, weights)).backward()
-    for i, (j, c) in enumerate(zip(jax_args, cpu_args)):
-        if isinstance(c, torch.Tensor) and c.requires_grad:
-            assert (j.grad is None) == (c.grad is None), f"input {i}: gradient presence differs"
-            if c.grad is not None:
-                assert_same(j.grad, c.grad, rtol=max(rtol, 1e-5), atol=max(atol, 1e-5), msg=f"grad of input {i}")
 
 
 @pytest.fixture(autouse=True)

@@ -1,0 +1,220 @@
+"""Special functions (torch.special and their aten ops): modified Bessel i0/i1 (scaled too), entr,
+erfcx, log_ndtr, ndtri, digamma, lgamma, mvlgamma, the regularized incomplete gammas
+(igamma/igammac), xlogy/xlog1py, sinc, polygamma and the Hurwitz zeta.
+
+The Hurwitz zeta (and polygamma n >= 2, which is a multiple of it) is written here rather than taken
+from JAX: PyTorch computes it by Cephes' Euler-Maclaurin summation in double precision, which is also
+defined for a negative non-integer q, where JAX's zeta is off (by 3.5e-2 at zeta(3, -7.5)) or NaN
+(CPU gives inf at q a non-positive integer).
+
+Values follow PyTorch's conventions where JAX's differ: digamma(+0) is -inf; xlogy(0, y) is 0 unless
+y is NaN; igamma at a = +inf; integer inputs give the default float dtype; half precision computes in
+float32. Gradients come from PyTorch's own derivative formulas.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import jax.scipy.special as jss
+import torch
+
+from jaxdev import dtypes
+from jaxdev.ops.registry import aten, register_functional
+from jaxdev.ops.toolkit import J, apply, float_of, jitted, opmath
+
+
+def _unary(op, fn):
+    @register_functional(op)
+    def kernel(self):
+        dt = float_of(self.dtype)
+        return apply(fn, dt, dt, (self,))
+
+    kernel.__qualname__ = op.name()
+
+
+def _digamma(x):
+    """PyTorch's: digamma(+0) = -inf, digamma(-0) = +inf (the limit from each side)."""
+    pole = jnp.where(jnp.signbit(x), jnp.asarray(jnp.inf, x.dtype), jnp.asarray(-jnp.inf, x.dtype))
+    return jnp.where(x == 0, pole, jss.digamma(x))
+
+
+for _op, _fn in [
+    (aten.i0.default, jss.i0),
+    (aten.special_i0e.default, jss.i0e),
+    (aten.special_i1.default, jss.i1),
+    (aten.special_i1e.default, jss.i1e),
+    (aten.special_entr.default, jss.entr),
+    (aten.special_erfcx.default, jss.erfcx),
+    (aten.special_log_ndtr.default, jss.log_ndtr),
+    (aten.special_ndtri.default, jss.ndtri),
+    (aten.digamma.default, _digamma),
+    (aten.lgamma.default, jss.gammaln),
+    (aten.sinc.default, jnp.sinc),
+]:
+    _unary(_op, _fn)
+
+
+def _binary(ops, fn):
+    """Float-valued binary op: Tensor/Scalar overloads, torch's promotion, ints -> default float."""
+
+    @register_functional(*ops)
+    def kernel(self, other):
+        dt = float_of(torch.result_type(self, other))
+        return apply(fn, dt, dt, (self, other))
+
+    kernel.__qualname__ = ops[0].name()
+
+
+def _xlogy(x, y):
+    out = jnp.where(x == 0, jnp.zeros((), x.dtype), x * jnp.log(y))
+    return jnp.where(jnp.isnan(y), y, out)
+
+
+def _xlog1py(x, y):
+    out = jnp.where(x == 0, jnp.zeros((), x.dtype), x * jnp.log1p(y))
+    return jnp.where(jnp.isnan(y), y, out)
+
+
+_binary((aten.xlogy.Tensor, aten.xlogy.Scalar_Other, aten.xlogy.Scalar_Self), _xlogy)
+_binary((aten.special_xlog1py.default, aten.special_xlog1py.other_scalar, aten.special_xlog1py.self_scalar), _xlog1py)
+
+
+def _infinite_order(fn, limit):
+    """CPU's values at a = +inf: the limit (0 for igamma, 1 for igammac), NaN when x is +inf too."""
+
+    def run(a, x):
+        at_inf = jnp.where(jnp.isposinf(x), jnp.asarray(jnp.nan, a.dtype), jnp.asarray(limit, a.dtype))
+        return jnp.where(jnp.isposinf(a), at_inf, fn(a, x))
+
+    return run
+
+
+_igamma, _igammac = _infinite_order(jss.gammainc, 0.0), _infinite_order(jss.gammaincc, 1.0)
+_binary((aten.igamma.default,), _igamma)
+_binary((aten.igammac.default,), _igammac)
+
+
+@jitted
+def _with_order(fn, order, compute, result):
+    """`fn(x, order)` with the integer order static (polygamma's n, mvlgamma's p)."""
+    compute, result = opmath(dtypes.to_jax_dtype(compute)), dtypes.to_jax_dtype(result)
+    return lambda x: fn(x.astype(compute), order).astype(result)
+
+
+@register_functional(aten.mvlgamma.default)
+def mvlgamma(self, p):
+    if p < 1:
+        raise RuntimeError("p has to be greater than or equal to 1")
+    dt = float_of(self.dtype)
+    return _with_order(jss.multigammaln, int(p), dt, dt)(J(self))
+
+
+# --- Hurwitz zeta and polygamma ----------------------------------------------------------------------
+
+# (2j)! / B_2j, the Euler-Maclaurin tail's coefficients (B_2j the Bernoulli numbers).
+_EULER_MACLAURIN = (
+    12.0,
+    -720.0,
+    30240.0,
+    -1209600.0,
+    47900160.0,
+    -1.8924375803183791606e9,
+    7.47242496e10,
+    -2.950130727918164224e12,
+    1.1646782814350067249e14,
+    -4.5979787224074726105e15,
+    1.8152105401943546773e17,
+    -7.1661652561756670113e18,
+)
+_ZETA_EPS = 1.11022302462515654042e-16
+# A q near -2^52 needs that many direct terms; CPU spends them, a device stops here (2^24 terms).
+_ZETA_MAX_TERMS = 1 << 24
+
+
+def _hurwitz_zeta(x, q):
+    """zeta(x, q) = sum_k (k + q)^-x in float64, the way CPU PyTorch sums it: direct terms until at
+    least 9 are taken and the next base passes 9 (or a term stops mattering), then the
+    Euler-Maclaurin tail, at most 12 of its terms. Each element stops where CPU's loop would."""
+    x, q = jnp.broadcast_arrays(x.astype(jnp.float64), q.astype(jnp.float64))
+    eps = jnp.float64(_ZETA_EPS)
+
+    def negligible(term, total):
+        return (-eps * total < term) & (term < eps * total)
+
+    def active(state):
+        i, a, _, _, done = state
+        return ~done & ((i < 9) | (a <= 9.0))
+
+    def step(state):
+        i, a, b, total, done = state
+        go = active(state)
+        a = jnp.where(go, a + 1.0, a)
+        b = jnp.where(go, a**-x, b)
+        total = jnp.where(go, total + b, total)
+        return i + 1, a, b, total, done | (go & negligible(b, total))
+
+    start = (jnp.int32(0), q, jnp.zeros_like(q), q**-x, jnp.zeros(q.shape, bool))
+    _, a, b, total, done = jax.lax.while_loop(lambda st: jnp.any(active(st)) & (st[0] < _ZETA_MAX_TERMS), step, start)
+
+    w = a
+    tail = total + b * w / (x - 1.0) - 0.5 * b
+    total = jnp.where(done, total, tail)
+    factor, k = jnp.ones_like(q), jnp.zeros_like(q)
+    for coefficient in _EULER_MACLAURIN:
+        factor = factor * (x + k)
+        b = b / w
+        t = factor * b / coefficient
+        new_total = total + t
+        total = jnp.where(done, total, new_total)
+        done = done | (jnp.abs(t / new_total) < eps)
+        k = k + 1.0
+        factor = factor * (x + k)
+        b = b / w
+        k = k + 1.0
+
+    nan, inf = jnp.float64(jnp.nan), jnp.float64(jnp.inf)
+    non_positive = q <= 0.0
+    total = jnp.where(non_positive & (x != jnp.floor(x)), nan, total)
+    total = jnp.where(non_positive & (q == jnp.floor(q)), inf, total)
+    total = jnp.where(x < 1.0, nan, total)
+    return jnp.where(x == 1.0, inf, total)
+
+
+def _zeta(x, q):
+    return _hurwitz_zeta(x, q).astype(jnp.result_type(x, q))
+
+
+_binary((aten.special_zeta.default, aten.special_zeta.self_scalar, aten.special_zeta.other_scalar), _zeta)
+
+
+def _trigamma(x):
+    """PyTorch's trigamma: reflection below 1/2, six recurrence steps, then the asymptotic series."""
+    below = x < 0.5
+    sin_pi_x = jnp.sin(jnp.pi * x)
+    total = jnp.where(below, -(jnp.pi * jnp.pi) / (sin_pi_x * sin_pi_x), jnp.zeros_like(x))
+    x = jnp.where(below, 1 - x, x)
+    for _ in range(6):
+        total = total + 1 / (x * x)
+        x = x + 1
+    ixx = 1 / (x * x)
+    total = total + (1 + 1 / (2 * x) + ixx * (1.0 / 6 - ixx * (1.0 / 30 - ixx * (1.0 / 42)))) / x
+    return jnp.where(below, -total, total)
+
+
+def _polygamma(x, n):
+    if n == 0:
+        return _digamma(x)
+    if n == 1:
+        return _trigamma(x)
+    sign = 1.0 if n % 2 else -1.0
+    factorial = jnp.exp(jss.gammaln(jnp.asarray(n + 1.0, x.dtype)))
+    return sign * factorial * _hurwitz_zeta(jnp.asarray(n + 1.0), x).astype(x.dtype)
+
+
+@register_functional(aten.polygamma.default)
+def polygamma(n, self):
+    if n < 0:
+        raise RuntimeError("polygamma(n, x) does not support negative n.")
+    dt = float_of(self.dtype)
+    return _with_order(_polygamma, int(n), dt, dt)(J(self))
