@@ -1,0 +1,1 @@
+"""Matrix decompositions and solvers of torch.linalg (and their legacy torch.* names)."""
