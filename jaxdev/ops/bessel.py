@@ -282,8 +282,10 @@ def _j1_nonnegative(x):
 
 
 def _bessel_j1(x):
-    r = _j1_nonnegative(jnp.abs(x))
-    return jnp.where(x < 0, -r, r)
+    # CPU takes -J1(-x) for x < 0 only: -0 goes through as it is, and J1(-0) is -0.
+    negative = x < 0
+    r = _j1_nonnegative(jnp.where(negative, -x, x))
+    return jnp.where(negative, -r, r)
 
 
 def _bessel_y0(x):
