@@ -12,6 +12,13 @@ The recurrence length depends on the values of n, so it is a `lax.while_loop` th
 element is still short of its own n; each element stops where CPU's loop would, so the kernels trace
 under jax.jit (and torch.compile). The loop is as long as the largest n that reaches it: like CPU, a
 huge n inside the interval where no closed form applies (Legendre, Laguerre) takes that many steps.
+
+On XLA's CPU backend the recurrences are bit-equal to CPU PyTorch: both contract a*b - c*d into
+fma(a, b, -(c*d)), and the step count is kept as an array so that dividing by k + 1 stays a true
+division. The closed forms differ from CPU by libm's acos error (glibc's acosf is not correctly
+rounded), which n amplifies. Where CPU is undefined, x = NaN with n >= 2 in the polynomials whose
+loop returns a variable it never initialised (all but T, H and He: CPU gives 0 or NaN depending on
+the neighbouring elements), the result here is NaN.
 """
 
 from __future__ import annotations
