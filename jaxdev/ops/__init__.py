@@ -5,6 +5,7 @@ from jaxdev.ops import (  # noqa: F401
     amp,
     bessel,
     binary,
+    complex,
     conv,
     copy,
     creation,

@@ -5,6 +5,7 @@ zero raises as on CPU (deferred inside compiled programs); half precision comput
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 import torch
 
@@ -271,3 +272,63 @@ for _name, _fn in [
 
 for _name, _fn in [("logical_and", jnp.logical_and), ("logical_or", jnp.logical_or), ("logical_xor", jnp.logical_xor)]:
     binary(getattr(aten, _name).default, _fn, result=torch.bool)
+
+
+# --- shifts, gcd, lcm: integer-only ------------------------------------------------------------------
+
+
+def _integral(name, common):
+    if common.is_floating_point or common.is_complex or common == torch.bool:
+        raise NotImplementedError(f"\"{name}_cpu\" not implemented for '{dtypes.scalar_name(common)}'")
+
+
+def _left_shift(a, b):
+    """CPU's: a shift by a negative amount or by the width or more gives 0."""
+    bits = jnp.iinfo(a.dtype).bits
+    out = jnp.left_shift(a, jnp.clip(b, 0, bits - 1))
+    return jnp.where((b < 0) | (b >= bits), jnp.zeros((), a.dtype), out)
+
+
+def _right_shift(a, b):
+    """CPU's: a shift by a negative amount or by the width or more fills with the sign bit."""
+    bits = jnp.iinfo(a.dtype).bits
+    return jnp.right_shift(a, jnp.where((b < 0) | (b >= bits), bits - 1, b).astype(a.dtype))
+
+
+def _gcd(a, b):
+    """CPU's Euclid on |a|, |b| with C's remainder (jnp.gcd never ends when an operand is INT64_MIN)."""
+
+    def step(ab):
+        a, b = ab
+        live = a != 0
+        r = jax.lax.rem(b, jnp.where(live, a, jnp.ones((), a.dtype)))
+        return jnp.where(live, r, a), jnp.where(live, a, b)
+
+    a, b = jnp.broadcast_arrays(jnp.abs(a), jnp.abs(b))
+    return jax.lax.while_loop(lambda ab: jnp.any(ab[0] != 0), step, (a, b))[1]
+
+
+def _lcm(a, b):
+    """CPU's order of operations: |a / gcd * b|, 0 when the gcd is 0."""
+    g = _gcd(a, b)
+    safe = jnp.where(g == 0, jnp.ones((), a.dtype), g)
+    return jnp.where(g == 0, jnp.zeros((), a.dtype), jnp.abs(a // safe * b))
+
+
+def _integer_op(ops, name, fn):
+    @register_functional(*ops)
+    def kernel(self, other):
+        common = torch.result_type(self, other)
+        _integral(name, common)
+        return apply(fn, common, common, (self, other))
+
+    kernel.__qualname__ = ops[0].name()
+
+
+_SHIFT_OVERLOADS = ("Tensor", "Tensor_Scalar", "Scalar_Tensor")
+_integer_op([getattr(aten.bitwise_left_shift, o) for o in _SHIFT_OVERLOADS], "lshift", _left_shift)
+_integer_op([getattr(aten.bitwise_right_shift, o) for o in _SHIFT_OVERLOADS], "rshift", _right_shift)
+_integer_op([aten.__lshift__.Tensor, aten.__lshift__.Scalar], "lshift", _left_shift)
+_integer_op([aten.__rshift__.Tensor, aten.__rshift__.Scalar], "rshift", _right_shift)
+_integer_op([aten.gcd.default], "gcd", _gcd)
+_integer_op([aten.lcm.default], "lcm", _lcm)
