@@ -10,6 +10,7 @@ take beta and alpha converted to it, as PyTorch's do.
 from __future__ import annotations
 
 import jax.numpy as jnp
+import torch
 
 from jaxdev import dtypes
 from jaxdev.ops.registry import aten, register_functional
@@ -176,3 +177,51 @@ def addmv(self, mat, vec, *, beta=1, alpha=1):
 # OpInfo sizes), and one XLA dot per batch lands 2 ulps of the running sum away where terms
 # cancel (6.1e-5 at magnitude 300), which the auditor rightly calls a different answer. Matching
 # the order takes batches x k sequential steps, slower on a device than the copy to CPU.
+
+
+def _scalar_as(value, dtype):
+    """A Scalar converted to `dtype` as CPU's `Scalar::to<scalar_t>` does (rounded to half for half,
+    overflow checked, with CPU's message): a CPU fill performs that very conversion."""
+    return torch.full((), value, dtype=dtype).item()
+
+
+@jitted
+def _outer_update(jdt, use_self):
+    """CPU's addr loop, `beta * self + alpha * vec1 * vec2`, evaluated left to right in the result
+    dtype: each half operation computes in float32 and rounds to the half dtype, as Vectorized<Half>
+    and c10::Half arithmetic do."""
+    if jdt == jnp.bool_:
+
+        def run(s, v1, v2, beta, alpha):
+            prod = alpha & v1[:, None] & v2[None, :]
+            return (beta & s) | prod if use_self else prod
+
+        return run
+    compute = dtypes.opmath(jdt)
+
+    def rounded(x):
+        return x.astype(jdt).astype(compute)
+
+    def run(s, v1, v2, beta, alpha):
+        beta, alpha = jnp.asarray(beta, jdt).astype(compute), jnp.asarray(alpha, jdt).astype(compute)
+        prod = rounded(rounded(alpha * v1[:, None].astype(compute)) * v2[None, :].astype(compute))
+        return (rounded(beta * s.astype(compute)) + prod if use_self else prod).astype(jdt)
+
+    return run
+
+
+@register_functional(aten.addr.default)
+def addr(self, vec1, vec2, *, beta=1, alpha=1):
+    for t, name in ((vec1, "vec1"), (vec2, "vec2")):
+        if t.dim() != 1:
+            raise RuntimeError(f"addr: Expected 1-D argument {name}, but got {t.dim()}-D")
+    dtype = torch.promote_types(torch.promote_types(self.dtype, vec1.dtype), vec2.dtype)
+    for value, name in ((beta, "beta"), (alpha, "alpha")):
+        if isinstance(value, bool) and dtype != torch.bool:
+            raise RuntimeError(f"Boolean {name} only supported for Boolean results.")
+        if not (dtype.is_floating_point or dtype.is_complex) and not isinstance(value, (bool, int)):
+            raise RuntimeError(f"For integral input tensors, argument {name} must not be a floating point number.")
+    beta, alpha = _scalar_as(beta, dtype), _scalar_as(alpha, dtype)
+    s = self.expand(vec1.shape[0], vec2.shape[0])  # CPU's expand_size, with its error
+    jdt = dtypes.to_jax_dtype(dtype)
+    return _outer_update(jdt, bool(beta != 0))(J(s).astype(jdt), J(vec1).astype(jdt), J(vec2).astype(jdt), beta, alpha)
