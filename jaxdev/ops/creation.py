@@ -1,4 +1,4 @@
-"""Factories: empty, empty_strided, fill_, zero_, arange, linspace, eye.
+"""Factories: empty, empty_strided, fill_, zero_, arange, linspace, logspace, eye, tril/triu_indices.
 
 Composite factories (zeros, ones, full, *_like, scalar_tensor, tensor) reach these through
 PyTorch's own CompositeExplicitAutograd kernels (empty + fill_, empty + arange.out, ...).
@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 
 import jax.numpy as jnp
+import numpy as np
 import torch
 
 from jaxdev import device as jax_device_module
@@ -115,6 +116,74 @@ def linspace_out(start, end, steps, *, out):
         i = jnp.arange(steps)
         values = jnp.where(i < steps // 2, lo + step * i, hi - step * (steps - 1 - i))
     return store_into(out, values.astype(jdt), resize=True)
+
+
+@register(aten.logspace.out)
+def logspace_out(start, end, steps, base=10.0, *, out):
+    """CPU's formula: start and end rounded to the output dtype, the step and the power in double
+    (complex outputs: everything in the output dtype), halves mirrored from each end like linspace."""
+    start, end = (s.item() if isinstance(s, torch.Tensor) else s for s in (start, end))
+    if steps < 0:
+        raise RuntimeError("number of steps must be non-negative")
+    jdt = dtypes.to_jax_dtype(out.dtype)
+    if not (out.dtype.is_floating_point or out.dtype.is_complex or out.dtype == torch.bool):
+        info = torch.iinfo(out.dtype)
+        for v in (start, end):  # Scalar::to<int type> is a checked conversion (unsigned: integers wrap)
+            lowest = -info.max if isinstance(v, int) and info.min == 0 else info.min
+            if v.real < lowest or v.real > info.max:
+                raise RuntimeError(f"value cannot be converted to type {_C_INT[out.dtype]} without overflow")
+    if steps <= 1:
+        acc = jnp.complex128 if out.dtype.is_complex else jnp.float64
+        values = jnp.full((steps,), jnp.power(jnp.asarray(base, acc), jnp.asarray(start, acc)))
+    else:
+        acc = jdt if out.dtype.is_complex else jnp.float64
+        lo, hi = jnp.asarray(start).astype(jdt), jnp.asarray(end).astype(jdt)
+        step = (hi - lo).astype(acc) / jnp.asarray(steps - 1, acc)
+        i = jnp.arange(steps)
+        lo, hi = lo.astype(acc), hi.astype(acc)
+        exponent = jnp.where(i < steps // 2, lo + step * i.astype(acc), hi - step * (steps - 1 - i).astype(acc))
+        values = jnp.power(jnp.asarray(base, acc), exponent)
+    if jnp.issubdtype(jdt, jnp.integer):
+        # x86 converts through a 32- or 64-bit register (out of range: its minimum) and narrower
+        # types keep the low bits
+        via = jnp.int64 if jnp.dtype(jdt).itemsize == 8 else jnp.int32
+        fits = jnp.abs(values) < 2.0 ** (jnp.iinfo(via).bits - 1)
+        values = jnp.where(fits, jnp.where(fits, values, 0).astype(via), jnp.iinfo(via).min)
+    return store_into(out, values.astype(jdt), resize=True)
+
+
+_C_INT = {
+    torch.uint8: "uint8_t",
+    torch.int8: "int8_t",
+    torch.int16: "int16_t",
+    torch.int32: "int",
+    torch.int64: "int64_t",
+}
+
+
+def _triangle_indices(name, row, col, offset, dtype, below):
+    if row < 0:
+        raise RuntimeError(f"row must be non-negative, got{row}")
+    if col < 0:
+        raise RuntimeError(f"col must be non-negative, got{col}")
+    if dtype not in (torch.int32, torch.int64):
+        raise NotImplementedError(f"\"{name}\" not implemented for '{dtypes.scalar_name(dtype)}'")
+    # static sizes: the pairs are a host-side constant, in row-major order as CPU lists them
+    i, j = np.indices((row, col)).reshape(2, -1)
+    keep = (j - i <= offset) if below else (j - i >= offset)
+    return jnp.asarray(np.stack([i[keep], j[keep]]), dtypes.to_jax_dtype(dtype))
+
+
+@register(aten.tril_indices.default)
+def tril_indices(row, col, offset=0, *, dtype=torch.int64, layout=None, device=None, pin_memory=None):
+    _check_device(device)
+    return tensor.wrap(_triangle_indices("tril_indices", row, col, offset, dtype or torch.int64, True))
+
+
+@register(aten.triu_indices.default)
+def triu_indices(row, col, offset=0, *, dtype=torch.int64, layout=None, device=None, pin_memory=None):
+    _check_device(device)
+    return tensor.wrap(_triangle_indices("triu_indices", row, col, offset, dtype or torch.int64, False))
 
 
 @register(aten.eye.m_out)

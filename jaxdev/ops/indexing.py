@@ -127,6 +127,14 @@ def nonzero(self):
     return jnp.argwhere(J(self) != 0).astype(jnp.int64)
 
 
+@register_functional(aten.nonzero_static.default)
+def nonzero_static(self, *, size, fill_value=-1):
+    """nonzero padded (with fill_value) or cut to `size` rows: a static shape, so it traces."""
+    if size < 0:
+        raise RuntimeError("nonzero_static: 'size' must be an non-negative integer")
+    return jnp.argwhere(J(self) != 0, size=size, fill_value=fill_value).astype(jnp.int64)
+
+
 @register_functional(aten.index_select.default)
 def index_select(self, dim, index):
     d = wrap_dim(dim, self.dim())

@@ -1,5 +1,5 @@
 """Ops that move elements without changing them: flip and roll (also what cumsum's backward and
-fft.fftshift reach)."""
+fft.fftshift reach), channel_shuffle."""
 
 from __future__ import annotations
 
@@ -42,3 +42,26 @@ def roll(self, shifts, dims=()):
     if self.numel() == 0:
         return J(self)
     return _roll(shifts, axes)(J(self))
+
+
+@jitted
+def _channel_shuffle(groups):
+    def run(x):
+        n, c, *rest = x.shape
+        x = x.reshape(n, groups, c // groups, *rest)
+        return jnp.swapaxes(x, 1, 2).reshape(n, c, *rest)
+
+    return run
+
+
+@register_functional(aten.channel_shuffle.default)
+def channel_shuffle(self, groups):
+    if self.dim() <= 2:
+        raise RuntimeError(f"channel_shuffle expects input with > 2 dims, but got input with sizes {list(self.shape)}")
+    if groups <= 0:
+        raise RuntimeError(f"Number of groups to divide channels in must be positive. Value of groups:{groups}")
+    if self.shape[1] % groups:
+        raise RuntimeError(
+            f"Number of channels must be divisible by groups. Got {self.shape[1]} channels and {groups} groups."
+        )
+    return _channel_shuffle(int(groups))(J(self))
