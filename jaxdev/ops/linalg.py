@@ -14,7 +14,7 @@ import torch
 
 from jaxdev import dtypes
 from jaxdev.ops.registry import aten, register_functional
-from jaxdev.ops.toolkit import J, jitted, product_precision
+from jaxdev.ops.toolkit import J, jitted, product_precision, wrap_dim
 
 
 def _same_dtype(name, *ts):
@@ -225,3 +225,27 @@ def addr(self, vec1, vec2, *, beta=1, alpha=1):
     s = self.expand(vec1.shape[0], vec2.shape[0])  # CPU's expand_size, with its error
     jdt = dtypes.to_jax_dtype(dtype)
     return _outer_update(jdt, bool(beta != 0))(J(s).astype(jdt), J(vec1).astype(jdt), J(vec2).astype(jdt), beta, alpha)
+
+
+def _cross(a, b, axis):
+    a, b = jnp.moveaxis(a, axis, -1), jnp.moveaxis(b, axis, -1)
+    return jnp.moveaxis(jnp.cross(a, b), -1, axis)
+
+
+@register_functional(aten.linalg_cross.default)
+def linalg_cross(self, other, *, dim=-1):
+    if self.dim() != other.dim():
+        raise RuntimeError("linalg.cross: inputs must have the same number of dimensions.")
+    if self.shape[wrap_dim(dim, self.dim())] != 3 or other.shape[wrap_dim(dim, other.dim())] != 3:
+        raise RuntimeError(
+            f"linalg.cross: inputs dimension {dim} must have length 3. Got {self.shape[dim]} and {other.shape[dim]}"
+        )
+    if self.dtype != other.dtype:
+        raise RuntimeError(
+            f"expected scalar type {dtypes.scalar_name(self.dtype)} but found {dtypes.scalar_name(other.dtype)}"
+        )
+    if self.dtype == torch.bool:
+        raise NotImplementedError("\"cross\" not implemented for 'Bool'")
+    a, b = J(self), J(other)
+    shape = jnp.broadcast_shapes(a.shape, b.shape)
+    return _cross(jnp.broadcast_to(a, shape), jnp.broadcast_to(b, shape), wrap_dim(dim, self.dim()))

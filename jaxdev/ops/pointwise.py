@@ -183,3 +183,38 @@ def nan_to_num(self, nan=None, posinf=None, neginf=None):
         info.min if neginf is None else neginf,
     )
     return apply(_nan_to_num, self.dtype, self.dtype, (self,), fills)
+
+
+# (unsigned int type, significand bits, exponent bias) of the float types frexp reads bit by bit
+_FLOAT_BITS = {jnp.dtype(jnp.float32): (jnp.uint32, 23, 127), jnp.dtype(jnp.float64): (jnp.uint64, 52, 1023)}
+
+
+def _frexp(x):
+    """C's frexp from the bits: XLA's arithmetic flushes subnormals to zero on CPU, where C's frexp
+    normalises them (jnp.frexp is off by one exponent there)."""
+    uint, m, bias = _FLOAT_BITS[x.dtype]
+    width = jnp.iinfo(uint).bits
+    bits = jax.lax.bitcast_convert_type(x, uint)
+    sign = bits & (uint(1) << (width - 1))
+    field = (bits >> m) & uint((1 << (width - 1 - m)) - 1)
+    frac = bits & uint((1 << m) - 1)
+    length = (width - jax.lax.clz(frac)).astype(jnp.int32)  # bit length of a subnormal's fraction
+    normal_exp = field.astype(jnp.int32) - (bias - 1)
+    sub_exp = length + 1 - bias - m
+    sub_frac = (frac << (m + 1 - length).astype(uint)) & uint((1 << m) - 1)
+    subnormal = field == 0
+    half = uint(bias - 1) << m  # the exponent field of a value in [0.5, 1)
+    mantissa = sign | half | jnp.where(subnormal, sub_frac, frac)
+    special = (x == 0) & (frac == 0) | ~jnp.isfinite(x) | (subnormal & (frac == 0))
+    mantissa = jnp.where(special, x, jax.lax.bitcast_convert_type(mantissa, x.dtype))
+    exponent = jnp.where(special, 0, jnp.where(subnormal, sub_exp, normal_exp))
+    return mantissa, exponent.astype(jnp.int32)
+
+
+@register_functional(aten.frexp.Tensor)
+def frexp(self):
+    if not self.dtype.is_floating_point:
+        raise RuntimeError("torch.frexp() only supports floating-point dtypes")
+    x = J(self)
+    mantissa, exponent = _frexp(x.astype(jnp.float32) if x.dtype.itemsize < 4 else x)
+    return mantissa.astype(x.dtype), exponent
