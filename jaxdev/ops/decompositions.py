@@ -20,6 +20,8 @@ linalg.ldl_factor / ldl_solve stay on the CPU fallback: JAX has no Bunch-Kaufman
 
 from __future__ import annotations
 
+import warnings
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -36,15 +38,44 @@ _SUPPORTED = (torch.float32, torch.float64, torch.complex64, torch.complex128)
 # --- presenting results as CPU lays them out --------------------------------------------------------
 
 
-def _meta(op, *args, **kwargs):
-    """`op` on meta twins of the tensor arguments: PyTorch's checks and its output shapes/strides."""
+def _twins(args, kwargs, make):
+    twin = lambda x: make(x) if isinstance(x, torch.Tensor) else x
+    return [twin(a) for a in args], {k: twin(v) for k, v in kwargs.items()}
 
-    def twin(x):
-        if isinstance(x, torch.Tensor):
-            return torch.empty_strided(x.shape, x.stride(), dtype=x.dtype, device="meta")
-        return x
 
-    return op(*[twin(a) for a in args], **{k: twin(v) for k, v in kwargs.items()})
+def _meta(op, *args, check_dtype=True, **kwargs):
+    """`op` on meta twins of the tensor arguments: PyTorch's checks and its output shapes/strides.
+
+    Where the arguments are invalid (a meta kernel's message may differ from CPU's), or the matrix
+    is of a dtype CPU's LAPACK kernels are not built for, the error is CPU's own: the op runs on CPU
+    twins (ones, so pivots are valid) and what it raises is raised."""
+    meta = lambda x: torch.empty_strided(x.shape, x.stride(), dtype=x.dtype, device="meta")
+    meta_args, meta_kwargs = _twins(args, kwargs, meta)
+    try:
+        result = op(*meta_args, **meta_kwargs)
+    except Exception as meta_error:
+        raise (_cpu_error(op, args, kwargs) or meta_error) from None
+    matrix = next(a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor))
+    if check_dtype and matrix.dtype not in _SUPPORTED:
+        error = _cpu_error(op, args, kwargs)
+        if error is not None:
+            raise error from None
+    return result
+
+
+def _cpu_error(op, args, kwargs) -> Exception | None:
+    """What CPU raises for these arguments' shapes and dtypes (None if it raises nothing, or only a
+    value error: its inputs are ones, not the caller's values)."""
+    cpu_args, cpu_kwargs = _twins(args, kwargs, lambda x: torch.ones(x.shape, dtype=x.dtype))
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            op(*cpu_args, **cpu_kwargs)
+    except torch.linalg.LinAlgError:
+        return None
+    except Exception as e:
+        return e
+    return None
 
 
 @jitted
@@ -106,12 +137,6 @@ def _kernel(op, *, out=True):
         return fn
 
     return deco
-
-
-def _supported(t: torch.Tensor, kernel_name: str) -> None:
-    """CPU's dispatch error for the dtypes its LAPACK kernels are not compiled for."""
-    if t.dtype not in _SUPPORTED:
-        raise NotImplementedError(f"\"{kernel_name}\" not implemented for '{_torch_name(t.dtype)}'")
 
 
 def _torch_name(dtype):
@@ -259,7 +284,10 @@ def _svd_body(full_matrices, compute_uv, is_matrix):
 @_kernel(aten._linalg_svd.default)
 def linalg_svd(A, full_matrices=False, compute_uv=True, *, driver=None):
     mu, ms, mv = _meta(aten._linalg_svd.default, A, full_matrices, compute_uv, driver=driver)
-    _supported(A, "linalg_svd_cpu")
+    if driver is not None:
+        raise RuntimeError(
+            "torch.linalg.svd: keyword argument `driver=` is only supported on CUDA inputs with cuSOLVER backend."
+        )
     m, n = A.shape[-2], A.shape[-1]
     if A.numel() == 0:
         eye = lambda k, like: _present(jnp.broadcast_to(jnp.eye(k, dtype=J(A).dtype), like.shape), like)
@@ -291,7 +319,6 @@ def _eigh_body(lower):
 @_kernel(aten._linalg_eigh.default)
 def linalg_eigh(A, UPLO="L", compute_v=True):
     mw, mv = _meta(aten._linalg_eigh.default, A, UPLO, compute_v)
-    _supported(A, "linalg_eigh_cpu")
     if A.numel() == 0:
         w = _present(jnp.zeros(mw.shape, J(A).real.dtype), mw)
         return w, (_present(jnp.zeros(mv.shape, J(A).dtype), mv) if compute_v else _empty(A.dtype))
@@ -317,7 +344,6 @@ def _eig_body(vectors):
 @_kernel(aten.linalg_eig.default)
 def linalg_eig(A):
     mw, mv = _meta(aten.linalg_eig.default, A)
-    _supported(A, "linalg_eig_cpu")
     if A.numel() == 0:
         return _present(jnp.zeros(mw.shape, _jdt(mw.dtype)), mw), _present(jnp.zeros(mv.shape, _jdt(mv.dtype)), mv)
     w, v, finite = _eig_body(True)(J(A))
@@ -330,7 +356,6 @@ def linalg_eig(A):
 @_kernel(aten._linalg_eigvals.default, out=False)
 def linalg_eigvals(A):
     mw = _meta(aten._linalg_eigvals.default, A)
-    _supported(A, "linalg_eig_cpu")
     if A.numel() == 0:
         return _present(jnp.zeros(mw.shape, _jdt(mw.dtype)), mw)
     w, _ = _eig_body(False)(J(A))
@@ -363,7 +388,6 @@ def _no_pivot(pivot, api):
 @_kernel(aten.linalg_lu_factor_ex.default)
 def linalg_lu_factor_ex(A, *, pivot=True, check_errors=False):
     mlu, mp, mi = _meta(aten.linalg_lu_factor_ex.default, A, pivot=pivot, check_errors=check_errors)
-    _supported(A, "lu_cpu")
     _no_pivot(pivot, "linalg.lu_factor")
     if A.numel() == 0:
         return (
@@ -408,14 +432,22 @@ def _lu_unpack(LU, pivots, unpack_data, unpack_pivots, metas):
 
 @_kernel(aten.lu_unpack.default)
 def lu_unpack(LU_data, LU_pivots, unpack_data=True, unpack_pivots=True):
-    metas = _meta(aten.lu_unpack.default, LU_data, LU_pivots, unpack_data, unpack_pivots)
+    metas = _meta(aten.lu_unpack.default, LU_data, LU_pivots, unpack_data, unpack_pivots, check_dtype=False)
+    if unpack_pivots and LU_pivots.numel():
+        p, m = J(LU_pivots), LU_data.shape[-2]
+        tracing.check_values(
+            (p < 1) | (p > m),
+            lambda: RuntimeError(
+                "pivots passed to lu_unpack must be between 1 and LU.size(-2) inclusive."
+                "Did you properly pass the result of lu_factor?"
+            ),
+        )
     return _lu_unpack(LU_data, LU_pivots, unpack_data, unpack_pivots, metas)
 
 
 @_kernel(aten.linalg_lu.default)
 def linalg_lu(A, *, pivot=True):
     metas = _meta(aten.linalg_lu.default, A, pivot=pivot)
-    _supported(A, "lu_cpu")
     _no_pivot(pivot, "linalg.lu_factor")
     m, n = A.shape[-2], A.shape[-1]
     if A.numel() == 0:
@@ -444,10 +476,17 @@ def _lu_solve_body(left, adjoint):
 @_kernel(aten.linalg_lu_solve.default)
 def linalg_lu_solve(LU, pivots, B, *, left=True, adjoint=False):
     mx = _meta(aten.linalg_lu_solve.default, LU, pivots, B, left=left, adjoint=adjoint)
-    _supported(LU, "lu_solve_cpu")
     if mx.numel() == 0:
         return _present(jnp.zeros(mx.shape, J(B).dtype), mx)
-    return _present(_lu_solve_body(bool(left), bool(adjoint))(J(LU), J(pivots), J(B)), mx)
+    p, m = J(pivots), LU.shape[-2]
+    for bad, what in ((p < 1, "greater or equal to 1"), (p > m, "smaller or equal to LU.size(-2)")):
+        tracing.check_values(
+            bad,
+            lambda what=what: RuntimeError(
+                f"Pivots given to lu_solve must all be {what}. Did you properly pass the result of lu_factor?"
+            ),
+        )
+    return _present(_lu_solve_body(bool(left), bool(adjoint))(J(LU), p, J(B)), mx)
 
 
 def _use_transpose(A) -> bool:
@@ -476,7 +515,6 @@ def _det_body(transposed, log):
 @_kernel(aten._linalg_det.default)
 def linalg_det(A):
     md, mlu, mp = _meta(aten._linalg_det.default, A)
-    _supported(A, "linalg_det_cpu")
     if A.numel() == 0:
         return (
             _present(jnp.ones(md.shape, J(A).dtype), md),
@@ -490,7 +528,6 @@ def linalg_det(A):
 @_kernel(aten._linalg_slogdet.default)
 def linalg_slogdet(A):
     ms, ml, mlu, mp = _meta(aten._linalg_slogdet.default, A)
-    _supported(A, "linalg_slogdet_cpu")
     if A.numel() == 0:
         return (
             _present(jnp.ones(ms.shape, J(A).dtype), ms),
@@ -540,14 +577,12 @@ def _solve(A, B, left, check_errors, api, metas):
 @_kernel(aten._linalg_solve_ex.default)
 def linalg_solve_ex(A, B, *, left=True, check_errors=False):
     metas = _meta(aten._linalg_solve_ex.default, A, B, left=left, check_errors=check_errors)
-    _supported(A, "linalg_solve_cpu")
     return _solve(A, B, left, check_errors, "torch.linalg.solve_ex", metas)
 
 
 @_kernel(aten.linalg_inv_ex.default)
 def linalg_inv_ex(A, *, check_errors=False):
     mi, minfo = _meta(aten.linalg_inv_ex.default, A, check_errors=check_errors)
-    _supported(A, "linalg_inv_cpu")
     eye = tensor.wrap(jnp.broadcast_to(jnp.eye(A.shape[-1], dtype=J(A).dtype), tuple(A.shape)))
     mlu = torch.empty_strided(A.shape, _fortran_strides(tuple(A.shape)), dtype=A.dtype, device="meta")
     mp = torch.empty(A.shape[:-1], dtype=torch.int32, device="meta")
@@ -606,7 +641,6 @@ def _cholesky_body(upper):
 @_kernel(aten.linalg_cholesky_ex.default)
 def linalg_cholesky_ex(A, *, upper=False, check_errors=False):
     ml, mi = _meta(aten.linalg_cholesky_ex.default, A, upper=upper, check_errors=check_errors)
-    _supported(A, "cholesky_cpu")
     if A.numel() == 0:
         return _present(jnp.zeros(ml.shape, J(A).dtype), ml), _present(jnp.zeros(mi.shape, jnp.int32), mi)
     L, info = _cholesky_body(bool(upper))(J(A))
@@ -618,7 +652,6 @@ def linalg_cholesky_ex(A, *, upper=False, check_errors=False):
 @_kernel(aten.cholesky.default)
 def cholesky(self, upper=False):
     ml = _meta(aten.cholesky.default, self, upper)
-    _supported(self, "cholesky_cpu")
     if self.numel() == 0:
         return tensor.wrap(jnp.zeros(tuple(self.shape), J(self).dtype))
     L, info = _cholesky_body(bool(upper))(J(self))
@@ -645,7 +678,6 @@ def _cholesky_inverse_body(upper):
 @_kernel(aten.cholesky_inverse.default)
 def cholesky_inverse(self, upper=False):
     mr = _meta(aten.cholesky_inverse.default, self, upper)
-    _supported(self, "cholesky_inverse_out_cpu")
     if self.numel() == 0:
         return _present(jnp.zeros(mr.shape, J(self).dtype), mr)
     inv, info = _cholesky_inverse_body(bool(upper))(J(self))
@@ -666,7 +698,6 @@ def _cholesky_solve_body(upper):
 @_kernel(aten._cholesky_solve_helper.default)
 def cholesky_solve_helper(self, A, upper):
     mx = _meta(aten._cholesky_solve_helper.default, self, A, upper)
-    _supported(self, "cholesky_solve_cpu")
     if mx.numel() == 0:
         return _present(jnp.zeros(mx.shape, J(self).dtype), mx, fortran=True)
     return _present(_cholesky_solve_body(bool(upper))(J(self), J(A)), mx, fortran=True)
@@ -691,7 +722,6 @@ def _triangular_body(upper, left, unit, transpose):
 @_kernel(aten.linalg_solve_triangular.default)
 def linalg_solve_triangular(self, B, *, upper, left=True, unitriangular=False):
     mx = _meta(aten.linalg_solve_triangular.default, self, B, upper=upper, left=left, unitriangular=unitriangular)
-    _supported(self, "triangular_solve_cpu")
     if mx.numel() == 0:
         return _present(jnp.zeros(mx.shape, J(B).dtype), mx, fortran=True)
     x, _ = _triangular_body(bool(upper), bool(left), bool(unitriangular), False)(J(self), J(B))
@@ -709,7 +739,6 @@ def _clone_coefficient_body():
 @_kernel(aten.triangular_solve.default)
 def triangular_solve(self, A, upper=True, transpose=False, unitriangular=False):
     mx, ma = _meta(aten.triangular_solve.default, self, A, upper, transpose, unitriangular)
-    _supported(self, "triangular_solve_cpu")
     if mx.numel() == 0 or ma.numel() == 0:
         coefficient = _clone_coefficient_body()(J(A), J(self)) if ma.numel() else jnp.zeros(ma.shape, J(A).dtype)
         return _present(jnp.zeros(mx.shape, J(self).dtype), mx, True), _present(coefficient, ma, True)
@@ -734,7 +763,6 @@ def _qr_body(mode):
 @_kernel(aten.linalg_qr.default)
 def linalg_qr(A, mode="reduced"):
     mq, mr = _meta(aten.linalg_qr.default, A, mode)
-    _supported(A, "linalg_qr_cpu")
     if A.numel() == 0:
         m = A.shape[-2]
         q = jnp.broadcast_to(jnp.eye(m, mq.shape[-1], dtype=J(A).dtype), mq.shape) if mq.numel() else None
@@ -757,9 +785,8 @@ def _geqrf_body():
 
 @_kernel(aten.geqrf.default)
 def geqrf(self):
-    if self.dim() < 2:
-        raise RuntimeError("torch.geqrf: input must have at least 2 dimensions.")
-    _supported(self, "geqrf_cpu")
+    if self.dim() < 2 or self.dtype not in _SUPPORTED:
+        raise _cpu_error(aten.geqrf.default, (self,), {}) or RuntimeError("geqrf: unsupported input")
     shape = tuple(self.shape)
     k = min(shape[-2], shape[-1])
     ma = torch.empty_strided(shape, _fortran_strides(shape), dtype=self.dtype, device="meta")
@@ -778,7 +805,6 @@ def _householder_body():
 @_kernel(aten.linalg_householder_product.default)
 def linalg_householder_product(input, tau):
     mq = _meta(aten.linalg_householder_product.default, input, tau)
-    _supported(input, "orgqr_cpu")
     if input.numel() == 0:
         return _present(jnp.zeros(mq.shape, J(input).dtype), mq, fortran=True)
     if tau.shape[-1] == 0:  # no reflectors: the first n columns of the identity
@@ -800,7 +826,6 @@ def _ormqr_body(left, transpose):
 @_kernel(aten.ormqr.default)
 def ormqr(self, input2, input3, left=True, transpose=False):
     mc = _meta(aten.ormqr.default, self, input2, input3, left, transpose)
-    _supported(self, "ormqr_cpu")
     if mc.numel() == 0 or self.shape[-2] == 0:
         return _present(jnp.zeros(mc.shape, J(input3).dtype) + J(input3), mc, fortran=True)
     return _present(_ormqr_body(bool(left), bool(transpose))(J(self), J(input2), J(input3)), mc, fortran=True)
@@ -809,10 +834,130 @@ def ormqr(self, input2, input3, left=True, transpose=False):
 # --- matrix exponential -----------------------------------------------------------------------------
 
 
+# PyTorch's algorithm (Bader, Blanes, Casas 2019: optimized Taylor polynomials of degree 1, 2, 4, 8,
+# 12 and 18, picked by the 1-norm, scaling and squaring past the last), evaluated in the same order:
+# a Pade approximant (jax.scipy.linalg.expm) lands 1e-4 (relative) away in float32.
+_THETAS = {
+    4: (
+        1.192092800768788e-07,
+        5.978858893805233e-04,
+        5.116619363445086e-02,
+        5.800524627688768e-01,
+        1.461661507209034e00,
+        3.010066362817634e00,
+    ),
+    8: (
+        2.220446049250313e-16,
+        2.580956802971767e-08,
+        3.397168839976962e-04,
+        4.991228871115323e-02,
+        2.996158913811580e-01,
+        1.090863719290036e00,
+    ),
+}
+_B12 = (
+    (9.0198e-16, 0.46932117595418237389, -0.20099424927047284052, -0.04623946134063071740),
+    (5.31597895759871264183, 1.19926790417132231573, 0.01179296240992997031, 0.01108844528519167989),
+    (0.18188869982170434744, 0.05502798439925399070, 0.09351590770535414968, 0.00610700528898058230),
+    (-2.0861320e-13, -0.13181061013830184015, -0.02027855540589259079, -0.00675951846863086359),
+)
+_B18 = (
+    (0.0, -1.00365581030144618291e-01, -8.02924648241156932449e-03, -8.92138498045729985177e-04, 0.0),
+    (
+        0.0,
+        3.97849749499645077844e-01,
+        1.36783778460411720168e00,
+        4.98289622525382669416e-01,
+        -6.37898194594723280150e-04,
+    ),
+    (
+        -1.09676396052962061844e01,
+        1.68015813878906206114e00,
+        5.71779846478865511061e-02,
+        -6.98210122488052056106e-03,
+        3.34975017086070470649e-05,
+    ),
+    (
+        -9.04316832390810593223e-02,
+        -6.76404519071381882256e-02,
+        6.75961301770459654925e-02,
+        2.95552570429315521194e-02,
+        -1.39180257516060693404e-05,
+    ),
+    (0.0, 0.0, -9.23364619367118555360e-02, -1.69364939002081722752e-02, -1.40086798182036094347e-05),
+)
+
+
+def _mm(a, b):
+    return jnp.matmul(a, b, precision=_HI)
+
+
+def _combine(mats, coefficients):
+    """sum_j c_j * M_j, in j order (ATen's _compute_linear_combination)."""
+    real = mats[0].real.dtype
+    acc = jnp.asarray(coefficients[0], real) * mats[0]
+    for c, m in zip(coefficients[1:], mats[1:]):
+        acc = acc + jnp.asarray(c, real) * m
+    return acc
+
+
+def _taylor(a, degree):
+    eye = jnp.broadcast_to(jnp.eye(a.shape[-1], dtype=a.dtype), a.shape)
+    if degree == 1:
+        return eye + a
+    a2 = _mm(a, a)
+    if degree == 2:
+        return eye + a + a2 / jnp.asarray(2.0, a.real.dtype)
+    if degree == 4:
+        x = _mm(a2, _combine((eye, a, a2), (1 / 2.0, 1 / 6.0, 1 / 24.0)))
+        return _combine((eye, a, a2, x), (1.0, 1.0, 0.0, 1.0))
+    if degree == 8:
+        sqrt_177 = 0.1330413469565007072504e2
+        x3 = 2.0 / 3.0
+        x1, x2 = x3 * ((1.0 + sqrt_177) / 88.0), x3 * ((1.0 + sqrt_177) / 352.0)
+        x4 = (-271.0 + 29.0 * sqrt_177) / (315.0 * x3)
+        x5 = (-11.0 + 11.0 * sqrt_177) / (1260.0 * x3)
+        x6 = (-99.0 + 11.0 * sqrt_177) / (5040.0 * x3)
+        x7 = (89.0 - sqrt_177) / (5040.0 * x3)
+        y2 = (857.0 - 58.0 * sqrt_177) / 630.0
+        a4 = _mm(a2, _combine((a, a2), (x1, x2)))
+        a8 = _mm(_combine((a2, a4), (x3, 1.0)), _combine((eye, a, a2, a4), (x4, x5, x6, x7)))
+        return _combine((eye, a, a2, a4, a8), (1.0, 1.0, y2, 0.0, 1.0))
+    a3 = _mm(a, a2)
+    if degree == 12:
+        bs = [_combine((eye, a, a2, a3), row) for row in _B12]
+        a6 = bs[2] + _mm(bs[3], bs[3])
+        return bs[0] + _mm(bs[1] + a6, a6)
+    a6 = _mm(a3, a3)
+    bs = [_combine((eye, a, a2, a3, a6), row) for row in _B18]
+    a9 = bs[3] + _mm(bs[0], bs[4])
+    return bs[1] + _mm(bs[2] + a9, a9)
+
+
 @jitted
 def _expm_body():
     def run(a):
-        return jax.scipy.linalg.expm(a, max_squarings=64)
+        thetas = _THETAS[a.real.dtype.itemsize]
+        norm = jnp.max(jnp.sum(jnp.abs(a), axis=-2), axis=-1)  # the 1-norm, as a.real's dtype
+        theta = lambda t: jnp.asarray(t, norm.dtype)
+        # the last interval scales by 2^s and squares s times (s per matrix: a bounded loop)
+        s = jnp.maximum(0, jnp.ceil(jnp.log2(norm / theta(thetas[5])))).astype(jnp.int64)
+        s = jnp.where(norm >= theta(thetas[4]), s, 0)
+        scaled = a / jnp.exp2(s.astype(norm.dtype))[..., None, None].astype(a.dtype)
+        result = _taylor(jnp.where((norm >= theta(thetas[4]))[..., None, None], scaled, a), 18)
+        result = jax.lax.fori_loop(
+            0,
+            jnp.max(jnp.where(jnp.isfinite(norm), s, 0), initial=0),
+            lambda p, m: jnp.where((p < s)[..., None, None], _mm(m, m), m),
+            result,
+        )
+        result = jnp.where((norm >= theta(thetas[4]))[..., None, None], result, jnp.nan)
+        lower = -1.0
+        for degree, upper in zip((1, 2, 4, 8, 12), thetas[:5]):
+            inside = (theta(lower) < norm) & (norm <= theta(upper))
+            result = jnp.where(inside[..., None, None], _taylor(a, degree), result)
+            lower = upper
+        return result
 
     return run
 
@@ -829,7 +974,14 @@ def linalg_matrix_exp(self):
         raise NotImplementedError(f"\"linalg_matrix_exp\" not implemented for '{_torch_name(self.dtype)}'")
     if self.numel() == 0:
         return _present(jnp.zeros(me.shape, J(self).dtype), me)
+    if self.shape[-1] == 1:
+        return _present(_exp_body()(J(self)), me)
     return _present(_expm_body()(J(self)), me)
+
+
+@jitted
+def _exp_body():
+    return jnp.exp
 
 
 # --- least squares ----------------------------------------------------------------------------------
@@ -859,21 +1011,19 @@ def _lstsq_body(rcond, driver, vector, residuals):
 
 @_kernel(aten.linalg_lstsq.default)
 def linalg_lstsq(self, b, rcond=None, *, driver=None):
-    if driver is not None and driver not in _DRIVERS:
-        raise RuntimeError("torch.linalg.lstsq: parameter `driver` should be one of (gels, gelsy, gelsd, gelss)")
-    if self.dim() < 2:
-        raise RuntimeError("torch.linalg.lstsq: input must have at least 2 dimensions.")
-    if self.dtype != b.dtype:
-        raise RuntimeError(
-            f"torch.linalg.lstsq: Expected input and other to have the same dtype, but got input's dtype "
-            f"{self.dtype} and other's dtype {b.dtype}"
-        )
-    _supported(self, "linalg_lstsq_cpu")
+    vector = b.dim() == self.dim() - 1
+    if (
+        (driver is not None and driver not in _DRIVERS)
+        or self.dim() < 2
+        or self.dtype != b.dtype
+        or self.dtype not in _SUPPORTED
+        or b.dim() not in (self.dim(), self.dim() - 1)
+        or b.shape[-2 + vector] != self.shape[-2]
+    ):
+        args = (self, b, rcond)
+        raise _cpu_error(aten.linalg_lstsq.default, args, {"driver": driver}) or RuntimeError("lstsq: bad input")
     driver = driver or "gelsy"
     m, n = self.shape[-2], self.shape[-1]
-    vector = b.dim() == self.dim() - 1
-    if b.shape[-2 + vector] != m:
-        raise RuntimeError(f"torch.linalg.lstsq: input.size(-2) should match other.size(-{2 - vector}) ")
     real = J(self).real.dtype
     eps = float(jnp.finfo(real).eps)
     rc = float(rcond) if rcond is not None and rcond > 0 else eps * max(m, n)

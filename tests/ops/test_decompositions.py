@@ -342,3 +342,56 @@ SMOOTH = {
 def test_gradients_like_cpu(name):
     x = torch.randn(2, 4, 4, dtype=torch.float64)
     check(SMOOTH[name], x, rtol=1e-8, atol=1e-8)
+
+
+def _ones(*shape, dtype=torch.float32):
+    return lambda d: torch.ones(*shape, dtype=dtype, device=d)
+
+
+_LONG, _HALF = torch.long, torch.half
+INVALID = {
+    "inv int": lambda d: torch.linalg.inv(_ones(3, 3, dtype=_LONG)(d)),
+    "inv half": lambda d: torch.linalg.inv(_ones(3, 3, dtype=_HALF)(d)),
+    "det half": lambda d: torch.linalg.det(_ones(3, 3, dtype=_HALF)(d)),
+    "slogdet half": lambda d: torch.linalg.slogdet(_ones(3, 3, dtype=_HALF)(d)),
+    "solve mixed": lambda d: torch.linalg.solve(_ones(3, 3)(d), _ones(3, dtype=torch.float64)(d)),
+    "solve shape": lambda d: torch.linalg.solve(_ones(3, 3)(d), _ones(4)(d)),
+    "cholesky int": lambda d: torch.linalg.cholesky(_ones(3, 3, dtype=_LONG)(d)),
+    "cholesky nonsquare": lambda d: torch.linalg.cholesky(_ones(2, 3)(d)),
+    "qr mode": lambda d: torch.linalg.qr(_ones(3, 3)(d), mode="foo"),
+    "eigh int": lambda d: torch.linalg.eigh(_ones(3, 3, dtype=_LONG)(d)),
+    "eig int": lambda d: torch.linalg.eig(_ones(3, 3, dtype=_LONG)(d)),
+    "eigvals half": lambda d: torch.linalg.eigvals(_ones(3, 3, dtype=_HALF)(d)),
+    "svd 1d": lambda d: torch.linalg.svd(_ones(3)(d)),
+    "svd driver": lambda d: torch.linalg.svd(_ones(3, 3)(d), driver="gesvd"),
+    "lu int": lambda d: torch.linalg.lu_factor(_ones(3, 3, dtype=_LONG)(d)),
+    "lu_solve half": lambda d: torch.linalg.lu_solve(
+        _ones(3, 3, dtype=_HALF)(d), _ones(3, dtype=torch.int32)(d), _ones(3, 1, dtype=_HALF)(d)
+    ),
+    "lu_solve pivots": lambda d: torch.linalg.lu_solve(
+        torch.eye(3, device=d), torch.tensor([4, 1, 1], dtype=torch.int32, device=d), _ones(3, 1)(d)
+    ),
+    "lu_unpack pivots": lambda d: torch.lu_unpack(
+        torch.eye(3, device=d), torch.tensor([0, 1, 1], dtype=torch.int32, device=d)
+    ),
+    "solve_triangular shape": lambda d: torch.linalg.solve_triangular(_ones(3, 3)(d), _ones(4, 3)(d), upper=True),
+    "cholesky_inverse int": lambda d: torch.cholesky_inverse(_ones(3, 3, dtype=_LONG)(d)),
+    "householder_product shape": lambda d: torch.linalg.householder_product(_ones(2, 3)(d), _ones(2)(d)),
+    "geqrf 1d": lambda d: torch.geqrf(_ones(3)(d)),
+    "matrix_exp int": lambda d: torch.linalg.matrix_exp(_ones(3, 3, dtype=_LONG)(d)),
+    "lstsq driver": lambda d: torch.linalg.lstsq(_ones(3, 2)(d), _ones(3, 1)(d), driver="x"),
+    "lstsq dtypes": lambda d: torch.linalg.lstsq(_ones(3, 3)(d), _ones(3, 1, dtype=torch.float64)(d)),
+    "lstsq int": lambda d: torch.linalg.lstsq(_ones(3, 3, dtype=_LONG)(d), _ones(3, 3, dtype=_LONG)(d)),
+    "lstsq rows": lambda d: torch.linalg.lstsq(_ones(3, 3)(d), _ones(4, 2)(d)),
+}
+
+
+@pytest.mark.parametrize("name", list(INVALID))
+def test_invalid_arguments_raise_cpus_error(name):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(Exception) as cpu:
+            INVALID[name]("cpu")
+        with pytest.raises(type(cpu.value)) as dev:
+            INVALID[name](JAX)
+    assert str(dev.value) == str(cpu.value)
