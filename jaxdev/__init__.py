@@ -46,7 +46,7 @@ if not _cli_help_only():
     from jaxdev import ops as _ops  # noqa: F401
     from jaxdev import parameters as _parameters
     from jaxdev import storage as _storage
-    from jaxdev.dtypes import UnsupportedDtypeError
+    from jaxdev.dtypes import UnsupportedDtypeError, UnsupportedError, UnsupportedLayoutError
     from jaxdev.fallback import fallback_counts, reset_fallback_counts
     from jaxdev.interop import from_jax, to_jax
 
@@ -59,6 +59,8 @@ if not _cli_help_only():
 
 __all__ = [
     "UnsupportedDtypeError",
+    "UnsupportedError",
+    "UnsupportedLayoutError",
     "fallback_counts",
     "from_jax",
     "reset_fallback_counts",

@@ -74,8 +74,17 @@ def _needs_carrier(dtype: torch.dtype) -> bool:
     )
 
 
-class UnsupportedDtypeError(TypeError):
+class UnsupportedError(TypeError):
+    """A tensor jaxdev cannot hold by design (not a bug): the coverage auditor counts a cell whose
+    jax run raises this as `unsupported`, apart from failures."""
+
+
+class UnsupportedDtypeError(UnsupportedError):
     """A dtype that has no JAX equivalent (quantized, complex32, bits, ...)."""
+
+
+class UnsupportedLayoutError(UnsupportedError):
+    """A non-strided layout (sparse COO/CSR/CSC/BSR/BSC, mkldnn): jax tensors are dense and strided."""
 
 
 def to_jax_dtype(dtype: torch.dtype) -> np.dtype:
@@ -96,6 +105,10 @@ def to_torch_dtype(dtype) -> torch.dtype:
 
 def cpu_to_numpy(t: torch.Tensor) -> np.ndarray:
     """A C-contiguous numpy copy of a CPU tensor's values, typed with the matching JAX dtype."""
+    if t.layout != torch.strided:
+        raise UnsupportedLayoutError(
+            f"layout {t.layout} is not supported on device 'jax': jaxdev holds dense strided tensors only"
+        )
     jdt = to_jax_dtype(t.dtype)
     t = t.detach().resolve_conj().resolve_neg().contiguous()
     if _needs_carrier(t.dtype):

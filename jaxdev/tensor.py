@@ -420,7 +420,7 @@ def _read_stored(t: torch.Tensor) -> jax.Array:
         if a.shape != t.shape:
             a = box.array = _reshape(tuple(t.shape))(a)
         return a
-    target = dtypes.TORCH_TO_JAX[t.dtype]
+    target = dtypes.to_jax_dtype(t.dtype)  # complex32 views (view_as_complex of half): UnsupportedDtypeError
     shape, strides, offset = tuple(t.shape), t.stride(), t.storage_offset()
     numel = box.numel * box.dtype.itemsize // t.dtype.itemsize
     mode = _mode(_plan(shape, strides), offset, numel, t.numel(), writing=False)

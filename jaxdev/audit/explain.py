@@ -8,6 +8,7 @@ import re
 import torch
 
 from jaxdev.audit import AuditError, dispatch
+from jaxdev.audit.facts import UNSUPPORTED_MEANING
 
 CIA_RULE = (
     "{name} is CompositeImplicitAutograd: it decomposes into other ops before reaching the device, "
@@ -173,6 +174,9 @@ def coverage(opinfo: str | None, overloads: list[str], matrix_path: str | None) 
                     },
                 }
             )
+    for row in rows:
+        if row.get("status") == "unsupported":
+            row["meaning"] = UNSUPPORTED_MEANING
     return rows[:40]
 
 

@@ -7,6 +7,11 @@ Statuses, worst first; a cell takes the worst status of its samples:
   lost_autograd          forward ran but gradients are gone (no grad_fn, None grads, warnings)
   exception              a kernel raised (type + message)
   shape_mismatch, dtype_mismatch, wrong (values beyond tolerance; max abs/rel error recorded)
+  unsupported            jaxdev cannot hold the sample's tensors by design: the jax run raised
+                         jaxdev.UnsupportedError (complex32 has no JAX type; sparse layouts).
+                         Judged by the exception's type, never by the dtype's name, so a bug
+                         raising anything else stays a failure. Not a failure, and left out of
+                         the pass/fallback shares like skip
   untraced               (compile) correct, but the graph ran op by op: an op could not be traced
   fallback               correct, but only because ops ran on CPU through jaxdev's fallback
   pass                   correct on jax kernels alone
@@ -27,6 +32,7 @@ SEVERITY = (
     "shape_mismatch",
     "dtype_mismatch",
     "wrong",
+    "unsupported",
     "untraced",
     "fallback",
     "pass",
@@ -35,6 +41,12 @@ SEVERITY = (
 FAILURES = frozenset(SEVERITY[: SEVERITY.index("wrong") + 1])
 # Correct, but not the device's own kernels in one program: listed in reports beside the failures.
 DEGRADED = ("untraced", "fallback")
+UNSUPPORTED_MEANING = (
+    "not supported by design: jaxdev cannot hold these tensors (JAX has no complex32 type; jax tensors are "
+    "dense and strided, so no sparse layouts); not a failure, and left out of the pass/fallback shares"
+)
+# Cells with no measurement of the device's kernels: out of the denominators of the shares.
+UNMEASURED = ("unsupported", "skip")
 
 # forward and backward run the op eagerly; compile runs the forward through torch.compile.
 DIRECTIONS = ("forward", "backward", "compile")
@@ -70,6 +82,16 @@ class SweepOptions:
         if self.max_samples < 1:
             return f"--max-samples must be at least 1, not {self.max_samples}"
         return None
+
+
+def shares(counts: dict[str, int]) -> dict:
+    """{measured, pass, fallback} for one direction's status counts: the shares are fractions of
+    the measured cells, i.e. without the UNMEASURED ones (unsupported, skip)."""
+    measured = sum(n for status, n in counts.items() if status not in UNMEASURED)
+    out: dict = {"measured": measured}
+    if measured:
+        out.update({s: round(counts.get(s, 0) / measured, 4) for s in ("pass", "fallback")})
+    return out
 
 
 def worst(statuses) -> str:

@@ -11,6 +11,7 @@ import dataclasses
 from jaxdev.audit import AuditError, matrix, samples, sweep
 
 GOOD = ("pass",)
+UNSUPPORTED = "unsupported"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -24,13 +25,18 @@ class Change:
 
     @property
     def kind(self) -> str:
-        """new failure | unexpected pass | new pass (a cell the baseline lacks) | changed kind."""
+        """new failure | unexpected pass | new pass / new unsupported (a cell the baseline lacks) |
+        changed kind. `unsupported` (jaxdev cannot hold the tensors) is neither good nor a failure:
+        pass -> unsupported is a new failure (a regression), unsupported -> pass an unexpected pass
+        (an improvement), unsupported -> a failure a new failure (the cell now runs, and fails)."""
         if self.old == "absent":
-            return "new pass" if self.new in GOOD else "new failure"
+            return "new pass" if self.new in GOOD else "new unsupported" if self.new == UNSUPPORTED else "new failure"
         if self.old in GOOD:
             return "new failure"
         if self.new in GOOD:
             return "unexpected pass"
+        if self.old == UNSUPPORTED:
+            return "new failure"
         return "changed kind"
 
 
@@ -80,7 +86,7 @@ def failed(changes: list[Change]) -> bool:
 
 def tally(changes: list[Change]) -> dict[str, int]:
     """Changes by kind, in a fixed order, kinds with none left out."""
-    kinds = ("new failure", "changed kind", "unexpected pass", "new pass")
+    kinds = ("new failure", "changed kind", "unexpected pass", "new pass", "new unsupported")
     return {k: n for k in kinds if (n := sum(c.kind == k for c in changes))}
 
 

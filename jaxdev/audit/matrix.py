@@ -6,6 +6,7 @@ Layout (keys sorted, so diffs stay small):
     versions: {torch, jax, jaxdev, python}
     run: {complete, max_samples, timeout_s, wall_s, samples, shard, ...}
     summary: {forward: {status: count}, backward: {...}, compile: {...}}
+    shares: {forward: {measured, pass, fallback}, ...}   # fractions of measured cells (facts.shares)
     ops:
       sin:
         aten: [aten::sin, ...]            # overloads the OpInfo reached (CPU trace)
@@ -28,7 +29,7 @@ from typing import NamedTuple
 import yaml
 
 from jaxdev.audit import AuditError
-from jaxdev.audit.facts import DIRECTIONS, SEVERITY
+from jaxdev.audit.facts import DIRECTIONS, SEVERITY, shares
 
 # libyaml when PyYAML has it: the same text, ~3x faster (a full matrix is ~100k lines, saved often).
 _DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
@@ -96,6 +97,11 @@ class Matrix:
             counts[cell.entry["status"]] = counts.get(cell.entry["status"], 0) + 1
         return summary
 
+    @property
+    def shares(self) -> dict[str, dict]:
+        """direction -> {measured, pass, fallback}: unsupported and skipped cells are not measured."""
+        return {d: shares(counts) for d, counts in self.summary.items() if counts}
+
     def keep_directions(self, old: Matrix, replaced: set[str]) -> None:
         """Copy in the cells of `old` whose direction is not in `replaced`."""
         for cell in old.cells():
@@ -103,7 +109,14 @@ class Matrix:
                 self.put(*cell, old.aten(cell.op))
 
     def to_yaml(self) -> dict:
-        return {"schema": SCHEMA, "versions": self.versions, "run": self.run, "summary": self.summary, "ops": self.ops}
+        return {
+            "schema": SCHEMA,
+            "versions": self.versions,
+            "run": self.run,
+            "summary": self.summary,
+            "shares": self.shares,
+            "ops": self.ops,
+        }
 
 
 def empty(run: dict | None = None) -> Matrix:

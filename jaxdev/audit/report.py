@@ -8,7 +8,8 @@ import os
 import xml.etree.ElementTree as ET
 
 from jaxdev.audit import matrix
-from jaxdev.audit.facts import DEGRADED, DIRECTIONS, FAILURES, SEVERITY
+from jaxdev.audit.facts import DEGRADED, DIRECTIONS, FAILURES, SEVERITY, UNMEASURED, UNSUPPORTED_MEANING
+from jaxdev.audit.facts import shares as facts_shares
 
 COLOURS = {
     "pass": "#2e7d32",
@@ -22,6 +23,7 @@ COLOURS = {
     "shape_mismatch": "#5e35b1",
     "crash": "#000000",
     "timeout": "#424242",
+    "unsupported": "#90a4ae",
     "skip": "#bdbdbd",
 }
 CELL, LABEL_W, HEADER_H = 12, 260, 90
@@ -61,9 +63,10 @@ def heatmap_svg(m: matrix.Matrix) -> str:
 
 
 def failures(m: matrix.Matrix) -> dict[str, list[tuple[str, str, str, dict]]]:
+    """Failures, degraded and unsupported cells by status, worst first."""
     by: dict[str, list] = {}
     for op, dtype, direction, entry in m.cells():
-        if entry["status"] in FAILURES or entry["status"] in DEGRADED:
+        if entry["status"] in FAILURES or entry["status"] in DEGRADED or entry["status"] == "unsupported":
             by.setdefault(entry["status"], []).append((op, dtype, direction, entry))
     return {k: by[k] for k in SEVERITY if k in by}
 
@@ -74,7 +77,50 @@ def _summary_rows(m: matrix.Matrix) -> list[list[str]]:
     rows = [["status", *DIRECTIONS]]
     for s in statuses:
         rows.append([s, *(str(summary.get(d, {}).get(s, 0)) for d in DIRECTIONS)])
+    shares = m.shares
+    for s in ("pass", "fallback"):
+        rows.append(
+            [
+                f"{s} share",
+                *(f"{shares[d][s]:.1%}" if shares.get(d, {}).get(s) is not None else "-" for d in DIRECTIONS),
+            ]
+        )
+    rows.append(["measured", *(str(shares.get(d, {}).get("measured", 0)) for d in DIRECTIONS)])
     return rows
+
+
+def _by_dtype_rows(m: matrix.Matrix, direction: str) -> list[list[str]]:
+    """status x dtype counts for one direction (backward is measured in every dtype the OpInfo differentiates)."""
+    counts: dict[str, dict[str, int]] = {}
+    for _, dtype, d, entry in m.cells():
+        if d == direction:
+            row = counts.setdefault(dtype, {})
+            row[entry["status"]] = row.get(entry["status"], 0) + 1
+    if not counts:
+        return []
+    statuses = [s for s in SEVERITY if any(s in c for c in counts.values())]
+    dtypes = sorted(counts)
+    rows = [["status", *dtypes]]
+    rows += [[s, *(str(counts[t].get(s, 0)) for t in dtypes)] for s in statuses]
+    shares = {t: facts_shares(counts[t]) for t in dtypes}
+    rows.append(["pass share", *(f"{shares[t]['pass']:.0%}" if shares[t]["measured"] else "-" for t in dtypes)])
+    return rows
+
+
+def _md_table(rows: list[list[str]]) -> list[str]:
+    return ["| " + " | ".join(rows[0]) + " |", "|" + "---|" * len(rows[0])] + [
+        "| " + " | ".join(r) + " |" for r in rows[1:]
+    ]
+
+
+def _html_table(rows: list[list[str]]) -> str:
+    return (
+        "<table><tr>"
+        + "".join(f"<th>{html.escape(c)}</th>" for c in rows[0])
+        + "</tr>"
+        + "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in rows[1:])
+        + "</table>"
+    )
 
 
 def markdown(m: matrix.Matrix, source: str) -> str:
@@ -87,11 +133,15 @@ def markdown(m: matrix.Matrix, source: str) -> str:
         f"{'complete' if run.get('complete') else 'PARTIAL'} run, {run.get('wall_s', '?')} s.",
         "",
     ]
-    rows = _summary_rows(m)
-    lines += ["| " + " | ".join(rows[0]) + " |", "|" + "---|" * len(rows[0])]
-    lines += ["| " + " | ".join(r) + " |" for r in rows[1:]]
+    lines += _md_table(_summary_rows(m))
+    lines += ["", f"Shares are of measured cells: {' and '.join(UNMEASURED)} cells are left out.", ""]
+    backward = _by_dtype_rows(m, "backward")
+    if backward:
+        lines += ["## backward by dtype", ""] + _md_table(backward)
     for status, cells in failures(m).items():
         lines += ["", f"## {status} ({len(cells)})", ""]
+        if status == "unsupported":
+            lines += [UNSUPPORTED_MEANING[0].upper() + UNSUPPORTED_MEANING[1:] + ".", ""]
         for op, dtype, direction, entry in cells[:200]:
             reason = entry.get("reason", "").replace("|", "\\|").replace("\n", " ")[:200]
             lines.append(f"- `{op}` {dtype} {direction}: {reason}")
@@ -101,14 +151,11 @@ def markdown(m: matrix.Matrix, source: str) -> str:
 
 
 def html_page(m: matrix.Matrix, source: str) -> str:
-    rows = _summary_rows(m)
-    table = (
-        "<table><tr>"
-        + "".join(f"<th>{c}</th>" for c in rows[0])
-        + "</tr>"
-        + "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in rows[1:])
-        + "</table>"
-    )
+    table = _html_table(_summary_rows(m))
+    table += f"<p>Shares are of measured cells: {' and '.join(UNMEASURED)} cells are left out.</p>"
+    backward = _by_dtype_rows(m, "backward")
+    if backward:
+        table += "<h2>backward by dtype</h2>" + _html_table(backward)
     legend = " ".join(f'<span style="background:{c};color:#fff;padding:1px 4px">{s}</span>' for s, c in COLOURS.items())
     sections = []
     for status, cells in failures(m).items():
@@ -116,7 +163,8 @@ def html_page(m: matrix.Matrix, source: str) -> str:
             f"<li><code>{html.escape(op)}</code> {dtype} {direction}: {html.escape(e.get('reason', '')[:300])}</li>"
             for op, dtype, direction, e in cells[:300]
         )
-        sections.append(f"<h2>{status} ({len(cells)})</h2><ul>{items}</ul>")
+        note = f"<p>{html.escape(UNSUPPORTED_MEANING)}.</p>" if status == "unsupported" else ""
+        sections.append(f"<h2>{status} ({len(cells)})</h2>{note}<ul>{items}</ul>")
     return (
         f"<!doctype html><html><head><meta charset='utf-8'><title>jaxdev coverage</title>"
         f"<style>body{{font-family:sans-serif}} td,th{{padding:2px 8px;text-align:right}}</style></head><body>"
@@ -135,15 +183,15 @@ def junit(m: matrix.Matrix) -> str:
             name=f"coverage.{direction}",
             tests=str(len(cells)),
             failures=str(sum(e["status"] in FAILURES for _, _, e in cells)),
-            skipped=str(sum(e["status"] == "skip" for _, _, e in cells)),
+            skipped=str(sum(e["status"] in UNMEASURED for _, _, e in cells)),
         )
         for op, dtype, e in cells:
             case = ET.SubElement(suite, "testcase", classname=f"coverage.{direction}.{op}", name=dtype)
             if e["status"] in FAILURES:
                 f = ET.SubElement(case, "failure", type=e["status"], message=e.get("reason", "")[:500])
                 f.text = e.get("repro", "")
-            elif e["status"] == "skip":
-                ET.SubElement(case, "skipped", message=e.get("reason", ""))
+            elif e["status"] in UNMEASURED:
+                ET.SubElement(case, "skipped", message=f"{e['status']}: {e.get('reason', '')}")
             elif e["status"] in DEGRADED:
                 ET.SubElement(case, "system-out").text = e.get("reason", "")
     ET.indent(root)

@@ -117,10 +117,26 @@ def run_sweep(units, out_path, options, *, resume=False, run_info=None, quiet=Fa
     return m
 
 
+def share_text(share: dict) -> str:
+    """'pass 85.1%, fallback 12.0% of 5900 measured cells' (unsupported and skipped cells left out)."""
+    if not share.get("measured"):
+        return "no measured cells"
+    return f"pass {share['pass']:.1%}, fallback {share['fallback']:.1%} of {share['measured']} measured cells"
+
+
 def print_summary(m):
+    shares = m.shares
     for direction, counts in m.summary.items():
         if counts:
-            console.print(f"{direction:9}" + "  ".join(f"{coloured(k)} {v}" for k, v in sorted(counts.items())))
+            console.print(
+                f"{direction:9}"
+                + "  ".join(f"{coloured(k)} {v}" for k, v in sorted(counts.items()))
+                + f"  ({share_text(shares[direction])})"
+            )
+    if any(counts.get(s) for counts in m.summary.values() for s in ("unsupported", "skip")):
+        console.print(
+            "shares leave out unsupported cells (jaxdev cannot hold the tensors) and skipped ones", style="dim"
+        )
 
 
 @click.command("coverage")
@@ -153,7 +169,8 @@ def command(ops, dtypes, no_backward, mode, jobs, timeout, max_samples, shard, r
     OPS are OpInfo names or globs (`add`, `nn.functional.*`); none means all of op_db.
     Each (op, dtype, direction) gets a status: pass, fallback (correct only through the CPU
     fallback), untraced (compile: correct, but the graph ran op by op), missing, lost_autograd,
-    exception, wrong, dtype_mismatch, shape_mismatch, crash, timeout or skip. Directions: forward
+    exception, wrong, dtype_mismatch, shape_mismatch, crash, timeout, unsupported (jaxdev cannot
+    hold the tensors by design: complex32, sparse layouts; left out of the shares) or skip. Directions: forward
     and backward (eager), compile (--mode compile). A run replaces the directions it runs and
     keeps the others already in OUT/matrix.yaml.
 

@@ -77,7 +77,9 @@ def command(op, error_text, matrix_path, fmt):
                 f"{row['opinfo']} {row['dtype']} {row['direction']}: {coloured(row['status'])} {row.get('reason', '')}",
                 markup="[" not in row.get("reason", ""),
             )
-            if row["status"] not in ("pass", "skip") and row.get("repro"):
+            if row.get("meaning"):
+                console.print(f"    {row['meaning']}", markup=False)
+            elif row["status"] not in ("pass", "skip") and row.get("repro"):
                 console.print(f"    repro: {row['repro']}", markup=False)
     elif not report["coverage"]:
         console.print("no coverage results yet (run `jaxdev coverage`)", style="dim")

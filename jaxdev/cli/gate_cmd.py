@@ -32,6 +32,10 @@ def command(ops, baseline_path, accept, init, dtypes, no_backward, mode, jobs, t
       changed kind     a failure became another failure (wrong -> exception, missing -> wrong);
                        it fails the gate too, since the device behaves differently from the
                        record, better or worse, and the new reason deserves a look
+      new unsupported  a cell the baseline lacks that jaxdev cannot hold (complex32, sparse)
+
+    `unsupported` cells (jaxdev cannot hold the tensors by design) are neither passes nor
+    failures: pass -> unsupported is a new failure, unsupported -> pass an unexpected pass.
 
     --accept rewrites the baseline with the fresh results. A missing, malformed or
     wrong-version baseline is an error (exit 2) and nothing is overwritten.

@@ -27,6 +27,7 @@ COLOURS = {
     "exception": "red",
     "crash": "magenta",
     "timeout": "magenta",
+    "unsupported": "cyan",
     "skip": "dim",
 }
 

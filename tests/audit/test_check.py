@@ -16,3 +16,32 @@ def test_an_output_of_another_dtype_gets_at_least_its_own_tolerance():
     assert check.compare(expected + 1e-7, expected, atol=0.0, rtol=0.0) is None
     assert check.compare(expected + 1e-3, expected, atol=0.0, rtol=0.0)["status"] == "wrong"
     assert check.compare(torch.tensor([1, 2]), torch.tensor([1, 3]), atol=0.0, rtol=0.0)["status"] == "wrong"
+
+
+def test_unsupported_is_judged_by_the_exception_type_never_by_the_dtype_name():
+    import jaxdev
+
+    assert check._exception_status(jaxdev.UnsupportedDtypeError("no JAX type")) == "unsupported"
+    assert check._exception_status(jaxdev.UnsupportedLayoutError("sparse")) == "unsupported"
+    # the same words from any other exception are a failure: a bug is never hidden by its message
+    text = "dtype torch.complex32 is not supported on device 'jax': JAX has no equivalent type"
+    assert check._exception_status(TypeError(text)) == "exception"
+    assert check._exception_status(KeyError(torch.complex32)) == "exception"
+    wrapped = RuntimeError("backend failed")
+    wrapped.__cause__ = jaxdev.UnsupportedDtypeError(text)
+    assert check._exception_status(wrapped) == "unsupported"  # torch.compile raises `from` the backend's error
+
+
+def test_complex32_samples_are_unsupported_not_exceptions():
+    for op, dtype in (("abs", "complex32"), ("view_as_complex", "float16")):
+        unit = samples.Unit(op, dtype, "forward")
+        verdict = check.run_sample(unit, samples.samples(unit, 1)[0])
+        assert verdict["status"] == "unsupported", verdict
+        assert "UnsupportedDtypeError" in verdict["reason"]
+
+
+def test_a_sparse_result_is_unsupported_in_one_sentence():
+    unit = samples.Unit("to_sparse", "float32", "forward")
+    verdict = check.run_sample(unit, samples.samples(unit, 1)[0])
+    assert verdict["status"] == "unsupported", verdict
+    assert verdict["reason"].startswith("UnsupportedLayoutError: layout torch.sparse_coo is not supported")

@@ -42,6 +42,49 @@ def test_gate_names_each_kind_of_change_and_fails_on_all():
     assert not failed([])
 
 
+def test_gate_treats_unsupported_as_neither_pass_nor_failure():
+    from jaxdev.audit.gate import Change, failed
+
+    kinds = {
+        ("pass", "unsupported"): "new failure",  # a regression
+        ("unsupported", "pass"): "unexpected pass",  # an improvement, recorded with --accept
+        ("unsupported", "exception"): "new failure",  # the cell runs now, and fails
+        ("exception", "unsupported"): "changed kind",
+        ("absent", "unsupported"): "new unsupported",
+    }
+    for (old, new), kind in kinds.items():
+        change = Change("a", "complex32", "forward", old, new, "")
+        assert change.kind == kind, (old, new)
+        assert failed([change])
+
+
+def test_shares_leave_out_unsupported_and_skipped_cells(cli, tmp_path):
+    m = matrix.empty({"complete": True, "samples": 6})
+    m.put("abs", "float32", "forward", {"status": "pass", "reason": ""})
+    m.put("abs", "float64", "forward", {"status": "fallback", "reason": "CPU fallback for aten::abs"})
+    m.put("abs", "complex32", "forward", {"status": "unsupported", "reason": "UnsupportedDtypeError: no JAX type"})
+    m.put("chalf", "float32", "forward", {"status": "unsupported", "reason": "UnsupportedDtypeError: no JAX type"})
+    m.put("neg", "int8", "forward", {"status": "skip", "reason": "CPU raised"})
+    m.put("neg", "float32", "forward", {"status": "wrong", "reason": "differs"})
+    assert m.shares["forward"] == {"measured": 3, "pass": 0.3333, "fallback": 0.3333}
+    path = tmp_path / "matrix.yaml"
+    matrix.save(m, str(path))
+    assert matrix.load(str(path)).to_yaml()["shares"] == m.shares
+    code, out = cli("report", str(path), "--out", str(tmp_path / "reports"))
+    assert code == 0, out
+    md = (tmp_path / "reports" / "summary.md").read_text()
+    assert "| unsupported | 2 | 0 | 0 |" in md and "| pass share | 33.3% | - | - |" in md
+    assert "| measured | 3 | 0 | 0 |" in md
+    assert "## unsupported (2)" in md and "`abs` complex32 forward: UnsupportedDtypeError" in md
+    assert "## wrong (1)" in md
+    suites = ET.parse(tmp_path / "reports" / "junit.xml").getroot()
+    forward = next(s for s in suites if s.get("name") == "coverage.forward")
+    assert forward.get("failures") == "1" and forward.get("skipped") == "3"
+    code, out = cli("explain", "abs", "--matrix", str(path))
+    assert code == 0, out
+    assert "abs complex32 forward: unsupported" in out and "not supported by design" in out
+
+
 def test_gate_refuses_bad_baselines_and_overwrites_nothing(cli, tmp_path):
     missing = tmp_path / "missing.yaml"
     code, out = cli("gate", "--baseline", str(missing), "--accept")
