@@ -7,6 +7,7 @@ given; mean needs a floating or complex input; float16/bfloat16 accumulate in fl
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 import torch
 
@@ -355,3 +356,24 @@ def equal(self, other):
         return False
     common = dtypes.to_jax_dtype(torch.promote_types(self.dtype, other.dtype))
     return bool(jnp.array_equal(J(self).astype(common), J(other).astype(common)))
+
+
+def _xor_all(x, axis, keepdims):
+    r = jax.lax.reduce(x, jnp.uint64(0), jax.lax.bitwise_xor, axis)
+    return jnp.expand_dims(r, axis) if keepdims else r
+
+
+@register_functional(aten.hash_tensor.default)
+def hash_tensor(self, dim=(), *, keepdim=False, mode=0):
+    """mode 0: the elements widened to 64-bit float or integer, their bits xor-reduced as uint64."""
+    if mode != 0:
+        raise RuntimeError(f"Unknown hash_tensor mode: {mode}")
+    if self.dtype.is_complex or self.dtype in (torch.uint16, torch.uint32, torch.uint64):
+        raise NotImplementedError(f"\"xor_sum_cpu\" not implemented for '{dtypes.scalar_name(self.dtype)}'")
+    ax = axes(dim if dim else None, self.dim())
+    for a in ax:
+        if self.shape[a] == 0:
+            raise IndexError(f"hash_tensor: Expected reduction dim {a} to have non-zero size.")
+    x = J(self)
+    wide = x.astype(jnp.float64) if jnp.issubdtype(x.dtype, jnp.floating) else x.astype(jnp.int64)
+    return _xor_all(jax.lax.bitcast_convert_type(wide, jnp.uint64), ax, bool(keepdim))

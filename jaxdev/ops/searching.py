@@ -241,3 +241,27 @@ def histc(self, bins=100, min=0, max=0):
     pos = jnp.clip(jnp.searchsorted(edges, x, side="right") - 1, 0, bins - 1)
     keep = (x >= edges[0]) & (x <= edges[-1])
     return jnp.zeros((bins,), x.dtype).at[pos].add(keep.astype(x.dtype))
+
+
+@register_functional(aten.bincount.default)
+def bincount(self, weights=None, minlength=0):
+    """CPU's checks in CPU's order; the length is max(input) + 1, read from the device (so a compiled
+    graph with bincount runs op by op). Weights count in float32 when they are float32, else double."""
+    if self.dtype.is_floating_point or self.dtype.is_complex or self.dtype == torch.bool:
+        raise NotImplementedError(f"\"bincount_cpu\" not implemented for '{dtypes.scalar_name(self.dtype)}'")
+    if minlength < 0:
+        raise RuntimeError("minlength should be >= 0")
+    if self.dim() == 1 and self.numel() == 0:
+        return jnp.zeros((minlength,), jnp.int64)
+    x = J(self)
+    if self.dim() != 1 or int(jnp.min(x)) < 0:
+        raise RuntimeError("bincount only supports 1-d non-negative integral inputs.")
+    if weights is not None and (weights.dim() != 1 or weights.shape[0] != self.shape[0]):
+        raise RuntimeError("weights should be 1-d and have the same length as input")
+    length = max(int(jnp.max(x)) + 1, minlength)
+    if weights is None:
+        return jnp.zeros((length,), jnp.int64).at[x].add(1)
+    acc = jnp.float32 if weights.dtype == torch.float32 else jnp.float64
+    w = J(weights)
+    w = (jnp.real(w) if jnp.iscomplexobj(w) else w).astype(acc)
+    return jnp.zeros((length,), acc).at[x].add(w)
