@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 import torch
 
-from jaxdev import dtypes
+from jaxdev import dtypes, rng, tensor
 from jaxdev.ops.registry import aten, register_backward, register_functional
 from jaxdev.ops.toolkit import J, apply, jitted, opmath, wrap_dim
 
@@ -367,3 +367,52 @@ def sigmoid_backward(grad_output, output):
 @register_functional(aten.tanh_backward.default)
 def tanh_backward(grad_output, output):
     return apply(_tanh_grad, output.dtype, output.dtype, (grad_output, output))
+
+
+# --- rrelu (randomized leaky ReLU): the slope of each non-positive element drawn per call -----------
+
+
+@jitted
+def _rrelu_train(lower: float, upper: float, jdt, noise_jdt):
+    c = opmath(jnp.dtype(jdt))
+
+    def body(key, x):
+        r = jax.random.uniform(key, x.shape, c, lower, upper)
+        neg = x <= 0  # NaN is not: it passes with slope 1, as on CPU
+        out = jnp.where(neg, x.astype(c) * r, x.astype(c)).astype(jdt)
+        return out, jnp.where(neg, r, jnp.ones((), c)).astype(noise_jdt)
+
+    return body
+
+
+@register_functional(aten.rrelu_with_noise.default)
+def rrelu_with_noise(self, noise, lower=0.125, upper=1 / 3, training=False, generator=None):
+    """CPU's rule: training draws r ~ U(lower, upper) for each x <= 0 (output x * r, noise r) and
+    writes noise 1 elsewhere; evaluation is leaky_relu with slope (lower + upper) / 2 and leaves
+    noise alone. The draws come from the jax device's RNG, not CPU's stream."""
+    if tuple(noise.shape) != tuple(self.shape):
+        raise RuntimeError(
+            "noise tensor shape must match self tensor shape. Got self.shape = "
+            f"{list(self.shape)} noise.shape = {list(noise.shape)}"
+        )
+    if not training:
+        return leaky_relu(self, (lower + upper) / 2)
+    if self.dtype not in (torch.float32, torch.float64, torch.bfloat16):
+        raise NotImplementedError(
+            f"\"rrelu_with_noise_out_cpu\" not implemented for '{dtypes.scalar_name(self.dtype)}'"
+        )
+    if noise.dtype != self.dtype:
+        raise RuntimeError(
+            f"expected scalar type {dtypes.scalar_name(self.dtype)} but found {dtypes.scalar_name(noise.dtype)}"
+        )
+    if not lower <= upper:
+        raise RuntimeError(
+            "Expected from <= to to be true, but got false.  (Could this error message be improved?  "
+            "If so, please report an enhancement request to PyTorch.)"
+        )
+    jdt = dtypes.to_jax_dtype(self.dtype)
+    out, r = _rrelu_train(float(lower), float(upper), jdt, dtypes.to_jax_dtype(noise.dtype))(
+        rng.next_key(generator), J(self)
+    )
+    tensor.write(noise, r)
+    return out
