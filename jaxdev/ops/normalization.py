@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 
 import jax.numpy as jnp
+import torch
 
 from jaxdev import tensor
 from jaxdev.ops.registry import aten, register, register_functional
@@ -19,8 +20,17 @@ def _channel_shape(x):
     return (1, -1) + (1,) * (x.ndim - 2)
 
 
+def _inv_std(var, eps):
+    """CPU's InvStd: 1 / sqrt(var + eps), and 0 (not inf) when var and eps are both 0."""
+    if eps != 0:
+        return 1.0 / jnp.sqrt(var + jnp.asarray(eps, var.dtype))
+    return jnp.where(var != 0, 1.0 / jnp.sqrt(var), jnp.zeros((), var.dtype))
+
+
 def _batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps):
     x = J(input)
+    if x.dtype in (jnp.bfloat16, jnp.float16):
+        return _batch_norm_half(x, input, weight, bias, running_mean, running_var, training, momentum, eps)
     c = opmath(x.dtype)
     xc = x.astype(c)
     axes = (0,) + tuple(range(2, x.ndim))
@@ -33,7 +43,7 @@ def _batch_norm(input, weight, bias, running_mean, running_var, training, moment
             )
         mean = jnp.mean(xc, axis=axes)
         var = jnp.mean(jnp.square(xc - mean.reshape(shape)), axis=axes)
-        invstd = 1.0 / jnp.sqrt(var + eps)
+        invstd = _inv_std(var, eps)
         for stat, new in ((running_mean, mean), (running_var, var * n / (n - 1))):
             if stat is not None:
                 old = J(stat)
@@ -49,6 +59,76 @@ def _batch_norm(input, weight, bias, running_mean, running_var, training, moment
     if bias is not None:
         y = y + J(bias).astype(c).reshape(shape)
     return y.astype(x.dtype), save_mean, save_invstd
+
+
+def _batch_norm_half(x, input, weight, bias, running_mean, running_var, training, momentum, eps):
+    """CPU's bfloat16/float16 kernel (batch_norm_kernel.cpp), step by step. Statistics sum in float32.
+    Its parameter dtype is the input's unless a parameter is float32 ("mixed type"), and the saved
+    mean and invstd are stored in it, so the output is normalised with the *rounded* statistics:
+    alpha = invstd * weight and beta = bias - mean * alpha in float32, then x * alpha + beta as one
+    fused multiply-add (the vectorised loop's contraction), rounded to the input dtype (with float32
+    parameters beta is a fused multiply-add as well). bfloat16
+    parameters also keep the variance sum, the divisions by n and n - 1 (n itself rounded) and the
+    running-average arithmetic in bfloat16, one rounding per c10::BFloat16 operation; float16 ones
+    keep those in float32 and round only what they store (measured against CPU: bit-equal)."""
+    f32 = jnp.dtype(jnp.float32)
+    params = [t for t in (weight, bias, running_mean, running_var) if t is not None]
+    mixed = any(t.dtype == torch.float32 for t in params)
+    pdt = f32 if mixed else x.dtype
+    per_op = pdt == jnp.bfloat16  # bfloat16 parameters: every statistic step rounds
+
+    def rounded(v, dt=pdt):
+        return v.astype(dt).astype(f32)
+
+    xc = x.astype(f32)
+    axes = (0,) + tuple(range(2, x.ndim))
+    shape = _channel_shape(x)
+    if training:
+        n = x.size // x.shape[1]
+        if n <= 1:
+            raise ValueError(
+                f"Expected more than 1 value per channel when training, got input size {list(input.shape)}"
+            )
+        mean = jnp.sum(xc, axis=axes) / n
+        var_sum = jnp.sum(jnp.square(xc - mean.reshape(shape)), axis=axes)
+        save_mean = rounded(mean)
+        if per_op:
+            var_sum = rounded(var_sum)
+            var = rounded(var_sum / rounded(jnp.float32(n)))
+        else:
+            var = var_sum / n
+        save_invstd = rounded(_inv_std(var, eps))
+        if per_op:
+            mom = rounded(jnp.float32(momentum))
+            keep = rounded(1 - mom)
+            unbiased = rounded(var_sum / rounded(jnp.float32(n - 1)))
+            new_mean = lambda old: rounded(mom * save_mean) + rounded(keep * old)
+            new_var = lambda old: mom * unbiased + rounded(keep * old)
+        else:
+            mom = jnp.float32(momentum)
+            keep = 1 - mom
+            unbiased = var_sum / (n - 1)
+            new_mean = lambda old: mom * mean + keep * old
+            new_var = lambda old: mom * unbiased + keep * old
+        if running_mean is not None:
+            old = J(running_mean)
+            tensor.write(running_mean, new_mean(old.astype(f32)).astype(old.dtype))
+        if running_var is not None:
+            old = J(running_var)
+            tensor.write(running_var, new_var(old.astype(f32)).astype(old.dtype))
+        m, invstd = save_mean, save_invstd
+        saved = (save_mean.astype(pdt), save_invstd.astype(pdt))
+    else:
+        m = J(running_mean).astype(f32)
+        invstd = 1.0 / jnp.sqrt(J(running_var).astype(f32) + jnp.float32(eps))
+        saved = (jnp.zeros((0,), pdt), jnp.zeros((0,), pdt))
+    alpha = invstd * J(weight).astype(f32) if weight is not None else invstd
+    f64 = jnp.float64  # an exact product and one rounding: a fused multiply-add
+    b = J(bias).astype(f32) if bias is not None else jnp.float32(0)
+    # float32 parameters: CPU's compiler contracts bias - mean * alpha too; half ones it does not
+    beta = (b.astype(f64) - m.astype(f64) * alpha.astype(f64)).astype(f32) if mixed else b - m * alpha
+    y = xc.astype(f64) * alpha.astype(f64).reshape(shape) + beta.astype(f64).reshape(shape)
+    return (y.astype(f32).astype(x.dtype), *saved)
 
 
 @register_functional(aten.native_batch_norm.default)
@@ -160,3 +240,35 @@ def native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, we
     axes = _layer_axes(input, normalized_shape)
     fn = compiled(_layer_norm_grad, axes, tuple(bool(m) for m in output_mask))
     return fn(J(grad_out), J(input), J(mean), J(rstd), _opt(weight), _opt(bias))
+
+
+# --- the update / no-update pair batch_norm lowers to (CPU: Normalization.cpp) -----------------------
+
+
+@register_functional(aten._batch_norm_with_update.default)
+def batch_norm_with_update(input, weight, bias, running_mean, running_var, momentum, eps):
+    """CPU's _batch_norm_with_update: native_batch_norm in training mode (the running statistics
+    updated in place), plus the empty uint8 `reserve` CUDA's cuDNN path would fill."""
+    out, save_mean, save_invstd = _batch_norm(input, weight, bias, running_mean, running_var, True, momentum, eps)
+    return out, save_mean, save_invstd, jnp.zeros((0,), jnp.uint8)
+
+
+@register_functional(aten.batch_norm_backward.default)
+def batch_norm_backward(
+    grad_out, input, weight, running_mean, running_var, save_mean, save_var, update, eps, output_mask, reserve
+):
+    """CPU's batch_norm_backward: native_batch_norm_backward with train = update (`reserve` unused)."""
+    return native_batch_norm_backward(
+        grad_out, input, weight, running_mean, running_var, save_mean, save_var, update, eps, output_mask
+    )
+
+
+@register_functional(aten._batch_norm_no_update.default)
+def batch_norm_no_update(input, weight, bias, running_mean, running_var, momentum, eps):
+    """CPU's _batch_norm_no_update: batch_norm_cpu in evaluation mode (empty saved statistics). Its
+    generic kernel calls batch_norm_cpu itself, so the device needs its own. CPU crashes without
+    running statistics; this raises instead."""
+    if running_mean is None or running_var is None:
+        raise RuntimeError("_batch_norm_no_update: running_mean and running_var must be defined")
+    out, save_mean, save_invstd = _batch_norm(input, weight, bias, running_mean, running_var, False, momentum, eps)
+    return out, save_mean, save_invstd, jnp.zeros((0,), jnp.uint8)

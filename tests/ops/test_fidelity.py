@@ -57,3 +57,40 @@ def test_addr_scalars_and_dtypes():
     on_both(lambda d: torch.addr(bools.to(d), t.to(d), bools[0].to(d), alpha=2))
     on_both(lambda d: torch.addr(torch.ones(3, 5, device=d), torch.ones(3, device=d), torch.ones(4, device=d)))
     on_both(lambda d: torch.addr(torch.ones(3, 4, device=d), torch.ones(3, 1, device=d), torch.ones(4, device=d)))
+
+
+# --- batch norm in half precision: CPU stores the statistics in the parameter dtype and normalises with them ---
+
+
+@pytest.mark.parametrize("dtype", HALF)
+@pytest.mark.parametrize("training", [True, False])
+@pytest.mark.parametrize("shape", [(5, 5, 5), (64, 4, 33), (1000, 3), (4, 3, 10, 7)])
+def test_native_batch_norm_half_matches_cpu_bit_for_bit(dtype, training, shape):
+    c = shape[1]
+    x = (_randn(*shape, scale=3) + 1).to(dtype)
+    w, b, rm = _randn(c, dtype=dtype, seed=1), _randn(c, dtype=dtype, seed=2), _randn(c, dtype=dtype, seed=3)
+    rv = (torch.rand(c, generator=torch.Generator().manual_seed(4)) + 0.5).to(dtype)
+
+    def run(d):
+        stats = rm.to(d, copy=True), rv.to(d, copy=True)  # the running statistics are updated in place
+        out = torch.native_batch_norm(x.to(d), w.to(d), b.to(d), *stats, training, 0.3, 0.6)
+        return (*out, *stats)
+
+    on_both(run)  # output, save_mean/save_invstd (in the input dtype), running statistics
+    if training:  # (CPU's no-stats overload crashes in evaluation mode)
+        on_both(lambda d: torch._native_batch_norm_legit(x.to(d), w.to(d), b.to(d), True, 0.5, 1e-5))
+
+
+@pytest.mark.parametrize("dtype", HALF)
+def test_batch_norm_half_with_float_parameters_saves_float(dtype):
+    x = (_randn(40, 3, 50, scale=3) + 1).to(dtype)
+    w, b, rm, rv = _randn(3, seed=1), _randn(3, seed=2), _randn(3, seed=3), torch.rand(3) + 0.5
+    on_both(lambda d: torch.native_batch_norm(x.to(d), w.to(d), b.to(d), rm.to(d), rv.to(d), False, 0.3, 0.6))
+    # training sums in float32 in CPU's SIMD lane order: the float32 statistics agree to an ulp
+    on_both(lambda d: torch.native_batch_norm(x.to(d), w.to(d), b.to(d), None, None, True, 0.3, 0.6)[1:], rtol=3e-7)
+
+
+def test_batch_norm_zero_variance_and_zero_eps_gives_zero_invstd():
+    x = torch.ones(4, 2, 3)
+    on_both(lambda d: torch.native_batch_norm(x.to(d), None, None, None, None, True, 0.1, 0.0))
+    on_both(lambda d: torch.native_batch_norm(x.to(d).half(), None, None, None, None, True, 0.1, 0.0))
