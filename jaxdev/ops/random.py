@@ -11,7 +11,7 @@ import torch
 
 from jaxdev import dtypes, rng, tensor, tracing
 from jaxdev.ops.registry import aten, register, register_functional, store_into
-from jaxdev.ops.toolkit import J, opmath
+from jaxdev.ops.toolkit import J, float_of, opmath
 
 
 def _floating(self, name):
@@ -300,5 +300,7 @@ def native_dropout(input, p, train):
 
 @register_functional(aten.native_dropout_backward.default)
 def native_dropout_backward(grad_output, mask, scale):
-    g = J(grad_output)
-    return (g.astype(opmath(g.dtype)) * J(mask) * scale).astype(g.dtype)
+    # CPU: grad_output * mask * scale, so integer and bool gradients give the default float dtype
+    jdt = dtypes.to_jax_dtype(float_of(grad_output.dtype))
+    c = opmath(jdt)
+    return ((J(grad_output) * J(mask)).astype(c) * jnp.asarray(scale, c)).astype(jdt)

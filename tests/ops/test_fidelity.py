@@ -94,3 +94,13 @@ def test_batch_norm_zero_variance_and_zero_eps_gives_zero_invstd():
     x = torch.ones(4, 2, 3)
     on_both(lambda d: torch.native_batch_norm(x.to(d), None, None, None, None, True, 0.1, 0.0))
     on_both(lambda d: torch.native_batch_norm(x.to(d).half(), None, None, None, None, True, 0.1, 0.0))
+
+
+# --- native_dropout_backward: grad * mask * scale, so integer and bool gradients come back as float ---
+
+
+@pytest.mark.parametrize("dtype", [torch.bool, torch.uint8, torch.int16, torch.int64, torch.float16, torch.float64])
+def test_native_dropout_backward_result_dtype(dtype):
+    g = (torch.arange(-12, 12).reshape(4, 6) * 37).to(dtype)
+    mask = torch.arange(24).reshape(4, 6) % 3 != 0
+    on_both(lambda d: torch.ops.aten.native_dropout_backward(g.to(d), mask.to(d), 1.7))
