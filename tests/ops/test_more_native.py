@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-from jaxdev_testing import JAX, check, on_both
+from jaxdev_testing import JAX, assert_same, check, on_both
 
 import jaxdev
 
@@ -155,3 +155,46 @@ def test_rrelu_eval_and_errors_like_cpu():
     on_both(lambda d: torch.ops.aten.rrelu_with_noise(x.to(d), torch.zeros(6, device=d), 0.5, 0.3, True))
     on_both(lambda d: torch.ops.aten.rrelu_with_noise(x.to(d).half(), torch.zeros(6, device=d).half(), 0.1, 0.3, True))
     on_both(lambda d: torch.ops.aten.rrelu_with_noise(x.to(d).half(), torch.zeros(6, device=d), 0.1, 0.3, False))
+
+
+# --- batch norm's update / no-update pair ------------------------------------------------------------
+
+
+def _batch_norm_run(device, x, w, b, rm, rv, op):
+    leaves = [t.detach().to(device).requires_grad_() if t is not None else None for t in (x, w, b)]
+    stats = [rm.to(device).clone(), rv.to(device).clone()]
+    out = op(*leaves, *stats)
+    y = out[0] if isinstance(out, tuple) else out
+    (y * torch.linspace(-1, 2, y.numel(), dtype=y.dtype, device=device).reshape(y.shape)).sum().backward()
+    grads = [t.grad for t in leaves if t is not None]
+    return [t.detach() for t in (out if isinstance(out, tuple) else (out,))] + stats + grads
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("affine", [True, False])
+@pytest.mark.parametrize(
+    "op",
+    [
+        lambda x, w, b, rm, rv: torch.ops.aten._batch_norm_with_update(x, w, b, rm, rv, 0.1, 1e-5),
+        lambda x, w, b, rm, rv: torch.ops.aten._batch_norm_no_update(x, w, b, rm, rv, 0.1, 1e-5),
+        lambda x, w, b, rm, rv: F.batch_norm(x, rm, rv, w, b, training=True, momentum=0.3),
+        lambda x, w, b, rm, rv: F.batch_norm(x, rm, rv, w, b, training=False),
+    ],
+    ids=["with_update", "no_update", "F_train", "F_eval"],
+)
+def test_batch_norm_update_pair_like_cpu(op, affine, dtype):
+    x = torch.randn(4, 3, 5, dtype=dtype)
+    x[0, 0, 0] = -0.0
+    w, b = (torch.randn(3, dtype=dtype), torch.randn(3, dtype=dtype)) if affine else (None, None)
+    rm, rv = torch.randn(3, dtype=dtype), torch.rand(3, dtype=dtype) + 0.5
+    try:
+        cpu = _batch_norm_run("cpu", x, w, b, rm, rv, op)
+    except RuntimeError as e:  # the raw ops' backward wants a weight on CPU too
+        with pytest.raises(RuntimeError, match="Expected a proper Tensor"):
+            _batch_norm_run(JAX, x, w, b, rm, rv, op)
+        assert "Expected a proper Tensor" in str(e)
+        return
+    jax = _batch_norm_run(JAX, x, w, b, rm, rv, op)
+    tol = 1e-5 if dtype == torch.float32 else 1e-12
+    for i, (j, c) in enumerate(zip(jax, cpu)):
+        assert_same(j, c, rtol=tol, atol=tol, msg=f"result {i}")
