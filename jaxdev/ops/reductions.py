@@ -207,12 +207,26 @@ def std_mean(self, dim=None, *, correction=None, keepdim=False):
     return jnp.sqrt(v.astype(opmath(v.dtype))).astype(v.dtype), m
 
 
+def _check_norm_dtype(self, dtype):
+    if dtype.is_complex and not self.dtype.is_complex:
+        raise RuntimeError(
+            f"linalg.vector_norm: dtype should be real for real inputs, but got {dtypes.scalar_name(dtype)}"
+        )
+    if torch.promote_types(self.dtype, dtype) != dtype:
+        raise RuntimeError(
+            f"linalg.vector_norm: the dtype of the input ({dtypes.scalar_name(self.dtype)}) should be convertible "
+            f"without narrowing to the specified dtype ({dtypes.scalar_name(dtype)})"
+        )
+
+
 @register_functional(aten.linalg_vector_norm.default)
 def vector_norm(self, ord=2, dim=None, keepdim=False, *, dtype=None):
     if not (self.dtype.is_floating_point or self.dtype.is_complex):
         raise RuntimeError(
             f"linalg.vector_norm: Expected a floating point or complex tensor as input. Got {dtypes.scalar_name(self.dtype)}"
         )
+    if dtype is not None:
+        _check_norm_dtype(self, dtype)
     src = dtype or self.dtype
     real = src.to_real()
     x = jnp.abs(J(self).astype(opmath(dtypes.to_jax_dtype(src))))
@@ -293,18 +307,10 @@ def _norm(self, p, dim, keepdim, dtype):
                 "norm(): the desired output dtype should be either floating point or complex. "
                 f"Got {dtypes.scalar_name(dtype)} instead."
             )
-        if dtype.is_complex and not self.dtype.is_complex:
-            raise RuntimeError(
-                f"linalg.vector_norm: dtype should be real for real inputs, but got {dtypes.scalar_name(dtype)}"
-            )
+        _check_norm_dtype(self, dtype)
         if dtype.is_complex:  # CPU's norm writes a real result into a complex-typed out and refuses it
             real = {torch.complex64: "float", torch.complex128: "double"}.get(dtype, str(dtype.to_real()))
             raise RuntimeError(f"Expected out tensor to have dtype {real}, but got c10::complex<{real}> instead")
-        if torch.promote_types(self.dtype, dtype) != dtype:
-            raise RuntimeError(
-                f"linalg.vector_norm: the dtype of the input ({dtypes.scalar_name(self.dtype)}) should be convertible "
-                f"without narrowing to the specified dtype ({dtypes.scalar_name(dtype)})"
-            )
     return vector_norm(self, 2 if p is None else p, dim, keepdim, dtype=dtype)
 
 

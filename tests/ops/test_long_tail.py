@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from jaxdev_testing import JAX, assert_same, check
+from jaxdev_testing import JAX, assert_same, check, on_both
 
 import jaxdev
 
@@ -239,3 +239,140 @@ def test_random_fill_of_complex_like_cpu(method):
         assert abs(part(z).std() - part(cpu).std()) < 0.05
     if method == "uniform_":
         assert z.real.min() >= 2 and z.imag.max() < 3
+
+
+# --- complex numbers, integer ops, norms, factories, samplers ------------------------------------------
+
+
+def _same_error(fn):
+    """CPU raises; jax raises the same type with the same message."""
+    err = on_both(fn)
+    with pytest.raises(type(err)) as cpu:
+        fn(torch.device("cpu"))
+    assert str(err) == str(cpu.value)
+
+
+COMPLEX_AND_INTEGER = {
+    "angle_real": (torch.angle, torch.tensor([-2.0, -0.0, 0.0, 3.0, float("nan"), -float("inf")])),
+    "angle_int": (torch.angle, torch.tensor([-2, 0, 3])),
+    "angle_complex": (torch.angle, torch.randn(6, dtype=torch.complex64)),
+    "conj_physical": (torch.conj_physical, torch.randn(4, dtype=torch.complex128)),
+    "complex": (torch.complex, torch.randn(3, 1), torch.randn(4)),
+    "polar": (torch.polar, torch.rand(5, dtype=torch.float64), torch.randn(5, dtype=torch.float64)),
+    "left_shift": (
+        torch.bitwise_left_shift,
+        torch.tensor([1, 2, 3, -1], dtype=torch.int8),
+        torch.tensor([1, 8, -1, 7], dtype=torch.int8),
+    ),
+    "right_shift": (
+        torch.bitwise_right_shift,
+        torch.tensor([-100, 2, 3, -5], dtype=torch.int8),
+        torch.tensor([1, 8, -1, 100], dtype=torch.int8),
+    ),
+    "shift_int64_by_64": (lambda a: a << 64, torch.tensor([1, -1])),
+    "gcd": (torch.gcd, torch.tensor([0, -4, 6, -(2**63), 0, 17]), torch.tensor([0, 6, -4, 0, -(2**63), 0])),
+    "lcm": (
+        torch.lcm,
+        torch.tensor([0, -4, 6, 3, 100], dtype=torch.int16),
+        torch.tensor([0, 6, -4, 0, 3], dtype=torch.int16),
+    ),
+    "frexp_subnormal": (
+        lambda t: torch.frexp(t),
+        torch.tensor([1e-45, 5e-324, 0.0, -0.0, float("inf"), float("nan"), -1e-310, 3.0], dtype=torch.float64),
+    ),
+    "frexp_float32_subnormal": (lambda t: torch.frexp(t), torch.tensor([1e-39, -1.4e-45, 1.1754942e-38, 6.5])),
+    "frexp_half": (lambda t: torch.frexp(t), torch.tensor([6e-8, 1e-5, -3.0, 65504.0], dtype=torch.float16)),
+    "cross": (lambda a, b: torch.linalg.cross(a, b, dim=0), torch.randn(3, 4), torch.randn(3, 1)),
+    "norm_dtype": (lambda t: torch.norm(t, p=3, dim=1, dtype=torch.float64), torch.randn(3, 4)),
+    "pairwise_distance": (torch.nn.functional.pairwise_distance, torch.randn(3, 5), torch.randn(3, 5)),
+    "renorm": (lambda t: torch.renorm(t, 2, 0, 1.0), torch.randn(4, 3) * 3),
+    "renorm_half": (lambda t: torch.renorm(t, 1.5, 1, 0.5), torch.randn(3, 4, 5, dtype=torch.float16)),
+    "channel_shuffle": (lambda t: torch.nn.functional.channel_shuffle(t, 3), torch.randn(2, 6, 2, 2)),
+    "nonzero_static": (lambda t: torch.nonzero_static(t, size=5, fill_value=7), torch.tensor([[0, 1], [1, 1]])),
+    "nonzero_static_cut": (lambda t: torch.nonzero_static(t, size=1), torch.tensor([0.0, 1.0, 2.0])),
+    "hash_tensor": (lambda t: torch.hash_tensor(t, dim=1).view(torch.int64), torch.randn(3, 5, dtype=torch.float64)),
+    "bincount": (torch.bincount, torch.tensor([1, 1, 3, 0, 7])),
+    "bincount_weights": (lambda t, w: torch.bincount(t, w, minlength=10), torch.tensor([1, 1, 3]), torch.rand(3)),
+    "bincount_half_weights": (torch.bincount, torch.tensor([2, 0]), torch.tensor([0.5, 1.0], dtype=torch.float16)),
+    "cov": (torch.cov, torch.randn(3, 6)),
+}
+
+
+@pytest.mark.parametrize("name", list(COMPLEX_AND_INTEGER))
+def test_complex_integer_and_norm_ops_like_cpu(name):
+    fn, *inputs = COMPLEX_AND_INTEGER[name]
+    exact = {} if inputs[0].is_floating_point() or inputs[0].is_complex() else dict(rtol=0, atol=0)
+    check(fn, *inputs, grad=name in ("cross", "norm_dtype", "pairwise_distance", "renorm", "polar"), **exact)
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda d: torch.complex(torch.ones(2, device=d), torch.zeros(2, device=d, dtype=torch.float64)),
+        lambda d: torch.complex(torch.ones(2, device=d, dtype=torch.long), torch.zeros(2, device=d, dtype=torch.long)),
+        lambda d: torch.ones(2, device=d) << 1,
+        lambda d: torch.gcd(torch.ones(2, device=d, dtype=torch.bool), torch.ones(2, device=d, dtype=torch.bool)),
+        lambda d: torch.frexp(torch.ones(2, device=d, dtype=torch.long)),
+        lambda d: torch.linalg.cross(torch.ones(2, 2, device=d), torch.ones(2, 2, device=d)),
+        lambda d: torch.norm(torch.ones(2, device=d, dtype=torch.long)),
+        lambda d: torch.norm(torch.ones(2, 2, device=d, dtype=torch.float64), dim=1, dtype=torch.float32),
+        lambda d: torch.renorm(torch.ones(2, 2, device=d), 2, 0, -1.0),
+        lambda d: torch.nn.functional.channel_shuffle(torch.ones(2, 5, 1, device=d), 2),
+        lambda d: torch.tril_indices(3, 3, dtype=torch.float32, device=d),
+        lambda d: torch.logspace(-1.5, 2, 4, dtype=torch.uint8, device=d),
+        lambda d: torch.bincount(torch.tensor([-1, 1], device=d)),
+        lambda d: torch.bincount(torch.tensor([1, 2], device=d), torch.ones(3, device=d)),
+        lambda d: torch.hash_tensor(torch.ones(0, 3, device=d), dim=0),
+        lambda d: torch.empty(3, device=d, dtype=torch.long).cauchy_(),
+        lambda d: torch.empty(3, device=d).geometric_(1.0),
+        lambda d: torch.empty(3, device=d, dtype=torch.bool).geometric_(0.5),
+        lambda d: torch.normal(torch.zeros(6, device=d), torch.ones(2, 3, device=d)),
+        lambda d: torch.normal(torch.zeros(3, device=d), torch.full((3,), -1.0, device=d)).cpu(),
+    ],
+)
+def test_invalid_input_raises_like_cpu(fn):
+    _same_error(fn)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.int64, torch.int8, torch.uint8])
+def test_logspace_like_cpu(dtype):
+    for start, end, steps, base in [
+        (0, 2, 5, 2.0),
+        (-1, 3.3, 7, 10.0),
+        (2, -3, 6, 3.0),
+        (0.1, 10.7, 9, 2.5),
+        (1, 1, 1, 2),
+    ]:
+        if dtype == torch.uint8 and start < 0:
+            continue
+        on_both(lambda d, a=(start, end, steps, base): torch.logspace(*a, dtype=dtype, device=d), rtol=1e-6)
+
+
+@pytest.mark.parametrize("below", [True, False])
+def test_triangle_indices_like_cpu(below):
+    fn = torch.tril_indices if below else torch.triu_indices
+    for row, col, offset in [(3, 4, 1), (4, 3, -1), (0, 3, 0), (3, 3, -5), (5, 5, 10)]:
+        on_both(lambda d, a=(row, col, offset): fn(*a, device=d))
+
+
+def test_equal_promotes_and_nan_is_unequal():
+    x = torch.tensor([1, 2], device=JAX)
+    assert torch.equal(x, torch.tensor([1.0, 2.0], device=JAX))
+    assert not torch.equal(torch.tensor([float("nan")], device=JAX), torch.tensor([float("nan")], device=JAX))
+    assert not torch.equal(torch.ones(2, 3, device=JAX), torch.ones(3, 2, device=JAX))
+
+
+def test_samplers_follow_their_distributions():
+    torch.manual_seed(0)
+    x = torch.empty(200_000, device=JAX)
+    assert abs(x.exponential_(2.0).mean().item() - 0.5) < 0.01
+    assert abs(x.geometric_(0.25).mean().item() - 4.0) < 0.05
+    assert (x == x.round()).all() and x.min().item() >= 1
+    assert abs(x.log_normal_(0.5, 0.5).log().std().item() - 0.5) < 0.01
+    assert abs(x.cauchy_(1.0, 2.0).median().item() - 1.0) < 0.05
+    m = torch.normal(torch.full((100_000,), 3.0, device=JAX), torch.full((100_000,), 2.0, device=JAX))
+    assert abs(m.mean().item() - 3.0) < 0.03 and abs(m.std().item() - 2.0) < 0.03
+    torch.manual_seed(5)
+    a = torch.empty(8, device=JAX).cauchy_()
+    torch.manual_seed(5)
+    assert torch.equal(a.cpu(), torch.empty(8, device=JAX).cauchy_().cpu())
