@@ -212,6 +212,10 @@ def _check_norm_dtype(self, dtype):
         raise RuntimeError(
             f"linalg.vector_norm: dtype should be real for real inputs, but got {dtypes.scalar_name(dtype)}"
         )
+    if self.dtype.is_complex and not dtype.is_complex:
+        raise RuntimeError(
+            f"linalg.vector_norm: dtype should be complex for complex inputs, but got {dtypes.scalar_name(dtype)}"
+        )
     if torch.promote_types(self.dtype, dtype) != dtype:
         raise RuntimeError(
             f"linalg.vector_norm: the dtype of the input ({dtypes.scalar_name(self.dtype)}) should be convertible "
