@@ -198,3 +198,127 @@ def test_batch_norm_update_pair_like_cpu(op, affine, dtype):
     tol = 1e-5 if dtype == torch.float32 else 1e-12
     for i, (j, c) in enumerate(zip(jax, cpu)):
         assert_same(j, c, rtol=tol, atol=tol, msg=f"result {i}")
+
+
+# --- histogram / histogramdd -------------------------------------------------------------------------------
+
+_X50 = torch.randn(50)
+_W50 = torch.rand(50)
+_X30 = torch.randn(30, 3)
+_W30 = torch.rand(30)
+
+HISTOGRAMS = {
+    "counts": lambda d, dt: torch.histogram(_X50.to(d, dt), 7),
+    "density": lambda d, dt: torch.histogram(_X50.to(d, dt), 7, density=True),
+    "range_weight": lambda d, dt: torch.histogram(_X50.to(d, dt), 5, range=(-1.0, 1.0), weight=_W50.to(d, dt)),
+    "edges_tensor": lambda d, dt: torch.histogram(
+        _X50.to(d, dt), torch.tensor([-1.0, 0.0, 0.5, 2.0], dtype=dt, device=d), density=True
+    ),
+    "degenerate_range": lambda d, dt: torch.histogram(torch.tensor([1.0, 1.0], dtype=dt, device=d), 2),
+    "empty": lambda d, dt: torch.histogram(torch.tensor([], dtype=dt, device=d), 2),
+    "last_edge_inclusive": lambda d, dt: torch.histogram(
+        torch.tensor([0.0, 1.0, 2.0, 3.0, 3.0], dtype=dt, device=d), 3
+    ),
+    "outside_and_nan_dropped": lambda d, dt: torch.histogram(
+        torch.tensor([-5.0, 0.0, float("nan"), 0.5, 9.0], dtype=dt, device=d), 2, range=(0.0, 1.0)
+    ),
+    "dd_counts": lambda d, dt: torch.histogramdd(_X30.to(d, dt), [2, 3, 4]),
+    "dd_density_weight": lambda d, dt: torch.histogramdd(
+        _X30.to(d, dt), [2, 3, 4], density=True, weight=_W30.to(d, dt)
+    ),
+    "dd_tensors": lambda d, dt: torch.histogramdd(
+        _X30.to(d, dt),
+        [torch.tensor(e, dtype=dt, device=d) for e in ([-1.0, 0, 1], [0.0, 1], [-2.0, 2.0])],
+    ),
+    "dd_range": lambda d, dt: torch.histogramdd(_X30.to(d, dt), 3, range=[-1.0, 1.0, 0.0, 1.0, -2.0, 2.0]),
+}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("name", list(HISTOGRAMS))
+def test_histogram_like_cpu(name, dtype):
+    on_both(lambda d: tuple(HISTOGRAMS[name](d, dtype)), rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize(
+    "fn,match",
+    [
+        (lambda d: torch.histogram(torch.tensor([1.0, float("nan")], device=d), 3), "is not finite"),
+        (lambda d: torch.histogram(torch.tensor([1.0, float("inf")], device=d), 3), "range [1, inf] is not finite"),
+        (lambda d: torch.histogram(torch.randn(5, device=d), 3, range=(2.0, 1.0)), "min should not exceed max"),
+        (lambda d: torch.histogram(torch.randn(5, device=d), 0), "bins must be > 0"),
+        (lambda d: torch.histogram(torch.randn(5, device=d).half(), 3), "Half"),
+        (lambda d: torch.histogram(torch.randn(5, device=d), torch.ones(2, 2, device=d)), "one dimension"),
+        (lambda d: torch.histogram(torch.randn(5, device=d), torch.ones(2, device=d).double()), "same dtype"),
+        (lambda d: torch.histogram(torch.randn(5, device=d), 3, weight=torch.ones(4, device=d)), "weight"),
+        (lambda d: torch.ops.aten._histogramdd_from_bin_cts(torch.randn(5, 2, device=d), [2, 0]), "for dimension 1"),
+        (lambda d: torch.ops.aten._histogramdd_bin_edges(torch.randn(5, device=d), [2]), "at least 2 dimensions"),
+        (lambda d: torch.histogramdd(torch.randn(5, 2, device=d), [2, 3], range=[0.0, 1.0]), "should have 4"),
+    ],
+)
+def test_histogram_errors_like_cpu(fn, match):
+    on_both(fn, match=match)
+
+
+# --- segment_reduce -------------------------------------------------------------------------------------
+
+_SEG_DATA = torch.tensor(
+    [[1.0, 2.0], [3.0, 3.0], [float("nan"), 0.0], [-1.0, 5.0], [5.0, 5.0], [2.0, -3.0], [0.0, 0.0], [4.0, 4.0]],
+    dtype=torch.float64,
+)
+_SEG_LENGTHS = torch.tensor([2, 0, 3, 3])  # an empty segment, NaN, ties and zeros (prod's exclusive product)
+
+
+@pytest.mark.parametrize("use_offsets", [False, True])
+@pytest.mark.parametrize("initial", [None, 2.5])
+@pytest.mark.parametrize("reduce", ["max", "min", "sum", "mean", "prod", "amax"])
+def test_segment_reduce_and_backward_like_cpu(reduce, initial, use_offsets):
+    lengths = _SEG_LENGTHS
+    offsets = torch.cat([torch.zeros(1, dtype=torch.long), lengths.cumsum(0)])
+
+    def run(x):
+        bounds = {"offsets": offsets.to(x.device)} if use_offsets else {"lengths": lengths.to(x.device)}
+        return torch.segment_reduce(x, reduce, initial=initial, unsafe=False, **bounds).nan_to_num(nan=7.0)
+
+    check(run, _SEG_DATA)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("reduce", ["max", "min", "sum", "mean", "prod"])
+def test_segment_reduce_inner_axis_like_cpu(reduce, dtype):
+    data = torch.randn(3, 6, 2).to(dtype)
+    lengths = torch.tensor([[1, 5], [3, 3], [0, 6]])
+    tol = 1e-5 if dtype == torch.float32 else 2e-2
+    check(lambda x: torch.segment_reduce(x, reduce, lengths=lengths.to(x.device), axis=1), data, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize(
+    "fn,match",
+    [
+        (
+            lambda d: torch.segment_reduce(torch.randn(6, device=d), "max", lengths=torch.tensor([2, 3], device=d)),
+            "sum to",
+        ),
+        (
+            lambda d: torch.segment_reduce(torch.randn(6, device=d), "max", lengths=torch.tensor([2, -1, 5], device=d)),
+            "negative",
+        ),
+        (
+            lambda d: torch.segment_reduce(torch.randn(6, device=d), "foo", lengths=torch.tensor([2, 4], device=d)),
+            "got foo",
+        ),
+        (lambda d: torch.segment_reduce(torch.randn(6, device=d), "sum"), "Either lengths or offsets"),
+        (
+            lambda d: torch.segment_reduce(
+                torch.randn(6, 2, device=d), "sum", lengths=torch.tensor([2, 4], device=d), axis=1
+            ),
+            "last dimension",
+        ),
+        (
+            lambda d: torch.segment_reduce(torch.arange(6, device=d), "sum", lengths=torch.tensor([2, 4], device=d)),
+            "Long",
+        ),
+    ],
+)
+def test_segment_reduce_errors_like_cpu(fn, match):
+    on_both(fn, match=match)
