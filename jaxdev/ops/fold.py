@@ -111,3 +111,33 @@ def col2im(self, output_size, kernel_size, dilation, padding, stride):
     batched = x.ndim == 3
     r = _fold((H, W), k, d, p, s)(x if batched else x[None])
     return r if batched else r[0]
+
+
+# --- unfold_backward: Tensor.unfold's windows added back into the unfolded dimension -----------------
+
+
+@jitted
+def _unfold_back(input_sizes: tuple, dim: int, size: int, step: int, jdt):
+    def body(g):
+        if not input_sizes:  # a 0-dim tensor unfolds into one window of one element
+            return g.reshape(())
+        acc = jnp.int32 if jdt == jnp.bool_ else jdt
+        n = g.shape[dim]
+        g = jnp.moveaxis(jnp.moveaxis(g, dim, 0), -1, 1).astype(acc)  # (windows, size, *rest)
+        idx = (jnp.arange(n)[:, None] * step + jnp.arange(size)[None, :]).reshape(-1)
+        rest = g.shape[2:]
+        out = jnp.zeros((input_sizes[dim], *rest), acc).at[idx].add(g.reshape((n * size, *rest)))
+        out = jnp.moveaxis(out, 0, dim)
+        return (out != 0) if jdt == jnp.bool_ else out
+
+    return body
+
+
+@register_functional(aten.unfold_backward.default)
+def unfold_backward(grad_in, input_sizes, dim, size, step):
+    """Each window element w * step + k of `dim` receives grad_in[..., w, ..., k]; overlapping
+    windows add (bool: any), positions no window covers get zero."""
+    sizes = tuple(int(s) for s in input_sizes)
+    d = dim % len(sizes) if sizes else 0
+    g = J(grad_in)
+    return _unfold_back(sizes, d, int(size), int(step), g.dtype)(g)

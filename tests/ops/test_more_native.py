@@ -322,3 +322,28 @@ def test_segment_reduce_inner_axis_like_cpu(reduce, dtype):
 )
 def test_segment_reduce_errors_like_cpu(fn, match):
     on_both(fn, match=match)
+
+
+# --- unfold_backward (istft's gradient) --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "shape,sizes,dim,size,step",
+    [
+        ((3, 2), [6], 0, 2, 2),  # windows tile the dimension
+        ((2, 1), [5], 0, 1, 3),  # gaps no window covers
+        ((1,), [], 0, 1, 1),  # a 0-dim input
+        ((4, 3, 2), [4, 7], 1, 2, 2),
+        ((2, 5, 3), [2, 7], -1, 3, 1),  # overlapping windows add
+    ],
+)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.complex64, torch.int64, torch.bool])
+def test_unfold_backward_like_cpu(shape, sizes, dim, size, step, dtype):
+    g = (torch.randn(shape) * 3).to(dtype)
+    on_both(lambda d: torch.ops.aten.unfold_backward(g.to(d), sizes, dim, size, step), rtol=1e-6, atol=1e-6)
+
+
+def test_tensor_unfold_gradient_and_istft_like_cpu():
+    check(lambda t: t.unfold(1, 3, 2), torch.randn(2, 9, 3))
+    spec = torch.stft(torch.randn(40), 8, 2, window=torch.hann_window(8), return_complex=True)
+    check(lambda s: torch.istft(s, 8, 2, window=torch.hann_window(8, device=s.device)).abs(), spec, rtol=1e-5)
