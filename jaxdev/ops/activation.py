@@ -115,6 +115,27 @@ def _logit(x, eps):
     return jnp.log(x / (1 - x))
 
 
+def _logit_rounded(x, eps, half):
+    """CPU's bfloat16/float16 logit is Vectorized<half> arithmetic: 1 - x, the division and the log
+    each round to the half dtype (as do eps and 1 - eps, the clamp bounds)."""
+
+    def rounded(v):
+        return v.astype(half).astype(x.dtype)
+
+    if eps is not None:
+        lo = jnp.asarray(eps, half).astype(x.dtype)
+        x = jnp.clip(x, lo, rounded(1 - lo))
+    return jnp.log(rounded(x / rounded(1 - x)))
+
+
+def _logit_bfloat16(x, eps):
+    return _logit_rounded(x, eps, jnp.bfloat16)
+
+
+def _logit_float16(x, eps):
+    return _logit_rounded(x, eps, jnp.float16)
+
+
 def _logit_grad(g, x, eps):
     if eps is None:
         return jnp.where((x < 0) | (x > 1), jnp.nan, g / (x * (1 - x)))
@@ -224,7 +245,8 @@ def hardshrink(self, lambd=0.5):
 @register_functional(aten.logit.default)
 def logit(self, eps=None):
     dt = self.dtype if self.dtype.is_floating_point else torch.get_default_dtype()
-    return apply(_logit, dt, dt, (self,), (eps,))
+    body = {torch.bfloat16: _logit_bfloat16, torch.float16: _logit_float16}.get(dt, _logit)
+    return apply(body, dt, dt, (self,), (eps,))
 
 
 @register_functional(aten.logit_backward.default)

@@ -104,3 +104,18 @@ def test_native_dropout_backward_result_dtype(dtype):
     g = (torch.arange(-12, 12).reshape(4, 6) * 37).to(dtype)
     mask = torch.arange(24).reshape(4, 6) % 3 != 0
     on_both(lambda d: torch.ops.aten.native_dropout_backward(g.to(d), mask.to(d), 1.7))
+
+
+# --- logit in half precision: 1 - x, the division and the log each round (Vectorized<half>) ---
+
+
+@pytest.mark.parametrize("dtype", HALF)
+@pytest.mark.parametrize("eps", [None, 0.1, 1e-6, 0.0, -0.1])
+def test_logit_half_rounds_every_step(dtype, eps):
+    x = torch.cat(
+        [
+            torch.linspace(-0.1, 1.1, 3001),
+            torch.tensor([0.0, -0.0, 1.0, -0.5, 1.5, float("nan"), float("inf"), -float("inf")]),
+        ]
+    ).to(dtype)
+    on_both(lambda d: torch.logit(x.to(d), eps))
