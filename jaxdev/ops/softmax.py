@@ -30,8 +30,27 @@ def softmax(self, dim, half_to_float):
     return _softmax_like(jax.nn.softmax, self, dim, half_to_float)
 
 
+def _log_softmax_lastdim_half(x):
+    """CPU's last-dimension kernel for bfloat16/float16 (LogSoftmaxKernelImpl.h) keeps the row's
+    max and sum in arrays of the input dtype: the float32 sum of exp(x - max) rounds to it, its log
+    rounds again, and only then x - max - log(sum) is taken in float32 and rounded."""
+    f32 = jnp.float32
+
+    def rounded(v):
+        return v.astype(x.dtype).astype(f32)
+
+    xf = x.astype(f32)
+    m = jnp.max(xf, axis=-1, keepdims=True)
+    log_sum = rounded(jnp.log(rounded(jnp.sum(jnp.exp(xf - m), axis=-1, keepdims=True))))
+    return (xf - m - log_sum).astype(x.dtype)
+
+
 @register_functional(aten._log_softmax.default)
 def log_softmax(self, dim, half_to_float):
+    axis = wrap_dim(dim, self.dim())
+    if self.dtype in (torch.bfloat16, torch.float16) and not half_to_float and axis == max(self.dim() - 1, 0):
+        x = J(self)
+        return compiled(_log_softmax_lastdim_half)(x.reshape(x.shape or (1,))).reshape(x.shape)
     return _softmax_like(jax.nn.log_softmax, self, dim, half_to_float)
 
 

@@ -23,7 +23,7 @@ def no_fallback(monkeypatch):
 
 def _randn(*shape, dtype=torch.float32, scale=1.0, seed=0):
     g = torch.Generator().manual_seed(seed)
-    return (torch.randn(*shape, generator=g) * scale).to(dtype)
+    return (torch.randn(shape, generator=g) * scale).to(dtype)
 
 
 # --- addr: CPU evaluates beta*self + (alpha*vec1)*vec2 left to right, rounding each half step ----------
@@ -119,3 +119,15 @@ def test_logit_half_rounds_every_step(dtype, eps):
         ]
     ).to(dtype)
     on_both(lambda d: torch.logit(x.to(d), eps))
+
+
+# --- log_softmax over the last dim in half: CPU keeps the row's sum and its log in the half dtype ---
+
+
+@pytest.mark.parametrize("dtype", HALF)
+@pytest.mark.parametrize(
+    "shape,dim", [((5, 5), 1), ((5, 5), 0), ((7, 40), -1), ((3, 100, 2), 1), ((2, 1000), 1), ((), 0)]
+)
+def test_log_softmax_half(dtype, shape, dim):
+    x = _randn(*shape, scale=4, dtype=dtype)
+    on_both(lambda d: torch.log_softmax(x.to(d), dim))
