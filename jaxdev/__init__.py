@@ -49,6 +49,7 @@ if not _cli_help_only():
     from jaxdev.dtypes import UnsupportedDtypeError, UnsupportedError, UnsupportedLayoutError
     from jaxdev.fallback import fallback_counts, reset_fallback_counts
     from jaxdev.interop import from_jax, to_jax
+    from jaxdev.mesh import distribute, get_mesh, is_sharded, mesh, set_mesh, shard, sharding, unshard
 
     _storage.install()
     _autocast.install()
@@ -61,8 +62,16 @@ __all__ = [
     "UnsupportedDtypeError",
     "UnsupportedError",
     "UnsupportedLayoutError",
+    "distribute",
     "fallback_counts",
     "from_jax",
+    "get_mesh",
+    "is_sharded",
+    "mesh",
     "reset_fallback_counts",
+    "set_mesh",
+    "shard",
+    "sharding",
     "to_jax",
+    "unshard",
 ]

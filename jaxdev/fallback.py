@@ -20,7 +20,7 @@ import warnings
 import torch
 from torch.utils._pytree import tree_map
 
-from jaxdev import tensor, tracing
+from jaxdev import mesh, tensor, tracing
 from jaxdev.tensor import is_jax
 
 _counts: collections.Counter[str] = collections.Counter()
@@ -138,7 +138,10 @@ def run_on_cpu(op, *args, **kwargs):
         if isinstance(x, torch.Tensor):
             if id(x) in originals:
                 return originals[id(x)]
-            return tensor.wrap(tensor.from_cpu(x))
+            value = tensor.from_cpu(x)
+            if tensor.SHARDED:  # a result shaped like a sharded input gets its sharding back (jaxdev/mesh.py)
+                value = mesh.reshard_like(value, originals.values())
+            return tensor.wrap(value)
         return x
 
     return tree_map(to_jax, result)

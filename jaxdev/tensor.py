@@ -29,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import itertools
+import weakref
 
 import jax
 import jax.numpy as jnp
@@ -219,6 +220,34 @@ def mixed_devices(other: torch.device) -> RuntimeError:
     return RuntimeError(
         f"Expected all tensors to be on the same device, but found at least two devices, {DEVICE} and {other}!"
     )
+
+
+# --- placement over a mesh (jaxdev/mesh.py) -----------------------------------------------------
+#
+# A storage placed with `jaxdev.shard` keeps its layout over the mesh: box -> (the array's shape, its
+# jax Sharding). Writes (eager, CPU fallback, compiled programs) put the new array back in that layout,
+# so a sharded storage stays sharded; kernels themselves need no change (XLA propagates shardings).
+SHARDED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+# Where arrays made from host values go: None = JAX's default device (uncommitted, so they mix with
+# sharded arrays); `jaxdev.set_mesh` sets the mesh's replicated sharding.
+HOST_PLACEMENT = None
+
+
+def keep_sharding(box: Box) -> None:
+    """Put `box.array` back in the layout `jaxdev.shard` gave it (nothing to do when unsharded)."""
+    kept = SHARDED.get(box)
+    if kept is None or tracing.is_traced(box.array):
+        return
+    shape, sharding = kept
+    a = box.array
+    if a.size != np.prod(shape, dtype=np.int64):  # the storage was resized: its placement is gone
+        del SHARDED[box]
+        return
+    if a.shape != shape:
+        a = a.reshape(shape)
+    if not a.sharding.is_equivalent_to(sharding, len(shape)):
+        a = jax.device_put(a, sharding)
+    box.array = a
 
 
 def box_of(t: torch.Tensor) -> Box:
@@ -418,7 +447,9 @@ def _read_stored(t: torch.Tensor) -> jax.Array:
     if t.dtype is box.dtype and t.storage_offset() == 0 and t.is_contiguous() and t.numel() == box.numel:
         a = box.array
         if a.shape != t.shape:
-            a = box.array = _reshape(tuple(t.shape))(a)
+            a = _reshape(tuple(t.shape))(a)
+            if box not in SHARDED:  # a sharded box keeps the shape its sharding is for
+                box.array = a
         return a
     target = dtypes.to_jax_dtype(t.dtype)  # complex32 views (view_as_complex of half): UnsupportedDtypeError
     shape, strides, offset = tuple(t.shape), t.stride(), t.storage_offset()
@@ -485,6 +516,8 @@ def write(t: torch.Tensor, value: jax.Array) -> None:
     box.writes += 1
     if t.dtype == box.dtype and t.storage_offset() == 0 and t.numel() == box.numel and t.is_contiguous():
         box.array = value
+        if SHARDED:  # a storage placed over a mesh stays so (jaxdev/mesh.py)
+            keep_sharding(box)
         return
     if t.numel() == 0:
         return
@@ -493,6 +526,8 @@ def write(t: torch.Tensor, value: jax.Array) -> None:
     numel = box.numel * box.dtype.itemsize // t.dtype.itemsize
     mode = _mode(_plan(shape, strides), offset, numel, t.numel(), writing=True)
     box.array = _scatter(shape, strides, jdt, mode)(box.array, value, offset)
+    if SHARDED:
+        keep_sharding(box)
 
 
 # --- moving data between CPU and jax ------------------------------------------------------------
@@ -503,7 +538,7 @@ def jax_device(index: int = 0):
 
 
 def from_cpu(t: torch.Tensor) -> jax.Array:
-    return jax.device_put(dtypes.cpu_to_numpy(t), jax_device())
+    return jax.device_put(dtypes.cpu_to_numpy(t), HOST_PLACEMENT)  # None: the default device, uncommitted
 
 
 def to_cpu(array: jax.Array, dtype: torch.dtype) -> torch.Tensor:

@@ -136,7 +136,8 @@ class _Inputs:
     def arrays(self) -> list:
         arrays = [b.array for b in self.boxes]
         if self.cpu:
-            moved = jax.device_put([dtypes.cpu_to_numpy(t) for t in self.cpu.values()], tensor.jax_device())
+            # HOST_PLACEMENT: replicated over the mesh when one is set (jaxdev/mesh.py), else the default device
+            moved = jax.device_put([dtypes.cpu_to_numpy(t) for t in self.cpu.values()], tensor.HOST_PLACEMENT)
             for g, a in zip(self.cpu, moved):
                 arrays[g] = a
         return arrays
@@ -148,6 +149,8 @@ class _Inputs:
                 box = self.boxes[g]
                 box.array = v
                 box.writes += 1
+                if tensor.SHARDED:  # a sharded storage keeps its sharding (jaxdev/mesh.py)
+                    tensor.keep_sharding(box)
         if on_cpu:
             host = jax.device_get([v for _, v in on_cpu])
             for (g, _), h in zip(on_cpu, host):

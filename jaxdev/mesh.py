@@ -1,0 +1,223 @@
+"""One logical `jax:0` over a mesh of JAX devices: sharded tensors, data and parameter parallelism.
+
+PyTorch's pure-Python PrivateUse1 route knows one device index: its Python device guard reports a
+count of 1, so `jax:1`, `jax:2`, ... cannot exist as PyTorch devices. jaxdev answers as torch_xla's
+SPMD mode does: every tensor stays on the one PyTorch device `jax:0`, and its *values* are laid out
+over many JAX devices. To PyTorch nothing changes (shapes, strides, views, autograd, printing);
+underneath, each storage's `jax.Array` carries a `jax.sharding.NamedSharding` and the kernels, being
+jitted JAX functions, run as sharded XLA programs (GSPMD propagates the shardings: a matmul of a
+batch sharded on "data" with replicated weights gives a batch sharded on "data"; the gradients of
+replicated weights are all-reduced by XLA).
+
+    mesh = jaxdev.set_mesh({"data": 8})               # or a jax.sharding.Mesh
+    x = jaxdev.shard(torch.randn(64, 10).to("jax"), P("data"))
+    jaxdev.distribute(model)                          # parameters replicated (data parallel)
+    jaxdev.distribute(model, {"*.weight": P(None, "data")})   # or sharded per name ("fsdp"-style)
+
+What stays exact:
+* `shard` places a whole storage (the box of jaxdev/tensor.py): every view of it reads the sharded
+  array, and writes into it (in-place ops, `copy_`, views' writes, the CPU fallback's write-back, a
+  compiled program's mutations, `load_state_dict`) are put back in the same sharding
+  (`tensor.keep_sharding`), so a sharded parameter stays sharded through optimizer steps.
+* Reading to the host (`.cpu()`, printing, `.item()`, `torch.save`) gathers the full values.
+* New tensors made from host values while a mesh is set are replicated over it, so they mix with
+  sharded ones in one XLA program. Results of kernels are laid out as XLA's propagation decides.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fnmatch
+import re
+from collections.abc import Iterable, Mapping
+
+import jax
+import numpy as np
+import torch
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+from jaxdev import tensor
+
+__all__ = ["PartitionSpec", "distribute", "get_mesh", "is_sharded", "mesh", "set_mesh", "shard", "sharding", "unshard"]
+
+_MESH: Mesh | None = None
+
+
+def _as_mesh(m, axis_names=None) -> Mesh | None:
+    if m is None or isinstance(m, Mesh):
+        return m
+    if isinstance(m, Mapping):  # {"data": 4, "model": 2}
+        axis_names, m = tuple(m), tuple(m.values())
+    if isinstance(m, int):
+        m = (m,)
+    shape = tuple(int(n) for n in m)
+    if axis_names is None:
+        raise TypeError("set_mesh: give axis names, as set_mesh({'data': 8}) or set_mesh((8,), ('data',))")
+    axis_names = (axis_names,) if isinstance(axis_names, str) else tuple(axis_names)
+    if len(axis_names) != len(shape):
+        raise ValueError(f"set_mesh: {len(shape)} axis sizes but {len(axis_names)} axis names")
+    n = int(np.prod(shape))
+    devices = jax.devices()
+    if n > len(devices):
+        raise ValueError(f"set_mesh: a mesh of {n} devices needs {n} JAX devices; JAX has {len(devices)}")
+    return Mesh(np.array(devices[:n]).reshape(shape), axis_names)
+
+
+def set_mesh(m, axis_names=None) -> Mesh | None:
+    """Make `m` the mesh `jax:0` spans; returns it. `m` is a `jax.sharding.Mesh`, a mapping of axis
+    names to sizes (`{"data": 8}`), or sizes with `axis_names`; None goes back to one device.
+
+    While a mesh is set, tensors made from host values are replicated over it. Tensors already on the
+    device keep their placement until `shard`/`distribute` places them."""
+    global _MESH
+    _MESH = _as_mesh(m, axis_names)
+    tensor.HOST_PLACEMENT = None if _MESH is None else NamedSharding(_MESH, PartitionSpec())
+    return _MESH
+
+
+def get_mesh() -> Mesh | None:
+    """The mesh set by `set_mesh` / `mesh`, or None (one device)."""
+    return _MESH
+
+
+@contextlib.contextmanager
+def mesh(m, axis_names=None):
+    """`with jaxdev.mesh({"data": 8}) as m:` — `set_mesh` for the block, the previous mesh after it."""
+    before = _MESH
+    try:
+        yield set_mesh(m, axis_names)
+    finally:
+        set_mesh(before)
+
+
+def _spec(spec) -> PartitionSpec:
+    if spec is None:
+        return PartitionSpec()
+    if isinstance(spec, PartitionSpec):
+        return spec
+    if isinstance(spec, str):
+        return PartitionSpec(spec)
+    return PartitionSpec(*spec)
+
+
+def _sharding_for(spec, m) -> jax.sharding.Sharding:
+    if isinstance(spec, jax.sharding.Sharding):
+        return spec
+    m = _as_mesh(m) if m is not None else _MESH
+    if m is None:
+        raise RuntimeError("jaxdev.shard: no mesh is set; call jaxdev.set_mesh(...) or pass mesh=")
+    return NamedSharding(m, _spec(spec))
+
+
+def shard(t: torch.Tensor, spec=None, *, mesh=None) -> torch.Tensor:
+    """Lay out jax tensor `t`'s values over the mesh by `spec` (a `PartitionSpec`, a tuple of axis
+    names/None per dim, or a `jax.sharding.Sharding`; None replicates) and return `t` itself.
+
+    The values move device to device (no host round trip). `t` must span its storage contiguously
+    (a fresh tensor, a parameter): the storage is what is placed, and every view of it then reads
+    the sharded array. Later writes into the storage keep the placement. Not an autograd op: the
+    values do not change, so neither does any graph built on them."""
+    if not tensor.is_jax(t):
+        raise TypeError(f"jaxdev.shard expects a tensor on the jax device, got one on {t.device}")
+    box = tensor.box_of(t)
+    if not (t.dtype is box.dtype and t.storage_offset() == 0 and t.is_contiguous() and t.numel() == box.numel):
+        raise ValueError(
+            "jaxdev.shard places a whole storage: this tensor is a view that does not span its storage "
+            "contiguously (shard its base, or a .clone())"
+        )
+    if tensor.tracing.is_traced(box.array):
+        raise RuntimeError("jaxdev.shard cannot place a tensor while a compiled program is traced")
+    target = _sharding_for(spec, mesh)
+    shape = tuple(t.shape)
+    a = box.array
+    if a.shape != shape:
+        a = a.reshape(shape)
+    box.array = jax.device_put(a, target)
+    tensor.SHARDED[box] = (shape, target)
+    return t
+
+
+def unshard(t: torch.Tensor) -> torch.Tensor:
+    """Put `t`'s storage back on one device (JAX's default), forgetting its sharding; returns `t`."""
+    box = tensor.box_of(t)
+    tensor.SHARDED.pop(box, None)
+    box.array = jax.device_put(box.array, jax.devices()[0])
+    return t
+
+
+def sharding(t: torch.Tensor) -> jax.sharding.Sharding:
+    """The `jax.sharding.Sharding` of jax tensor `t`'s values: its storage's when `t` spans it,
+    else the layout in which a read of the view arrives (as XLA propagates it)."""
+    if not tensor.is_jax(t):
+        raise TypeError(f"jaxdev.sharding expects a tensor on the jax device, got one on {t.device}")
+    return tensor.read(t).sharding
+
+
+def is_sharded(t: torch.Tensor) -> bool:
+    """Whether `t`'s storage was placed with `shard` (and still is)."""
+    return tensor.box_of(t) in tensor.SHARDED
+
+
+# --- modules -------------------------------------------------------------------------------------
+
+
+def _rule_matches(pattern, name: str) -> bool:
+    if isinstance(pattern, re.Pattern):
+        return pattern.fullmatch(name) is not None
+    return fnmatch.fnmatchcase(name, pattern)
+
+
+def _rules(rules) -> list:
+    if rules is None:
+        return []
+    if isinstance(rules, Mapping):
+        return list(rules.items())
+    return list(rules)
+
+
+def spec_for(name: str, rules, default=None) -> PartitionSpec:
+    """The spec of the first rule whose pattern (glob such as "*.weight", or a compiled regex,
+    matched against the whole dotted name) matches `name`; `default` (replicated) if none does."""
+    for pattern, spec in _rules(rules):
+        if _rule_matches(pattern, name):
+            return _spec(spec)
+    return _spec(default)
+
+
+def distribute(
+    module: torch.nn.Module,
+    rules: Mapping | Iterable | None = None,
+    *,
+    default=None,
+    mesh=None,
+    buffers: bool = True,
+) -> torch.nn.Module:
+    """Place every parameter (and buffer) of `module` over the mesh and return `module`.
+
+    `rules` maps parameter names (as in `named_parameters()`) to specs, first match wins: e.g.
+    `{"*.weight": P("model", None)}` shards weights' first dim over "model" ("fsdp"-style, for
+    models that do not fit one device); unmatched tensors get `default` (None: replicated, the
+    data-parallel layout). Moves a module on CPU to `jax` first. Tied parameters are placed once."""
+    if any(p.device.type != "jax" for p in module.parameters()):
+        module.to("jax")
+    seen: set[int] = set()
+    named = list(module.named_parameters(remove_duplicate=True))
+    if buffers:
+        named += [(n, b) for n, b in module.named_buffers(remove_duplicate=True) if b is not None]
+    for name, p in named:
+        if id(p) in seen or not tensor.is_jax(p):
+            continue
+        seen.add(id(p))
+        shard(p, spec_for(name, rules, default), mesh=mesh)
+    return module
+
+
+def reshard_like(result: jax.Array, inputs) -> jax.Array:
+    """For the CPU fallback: a new result with the shape of a sharded input gets that input's
+    sharding (else it stays as placed: replicated over the mesh while one is set)."""
+    for t in inputs:
+        box = tensor.BOXES.get(t.untyped_storage().data_ptr())
+        kept = None if box is None else tensor.SHARDED.get(box)
+        if kept is not None and kept[0] == result.shape:
+            return jax.device_put(result, kept[1])
+    return result
