@@ -347,3 +347,105 @@ def test_tensor_unfold_gradient_and_istft_like_cpu():
     check(lambda t: t.unfold(1, 3, 2), torch.randn(2, 9, 3))
     spec = torch.stft(torch.randn(40), 8, 2, window=torch.hann_window(8), return_complex=True)
     check(lambda s: torch.istft(s, 8, 2, window=torch.hann_window(8, device=s.device)).abs(), spec, rtol=1e-5)
+
+
+# --- fractional max pooling (explicit _random_samples: the windows are then CPU's exactly) --------------------
+
+
+def _pool_run(device, fn, x, s):
+    xd = x.detach().to(device).requires_grad_()
+    out, idx = fn(xd, s.to(device))
+    out.backward(torch.linspace(-1, 1, out.numel(), dtype=out.dtype).reshape(out.shape).to(device))
+    return out.detach(), idx, xd.grad
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize(
+    "nd,shape,kernel,outs",
+    [
+        (2, (2, 3, 9, 11), [2, 3], [4, 5]),
+        (2, (2, 3, 9, 11), [3, 2], [7, 10]),  # overlapping windows: gradients add
+        (2, (2, 3, 9, 11), [1, 1], [9, 11]),
+        (2, (2, 3, 9, 11), [2, 2], [1, 1]),
+        (2, (3, 9, 11), [2, 2], [4, 4]),  # unbatched
+        (3, (2, 2, 5, 6, 7), [2, 2, 3], [3, 4, 4]),
+        (3, (2, 5, 6, 7), [2, 2, 3], [3, 4, 4]),
+    ],
+)
+def test_fractional_max_pool_like_cpu(nd, shape, kernel, outs, dtype):
+    x = torch.randn(shape).to(dtype)
+    flat = x.view(-1)
+    flat[:3] = float("nan")  # NaN wins (the last one scanned)
+    flat[20:24] = 5.0  # ties keep the first
+    flat[40:44] = -float("inf")
+    channels = shape[-nd - 1]
+    s = torch.rand(2, channels, nd).to(dtype)
+    fn = getattr(torch.ops.aten, f"fractional_max_pool{nd}d")
+    cpu = _pool_run("cpu", lambda a, b: fn(a, kernel, outs, b), x, s)
+    jax = _pool_run(JAX, lambda a, b: fn(a, kernel, outs, b), x, s)
+    for i, (j, c) in enumerate(zip(jax, cpu)):
+        assert_same(j, c, msg=f"result {i}")
+
+
+def test_fractional_max_pool_functional_draws_on_the_device():
+    x = torch.randn(2, 3, 9, 9, device=JAX, requires_grad=True)
+    torch.manual_seed(5)
+    a, ia = F.fractional_max_pool2d(x, 2, output_size=4, return_indices=True)
+    torch.manual_seed(5)
+    b = F.fractional_max_pool2d(x, 2, output_size=4)
+    assert torch.equal(a.cpu(), b.cpu()) and a.shape == (2, 3, 4, 4)
+    taken = torch.gather(x.detach().cpu().flatten(2), 2, ia.cpu().flatten(2)).reshape(a.shape)
+    assert torch.equal(taken, a.detach().cpu())  # each output is the input at its index
+    a.sum().backward()
+    assert x.grad.sum().item() == a.numel()
+
+
+@pytest.mark.parametrize(
+    "fn,match",
+    [
+        (
+            lambda d: torch.ops.aten.fractional_max_pool2d(
+                torch.randn(2, 3, 7, 8, device=d), [2, 2], [7, 4], torch.rand(2, 3, 2, device=d)
+            ),
+            "pool height 2",
+        ),
+        (
+            lambda d: torch.ops.aten.fractional_max_pool2d(
+                torch.randn(7, 8, device=d), [2, 2], [4, 4], torch.rand(2, 3, 2, device=d)
+            ),
+            "3D or 4D",
+        ),
+        (
+            lambda d: torch.ops.aten.fractional_max_pool2d(
+                torch.randn(2, 3, 0, 8, device=d), [2, 2], [4, 4], torch.rand(2, 3, 2, device=d)
+            ),
+            "non-zero size",
+        ),
+        (
+            lambda d: torch.ops.aten.fractional_max_pool2d(
+                torch.randn(2, 3, 7, 8, device=d), [2, 2], [4, 4], torch.rand(1, 3, 2, device=d)
+            ),
+            "no less then",
+        ),
+        (
+            lambda d: torch.ops.aten.fractional_max_pool2d(
+                torch.randn(2, 3, 7, 8, device=d), [2, 2], [4, 4], torch.rand(2, 3, 3, device=d)
+            ),
+            "equals to 2; got 3",
+        ),
+        (
+            lambda d: torch.ops.aten.fractional_max_pool2d(
+                torch.randn(2, 3, 7, 8, device=d), [2, 2], [4, 4], torch.rand(2, 3, 2, device=d).double()
+            ),
+            "same dtype",
+        ),
+        (
+            lambda d: torch.ops.aten.fractional_max_pool3d(
+                torch.randn(2, 3, 5, 7, 8, device=d), [2, 2, 2], [3, 4, 8], torch.rand(2, 3, 3, device=d)
+            ),
+            "pool width 2",
+        ),
+    ],
+)
+def test_fractional_max_pool_errors_like_cpu(fn, match):
+    on_both(fn, match=match)
