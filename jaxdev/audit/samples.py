@@ -45,7 +45,6 @@ DTYPES = {
         torch.uint64,
     )
 }
-BACKWARD_DTYPE = torch.float32
 
 
 def dtype_name(d: torch.dtype) -> str:
@@ -128,13 +127,10 @@ def units(names, dtypes=(), backward=True, mode: str = "eager") -> list[Unit]:
         supported = sorted(op.supported_dtypes("cpu"), key=dtype_name)
         if mode != "compile":
             out += [Unit(name, dtype_name(d), "forward") for d in supported if not wanted or d in wanted]
-            if (
-                backward
-                and op.supports_autograd
-                and BACKWARD_DTYPE in op.supported_backward_dtypes("cpu")
-                and (not wanted or BACKWARD_DTYPE in wanted)
-            ):
-                out.append(Unit(name, dtype_name(BACKWARD_DTYPE), "backward"))
+            if backward and op.supports_autograd:
+                # every dtype the OpInfo differentiates on CPU (and runs forward there)
+                grads = set(op.supported_backward_dtypes("cpu")) & set(supported)
+                out += [Unit(name, dtype_name(d), "backward") for d in grads if not wanted or d in wanted]
         if mode != "eager":
             chosen = wanted or {DTYPES[COMPILE_DEFAULT_DTYPE]}
             out += [Unit(name, dtype_name(d), "compile") for d in supported if d in chosen]

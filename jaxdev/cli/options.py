@@ -23,7 +23,7 @@ def scope_options(*, defaults_from_baseline: bool = False):
             type=click.Choice(facts.MODES),
             default="eager",
             show_default=True,
-            help="eager: forward and backward op by op; compile: the forward through "
+            help="eager: forward (every CPU dtype) and backward (every dtype the OpInfo differentiates) op by op; compile: the forward through "
             f"torch.compile(backend='jax', fullgraph=True), {facts.COMPILE_DEFAULT_DTYPE} unless --dtype; both.",
         ),
         click.option(

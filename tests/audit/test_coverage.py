@@ -1,6 +1,7 @@
 import signal
 import time
 
+import torch
 from conftest import jaxdev_process
 
 from jaxdev.audit import matrix
@@ -217,3 +218,18 @@ def test_compile_mode_catches_a_broken_kernel(cli, tmp_path):
     entry = matrix.load(str(tmp_path / "matrix.yaml")).get("jaxdev_audit_test.good", "float32", "compile")
     # the test op's kernel reads values on CPU, so its graph cannot be traced: it runs op by op, wrong
     assert entry["status"] == "wrong"
+
+
+def test_backward_runs_in_every_dtype_the_opinfo_differentiates():
+    from jaxdev.audit import samples
+
+    op = samples.op_db()["sin"]
+    expected = set(op.supported_backward_dtypes("cpu")) & set(op.supported_dtypes("cpu"))
+    assert {torch.float32, torch.float64, torch.complex64} <= expected  # not float32 alone
+    units = samples.units(["sin"])
+    assert {u.dtype for u in units if u.direction == "backward"} == {samples.dtype_name(d) for d in expected}
+    # --dtype narrows backward too; an OpInfo that differentiates nothing has no backward cells
+    assert [u for u in samples.units(["sin"], ["float64"]) if u.direction == "backward"] == [
+        samples.Unit("sin", "float64", "backward")
+    ]
+    assert not [u for u in samples.units(["argmax"]) if u.direction == "backward"]
