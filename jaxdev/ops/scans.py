@@ -76,9 +76,65 @@ register(aten._cummax_helper.default)(_cum_helper(True))
 register(aten._cummin_helper.default)(_cum_helper(False))
 
 
+# CPU's running value is at::acc_type<scalar_t, false>: float for half, double for float32 and
+# complex<double> for complex64.
+_LCSE_ACC = {jnp.dtype(jnp.float32): jnp.dtype(jnp.float64), jnp.dtype(jnp.complex64): jnp.dtype(jnp.complex128)}
+
+
+def _complex_log1p(z):
+    """c10's log1p for complex: angle atan2(y, 1 + x); modulus through log1p near 0."""
+    x, y = jnp.real(z), jnp.imag(z)
+    theta = jnp.arctan2(y, x + 1)
+    r = x * (2 + x) + y * y
+    near = jnp.where(r == 0, x, 0.5 * jnp.log1p(r))
+    real = jnp.where(jnp.abs(z) < 0.5, near, jnp.log(jnp.hypot(x + 1, y)))
+    return jax.lax.complex(real, theta)
+
+
+def _c_exp(z):
+    """C's cexp, whose exp(inf + 0i) is inf + 0i (not inf + nan i)."""
+    m, y = jnp.exp(jnp.real(z)), jnp.imag(z)
+    return jax.lax.complex(jnp.where(y == 0, m, m * jnp.cos(y)), jnp.where(y == 0, y, m * jnp.sin(y)))
+
+
+def _c_log(z):
+    """C's clog: log|z| (inf when a part is infinite, even beside a NaN) + i arg(z)."""
+    x, y = jnp.real(z), jnp.imag(z)
+    modulus = jnp.where(jnp.isinf(x) | jnp.isinf(y), jnp.inf, jnp.log(jnp.hypot(x, y)))
+    return jax.lax.complex(modulus, jnp.arctan2(y, x))
+
+
+def _complex_log_add_exp(x, cum):
+    """CPU's _log_add_exp_helper for complex (LogAddExp.h): min/max by real part, NaN infectious,
+    log1p(exp(min - max)) + max, so the imaginary part accumulates instead of wrapping to (-pi, pi]."""
+    nan_x = jnp.isnan(jnp.real(x)) | jnp.isnan(jnp.imag(x))
+    nan_c = jnp.isnan(jnp.real(cum)) | jnp.isnan(jnp.imag(cum))
+    x_first = jnp.real(x) < jnp.real(cum)
+    lo, hi = jnp.where(x_first, x, cum), jnp.where(x_first, cum, x)
+    lo_r, hi_r = jnp.real(lo), jnp.real(hi)
+    general = _complex_log1p(jnp.exp(lo - hi)) + hi
+    both_inf = ~jnp.isfinite(lo_r) & (lo_r == hi_r)
+    infinite = jnp.where(lo_r < 0, lo, _c_log(_c_exp(lo) + _c_exp(hi)))
+    out = jnp.where(both_inf, infinite, general)
+    nan = jnp.full((), jnp.nan + 1j * jnp.nan, out.dtype)
+    return jnp.where(nan_x | nan_c, nan, out)
+
+
 @jitted
-def _logcumsumexp(axis, compute):
-    return lambda x: jax.lax.cumlogsumexp(x.astype(compute), axis=axis).astype(x.dtype)
+def _logcumsumexp(axis, acc):
+    def run(x):
+        if not jnp.iscomplexobj(x):
+            return jax.lax.cumlogsumexp(x.astype(acc), axis=axis).astype(x.dtype)
+
+        def step(cum, xi):
+            cum = _complex_log_add_exp(xi.astype(acc), cum)
+            return cum, cum.astype(x.dtype)
+
+        moved = jnp.moveaxis(x, axis, 0)
+        init = jnp.full(moved.shape[1:], -jnp.inf, acc)
+        return jnp.moveaxis(jax.lax.scan(step, init, moved)[1], 0, axis)
+
+    return run
 
 
 @register_functional(aten._logcumsumexp.default)
@@ -86,4 +142,5 @@ def logcumsumexp(self, dim):
     x = J(self)
     if x.ndim == 0:
         return x
-    return _logcumsumexp(wrap_dim(dim, self.dim()), opmath(x.dtype))(x)
+    acc = _LCSE_ACC.get(x.dtype, opmath(x.dtype))
+    return _logcumsumexp(wrap_dim(dim, self.dim()), acc)(x)
