@@ -43,6 +43,7 @@ if not _cli_help_only():
     from jaxdev import compiler as _compiler
     from jaxdev import fallback as _fallback  # noqa: F401  (registers the CPU fallback; needs the device)
     from jaxdev import generator as _generator
+    from jaxdev import layout as _layout
     from jaxdev import ops as _ops  # noqa: F401
     from jaxdev import parameters as _parameters
     from jaxdev import storage as _storage
@@ -55,6 +56,7 @@ if not _cli_help_only():
     _autocast.install()
     _parameters.install()
     _generator.install()
+    _layout.install_fake_convolution()
     _compiler.register()
 
 

@@ -91,8 +91,9 @@ def _make_module() -> types.ModuleType:
 
         tracing.resolve_checks()
         for box in list(BOXES.values()):
-            if not isinstance(box.array, jax.core.Tracer):  # skip a program being traced
-                box.array.block_until_ready()
+            array = box.pending()  # a box holding a logical value is not transposed to wait for it
+            if array is not None and not isinstance(array, jax.core.Tracer):  # skip a program being traced
+                array.block_until_ready()
 
     def get_rng_state(device="jax") -> torch.Tensor:
         _check_index(_index_of(device))

@@ -51,17 +51,41 @@ _next_address = itertools.count(1 << 52, 1 << 40)
 
 
 class Box:
-    """The contents of one storage: `array` holds `numel` elements of `dtype`, row-major."""
+    """The contents of one storage: `array` holds `numel` elements of `dtype`, row-major.
 
-    __slots__ = ("__weakref__", "array", "dtype", "numel", "untyped", "weak", "writes")
+    A box can hold its elements as one dense tensor's logical values instead (`logical`: value,
+    shape, strides, permutation), as a result laid out like PyTorch's (channels_last, a transposed
+    input's order) is made: reading that tensor back returns the value as computed, and the
+    physical (storage-order) array is made by one transpose only when something reads the storage
+    another way. Assigning `array` drops the logical form."""
+
+    __slots__ = ("__weakref__", "_array", "dtype", "logical", "numel", "untyped", "weak", "writes")
 
     def __init__(self, array: jax.Array, numel: int, dtype: torch.dtype):
-        self.array = array
+        self._array = array
+        self.logical = None
         self.numel = numel
         self.dtype = dtype
         self.weak = None
         self.untyped = False  # bytes from an untyped storage: retyped by the first tensor set on it
         self.writes = 0  # values written through `write` (reads may replace `array` by a reshape)
+
+    @property
+    def array(self) -> jax.Array:
+        if self.logical is not None:
+            value, _, _, perm = self.logical
+            self._array = _transpose(perm)(value)
+            self.logical = None
+        return self._array
+
+    @array.setter
+    def array(self, value: jax.Array) -> None:
+        self._array = value
+        self.logical = None
+
+    def pending(self) -> jax.Array:
+        """The array this box holds now, physical or logical, without transposing it."""
+        return self._array if self.logical is None else self.logical[0]
 
     def retype(self, dtype: torch.dtype) -> None:
         if self.untyped and dtype != self.dtype:
@@ -141,6 +165,49 @@ def tensor_on_storage(storage, dtype, shape, strides, offset=0) -> torch.Tensor:
     t = _create_empty(_NO_SHAPE, dtype)
     _set_storage.redispatch_boxed(_CPU_KEYS, t, storage, offset, shape, strides)
     return t
+
+
+@functools.lru_cache(maxsize=1024)
+def _transpose(perm):
+    return jax.jit(lambda a: jnp.transpose(a, perm))
+
+
+def dense_permutation(shape, strides) -> tuple[int, ...] | None:
+    """The dim order (outermost first) in which `strides` lay `shape` out densely, None if they do not.
+
+    Size-1 dims reach no other element: their strides are free (they go innermost)."""
+    order = sorted(range(len(shape)), key=lambda d: (shape[d] == 1, -strides[d], d))
+    expected = 1
+    for d in reversed(order):
+        if shape[d] != 1:
+            if strides[d] != expected:
+                return None
+            expected *= shape[d]
+    return tuple(order)
+
+
+def wrap_strided(array: jax.Array, strides) -> torch.Tensor:
+    """A new jax tensor owning `array` (logical values, row-major) laid out with `strides`, as PyTorch
+    lays out a result (a dense permutation of the dims; anything else is written through `write`).
+
+    The box keeps the logical value: the transpose into storage order is made only if the storage is
+    read another way (see Box)."""
+    shape = tuple(array.shape)
+    strides = tuple(strides)
+    if strides == contiguous_strides(shape):
+        return wrap(array)
+    dtype = dtypes.JAX_TO_TORCH.get(array.dtype) or dtypes.to_torch_dtype(array.dtype)
+    perm = dense_permutation(shape, strides) if array.size > 1 else None
+    if perm is None or perm == tuple(range(len(shape))):
+        if perm is not None:  # row-major up to the strides of size-1 dims: the values are the storage
+            return tensor_on_storage(new_storage(Box(array, array.size, dtype)), dtype, shape, strides)
+        out = empty(shape, dtype, strides)
+        if array.size:
+            write(out, array)
+        return out
+    box = Box(None, array.size, dtype)
+    box.logical = (array, shape, strides, perm)
+    return tensor_on_storage(new_storage(box), dtype, shape, strides)
 
 
 def wrap(array: jax.Array) -> torch.Tensor:
@@ -444,6 +511,15 @@ def read(t: torch.Tensor) -> jax.Array:
 
 def _read_stored(t: torch.Tensor) -> jax.Array:
     box = box_of(t)
+    logical = box.logical
+    if (
+        logical is not None
+        and t.dtype is box.dtype
+        and t.storage_offset() == 0
+        and logical[2] == t.stride()
+        and logical[1] == tuple(t.shape)
+    ):
+        return logical[0]
     if t.dtype is box.dtype and t.storage_offset() == 0 and t.is_contiguous() and t.numel() == box.numel:
         a = box.array
         if a.shape != t.shape:
@@ -523,6 +599,12 @@ def write(t: torch.Tensor, value: jax.Array) -> None:
         return
     _check_no_internal_overlap(t)
     strides, offset = t.stride(), t.storage_offset()
+    if t.dtype == box.dtype and offset == 0 and t.numel() == box.numel and box not in SHARDED:
+        perm = dense_permutation(shape, strides)
+        if perm is not None:  # the whole storage, permuted (channels_last): keep the value as computed
+            box.array = None
+            box.logical = (value, shape, strides, perm)
+            return
     numel = box.numel * box.dtype.itemsize // t.dtype.itemsize
     mode = _mode(_plan(shape, strides), offset, numel, t.numel(), writing=True)
     box.array = _scatter(shape, strides, jdt, mode)(box.array, value, offset)

@@ -15,6 +15,7 @@ from torch.utils._pytree import tree_flatten, tree_map
 
 import jaxdev
 from jaxdev.audit import samples as sample_db
+from jaxdev.tensor import is_non_overlapping_and_dense
 
 # Allocations whose values are whatever was in memory (any overload): a sample that reaches only
 # these is compared by shape and dtype, like a random op.
@@ -258,6 +259,7 @@ def run_sample(unit: sample_db.Unit, sample, repro: str | None = None) -> dict:
                 actual = _call_compiled(op, device_sample, lambda device: sample_db.to_device(sample, device))
             else:
                 actual, _ = _call(op, device_sample, backward, seeds)
+            layouts = _layouts(actual)
             actual = tree_map(_cpu, actual)
         except _Uncapturable as e:
             return {
@@ -283,6 +285,9 @@ def run_sample(unit: sample_db.Unit, sample, repro: str | None = None) -> dict:
         if result["fallback"]:
             bad["reason"] += f" (CPU fallback used for {', '.join(result['fallback'])})"
         return {**result, **bad}
+    misplaced = _stride_mismatch(layouts, expected)
+    if misplaced:
+        return {**result, "status": "stride_mismatch", "reason": misplaced}
     if untraced:
         return {**result, "status": "untraced", "reason": untraced[0].split(": ", 1)[-1][:300]}
     if result["fallback"]:
@@ -293,6 +298,28 @@ def run_sample(unit: sample_db.Unit, sample, repro: str | None = None) -> dict:
         }
     unchecked = "random op" if random else "uninitialised memory" if uninitialised else ""
     return {**result, "status": "pass", "reason": f"values unchecked: {unchecked}" if unchecked else ""}
+
+
+def _layouts(outputs) -> list:
+    """(shape, strides) of each output leaf as the device made it (None for a non-tensor)."""
+    leaves, _ = tree_flatten(outputs)
+    return [(tuple(t.shape), t.stride()) if isinstance(t, torch.Tensor) else None for t in leaves]
+
+
+def _stride_mismatch(layouts: list, expected) -> str | None:
+    """Where a dense, non-overlapping CPU result of more than one element has other strides on jax
+    (dims of length 1 reach no other element: their strides do not count)."""
+    e_leaves, _ = tree_flatten(expected)
+    for i, (laid, e) in enumerate(zip(layouts, e_leaves)):
+        if laid is None or not isinstance(e, torch.Tensor) or e.layout != torch.strided or e.numel() <= 1:
+            continue
+        if not is_non_overlapping_and_dense(e):
+            continue
+        shape, strides = laid
+        if any(n > 1 and s != t for n, s, t in zip(shape, strides, e.stride())):
+            where = f"output {i}" if len(e_leaves) > 1 else "output"
+            return f"{where} strides {list(strides)}, CPU gives {list(e.stride())} (shape {list(shape)})"
+    return None
 
 
 def _is_seeded(name: str) -> bool:

@@ -7,6 +7,10 @@ Statuses, worst first; a cell takes the worst status of its samples:
   lost_autograd          forward ran but gradients are gone (no grad_fn, None grads, warnings)
   exception              a kernel raised (type + message)
   shape_mismatch, dtype_mismatch, wrong (values beyond tolerance; max abs/rel error recorded)
+  stride_mismatch        values right, but a dense non-overlapping result is laid out otherwise
+                         than CPU lays it out (strides of its dims longer than 1): `.view` and
+                         `.stride()` then behave otherwise, and compiled programs plan views from
+                         strides. Not counted with the failures; reports list it beside them
   unsupported            jaxdev cannot hold the sample's tensors by design: the jax run raised
                          jaxdev.UnsupportedError (complex32 has no JAX type; sparse layouts).
                          Judged by the exception's type, never by the dtype's name, so a bug
@@ -32,6 +36,7 @@ SEVERITY = (
     "shape_mismatch",
     "dtype_mismatch",
     "wrong",
+    "stride_mismatch",
     "unsupported",
     "untraced",
     "fallback",
@@ -40,7 +45,7 @@ SEVERITY = (
 )
 FAILURES = frozenset(SEVERITY[: SEVERITY.index("wrong") + 1])
 # Correct, but not the device's own kernels in one program: listed in reports beside the failures.
-DEGRADED = ("untraced", "fallback")
+DEGRADED = ("stride_mismatch", "untraced", "fallback")
 UNSUPPORTED_MEANING = (
     "not supported by design: jaxdev cannot hold these tensors (JAX has no complex32 type; jax tensors are "
     "dense and strided, so no sparse layouts); not a failure, and left out of the pass/fallback shares"

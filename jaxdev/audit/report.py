@@ -21,6 +21,7 @@ COLOURS = {
     "wrong": "#6a1b9a",
     "dtype_mismatch": "#8e24aa",
     "shape_mismatch": "#5e35b1",
+    "stride_mismatch": "#f9a825",
     "crash": "#000000",
     "timeout": "#424242",
     "unsupported": "#90a4ae",

@@ -72,7 +72,7 @@ class _Work:
         fallback = sorted({op for v in verdicts for op in v.get("fallback", ())})
         if fallback:
             entry["fallback"] = fallback
-        if status in FAILURES and first_bad.get("repro"):
+        if (status in FAILURES or status == "stride_mismatch") and first_bad.get("repro"):
             entry["repro"] = first_bad["repro"]
         for key in ("max_abs", "max_rel"):
             values = [v[key] for v in verdicts if key in v]

@@ -169,8 +169,9 @@ def command(ops, dtypes, no_backward, mode, jobs, timeout, max_samples, shard, r
     OPS are OpInfo names or globs (`add`, `nn.functional.*`); none means all of op_db.
     Each (op, dtype, direction) gets a status: pass, fallback (correct only through the CPU
     fallback), untraced (compile: correct, but the graph ran op by op), missing, lost_autograd,
-    exception, wrong, dtype_mismatch, shape_mismatch, crash, timeout, unsupported (jaxdev cannot
-    hold the tensors by design: complex32, sparse layouts; left out of the shares) or skip. Directions: forward
+    exception, wrong, dtype_mismatch, shape_mismatch, stride_mismatch (values right, strides not
+    CPU's), crash, timeout, unsupported (jaxdev cannot hold the tensors by design: complex32, sparse
+    layouts; left out of the shares) or skip. Directions: forward
     and backward (eager), compile (--mode compile). A run replaces the directions it runs and
     keeps the others already in OUT/matrix.yaml.
 

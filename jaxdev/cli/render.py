@@ -24,6 +24,7 @@ COLOURS = {
     "wrong": "red",
     "dtype_mismatch": "red",
     "shape_mismatch": "red",
+    "stride_mismatch": "yellow",
     "exception": "red",
     "crash": "magenta",
     "timeout": "magenta",

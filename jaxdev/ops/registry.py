@@ -22,7 +22,7 @@ import jax
 import torch
 from torch._ops import OpOverload
 
-from jaxdev import dtypes, tensor
+from jaxdev import dtypes, layout, tensor, tracing
 from jaxdev.ops.toolkit import J, jitted
 from jaxdev.tensor import is_jax
 
@@ -65,8 +65,23 @@ def _register(op: OpOverload, fn: Callable) -> None:
         )
     if name in KERNELS:
         raise RegistrationError(f"{name} already has a jax kernel ({KERNELS[name].__qualname__})")
+    if name in RELAID:
+        fn = _relaid_kernel(op, fn)
     _LIB.impl(op, fn, "PrivateUse1")
     KERNELS[name] = fn
+
+
+# `register`ed kernels whose new results are re-laid out as PyTorch lays them out (`register_functional`
+# kernels all are): their results come from jax arrays made contiguous.
+RELAID = {"aten::_native_batch_norm_legit", "aten::_native_batch_norm_legit.no_stats"}
+
+
+def _relaid_kernel(op: OpOverload, fn: Callable) -> Callable:
+    def kernel(*args, **kwargs):
+        return relaid(op, args, kwargs, fn(*args, **kwargs))
+
+    kernel.__qualname__ = fn.__qualname__
+    return kernel
 
 
 # --- in-place and out= variants derived from a functional kernel ---------------------------------
@@ -143,7 +158,7 @@ def register_functional(*ops: OpOverload, inplace: bool = True, out: bool = True
 
     def deco(fn):
         for op in ops:
-            _register(op, _functional_kernel(fn))
+            _register(op, _functional_kernel(fn, op))
             FUNCTIONAL[op.name()] = fn
             ip = inplace_variant(op) if inplace else None
             if ip is not None:
@@ -164,10 +179,50 @@ def _wrap_result(r):
     return tensor.wrap(r)
 
 
-def _functional_kernel(fn):
+def _wrap_laid_out(r, op: OpOverload, args, kwargs):
+    """The results as new jax tensors with the strides PyTorch gives them (see jaxdev/layout.py)."""
+    first = r[0] if isinstance(r, tuple) else r
+    layouts = layout.result_layouts(op, args, kwargs, tracing.is_traced(first))
+    if layouts is None:
+        return _wrap_result(r)
+    rs = r if isinstance(r, tuple) else (r,)
+    out = []
+    for i, a in enumerate(rs):
+        laid = layouts[i] if i < len(layouts) else None
+        if a is None:
+            out.append(None)
+        elif laid is None or laid[0] != tuple(a.shape):
+            out.append(tensor.wrap(a))
+        else:
+            out.append(tensor.wrap_strided(a, laid[1]))
+    return tuple(out) if isinstance(r, tuple) else out[0]
+
+
+def relaid(op: OpOverload, args, kwargs, results):
+    """New contiguous result tensors of a `register`ed kernel re-laid out as PyTorch lays them out."""
+    if layout._all_contiguous(args, kwargs):
+        return results
+    rs = results if isinstance(results, tuple) else (results,)
+    first = next((t for t in rs if isinstance(t, torch.Tensor)), None)
+    if first is None:
+        return results
+    layouts = layout.result_layouts(op, args, kwargs, tracing.is_traced(tensor.box_of(first).pending()))
+    if layouts is None:
+        return results
+    out = []
+    for i, t in enumerate(rs):
+        laid = layouts[i] if i < len(layouts) else None
+        fresh = isinstance(t, torch.Tensor) and t.numel() > 1 and t.is_contiguous()
+        if fresh and laid is not None and laid[0] == tuple(t.shape) and laid[1] != t.stride():
+            t = tensor.wrap_strided(tensor.read(t), laid[1])
+        out.append(t)
+    return tuple(out) if isinstance(results, tuple) else out[0]
+
+
+def _functional_kernel(fn, op):
     def kernel(*args, **kwargs):
         with tensor.out_of_memory_as_torch():
-            return _wrap_result(fn(*args, **kwargs))
+            return _wrap_laid_out(fn(*args, **kwargs), op, args, kwargs)
 
     kernel.__qualname__ = fn.__qualname__
     return kernel
@@ -271,7 +326,7 @@ def _backward_kernel(backward: OpOverload, forward: OpOverload, prepare):
         grads = _vjp(name, tuple(static), tuple(where), wanted)(J(cotangent), *arrays)
         if mask is not None:
             grads = tuple(g if m else None for g, m in zip(grads, mask))
-        return _wrap_result(tuple(grads) if wanted > 1 else grads[0])
+        return _wrap_laid_out(tuple(grads) if wanted > 1 else grads[0], backward, args, kwargs)
 
     kernel.__qualname__ = f"vjp[{name}]"
     return kernel

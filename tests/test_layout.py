@@ -1,0 +1,243 @@
+"""Result layouts (strides) as PyTorch computes them: elementwise results in their inputs' memory
+order, channels_last kept by convolution, normalization, pooling and activations, the compiled path
+giving what AOTAutograd planned, and the logical/physical storage of such results staying exact."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from jaxdev_testing import assert_same
+
+import jaxdev
+
+torch.manual_seed(0)
+
+
+@pytest.fixture(autouse=True)
+def no_fallback(monkeypatch):
+    monkeypatch.setenv("JAXDEV_FALLBACK", "error")
+    jaxdev.reset_fallback_counts()
+    yield
+    assert jaxdev.fallback_counts() == {}
+
+
+def same(actual, expected, **tol):
+    assert_same(actual, expected, check_stride=True, **tol)
+
+
+def _pair(t):
+    return t, t.to("jax")
+
+
+def _cl(shape=(2, 3, 6, 6)):
+    x = torch.randn(shape).to(memory_format=torch.channels_last)
+    return x, x.to("jax")
+
+
+# --- elementwise: TensorIterator's memory order ---------------------------------------------------
+
+
+def test_transposed_plus_scalar_is_transposed_and_view_raises_like_cpu():
+    x, xj = _pair(torch.randn(3, 4))
+    r, rj = x.t() + 1, xj.t() + 1
+    assert r.stride() == (1, 4)
+    same(rj, r)
+    assert not rj.is_contiguous()
+    with pytest.raises(RuntimeError, match="view size is not compatible"):
+        r.view(-1)
+    with pytest.raises(RuntimeError, match="view size is not compatible"):
+        rj.view(-1)
+    assert_same(rj.reshape(-1), r.reshape(-1))
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda x: (x.t(), x.t()),  # both transposed
+        lambda x: (x.t(), x.t().contiguous()),  # the first input decides
+        lambda x: (x.t().contiguous(), x.t()),
+        lambda x: (x.t(), x[0, :3]),  # broadcast row
+        lambda x: (x[:1, :3].expand(4, 3), x.t()),  # a broadcast first input: the other decides
+        lambda x: (x.t(), x.t()[:, :1]),
+    ],
+    ids=["both", "first", "second", "row", "expanded", "column"],
+)
+def test_binary_results_follow_cpu_memory_order(make):
+    x = torch.randn(3, 4)
+    a, b = make(x)
+    aj, bj = make(x.to("jax"))
+    for fn in (torch.add, torch.mul, torch.maximum, torch.atan2):
+        same(fn(aj, bj), fn(a, b))
+
+
+def test_permuted_3d_unary_and_mixed_orders():
+    x = torch.randn(2, 3, 4)
+    p, q = x.permute(2, 0, 1), torch.randn(4, 2, 3).permute(0, 2, 1).transpose(1, 2)
+    pj, qj = p.to("jax"), q.to("jax")
+    assert p.stride() == pj.stride()
+    same(pj.neg(), p.neg())
+    same(torch.sin(pj), torch.sin(p))
+    same(pj + qj, p + q)
+    same(qj * pj, q * p)
+    same(torch.where(pj > 0, pj, qj), torch.where(p > 0, p, q))
+    same(pj.to(torch.float64), p.to(torch.float64))
+
+
+def test_sliced_input_gives_a_dense_result():
+    x = torch.randn(4, 6)
+    s, sj = x[:, ::2], x.to("jax")[:, ::2]
+    same(sj * 2, s * 2)
+    t, tj = x[::2].t(), x.to("jax")[::2].t()
+    same(tj * 2, t * 2)
+
+
+def test_chains_of_permuted_results_read_back_exactly():
+    x, xj = _pair(torch.randn(2, 3, 4, 5).permute(0, 2, 3, 1))
+    r, rj = (x * 2 + 1).neg(), (xj * 2 + 1).neg()
+    same(rj, r)
+    # other views of the same storage read the physical order
+    same(rj.permute(0, 3, 1, 2), r.permute(0, 3, 1, 2))
+    assert_same(rj.permute(0, 3, 1, 2).reshape(-1), r.permute(0, 3, 1, 2).reshape(-1))
+    assert_same(rj.as_strided((10,), (1,)), r.as_strided((10,), (1,)))
+    # writes through a view of a permuted result are seen by the result
+    r.permute(0, 3, 1, 2)[0, 0] = 7.0
+    rj.permute(0, 3, 1, 2)[0, 0] = 7.0
+    same(rj, r)
+    same(rj + 0, r + 0)
+
+
+def test_in_place_and_out_keep_the_destination_strides():
+    x, xj = _pair(torch.randn(3, 4))
+    d, dj = torch.zeros(4, 3), torch.zeros(4, 3, device="jax")
+    torch.add(x.t(), 1, out=d)
+    torch.add(xj.t(), 1, out=dj)
+    same(dj, d)
+    e, ej = torch.zeros(3, 4).t(), torch.zeros(3, 4, device="jax").t()
+    torch.mul(x.t(), 2, out=e)
+    torch.mul(xj.t(), 2, out=ej)
+    same(ej, e)
+    c, cj = _cl()
+    c.mul_(3).relu_()
+    cj.mul_(3).relu_()
+    same(cj, c)
+    same(cj.contiguous(), c.contiguous())
+
+
+# --- channels_last --------------------------------------------------------------------------------
+
+
+def test_channels_last_activations_and_elementwise():
+    x, xj = _cl()
+    same(torch.relu(xj), torch.relu(x))
+    same(F.gelu(xj), F.gelu(x), atol=1e-6, rtol=1e-6)
+    same(xj * 2 + xj, x * 2 + x)
+
+
+def test_channels_last_convolution():
+    x, xj = _cl()
+    w = torch.randn(4, 3, 3, 3)
+    wj = w.to("jax")
+    same(F.conv2d(xj, wj, padding=1), F.conv2d(x, w, padding=1), atol=1e-5, rtol=1e-5)
+    # a channels_last weight makes a contiguous input's result channels_last on CPU too
+    wc = w.to(memory_format=torch.channels_last)
+    got, want = F.conv2d(xj.contiguous(), wc.to("jax")), F.conv2d(x.contiguous(), wc)
+    assert want.is_contiguous(memory_format=torch.channels_last)
+    same(got, want, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("training", [True, False])
+def test_channels_last_batch_norm(training):
+    x, xj = _cl()
+    bn, bnj = torch.nn.BatchNorm2d(3), torch.nn.BatchNorm2d(3).to("jax")
+    bn.train(training), bnj.train(training)
+    same(bnj(xj), bn(x), atol=1e-5, rtol=1e-5)
+
+
+def test_channels_last_pooling_and_upsampling():
+    x, xj = _cl()
+    same(F.max_pool2d(xj, 2), F.max_pool2d(x, 2))
+    same(F.avg_pool2d(xj, 2), F.avg_pool2d(x, 2), atol=1e-6, rtol=1e-6)
+    same(F.interpolate(xj, scale_factor=2), F.interpolate(x, scale_factor=2))
+
+
+def test_channels_last_model_forward_and_backward():
+    torch.manual_seed(1)
+    m = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4), torch.nn.ReLU())
+    mj = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4), torch.nn.ReLU()).to("jax")
+    mj.load_state_dict(m.state_dict())
+    m, mj = m.to(memory_format=torch.channels_last), mj.to(memory_format=torch.channels_last)
+    x, xj = _cl((2, 3, 7, 7))
+    x.requires_grad_(), xj.requires_grad_()
+    out, outj = m(x), mj(xj)
+    same(outj, out, atol=1e-5, rtol=1e-5)
+    out.square().sum().backward()
+    outj.square().sum().backward()
+    same(xj.grad, x.grad, atol=1e-4, rtol=1e-4)
+    same(mj[0].weight.grad, m[0].weight.grad, atol=1e-4, rtol=1e-4)
+
+
+def test_gradients_of_permuted_inputs():
+    a = torch.randn(2, 3, 4).permute(2, 0, 1).requires_grad_()
+    aj = a.detach().to("jax").requires_grad_()
+    (a.sin() * a.exp()).sum().backward()
+    (aj.sin() * aj.exp()).sum().backward()
+    same(aj.grad, a.grad, atol=1e-6, rtol=1e-6)
+
+
+# --- compiled programs ------------------------------------------------------------------------------
+
+
+def test_compiled_elementwise_gives_cpu_strides():
+    def f(x):
+        y = x.t() + 1
+        return y * 2, y.reshape(-1)
+
+    x = torch.randn(3, 4)
+    want = f(x)
+    got = torch.compile(f, backend="jax")(x.to("jax"))
+    for g, w in zip(got, want):
+        same(g, w)
+
+
+def test_compiled_channels_last_conv_model_gives_cpu_strides():
+    """The program's results have CPU's strides, and those are what AOTAutograd planned from
+    FakeTensors on the jax device (its view replays rely on them), forward and backward."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    torch.manual_seed(2)
+    m = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4), torch.nn.ReLU())
+    mj = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4), torch.nn.ReLU()).to("jax")
+    mj.load_state_dict(m.state_dict())
+    m, mj = m.to(memory_format=torch.channels_last), mj.to(memory_format=torch.channels_last)
+    x, xj = _cl((2, 3, 7, 7))
+    x.requires_grad_(), xj.requires_grad_()
+    want = m(x)
+    got = torch.compile(mj, backend="jax")(xj)
+    assert want.is_contiguous(memory_format=torch.channels_last)
+    same(got, want, atol=1e-5, rtol=1e-5)
+    mode = FakeTensorMode(allow_non_fake_inputs=True)
+    with mode:
+        planned = mj(mode.from_tensor(xj.detach()))
+    assert got.stride() == planned.stride()
+    want.square().sum().backward()
+    got.square().sum().backward()
+    same(xj.grad, x.grad, atol=1e-4, rtol=1e-4)
+    same(mj[0].weight.grad, m[0].weight.grad, atol=1e-4, rtol=1e-4)
+
+
+def test_fake_convolution_on_jax_is_laid_out_as_cpu():
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    x = torch.randn(2, 3, 6, 6).to(memory_format=torch.channels_last)
+    w = torch.randn(4, 3, 3, 3)
+    args = ([1, 1], [1, 1], [1, 1], False, [0, 0], 1)
+    want = torch.ops.aten.convolution(x, w, None, *args)
+    mode = FakeTensorMode(allow_non_fake_inputs=True)
+    fx, fw = mode.from_tensor(x.to("jax")), mode.from_tensor(w.to("jax"))
+    with mode:
+        out = torch.ops.aten.convolution(fx, fw, None, *args)
+        grads = torch.ops.aten.convolution_backward(out, fx, fw, [4], *args, [True, True, True])
+    assert out.device.type == "jax" and out.stride() == want.stride()
+    cpu_grads = torch.ops.aten.convolution_backward(want, x, w, [4], *args, [True, True, True])
+    assert [g.stride() for g in grads] == [g.stride() for g in cpu_grads]
