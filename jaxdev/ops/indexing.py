@@ -1,16 +1,22 @@
 """Indexing, joining and masking: cat, index / index_put (advanced indexing), masked_fill,
 masked_select, nonzero, index_select, gather, scatter.
 
-Data-dependent shapes (boolean masks, nonzero) are computed concretely: this is eager mode.
+Data-dependent shapes (boolean masks, nonzero) are computed concretely: this is eager mode. They
+must not compile a program per count of true values (`x[mask] = v` in a training loop would compile
+on every step): positions come from one padded program per mask shape plus a slice to the count,
+and a write through a single mask needs no positions at all.
 Integer indices are bounds-checked like PyTorch (JAX would silently clamp them).
 """
 
 from __future__ import annotations
 
+import functools
+
+import jax
 import jax.numpy as jnp
 import torch
 
-from jaxdev import dtypes, tensor
+from jaxdev import dtypes, tensor, tracing
 from jaxdev.ops.registry import aten, register, register_functional
 from jaxdev.ops.toolkit import J, add_at, any_device, check_index_bounds, multiply_at, wrap_dim
 
@@ -40,6 +46,58 @@ def cat(tensors, dim=0):
     return jnp.concatenate([J(t).astype(jdt) for t in kept], axis=d)
 
 
+# --- positions of true values, one compile per shape ----------------------------------------------------
+
+
+@jax.jit
+def _padded_positions(x):
+    """argwhere(x != 0) padded to x.size rows, and the count of true values."""
+    m = x != 0
+    return jnp.argwhere(m, size=m.size, fill_value=0), jnp.sum(m)
+
+
+def true_positions(x) -> jax.Array:
+    """jnp.argwhere(x != 0) (int64 rows), compiled once per shape: the count selects a prefix."""
+    rows, count = _padded_positions(x)
+    return jax.lax.slice_in_dim(rows, 0, int(count))
+
+
+@functools.partial(jax.jit, static_argnums=2)
+def _padded_rows(x, m, p):
+    """x's entries where the mask m (over dims p .. p + m.ndim) is true, padded to m.size rows along
+    dim p, and the count of true values."""
+    flat = x.reshape(x.shape[:p] + (-1,) + x.shape[p + m.ndim :])
+    return jnp.take(flat, jnp.flatnonzero(m, size=m.size, fill_value=0), axis=p), jnp.sum(m)
+
+
+def _masked_rows(x, m, p):
+    rows, count = _padded_rows(x, m, p)
+    return jax.lax.slice_in_dim(rows, 0, int(count), axis=p)
+
+
+@functools.partial(jax.jit, static_argnums=(3, 4))
+def _put_through_mask(x, m, v, p, accumulate):
+    """index_put with one mask over dims p ..: the i-th true position takes row i of v along dim p
+    (v's dim p is 1 or the count), through a running count instead of the positions."""
+    k = m.ndim
+    row = jnp.clip(jnp.cumsum(m.reshape(-1)) - 1, 0, v.shape[p] - 1)
+    g = jnp.take(v, row, axis=p).reshape(x.shape)
+    if accumulate:
+        g = x | g if x.dtype == jnp.bool_ else x + g
+    return jnp.where(m.reshape((1,) * p + m.shape + (1,) * (x.ndim - p - k)), g, x)
+
+
+def _single_mask(self, indices):
+    """(p, mask) when `indices` is Nones and exactly one boolean mask, else None."""
+    tensors = [(p, ix) for p, ix in enumerate(indices) if ix is not None]
+    if len(tensors) != 1 or tensors[0][1].dtype not in (torch.bool, torch.uint8):
+        return None
+    p, mask = tensors[0]
+    if any(mask.shape[k] != self.shape[p + k] if p + k < self.dim() else True for k in range(mask.dim())):
+        return None  # the general path raises CPU's IndexError
+    return p, any_device(mask).astype(bool)
+
+
 def _index_tuple(self, indices):
     """PyTorch's `indices` list (None = whole dim, bool masks, integer tensors) as a jnp index."""
     out, dim = [], 0
@@ -57,7 +115,7 @@ def _index_tuple(self, indices):
                         f"The shape of the mask {list(a.shape)} at index {k} does not match the shape "
                         f"of the indexed tensor {list(self.shape)} at index {dim + k}"
                     )
-            out.extend(jnp.nonzero(a))
+            out.extend(true_positions(a).T)
             dim += a.ndim
         else:
             if not jnp.issubdtype(a.dtype, jnp.integer):
@@ -74,12 +132,50 @@ def _index_tuple(self, indices):
 
 @register_functional(aten.index.Tensor)
 def index(self, indices):
+    single = _single_mask(self, indices)
+    if single is not None:
+        return _masked_rows(J(self), single[1], single[0])
     return J(self)[_index_tuple(self, indices)]
+
+
+def _put_value(self, values, mask, p):
+    """values cast to self's dtype and broadcast to the indexing result [pre.., count or 1, rest..]."""
+    v = J(values).astype(J(self).dtype) if values.device.type == "jax" or values.dim() == 0 else None
+    v = tensor.from_cpu(values).astype(dtypes.to_jax_dtype(self.dtype)) if v is None else v
+    pre, rest = tuple(self.shape[:p]), tuple(self.shape[p + mask.ndim :])
+    count = jnp.sum(mask)
+
+    def mismatch():
+        result = [*pre, int(count), *rest]
+        return RuntimeError(
+            f"shape mismatch: value tensor of shape {list(values.shape)} cannot be broadcast to indexing result "
+            f"of shape {result}"
+        )
+
+    n = len(pre) + 1 + len(rest)
+    if v.ndim > n:
+        raise mismatch()
+    shape = (1,) * (n - v.ndim) + v.shape
+    for have, want in zip(shape[:p] + shape[p + 1 :], pre + rest):
+        if have not in (1, want):
+            raise mismatch()
+    if shape[p] != 1:
+        tracing.check_values(count != shape[p], mismatch)
+    return jnp.broadcast_to(v.reshape(shape), (*pre, shape[p], *rest))
 
 
 @register_functional(aten.index_put.default)
 def index_put(self, indices, values, accumulate=False):
+    if values.dim() and values.dtype != self.dtype:
+        raise RuntimeError(
+            "Index put requires the source and destination dtypes match, got "
+            f"{dtypes.scalar_name(self.dtype)} for the destination and {dtypes.scalar_name(values.dtype)} for the source."
+        )
     x = J(self)
+    single = _single_mask(self, indices)
+    if single is not None:
+        p, mask = single
+        return _put_through_mask(x, mask, _put_value(self, values, mask, p), p, bool(accumulate))
     v = (
         J(values).astype(x.dtype)
         if values.device.type == "jax" or values.dim() == 0
@@ -119,12 +215,12 @@ def masked_select(self, mask):
         raise RuntimeError("masked_select: expected BoolTensor for mask")
     x, m = J(self), J(mask)
     shape = jnp.broadcast_shapes(x.shape, m.shape)
-    return jnp.broadcast_to(x, shape)[jnp.broadcast_to(m, shape)]
+    return _masked_rows(jnp.broadcast_to(x, shape), jnp.broadcast_to(m, shape), 0).reshape(-1)
 
 
 @register_functional(aten.nonzero.default)
 def nonzero(self):
-    return jnp.argwhere(J(self) != 0).astype(jnp.int64)
+    return true_positions(J(self)).astype(jnp.int64)
 
 
 @register_functional(aten.nonzero_static.default)
