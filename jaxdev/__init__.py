@@ -50,7 +50,17 @@ if not _cli_help_only():
     from jaxdev.dtypes import UnsupportedDtypeError, UnsupportedError, UnsupportedLayoutError
     from jaxdev.fallback import fallback_counts, reset_fallback_counts
     from jaxdev.interop import from_jax, to_jax
-    from jaxdev.mesh import distribute, get_mesh, is_sharded, mesh, set_mesh, shard, sharding, unshard
+    from jaxdev.mesh import (
+        distribute,
+        from_process_local,
+        get_mesh,
+        is_sharded,
+        mesh,
+        set_mesh,
+        shard,
+        sharding,
+        unshard,
+    )
 
     _storage.install()
     _autocast.install()
@@ -67,6 +77,7 @@ __all__ = [
     "distribute",
     "fallback_counts",
     "from_jax",
+    "from_process_local",
     "get_mesh",
     "is_sharded",
     "mesh",

@@ -20,7 +20,8 @@ import warnings
 import torch
 from torch.utils._pytree import tree_map
 
-from jaxdev import mesh, tensor, tracing
+from jaxdev import tensor, tracing
+from jaxdev.mesh import reshard_like  # (jaxdev.mesh, the attribute, is the `mesh` scope function)
 from jaxdev.tensor import is_jax
 
 _counts: collections.Counter[str] = collections.Counter()
@@ -140,7 +141,7 @@ def run_on_cpu(op, *args, **kwargs):
                 return originals[id(x)]
             value = tensor.from_cpu(x)
             if tensor.SHARDED:  # a result shaped like a sharded input gets its sharding back (jaxdev/mesh.py)
-                value = mesh.reshard_like(value, originals.values())
+                value = reshard_like(value, originals.values())
             return tensor.wrap(value)
         return x
 

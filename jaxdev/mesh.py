@@ -36,9 +36,20 @@ import numpy as np
 import torch
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from jaxdev import tensor
+from jaxdev import dtypes, tensor
 
-__all__ = ["PartitionSpec", "distribute", "get_mesh", "is_sharded", "mesh", "set_mesh", "shard", "sharding", "unshard"]
+__all__ = [
+    "PartitionSpec",
+    "distribute",
+    "from_process_local",
+    "get_mesh",
+    "is_sharded",
+    "mesh",
+    "set_mesh",
+    "shard",
+    "sharding",
+    "unshard",
+]
 
 _MESH: Mesh | None = None
 
@@ -134,6 +145,21 @@ def shard(t: torch.Tensor, spec=None, *, mesh=None) -> torch.Tensor:
         a = a.reshape(shape)
     box.array = jax.device_put(a, target)
     tensor.SHARDED[box] = (shape, target)
+    return t
+
+
+def from_process_local(local: torch.Tensor, spec, *, mesh=None) -> torch.Tensor:
+    """Multi-host (after `jax.distributed.initialize`): a jax tensor holding the global array whose
+    part on this process's devices is `local` (a CPU or jax tensor; each process passes its own
+    part, e.g. its slice of the batch). With `P("data")` over a mesh of all processes' devices, the
+    global batch is the processes' parts concatenated in process order. On one process this is
+    `shard(local.to("jax"), spec)` with a copy."""
+    target = _sharding_for(spec, mesh)
+    if tensor.is_jax(local):
+        local = local.cpu()
+    array = jax.make_array_from_process_local_data(target, dtypes.cpu_to_numpy(local.contiguous()))
+    t = tensor.wrap(array)
+    tensor.SHARDED[tensor.box_of(t)] = (tuple(array.shape), target)
     return t
 
 

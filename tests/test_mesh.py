@@ -9,9 +9,15 @@ Single-device results are computed in the same child by the same kernels on unsh
 from __future__ import annotations
 
 import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
 
 import pytest
-from jaxdev_testing import describe_exit, run_python
+from jaxdev_testing import ROOT
 
 CHILD = r"""
 import io, json, os, traceback
@@ -230,6 +236,7 @@ def save_and_load_sharded():
     same(fresh[0].weight, expected["0.weight"])
 
 print("RESULTS" + json.dumps(results))
+print("REFERENCE" + json.dumps(REF))
 """
 
 CHECKS = [
@@ -246,16 +253,67 @@ CHECKS = [
 ]
 
 
-@pytest.fixture(scope="module")
-def results():
-    proc = run_python(
-        CHILD,
-        env={"XLA_FLAGS": "--xla_force_host_platform_device_count=8", "JAXDEV_FALLBACK": "error"},
-        timeout=300,
+def _child(code: str, env: dict) -> subprocess.Popen:
+    full = dict(os.environ)
+    full["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(ROOT / "tests"), full.get("PYTHONPATH", "")])
+    full.update(env)
+    out = tempfile.TemporaryFile()  # noqa: SIM115  (a file, not a pipe: a child never blocks on a full pipe)
+    proc = subprocess.Popen(
+        [sys.executable, "-X", "faulthandler", "-c", code], env=full, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT
     )
-    lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULTS")]
-    assert proc.returncode == 0 and lines, describe_exit(proc)
-    return json.loads(lines[-1][len("RESULTS") :])
+    proc.out = out
+    return proc
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def children():
+    """All child processes at once: the 8-device checks and the two processes of the multi-host run.
+    Returns (exit code, output) per child; all are killed 200 s after the start."""
+    port = str(_free_port())
+    procs = {
+        "mesh": _child(CHILD, {"XLA_FLAGS": "--xla_force_host_platform_device_count=8", "JAXDEV_FALLBACK": "error"})
+    }
+    for pid in range(2):
+        procs[f"host{pid}"] = _child(
+            MULTI_HOST,
+            {
+                "XLA_FLAGS": "--xla_force_host_platform_device_count=2",
+                "JAXDEV_FALLBACK": "error",
+                "MESH_PID": str(pid),
+                "MESH_PORT": port,
+            },
+        )
+    outputs = {}
+    deadline = time.monotonic() + 200
+    for name, p in procs.items():
+        try:
+            code = p.wait(timeout=max(1.0, deadline - time.monotonic()))
+            note = ""
+        except subprocess.TimeoutExpired:
+            p.kill()
+            code, note = p.wait(), "\n(killed after 200 s)"
+        p.out.seek(0)
+        outputs[name] = (code, p.out.read().decode(errors="replace") + note)
+        p.out.close()
+    return outputs
+
+
+def _tagged(output: tuple[int, str], tag: str):
+    code, text = output
+    lines = [line for line in text.splitlines() if line.startswith(tag)]
+    assert code == 0 and lines, f"exit {code}:\n" + "\n".join(text.splitlines()[-25:])
+    return json.loads(lines[-1][len(tag) :])
+
+
+@pytest.fixture(scope="module")
+def results(children):
+    return _tagged(children["mesh"], "RESULTS")
 
 
 @pytest.mark.parametrize("name", CHECKS)
@@ -266,3 +324,55 @@ def test_mesh(results, name):
 
 def test_every_check_is_listed(results):
     assert sorted(results) == sorted(CHECKS)
+
+
+# --- multi-host: jax.distributed over 2 processes on localhost -------------------------------------
+
+MULTI_HOST = r"""
+import json, os, sys
+import torch, jax, jaxdev
+from jax.sharding import PartitionSpec as P
+
+pid, port = int(os.environ["MESH_PID"]), os.environ["MESH_PORT"]
+jax.config.update("jax_cpu_collectives_implementation", "gloo")
+jax.distributed.initialize(f"127.0.0.1:{port}", num_processes=2, process_id=pid, initialization_timeout=60)
+assert jax.process_count() == 2 and jax.device_count() == 4 and jax.local_device_count() == 2
+
+def make_model():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
+
+torch.manual_seed(1)
+X, Y = torch.randn(64, 16), torch.randint(0, 4, (64,))
+
+def train(model, x, y):
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    losses = []
+    for _ in range(3):
+        opt.zero_grad()
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())  # the loss is replicated: every process can read it
+    return losses
+
+jaxdev.set_mesh({"data": 4})  # the devices of both processes
+model = jaxdev.distribute(make_model())
+half = slice(32 * pid, 32 * (pid + 1))
+x = jaxdev.from_process_local(X[half], P("data"))  # this process's half of the global batch
+y = jaxdev.from_process_local(Y[half], P("data"))
+assert x.shape == (64, 16), x.shape
+losses = train(model, x, y)
+print("RESULT" + json.dumps({"pid": pid, "losses": losses}), flush=True)
+jax.distributed.shutdown()
+"""
+
+
+def test_multi_host_data_parallel_matches_one_process(children):
+    """2 processes, 2 CPU devices each, one mesh of 4: each process passes half the batch; the losses
+    equal one process training on the whole batch (the reference run of the 8-device child)."""
+    reference = _tagged(children["mesh"], "REFERENCE")
+    results = [_tagged(children[f"host{pid}"], "RESULT") for pid in range(2)]
+    for r in results:
+        assert max(abs(a - b) for a, b in zip(r["losses"], reference)) < 1e-5, (r, reference)
+    assert results[0]["losses"] == results[1]["losses"]
