@@ -165,3 +165,38 @@ def test_logcumsumexp_complex_infinities_and_nan(dtype):
     ]
     x = torch.tensor(rows, dtype=dtype)
     on_both(lambda d: torch.logcumsumexp(x.to(d), 1), rtol=1e-14 if dtype == torch.complex128 else 0)
+
+
+# --- layer norm: CPU's rstd is a rounded sqrt then a rounded division (XLA's rsqrt is 1 ulp off for
+# a third of float32 inputs), and its dgamma weighs dy by a fused rstd * x - rstd * mean ---
+
+
+@pytest.mark.parametrize("shape,normalized", [((1,), (1,)), ((3, 1), (1,)), ((2, 5), (5,)), ((4, 3, 7), (3, 7))])
+def test_layer_norm_rstd_and_weight_gradient(shape, normalized):
+    x, w, b, gy = (
+        _randn(*shape, scale=3),
+        _randn(*normalized, seed=1),
+        _randn(*normalized, seed=2),
+        _randn(*shape, seed=3),
+    )
+    exact = shape == (1,)  # one element: no summation order to differ in
+    tol = {"rtol": 0, "atol": 0} if exact else {"rtol": 1.3e-6, "atol": 1e-5}
+    on_both(lambda d: torch.native_layer_norm(x.to(d), normalized, w.to(d), b.to(d), 1e-5)[1:], **tol)
+
+    def grads(d):
+        xx, ww, bb = (t.to(d).requires_grad_() for t in (x, w, b))
+        y = torch.nn.functional.layer_norm(xx, normalized, ww, bb)
+        return torch.autograd.grad(y, (xx, ww, bb), gy.to(d))
+
+    on_both(grads, **tol)  # one element: dgamma is dy times the fused product's rounding error
+
+
+def test_reciprocal_square_root_is_rounded_twice():
+    var = torch.rand(100000, generator=torch.Generator().manual_seed(0)) * 10
+    ones = torch.ones(2, var.numel())
+    # evaluation-mode batch norm of ones around a zero mean returns 1 / sqrt(var + eps) itself
+    on_both(
+        lambda d: torch.native_batch_norm(
+            ones.to(d), None, None, torch.zeros_like(var, device=d), var.to(d), False, 0.1, 1e-5
+        )[0]
+    )
