@@ -488,11 +488,20 @@ def _ctc_labels(flat_targets, offsets, target_lengths, longest, blank):
     return jnp.where(odd, labels, blank).astype(jnp.int64)
 
 
+def _exp(x):
+    """exp as CPU's libm gives it for float32 (correctly rounded): in double, rounded once."""
+    return jnp.exp(x.astype(jnp.float64)).astype(x.dtype)
+
+
+def _log(x):
+    return jnp.log(x.astype(jnp.float64)).astype(x.dtype)
+
+
 def _log3(a, b, c):
     """CPU's log(exp(a - m) + exp(b - m) + exp(c - m)) + m, m the largest (0 when all are -inf)."""
     m = jnp.maximum(jnp.maximum(a, b), c)
     m = jnp.where(m == _NEG_INF, 0, m)
-    return jnp.log(jnp.exp(a - m) + jnp.exp(b - m) + jnp.exp(c - m)) + m
+    return _log(_exp(a - m) + _exp(b - m) + _exp(c - m)) + m
 
 
 def _ctc_forward_body(lp, flat_targets, offsets, input_lengths, target_lengths, blank, longest):
@@ -521,7 +530,7 @@ def _ctc_forward_body(lp, flat_targets, offsets, input_lengths, target_lengths, 
     l2 = jnp.take_along_axis(last, jnp.clip(2 * target_lengths - 1, 0, None)[:, None], axis=1)[:, 0]
     m = jnp.maximum(l1, l2)
     m = jnp.where(m == _NEG_INF, 0, m)
-    ll = jnp.where(target_lengths == 0, l1, jnp.log(jnp.exp(l1 - m) + jnp.exp(l2 - m)) + m)
+    ll = jnp.where(target_lengths == 0, l1, _log(_exp(l1 - m) + _exp(l2 - m)) + m)
     ll = jnp.where(input_lengths == 0, jnp.where(target_lengths == 0, 0, _NEG_INF), ll)
     return -ll, log_alpha
 
@@ -558,14 +567,18 @@ def _ctc_backward_body(
     overwritten = (end > 0) & (last_label == blank)
     last_row = jnp.arange(T)[None, :, None] == (input_lengths[:, None, None] - 1)
     ab = jnp.where(last_row & overwritten[:, :, None] & (s[None, None, :] == end[:, :, None]), _NEG_INF, ab)
-    onehot = labels[:, None, :, None] == jnp.arange(C)[None, None, None, :]  # (N, 1, S, C)
-    grouped = jnp.where(onehot, ab[..., None], _NEG_INF)  # (N, T, S, C)
-    top = jnp.max(grouped, axis=2)
-    safe = jnp.where(top == _NEG_INF, 0, top)
-    lcab = jnp.log(jnp.sum(jnp.exp(grouped - safe[:, :, None, :]), axis=2)) + safe  # (N, T, C)
-    lcab = jnp.where(top == _NEG_INF, _NEG_INF, lcab)
+    classes = jnp.arange(C)
+
+    def log_add(lcab, k):  # CPU's order: s from 2 * target_length down to 0, "log+=" into lcab[t, l'[s]]
+        v = ab[:, :, k][..., None]  # (N, T, 1)
+        hit = (labels[:, k][:, None, None] == classes[None, None, :]) & (v > _NEG_INF)
+        m = jnp.maximum(lcab, v)
+        merged = jnp.where(lcab == _NEG_INF, v, _log(_exp(lcab - m) + _exp(v - m)) + m)
+        return jnp.where(hit, merged, lcab), None
+
+    lcab, _ = jax.lax.scan(log_add, jnp.full((N, T, C), _NEG_INF, lp.dtype), jnp.arange(S - 1, -1, -1))
     lpn = jnp.moveaxis(lp, 0, 1)
-    res = (jnp.exp(lpn) - jnp.exp(lcab + nll[:, None, None] - lpn)) * g[:, None, None]
+    res = (_exp(lpn) - _exp(lcab + nll[:, None, None] - lpn)) * g[:, None, None]
     keep = jnp.arange(T)[None, :, None] < input_lengths[:, None, None]
     if zero_infinity:
         keep = keep & (nll != jnp.inf)[:, None, None]
