@@ -191,8 +191,11 @@ def _wrap_laid_out(r, op: OpOverload, args, kwargs):
         laid = layouts[i] if i < len(layouts) else None
         if a is None:
             out.append(None)
-        elif laid is None or laid[0] != tuple(a.shape):
-            out.append(tensor.wrap(a))
+        elif laid is None or laid[0] != tuple(a.shape):  # a cached answer for other shapes: ask again
+            fresh = layout.computed_layouts(op, args, kwargs, tracing.is_traced(a)) if laid is not None else None
+            laid = fresh[i] if fresh and i < len(fresh) else None
+            ok = laid is not None and laid[0] == tuple(a.shape)
+            out.append(tensor.wrap_strided(a, laid[1]) if ok else tensor.wrap(a))
         else:
             out.append(tensor.wrap_strided(a, laid[1]))
     return tuple(out) if isinstance(r, tuple) else out[0]
