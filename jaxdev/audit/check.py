@@ -15,6 +15,7 @@ from torch.utils._pytree import tree_flatten, tree_map
 
 import jaxdev
 from jaxdev.audit import samples as sample_db
+from jaxdev.audit.facts import TIED_INDICES, TiedIndices
 from jaxdev.tensor import is_non_overlapping_and_dense
 
 # Allocations whose values are whatever was in memory (any overload): a sample that reaches only
@@ -201,6 +202,117 @@ def compare(actual, expected, atol: float, rtol: float, values: bool = True, flo
     return bad
 
 
+def _arg(sample, position: int | None, name: str, default):
+    """An argument of the sample by keyword, else by position among the args, else the default."""
+    if name in sample.kwargs:
+        return sample.kwargs[name]
+    if position is not None and len(sample.args) > position:
+        return sample.args[position]
+    return default
+
+
+def _bit_equal(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Elementwise: the same value with the same sign bit, or both NaN."""
+    if a.is_floating_point():
+        return ((a == b) & (torch.signbit(a) == torch.signbit(b))) | (torch.isnan(a) & torch.isnan(b))
+    return a == b
+
+
+def arrangement_problem(rule: TiedIndices, sample, indices, values, cpu_indices) -> str | None:
+    """None when `indices` (from the device) are a valid arrangement of the CPU input `sample.input`
+    under `rule`; else what is wrong with them. `values`: the device's values output (None for
+    argsort: the input gathered at CPU's indices is the reference)."""
+    x = sample.input.detach()
+    dim = _arg(sample, rule.dim, "dim", rule.default_dim)
+    keepdim = bool(_arg(sample, rule.keepdim, "keepdim", False)) if rule.keepdim is not None else True
+    if x.dim() == 0:  # a 0-d input: one element, and its only index is 0
+        x, d = x.reshape(1), 0
+        reshape = lambda t: t.reshape(1)
+    else:
+        d = dim % x.dim()
+        reshape = (lambda t: t.unsqueeze(d)) if rule.reduces and not keepdim else (lambda t: t)
+    idx = reshape(indices)
+    n = x.shape[d]
+    if idx.numel() and not bool(((idx >= 0) & (idx < n)).all()):
+        return f"are out of range for dim {d} of size {n}: {idx.min().item()}..{idx.max().item()}"
+    gathered = x.gather(d, idx)
+    reference = reshape(values) if values is not None else x.gather(d, reshape(cpu_indices))
+    mismatch = ~_bit_equal(gathered, reference)
+    if bool(mismatch.any()):
+        what = "the returned values" if values is not None else "the input at CPU's indices"
+        return f"do not pick {what}: {int(mismatch.sum())} of {mismatch.numel()} positions gather another value"
+    if rule.permutation:
+        shape = [1] * idx.dim()
+        shape[d] = n
+        if not bool((idx.sort(dim=d).values == torch.arange(n).view(shape)).all()):
+            return f"are not a permutation along dim {d}"
+    return None
+
+
+def _by_value_then_grad(x: torch.Tensor, grad: torch.Tensor, d: int) -> torch.Tensor:
+    """`grad` reordered in each slice along `d`: by x's value, ties by the gradient itself (stable
+    sorts; tied values, -0.0 and 0.0, or NaNs, end up adjacent), as rows."""
+    n = x.shape[d]
+    keys = x.movedim(d, -1).reshape(-1, n)
+    g = grad.movedim(d, -1).reshape(-1, n)
+    by_grad = g.sort(dim=-1, stable=True).indices
+    by_value = keys.gather(-1, by_grad).sort(dim=-1, stable=True).indices
+    return g.gather(-1, by_grad.gather(-1, by_value))
+
+
+def compare_tied_grads(rule: TiedIndices, sample, actual, expected, atol: float, rtol: float) -> dict | None:
+    """compare() for gradients of an op in facts.TIED_INDICES: as CPU's, or as CPU's up to a
+    reordering within each group of tied input elements along the dim."""
+    bad = compare(actual, expected, atol, rtol)
+    dim = _arg(sample, rule.dim, "dim", rule.default_dim)
+    if not bad or bad["status"] != "wrong" or sample.kwargs.get("stable") is True or dim is None:
+        return bad
+    x = sample.input.detach()
+    a_leaves, e_leaves = tree_flatten(actual)[0], tree_flatten(expected)[0]
+    if x.dim() == 0 or len(e_leaves) != 1 or not isinstance(a_leaves[0], torch.Tensor):
+        return bad
+    a, e = a_leaves[0], e_leaves[0]
+    if a.shape != x.shape or e.shape != x.shape or x.is_complex():
+        return bad
+    d = dim % x.dim()
+    regrouped = compare(_by_value_then_grad(x, a, d), _by_value_then_grad(x, e, d), atol, rtol)
+    if regrouped:
+        regrouped["reason"] += " (also after reordering within tied elements)"
+    return regrouped
+
+
+def compare_tied(rule: TiedIndices, sample, actual, expected, atol: float, rtol: float) -> dict | None:
+    """compare() for an op in facts.TIED_INDICES: the outputs other than the indices as usual; the
+    indices as CPU's, or any valid arrangement of tied elements (arrangement_problem). With
+    stable=True (a specified order) everything is compared as usual."""
+    a_leaves, _ = tree_flatten(actual)
+    e_leaves, _ = tree_flatten(expected)
+    if (
+        sample.kwargs.get("stable") is True
+        or rule.indices is None
+        or len(e_leaves) <= rule.indices
+        or len(a_leaves) != len(e_leaves)
+    ):
+        return compare(actual, expected, atol, rtol)
+    bad = compare(actual, expected, atol, rtol, values=False)  # shapes and dtypes of every output
+    if bad:
+        return bad
+    others = [i for i in range(len(e_leaves)) if i != rule.indices]
+    bad = compare([a_leaves[i] for i in others], [e_leaves[i] for i in others], atol, rtol)
+    if bad:
+        return bad
+    a_idx, e_idx = a_leaves[rule.indices], e_leaves[rule.indices]
+    if compare(a_idx, e_idx, 0.0, 0.0) is None:
+        return None
+    if _arg(sample, rule.dim, "dim", rule.default_dim) is None:
+        return compare(actual, expected, atol, rtol)
+    values = a_leaves[rule.values] if rule.values is not None else None
+    problem = arrangement_problem(rule, sample, a_idx, values, e_idx)
+    if problem:
+        return {"status": "wrong", "reason": f"output {rule.indices} (indices) {problem}"}
+    return None
+
+
 def _exception_status(e: BaseException) -> str:
     text = str(e)
     # By type only: jaxdev raises UnsupportedError for what it cannot hold by design (complex32,
@@ -280,7 +392,12 @@ def run_sample(unit: sample_db.Unit, sample, repro: str | None = None) -> dict:
             if a is None and e is not None:
                 return {**result, "status": "lost_autograd", "reason": f"grad of input {i} is None on jax"}
     atol, rtol = sample_db.tolerance(unit)
-    bad = compare(actual, expected, atol, rtol, values=not (random or uninitialised))
+    tied = TIED_INDICES.get(unit.op)
+    if tied and not (random or uninitialised):
+        judge = compare_tied_grads if backward else compare_tied
+        bad = judge(tied, cpu_sample, actual, expected, atol, rtol)
+    else:
+        bad = compare(actual, expected, atol, rtol, values=not (random or uninitialised))
     if bad:
         if result["fallback"]:
             bad["reason"] += f" (CPU fallback used for {', '.join(result['fallback'])})"

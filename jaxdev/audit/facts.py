@@ -104,3 +104,43 @@ def shares(counts: dict[str, int]) -> dict:
 def worst(statuses) -> str:
     statuses = list(statuses)
     return min(statuses, key=SEVERITY.index) if statuses else "skip"
+
+
+@dataclasses.dataclass(frozen=True)
+class TiedIndices:
+    """An op that may order or pick tied elements (equal values in one slice along its dim) as it
+    likes: PyTorch leaves that unspecified unless the sample passes stable=True.
+
+    Forward: right when the values match CPU and the indices are a valid arrangement: the input
+    gathered at them along the dim gives the returned values bit for bit (NaN-aware) and, with
+    `permutation`, the indices along the dim are a permutation. Backward: the gradient lands on the
+    elements the forward picked, so it is right when it matches CPU's up to a reordering within
+    each group of tied input elements (sorted by value, then by gradient, in each slice).
+
+    Positions: `values`/`indices` index the op's flattened outputs (values None: indices only,
+    judged against the input gathered at CPU's indices; indices None: values only, nothing to
+    relax forward); `dim` and `keepdim` index sample.args after the input, also read from kwargs
+    by name; `default_dim` None: without a dim the op has no ties to choose among."""
+
+    indices: int | None
+    values: int | None = 0
+    dim: int | None = 0  # position of dim among the args
+    default_dim: int | None = -1
+    keepdim: int | None = None  # position of keepdim among the args; None: the dim is kept (sort, topk)
+    reduces: bool = False  # the output drops the dim unless keepdim (kthvalue, mode, median)
+    permutation: bool = False
+
+
+# OpInfo -> its tie rule. median/nanmedian without a dim return the value alone and spread its
+# gradient evenly over the tied elements: nothing unspecified. max/min/argmax/argmin are not here:
+# PyTorch specifies the first occurrence.
+TIED_INDICES = {
+    "sort": TiedIndices(values=0, indices=1, dim=0, permutation=True),
+    "argsort": TiedIndices(values=None, indices=0, dim=0, permutation=True),
+    "msort": TiedIndices(values=0, indices=None, dim=None, default_dim=0),  # backward only
+    "topk": TiedIndices(values=0, indices=1, dim=1),
+    "kthvalue": TiedIndices(values=0, indices=1, dim=1, keepdim=2, reduces=True),
+    "mode": TiedIndices(values=0, indices=1, dim=0, keepdim=1, reduces=True),
+    "median": TiedIndices(values=0, indices=1, dim=0, default_dim=None, keepdim=1, reduces=True),
+    "nanmedian": TiedIndices(values=0, indices=1, dim=0, default_dim=None, keepdim=1, reduces=True),
+}
