@@ -365,10 +365,10 @@ def run_sample(unit: sample_db.Unit, sample, repro: str | None = None) -> dict:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            device_sample = sample_db.to_device(sample, "jax")
+            device_sample = sample_db.to_device(sample, "jax", unit.op)
             sample_db.seed_all(0)
             if unit.direction == "compile":
-                actual = _call_compiled(op, device_sample, lambda device: sample_db.to_device(sample, device))
+                actual = _call_compiled(op, device_sample, lambda device: sample_db.to_device(sample, device, unit.op))
             else:
                 actual, _ = _call(op, device_sample, backward, seeds)
             layouts = _layouts(actual)

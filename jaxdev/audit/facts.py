@@ -144,3 +144,11 @@ TIED_INDICES = {
     "median": TiedIndices(values=0, indices=1, dim=0, default_dim=None, keepdim=1, reduces=True),
     "nanmedian": TiedIndices(values=0, indices=1, dim=0, default_dim=None, keepdim=1, reduces=True),
 }
+
+
+# Arguments PyTorch requires on CPU whatever the op's device (tensor_split: "tensor_indices_or_sections
+# must be on cpu"): OpInfo -> (positions among sample.args after the input, kwarg names). The
+# auditor moves every other tensor of a sample to jax.
+CPU_ARGS: dict[str, tuple[tuple[int, ...], tuple[str, ...]]] = {
+    "tensor_split": ((0,), ("tensor_indices_or_sections",)),
+}

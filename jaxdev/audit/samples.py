@@ -20,7 +20,7 @@ import torch
 from torch.utils._pytree import tree_map
 
 from jaxdev.audit import AuditError
-from jaxdev.audit.facts import COMPILE_DEFAULT_DTYPE, MODES
+from jaxdev.audit.facts import COMPILE_DEFAULT_DTYPE, CPU_ARGS, MODES
 
 PLUGINS_ENV = "JAXDEV_AUDIT_PLUGINS"
 
@@ -154,21 +154,31 @@ def seed_all(seed: int) -> None:
     torch.jax.manual_seed_all(seed)
 
 
-def to_device(sample, device: str):
-    """A copy of the sample's tensors on `device` (requires_grad kept); device kwargs follow."""
+def to_device(sample, device: str, op: str | None = None):
+    """A copy of the sample's tensors on `device` (requires_grad kept); device kwargs follow. The
+    arguments PyTorch requires on CPU for OpInfo `op` (facts.CPU_ARGS) are copied but stay on CPU."""
     from torch.testing._internal.opinfo.core import SampleInput
 
-    def move(x):
-        if isinstance(x, torch.Tensor):
-            return _same_layout(x.detach(), device).requires_grad_(x.requires_grad)
-        if isinstance(x, torch.device) and x.type == "cpu":
-            return torch.device(device)
-        return x
+    def move_to(target):
+        def move(x):
+            if isinstance(x, torch.Tensor):
+                return _same_layout(x.detach(), target).requires_grad_(x.requires_grad)
+            if isinstance(x, torch.device) and x.type == "cpu":
+                return torch.device(target)
+            return x
 
-    kwargs = {k: device if k == "device" and v == "cpu" else tree_map(move, v) for k, v in sample.kwargs.items()}
+        return move
+
+    move, stay = move_to(device), move_to("cpu")
+    positions, names = CPU_ARGS.get(op, ((), ()))
+    args = tuple(tree_map(stay if i in positions else move, a) for i, a in enumerate(sample.args))
+    kwargs = {
+        k: device if k == "device" and v == "cpu" else tree_map(stay if k in names else move, v)
+        for k, v in sample.kwargs.items()
+    }
     return SampleInput(
         tree_map(move, sample.input),
-        args=tree_map(move, sample.args),
+        args=args,
         kwargs=kwargs,
         output_process_fn_grad=sample.output_process_fn_grad,
         broadcasts_input=sample.broadcasts_input,

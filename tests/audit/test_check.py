@@ -45,3 +45,14 @@ def test_a_sparse_result_is_unsupported_in_one_sentence():
     verdict = check.run_sample(unit, samples.samples(unit, 1)[0])
     assert verdict["status"] == "unsupported", verdict
     assert verdict["reason"].startswith("UnsupportedLayoutError: layout torch.sparse_coo is not supported")
+
+
+def test_arguments_pytorch_requires_on_cpu_stay_there():
+    unit = samples.Unit("tensor_split", "float32", "forward")
+    sample = samples.samples(unit, 1)[0]
+    assert isinstance(sample.args[0], torch.Tensor)  # tensor_indices_or_sections
+    moved = samples.to_device(sample, "jax", unit.op)
+    assert moved.input.device.type == "jax" and moved.args[0].device.type == "cpu"
+    assert samples.to_device(sample, "jax").args[0].device.type == "jax"  # other ops: everything moves
+    verdict = check.run_sample(unit, sample)
+    assert verdict["status"] == "pass", verdict
