@@ -69,6 +69,10 @@ if not _cli_help_only():
     _layout.install_fake_convolution()
     _compiler.register()
 
+    from jaxdev import distributed as _distributed
+
+    _distributed.register()  # the torch.distributed backend "jax" (gloo on host copies)
+
 
 __all__ = [
     "UnsupportedDtypeError",
