@@ -395,3 +395,29 @@ def test_invalid_arguments_raise_cpus_error(name):
         with pytest.raises(type(cpu.value)) as dev:
             INVALID[name](JAX)
     assert str(dev.value) == str(cpu.value)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("hermitian", [False, True])
+def test_ldl_like_lapack(dtype, hermitian):
+    """Bunch-Kaufman as ?sytf2 / ?hetf2 does it: the same 1x1 / 2x2 pivots, interchanges and factor."""
+    for n in (1, 2, 3, 5, 8, 70):
+        a = torch.randn(3, n, n, dtype=dtype)
+        if n > 1:
+            a[1, 0, 0] = 0  # forces a 2x2 pivot or an interchange
+        a = a + (a.mH if hermitian else a.mT)
+        # n = 70 is blocked on CPU: the same pivots, the rounding of another summation order
+        tol = TOL[dtype] if n < 70 else 100 * TOL[dtype]
+        for got, want in zip(
+            torch.linalg.ldl_factor_ex(a.to(JAX), hermitian=hermitian),
+            torch.linalg.ldl_factor_ex(a, hermitian=hermitian),
+        ):
+            assert_same(got, want, rtol=tol, atol=tol, check_stride=True)
+        ld, piv, _ = torch.linalg.ldl_factor_ex(a, hermitian=hermitian)
+        b = torch.randn(3, n, 2, dtype=dtype)
+        tol = 100 * TOL[dtype] if n < 70 else 1e3 * TOL[dtype]
+        x = torch.linalg.ldl_solve(ld.to(JAX), piv.to(JAX), b.to(JAX), hermitian=hermitian)
+        assert_same(x, torch.linalg.ldl_solve(ld, piv, b, hermitian=hermitian), rtol=tol, atol=tol, check_stride=True)
+    singular = torch.zeros(2, 3, 3, dtype=dtype)
+    _same(lambda x: tuple(torch.linalg.ldl_factor_ex(x, hermitian=hermitian)), singular, dtype=dtype)
+    on_both(lambda d: torch.linalg.ldl_factor(singular.to(d)), match="Unknown error code: 1.")
