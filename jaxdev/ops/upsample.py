@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 import numpy as np
+import torch
 
-from jaxdev import dtypes
+from jaxdev import dtypes, fallback
 from jaxdev.ops.registry import aten, register_backward, register_functional
 from jaxdev.ops.toolkit import J, jitted, opmath, zeros
 
@@ -126,3 +127,96 @@ for _nd, _mode, _name, _align in [
     (2, "cubic", "upsample_bicubic2d", True),
 ]:
     _register(_nd, _mode, getattr(aten, _name).default, getattr(aten, _name + "_backward").default, _align)
+
+
+# --- antialiased bilinear (CPU: UpSampleKernel.cpp, separable_upsample_generic_Nd_kernel_impl) ---------------
+
+
+def _aa_taps(in_size, out_size, align_corners, scale, ft):
+    """CPU's _compute_weights_aa for the triangle filter, step for step in its float widths: each
+    output i averages input xmin .. xmin + xsize - 1 with weights filter((j + xmin - center + 0.5) *
+    invscale) / total, center = scale * (i + 0.5), support = scale when downsampling (else 1)."""
+    f64 = np.float64
+    s = _scale(in_size, out_size, align_corners, scale, ft)
+    support = ft(1.0 * f64(s)) if s >= 1.0 else ft(1.0)
+    k = int(np.ceil(f64(support))) * 2 + 1
+    invscale = ft(1.0 / f64(s)) if s >= 1.0 else ft(1.0)
+    idx = np.zeros((out_size, k), np.int64)
+    wts = np.zeros((out_size, k), ft)
+    for i in range(out_size):
+        center = ft(f64(s) * (i + 0.5))
+        xmin = max(int(f64(ft(center - support)) + 0.5), 0)
+        xsize = min(int(f64(ft(center + support)) + 0.5), in_size) - xmin
+        xsize = min(max(xsize, 0), k)
+        total = ft(0)
+        w = []
+        for j in range(xsize):
+            x = ft((f64(ft(ft(j + xmin) - center)) + 0.5) * f64(invscale))
+            v = ft(1.0 - f64(abs(x))) if abs(x) < 1.0 else ft(0)
+            w.append(v)
+            total = ft(total + v)
+        for j in range(xsize):
+            idx[i, j] = xmin + j
+            wts[i, j] = ft(w[j] / total) if total != 0 else w[j]
+        idx[i, xsize:] = xmin
+    return idx, wts
+
+
+@jitted
+def _aa_interp(in_sizes, out_sizes, align_corners, scales, ct, jdt):
+    """Width first, then height (CPU's order), each pass skipped when that size is unchanged; a
+    pass sums its taps in order in the compute dtype."""
+    ft = np.dtype(ct).type
+    passes = []
+    for axis in (1, 0):  # W, then H
+        if in_sizes[axis] != out_sizes[axis]:
+            idx, wts = _aa_taps(in_sizes[axis], out_sizes[axis], align_corners, scales[axis], ft)
+            passes.append((axis - 2, jnp.asarray(idx), jnp.asarray(wts)))
+
+    def run(x):
+        x = x.astype(ct)
+        for ax, idx, wts in passes:
+            shape = [1] * x.ndim
+            shape[ax] = wts.shape[0]
+            acc = None
+            for j in range(wts.shape[1]):
+                term = jnp.take(x, idx[:, j], axis=ax) * wts[:, j].reshape(shape)
+                acc = term if acc is None else acc + term
+            x = acc
+        return x.astype(jdt)
+
+    return run
+
+
+@register_functional(aten._upsample_bilinear2d_aa.default)
+def upsample_bilinear2d_aa(self, output_size, align_corners, scales_h=None, scales_w=None):
+    if len(output_size) != 2:
+        raise RuntimeError(f"It is expected output_size equals to 2, but got size {len(output_size)}")
+    if self.dim() != 4:
+        raise RuntimeError(f"It is expected input_size equals to 4, but got size {self.dim()}")
+    H, W = self.shape[2:]
+    oh, ow = (int(v) for v in output_size)
+    if min(H, W, oh, ow) <= 0:
+        raise RuntimeError(
+            f"Input and output sizes should be greater than 0, but got input (H: {H}, W: {W}) output (H: {oh}, W: {ow})"
+        )
+    if self.dtype == torch.uint8:
+        # CPU's uint8 path resamples in fixed point (its own rounding); no float computation
+        # reproduces it, so uint8 stays on CPU's kernel.
+        return J(
+            fallback.run_on_cpu(
+                aten._upsample_bilinear2d_aa.default, self, output_size, align_corners, scales_h, scales_w
+            )
+        )
+    if self.dtype not in (torch.float32, torch.float64):
+        raise NotImplementedError(
+            f"\"compute_index_ranges_weights\" not implemented for '{dtypes.scalar_name(self.dtype)}'"
+        )
+    scales = tuple(None if s is None else float(s) for s in (scales_h, scales_w))
+    jdt = dtypes.to_jax_dtype(self.dtype)
+    return _aa_interp((H, W), (oh, ow), bool(align_corners), scales, opmath(jdt), jdt)(J(self))
+
+
+register_backward(
+    aten._upsample_bilinear2d_aa_backward.default, aten._upsample_bilinear2d_aa.default, prepare=_at_zeros
+)

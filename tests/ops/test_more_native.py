@@ -526,3 +526,43 @@ def test_ctc_loss_errors_like_cpu(args, match):
     on_both(
         lambda d: torch.ops.aten._ctc_loss(_CTC_LP.half().to(d), _CTC_PADDED.to(d), [8, 6, 8], [4, 2, 3]), match="Half"
     )
+
+
+# --- antialiased bilinear upsampling --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        dict(output_size=[3, 3], align_corners=False),
+        dict(output_size=[5, 5], align_corners=False),
+        dict(output_size=[17, 18], align_corners=False, scales_h=1.7, scales_w=0.9),
+        dict(output_size=[8, 20], align_corners=True, scales_h=0.8, scales_w=1.0),  # W unchanged: no W pass
+        dict(output_size=[3, 3], align_corners=True, scales_h=1.7, scales_w=0.9),
+        dict(output_size=[23, 41], align_corners=False),  # upsampling: support 1
+        dict(output_size=[1, 1], align_corners=True),
+    ],
+)
+def test_upsample_bilinear2d_aa_like_cpu(kwargs, dtype):
+    x = torch.randn(2, 3, 10, 20, dtype=dtype) * 5
+    tol = 2e-6 if dtype == torch.float32 else 1e-13
+    check(lambda t: torch.ops.aten._upsample_bilinear2d_aa(t, **kwargs), x, rtol=tol, atol=tol)
+    check(lambda t: F.interpolate(t, size=(4, 7), mode="bilinear", antialias=True), x, rtol=tol, atol=tol)
+
+
+def test_upsample_bilinear2d_aa_edge_values_and_errors_like_cpu():
+    x = torch.tensor([[[[0.0, -0.0, float("inf"), 1.0], [float("nan"), 2.0, 3.0, -float("inf")]]]])
+    on_both(lambda d: torch.ops.aten._upsample_bilinear2d_aa(x.to(d), [1, 2], False))
+    on_both(
+        lambda d: torch.ops.aten._upsample_bilinear2d_aa(torch.randn(2, 3, 4, device=d), [3, 3], False),
+        match="input_size",
+    )
+    on_both(
+        lambda d: torch.ops.aten._upsample_bilinear2d_aa(torch.randn(1, 1, 4, 4, device=d), [0, 3], False),
+        match="greater than 0",
+    )
+    on_both(
+        lambda d: torch.ops.aten._upsample_bilinear2d_aa(torch.randn(1, 1, 4, 4, device=d).half(), [2, 3], False),
+        match="Half",
+    )
