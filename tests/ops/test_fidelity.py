@@ -200,3 +200,24 @@ def test_reciprocal_square_root_is_rounded_twice():
             ones.to(d), None, None, torch.zeros_like(var, device=d), var.to(d), False, 0.1, 1e-5
         )[0]
     )
+
+
+# --- erfinv: CPU's calc_erfinv (rational guess + two Newton steps), not JAX's polynomial ---
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_erfinv_follows_cpu_newton_refinement(dtype):
+    y = (torch.rand(20000, generator=torch.Generator().manual_seed(0), dtype=torch.float64) * 2 - 1).to(dtype)
+    # float32 within 1.3e-6 relative (libm's erff rounding decides the last Newton step's ulp; JAX's
+    # erfinv was 5.6e-6 away); float64: near +-1, where erf' is tiny, an ulp of erf moves the root
+    rtol = 1.3e-6 if dtype == torch.float32 else 1e-11
+    on_both(lambda d: torch.erfinv(y.to(d)), rtol=rtol)
+    edges = torch.tensor([0.0, -0.0, 1.0, -1.0, 1.5, -2.0, float("nan"), 0.7, -0.7, 1e-30, 0.5], dtype=dtype)
+    on_both(lambda d: torch.erfinv(edges.to(d)), rtol=rtol)
+    g = torch.linspace(-0.99, 0.99, 1981, dtype=dtype)
+
+    def grad(d):
+        t = g.to(d).requires_grad_()
+        return torch.autograd.grad(torch.erfinv(t).sum(), t)
+
+    on_both(grad, rtol=rtol)
