@@ -77,7 +77,7 @@ def test_permuted_3d_unary_and_mixed_orders():
     pj, qj = p.to("jax"), q.to("jax")
     assert p.stride() == pj.stride()
     same(pj.neg(), p.neg())
-    same(torch.sin(pj), torch.sin(p))
+    same(torch.sin(pj), torch.sin(p), atol=1e-6, rtol=1e-6)  # strides exact; values within libm ulps
     same(pj + qj, p + q)
     same(qj * pj, q * p)
     same(torch.where(pj > 0, pj, qj), torch.where(p > 0, p, q))
