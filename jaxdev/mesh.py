@@ -238,6 +238,43 @@ def distribute(
     return module
 
 
+def _axes_size(m: Mesh, axes) -> int:
+    axes = (axes,) if isinstance(axes, str) else tuple(axes)
+    return int(np.prod([m.shape[a] for a in axes]))
+
+
+def view_sharding(box, shape, strides) -> NamedSharding | None:
+    """The layout in which a view (`shape`, `strides`) of sharded box `box` is read: each view dim
+    that steps along a storage dim (a slice, a strided slice, a transpose) keeps that dim's mesh
+    axes when its size divides evenly; None (XLA's choice) when no dim keeps any. Only a layout:
+    the values read are the same whatever it says."""
+    kept = tensor.SHARDED.get(box)
+    if kept is None or not isinstance(kept[1], NamedSharding):
+        return None
+    stored, sh = kept
+    spec = tuple(sh.spec) + (None,) * (len(stored) - len(sh.spec))
+    cs = tensor.contiguous_strides(stored)
+    used: set[int] = set()
+    out = []
+    for n, s in zip(shape, strides):
+        entry = None
+        if n > 1 and s > 0:
+            for k in range(len(stored)):  # outermost first: the largest storage stride that steps this dim
+                if k in used or s % cs[k] or (s // cs[k]) * (n - 1) >= stored[k]:
+                    continue
+                used.add(k)
+                if spec[k] is not None and n % _axes_size(sh.mesh, spec[k]) == 0:
+                    entry = spec[k]
+                break
+        out.append(entry)
+    if all(e is None for e in out):
+        return None
+    return NamedSharding(sh.mesh, PartitionSpec(*out))
+
+
+tensor.VIEW_SHARDING = view_sharding
+
+
 def reshard_like(result: jax.Array, inputs) -> jax.Array:
     """For the CPU fallback: a new result with the shape of a sharded input gets that input's
     sharding (else it stays as placed: replicated over the mesh while one is set)."""

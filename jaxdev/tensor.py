@@ -298,6 +298,8 @@ SHARDED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 # Where arrays made from host values go: None = JAX's default device (uncommitted, so they mix with
 # sharded arrays); `jaxdev.set_mesh` sets the mesh's replicated sharding.
 HOST_PLACEMENT = None
+# (box, view shape, view strides) -> the sharding a view of a sharded box is read in; set by jaxdev/mesh.py.
+VIEW_SHARDING = None
 
 
 def keep_sharding(box: Box) -> None:
@@ -472,11 +474,16 @@ def _mode(plan: _Plan | None, offset: int, numel: int, count: int, writing: bool
 # bitcast happens on the way. The offset is traced: slices at different offsets (x[0], x[1], ...)
 # share one compiled program per (shape, strides, dtype, mode).
 @functools.lru_cache(maxsize=4096)
-def _gather(shape, strides, target, mode):
+def _gather(shape, strides, target, mode, out_sharding=None):
     if mode is not None:
         plan = _plan(shape, strides)
-        return jax.jit(lambda stored, offset: plan.read(_flat_as(stored, target), offset, mode))
-    return jax.jit(lambda stored, offset: _flat_as(stored, target)[_strided_index(shape, strides, offset)])
+        return jax.jit(
+            lambda stored, offset: plan.read(_flat_as(stored, target), offset, mode), out_shardings=out_sharding
+        )
+    return jax.jit(
+        lambda stored, offset: _flat_as(stored, target)[_strided_index(shape, strides, offset)],
+        out_shardings=out_sharding,
+    )
 
 
 @functools.lru_cache(maxsize=4096)
@@ -531,7 +538,9 @@ def _read_stored(t: torch.Tensor) -> jax.Array:
     shape, strides, offset = tuple(t.shape), t.stride(), t.storage_offset()
     numel = box.numel * box.dtype.itemsize // t.dtype.itemsize
     mode = _mode(_plan(shape, strides), offset, numel, t.numel(), writing=False)
-    return _gather(shape, strides, target, mode)(box.array, offset)
+    # A view of a sharded storage arrives sharded along the storage dims it steps (jaxdev/mesh.py).
+    out = VIEW_SHARDING(box, shape, strides) if SHARDED and box in SHARDED else None
+    return _gather(shape, strides, target, mode, out)(box.array, offset)
 
 
 def is_non_overlapping_and_dense(t: torch.Tensor) -> bool:

@@ -86,6 +86,8 @@ def views_and_inplace_keep_sharding():
     cpu = A.clone()
     x = jaxdev.shard(A.to("jax"), P("data"))
     v = x[:, 1:3]
+    assert spec(v) == P("data", None), spec(v)  # a slice reads sharded like its storage
+    assert spec(x[8:40:2]) == P("data", None), spec(x[8:40:2])
     v.add_(1)
     cpu[:, 1:3].add_(1)
     assert spec(x) == P("data") and jaxdev.is_sharded(x)
