@@ -84,6 +84,14 @@ def test_permuted_3d_unary_and_mixed_orders():
     same(pj.to(torch.float64), p.to(torch.float64))
 
 
+def test_pointwise_ops_that_clone_contiguous_first():
+    x = torch.randn(5, 7).t()
+    xj = x.to("jax")
+    same(xj.masked_fill(xj > 0, 1.0), x.masked_fill(x > 0, 1.0))
+    same(xj.masked_fill(xj > 0, torch.tensor(1.0)), x.masked_fill(x > 0, torch.tensor(1.0)))
+    same(torch.mvlgamma(xj.abs() + 2, 1), torch.mvlgamma(x.abs() + 2, 1), atol=1e-5, rtol=1e-5)
+
+
 def test_sliced_input_gives_a_dense_result():
     x = torch.randn(4, 6)
     s, sj = x[:, ::2], x.to("jax")[:, ::2]
