@@ -20,7 +20,7 @@ import pytest
 from jaxdev_testing import ROOT
 
 CHILD = r"""
-import io, json, os, traceback
+import copy, io, json, os, traceback
 import torch, jax, jaxdev
 from jax.sharding import NamedSharding, PartitionSpec as P
 
@@ -233,6 +233,10 @@ def save_and_load_sharded():
     for k, v in fresh.state_dict().items():
         same(v, expected[k])
     assert spec(fresh[0].weight) == P("data", None) and spec(fresh[2].weight) == P()
+    twin = copy.deepcopy(fresh)  # parameters are cloned by a kernel: sharded as XLA propagates
+    assert spec(twin[0].weight) == P("data", None)
+    twin = copy.deepcopy(fresh[0].weight.detach())  # a tensor's storage is cloned with its placement
+    assert jaxdev.is_sharded(twin) and spec(twin) == P("data", None)
     fresh.load_state_dict(on_cpu)  # from CPU tensors too
     assert spec(fresh[0].weight) == P("data", None)
     same(fresh[0].weight, expected["0.weight"])
