@@ -566,3 +566,22 @@ def test_upsample_bilinear2d_aa_edge_values_and_errors_like_cpu():
         lambda d: torch.ops.aten._upsample_bilinear2d_aa(torch.randn(1, 1, 4, 4, device=d).half(), [2, 3], False),
         match="Half",
     )
+
+
+# --- compiled programs (where CPU's own torch.compile cannot run the OpInfo, the coverage skips them) -------
+
+
+def test_compiled_fractional_pool_and_rrelu_run_on_the_device():
+    x = torch.randn(2, 3, 9, 11, device=JAX)
+    s = torch.rand(2, 3, 2, device=JAX)
+    pool = torch.compile(
+        lambda x, s: torch.ops.aten.fractional_max_pool2d(x, [2, 3], [4, 5], s), backend="jax", fullgraph=True
+    )
+    got, expected = pool(x, s), torch.ops.aten.fractional_max_pool2d(x.cpu(), [2, 3], [4, 5], s.cpu())
+    assert_same(got[0], expected[0])
+    assert_same(got[1], expected[1])
+    rrelu = torch.compile(lambda x: F.rrelu(x, 0.1, 0.3, training=True), backend="jax", fullgraph=True)
+    v = torch.randn(64)
+    y = rrelu(v.to(JAX)).cpu()
+    slope = y[v < 0] / v[v < 0]
+    assert bool(((slope >= 0.1) & (slope <= 0.3)).all()) and torch.equal(y[v >= 0], v[v >= 0])
