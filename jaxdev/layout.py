@@ -69,15 +69,23 @@ _FLOAT, _COMPLEX, _GENERATOR = object(), object(), object()
 _Tensor = torch.Tensor
 
 
+_PLAIN = frozenset({int, bool, type(None), str, torch.dtype, torch.memory_format, torch.layout, torch.device})
+
+
 def _key(x, nested: bool = False):
-    if isinstance(x, _Tensor):
-        return (x.shape, x.stride(), x.dtype, x.is_cpu)  # torch.Size hashes as a tuple
-    if isinstance(x, (list, tuple)):
-        return tuple([_key(a, True) for a in x])
-    if isinstance(x, float) and not nested:
+    kind = type(x)
+    if kind in _PLAIN:  # by type first: isinstance against torch.Tensor is slow for non-tensors
+        return x
+    if kind is float:
         # A float argument decides no layout: `leaky_relu(x, 0.1)` and `(x, 0.2)` share one entry
         # (floats in lists are kept: scale factors decide shapes).
-        return _FLOAT
+        return x if nested else _FLOAT
+    if kind is list or kind is tuple:
+        return tuple([_key(a, True) for a in x])
+    if isinstance(x, _Tensor):
+        return (x.shape, x.stride(), x.dtype, x.is_cpu)  # torch.Size hashes as a tuple
+    if isinstance(x, float):
+        return x if nested else _FLOAT
     if isinstance(x, complex):
         return _COMPLEX
     if isinstance(x, torch.Generator):
@@ -105,7 +113,7 @@ def result_layouts(op: OpOverload, args, kwargs, traced: bool) -> tuple | None:
     if _all_contiguous(args, kwargs):
         return None
     try:
-        key = (op, traced, _key(args), _key(tuple(kwargs.items())) if kwargs else ())
+        key = (op, traced, *[_key(a) for a in args], *[(k, _key(v)) for k, v in kwargs.items()])
         hash(key)
     except TypeError:
         return computed_layouts(op, args, kwargs, traced)
