@@ -10,6 +10,7 @@ at the boundaries. The backward kernels are the vjp of the forward (a scatter-ad
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import torch
@@ -74,10 +75,46 @@ def _apply(x, taps):
     return x
 
 
+def _half_weights(mode, taps, half):
+    """CPU stores a half input's interpolation weights in the input dtype (compute_indices_weights_*
+    write scalar_t): linear keeps lambda1 rounded and lambda0 = 1 - lambda1 in half arithmetic;
+    cubic rounds each of its four weights. The sums still run in float32."""
+
+    def rounded(w):
+        return np.asarray(jnp.asarray(w, half).astype(jnp.float32))
+
+    out = []
+    for idx, w in taps:
+        if mode == "linear":
+            l1 = rounded(w[:, 1])
+            w = np.stack([rounded(np.float32(1) - l1), l1], 1)
+        elif mode == "cubic":
+            w = rounded(w)
+        out.append((idx, w))
+    return out
+
+
 @jitted
 def _interp(mode, in_sizes, out_sizes, align_corners, scales, compute, result):
     ft = np.float64 if compute == jnp.float64 else np.float32
     taps = [_taps(mode, i, o, align_corners, s, ft) for i, o, s in zip(in_sizes, out_sizes, scales)]
+    if result in (jnp.bfloat16, jnp.float16) and not (mode == "linear" and len(taps) == 2):
+        # (bilinear 2d has its own kernel, with float32 weights); CPU's backward kernels weigh the
+        # gradient with float32 weights, so the VJP keeps them
+        rounded = _half_weights(mode, taps, result)
+
+        @jax.custom_vjp
+        def run(x):
+            return _apply(x, rounded)
+
+        def run_fwd(x):
+            return run(x), jnp.zeros_like(x)
+
+        def run_bwd(zero, g):
+            return jax.vjp(lambda v: _apply(v, taps), zero)[1](g)
+
+        run.defvjp(run_fwd, run_bwd)
+        return lambda x: run(x.astype(compute)).astype(result)
     return lambda x: _apply(x.astype(compute), taps).astype(result)
 
 
@@ -103,6 +140,17 @@ def _register(nd, mode, forward, backward, has_align):
         if self.dim() != nd + 2:
             raise RuntimeError(f"Expected {nd + 2}D tensor for input, but got {list(self.shape)}")
         align, scales = parse(rest)
+        if not self.dtype.is_floating_point:
+            if self.dtype == torch.uint8 and mode in ("linear", "cubic") and nd == 2:
+                # CPU's uint8 bilinear/bicubic resample in fixed point (int16 weights, their own
+                # rounding and saturation); no float computation reproduces it: CPU's kernel
+                return J(fallback.run_on_cpu(forward, self, output_size, *rest))
+            if self.dtype != torch.uint8 or mode not in ("nearest", "nearest-exact"):
+                name = {"nearest": "nearest", "nearest-exact": "nearest", "linear": "linear", "cubic": "cubic"}[mode]
+                kernel = f"upsample_{'bilinear' if mode == 'linear' else 'nearest'}2d_channels_last"
+                if nd != 2 or mode == "cubic":
+                    kernel = f"compute_indices_weights_{name}"
+                raise NotImplementedError(f"\"{kernel}\" not implemented for '{dtypes.scalar_name(self.dtype)}'")
         return _kernels(mode, self.dtype, self.shape[2:], output_size, align, scales)(J(self))
 
     upsample.__qualname__ = forward.name()
