@@ -236,6 +236,42 @@ def _aa_interp(in_sizes, out_sizes, align_corners, scales, ct, jdt):
     return run
 
 
+def _aa_taps_int16(in_size, out_size, align_corners, scale):
+    """CPU's uint8 taps (_compute_index_ranges_int16_weights): the weights in double, scaled by
+    2**precision (the largest that keeps the biggest weight under 2**15) and rounded half away from 0."""
+    idx, wts = _aa_taps(in_size, out_size, align_corners, scale, np.float64)
+    wt_max = float(wts.max()) if wts.size else 0.0
+    precision = 0
+    while precision < 22 and int(0.5 + wt_max * (1 << (precision + 1))) < (1 << 15):
+        precision += 1
+    v = wts * float(1 << precision)
+    w16 = np.where(v < 0, np.trunc(-0.5 + v), np.trunc(0.5 + v)).astype(np.int32)
+    return idx, w16, precision
+
+
+@jitted
+def _aa_interp_uint8(in_sizes, out_sizes, align_corners, scales):
+    """uint8 as CPU resamples it: integer sums of pixel * int16 weight from 2**(precision - 1), shifted
+    right by the precision and clamped to 0..255, width pass then height pass (a uint8 image between)."""
+    passes = []
+    for axis in (1, 0):
+        if in_sizes[axis] != out_sizes[axis]:
+            idx, w16, precision = _aa_taps_int16(in_sizes[axis], out_sizes[axis], align_corners, scales[axis])
+            passes.append((axis - 2, jnp.asarray(idx), jnp.asarray(w16), precision))
+
+    def run(x):
+        for ax, idx, w16, precision in passes:
+            shape = [1] * x.ndim
+            shape[ax] = w16.shape[0]
+            acc = jnp.int32(1 << (precision - 1))
+            for j in range(w16.shape[1]):
+                acc = acc + jnp.take(x, idx[:, j], axis=ax).astype(jnp.int32) * w16[:, j].reshape(shape)
+            x = jnp.clip(acc >> precision, 0, 255).astype(jnp.uint8)
+        return x
+
+    return run
+
+
 @register_functional(aten._upsample_bilinear2d_aa.default)
 def upsample_bilinear2d_aa(self, output_size, align_corners, scales_h=None, scales_w=None):
     if len(output_size) != 2:
@@ -249,13 +285,8 @@ def upsample_bilinear2d_aa(self, output_size, align_corners, scales_h=None, scal
             f"Input and output sizes should be greater than 0, but got input (H: {H}, W: {W}) output (H: {oh}, W: {ow})"
         )
     if self.dtype == torch.uint8:
-        # CPU's uint8 path resamples in fixed point (its own rounding); no float computation
-        # reproduces it, so uint8 stays on CPU's kernel.
-        return J(
-            fallback.run_on_cpu(
-                aten._upsample_bilinear2d_aa.default, self, output_size, align_corners, scales_h, scales_w
-            )
-        )
+        scales = tuple(None if s is None else float(s) for s in (scales_h, scales_w))
+        return _aa_interp_uint8((H, W), (oh, ow), bool(align_corners), scales)(J(self))
     if self.dtype not in (torch.float32, torch.float64):
         raise NotImplementedError(
             f"\"compute_index_ranges_weights\" not implemented for '{dtypes.scalar_name(self.dtype)}'"

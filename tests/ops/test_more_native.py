@@ -585,3 +585,19 @@ def test_compiled_fractional_pool_and_rrelu_run_on_the_device():
     y = rrelu(v.to(JAX)).cpu()
     slope = y[v < 0] / v[v < 0]
     assert bool(((slope >= 0.1) & (slope <= 0.3)).all()) and torch.equal(y[v >= 0], v[v >= 0])
+
+
+@pytest.mark.parametrize("channels", [1, 2, 3, 4])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        dict(output_size=[3, 3], align_corners=False),
+        dict(output_size=[17, 18], align_corners=False, scales_h=1.7, scales_w=0.9),
+        dict(output_size=[8, 20], align_corners=True, scales_h=0.8, scales_w=1.0),
+        dict(output_size=[23, 41], align_corners=False),
+        dict(output_size=[10, 7], align_corners=True),
+    ],
+)
+def test_upsample_bilinear2d_aa_uint8_fixed_point_like_cpu(kwargs, channels):
+    x = torch.randint(0, 256, (2, channels, 10, 20), dtype=torch.uint8)
+    on_both(lambda d: torch.ops.aten._upsample_bilinear2d_aa(x.to(d), **kwargs))
