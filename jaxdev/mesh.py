@@ -223,13 +223,26 @@ def distribute(
     `rules` maps parameter names (as in `named_parameters()`) to specs, first match wins: e.g.
     `{"*.weight": P("model", None)}` shards weights' first dim over "model" ("fsdp"-style, for
     models that do not fit one device); unmatched tensors get `default` (None: replicated, the
-    data-parallel layout). Moves a module on CPU to `jax` first. Tied parameters are placed once."""
-    if any(p.device.type != "jax" for p in module.parameters()):
-        module.to("jax")
-    seen: set[int] = set()
+    data-parallel layout). A module on CPU is moved to `jax` with each tensor going from the host
+    straight into its sharding (no device ever holds a whole sharded parameter). Tied parameters
+    are placed once."""
     named = list(module.named_parameters(remove_duplicate=True))
     if buffers:
         named += [(n, b) for n, b in module.named_buffers(remove_duplicate=True) if b is not None]
+    if any(t.device.type != "jax" for _, t in named):
+        targets = {id(t): _sharding_for(spec_for(n, rules, default), mesh) for n, t in named}
+
+        def move(t: torch.Tensor) -> torch.Tensor:
+            target = targets.get(id(t))
+            if target is None or t.device.type != "cpu":
+                return t.to("jax")
+            return tensor.wrap(jax.device_put(dtypes.cpu_to_numpy(t.detach().contiguous()), target))
+
+        module._apply(move)  # what Module.to does (Parameter objects, ties), with placed tensors
+        named = list(module.named_parameters(remove_duplicate=True))
+        if buffers:
+            named += [(n, b) for n, b in module.named_buffers(remove_duplicate=True) if b is not None]
+    seen: set[int] = set()
     for name, p in named:
         if id(p) in seen or not tensor.is_jax(p):
             continue

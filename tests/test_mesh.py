@@ -216,6 +216,21 @@ def compiled_step_keeps_shardings():
     assert specs["0.weight"] == P("data", None), specs
 
 @check
+def distribute_a_cpu_module():
+    jaxdev.set_mesh({"data": 8})
+    cpu = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.BatchNorm1d(32), torch.nn.Linear(32, 4))
+    expected = {k: v.clone() for k, v in cpu.state_dict().items()}
+    model = jaxdev.distribute(cpu, {"0.weight": P("data", None), "0.bias": P("data")})
+    assert model is cpu and isinstance(model[0].weight, torch.nn.Parameter)
+    for k, v in model.state_dict().items():
+        assert v.device.type == "jax" and jaxdev.is_sharded(v), k
+        same(v, expected[k])
+    shards = jaxdev.to_jax(model[0].weight).addressable_shards  # placed from the host, 4 rows per device
+    assert len(shards) == 8 and all(sh.data.shape == (4, 16) for sh in shards)
+    assert spec(model[0].bias) == P("data") and spec(model[2].bias) == P() and spec(model[1].running_mean) == P()
+
+
+@check
 def save_and_load_sharded():
     _, _, trained = train(8, {"0.weight": P("data", None)}, steps=1)
     jaxdev.set_mesh({"data": 8})
@@ -255,6 +270,7 @@ CHECKS = [
     "data_parallel_matches_one_device",
     "parameter_sharding_rules",
     "compiled_step_keeps_shardings",
+    "distribute_a_cpu_module",
     "save_and_load_sharded",
 ]
 
