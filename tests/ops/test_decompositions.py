@@ -401,7 +401,7 @@ def test_invalid_arguments_raise_cpus_error(name):
 @pytest.mark.parametrize("hermitian", [False, True])
 def test_ldl_like_lapack(dtype, hermitian):
     """Bunch-Kaufman as ?sytf2 / ?hetf2 does it: the same 1x1 / 2x2 pivots, interchanges and factor."""
-    for n in (1, 2, 3, 5, 8, 70):
+    for n in (1, 3, 70):
         a = torch.randn(3, n, n, dtype=dtype)
         if n > 1:
             a[1, 0, 0] = 0  # forces a 2x2 pivot or an interchange
