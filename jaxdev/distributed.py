@@ -47,6 +47,9 @@ class JaxProcessGroup(dist.ProcessGroup):
     def __init__(self, store, rank: int, size: int, timeout):
         super().__init__(rank, size)
         self._gloo = dist.ProcessGroupGloo(store, rank, size, timeout)
+        # Registered for CPU only, so that PyTorch can name the group (the name lives on backends; the
+        # functional collectives resolve groups by name). Jax tensors never reach gloo directly.
+        self._register_backend(torch.device("cpu"), dist.ProcessGroup.BackendType.GLOO, self._gloo)
 
     def getBackendName(self) -> str:  # PyTorch's method name
         return BACKEND
@@ -131,12 +134,14 @@ class JaxProcessGroup(dist.ProcessGroup):
         return _done([])
 
 
-def _create(store, rank, size, timeout):
-    return JaxProcessGroup(store, rank, size, timeout)
+def _create(opts, backend_options=None):
+    pg = JaxProcessGroup(opts.store, opts.group_rank, opts.group_size, opts.timeout)
+    pg._set_group_name(opts.group_id)  # the functional collectives find groups by name
+    return pg
 
 
 def register() -> None:
     """Register the "jax" backend with torch.distributed (and as the default for jax tensors)."""
     if not dist.is_available() or BACKEND in dist.Backend.backend_list:
         return
-    dist.Backend.register_backend(BACKEND, _create, devices=["cpu", "jax"])
+    dist.Backend.register_backend(BACKEND, _create, extended_api=True, devices=["cpu", "jax"])

@@ -55,6 +55,14 @@ else:
     got = torch.zeros(2, device="jax")
     dist.recv(got, src=0)
     out["recv"] = got.cpu().tolist()
+import warnings
+import torch.distributed._functional_collectives as funcol
+out["funcol"] = funcol.all_reduce(t, "sum", dist.group.WORLD).cpu().tolist()
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    compiled = torch.compile(lambda x: funcol.all_reduce(x * 2, "sum", dist.group.WORLD) + 1, backend="jax")
+    out["funcol_compiled"] = compiled(t).cpu().tolist()
+out["funcol_compiled_eager"] = any("runs op by op" in str(w.message) for w in caught)
 cpu = torch.tensor([rank + 1.0])  # CPU tensors go through the same group
 dist.all_reduce(cpu)
 out["cpu_all_reduce"] = cpu.tolist()
@@ -139,6 +147,9 @@ def test_collectives_on_jax_tensors(ranks):
         assert r["all_gather_into_tensor"] == [0.0, 0.5, 1.0, 1.5]
         assert r["reduce_scatter_tensor"] == [[0.0, 3.0], [6.0, 9.0]][rank]
         assert r["cpu_all_reduce"] == [3.0]
+        assert r["funcol"] == [6.0, 12.0, -18.0]  # the functional collectives, eagerly
+        # inside torch.compile(backend="jax") they are not lowered: that graph runs op by op
+        assert r["funcol_compiled"] == [13.0, 25.0, -35.0] and r["funcol_compiled_eager"]
         assert r["fallbacks"] == {}, rank
     assert ranks[1]["recv"] == [7.0, 8.0]
 
