@@ -583,14 +583,26 @@ def linalg_solve_ex(A, B, *, left=True, check_errors=False):
     return _solve(A, B, left, check_errors, "torch.linalg.solve_ex", metas)
 
 
+@jitted
+def _inv_body():
+    def run(a):
+        lu, _, info, perm = _lu(a)
+        eye = jnp.broadcast_to(jnp.eye(a.shape[-1], dtype=a.dtype), a.shape)
+        return _lu_solve(lu, perm, eye, False), info
+
+    return run
+
+
 @_kernel(aten.linalg_inv_ex.default)
 def linalg_inv_ex(A, *, check_errors=False):
+    """CPU solves A X = I with the LU of A (linalg_solve_ex), its info included."""
     mi, minfo = _meta(aten.linalg_inv_ex.default, A, check_errors=check_errors)
-    eye = tensor.wrap(jnp.broadcast_to(jnp.eye(A.shape[-1], dtype=J(A).dtype), tuple(A.shape)))
-    mlu = torch.empty_strided(A.shape, _fortran_strides(tuple(A.shape)), dtype=A.dtype, device="meta")
-    mp = torch.empty(A.shape[:-1], dtype=torch.int32, device="meta")
-    x, _, _, info = _solve(A, eye, True, check_errors, "linalg.inv_ex", (mi, mlu, mp, minfo))
-    return x, info
+    if A.numel() == 0:
+        return _present(jnp.zeros(mi.shape, J(A).dtype), mi), _present(jnp.zeros(minfo.shape, jnp.int32), minfo)
+    x, info = _inv_body()(J(A))
+    if check_errors:
+        check_info(info, "linalg.inv_ex", A.dim() == 2)
+    return _present(x, mi), _present(info, minfo)
 
 
 # --- Cholesky ---------------------------------------------------------------------------------------
@@ -967,7 +979,7 @@ def _expm_body():
 
 @_kernel(aten.linalg_matrix_exp.default)
 def linalg_matrix_exp(self):
-    me = _meta(aten.linalg_matrix_exp.default, self)
+    me = _meta(aten.linalg_matrix_exp.default, self, check_dtype=self.dtype not in (torch.float16, torch.bfloat16))
     if self.dtype in (torch.float16, torch.bfloat16):
         # CPU evaluates its degree-18 Taylor/Pade scheme in half precision, whose coefficients
         # overflow (NaN or inf for most inputs): no float32 computation reproduces that, so half
