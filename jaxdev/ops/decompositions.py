@@ -13,9 +13,12 @@ call them too. Conventions kept from CPU PyTorch (LAPACK):
   solve with that LU and its transposition flag;
 * half precision and integers are refused as CPU refuses them (matrix_exp computes half in float32).
 
-Eigenvector and singular-vector phases are what the device's LAPACK (or cuSOLVER) gives: on CPU the
-same routines as PyTorch's, elsewhere possibly another gauge (PyTorch documents them as not unique).
-linalg.ldl_factor / ldl_solve stay on the CPU fallback: JAX has no Bunch-Kaufman factorization.
+Eigenvector and singular-vector phases are what the device's LAPACK (or cuSOLVER) gives: on XLA's CPU
+the reference-LAPACK routines (OpenBLAS's gauge, which MKL-built PyTorch does not always share),
+elsewhere possibly another (PyTorch documents them as not unique). JAX has no Bunch-Kaufman
+factorization: LDL is written here as LAPACK's unblocked ?sytf2 / ?sytrs. matrix_exp is PyTorch's own
+Taylor scheme; its half-precision inputs run on CPU (CPU's half result overflows; nothing in float32
+reproduces it).
 """
 
 from __future__ import annotations
