@@ -9,8 +9,11 @@ float32, float32 follows torch.set_float32_matmul_precision.
 
 from __future__ import annotations
 
+import itertools
+
 import jax
 import jax.numpy as jnp
+import torch
 
 from jaxdev import dtypes
 from jaxdev.ops.registry import aten, register_backward, register_functional
@@ -74,6 +77,84 @@ def _compiled_forward(params, has_bias, jdt, precision, accumulate):
     return run
 
 
+@jitted
+def _slow_transposed(params, has_bias, jdt, precision, accumulate):
+    """CPU's slow_conv_transpose{2,3}d for half inputs (the kernel it takes when oneDNN does not run
+    the dtype on this host, or output_padding >= stride): a GEMM gives the columns, rounded to the
+    half dtype, and col2im/col2vol adds them into the output one kernel tap after another, each
+    addition rounded; the bias is one more rounded addition. Its gradient stays the convolution's."""
+    stride, padding, dilation, _, output_padding, groups = params
+    exact = _compiled_forward(params, has_bias, jdt, precision, accumulate)
+    f32 = jnp.float32
+
+    def rounded(v):
+        return v.astype(jdt).astype(f32)
+
+    def emulate(x, w, b):
+        nd = x.ndim - 2
+        n, cin = x.shape[:2]
+        ins, k, cog = x.shape[2:], w.shape[2:], w.shape[1]
+        outs = [
+            (i - 1) * s - 2 * p + d * (kk - 1) + op + 1
+            for i, s, p, d, kk, op in zip(ins, stride, padding, dilation, k, output_padding)
+        ]
+        sp_in, sp_k = "xyz"[:nd], "pqr"[:nd]
+        xg = x.reshape((n, groups, cin // groups) + ins)
+        wg = w.reshape((groups, cin // groups, cog) + k)
+        cols = jnp.einsum(
+            f"ngc{sp_in},gco{sp_k}->ngo{sp_k}{sp_in}", xg, wg, precision=precision, preferred_element_type=f32
+        )
+        cols = rounded(cols)
+        out = jnp.zeros((n, groups, cog) + tuple(outs), f32)
+        for tap in itertools.product(*(range(kk) for kk in k)):
+            to, frm = [], []
+            for t, s, p, d, i_n, o_n in zip(tap, stride, padding, dilation, ins, outs):
+                start = t * d - p
+                i0 = max(0, (s - 1 - start) // s)  # first input position landing at or after 0
+                i1 = min(i_n, (o_n - 1 - start) // s + 1)  # one past the last landing before o_n
+                if i1 <= i0:
+                    break
+                o0 = start + i0 * s
+                to.append(slice(o0, o0 + (i1 - i0 - 1) * s + 1, s))
+                frm.append(slice(i0, i1))
+            else:
+                at = (slice(None),) * 3 + tuple(to)
+                out = out.at[at].set(rounded(out[at] + cols[(slice(None),) * 3 + tap + tuple(frm)]))
+        out = out.reshape((n, groups * cog) + tuple(outs))
+        if has_bias:
+            out = rounded(out + b.astype(f32).reshape((1, -1) + (1,) * nd))
+        return out.astype(jdt)
+
+    @jax.custom_vjp
+    def run(x, w, b):
+        return emulate(x, w, b)
+
+    def run_fwd(x, w, b):
+        return emulate(x, w, b), (x, w, b)
+
+    def run_bwd(saved, g):
+        return jax.vjp(exact, *saved)[1](g)
+
+    run.defvjp(run_fwd, run_bwd)
+    return run
+
+
+def _cpu_takes_slow_transposed(dtype, stride, output_padding) -> bool:
+    """Whether CPU runs a half transposed convolution through slow_conv_transpose (ConvParams::
+    use_mkldnn is false): oneDNN disabled, output_padding >= stride, or the host's oneDNN lacks
+    the dtype (mkldnn_bf16/fp16_device_check)."""
+    if dtype not in (torch.bfloat16, torch.float16):
+        return False
+    if not torch._C._get_mkldnn_enabled() or any(op >= s for op, s in zip(output_padding, stride)):
+        return True
+    supported = (
+        torch.ops.mkldnn._is_mkldnn_bf16_supported
+        if dtype == torch.bfloat16
+        else torch.ops.mkldnn._is_mkldnn_fp16_supported
+    )
+    return not supported()
+
+
 def _params(stride, padding, dilation, transposed, output_padding, groups, nd):
     expand = lambda v: tuple(v) * nd if len(v) == 1 else tuple(v)
     return (expand(stride), expand(padding), expand(dilation), bool(transposed), expand(output_padding), int(groups))
@@ -95,7 +176,12 @@ def convolution(input, weight, bias, stride, padding, dilation, transposed, outp
     nd = input.dim() - 2
     params = _params(stride, padding, dilation, transposed, output_padding, groups, nd)
     jdt = dtypes.to_jax_dtype(input.dtype)
-    fn = _compiled_forward(params, bias is not None, jdt, *product_precision(jdt))
+    factory = _compiled_forward
+    if params[3] and _cpu_takes_slow_transposed(input.dtype, params[0], params[4]):
+        factory = _slow_transposed
+    fn = factory(params, bias is not None, jdt, *product_precision(jdt))
+    if bias is None and factory is _slow_transposed:
+        return fn(J(input), J(weight), zeros((1,), jdt))
     return fn(J(input), J(weight), J(bias) if bias is not None else None)
 
 
