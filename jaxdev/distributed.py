@@ -1,15 +1,19 @@
-"""`torch.distributed` on jax tensors: the process-group backend "jax" (gloo on host copies).
+"""`torch.distributed` on jax tensors: the process-group backend "jax".
 
     dist.init_process_group("jax", rank=r, world_size=n, init_method="tcp://127.0.0.1:29500")
     dist.all_reduce(t)                                   # t on jax
     model = DistributedDataParallel(model_on_jax)        # PyTorch's own C++ reducer
 
-This is the first, honest step the design asks for: each collective copies its jax tensors to the
-host, runs PyTorch's gloo collective on the copies, and writes the results back into the jax tensors
-(`copy_`, so aliases, version counters and the sharding of a sharded storage are kept). It is
-correct and slow (two host copies per collective); collectives through JAX itself
-(`jax.distributed` + sharded programs, see jaxdev/mesh.py) are the fast route. CPU tensors go to gloo
-directly, so one group serves both devices.
+Two routes, both exact:
+* gloo on host copies (always available; every collective): the jax tensors are copied to the
+  host, PyTorch's gloo collective runs on the copies, and the results are written back into the jax
+  tensors (`copy_`, so aliases, version counters and the sharding of a sharded storage are kept).
+  Correct and slow: two host copies per collective.
+* XLA collectives (all_reduce with SUM/MAX/MIN/PRODUCT, broadcast) when `jax.distributed` was
+  initialized over the same processes in rank order: each process's array becomes one shard of a
+  global array over one device per process, and one jitted reduction returns the result on every
+  process, with no host copy (`JaxProcessGroup.via == "xla"`; JAXDEV_COLLECTIVES=gloo forces gloo).
+CPU tensors go to gloo directly, so one group serves both devices.
 
 PyTorch's Python process groups (`dist.ProcessGroup` subclasses) reach C++ callers such as DDP's
 reducer through pybind's trampoline: DDP sees an ordinary process group and ordinary tensors.
@@ -17,11 +21,19 @@ reducer through pybind's trampoline: DDP sees an ordinary process group and ordi
 
 from __future__ import annotations
 
+import functools
+import os
+
+import jax
+import jax.numpy as jnp
+import numpy as np
 import torch
 import torch.distributed as dist
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from torch._C._distributed_c10d import _create_work_from_future
 from torch.futures import Future
 
+from jaxdev import tensor
 from jaxdev.tensor import is_jax
 
 BACKEND = "jax"
@@ -41,12 +53,61 @@ def _flat(tensors):
             yield t
 
 
+_REDUCERS = {"SUM": jnp.sum, "MAX": jnp.max, "MIN": jnp.min, "PRODUCT": jnp.prod}
+
+
+class _XlaCollectives:
+    """all_reduce and broadcast of jax tensors as XLA programs over one device per process: for when
+    `jax.distributed` spans exactly this group's processes, in rank order. No host copies: the
+    tensors' arrays form one global array sharded over the processes, reduced by XLA's collectives
+    (gloo between CPU processes, NCCL between GPUs)."""
+
+    def __init__(self, size: int):
+        first: dict[int, jax.Device] = {}
+        for d in jax.devices():
+            first.setdefault(d.process_index, d)
+        self.device = jax.local_devices()[0]
+        mesh = Mesh(np.array([first[p] for p in range(size)]), ("ranks",))
+        self.stacked = NamedSharding(mesh, PartitionSpec("ranks"))
+        self.replicated = NamedSharding(mesh, PartitionSpec())
+        self.size = size
+        self._programs: dict = {}
+
+    @staticmethod
+    def available(rank: int, size: int) -> bool:
+        return size > 1 and jax.process_count() == size and jax.process_index() == rank
+
+    def reducer(self, op) -> str | None:
+        return next((n for n in _REDUCERS if op == getattr(dist.ReduceOp, n)), None)
+
+    def _program(self, kind, arg):
+        key = (kind, arg)
+        if key not in self._programs:
+            if kind == "reduce":
+                fn = functools.partial(_REDUCERS[arg], axis=0)
+            else:
+                fn = lambda g: g[arg]  # broadcast from rank `arg`
+            self._programs[key] = jax.jit(fn, out_shardings=self.replicated)
+        return self._programs[key]
+
+    def run(self, t: torch.Tensor, kind: str, arg) -> None:
+        local = jax.device_put(tensor.read(t), self.device)[None]
+        stacked = jax.make_array_from_single_device_arrays((self.size, *t.shape), self.stacked, [local])
+        result = self._program(kind, arg)(stacked).addressable_data(0)
+        with torch.no_grad():
+            t.copy_(tensor.wrap(result))
+
+
 class JaxProcessGroup(dist.ProcessGroup):
-    """A process group whose collectives run on host copies through an inner gloo group."""
+    """A process group for jax (and CPU) tensors: gloo on host copies, or, for all_reduce and
+    broadcast when `jax.distributed` spans the group's processes, XLA collectives (`via`)."""
 
     def __init__(self, store, rank: int, size: int, timeout):
         super().__init__(rank, size)
         self._gloo = dist.ProcessGroupGloo(store, rank, size, timeout)
+        self._xla = _XlaCollectives(size) if _XlaCollectives.available(rank, size) else None
+        # "xla" or "gloo"; JAXDEV_COLLECTIVES=gloo forces the host copies.
+        self.via = "xla" if self._xla is not None and os.environ.get("JAXDEV_COLLECTIVES") != "gloo" else "gloo"
         # Registered for CPU only, so that PyTorch can name the group (the name lives on backends; the
         # functional collectives resolve groups by name). Jax tensors never reach gloo directly.
         self._register_backend(torch.device("cpu"), dist.ProcessGroup.BackendType.GLOO, self._gloo)
@@ -79,14 +140,27 @@ class JaxProcessGroup(dist.ProcessGroup):
                     t.copy_(h)
         return _done(outputs)
 
+    def _through_xla(self, tensors) -> bool:
+        return self.via == "xla" and all(is_jax(t) for t in tensors)
+
     def allreduce(self, tensors, opts=None):
-        return self._run("allreduce", tensors, None, opts or dist.AllreduceOptions())
+        opts = opts or dist.AllreduceOptions()
+        if self._through_xla(tensors) and (name := self._xla.reducer(opts.reduceOp)) is not None:
+            for t in tensors:
+                self._xla.run(t, "reduce", name)
+            return _done(tensors)
+        return self._run("allreduce", tensors, None, opts)
 
     def allreduce_coalesced(self, tensors, opts=None):
         return self._run("allreduce_coalesced", tensors, None, opts or dist.AllreduceCoalescedOptions())
 
     def broadcast(self, tensors, opts=None):
-        return self._run("broadcast", tensors, None, opts or dist.BroadcastOptions())
+        opts = opts or dist.BroadcastOptions()
+        if self._through_xla(tensors) and opts.rootTensor == 0:
+            for t in tensors:
+                self._xla.run(t, "broadcast", opts.rootRank)
+            return _done(tensors)
+        return self._run("broadcast", tensors, None, opts)
 
     def reduce(self, tensors, opts=None):
         return self._run("reduce", tensors, None, opts or dist.ReduceOptions())

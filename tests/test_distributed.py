@@ -1,6 +1,7 @@
-"""torch.distributed on jax tensors (jaxdev/distributed.py): the process-group backend "jax", gloo on
-host copies. Two processes on localhost (bounded in time): collectives on jax tensors, and
-`DistributedDataParallel` over an MLP on jax matching one process's training within 1e-5."""
+"""torch.distributed on jax tensors (jaxdev/distributed.py): the process-group backend "jax". Two
+processes on localhost (bounded in time) with jax.distributed initialized too, so both routes run:
+gloo on host copies and XLA collectives. Collectives on jax tensors, and `DistributedDataParallel`
+over an MLP on jax matching one process's training within 1e-5, by each route."""
 
 from __future__ import annotations
 
@@ -23,23 +24,37 @@ import torch, jaxdev
 import torch.distributed as dist
 
 rank, port = int(os.environ["DDP_RANK"]), os.environ["DDP_PORT"]
+import jax
+from jaxdev import distributed as jd
+
+jax.config.update("jax_cpu_collectives_implementation", "gloo")
+jax.distributed.initialize(f"127.0.0.1:{os.environ['JAX_PORT']}", num_processes=2, process_id=rank, initialization_timeout=60)
 dist.init_process_group(
     "jax", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2, timeout=datetime.timedelta(seconds=90)
 )
 assert dist.get_backend() == "jax"
 out = {}
 
-t = torch.tensor([1.0, 2.0, -3.0], device="jax") * (rank + 1)
-view = t[1:]  # an alias: it must see the reduced values
-dist.all_reduce(t)
-out["all_reduce"] = t.cpu().tolist()
-out["alias"] = view.cpu().tolist()
-m = torch.tensor([4, -7], device="jax") * (rank + 1)
-dist.all_reduce(m, op=dist.ReduceOp.MAX)
-out["all_reduce_max_int"] = [m.dtype == torch.int64] + m.cpu().tolist()
-b = torch.arange(4.0, device="jax") + 10 * rank
-dist.broadcast(b, src=1)
-out["broadcast"] = b.cpu().tolist()
+pg = dist.group.WORLD
+out["xla_available"] = pg.via == "xla"  # jax.distributed spans the group: XLA collectives
+xla_calls = []
+original_run = jd._XlaCollectives.run
+jd._XlaCollectives.run = lambda self, *a: (xla_calls.append(a[1]), original_run(self, *a))[1]
+for via in ("gloo", "xla"):
+    pg.via = via
+    t = torch.tensor([1.0, 2.0, -3.0], device="jax") * (rank + 1)
+    view = t[1:]  # an alias: it must see the reduced values
+    dist.all_reduce(t)
+    out[via + "_all_reduce"] = t.cpu().tolist()
+    out[via + "_alias"] = view.cpu().tolist()
+    m = torch.tensor([4, -7], device="jax") * (rank + 1)
+    dist.all_reduce(m, op=dist.ReduceOp.MAX)
+    out[via + "_all_reduce_max_int"] = [m.dtype == torch.int64] + m.cpu().tolist()
+    b = torch.arange(4.0, device="jax") + 10 * rank
+    dist.broadcast(b, src=1)
+    out[via + "_broadcast"] = b.cpu().tolist()
+    out[via + "_calls"] = len(xla_calls)
+pg.via = "gloo"
 parts = [torch.zeros(2, device="jax") for _ in range(2)]
 dist.all_gather(parts, torch.tensor([rank, rank + 0.5], device="jax"))
 out["all_gather"] = [p.cpu().tolist() for p in parts]
@@ -90,13 +105,18 @@ def train(model, x, y, reduce):
     return losses
 
 out["reference"] = train(make_model().to("jax"), X.to("jax"), Y.to("jax"), reduce=False)
-ddp = torch.nn.parallel.DistributedDataParallel(make_model().to("jax"))
 half = slice(32 * rank, 32 * (rank + 1))
-out["ddp"] = train(ddp, X[half].to("jax"), Y[half].to("jax"), reduce=True)
-out["weights"] = ddp.module[0].weight.detach().cpu().sum().item()
+for via in ("gloo", "xla"):
+    pg.via = via
+    before = len(xla_calls)
+    ddp = torch.nn.parallel.DistributedDataParallel(make_model().to("jax"))
+    out[via + "_ddp"] = train(ddp, X[half].to("jax"), Y[half].to("jax"), reduce=True)
+    out[via + "_weights"] = ddp.module[0].weight.detach().cpu().sum().item()
+    out[via + "_ddp_xla_calls"] = len(xla_calls) - before
 out["fallbacks"] = jaxdev.fallback_counts()
 dist.destroy_process_group()
 print("RESULT" + json.dumps(out), flush=True)
+jax.distributed.shutdown()
 """
 
 
@@ -104,9 +124,10 @@ print("RESULT" + json.dumps(out), flush=True)
 def ranks():
     import socket
 
-    with socket.socket() as s:
+    with socket.socket() as s, socket.socket() as s2:
         s.bind(("127.0.0.1", 0))
-        port = str(s.getsockname()[1])
+        s2.bind(("127.0.0.1", 0))
+        port, jax_port = str(s.getsockname()[1]), str(s2.getsockname()[1])
     procs = []
     for rank in range(2):
         env = dict(os.environ)
@@ -115,6 +136,7 @@ def ranks():
             JAXDEV_FALLBACK="error",
             DDP_RANK=str(rank),
             DDP_PORT=port,
+            JAX_PORT=jax_port,
         )
         out = tempfile.TemporaryFile()  # noqa: SIM115  (a file, not a pipe: a rank never blocks on it)
         p = subprocess.Popen([sys.executable, "-c", RANK], env=env, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
@@ -137,12 +159,19 @@ def ranks():
     return [json.loads(lines[-1][len("RESULT") :]) for _, _, lines in results]
 
 
+@pytest.mark.parametrize("via", ["gloo", "xla"])
+def test_all_reduce_and_broadcast(ranks, via):
+    for r in ranks:
+        assert r["xla_available"]
+        assert r[via + "_all_reduce"] == [3.0, 6.0, -9.0]
+        assert r[via + "_alias"] == [6.0, -9.0]
+        assert r[via + "_all_reduce_max_int"] == [True, 8, -7]
+        assert r[via + "_broadcast"] == [10.0, 11.0, 12.0, 13.0]
+        assert r[via + "_calls"] == (0 if via == "gloo" else 3)  # host copies, or XLA programs
+
+
 def test_collectives_on_jax_tensors(ranks):
     for rank, r in enumerate(ranks):
-        assert r["all_reduce"] == [3.0, 6.0, -9.0]
-        assert r["alias"] == [6.0, -9.0]
-        assert r["all_reduce_max_int"] == [True, 8, -7]
-        assert r["broadcast"] == [10.0, 11.0, 12.0, 13.0]
         assert r["all_gather"] == [[0.0, 0.5], [1.0, 1.5]]
         assert r["all_gather_into_tensor"] == [0.0, 0.5, 1.0, 1.5]
         assert r["reduce_scatter_tensor"] == [[0.0, 3.0], [6.0, 9.0]][rank]
@@ -154,8 +183,10 @@ def test_collectives_on_jax_tensors(ranks):
     assert ranks[1]["recv"] == [7.0, 8.0]
 
 
-def test_ddp_matches_one_process(ranks):
+@pytest.mark.parametrize("via", ["gloo", "xla"])
+def test_ddp_matches_one_process(ranks, via):
     for r in ranks:
-        assert max(abs(a - b) for a, b in zip(r["ddp"], r["reference"])) < 1e-5, r
-    assert ranks[0]["ddp"] == ranks[1]["ddp"]
-    assert ranks[0]["weights"] == ranks[1]["weights"]  # the replicas stayed identical
+        assert max(abs(a - b) for a, b in zip(r[via + "_ddp"], r["reference"])) < 1e-5, r
+        assert (r[via + "_ddp_xla_calls"] > 0) == (via == "xla")  # DDP's reducer took that route
+    assert ranks[0][via + "_ddp"] == ranks[1][via + "_ddp"]
+    assert ranks[0][via + "_weights"] == ranks[1][via + "_weights"]  # the replicas stayed identical
