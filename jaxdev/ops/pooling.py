@@ -172,6 +172,36 @@ def _adaptive_avg(sizes, outs, compute, result):
 
 
 @jitted
+def _adaptive_avg_half_3d(sizes, outs, half):
+    """CPU's adaptive_avg_pool3d for bfloat16/float16 sums each bin in the half dtype, one rounded
+    addition per element in (d, h, w) order, then divides by the bin's size (Half / int64)."""
+    f32 = jnp.float32
+    taps = []
+    for n, o in zip(sizes, outs):
+        start = np.array([(i * n) // o for i in range(o)])
+        end = np.array([-((-(i + 1) * n) // o) for i in range(o)])
+        pos = start[:, None] + np.arange(int((end - start).max()))[None, :]
+        taps.append((np.minimum(pos, n - 1), pos < end[:, None], end - start))
+
+    (di, dm, dc), (hi, hm, hc), (wi, wm, wc) = taps
+    kh, kw = hi.shape[1], wi.shape[1]
+    count = (dc[:, None, None] * hc[None, :, None] * wc[None, None, :]).astype(np.float32)
+
+    def run(x):
+        def add(t, acc):  # window element t, in (d, h, w) order
+            a, b, c = t // (kh * kw), (t // kw) % kh, t % kw
+            v = x[..., jnp.asarray(di)[:, a], :, :][..., jnp.asarray(hi)[:, b], :][..., jnp.asarray(wi)[:, c]]
+            mask = jnp.asarray(dm)[:, a][:, None, None] & jnp.asarray(hm)[:, b][None, :, None]
+            mask = mask & jnp.asarray(wm)[:, c][None, None, :]
+            return jnp.where(mask, (acc + v.astype(f32)).astype(half).astype(f32), acc)
+
+        acc = jax.lax.fori_loop(0, di.shape[1] * kh * kw, add, jnp.zeros(x.shape[:-3] + tuple(outs), f32))
+        return (acc / jnp.asarray(count).astype(half).astype(f32)).astype(half)
+
+    return run
+
+
+@jitted
 def _adaptive_max(sizes, outs):
     """Max over PyTorch's adaptive bins; indices flat over the spatial dims (first max, NaN wins).
 
@@ -292,6 +322,8 @@ def _register(nd: int) -> None:
                 raise RuntimeError(f"adaptive_avg_pool3d(): Expected 4D or 5D tensor, but got {list(self.shape)}")
         jdt = dtypes.to_jax_dtype(self.dtype)
         outs = _ntuple(output_size, nd)
+        if nd == 3 and self.dtype in (torch.bfloat16, torch.float16) and min(outs) > 0:
+            return _adaptive_avg_half_3d(tuple(self.shape[-3:]), tuple(int(o) for o in outs), jdt)(J(self))
         return _adaptive_avg(tuple(self.shape[-nd:]), outs, opmath(jdt), jdt)(J(self))
 
     @register_functional(op("adaptive_max_pool{nd}d"))

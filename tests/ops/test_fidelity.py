@@ -316,3 +316,15 @@ def test_conv_transpose_half(dtype, xs, ws, kw, bias):
     b = _randn(channels, seed=2, dtype=dtype) if bias else None
     f = F_CT[len(xs) - 2]
     on_both(lambda d: f(x.to(d), w.to(d), None if b is None else b.to(d), **kw))
+
+
+# --- adaptive_avg_pool3d in half: CPU sums each bin in the half dtype, element by element ---
+
+
+@pytest.mark.parametrize("dtype", HALF)
+@pytest.mark.parametrize(
+    "shape,out", [((8, 8, 8, 8), (5, 7, 4)), ((2, 3, 6, 6, 6), (4, 4, 4)), ((1, 1, 20, 20, 20), (1, 1, 1))]
+)
+def test_adaptive_avg_pool3d_half(dtype, shape, out):
+    x = _randn(*shape, scale=3, dtype=dtype)
+    on_both(lambda d: torch.nn.functional.adaptive_avg_pool3d(x.to(d), out))
