@@ -10,6 +10,7 @@ index. Half inputs compute in float32.
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 
 from jaxdev.ops.registry import aten, register_backward, register_functional
@@ -112,11 +113,73 @@ def _sample(img, grid, mode, padding_mode, align_corners):
     return out
 
 
+def _sample_half_2d(img, grid, mode, padding_mode, align_corners):
+    """CPU's vectorized 2-D kernel (GridSamplerKernel.cpp) on Vectorized<half>: every arithmetic
+    step rounds to the half dtype, in its order: unnormalize (in + 1) * s (- 0.5), padding, then
+    for bilinear w = x - floor(x), e = 1 - w, nw = s * e, ... and ((nw_val * nw + ne_val * ne) +
+    sw_val * sw) + se_val * se; nearest reads at nearbyint(x)."""
+    half, f32 = img.dtype, jnp.float32
+
+    def r(v):
+        return v.astype(half).astype(f32)
+
+    img, grid = img.astype(f32), grid.astype(f32)
+    H, W = img.shape[2:]
+
+    def coordinate(v, size):
+        if align_corners:
+            v = r(r(v + 1) * r(jnp.float32((size - 1) / 2)))
+        else:
+            v = r(r(r(v + 1) * r(jnp.float32(size / 2))) - 0.5)
+        if padding_mode == ZEROS:
+            return v
+        if padding_mode == REFLECTION:
+            if align_corners:
+                if size <= 1:
+                    return jnp.zeros_like(v)
+                low, twice = 0.0, r(jnp.float32((size - 1) * 2))
+                a = jnp.abs(v)
+            else:
+                low, twice = -0.5, r(jnp.float32(size * 2))
+                a = jnp.abs(r(v - low))
+            extra = r(a - r(jnp.trunc(r(a / twice)) * twice))
+            v = jnp.minimum(extra, r(twice - extra))
+            if not align_corners:
+                v = r(v + low)
+        return jnp.minimum(jnp.float32(size - 1), jnp.where(jnp.isnan(v), 0.0, jnp.maximum(0.0, v)))
+
+    x, y = coordinate(grid[..., 0], W), coordinate(grid[..., 1], H)
+    if mode == NEAREST:
+        return _read(img, [jnp.round(y).astype(jnp.int32), jnp.round(x).astype(jnp.int32)])
+    x_w, y_n = jnp.floor(x), jnp.floor(y)
+    w, n = r(x - x_w), r(y - y_n)
+    e, s = r(1 - w), r(1 - n)
+    iy, ix = y_n.astype(jnp.int32), x_w.astype(jnp.int32)
+    out = None
+    for dy, dx, weight in ((0, 0, r(s * e)), (0, 1, r(s * w)), (1, 0, r(n * e)), (1, 1, r(n * w))):
+        term = r(_read(img, (iy + dy, ix + dx)) * weight[:, None])
+        out = term if out is None else r(out + term)
+    return out
+
+
 @jitted
 def _sampler(mode, padding_mode, align_corners):
-    def fwd(img, grid):
+    def float_path(img, grid):
         c = opmath(img.dtype)
         return _sample(img.astype(c), grid.astype(c), mode, padding_mode, align_corners).astype(img.dtype)
+
+    @jax.custom_vjp
+    def half_2d(img, grid):  # forward as CPU's Vectorized<half> kernel, gradient as before
+        return _sample_half_2d(img, grid, mode, padding_mode, align_corners).astype(img.dtype)
+
+    half_2d.defvjp(
+        lambda img, grid: (half_2d(img, grid), (img, grid)), lambda saved, g: jax.vjp(float_path, *saved)[1](g)
+    )
+
+    def fwd(img, grid):
+        if img.dtype in (jnp.bfloat16, jnp.float16) and img.ndim == 4 and mode in (BILINEAR, NEAREST):
+            return half_2d(img, grid)
+        return float_path(img, grid)
 
     return fwd
 

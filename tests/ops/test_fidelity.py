@@ -328,3 +328,17 @@ def test_conv_transpose_half(dtype, xs, ws, kw, bias):
 def test_adaptive_avg_pool3d_half(dtype, shape, out):
     x = _randn(*shape, scale=3, dtype=dtype)
     on_both(lambda d: torch.nn.functional.adaptive_avg_pool3d(x.to(d), out))
+
+
+# --- grid_sampler_2d in half: CPU's vectorized kernel rounds every Vectorized<half> step ---
+
+
+@pytest.mark.parametrize("dtype", HALF)
+@pytest.mark.parametrize("mode", [0, 1])  # bilinear, nearest
+@pytest.mark.parametrize("padding", [0, 1, 2])  # zeros, border, reflection
+@pytest.mark.parametrize("align_corners", [False, True])
+def test_grid_sampler_2d_half(dtype, mode, padding, align_corners):
+    inp = _randn(2, 3, 5, 20, dtype=dtype)
+    grid = (torch.rand(2, 13, 10, 2, generator=torch.Generator().manual_seed(1)) * 3 - 1.5).to(dtype)
+    grid[0, 0, 0, 0] = float("nan")
+    on_both(lambda d: torch.grid_sampler_2d(inp.to(d), grid.to(d), mode, padding, align_corners))
