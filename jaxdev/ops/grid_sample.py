@@ -162,6 +162,47 @@ def _sample_half_2d(img, grid, mode, padding_mode, align_corners):
     return out
 
 
+def _sample_half_3d(img, grid, mode, padding_mode, align_corners):
+    """CPU's scalar 3-D kernel (GridSampler.cpp) in c10::Half/BFloat16 arithmetic, one rounding per
+    operation: unnormalize ((c + 1) * size - 1) / 2 (align: (c + 1) / 2 * (size - 1)), border clip,
+    trilinear weights (x1 - x) * (y1 - y) * (z1 - z), and out += value * weight corner by corner
+    (tnw, tne, tsw, tse, bnw, bne, bsw, bse); nearest reads at nearbyint."""
+    half, f32 = img.dtype, jnp.float32
+
+    def r(v):
+        return v.astype(half).astype(f32)
+
+    img, grid = img.astype(f32), grid.astype(f32)
+    D, H, W = img.shape[2:]
+
+    def coordinate(v, size):
+        v = r(r(r(v + 1) / 2) * (size - 1)) if align_corners else r(r(r(r(v + 1) * size) - 1) / 2)
+        if padding_mode == BORDER:  # std::min(size - 1, std::max(v, 0)): NaN lands on size - 1
+            v = jnp.where(jnp.isnan(v), jnp.float32(size - 1), jnp.clip(v, 0.0, size - 1))
+        return v
+
+    def index(v):  # a NaN coordinate casts to INT64_MIN on CPU: out of bounds, never read
+        return jnp.where(jnp.isnan(v), -2.0, v)
+
+    x, y, z = coordinate(grid[..., 0], W), coordinate(grid[..., 1], H), coordinate(grid[..., 2], D)
+    if mode == NEAREST:
+        return _read(img, [index(jnp.round(c)).astype(jnp.int32) for c in (z, y, x)])
+    x0, y0, z0 = index(jnp.floor(x)), index(jnp.floor(y)), index(jnp.floor(z))
+    out = None
+    for dz in (0, 1):
+        for dy in (0, 1):
+            for dx in (0, 1):
+                wx = r(x - x0) if dx else r(x0 + 1 - x)
+                wy = r(y - y0) if dy else r(y0 + 1 - y)
+                wz = r(z - z0) if dz else r(z0 + 1 - z)
+                weight = r(r(wx * wy) * wz)
+                idx = [(c0 + dd).astype(jnp.int32) for c0, dd in ((z0, dz), (y0, dy), (x0, dx))]
+                inside = _all([(i >= 0) & (i < n) for i, n in zip(idx, (D, H, W))])[:, None]
+                term = jnp.where(inside, r(_read(img, idx) * weight[:, None]), 0.0)  # CPU skips the corner
+                out = term if out is None else r(out + term)
+    return out
+
+
 @jitted
 def _sampler(mode, padding_mode, align_corners):
     def float_path(img, grid):
@@ -176,9 +217,20 @@ def _sampler(mode, padding_mode, align_corners):
         lambda img, grid: (half_2d(img, grid), (img, grid)), lambda saved, g: jax.vjp(float_path, *saved)[1](g)
     )
 
+    @jax.custom_vjp
+    def half_3d(img, grid):
+        return _sample_half_3d(img, grid, mode, padding_mode, align_corners).astype(img.dtype)
+
+    half_3d.defvjp(
+        lambda img, grid: (half_3d(img, grid), (img, grid)), lambda saved, g: jax.vjp(float_path, *saved)[1](g)
+    )
+
     def fwd(img, grid):
-        if img.dtype in (jnp.bfloat16, jnp.float16) and img.ndim == 4 and mode in (BILINEAR, NEAREST):
-            return half_2d(img, grid)
+        if img.dtype in (jnp.bfloat16, jnp.float16) and mode in (BILINEAR, NEAREST):
+            if img.ndim == 4:
+                return half_2d(img, grid)
+            if padding_mode != REFLECTION:  # (3-D reflection in half arithmetic is not reproduced)
+                return half_3d(img, grid)
         return float_path(img, grid)
 
     return fwd

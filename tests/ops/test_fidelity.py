@@ -342,3 +342,13 @@ def test_grid_sampler_2d_half(dtype, mode, padding, align_corners):
     grid = (torch.rand(2, 13, 10, 2, generator=torch.Generator().manual_seed(1)) * 3 - 1.5).to(dtype)
     grid[0, 0, 0, 0] = float("nan")
     on_both(lambda d: torch.grid_sampler_2d(inp.to(d), grid.to(d), mode, padding, align_corners))
+
+
+@pytest.mark.parametrize("dtype", HALF)
+@pytest.mark.parametrize("mode", [0, 1])
+@pytest.mark.parametrize("padding", [0, 1])  # (reflection in 3-D half stays the float path)
+@pytest.mark.parametrize("align_corners", [False, True])
+def test_grid_sampler_3d_half(dtype, mode, padding, align_corners):
+    inp = _randn(2, 3, 5, 6, 7, dtype=dtype)
+    grid = (torch.rand(2, 4, 3, 5, 3, generator=torch.Generator().manual_seed(1)) * 3 - 1.5).to(dtype)
+    on_both(lambda d: torch.grid_sampler_3d(inp.to(d), grid.to(d), mode, padding, align_corners))
