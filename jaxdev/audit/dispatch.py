@@ -151,12 +151,17 @@ def matches(name: str, patterns: list[str]) -> bool:
     return False
 
 
-def query(patterns=(), tags_any=(), statuses=(), namespace="aten") -> list[OpStatus]:
-    """Every overload matching the patterns, with at least one of `tags_any` and a status in `statuses`
-    (matched against both the device and the autograd status)."""
+def query(patterns=(), tags_any=(), statuses=(), namespace="aten", names=None) -> list[OpStatus]:
+    """Every overload matching the patterns (or among `names`, exact overload names), with at
+    least one of `tags_any` and a status in `statuses` (matched against both the device and the
+    autograd status)."""
     out = []
-    for name in all_op_names(namespace if not any("::" in p for p in patterns) else None):
-        if not matches(name, list(patterns)):
+    if names is not None:
+        candidates = sorted(set(names))
+    else:
+        candidates = all_op_names(namespace if not any("::" in p for p in patterns) else None)
+    for name in candidates:
+        if names is None and not matches(name, list(patterns)):
             continue
         s = status(name)
         if tags_any and not any(_tag_matches(t, s.tags) for t in tags_any):

@@ -46,23 +46,26 @@ def op_from_error(text: str) -> str:
 
 
 def resolve(name: str) -> tuple[list[str], str | None]:
-    """(dispatcher overloads, OpInfo name) that `name` refers to; an unknown name is an AuditError."""
-    all_names = set(torch._C._dispatch_get_all_op_names())
-    qualified = name if "::" in name else f"aten::{name}"
-    if qualified in all_names:
-        overloads = [qualified]
-    else:
-        overloads = sorted(n for n in all_names if n.split(".")[0] == qualified)
-    from jaxdev.audit import samples
+    """(dispatcher overloads, OpInfo name) that `name` refers to: an overload (`aten::add.Tensor`,
+    `add.Tensor`), an op (`aten::add`: all its overloads), a glob on aten names, or an OpInfo name
+    (whose namesake overloads come with it); an unknown name is an AuditError with near names."""
+    from jaxdev.audit import names, samples
 
     db = samples.op_db()
-    base = qualified.split("::", 1)[1].split(".")[0]
-    opinfo = name if name in db else base if qualified.startswith("aten::") and base in db else None
+    overloads = names.aten_overloads(name)
+    opinfo = name if name in db else None
+    if opinfo is None and overloads and not names.is_glob(name):
+        # the OpInfo named after the op (`add` for aten::add.Tensor), for its decomposition
+        b = names.base(overloads[0])
+        same = [n for n in db if names.namesake(n, getattr(db[n], "name", n), b)]
+        opinfo = min(same, key=lambda n: (n.replace(".", "_") != b.strip("_"), len(n), n), default=None)
+    if not overloads and opinfo:
+        op_name = getattr(db[opinfo], "name", opinfo)
+        overloads = names.aten_overloads(op_name.replace(".", "_")) or names.aten_overloads(op_name.split(".")[-1])
     if not overloads and not opinfo:
-        short = {n.split("::", 1)[1].split(".")[0] for n in all_names if n.startswith("aten::")}
-        near = samples.nearest(name.split("::")[-1], sorted(short | set(db)))
-        hint = f"; nearest: {', '.join(near)}" if near else ""
-        raise AuditError(f"{name!r} is neither an aten operator nor an OpInfo name{hint}")
+        raise AuditError(
+            f"{name!r} is neither an aten operator nor an OpInfo name{names.hint(name, names._candidates(db))}"
+        )
     return overloads, opinfo
 
 
@@ -174,6 +177,7 @@ def coverage(opinfo: str | None, overloads: list[str], matrix_path: str | None) 
                     },
                 }
             )
+    rows.sort(key=lambda row: row["opinfo"] != opinfo)  # the explained OpInfo's cells first (stable)
     for row in rows:
         if row.get("status") == "unsupported":
             row["meaning"] = UNSUPPORTED_MEANING

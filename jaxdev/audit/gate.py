@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from jaxdev.audit import AuditError, matrix, samples, sweep
+from jaxdev.audit import AuditError, matrix, samples
 
 GOOD = ("pass",)
 UNSUPPORTED = "unsupported"
@@ -51,22 +51,69 @@ def load_baseline(path: str) -> dict:
         raise AuditError(f"cannot use baseline: {e}") from e
 
 
-def scope(baseline: matrix.Matrix, ops=(), backward=True, dtypes=(), mode: str = "eager") -> list[samples.Unit]:
-    """Units to rerun: the given OpInfos (all their cells, or those dtypes), else every cell of the baseline."""
-    if ops:
-        return sweep.plan(ops, dtypes, backward, mode=mode)
+MODE_DIRECTIONS = {
+    "eager": ("forward", "backward"),
+    "compile": ("compile",),
+    "both": ("forward", "backward", "compile"),
+}
+
+
+@dataclasses.dataclass
+class Scope:
+    """What a gate run checks: `units` to rerun, and the cells of the named OPS that the baseline
+    does not hold (`not_in_baseline`: run, and failing the gate, only when strict)."""
+
+    units: list[samples.Unit]
+    not_in_baseline: list[samples.Unit]
+    selections: list  # names.Selection per OPS pattern
+
+
+def scope(
+    baseline: matrix.Matrix,
+    ops=(),
+    backward=True,
+    dtypes=(),
+    mode: str | None = None,
+    *,
+    strict: bool = False,
+    all_reaching: bool = False,
+) -> Scope:
+    """The baseline's cells (of OPS when given; OpInfo or aten names, see jaxdev.audit.names),
+    narrowed by dtypes, mode (None: every direction) and backward. With OPS, their other cells
+    (what `jaxdev coverage OPS` would run) are `not_in_baseline`, and rerun too when strict."""
+    from jaxdev.audit import names
+
+    directions = set(MODE_DIRECTIONS[mode] if mode else MODE_DIRECTIONS["both"])
+    if not backward:
+        directions.discard("backward")
+    wanted_dtypes = {samples.dtype_name(samples.parse_dtype(d)) for d in dtypes}
     db = samples.op_db()
+    selections = []
+    chosen = None
+    if ops:
+        index = {op: frozenset(baseline.aten(op)) for op in baseline.ops}
+        for op, reached in names.load_index().items():
+            index[op] = index.get(op, frozenset()) | reached
+        selections = names.resolve(ops, db, all_reaching=all_reaching, index=index)
+        chosen = set(names.opinfos(selections))
     units = []
     for op, dtype, direction, _ in baseline.cells():
+        if chosen is not None and op not in chosen:
+            continue
+        if direction not in directions or (wanted_dtypes and dtype not in wanted_dtypes):
+            continue
         if op not in db:
             raise AuditError(
                 f"baseline names OpInfo {op!r}, which this torch does not have; refresh the baseline with --accept OPS"
             )
-        if backward or direction != "backward":
-            units.append(samples.Unit(op, dtype, direction))
-    if not units:
-        raise AuditError("the baseline has no results to check")
-    return units
+        units.append(samples.Unit(op, dtype, direction))
+    absent = []
+    if chosen is not None:
+        planned = samples.units(sorted(chosen), dtypes, backward, mode or "both")
+        absent = [u for u in planned if u.direction in directions and baseline.get(u.op, u.dtype, u.direction) is None]
+    elif not units:
+        raise AuditError("the baseline has no results to check" + (" in this scope" if dtypes or mode else ""))
+    return Scope(sorted(units + absent) if strict else units, absent, selections)
 
 
 def compare(baseline: matrix.Matrix, fresh: matrix.Matrix) -> list[Change]:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import fnmatch
 import functools
 import importlib
 import importlib.util
@@ -87,23 +86,19 @@ def op_db() -> dict[str, object]:
 
 
 def nearest(name: str, candidates, n: int = 5) -> list[str]:
-    return difflib.get_close_matches(name, list(candidates), n=n, cutoff=0.5)
+    from jaxdev.audit import names
+
+    return names.nearest(name, candidates, n)
 
 
-def select(patterns=()) -> list[str]:
-    """OpInfo names matching the globs (all of op_db when none); an unmatched pattern is an error."""
-    names = sorted(op_db())
+def select(patterns=(), *, all_reaching: bool = False) -> list[str]:
+    """OpInfo names the patterns select (all of op_db when none): OpInfo names and globs, and aten
+    names through the index (see jaxdev.audit.names); a pattern that selects nothing is an error."""
     if not patterns:
-        return names
-    chosen: set[str] = set()
-    for p in patterns:
-        hit = [n for n in names if n == p or fnmatch.fnmatchcase(n, p)]
-        if not hit:
-            near = nearest(p, names)
-            hint = f"; nearest: {', '.join(near)}" if near else ""
-            raise AuditError(f"no OpInfo named {p!r}{hint}")
-        chosen.update(hit)
-    return sorted(chosen)
+        return sorted(op_db())
+    from jaxdev.audit import names
+
+    return names.opinfos(names.resolve(patterns, op_db(), all_reaching=all_reaching))
 
 
 @dataclasses.dataclass(frozen=True, order=True)

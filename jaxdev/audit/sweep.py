@@ -28,9 +28,14 @@ def parse_shard(text: str | None) -> tuple[int, int] | None:
 
 
 def plan(
-    ops=(), dtypes=(), backward=True, shard: tuple[int, int] | None = None, mode: str = "eager"
+    ops=(),
+    dtypes=(),
+    backward=True,
+    shard: tuple[int, int] | None = None,
+    mode: str = "eager",
+    all_reaching: bool = False,
 ) -> list[samples.Unit]:
-    names = samples.select(ops)
+    names = samples.select(ops, all_reaching=all_reaching)
     if shard:
         k, n = shard
         names = names[k - 1 :: n]  # whole OpInfos per shard, so each op's aten list stays in one file

@@ -139,6 +139,35 @@ def print_summary(m):
         )
 
 
+def resolve_ops(ops, all_reaching: bool):
+    """The Selections of OPS (aten names through the index), each aten one printed with the OpInfos
+    chosen for it."""
+    from jaxdev.audit import names, samples
+
+    selections = names.resolve(ops, samples.op_db(), all_reaching=all_reaching) if ops else []
+    for s in selections:
+        if s.is_aten:
+            console.print(s.describe(), markup=False, soft_wrap=True)
+    return selections
+
+
+def print_aten_results(selections, m) -> None:
+    """For each aten name among OPS: its OpInfos' cells by direction and status."""
+    for s in selections:
+        if not s.is_aten:
+            continue
+        per: dict[str, dict[str, int]] = {}
+        for cell in m.cells():
+            if cell.op in s.opinfos:
+                counts = per.setdefault(cell.direction, {})
+                counts[cell.entry["status"]] = counts.get(cell.entry["status"], 0) + 1
+        target = s.overloads[0] if len(s.overloads) == 1 else s.pattern
+        cells = "; ".join(
+            f"{d} " + " ".join(f"{coloured(k)} {v}" for k, v in sorted(c.items())) for d, c in per.items()
+        )
+        console.print(f"{target} (run as OpInfo {', '.join(s.opinfos)}): {cells or 'no cells'}", soft_wrap=True)
+
+
 @click.command("coverage")
 @scope_options()
 @click.option("--shard", help="K/N: run the K-th of N slices of the OpInfos (merge the shards' matrices with --merge).")
@@ -163,10 +192,28 @@ def print_summary(m):
     type=click.Path(file_okay=False),
     help="JAX's persistent compilation cache (default $JAXDEV_AUDIT_CACHE, else ~/.cache/jaxdev/jax); an empty folder gives a cold run.",
 )
-def command(ops, dtypes, no_backward, mode, jobs, timeout, max_samples, shard, resume, out_dir, merge_files, cache_dir):
+def command(
+    ops,
+    all_reaching,
+    dtypes,
+    no_backward,
+    mode,
+    jobs,
+    timeout,
+    max_samples,
+    shard,
+    resume,
+    out_dir,
+    merge_files,
+    cache_dir,
+):
     """Run PyTorch's OpInfo samples on jax and on CPU, compare, and write OUT/matrix.yaml.
 
-    OPS are OpInfo names or globs (`add`, `nn.functional.*`); none means all of op_db.
+    OPS are OpInfo names or globs (`add`, `nn.functional.*`), or aten names: an overload
+    (`aten::add.Tensor`, `add.Tensor`), an op (`aten::add`: all its overloads) or a glob
+    (`aten::*pool*`). An aten name runs the OpInfos whose samples reach it (per the `aten:` lists
+    of coverage/matrix.yaml, or $JAXDEV_AUDIT_INDEX), those named after it when there are such
+    (`add` for add.Tensor), else all of them (--all-reaching: all of them always). None means all of op_db.
     Each (op, dtype, direction) gets a status: pass, fallback (correct only through the CPU
     fallback), untraced (compile: correct, but the graph ran op by op), missing, lost_autograd,
     exception, wrong, dtype_mismatch, shape_mismatch, stride_mismatch (values right, strides not
@@ -178,12 +225,13 @@ def command(ops, dtypes, no_backward, mode, jobs, timeout, max_samples, shard, r
     \b
     Examples:
       jaxdev coverage sin add --dtype float32
+      jaxdev coverage abs add.Tensor aten::mm --dtype float32
       jaxdev coverage 'nn.functional.*' --no-backward --jobs 2 --out /tmp/cov
       jaxdev coverage --shard 1/4 --out shard1   # then: jaxdev coverage --merge shard*/matrix.yaml
       jaxdev coverage --resume                   # finish an interrupted sweep
       jaxdev coverage --mode compile             # add torch.compile coverage beside the eager cells
     """
-    from jaxdev.audit import facts, matrix, sweep
+    from jaxdev.audit import facts, matrix, names, sweep
 
     out_path = os.path.join(out_dir, facts.MATRIX_FILE)
     if merge_files:
@@ -193,9 +241,11 @@ def command(ops, dtypes, no_backward, mode, jobs, timeout, max_samples, shard, r
         print_summary(merged)
         return
     parsed_shard = sweep.parse_shard(shard)
-    units = sweep.plan(ops, dtypes, not no_backward, parsed_shard, mode)
+    selections = resolve_ops(ops, all_reaching)
+    units = sweep.plan(names.opinfos(selections), dtypes, not no_backward, parsed_shard, mode)
     if not units:
         raise click.UsageError("nothing to run: no (op, dtype) pair matches these options")
     options = facts.SweepOptions(jobs=jobs, timeout=timeout, max_samples=max_samples, cache_dir=cache_dir)
     m = run_sweep(units, out_path, options, resume=resume, run_info={"shard": shard} if shard else None)
     print_summary(m)
+    print_aten_results(selections, m)

@@ -20,9 +20,21 @@ from jaxdev.cli.render import coloured, console
 )
 @click.option("--accept", is_flag=True, help="Record the fresh results in the baseline instead of failing.")
 @click.option("--init", is_flag=True, help="Create the baseline from a fresh run of OPS (refuses to overwrite one).")
+@click.option(
+    "--strict",
+    is_flag=True,
+    help="Also run the cells of OPS the baseline does not hold, and fail the gate on them.",
+)
 @scope_options(defaults_from_baseline=True)
-def command(ops, baseline_path, accept, init, dtypes, no_backward, mode, jobs, timeout, max_samples):
-    """Rerun the sweep (OPS, or every cell of the baseline) and compare with the baseline.
+def command(
+    ops, baseline_path, accept, init, strict, all_reaching, dtypes, no_backward, mode, jobs, timeout, max_samples
+):
+    """Rerun the baseline's cells (of OPS, or all of them) and compare with the baseline.
+
+    OPS are OpInfo names, globs or aten names (`aten::add.Tensor`, `add.Tensor`, `aten::add`),
+    as for `jaxdev coverage`. Only the cells the baseline holds are checked (narrowed by --dtype,
+    --mode, --no-backward); the other cells of OPS are listed as `not in baseline` and neither
+    run nor failing, unless --strict (or --accept, which records them).
 
     Exit 1 on any change, each printed as `KIND op dtype direction: old -> new`:
 
@@ -43,24 +55,45 @@ def command(ops, baseline_path, accept, init, dtypes, no_backward, mode, jobs, t
     \b
     Examples:
       jaxdev gate                                   # CI: everything in coverage/baseline.yaml
-      jaxdev gate sin add                           # only these OpInfos
+      jaxdev gate sin add                           # only the baseline's cells of these OpInfos
+      jaxdev gate add.Tensor --dtype float32        # the OpInfos that reach aten::add.Tensor
+      jaxdev gate abs --strict                      # abs's cells the baseline lacks fail the gate
       jaxdev gate sin --accept                      # record an improvement
       jaxdev gate sin add --dtype float32 --init --baseline coverage/baseline.yaml
     """
     from jaxdev.audit import AuditError, gate, matrix, sweep
+    from jaxdev.cli.coverage_cmd import print_aten_results, resolve_ops
 
     if init:
         if os.path.exists(baseline_path):
             raise AuditError(f"{baseline_path} already exists; use --accept to update it")
         if not ops:
             raise click.UsageError("--init needs the OPS to put in the new baseline")
-        units = sweep.plan(ops, dtypes, not no_backward, mode=mode)
+        selections = resolve_ops(ops, all_reaching)
+        units = sweep.plan([o for s in selections for o in s.opinfos], dtypes, not no_backward, mode=mode or "eager")
         options = facts.SweepOptions(jobs, timeout or facts.DEFAULT_TIMEOUT_S, max_samples or facts.DEFAULT_MAX_SAMPLES)
         run_sweep(units, baseline_path, options)
         console.print(f"baseline written: {baseline_path}")
         return
     baseline = gate.load_baseline(baseline_path)
-    units = gate.scope(baseline, ops, not no_backward, dtypes, mode)
+    scope = gate.scope(baseline, ops, not no_backward, dtypes, mode, strict=strict or accept, all_reaching=all_reaching)
+    for s in scope.selections:
+        if s.is_aten:
+            console.print(s.describe(), markup=False, soft_wrap=True)
+    _print_not_in_baseline(
+        scope.not_in_baseline,
+        "run and recorded (--accept)"
+        if accept
+        else "run, and failing the gate (--strict)"
+        if strict
+        else "not run, not failing the gate (--strict runs them)",
+    )
+    units = scope.units
+    if not units:
+        console.print(
+            f"[yellow]nothing to check[/yellow]: {baseline_path} holds no cells of {' '.join(ops)} in this scope"
+        )
+        return
     options = facts.SweepOptions(
         jobs,
         timeout or baseline.run.get("timeout_s") or facts.DEFAULT_TIMEOUT_S,
@@ -77,6 +110,7 @@ def command(ops, baseline_path, accept, init, dtypes, no_backward, mode, jobs, t
             markup=True,
             soft_wrap=True,
         )
+    print_aten_results(scope.selections, fresh)
     cells = len(units)
     if accept:
         gate.accept(baseline, fresh, baseline_path)
@@ -89,4 +123,17 @@ def command(ops, baseline_path, accept, init, dtypes, no_backward, mode, jobs, t
             "fix them or run with --accept"
         )
         sys.exit(1)
-    console.print(f"[green]gate passed[/green]: {cells} cells match {baseline_path}")
+    absent = len(scope.not_in_baseline) if not (strict or accept) else 0
+    note = f"; {absent} cells of {' '.join(ops)} not in baseline (not run)" if absent else ""
+    console.print(f"[green]gate passed[/green]: {cells} cells match {baseline_path}{note}", soft_wrap=True)
+
+
+def _print_not_in_baseline(units, note: str) -> None:
+    """One line per OpInfo: the cells of OPS the baseline does not hold, by direction."""
+    per: dict[str, dict[str, list[str]]] = {}
+    for u in units:
+        per.setdefault(u.op, {}).setdefault(u.direction, []).append(u.dtype)
+    for op, dirs in per.items():
+        n = sum(len(d) for d in dirs.values())
+        what = "; ".join(f"{d} {', '.join(dtypes)}" for d, dtypes in dirs.items())
+        console.print(f"not in baseline  {op}: {n} cells ({what}): {note}", markup=False, soft_wrap=True)

@@ -10,7 +10,29 @@ from jaxdev.audit import AuditError
 
 
 class Group(click.Group):
-    """Turns AuditError (a mistake the user can fix) into one red sentence and exit code 2."""
+    """Turns AuditError (a mistake the user can fix) and click's usage errors into one red
+    sentence and exit code 2."""
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode, **extra)
+        try:
+            rv = super().main(args, prog_name, complete_var, False, **extra)
+        except click.exceptions.NoArgsIsHelpError as e:  # bare `jaxdev`: the help, as asked
+            click.echo(e.ctx.get_help())
+            sys.exit(0)
+        except click.UsageError as e:
+            where = e.ctx.command_path if e.ctx else "jaxdev"
+            message = e.format_message().rstrip(".").replace("\n", " ").replace(". (", " (")
+            click.secho(f"error: {message} (see `{where} --help`)", fg="red", err=True)
+            sys.exit(2)
+        except click.ClickException as e:
+            click.secho(f"error: {e.format_message()}", fg="red", err=True)
+            sys.exit(e.exit_code)
+        except click.Abort:
+            click.echo("Aborted!", err=True)
+            sys.exit(1)
+        sys.exit(rv if isinstance(rv, int) else 0)
 
     def invoke(self, ctx):
         try:

@@ -29,8 +29,9 @@ STATUSES = ("native", "decomposed", "composite", "fallback", "missing", "autogra
 def command(patterns, tags, statuses, fmt):
     """List aten overloads with their PrivateUse1 (jax) and AutogradPrivateUse1 status.
 
-    PATTERNS are globs on the overload name, with or without `aten::` and overload
-    (`add`, `aten::add.Tensor`, `*pool*`). Other namespaces: `prims::*`.
+    PATTERNS are aten names (`aten::add.Tensor`, `add.Tensor`; `aten::add` or `add`: all its
+    overloads), globs on them (`*pool*`; other namespaces: `prims::*`), or OpInfo names and globs
+    (`nn.functional.relu`): the overloads its samples reach, per the index (coverage/matrix.yaml).
 
     \b
     Device status:   native | decomposed | composite | fallback | missing
@@ -40,12 +41,16 @@ def command(patterns, tags, statuses, fmt):
     Examples:
       jaxdev ops
       jaxdev ops 'add*' sin --format yaml
+      jaxdev ops nn.functional.gelu           # the overloads the OpInfo reaches
       jaxdev ops --tag core --status fallback
       jaxdev ops --status lost
     """
-    from jaxdev.audit import dispatch
+    from jaxdev.audit import dispatch, names, samples
 
-    rows = dispatch.query(patterns, tags, statuses)
+    notes, chosen = [], None
+    if patterns:
+        chosen, notes = names.overloads_named(patterns, samples.op_db)
+    rows = dispatch.query((), tags, statuses, names=chosen)
     totals = dispatch.counts(rows)
     if fmt != "table":
         click.echo(dump({"ops": [r.as_dict() for r in rows], "counts": totals}, fmt))
@@ -56,6 +61,8 @@ def command(patterns, tags, statuses, fmt):
     for r in rows:
         table.add_row(r.name, coloured(r.device), coloured(r.autograd), ",".join(r.tags))
     console.print(table)
+    for note in notes:
+        console.print(note, markup=False)
     console.print(f"{len(rows)} overloads")
     console.print("device:   " + "  ".join(f"{coloured(k)} {v}" for k, v in totals["device"].items()))
     console.print("autograd: " + "  ".join(f"{coloured(k)} {v}" for k, v in totals["autograd"].items()))

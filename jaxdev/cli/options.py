@@ -10,21 +10,27 @@ from jaxdev.audit import facts
 
 
 def scope_options(*, defaults_from_baseline: bool = False):
-    """OPS, --dtype, --no-backward, --mode, --jobs, --timeout, --max-samples. With
-    `defaults_from_baseline`, --timeout and --max-samples default to the baseline's (None here)."""
+    """OPS, --all-reaching, --dtype, --no-backward, --mode, --jobs, --timeout, --max-samples. With
+    `defaults_from_baseline`, --mode, --timeout and --max-samples default to the baseline's (None here)."""
     timeout_help = "Seconds a sample may take before it counts as a hang"
     samples_help = "The first N samples of each (op, dtype, direction)"
     options = [
         click.argument("ops", nargs=-1),
+        click.option(
+            "--all-reaching",
+            is_flag=True,
+            help="An aten name in OPS selects every OpInfo whose samples reach it, not only those named after it.",
+        ),
         click.option("--dtype", "dtypes", multiple=True, help="Only this dtype (float32, int64, ...). Repeatable."),
         click.option("--no-backward", is_flag=True, help="Forward only."),
         click.option(
             "--mode",
             type=click.Choice(facts.MODES),
-            default="eager",
-            show_default=True,
+            default=None if defaults_from_baseline else "eager",
+            show_default=not defaults_from_baseline,
             help="eager: forward (every CPU dtype) and backward (every dtype the OpInfo differentiates) op by op; compile: the forward through "
-            f"torch.compile(backend='jax', fullgraph=True), {facts.COMPILE_DEFAULT_DTYPE} unless --dtype; both.",
+            f"torch.compile(backend='jax', fullgraph=True), {facts.COMPILE_DEFAULT_DTYPE} unless --dtype; both"
+            + (" (default: every direction the baseline holds)." if defaults_from_baseline else "."),
         ),
         click.option(
             "--jobs", "-j", type=int, default=os.cpu_count() or 1, show_default=True, help="Worker processes."

@@ -131,7 +131,7 @@ def test_shards_split_ops_and_merge(cli, tmp_path):
 def test_bad_inputs_are_one_sentence(cli, tmp_path):
     for args, words in (
         (["coverage", "sin", "--dtype", "float33"], "unknown dtype 'float33'; did you mean float32"),
-        (["coverage", "sinn"], "no OpInfo named 'sinn'; nearest: sin"),
+        (["coverage", "sinn"], "no OpInfo or aten operator named 'sinn'; nearest: sin,"),
         (["coverage", "sin", "--shard", "3/2"], "--shard must look like K/N"),
         (["coverage", "sin", "--jobs", "0", "--out", str(tmp_path)], "--jobs must be at least 1"),
         (["report", str(tmp_path / "none.yaml")], "no coverage matrix at"),
