@@ -37,8 +37,8 @@ def base(name: str) -> str:
 # The dispatcher's names (needs torch) and the index (a matrix's aten lists; needs only the file)
 
 
-@functools.cache
 def dispatcher_names() -> frozenset[str]:
+    """Every operator the dispatcher knows now (not cached: loading plugins or op_db defines more)."""
     import torch
 
     return frozenset(torch._C._dispatch_get_all_op_names())

@@ -42,7 +42,7 @@ class Group(click.Group):
             sys.exit(2)
 
 
-@click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group("jaxdev", cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
 def main():
     """Audit the jax device: which aten ops reach it, how, and how well they work.
 

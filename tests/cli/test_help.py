@@ -38,3 +38,21 @@ def test_every_command_help_shows_examples():
     for command in COMMANDS:
         out = _help(command, "--help")
         assert "Examples:" in out.stdout and "jaxdev " + command in out.stdout
+
+
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (("bogus",), "error: No such command 'bogus' (see `jaxdev --help`)"),
+        (("coverage", "--bogus"), "error: No such option '--bogus' (Did you mean one of"),
+        (("ops", "--status", "nope"), "error: Invalid value for '--status': 'nope' is not one of"),
+    ],
+)
+def test_usage_errors_are_one_sentence_with_exit_2(args, words):
+    from click.testing import CliRunner
+
+    from jaxdev.cli.main import main
+
+    result = CliRunner().invoke(main, list(args))
+    assert result.exit_code == 2
+    assert result.output.strip().count("\n") == 0 and words in result.output, result.output
