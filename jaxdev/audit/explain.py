@@ -26,6 +26,8 @@ FIX = {
     "composite": "nothing required; a direct jax kernel would be faster than the generic composite",
 }
 
+MAX_GLOB_OVERLOADS = 12
+
 _ERROR_PATTERNS = (
     r"Could not run '(?P<op>[\w:.]+)' with arguments from the '(?P<key>\w+)' backend",
     r"(?P<op>\w+::[\w.]+) has no jax kernel",
@@ -62,6 +64,11 @@ def resolve(name: str) -> tuple[list[str], str | None]:
     if not overloads and opinfo:
         op_name = getattr(db[opinfo], "name", opinfo)
         overloads = names.aten_overloads(op_name.replace(".", "_")) or names.aten_overloads(op_name.split(".")[-1])
+    if names.is_glob(name) and len(overloads) > MAX_GLOB_OVERLOADS:
+        raise AuditError(
+            f"{name!r} matches {len(overloads)} overloads; explain takes at most {MAX_GLOB_OVERLOADS} "
+            f"(`jaxdev ops {name}` lists them all)"
+        )
     if not overloads and not opinfo:
         raise AuditError(
             f"{name!r} is neither an aten operator nor an OpInfo name{names.hint(name, names._candidates(db))}"

@@ -44,7 +44,8 @@ def command(
       changed kind     a failure became another failure (wrong -> exception, missing -> wrong);
                        it fails the gate too, since the device behaves differently from the
                        record, better or worse, and the new reason deserves a look
-      new unsupported  a cell the baseline lacks that jaxdev cannot hold (complex32, sparse)
+      new pass         (--strict) a cell the baseline lacks passes; new failure if it fails
+      new unsupported  (--strict) a cell the baseline lacks that jaxdev cannot hold (complex32, sparse)
 
     `unsupported` cells (jaxdev cannot hold the tensors by design) are neither passes nor
     failures: pass -> unsupported is a new failure, unsupported -> pass an unexpected pass.

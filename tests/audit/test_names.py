@@ -92,6 +92,8 @@ def test_ops_and_explain_take_aten_and_opinfo_names(cli, index):
     assert code == 2 and "nearest: add," in out and "Traceback" not in out
     code, out = cli("explain", "add.Tensor")
     assert code == 0 and "OpInfo add" in out
+    code, out = cli("explain", "aten::*")
+    assert code == 2 and "explain takes at most" in out
 
 
 def test_coverage_runs_an_aten_name_through_its_opinfos(cli, tmp_path, index):
