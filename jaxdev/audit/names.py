@@ -149,6 +149,7 @@ class Selection:
     opinfos: tuple[str, ...]
     overloads: tuple[str, ...] = ()  # the aten overloads an aten name named (empty for OpInfo names)
     reaching: tuple[str, ...] = ()  # every OpInfo whose samples reach them (per the index)
+    by_name: bool = False  # no index to read: OpInfos chosen by their names alone
 
     @property
     def is_aten(self) -> bool:
@@ -158,11 +159,15 @@ class Selection:
         """'add.Tensor = aten::add.Tensor: OpInfo add (84 more reach it; --all-reaching runs them)'."""
         if not self.is_aten:
             return f"{self.pattern}: OpInfo{'s' if len(self.opinfos) > 1 else ''} {', '.join(self.opinfos)}"
-        target = self.overloads[0] if len(self.overloads) == 1 else f"{len(self.overloads)} overloads of {self.pattern}"
-        label = target if self.pattern == target else f"{self.pattern} = {target}"
+        ops = {o.split(".")[0] for o in self.overloads}
+        n = len(self.overloads)
+        target = self.overloads[0] if n == 1 else f"{ops.pop()} ({n} overloads)" if len(ops) == 1 else f"{n} overloads"
+        label = target if target.startswith(self.pattern) else f"{self.pattern} = {target}"
         chosen = ", ".join(self.opinfos)
         others = len(set(self.reaching) - set(self.opinfos))
         more = f" ({others} more reach it; --all-reaching runs them)" if others else ""
+        if self.by_name:
+            more = " (chosen by name: no coverage matrix to tell which OpInfos reach it)"
         return f"{label}: OpInfo{'s' if len(self.opinfos) > 1 else ''} {chosen}{more}"
 
 
@@ -207,9 +212,16 @@ def resolve(
         bases = {base(o) for o in overloads}
         named = tuple(n for n in reaching if any(namesake(n, getattr(db[n], "name", n), b) for b in bases))
         chosen = reaching if all_reaching or not named else named
+        also = [n for n in names if any(namesake(n, getattr(db[n], "name", n), b) for b in bases)]
+        if not idx and also:  # no coverage matrix to read: the OpInfos named after it, by name alone
+            out.append(Selection(p, tuple(also), tuple(overloads), (), by_name=True))
+            continue
         if not chosen:
-            where = index_path() if index is None else "the index"
-            also = [n for n in names if any(namesake(n, getattr(db[n], "name", n), b) for b in bases)]
+            where = (
+                (index_path() or f"no index: no coverage/matrix.yaml, no ${INDEX_ENV}")
+                if index is None
+                else "the index"
+            )
             maybe = f"; OpInfos named like it: {', '.join(also[:5])}" if also else ""
             ops = {o.split(".")[0] for o in overloads}
             target = overloads[0] if len(overloads) == 1 else ops.pop() if len(ops) == 1 else p

@@ -70,6 +70,13 @@ def test_aten_names_select_the_opinfos_that_reach_them(index):
         names.resolve(["mm"], {k: v for k, v in db.items() if k != "mm"} | {"mm.x": db["mm"]})
 
 
+def test_without_an_index_aten_names_choose_opinfos_by_name(monkeypatch, tmp_path):
+    monkeypatch.setenv(names.INDEX_ENV, str(tmp_path / "none.yaml"))
+    (s,) = names.resolve(["aten::relu"], samples.op_db())
+    assert s.opinfos == ("nn.functional.relu",) and s.by_name
+    assert s.describe().startswith("aten::relu (2 overloads): OpInfo nn.functional.relu (chosen by name")
+
+
 def test_near_names_rank_the_same_base_then_edit_distance():
     db = samples.op_db()
     with pytest.raises(AuditError, match=r"no OpInfo or aten operator named 'ad'; nearest: add,"):
