@@ -218,9 +218,32 @@ def masked_select(self, mask):
     return _masked_rows(jnp.broadcast_to(x, shape), jnp.broadcast_to(m, shape), 0).reshape(-1)
 
 
-@register_functional(aten.nonzero.default)
-def nonzero(self):
+def _positions(self) -> jax.Array:
     return true_positions(J(self)).astype(jnp.int64)
+
+
+# CPU lays nonzero's (N, ndim) result out column by column: strides (1, N), out= included.
+
+
+@register(aten.nonzero.default)
+def nonzero(self):
+    rows = _positions(self)
+    return tensor.wrap_strided(rows, (1, rows.shape[0]))
+
+
+@register(aten.nonzero.out)
+def nonzero_out(self, *, out):
+    if out.dtype != torch.int64:
+        raise RuntimeError(
+            f"nonzero: Expected out tensor to have scalar type Long but got scalar type{dtypes.scalar_name(out.dtype)}"
+        )
+    if not tensor.is_jax(out):
+        raise tensor.mixed_devices(out.device)
+    rows = _positions(self)
+    n, d = rows.shape
+    out.resize_((d, n))
+    tensor.write(out, rows.T)
+    return out.as_strided_((n, d), (1, n))
 
 
 @register_functional(aten.nonzero_static.default)
