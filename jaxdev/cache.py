@@ -10,6 +10,12 @@ With it, a second process loads them from disk.
 A cache directory the user set for JAX before importing jaxdev wins. Executables are cached
 whatever their compile time or size: jaxdev's eager kernels compile in tens of milliseconds each,
 under JAX's default one-second floor, and they are most of what a first step compiles.
+
+The cache is bounded (JAXDEV_CACHE_MAX_BYTES, default 4 GiB, least recently used entries go first),
+and that matters beyond disk space: only a bounded JAX cache takes a file lock around its reads and
+writes. Unbounded, one process can read an entry another is still writing, and deserialising the
+truncated executable kills the reader with a segmentation fault (seen with two processes compiling
+the same kernels: the auditor's workers beside a test run).
 """
 
 from __future__ import annotations
@@ -19,6 +25,8 @@ import os
 import jax
 
 ENV = "JAXDEV_CACHE_DIR"
+MAX_BYTES_ENV = "JAXDEV_CACHE_MAX_BYTES"
+DEFAULT_MAX_BYTES = 4 << 30
 DEFAULT_DIR = os.path.join(os.path.expanduser("~"), ".cache", "jaxdev", "xla")
 _OFF = ("", "0", "off", "none", "false")
 
@@ -37,3 +45,5 @@ def configure() -> None:
     jax.config.update("jax_compilation_cache_dir", value or DEFAULT_DIR)
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+    if jax.config.jax_compilation_cache_max_size < 0:  # unbounded: no lock between processes
+        jax.config.update("jax_compilation_cache_max_size", int(os.environ.get(MAX_BYTES_ENV, DEFAULT_MAX_BYTES)))

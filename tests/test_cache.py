@@ -44,3 +44,19 @@ def test_cache_can_be_turned_off_and_a_users_own_setting_wins(tmp_path):
         str(tmp_path / "ours"), extra=f"import jax; jax.config.update('jax_compilation_cache_dir', {str(own)!r})\n"
     )
     assert directory == str(own)
+
+
+def test_the_cache_is_bounded_so_processes_lock_each_other_out(tmp_path):
+    """Only a bounded JAX cache locks its files: unbounded, a process can deserialise an entry another
+    is still writing (a segmentation fault). A second process sees the lock file and its entries."""
+    _run(str(tmp_path))
+    code = "import jax, jaxdev; print(jax.config.jax_compilation_cache_max_size)"
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={"JAXDEV_CACHE_DIR": str(tmp_path), "JAXDEV_CACHE_MAX_BYTES": "123456789", "PATH": "/usr/bin:/bin"},
+    )
+    assert out.stdout.split() == ["123456789"], out.stderr[-2000:]
+    assert (tmp_path / ".lockfile").exists()
