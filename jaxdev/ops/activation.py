@@ -373,12 +373,17 @@ def silu(self):
     return apply(_silu, self.dtype, self.dtype, (self,))
 
 
+# Complex gradients are conjugate (Wirtinger) derivatives: PyTorch multiplies by the conjugate slope.
+
+
 def _sigmoid_grad(g, y):
-    return g * (1 - y) * y
+    slope = (1 - y) * y
+    return g * (jnp.conj(slope) if jnp.iscomplexobj(slope) else slope)
 
 
 def _tanh_grad(g, y):
-    return g * (1 - y * y)
+    slope = 1 - y * y
+    return g * (jnp.conj(slope) if jnp.iscomplexobj(slope) else slope)
 
 
 @register_functional(aten.sigmoid_backward.default)

@@ -352,3 +352,16 @@ def test_grid_sampler_3d_half(dtype, mode, padding, align_corners):
     inp = _randn(2, 3, 5, 6, 7, dtype=dtype)
     grid = (torch.rand(2, 4, 3, 5, 3, generator=torch.Generator().manual_seed(1)) * 3 - 1.5).to(dtype)
     on_both(lambda d: torch.grid_sampler_3d(inp.to(d), grid.to(d), mode, padding, align_corners))
+
+
+@pytest.mark.parametrize("fn", [torch.tanh, torch.sigmoid, torch.nn.functional.tanhshrink])
+def test_complex_gradients_take_the_conjugate_slope(fn):
+    """PyTorch's complex gradients are conjugate derivatives: grad * conj(f'(x)) (was grad * f'(x))."""
+    g = torch.Generator().manual_seed(0)
+    x, seed = torch.randn(6, dtype=torch.complex128, generator=g), torch.randn(6, dtype=torch.complex128, generator=g)
+    grads = []
+    for device in ("cpu", JAX):
+        a = x.to(device, copy=True).requires_grad_()
+        fn(a).backward(seed.to(device))
+        grads.append(a.grad.cpu())
+    torch.testing.assert_close(grads[1], grads[0])
