@@ -360,7 +360,7 @@ def test_complex_gradients_take_the_conjugate_slope(fn):
     g = torch.Generator().manual_seed(0)
     x, seed = torch.randn(6, dtype=torch.complex128, generator=g), torch.randn(6, dtype=torch.complex128, generator=g)
     grads = []
-    for device in ("cpu", JAX):
+    for device in ("cpu", "jax"):
         a = x.to(device, copy=True).requires_grad_()
         fn(a).backward(seed.to(device))
         grads.append(a.grad.cpu())
