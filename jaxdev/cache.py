@@ -13,9 +13,9 @@ under JAX's default one-second floor, and they are most of what a first step com
 
 The cache is bounded (JAXDEV_CACHE_MAX_BYTES, default 4 GiB, least recently used entries go first),
 and that matters beyond disk space: only a bounded JAX cache takes a file lock around its reads and
-writes. Unbounded, one process can read an entry another is still writing, and deserialising the
-truncated executable kills the reader with a segmentation fault (seen with two processes compiling
-the same kernels: the auditor's workers beside a test run).
+writes; unbounded, one process can read an entry another is still writing. (A segmentation fault
+while deserialising a cached executable was seen in full test runs on a long-lived cache here, also
+with the lock: its cause is not found; a fresh cache did not show it.)
 """
 
 from __future__ import annotations
