@@ -9,7 +9,15 @@
 from __future__ import annotations
 
 import functools
+import os
 from pathlib import Path
+
+# No persistent compilation cache in the test process (set before jaxdev is imported, which reads it):
+# in a full run of tests/ops, deserialising (or serialising) a cached polynomial-kernel executable
+# killed the process with a segmentation fault after ~2,000 earlier tests, with a fresh cache too;
+# alone the same tests pass. Cause not found yet (an open finding of issue 14); tests/test_cache.py
+# still exercises the cache, in child processes with their own settings.
+os.environ.setdefault("JAXDEV_CACHE_DIR", "off")
 
 import pytest
 from jaxdev_testing import describe_exit, run_python
