@@ -9,20 +9,22 @@
 from __future__ import annotations
 
 import functools
-import os
 from pathlib import Path
-
-# No persistent compilation cache in the test process (set before jaxdev is imported, which reads it):
-# in a full run of tests/ops, deserialising (or serialising) a cached polynomial-kernel executable
-# killed the process with a segmentation fault after ~2,000 earlier tests, with a fresh cache too;
-# alone the same tests pass. Cause not found yet (an open finding of issue 14); tests/test_cache.py
-# still exercises the cache, in child processes with their own settings.
-os.environ.setdefault("JAXDEV_CACHE_DIR", "off")
 
 import pytest
 from jaxdev_testing import describe_exit, run_python
 
 import jaxdev
+
+
+def pytest_collection_modifyitems(session, config, items):
+    """The polynomial tests run first. Run after ~2,000 other tests in one process, compiling one of
+    their kernels segfaults inside XLA (seen 5 times: in compilation and in the persistent cache's
+    (de)serialisation, with the cache on, fresh, or off); run first, or alone, they pass. An open
+    finding (issue 14): the cause is not found, and a user's long process could meet it too."""
+    first = [i for i in items if i.nodeid.startswith("tests/ops/test_polynomials.py")]
+    if first:
+        items[:] = first + [i for i in items if i not in first]
 
 
 def pytest_configure(config):
