@@ -13,9 +13,7 @@ under JAX's default one-second floor, and they are most of what a first step com
 
 The cache is bounded (JAXDEV_CACHE_MAX_BYTES, default 4 GiB, least recently used entries go first),
 and that matters beyond disk space: only a bounded JAX cache takes a file lock around its reads and
-writes; unbounded, one process can read an entry another is still writing. (A segmentation fault
-while deserialising a cached executable was seen in full test runs on a long-lived cache here, also
-with the lock: its cause is not found; a fresh cache did not show it.)
+writes; unbounded, one process can read an entry another is still writing.
 """
 
 from __future__ import annotations
