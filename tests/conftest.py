@@ -38,6 +38,16 @@ def pytest_configure(config):
 
 
 @pytest.fixture
+def no_fallback(monkeypatch):
+    """JAXDEV_FALLBACK=error for one test, and no op may have reached the CPU fallback by its end
+    (modules use it for all their tests: `pytestmark = pytest.mark.usefixtures("no_fallback")`)."""
+    monkeypatch.setenv("JAXDEV_FALLBACK", "error")
+    jaxdev.reset_fallback_counts()
+    yield
+    assert jaxdev.fallback_counts() == {}
+
+
+@pytest.fixture
 def fallback_mode(monkeypatch):
     """Set JAXDEV_FALLBACK for one test (and start with fresh counters)."""
 

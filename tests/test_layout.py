@@ -9,17 +9,10 @@ import torch
 import torch.nn.functional as F
 from jaxdev_testing import assert_same
 
-import jaxdev
-
 torch.manual_seed(0)
 
 
-@pytest.fixture(autouse=True)
-def no_fallback(monkeypatch):
-    monkeypatch.setenv("JAXDEV_FALLBACK", "error")
-    jaxdev.reset_fallback_counts()
-    yield
-    assert jaxdev.fallback_counts() == {}
+pytestmark = pytest.mark.usefixtures("no_fallback")  # tests/conftest.py
 
 
 def same(actual, expected, **tol):

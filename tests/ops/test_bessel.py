@@ -17,7 +17,6 @@ import pytest
 import torch
 from jaxdev_testing import JAX, assert_same, on_both
 
-import jaxdev
 from jaxdev.compiler.program import EagerGraphWarning
 
 S = torch.special
@@ -43,12 +42,7 @@ BRANCHES = [1e-5, 0.5, 2.0, 5.0, 8.0, 2.09, -2.09, 8.3203353, 103.892]
 TOLERANCE = {torch.float32: dict(rtol=2e-6, atol=1e-7), torch.float64: dict(rtol=4e-15, atol=1e-16)}
 
 
-@pytest.fixture(autouse=True)
-def no_fallback(monkeypatch):
-    monkeypatch.setenv("JAXDEV_FALLBACK", "error")
-    jaxdev.reset_fallback_counts()
-    yield
-    assert jaxdev.fallback_counts() == {}
+pytestmark = pytest.mark.usefixtures("no_fallback")  # tests/conftest.py
 
 
 def _around(points, dtype, steps=4):

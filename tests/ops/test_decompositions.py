@@ -12,20 +12,13 @@ import pytest
 import torch
 from jaxdev_testing import JAX, assert_same, check, on_both
 
-import jaxdev
-
 torch.manual_seed(0)
 
 DTYPES = [torch.float32, torch.float64, torch.complex64, torch.complex128]
 TOL = {torch.float32: 2e-5, torch.float64: 1e-11, torch.complex64: 2e-5, torch.complex128: 1e-11}
 
 
-@pytest.fixture(autouse=True)
-def no_fallback(monkeypatch):
-    monkeypatch.setenv("JAXDEV_FALLBACK", "error")
-    jaxdev.reset_fallback_counts()
-    yield
-    assert jaxdev.fallback_counts() == {}
+pytestmark = pytest.mark.usefixtures("no_fallback")  # tests/conftest.py
 
 
 def _pd(*batch, n=4, dtype=torch.float64):

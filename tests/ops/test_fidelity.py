@@ -13,12 +13,7 @@ import jaxdev
 HALF = [torch.bfloat16, torch.float16]
 
 
-@pytest.fixture(autouse=True)
-def no_fallback(monkeypatch):
-    monkeypatch.setenv("JAXDEV_FALLBACK", "error")
-    jaxdev.reset_fallback_counts()
-    yield
-    assert jaxdev.fallback_counts() == {}
+pytestmark = pytest.mark.usefixtures("no_fallback")  # tests/conftest.py
 
 
 def _randn(*shape, dtype=torch.float32, scale=1.0, seed=0):

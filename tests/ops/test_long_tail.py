@@ -8,17 +8,10 @@ import pytest
 import torch
 from jaxdev_testing import JAX, assert_same, check, on_both
 
-import jaxdev
-
 torch.manual_seed(0)
 
 
-@pytest.fixture(autouse=True)
-def no_fallback(monkeypatch):
-    monkeypatch.setenv("JAXDEV_FALLBACK", "error")
-    jaxdev.reset_fallback_counts()
-    yield
-    assert jaxdev.fallback_counts() == {}
+pytestmark = pytest.mark.usefixtures("no_fallback")  # tests/conftest.py
 
 
 def _edges(dtype=torch.float32):

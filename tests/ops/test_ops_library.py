@@ -8,18 +8,13 @@ import torch
 import torch.nn.functional as F
 from jaxdev_testing import JAX, assert_same, check
 
-import jaxdev
-
 torch.manual_seed(0)
-pytestmark = pytest.mark.filterwarnings("ignore:index_reduce\\(\\) is in beta")
 
 
-@pytest.fixture(autouse=True)
-def no_fallback(monkeypatch):
-    monkeypatch.setenv("JAXDEV_FALLBACK", "error")
-    jaxdev.reset_fallback_counts()
-    yield
-    assert jaxdev.fallback_counts() == {}
+pytestmark = [
+    pytest.mark.filterwarnings("ignore:index_reduce\\(\\) is in beta"),
+    pytest.mark.usefixtures("no_fallback"),  # tests/conftest.py
+]
 
 
 def _nan_matrix():

@@ -14,18 +14,12 @@ import pytest
 import torch
 from jaxdev_testing import JAX, assert_same, on_both
 
-import jaxdev
 from jaxdev.compiler.program import EagerGraphWarning
 
 S = torch.special
 
 
-@pytest.fixture(autouse=True)
-def no_fallback(monkeypatch):
-    monkeypatch.setenv("JAXDEV_FALLBACK", "error")
-    jaxdev.reset_fallback_counts()
-    yield
-    assert jaxdev.fallback_counts() == {}
+pytestmark = pytest.mark.usefixtures("no_fallback")  # tests/conftest.py
 
 
 # name -> (shifted; the degree above which CPU switches to a closed form inside the interval, None
