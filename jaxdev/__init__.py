@@ -39,6 +39,7 @@ if not _cli_help_only():
     _cache.configure()
     _device.register()
 
+    from jaxdev import accelerators as _accelerators
     from jaxdev import autocast as _autocast
     from jaxdev import compiler as _compiler
     from jaxdev import fallback as _fallback  # noqa: F401  (registers the CPU fallback; needs the device)
@@ -62,6 +63,7 @@ if not _cli_help_only():
         unshard,
     )
 
+    _accelerators.install()
     _storage.install()
     _autocast.install()
     _parameters.install()

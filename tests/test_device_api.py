@@ -77,3 +77,35 @@ def test_torchax_and_jaxdev_refuse_each_other_in_one_sentence(tmp_path, first, s
     assert out.stderr.strip().splitlines()[-1] == f"jaxdev.device.PrivateUse1Taken: {message}: both register " + (
         "PyTorch's PrivateUse1 device as 'jax', and a process has one; use one of them per process"
     )
+
+
+class _AssertingEngine:
+    """Stands in for PyTorch's engine on a machine with CUDA: raises the assert a CUDA backward meets
+    once PrivateUse1 is registered (pytorch/pytorch#161129; no GPU here to meet it for real)."""
+
+    def run_backward(self, *args, **kwargs):
+        raise RuntimeError(
+            "opt_ready_stream && opt_parent_stream INTERNAL ASSERT FAILED at "
+            '"/pytorch/torch/csrc/autograd/engine.cpp":1084, please report a bug to PyTorch.'
+        )
+
+
+def test_a_foreign_accelerators_backward_fails_in_one_sentence(monkeypatch):
+    from torch.autograd.variable import Variable
+
+    from jaxdev.accelerators import OneAcceleratorEngine
+
+    engine = Variable._execution_engine
+    assert isinstance(engine, OneAcceleratorEngine)
+    x = torch.ones(3, device="jax", requires_grad=True)
+    (x * 2).sum().backward()  # the engine still runs jax and CPU backward passes
+    assert x.grad.cpu().tolist() == [2, 2, 2]
+    assert torch.autograd.grad((x * 3).sum(), x)[0].cpu().tolist() == [3, 3, 3]
+    assert isinstance(engine.is_checkpoint_valid(), bool)
+    monkeypatch.setattr(engine, "_engine", _AssertingEngine())
+    with pytest.raises(RuntimeError, match=r"^a backward pass through tensors of another accelerator") as info:
+        (x * 2).sum().backward()
+    assert "INTERNAL ASSERT" not in str(info.value) and info.value.__cause__ is None
+    monkeypatch.undo()
+    with pytest.raises(RuntimeError, match="does not require grad"):  # other errors pass through untouched
+        torch.ones(2, device="jax").sum().backward()
