@@ -4,21 +4,30 @@ Every eager kernel signature and every compiled graph is an XLA executable; with
 cache each new process compiles them all again (seconds to minutes for a real model's first step).
 With it, a second process loads them from disk.
 
-    JAXDEV_CACHE_DIR=/path     where the cache lives (default ~/.cache/jaxdev/xla)
-    JAXDEV_CACHE_DIR=off       no persistent cache (also "" or "0")
+    JAXDEV_CACHE_DIR=/path       where the cache lives (default ~/.cache/jaxdev/xla)
+    JAXDEV_CACHE_DIR=off         no persistent cache (also "" or "0")
+    JAXDEV_CACHE_MAX_BYTES=N     the size jaxdev trims the cache to (default 4 GiB)
 
 A cache directory the user set for JAX before importing jaxdev wins. Executables are cached
 whatever their compile time or size: jaxdev's eager kernels compile in tens of milliseconds each,
 under JAX's default one-second floor, and they are most of what a first step compiles.
 
-The cache is bounded (JAXDEV_CACHE_MAX_BYTES, default 4 GiB, least recently used entries go first),
-and that matters beyond disk space: only a bounded JAX cache takes a file lock around its reads and
-writes; unbounded, one process can read an entry another is still writing.
+Why jaxdev bounds the cache itself instead of setting `jax_compilation_cache_max_size`: JAX's
+bounded cache lists the whole directory and reads one access-time file per entry on every write
+(measured: with 22,000 entries each new kernel took 80 ms longer to compile, 0.10 s against
+0.024 s), so a cold start of N kernels costs O(N^2) file reads; and it fails outright ("Error
+writing persistent compilation cache entry ... -atime") on entries an unbounded cache wrote. So JAX
+runs the cache unbounded (entries are written whole and read without a lock; a read that meets an
+entry still being written fails to decompress, and JAX warns and compiles instead), and jaxdev trims
+the directory to JAXDEV_CACHE_MAX_BYTES, least recently used entries first, in a background thread
+at most once an hour.
 """
 
 from __future__ import annotations
 
 import os
+import threading
+import time
 
 import jax
 
@@ -26,6 +35,8 @@ ENV = "JAXDEV_CACHE_DIR"
 MAX_BYTES_ENV = "JAXDEV_CACHE_MAX_BYTES"
 DEFAULT_MAX_BYTES = 4 << 30
 DEFAULT_DIR = os.path.join(os.path.expanduser("~"), ".cache", "jaxdev", "xla")
+TRIM_EVERY_S = 3600
+_STAMP = ".jaxdev-trimmed"
 _OFF = ("", "0", "off", "none", "false")
 
 
@@ -34,14 +45,57 @@ def directory() -> str | None:
     return jax.config.jax_compilation_cache_dir or None
 
 
+def max_bytes() -> int:
+    return int(os.environ.get(MAX_BYTES_ENV, DEFAULT_MAX_BYTES))
+
+
 def configure() -> None:
     if jax.config.jax_compilation_cache_dir:
         return  # the user configured JAX's cache themselves
     value = os.environ.get(ENV)
     if value is not None and value.strip().lower() in _OFF:
         return
-    jax.config.update("jax_compilation_cache_dir", value or DEFAULT_DIR)
+    path = value or DEFAULT_DIR
+    jax.config.update("jax_compilation_cache_dir", path)
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
-    if jax.config.jax_compilation_cache_max_size < 0:  # unbounded: no lock between processes
-        jax.config.update("jax_compilation_cache_max_size", int(os.environ.get(MAX_BYTES_ENV, DEFAULT_MAX_BYTES)))
+    if jax.config.jax_compilation_cache_max_size < 0 and _due(path):
+        threading.Thread(target=trim, args=(path, max_bytes()), name="jaxdev-cache-trim", daemon=True).start()
+
+
+def _due(path: str) -> bool:
+    try:
+        return time.time() - os.stat(os.path.join(path, _STAMP)).st_mtime > TRIM_EVERY_S
+    except OSError:
+        return True
+
+
+def trim(path: str, limit: int) -> int:
+    """Delete the least recently used entries of the cache at `path` until it holds at most `limit`
+    bytes; returns the bytes deleted. Recency is the later of a file's access and modification
+    times (JAX's unbounded cache marks nothing on a hit; the file system's atime does, where it is
+    kept). Safe beside other processes: a deleted entry is compiled again by whoever needs it."""
+    entries, total = [], 0
+    try:
+        with os.scandir(path) as listing:
+            for item in listing:
+                if item.name.startswith(".") or not item.is_file(follow_symlinks=False):
+                    continue
+                stat = item.stat(follow_symlinks=False)
+                entries.append((max(stat.st_atime, stat.st_mtime), stat.st_size, item.path))
+                total += stat.st_size
+        os.makedirs(path, exist_ok=True)
+        with open(os.path.join(path, _STAMP), "w"):
+            pass
+    except OSError:
+        return 0
+    deleted = 0
+    for _, size, file in sorted(entries):
+        if total - deleted <= limit:
+            break
+        try:
+            os.remove(file)
+            deleted += size
+        except OSError:
+            pass  # another process removed it first
+    return deleted
