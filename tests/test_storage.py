@@ -13,6 +13,18 @@ def test_dead_storages_release_their_arrays():
     assert live_bytes < 300 << 20, f"{live_bytes >> 20} MiB still held by dead storages"
 
 
+def test_temporaries_are_released_within_a_few_megabytes():
+    """A result that dies at once frees its array after a few MiB more were allocated (young boxes
+    are swept every 4 MiB), not after 256 MiB: a loop that keeps nothing keeps no memory, and the
+    next result can reuse the freed buffer."""
+    x = torch.ones(256, 1024, device="jax")  # 1 MiB
+    tensor._sweep()
+    before = len(tensor.BOXES)
+    for _ in range(64):
+        x + 0
+    assert len(tensor.BOXES) - before <= 10
+
+
 def test_views_share_one_box_and_copies_do_not():
     x = torch.arange(6.0, device="jax").view(2, 3)
     assert tensor.box_of(x.t()) is tensor.box_of(x)
