@@ -6,3 +6,16 @@ cd "$(dirname "$0")/.."
 python3 -m venv .venv
 .venv/bin/pip install -q "torch==2.13.0"
 .venv/bin/pip install -q -e ".[test]"
+# The HTML report's browser test (tests/audit/test_report_browser.py) needs Debian's chromium; it is
+# skipped without one. CI installs it, best effort: setup does not fail where apt is unavailable.
+if [ "${CI:-}" = "true" ] && ! command -v chromium >/dev/null 2>&1; then
+    sudo=""
+    if [ "$(id -u)" != 0 ] && command -v sudo >/dev/null 2>&1; then sudo="sudo -n"; fi
+    if command -v apt-get >/dev/null 2>&1 \
+        && $sudo apt-get update -qq >/dev/null 2>&1 \
+        && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq chromium >/dev/null 2>&1; then
+        echo "setup: installed chromium for the report's browser test"
+    else
+        echo "setup: could not install chromium; the report's browser test will be skipped" >&2
+    fi
+fi

@@ -1,18 +1,22 @@
-"""Reports from a coverage matrix: Markdown summary, HTML page with an op x dtype heatmap
-(an SVG drawn here, so no plotting dependency), and JUnit XML for CI systems."""
+"""Reports from a coverage matrix: Markdown summary, a self-contained HTML page to explore it
+(drawn by jaxdev.audit.report_html), and JUnit XML for CI systems. The baseline matrix, when given,
+adds the cells whose status changed since it; the aten-level matrix (coverage/aten.yaml), when
+given, adds the per-overload view."""
 
 from __future__ import annotations
 
-import html
+import dataclasses
 import os
 import xml.etree.ElementTree as ET
 
-from jaxdev.audit import matrix
+import yaml
+
+from jaxdev.audit import AuditError, matrix
 from jaxdev.audit.facts import DEGRADED, DIRECTIONS, FAILURES, SEVERITY, UNMEASURED, UNSUPPORTED_MEANING
 from jaxdev.audit.facts import shares as facts_shares
 
 COLOURS = {
-    "pass": "#2e7d32",
+    "pass": "#5aa95d",
     "fallback": "#f9a825",
     "untraced": "#ef6c00",
     "missing": "#c62828",
@@ -21,46 +25,76 @@ COLOURS = {
     "wrong": "#6a1b9a",
     "dtype_mismatch": "#8e24aa",
     "shape_mismatch": "#5e35b1",
-    "stride_mismatch": "#f9a825",
+    "stride_mismatch": "#c0ca33",
     "crash": "#000000",
     "timeout": "#424242",
     "unsupported": "#90a4ae",
     "skip": "#bdbdbd",
 }
-CELL, LABEL_W, HEADER_H = 12, 260, 90
-_SHORT = {"forward": "fwd", "backward": "bwd", "compile": "compiled"}
+# OpInfo name prefixes that are torch namespaces: an OpInfo's family is its namespace ("torch" else).
+NAMESPACES = ("nn.functional", "linalg", "special", "fft", "masked", "signal", "sparse", "_refs", "torch")
 
 
-def _columns(m: matrix.Matrix) -> list[tuple[str, str]]:
-    cols = {(dtype, direction) for _, dtype, direction, _ in m.cells()}
-    return sorted(cols, key=lambda c: (DIRECTIONS.index(c[1]), c[0]))
+def family(opinfo: str) -> str:
+    return next((ns for ns in NAMESPACES if opinfo.startswith(ns + ".")), "torch")
 
 
-def heatmap_svg(m: matrix.Matrix) -> str:
-    ops = sorted(m.ops)
-    cols = _columns(m)
-    width, height = LABEL_W + CELL * len(cols) + 10, HEADER_H + CELL * len(ops) + 10
-    parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="monospace" font-size="10">'
-    ]
-    for j, (dtype, direction) in enumerate(cols):
-        x = LABEL_W + j * CELL + CELL - 2
-        label = f"{dtype} {_SHORT[direction]}"
-        parts.append(f'<text transform="translate({x},{HEADER_H - 4}) rotate(-90)">{html.escape(label)}</text>')
-    for i, op in enumerate(ops):
-        y = HEADER_H + i * CELL
-        parts.append(f'<text x="{LABEL_W - 4}" y="{y + CELL - 2}" text-anchor="end">{html.escape(op)}</text>')
-        for j, (dtype, direction) in enumerate(cols):
-            entry = m.get(op, dtype, direction)
-            if entry is None:
-                continue
-            tip = html.escape(f"{op} {dtype} {direction}: {entry['status']} {entry.get('reason', '')}"[:300])
-            parts.append(
-                f'<rect x="{LABEL_W + j * CELL}" y="{y}" width="{CELL - 1}" height="{CELL - 1}" '
-                f'fill="{COLOURS[entry["status"]]}"><title>{tip}</title></rect>'
-            )
-    parts.append("</svg>")
-    return "\n".join(parts)
+@dataclasses.dataclass
+class Sources:
+    """What a report is drawn from: the matrix, optionally the baseline and the aten matrix (raw YAML)."""
+
+    matrix: matrix.Matrix
+    matrix_path: str
+    baseline: matrix.Matrix | None = None
+    baseline_path: str | None = None
+    aten: dict | None = None
+    aten_path: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Change:
+    """A cell whose status differs from the baseline's; `new` is "absent" when the matrix lacks it."""
+
+    op: str
+    dtype: str
+    direction: str
+    old: str
+    new: str
+    kind: str  # gate's words: new failure, unexpected pass, changed kind; "not measured" when absent
+    entry: dict  # the matrix's entry (the baseline's when absent)
+
+
+def changes(m: matrix.Matrix, baseline: matrix.Matrix) -> tuple[list[Change], int]:
+    """The baseline's cells whose status the matrix records otherwise, worst new status first, and
+    how many of the matrix's cells the baseline does not hold (not changes: never recorded)."""
+    from jaxdev.audit import gate
+
+    out = []
+    for op, dtype, direction, old in baseline.cells():
+        new = m.get(op, dtype, direction)
+        if new is None:
+            out.append(Change(op, dtype, direction, old["status"], "absent", "not measured", old))
+        elif new["status"] != old["status"]:
+            kind = gate.Change(op, dtype, direction, old["status"], new["status"], "").kind
+            out.append(Change(op, dtype, direction, old["status"], new["status"], kind, new))
+    rank = {s: i for i, s in enumerate((*SEVERITY, "absent"))}
+    out.sort(key=lambda c: (rank[c.new], c.op, c.dtype, DIRECTIONS.index(c.direction)))
+    unrecorded = sum(baseline.get(op, dtype, d) is None for op, dtype, d, _ in m.cells())
+    return out, unrecorded
+
+
+def load_aten(path: str) -> dict:
+    """coverage/aten.yaml as YAML; any problem is one AuditError sentence."""
+    try:
+        with open(path) as f:
+            data = yaml.load(f, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    except (yaml.YAMLError, UnicodeDecodeError) as e:
+        raise AuditError(f"{path} is not valid YAML ({type(e).__name__})") from e
+    except OSError as e:
+        raise AuditError(f"cannot read {path}: {e.strerror}") from e
+    if not isinstance(data, dict):
+        raise AuditError(f"{path} is not an aten coverage matrix (not a mapping)")
+    return data
 
 
 def failures(m: matrix.Matrix) -> dict[str, list[tuple[str, str, str, dict]]]:
@@ -72,7 +106,7 @@ def failures(m: matrix.Matrix) -> dict[str, list[tuple[str, str, str, dict]]]:
     return {k: by[k] for k in SEVERITY if k in by}
 
 
-def _summary_rows(m: matrix.Matrix) -> list[list[str]]:
+def summary_rows(m: matrix.Matrix) -> list[list[str]]:
     summary = m.summary
     statuses = [s for s in SEVERITY if any(s in summary.get(d, {}) for d in DIRECTIONS)]
     rows = [["status", *DIRECTIONS]]
@@ -90,7 +124,7 @@ def _summary_rows(m: matrix.Matrix) -> list[list[str]]:
     return rows
 
 
-def _by_dtype_rows(m: matrix.Matrix, direction: str) -> list[list[str]]:
+def by_dtype_rows(m: matrix.Matrix, direction: str) -> list[list[str]]:
     """status x dtype counts for one direction (backward is measured in every dtype the OpInfo differentiates)."""
     counts: dict[str, dict[str, int]] = {}
     for _, dtype, d, entry in m.cells():
@@ -114,29 +148,20 @@ def _md_table(rows: list[list[str]]) -> list[str]:
     ]
 
 
-def _html_table(rows: list[list[str]]) -> str:
+def headline(m: matrix.Matrix, source: str) -> str:
+    v, run = m.versions, m.run
     return (
-        "<table><tr>"
-        + "".join(f"<th>{html.escape(c)}</th>" for c in rows[0])
-        + "</tr>"
-        + "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in rows[1:])
-        + "</table>"
+        f"Matrix `{source}`: torch {v.get('torch')}, jax {v.get('jax')}, jaxdev {v.get('jaxdev')}; "
+        f"{len(m.ops)} OpInfos, {run.get('samples', '?')} samples (at most {run.get('max_samples', '?')} per cell), "
+        f"{'complete' if run.get('complete') else 'PARTIAL'} run, {run.get('wall_s', '?')} s."
     )
 
 
-def markdown(m: matrix.Matrix, source: str) -> str:
-    v, run = m.versions, m.run
-    lines = [
-        "# jaxdev coverage report",
-        "",
-        f"Matrix `{source}`: torch {v.get('torch')}, jax {v.get('jax')}, jaxdev {v.get('jaxdev')}; "
-        f"{len(m.ops)} OpInfos, {run.get('samples', '?')} samples (at most {run.get('max_samples', '?')} per cell), "
-        f"{'complete' if run.get('complete') else 'PARTIAL'} run, {run.get('wall_s', '?')} s.",
-        "",
-    ]
-    lines += _md_table(_summary_rows(m))
+def markdown(m: matrix.Matrix, source: str, baseline: tuple[str, matrix.Matrix] | None = None) -> str:
+    lines = ["# jaxdev coverage report", "", headline(m, source), ""]
+    lines += _md_table(summary_rows(m))
     lines += ["", f"Shares are of measured cells: {' and '.join(UNMEASURED)} cells are left out.", ""]
-    backward = _by_dtype_rows(m, "backward")
+    backward = by_dtype_rows(m, "backward")
     if backward:
         lines += ["## backward by dtype", ""] + _md_table(backward)
     for status, cells in failures(m).items():
@@ -148,30 +173,13 @@ def markdown(m: matrix.Matrix, source: str) -> str:
             lines.append(f"- `{op}` {dtype} {direction}: {reason}")
         if len(cells) > 200:
             lines.append(f"- ... and {len(cells) - 200} more")
+    if baseline:
+        changed, _ = changes(m, baseline[1])
+        lines += ["", f"## changed since the baseline `{baseline[0]}` ({len(changed)})", ""]
+        lines += [f"- {c.kind}: `{c.op}` {c.dtype} {c.direction}: {c.old} -> {c.new}" for c in changed[:200]]
+        if len(changed) > 200:
+            lines.append(f"- ... and {len(changed) - 200} more")
     return "\n".join(lines) + "\n"
-
-
-def html_page(m: matrix.Matrix, source: str) -> str:
-    table = _html_table(_summary_rows(m))
-    table += f"<p>Shares are of measured cells: {' and '.join(UNMEASURED)} cells are left out.</p>"
-    backward = _by_dtype_rows(m, "backward")
-    if backward:
-        table += "<h2>backward by dtype</h2>" + _html_table(backward)
-    legend = " ".join(f'<span style="background:{c};color:#fff;padding:1px 4px">{s}</span>' for s, c in COLOURS.items())
-    sections = []
-    for status, cells in failures(m).items():
-        items = "".join(
-            f"<li><code>{html.escape(op)}</code> {dtype} {direction}: {html.escape(e.get('reason', '')[:300])}</li>"
-            for op, dtype, direction, e in cells[:300]
-        )
-        note = f"<p>{html.escape(UNSUPPORTED_MEANING)}.</p>" if status == "unsupported" else ""
-        sections.append(f"<h2>{status} ({len(cells)})</h2>{note}<ul>{items}</ul>")
-    return (
-        f"<!doctype html><html><head><meta charset='utf-8'><title>jaxdev coverage</title>"
-        f"<style>body{{font-family:sans-serif}} td,th{{padding:2px 8px;text-align:right}}</style></head><body>"
-        f"<h1>jaxdev coverage</h1><p>{html.escape(markdown(m, source).splitlines()[2])}</p>{table}"
-        f"<h2>op x dtype (eager forward, eager backward, then forward under torch.compile)</h2><p>{legend}</p>{heatmap_svg(m)}{''.join(sections)}</body></html>\n"
-    )
 
 
 def junit(m: matrix.Matrix) -> str:
@@ -199,9 +207,16 @@ def junit(m: matrix.Matrix) -> str:
     return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
 
 
-def write(m: matrix.Matrix, source: str, out_dir: str) -> list[str]:
+def write(src: Sources, out_dir: str) -> list[str]:
+    from jaxdev.audit import report_html
+
     os.makedirs(out_dir, exist_ok=True)
-    files = {"summary.md": markdown(m, source), "index.html": html_page(m, source), "junit.xml": junit(m)}
+    baseline = (src.baseline_path, src.baseline) if src.baseline is not None else None
+    files = {
+        "summary.md": markdown(src.matrix, src.matrix_path, baseline),
+        "index.html": report_html.page(src),
+        "junit.xml": junit(src.matrix),
+    }
     paths = []
     for name, text in files.items():
         path = os.path.join(out_dir, name)

@@ -1,26 +1,54 @@
-"""`jaxdev report`: Markdown, HTML (with heatmap) and JUnit XML from a coverage matrix."""
+"""`jaxdev report`: Markdown, an explorable HTML page and JUnit XML from a coverage matrix."""
 
 from __future__ import annotations
 
+import os
+
 import click
 
+from jaxdev.audit import facts
 from jaxdev.cli.render import console
 
 
 @click.command("report")
 @click.argument("matrix_path", required=False, default="coverage/matrix.yaml", type=click.Path(dir_okay=False))
 @click.option("--out", "out_dir", default="reports", show_default=True, type=click.Path(file_okay=False))
-def command(matrix_path, out_dir):
-    """Render MATRIX (default coverage/matrix.yaml) into OUT: summary.md, index.html with an
-    op x dtype heatmap (forward and backward) and the failures by category, and junit.xml.
+@click.option(
+    "--baseline",
+    "baseline_path",
+    type=click.Path(dir_okay=False),
+    help=f"Baseline matrix whose changed cells the page lists (default {facts.DEFAULT_BASELINE} when it exists).",
+)
+@click.option(
+    "--aten",
+    "aten_path",
+    type=click.Path(dir_okay=False),
+    help="Aten-level matrix for the page's aten view (default aten.yaml beside MATRIX when it exists).",
+)
+def command(matrix_path, out_dir, baseline_path, aten_path):
+    """Render MATRIX (default coverage/matrix.yaml) into OUT: summary.md; index.html, one
+    self-contained page to explore the cells (filters by status, dtype, direction and family,
+    search, a detail per cell with its reason and repro, the aten overloads, the cells changed
+    since the baseline); and junit.xml.
 
     \b
     Examples:
       jaxdev report
-      jaxdev report coverage/baseline.yaml --out reports/
+      jaxdev report /tmp/cov/matrix.yaml --out /tmp/cov/report --baseline coverage/baseline.yaml
     """
-    from jaxdev.audit import matrix, report
+    from jaxdev.audit import AuditError, matrix, report
 
-    m = matrix.load(matrix_path)
-    for path in report.write(m, matrix_path, out_dir):
+    src = report.Sources(matrix.load(matrix_path), matrix_path)
+    if baseline_path is None and os.path.exists(facts.DEFAULT_BASELINE):
+        baseline_path = facts.DEFAULT_BASELINE
+    if baseline_path is not None:
+        if not os.path.exists(baseline_path):
+            raise AuditError(f"no baseline at {baseline_path}")
+        src.baseline, src.baseline_path = matrix.load(baseline_path), baseline_path
+    if aten_path is not None and not os.path.exists(aten_path):
+        raise AuditError(f"no aten matrix at {aten_path}")
+    src.aten_path = aten_path or os.path.join(os.path.dirname(matrix_path), "aten.yaml")
+    if os.path.exists(src.aten_path):
+        src.aten = report.load_aten(src.aten_path)
+    for path in report.write(src, out_dir):
         console.print(f"wrote {path}")

@@ -1,3 +1,4 @@
+import json
 import xml.etree.ElementTree as ET
 
 from jaxdev.audit import matrix
@@ -102,7 +103,7 @@ def test_gate_refuses_bad_baselines_and_overwrites_nothing(cli, tmp_path):
         assert bad.read_text() == text
 
 
-def test_report_writes_markdown_html_heatmap_and_junit(cli, tmp_path):
+def test_report_writes_markdown_html_data_and_junit(cli, tmp_path):
     m = matrix.empty({"complete": True, "samples": 3})
     m.put("sin", "float32", "forward", {"status": "pass", "reason": ""})
     m.put("sin", "float32", "backward", {"status": "lost_autograd", "reason": "grad is None", "repro": "sin ..."})
@@ -114,7 +115,15 @@ def test_report_writes_markdown_html_heatmap_and_junit(cli, tmp_path):
     md = (tmp_path / "reports" / "summary.md").read_text()
     assert "| lost_autograd | 0 | 1 |" in md and "`sin` float32 backward: grad is None" in md
     page = (tmp_path / "reports" / "index.html").read_text()
-    assert "<svg" in page and page.count("<rect") == 3
+    data = json.loads(page.split("<script type='application/json' id='data'>")[1].split("</script>")[0])
+    cells = {
+        (op, data["directions"][d], data["statuses"][s])
+        for op, _, _, flat in data["opinfo"]
+        for d, s in zip(flat[1::5], flat[2::5])
+    }
+    assert cells == {("sin", "forward", "pass"), ("sin", "backward", "lost_autograd"), ("cos", "forward", "fallback")}
+    assert {"reason": "grad is None", "repro": "sin ..."} in data["details"]
+    assert "<td>lost_autograd</td><td>0</td><td>1</td>" in page  # the static table, for readers without scripts
     suites = ET.parse(tmp_path / "reports" / "junit.xml").getroot()
     backward = next(s for s in suites if s.get("name") == "coverage.backward")
     assert backward.get("failures") == "1"

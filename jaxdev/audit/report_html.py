@@ -1,0 +1,328 @@
+"""The HTML report: one self-contained page (inline CSS and script, nothing fetched) to explore a
+coverage matrix. The data is embedded once as JSON and drawn by plain JS: filters by status, dtype,
+direction and family, search by name or glob, a tooltip and a detail row per cell (reason, repro,
+the commands to rerun and explain it), the aten overloads beside the OpInfos, and the cells whose
+status changed since the baseline. The filters live in the URL hash (`#status=wrong&dir=backward`),
+so a view can be linked. Without scripts the page still shows the summary and the changes, drawn
+here in Python."""
+
+from __future__ import annotations
+
+import html
+import json
+from importlib import resources
+
+from jaxdev.audit import report
+from jaxdev.audit.facts import DIRECTIONS, SEVERITY, UNMEASURED, UNSUPPORTED_MEANING
+
+# Column order; dtypes not named here follow, sorted.
+DTYPE_ORDER = (
+    "bool",
+    "uint8",
+    "uint16",
+    "uint32",
+    "uint64",
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "float8_e4m3fn",
+    "float8_e4m3fnuz",
+    "float8_e5m2",
+    "float8_e5m2fnuz",
+    "float16",
+    "bfloat16",
+    "float32",
+    "float64",
+    "complex32",
+    "complex64",
+    "complex128",
+)
+# A letter or two in each cell, so the grid reads without telling colours apart.
+GLYPHS = {
+    "crash": "X",
+    "timeout": "T",
+    "missing": "M",
+    "lost_autograd": "G",
+    "exception": "E",
+    "shape_mismatch": "Sh",
+    "dtype_mismatch": "Dt",
+    "wrong": "W",
+    "stride_mismatch": "St",
+    "unsupported": "–",
+    "untraced": "U",
+    "fallback": "F",
+    "pass": "",
+    "skip": "·",
+}
+MEANING = {
+    "crash": "the worker died on a sample",
+    "timeout": "a sample hung past the timeout",
+    "missing": "no kernel can run the op on jax",
+    "lost_autograd": "forward ran, but the gradients are gone",
+    "exception": "a kernel raised",
+    "shape_mismatch": "result shape differs from CPU's",
+    "dtype_mismatch": "result dtype differs from CPU's",
+    "wrong": "values differ from CPU's beyond tolerance",
+    "stride_mismatch": "values right, strides not CPU's",
+    "unsupported": UNSUPPORTED_MEANING.split(":")[0],
+    "untraced": "compiled: correct, but the graph ran op by op",
+    "fallback": "correct only through the CPU fallback",
+    "pass": "correct on jax kernels alone",
+    "skip": "no verdict possible (CPU raised, nothing differentiable, ...)",
+}
+# Aten overload name prefixes that say their family; others take the families of the OpInfos reaching them.
+ATEN_FAMILIES = {
+    "linalg_": "linalg",
+    "special_": "special",
+    "fft_": "fft",
+    "_foreach_": "foreach",
+    "sparse_": "sparse",
+    "_sparse_": "sparse",
+    "_nested_": "nested",
+    "quantize": "quantized",
+    "_fake_quant": "quantized",
+    "fake_quant": "quantized",
+}
+MAX_STATIC_CHANGES = 500
+_NOT_SCALAR = object()
+
+
+class _Interned:
+    """Values embedded once, referred to by index (most cells share a handful of details)."""
+
+    def __init__(self):
+        self.items: list = []
+        self._index: dict[str, int] = {}
+
+    def __call__(self, value) -> int:
+        key = json.dumps(value, sort_keys=True, default=str)
+        if key not in self._index:
+            self._index[key] = len(self.items)
+            self.items.append(value)
+        return self._index[key]
+
+
+def _dtype_key(dtype: str):
+    return (DTYPE_ORDER.index(dtype), "") if dtype in DTYPE_ORDER else (len(DTYPE_ORDER), dtype)
+
+
+def _aten_nodes(raw: dict) -> dict:
+    """The per-overload mapping of an aten matrix, wherever its layout keeps it."""
+    for key in ("overloads", "ops", "aten"):
+        if isinstance(raw.get(key), dict):
+            return raw[key]
+    return {k: v for k, v in raw.items() if isinstance(k, str) and "::" in k}
+
+
+def _aten_results(node: dict) -> dict:
+    """{dtype: {direction: entry}} of an aten node; {direction: {dtype: ...}} is turned around."""
+    results = next((node[k] for k in ("results", "statuses", "cells") if isinstance(node.get(k), dict)), {})
+    if results and set(results) <= set(DIRECTIONS):
+        flipped: dict = {}
+        for direction, by_dtype in results.items():
+            for dtype, entry in (by_dtype or {}).items():
+                flipped.setdefault(dtype, {})[direction] = entry
+        return flipped
+    return results
+
+
+class _Builder:
+    def __init__(self, src: report.Sources):
+        self.src = src
+        self.statuses = list(SEVERITY)
+        self.directions = list(DIRECTIONS)
+        self.details = _Interned()
+        self.dtypes: set[str] = set()
+
+    def _index(self, values: list, value: str) -> int:
+        if value not in values:
+            values.append(value)
+        return values.index(value)
+
+    def cells(self, results: dict) -> list:
+        """Flat [dtype, direction, status, samples, detail] * cells; dtypes by name until `finish`."""
+        flat: list = []
+        for dtype, by_direction in (results or {}).items():
+            for direction, entry in (by_direction or {}).items():
+                entry = entry if isinstance(entry, dict) else {"status": str(entry)}
+                status = str(entry.get("status", "unknown"))
+                rest = {k: v for k, v in entry.items() if k not in ("status", "samples")}
+                self.dtypes.add(str(dtype))
+                flat += [
+                    str(dtype),
+                    self._index(self.directions, str(direction)),
+                    self._index(self.statuses, status),
+                    entry.get("samples", 0),
+                    self.details(rest),
+                ]
+        return flat
+
+    def finish(self, rows: list, at: int) -> None:
+        dtypes = sorted(self.dtypes, key=_dtype_key)
+        for row in rows:
+            row[at][0::5] = [dtypes.index(d) for d in row[at][0::5]]
+        self.dtype_list = dtypes
+
+
+def data(src: report.Sources) -> dict:
+    """What the page's script draws, compact: names once, details interned, cells as flat lists."""
+    m = src.matrix
+    b = _Builder(src)
+    aten_names = sorted({a for op in m.ops for a in m.aten(op)})
+    aten_at = {a: i for i, a in enumerate(aten_names)}
+    opinfos = sorted(m.ops)
+    opinfo_at = {op: i for i, op in enumerate(opinfos)}
+    rows = [
+        [op, report.family(op), [aten_at[a] for a in m.aten(op)], b.cells(m.ops[op].get("results"))] for op in opinfos
+    ]
+    reached: dict[str, list[int]] = {}
+    for op in opinfos:
+        for a in m.aten(op):
+            reached.setdefault(a, []).append(opinfo_at[op])
+
+    aten = {"source": src.aten_path, "present": src.aten is not None, "rows": [], "columns": []}
+    nodes = _aten_nodes(src.aten) if src.aten is not None else dict.fromkeys(aten_names)
+    infos = _Interned()
+    for name in sorted(nodes, key=str):
+        node = nodes[name] if isinstance(nodes[name], dict) else {}
+        full = name if "::" in str(name) else f"aten::{name}"
+        info = {k: v for k, v in node.items() if k not in ("results", "statuses", "cells")}
+        reach = list(reached.get(full, []))
+        for value in info.values():  # the aten matrix's own list of OpInfos reaching it, if it has one
+            if isinstance(value, list) and value and all(v in opinfo_at for v in value):
+                reach = sorted(set(reach) | {opinfo_at[v] for v in value})
+        base = full.split("::", 1)[1].split(".")[0]
+        prefix = next((f for p, f in ATEN_FAMILIES.items() if base.startswith(p)), None)
+        families = [prefix] if prefix else sorted({rows[i][1] for i in reach}) or ["torch"]
+        aten["rows"].append([full, families, reach, b.cells(_aten_results(node)), infos(info)])
+    aten["infos"] = infos.items
+    # Short scalar fields of the aten nodes (routes, verdicts) become columns and filters.
+    values: dict[str, set] = {}
+    for info in infos.items:
+        for k, v in info.items():
+            scalar = isinstance(v, str | bool | int) or v is None
+            values.setdefault(k, set()).add(v if scalar else _NOT_SCALAR)
+    aten["columns"] = [k for k, vs in values.items() if k != "reason" and _NOT_SCALAR not in vs and len(vs) <= 12]
+    b.finish(rows, 3)
+    b.finish(aten["rows"], 3)
+
+    changes = None
+    if src.baseline is not None:
+        changed, unrecorded = report.changes(m, src.baseline)
+        changes = {
+            "source": src.baseline_path,
+            "cells": sum(1 for _ in src.baseline.cells()),
+            "unrecorded": unrecorded,
+            "rows": [
+                [c.op, report.family(c.op), c.dtype, c.direction, c.old, c.new, c.kind, b.details(c.entry)]
+                for c in changed
+            ],
+        }
+    return {
+        "headline": report.headline(m, src.matrix_path),
+        "statuses": b.statuses,
+        "colours": {s: report.COLOURS.get(s, "#78909c") for s in b.statuses},
+        "glyphs": {s: GLYPHS.get(s, "?") for s in b.statuses},
+        "meaning": {s: MEANING.get(s, "") for s in b.statuses},
+        "unmeasured": list(UNMEASURED),
+        "directions": b.directions,
+        "dtypes": b.dtype_list,
+        "details": b.details.items,
+        "aten_names": aten_names,
+        "opinfo": rows,
+        "aten": aten,
+        "changes": changes,
+    }
+
+
+def _table(rows: list[list[str]]) -> str:
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in rows[0])
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in rows[1:])
+    return f"<table class='counts'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _badge(status: str) -> str:
+    return f"<span class='badge s-{html.escape(status)}'>{html.escape(status)}</span>"
+
+
+def _cards(m) -> str:
+    """Per direction: a bar of the cells by status, and the pass and fallback shares."""
+    cards = []
+    for direction, counts in m.summary.items():
+        total = sum(counts.values())
+        if not total:
+            continue
+        bar = "".join(
+            f"<span class='s-{s}' style='flex:{counts[s]}' title='{s}: {counts[s]}'></span>"
+            for s in reversed(SEVERITY)
+            if counts.get(s)
+        )
+        shares = m.shares.get(direction, {})
+        facts = " · ".join(f"{k} <b>{shares[k]:.1%}</b>" for k in ("pass", "fallback") if shares.get(k) is not None)
+        worst = ", ".join(
+            f"{_badge(s)} {counts[s]}" for s in SEVERITY if counts.get(s) and s not in ("pass", *UNMEASURED)
+        )
+        cards.append(
+            f"<div class='card'><h3>{direction}</h3><div class='bar'>{bar}</div>"
+            f"<p><b>{total}</b> cells, {shares.get('measured', 0)} measured · {facts}</p>"
+            f"<p class='worst'>{worst or 'no failures'}</p></div>"
+        )
+    return "<section class='cards'>" + "".join(cards) + "</section>"
+
+
+def _static_changes(d: dict) -> str:
+    c = d["changes"]
+    if c is None:
+        return ""
+    rows = "".join(
+        f"<tr><td>{html.escape(kind)}</td><td>{html.escape(op)}</td><td>{html.escape(dtype)}</td>"
+        f"<td>{direction}</td><td>{_badge(old)} → {_badge(new)}</td></tr>"
+        for op, _, dtype, direction, old, new, kind, _ in c["rows"][:MAX_STATIC_CHANGES]
+    )
+    more = f"<p>… and {len(c['rows']) - MAX_STATIC_CHANGES} more.</p>" if len(c["rows"]) > MAX_STATIC_CHANGES else ""
+    table = (
+        f"<table class='counts'><thead><tr><th>change</th><th>OpInfo</th><th>dtype</th><th>direction</th>"
+        f"<th>baseline → now</th></tr></thead><tbody>{rows}</tbody></table>{more}"
+        if rows
+        else "<p>No cell of the baseline changed status.</p>"
+    )
+    return (
+        f"<section class='nojs'><h2>Changed since the baseline ({len(c['rows'])})</h2>"
+        f"<p>Cells of <code>{html.escape(c['source'])}</code> ({c['cells']}) whose status differs here.</p>{table}</section>"
+    )
+
+
+def page(src: report.Sources) -> str:
+    d = data(src)
+    m = src.matrix
+    counts = _table(report.summary_rows(m))
+    backward = report.by_dtype_rows(m, "backward")
+    if backward:
+        counts += "<h3>backward by dtype</h3>" + _table(backward)
+    sources = [f"baseline <code>{html.escape(src.baseline_path)}</code>" if src.baseline is not None else "no baseline"]
+    sources.append(
+        f"aten matrix <code>{html.escape(src.aten_path)}</code>" if src.aten is not None else "no aten matrix"
+    )
+    style = "".join(
+        f".s-{s}{{background:{c};color:{'#222' if s in ('skip', 'unsupported', 'fallback', 'stride_mismatch') else '#fff'}}}"
+        for s, c in d["colours"].items()
+    )
+    payload = json.dumps(d, separators=(",", ":"), ensure_ascii=False, default=str).replace("<", "\\u003c")
+    assets = resources.files("jaxdev.audit")
+    return (
+        "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
+        "<meta name='viewport' content='width=device-width, initial-scale=1'><title>jaxdev coverage</title>"
+        f"<style>{assets.joinpath('report.css').read_text()}{style}</style></head><body>"
+        f"<header><h1>jaxdev coverage</h1><p>{html.escape(d['headline'])}</p>"
+        f"<p class='muted'>{' · '.join(sources)}. Shares are of measured cells: {' and '.join(UNMEASURED)} "
+        "cells are left out.</p></header>"
+        f"{_cards(m)}<details class='numbers'><summary>Counts by status and direction</summary>{counts}</details>"
+        "<noscript><p class='note'>The explorer (filters, search, per-cell details, the aten view) needs "
+        "JavaScript; summary.md beside this page lists every failure.</p></noscript>"
+        f"{_static_changes(d)}"
+        "<main id='app' hidden><nav id='tabs' class='tabs'></nav><div id='toolbar' class='toolbar'></div>"
+        "<div id='view'></div></main><div id='tip' hidden></div>"
+        f"<script type='application/json' id='data'>{payload}</script>"
+        f"<script>{assets.joinpath('report.js').read_text()}</script></body></html>\n"
+    )
