@@ -42,6 +42,7 @@ if not _cli_help_only():
     from jaxdev import accelerators as _accelerators
     from jaxdev import autocast as _autocast
     from jaxdev import compiler as _compiler
+    from jaxdev import executables as _executables
     from jaxdev import fallback as _fallback  # noqa: F401  (registers the CPU fallback; needs the device)
     from jaxdev import generator as _generator
     from jaxdev import layout as _layout
@@ -64,6 +65,7 @@ if not _cli_help_only():
     )
 
     _accelerators.install()
+    _executables.install()
     _storage.install()
     _autocast.install()
     _parameters.install()

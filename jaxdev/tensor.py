@@ -36,7 +36,7 @@ import jax.numpy as jnp
 import numpy as np
 import torch
 
-from jaxdev import dtypes, tracing
+from jaxdev import dtypes, executables, tracing
 
 DEVICE = torch.device("jax", 0)
 _CPU_KEYS = torch._C.DispatchKeySet(torch._C.DispatchKey.CPU)
@@ -145,14 +145,20 @@ def _sweep_young() -> None:
     _young_bytes = 0
 
 
+_tracing = 0  # scratch() depth: a program or a VJP is being traced
+
+
 @contextlib.contextmanager
 def scratch():
     """Storages made inside hold JAX tracers (a program or a VJP being traced): forget their boxes
     when the trace ends, so eager code never meets a tracer."""
+    global _tracing
     before = set(BOXES)
+    _tracing += 1
     try:
         yield
     finally:
+        _tracing -= 1
         for addr in [a for a in BOXES if a not in before]:
             _free_weak_ref(BOXES.pop(addr).weak)
 
@@ -171,6 +177,8 @@ def new_storage(box: Box) -> torch.UntypedStorage:
         _sweep()
     elif _young_bytes > _YOUNG_BYTES:
         _sweep_young()
+    if executables.due() and not _tracing:  # a safe point to drop XLA executables (executables.py)
+        executables.check()
     return storage
 
 
@@ -264,18 +272,73 @@ def span(shape, strides) -> int:
 
 
 _MAX_BYTES = 2**63 - 1
+_U64 = 2**64
+
+
+def _u64_product_overflows(factors) -> tuple[bool, int]:
+    """c10::safe_multiply_u64: the factors as uint64 (a negative size wraps), overflow sticky."""
+    prod, over = 1, False
+    for f in factors:
+        prod *= f % _U64
+        if prod >= _U64:
+            over, prod = True, prod % _U64
+    return over, prod
+
+
+def numel_overflows(shape) -> bool:
+    """TensorImpl::safe_compute_numel's check ("numel: integer multiplication overflow")."""
+    over, prod = _u64_product_overflows(shape)
+    return over or prod > _MAX_BYTES
+
+
+def contiguous_strides_overflow(shape) -> bool:
+    """TensorImpl::empty_tensor_restride's check ("Stride calculation overflowed")."""
+    acc = 1
+    for n in reversed(tuple(shape)[1:]):
+        acc *= max(n, 1)
+        if acc > _MAX_BYTES:
+            return True
+    return False
+
+
+def storage_nbytes_overflows(shape, strides, itemsize: int, explicit_strides: bool, offset: int = 0) -> bool:
+    """c10's computeStorageNbytes(Contiguous): the storage's byte count overflows (in uint64, as CPU
+    counts it: a negative stride of a dim of size > 1 overflows) or passes int64."""
+    if not explicit_strides:
+        over, size = _u64_product_overflows([*shape, 1])
+        size += offset
+    else:
+        over, size = False, offset + 1
+        for n, s in zip(shape, strides):
+            if n == 0:
+                return False
+            strided = (s % _U64) * ((n - 1) % _U64)
+            over |= strided >= _U64
+            size += strided % _U64
+            if size >= _U64:
+                over, size = True, size % _U64
+    size *= itemsize
+    return over or size > _MAX_BYTES
+
+
+def _overflowed(shape, strides, explicit_strides: bool) -> RuntimeError:
+    where = f" and strides={list(strides)}" if explicit_strides else ""
+    return RuntimeError(f"Storage size calculation overflowed with sizes={list(shape)}{where}")
 
 
 def check_layout(shape, strides, itemsize: int, explicit_strides: bool) -> None:
-    """PyTorch's checks on a new storage's size, with its messages: negative sizes, and a byte count
-    that overflows int64 (XLA would abort the process on such an extent)."""
+    """PyTorch's checks on a new tensor's layout, in empty's order and with its messages: negative
+    sizes, a byte count that overflows (XLA would abort the process on such an extent), then the
+    element count and the contiguous strides overflowing int64."""
     if any(n < 0 for n in shape):
-        raise RuntimeError(f"Trying to create tensor with negative dimension {min(shape)}: {list(shape)}")
-    if 0 in shape:
-        return
-    if any(s < 0 for s in strides) or span(shape, strides) * itemsize > _MAX_BYTES:
-        where = f" and strides={list(strides)}" if explicit_strides else ""
-        raise RuntimeError(f"Storage size calculation overflowed with sizes={list(shape)}{where}")
+        first = next(n for n in shape if n < 0)
+        raise RuntimeError(f"Trying to create tensor with negative dimension {first}: {list(shape)}")
+    if storage_nbytes_overflows(shape, strides, itemsize, explicit_strides):
+        raise _overflowed(shape, strides, explicit_strides)
+    if numel_overflows(shape):
+        raise RuntimeError("numel: integer multiplication overflow")
+    if not explicit_strides and contiguous_strides_overflow(shape):
+        raise RuntimeError("Stride calculation overflowed")
 
 
 def empty(shape, dtype: torch.dtype, strides=None) -> torch.Tensor:
