@@ -191,12 +191,30 @@ def coverage(opinfo: str | None, overloads: list[str], matrix_path: str | None) 
     return rows[:40]
 
 
+def aten_verdicts(overloads: list[str], path: str | None = None) -> dict[str, dict]:
+    """The aten matrix's verdicts (coverage/aten.yaml, when there is one) for these overloads:
+    {name: {verdict, category, reason, evidence, cells, repro}} (keys present when known)."""
+    from jaxdev.audit import aten_matrix
+
+    path = path or aten_matrix.default_path()
+    if not path or not os.path.exists(path):
+        return {}
+    nodes = aten_matrix.load(path)["overloads"]
+    keys = ("verdict", "category", "reason", "evidence", "cells", "repro")
+    return {n: {k: nodes[n][k] for k in keys if k in nodes[n]} for n in overloads if n in nodes}
+
+
 def explain(name: str, matrix_path: str | None = None) -> dict:
     overloads, opinfo = resolve(name)
+    verdicts = aten_verdicts(overloads)
+    described = [describe(n) for n in overloads]
+    for info in described:
+        if info["name"] in verdicts:
+            info["aten_matrix"] = verdicts[info["name"]]
     return {
         "query": name,
         "opinfo": opinfo,
-        "overloads": [describe(n) for n in overloads],
+        "overloads": described,
         "decomposition": decomposition(opinfo) if opinfo else [],
         "coverage": coverage(opinfo, overloads, matrix_path),
     }

@@ -168,6 +168,59 @@ def print_aten_results(selections, m) -> None:
         console.print(f"{target} (run as OpInfo {', '.join(s.opinfos)}): {cells or 'no cells'}", soft_wrap=True)
 
 
+def run_aten(patterns, out_dir, matrix_path, jobs, timeout, cache_dir):
+    """`--aten`: OUT/aten.yaml from the OpInfo matrix plus direct trials, with progress; prints the counts."""
+    from jaxdev.audit import aten_matrix, facts
+
+    source = matrix_path or os.path.join(out_dir, facts.MATRIX_FILE)
+    out_path = os.path.join(out_dir, aten_matrix.ATEN_FILE)
+    bar = console.is_terminal
+    progress = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+        console=console,
+        disable=not bar,
+    )
+    task = progress.add_task("direct trials", total=None)
+    log = _LogProgress(quiet=bar)
+
+    def on_start(aggregated, todo):
+        console.print(f"{aggregated} overloads judged from {source} or untriable by construction; {todo} to try")
+        log.total = todo
+        progress.update(task, total=todo)
+
+    def on_trial(name, result):
+        log.done += 1
+        log.tick()
+        progress.update(task, advance=1, description=f"{name.removeprefix('aten::')[:28]:<28}")
+
+    signal.signal(signal.SIGTERM, _term_as_interrupt)
+    with progress:
+        doc = aten_matrix.build(
+            source,
+            out_path,
+            patterns=patterns,
+            jobs=jobs,
+            timeout=timeout,
+            cache_dir=cache_dir,
+            on_start=on_start,
+            on_trial=on_trial,
+        )
+    c, direct = doc["meta"]["counts"], doc["meta"]["direct"]
+    console.print(
+        f"{c['overloads']} overloads -> {out_path}: "
+        + "  ".join(f"{coloured(k)} {v}" for k, v in c["verdicts"].items())
+        + f"; tried {c['tried_share']:.1%} of all, {c['tried_share_dense']:.1%} of the {c['dense']} neither sparse nor "
+        f"quantized; {direct['tried']} direct trials in {direct['wall_s']:.1f} s"
+    )
+    if c["untriable"]:
+        console.print("untriable: " + ", ".join(f"{k} {v}" for k, v in c["untriable"].items()), markup=False)
+
+
 @click.command("coverage")
 @scope_options()
 @click.option("--shard", help="K/N: run the K-th of N slices of the OpInfos (merge the shards' matrices with --merge).")
@@ -192,6 +245,18 @@ def print_aten_results(selections, m) -> None:
     type=click.Path(file_okay=False),
     help="JAX's persistent compilation cache (default $JAXDEV_AUDIT_CACHE, else ~/.cache/jaxdev/jax); an empty folder gives a cold run.",
 )
+@click.option(
+    "--aten",
+    is_flag=True,
+    help="Write OUT/aten.yaml instead: the OpInfo matrix's cells per aten overload, and a direct trial "
+    "(inputs built from the schema) for each overload no sample reaches. OPS then limit the overloads.",
+)
+@click.option(
+    "--matrix",
+    "matrix_path",
+    type=click.Path(dir_okay=False),
+    help="With --aten: the OpInfo matrix to aggregate (default OUT/matrix.yaml).",
+)
 def command(
     ops,
     all_reaching,
@@ -206,6 +271,8 @@ def command(
     out_dir,
     merge_files,
     cache_dir,
+    aten,
+    matrix_path,
 ):
     """Run PyTorch's OpInfo samples on jax and on CPU, compare, and write OUT/matrix.yaml.
 
@@ -230,8 +297,13 @@ def command(
       jaxdev coverage --shard 1/4 --out shard1   # then: jaxdev coverage --merge shard*/matrix.yaml
       jaxdev coverage --resume                   # finish an interrupted sweep
       jaxdev coverage --mode compile             # add torch.compile coverage beside the eager cells
+      jaxdev coverage --aten --jobs 2            # coverage/aten.yaml: a verdict for every aten overload
     """
     from jaxdev.audit import facts, matrix, names, sweep
+
+    if aten:
+        run_aten(ops, out_dir, matrix_path, jobs, timeout if timeout != facts.DEFAULT_TIMEOUT_S else None, cache_dir)
+        return
 
     out_path = os.path.join(out_dir, facts.MATRIX_FILE)
     if merge_files:

@@ -59,6 +59,18 @@ def command(op, error_text, matrix_path, fmt):
             console.print(
                 "  jaxdev registry: " + ", ".join(f"{k}={v}" for k, v in info["jaxdev"].items()), markup=False
             )
+        verdict = info.get("aten_matrix")
+        if verdict:
+            category = f" ({verdict['category']})" if verdict.get("category") else ""
+            console.print(
+                f"aten.yaml {coloured(verdict['verdict'])}{category} [{verdict['evidence']}]: ",
+                end="",
+            )
+            console.print(verdict.get("reason", ""), markup=False)
+            for dtype, dirs in verdict.get("cells", {}).items():
+                console.print(f"  {dtype}: " + "  ".join(f"{d} {coloured(s)}" for d, s in dirs.items()))
+            if verdict.get("repro") and verdict["verdict"] != "pass":
+                console.print(f"  repro: {verdict['repro']}", markup=False)
         if info.get("rule"):
             console.print(f"[cyan]rule[/cyan]      {info['rule']}")
         if info.get("fix"):
