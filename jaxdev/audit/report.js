@@ -138,6 +138,10 @@
 
   // ---- pieces ----
   const badge = (s) => `<span class="badge s-${esc(s)}">${esc(s)}</span>`;
+  const label = (k) => D.aten.labels[k] || k;
+  // an aten verdict in the colour of the statuses it stands for
+  const VERDICT = { pass: "pass", fails: "exception", fallback: "fallback", untriable: "skip" };
+  const verdict = (v) => `<span class="badge s-${VERDICT[v] || "skip"}">${esc(v)}</span>`;
   const chip = (group, value, label, on, extra = "") =>
     `<button class="chip${on ? " on" : ""}${extra}" data-g="${group}" data-v="${esc(value)}">${label}</button>`;
   function tipText(c) {
@@ -192,11 +196,17 @@
   function rowExtras(row) {
     let h = "";
     if (row.tab === "aten") {
+      const info = row.info;
+      if (info.verdict) h += `<h3>verdict ${verdict(info.verdict)} ${esc(info.category || "")}</h3>`;
+      if (info.reason) h += `<div class="reason">${esc(info.reason)}</div>`;
+      if (info.repro) h += cmd("repro", info.repro);
       h += "<dl>";
-      for (const [k, v] of Object.entries(row.info)) {
-        h += `<dt>${esc(k)}</dt><dd>${esc(typeof v === "object" && v !== null ? JSON.stringify(v) : v)}</dd>`;
+      for (const [k, v] of Object.entries(info)) {
+        if (["verdict", "category", "reason", "repro", "opinfos", "judged_by"].includes(k)) continue;
+        h += `<dt>${esc(label(k))}</dt><dd>${esc(typeof v === "object" && v !== null ? JSON.stringify(v) : v)}</dd>`;
       }
       h += `</dl><h3>Reached by the samples of</h3>${pills(row.reach, "opinfo")}`;
+      if (info.judged_by) h += `<h3>Its cells come from</h3>${pills(info.judged_by, "opinfo")}`;
     } else if (row.aten) {
       h += `<h3>aten overloads its samples reached</h3>${pills(row.aten, "aten")}`;
     }
@@ -244,8 +254,8 @@
     if (state.tab === "aten") {
       for (const k of D.aten.columns) {
         const vals = [...new Set(ATEN.map((r) => String(r.info[k])))].filter((v) => v !== "undefined").sort();
-        infoSel += `<select data-info="${esc(k)}"><option value="">${esc(k)}: all</option>${vals.map((v) =>
-          `<option${state.info[k] === v ? " selected" : ""}>${esc(v)}</option>`).join("")}</select>`;
+        infoSel += `<select data-info="${esc(k)}"><option value="">${esc(label(k))}: all</option>${vals.map((v) =>
+          `<option value="${esc(v)}"${state.info[k] === v ? " selected" : ""}>${esc(label(k))}: ${esc(v)}</option>`).join("")}</select>`;
       }
     }
     const placeholder = state.tab === "aten" ? "Search: index_put, aten::add.*" : "Search: linalg.*, index_put, =add";
@@ -262,6 +272,21 @@
       `<button class="link" id="reset">reset filters</button><span id="count"></span>`;
     if (focused) { const q = $("#q"); q.focus(); q.setSelectionRange(caret, caret); }
   }
+  // The aten view's own columns: the verdict with its category, the two routes in one, then the rest.
+  function atenColumns() {
+    const cols = [];
+    const rest = D.aten.columns.filter((k) => !["verdict", "category"].includes(k) && !k.startsWith("route."));
+    if (D.aten.columns.includes("verdict")) {
+      cols.push({ title: "verdict", cell: (i) => (i.verdict ? verdict(i.verdict) : "") + (i.category ? ` <span class="sub">${esc(i.category)}</span>` : "") });
+    }
+    const routes = D.aten.columns.filter((k) => k.startsWith("route."));
+    if (routes.length) {
+      cols.push({ title: "route (" + routes.map((k) => label(k).replace(" route", "")).join(" / ") + ")",
+        cell: (i) => `<span class="mono">${routes.map((k) => esc(i[k] ?? "?")).join(" / ")}</span>` });
+    }
+    for (const k of rest) cols.push({ title: label(k), cell: (i) => esc(i[k] ?? "") });
+    return cols;
+  }
   function columns(rows) {
     const seen = new Set();
     for (const { vis } of rows) for (const c of vis) seen.add(c.dir * 1000 + c.dt);
@@ -269,10 +294,11 @@
   }
   function drawGrid(rows, pre) {
     const cols = columns(pre);
-    const infoCols = state.tab === "aten" ? D.aten.columns : [];
-    const label = state.tab === "aten" ? "aten overload" : "OpInfo";
-    let head1 = `<tr><th class="name" rowspan="2">${label}</th><th rowspan="2">family</th>`;
-    for (const k of infoCols) head1 += `<th rowspan="2">${esc(k)}</th>`;
+    const infoCols = state.tab === "aten" ? atenColumns() : [];
+    const what = state.tab === "aten" ? "aten overload" : "OpInfo";
+    const famCol = state.tab === "aten"; // OpInfo names carry their namespace already
+    let head1 = `<tr><th class="name" rowspan="2">${what}</th>` + (famCol ? `<th rowspan="2">family</th>` : "");
+    for (const col of infoCols) head1 += `<th rowspan="2">${esc(col.title)}</th>`;
     if (state.tab === "aten" && !D.aten.present) head1 += `<th rowspan="2">reached by OpInfos</th>`;
     let head2 = "<tr>";
     let prevDir = -1;
@@ -295,8 +321,9 @@
       const at = new Map(row.cells.map((c) => [c.dir * 1000 + c.dt, c]));
       let tr = `<tr class="row" data-t="${row.tab}" data-i="${row.i}" data-name="${esc(row.name)}"><td class="name"><button class="op" title="details of ${esc(row.name)}">${esc(row.name)}</button>`;
       if (row.tab === "opinfo" && row.aten.length) tr += `<span class="sub">${row.aten.length} aten</span>`;
-      tr += `</td><td><span class="fam">${esc(row.fam.join(", "))}</span></td>`;
-      for (const k of infoCols) tr += `<td>${esc(row.info[k] ?? "")}</td>`;
+      const fams = row.fam.length > 2 ? row.fam.slice(0, 2).join(", ") + ` +${row.fam.length - 2}` : row.fam.join(", ");
+      tr += "</td>" + (famCol ? `<td><span class="fam" title="${esc(row.fam.join(", "))}">${esc(fams)}</span></td>` : "");
+      for (const col of infoCols) tr += `<td>${col.cell(row.info)}</td>`;
       if (state.tab === "aten" && !D.aten.present) tr += `<td class="reason">${row.reach.map(esc).join(", ")}</td>`;
       for (const col of cols) {
         const c = at.get(col.dir * 1000 + col.dt);
@@ -350,6 +377,15 @@
       banner = `<div class="banner">No aten matrix${D.aten.source ? ` at <code>${esc(D.aten.source)}</code>` : ""}: ` +
         `this tab lists the ${ATEN.length} aten overloads the OpInfo samples reached (from the matrix's <code>aten:</code> lists) ` +
         `and the OpInfos reaching each. Verdicts per overload come with <code>coverage/aten.yaml</code>.</div>`;
+    }
+    const meta = D.aten.meta && D.aten.meta.counts;
+    if (state.tab === "aten" && meta) {
+      const v = meta.verdicts || {};
+      const pct = (x) => (x == null ? "?" : (100 * x).toFixed(1) + "%");
+      banner = `<div class="banner">${meta.overloads} aten overloads: ` +
+        Object.entries(v).map(([k, n]) => `${verdict(k)} ${n}`).join(" ") +
+        ` · tried ${meta.tried} (${pct(meta.tried_share)}; ${pct(meta.tried_share_dense)} of the ${meta.dense} neither sparse nor quantized)` +
+        `. Cells aggregate the OpInfos whose samples reached the overload, or come from a direct trial on jax:0.</div>`;
     }
     if (state.tab === "changes") {
       const c = D.changes;
@@ -459,6 +495,7 @@
   window.addEventListener("hashchange", () => { readHash(); draw(); });
 
   document.documentElement.classList.add("js");
+  $("details.numbers").open = false; // open for readers without scripts; the explorer comes first here
   $("#app").hidden = false;
   readHash();
   draw();

@@ -84,6 +84,14 @@ ATEN_FAMILIES = {
     "_fake_quant": "quantized",
     "fake_quant": "quantized",
 }
+# Column headers of the aten view, in this order; other short fields of its nodes follow by name.
+LABELS = {
+    "verdict": "verdict",
+    "category": "category",
+    "route.PrivateUse1": "device route",
+    "route.AutogradPrivateUse1": "autograd route",
+    "evidence": "evidence",
+}
 MAX_STATIC_CHANGES = 500
 _NOT_SCALAR = object()
 
@@ -105,6 +113,17 @@ class _Interned:
 
 def _dtype_key(dtype: str):
     return (DTYPE_ORDER.index(dtype), "") if dtype in DTYPE_ORDER else (len(DTYPE_ORDER), dtype)
+
+
+def _flat(info: dict) -> dict:
+    """{route: {PrivateUse1: native}} -> {route.PrivateUse1: native}: nested scalars become columns."""
+    out = {}
+    for k, v in info.items():
+        if isinstance(v, dict) and all(isinstance(x, str | bool | int) or x is None for x in v.values()):
+            out.update({f"{k}.{kk}": vv for kk, vv in v.items()})
+        else:
+            out[k] = v
+    return out
 
 
 def _aten_nodes(raw: dict) -> dict:
@@ -140,6 +159,10 @@ class _Builder:
             values.append(value)
         return values.index(value)
 
+    def detail(self, entry: dict) -> int:
+        """A cell's facts but its status and sample count (those are in the cell itself)."""
+        return self.details({k: v for k, v in entry.items() if k not in ("status", "samples")})
+
     def cells(self, results: dict) -> list:
         """Flat [dtype, direction, status, samples, detail] * cells; dtypes by name until `finish`."""
         flat: list = []
@@ -147,22 +170,34 @@ class _Builder:
             for direction, entry in (by_direction or {}).items():
                 entry = entry if isinstance(entry, dict) else {"status": str(entry)}
                 status = str(entry.get("status", "unknown"))
-                rest = {k: v for k, v in entry.items() if k not in ("status", "samples")}
                 self.dtypes.add(str(dtype))
                 flat += [
                     str(dtype),
                     self._index(self.directions, str(direction)),
                     self._index(self.statuses, status),
                     entry.get("samples", 0),
-                    self.details(rest),
+                    self.detail(entry),
                 ]
         return flat
 
-    def finish(self, rows: list, at: int) -> None:
-        dtypes = sorted(self.dtypes, key=_dtype_key)
-        for row in rows:
-            row[at][0::5] = [dtypes.index(d) for d in row[at][0::5]]
-        self.dtype_list = dtypes
+    def finish(self, tables: list[list], changes: list) -> None:
+        """Dtypes by index in column order; details renumbered by use, so the common ones cost a digit."""
+        self.dtype_list = sorted(self.dtypes, key=_dtype_key)
+        at = {d: i for i, d in enumerate(self.dtype_list)}
+        uses = [0] * len(self.details.items)
+        for rows in tables:
+            for row in rows:
+                row[3][0::5] = [at[d] for d in row[3][0::5]]
+                for i in row[3][4::5]:
+                    uses[i] += 1
+        order = sorted(range(len(uses)), key=lambda i: -uses[i])
+        new = {old: i for i, old in enumerate(order)}
+        self.details.items = [self.details.items[i] for i in order]
+        for rows in tables:
+            for row in rows:
+                row[3][4::5] = [new[i] for i in row[3][4::5]]
+        for row in changes:
+            row[-1] = new[row[-1]]
 
 
 def data(src: report.Sources) -> dict:
@@ -181,17 +216,19 @@ def data(src: report.Sources) -> dict:
         for a in m.aten(op):
             reached.setdefault(a, []).append(opinfo_at[op])
 
-    aten = {"source": src.aten_path, "present": src.aten is not None, "rows": [], "columns": []}
+    aten = {"source": src.aten_path, "present": src.aten is not None, "rows": [], "columns": [], "labels": LABELS}
+    aten["meta"] = (src.aten or {}).get("meta") if isinstance((src.aten or {}).get("meta"), dict) else None
     nodes = _aten_nodes(src.aten) if src.aten is not None else dict.fromkeys(aten_names)
     infos = _Interned()
     for name in sorted(nodes, key=str):
         node = nodes[name] if isinstance(nodes[name], dict) else {}
         full = name if "::" in str(name) else f"aten::{name}"
-        info = {k: v for k, v in node.items() if k not in ("results", "statuses", "cells")}
+        info = _flat({k: v for k, v in node.items() if k not in ("results", "statuses", "cells")})
         reach = list(reached.get(full, []))
-        for value in info.values():  # the aten matrix's own list of OpInfos reaching it, if it has one
+        for value in info.values():  # the aten matrix's own lists of OpInfos (reaching it, judging it)
             if isinstance(value, list) and value and all(v in opinfo_at for v in value):
                 reach = sorted(set(reach) | {opinfo_at[v] for v in value})
+        info.pop("opinfos", None)  # the same as `reach`, embedded once
         base = full.split("::", 1)[1].split(".")[0]
         prefix = next((f for p, f in ATEN_FAMILIES.items() if base.startswith(p)), None)
         families = [prefix] if prefix else sorted({rows[i][1] for i in reach}) or ["torch"]
@@ -203,22 +240,25 @@ def data(src: report.Sources) -> dict:
         for k, v in info.items():
             scalar = isinstance(v, str | bool | int) or v is None
             values.setdefault(k, set()).add(v if scalar else _NOT_SCALAR)
-    aten["columns"] = [k for k, vs in values.items() if k != "reason" and _NOT_SCALAR not in vs and len(vs) <= 12]
-    b.finish(rows, 3)
-    b.finish(aten["rows"], 3)
+    columns = [
+        k for k, vs in values.items() if k not in ("reason", "repro") and _NOT_SCALAR not in vs and len(vs) <= 16
+    ]
+    aten["columns"] = sorted(columns, key=lambda k: (list(LABELS).index(k) if k in LABELS else len(LABELS), k))
 
     changes = None
     if src.baseline is not None:
         changed, unrecorded = report.changes(m, src.baseline)
+        b.dtypes.update(c.dtype for c in changed)  # a cell the matrix lacks may be the only one of its dtype
         changes = {
             "source": src.baseline_path,
             "cells": sum(1 for _ in src.baseline.cells()),
             "unrecorded": unrecorded,
             "rows": [
-                [c.op, report.family(c.op), c.dtype, c.direction, c.old, c.new, c.kind, b.details(c.entry)]
+                [c.op, report.family(c.op), c.dtype, c.direction, c.old, c.new, c.kind, b.detail(c.entry)]
                 for c in changed
             ],
         }
+    b.finish([rows, aten["rows"]], changes["rows"] if changes else [])
     return {
         "headline": report.headline(m, src.matrix_path),
         "statuses": b.statuses,
@@ -282,7 +322,7 @@ def _static_changes(d: dict) -> str:
     )
     more = f"<p>… and {len(c['rows']) - MAX_STATIC_CHANGES} more.</p>" if len(c["rows"]) > MAX_STATIC_CHANGES else ""
     table = (
-        f"<table class='counts'><thead><tr><th>change</th><th>OpInfo</th><th>dtype</th><th>direction</th>"
+        f"<table class='counts left'><thead><tr><th>change</th><th>OpInfo</th><th>dtype</th><th>direction</th>"
         f"<th>baseline → now</th></tr></thead><tbody>{rows}</tbody></table>{more}"
         if rows
         else "<p>No cell of the baseline changed status.</p>"
@@ -317,7 +357,7 @@ def page(src: report.Sources) -> str:
         f"<header><h1>jaxdev coverage</h1><p>{html.escape(d['headline'])}</p>"
         f"<p class='muted'>{' · '.join(sources)}. Shares are of measured cells: {' and '.join(UNMEASURED)} "
         "cells are left out.</p></header>"
-        f"{_cards(m)}<details class='numbers'><summary>Counts by status and direction</summary>{counts}</details>"
+        f"{_cards(m)}<details class='numbers' open><summary>Counts by status and direction</summary>{counts}</details>"
         "<noscript><p class='note'>The explorer (filters, search, per-cell details, the aten view) needs "
         "JavaScript; summary.md beside this page lists every failure.</p></noscript>"
         f"{_static_changes(d)}"

@@ -127,3 +127,26 @@ def test_report_writes_markdown_html_data_and_junit(cli, tmp_path):
     suites = ET.parse(tmp_path / "reports" / "junit.xml").getroot()
     backward = next(s for s in suites if s.get("name") == "coverage.backward")
     assert backward.get("failures") == "1"
+
+
+def test_report_reads_baseline_and_aten_matrix_and_refuses_missing_ones(cli, tmp_path):
+    m = matrix.empty({"complete": True})
+    m.put("sin", "float32", "forward", {"status": "wrong", "reason": "differs"}, ["aten::sin"])
+    base = matrix.empty({"complete": True})
+    base.put("sin", "float32", "forward", {"status": "pass", "reason": ""})
+    matrix.save(m, str(tmp_path / "matrix.yaml"))
+    matrix.save(base, str(tmp_path / "baseline.yaml"))
+    out_dir = str(tmp_path / "reports")
+    for flag, words in (("--baseline", "no baseline at"), ("--aten", "no aten matrix at")):
+        code, out = cli("report", str(tmp_path / "matrix.yaml"), flag, str(tmp_path / "nope.yaml"), "--out", out_dir)
+        assert code == 2 and words in out and "Traceback" not in out, out
+    (tmp_path / "aten.yaml").write_text(
+        "overloads: {aten::sin: {verdict: fails, cells: {float32: {forward: wrong}}}}\n"
+    )
+    code, out = cli(
+        "report", str(tmp_path / "matrix.yaml"), "--baseline", str(tmp_path / "baseline.yaml"), "--out", out_dir
+    )
+    assert code == 0, out
+    assert "- new failure: `sin` float32 forward: pass -> wrong" in (tmp_path / "reports" / "summary.md").read_text()
+    page = (tmp_path / "reports" / "index.html").read_text()
+    assert '"present":true' in page  # aten.yaml beside the matrix is read without being named

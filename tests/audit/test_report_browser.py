@@ -19,30 +19,36 @@ pytestmark = pytest.mark.skipif(
     BROWSER is None, reason="no chromium binary on PATH (apt-get install chromium; scripts/setup.sh does in CI)"
 )
 
+# The layout of coverage/aten.yaml (jaxdev.audit.aten_matrix): routes, reaching OpInfos, verdict, cells.
 ATEN = {
     "schema": 1,
+    "meta": {"counts": {"overloads": 3, "verdicts": {"pass": 0, "fails": 1, "fallback": 1, "untriable": 1}}},
     "overloads": {
         "aten::sin": {
-            "device": "native",
-            "autograd": "autograd",
+            "route": {"PrivateUse1": "native", "AutogradPrivateUse1": "autograd"},
             "opinfos": ["sin"],
+            "evidence": "opinfo",
             "verdict": "fails",
-            "results": {
-                "float32": {"forward": {"status": "pass", "samples": 3}, "backward": {"status": "lost_autograd"}}
-            },
+            "category": "lost_autograd",
+            "reason": "lost_autograd in OpInfo sin float32 backward: grad is None",
+            "cells": {"float32": {"forward": "pass", "backward": "lost_autograd"}},
         },
         "aten::cos": {
-            "device": "fallback",
-            "autograd": "autograd",
+            "route": {"PrivateUse1": "fallback", "AutogradPrivateUse1": "autograd"},
             "opinfos": ["cos"],
+            "evidence": "opinfo",
             "verdict": "fallback",
-            "results": {"float64": {"forward": {"status": "fallback", "reason": "CPU fallback for aten::cos"}}},
+            "reason": "fallback in OpInfo cos float64 forward",
+            "cells": {"float64": {"forward": "fallback"}},
         },
         "aten::_made_up.out": {
-            "device": "missing",
-            "autograd": "missing",
+            "route": {"PrivateUse1": "missing", "AutogradPrivateUse1": "missing"},
+            "opinfos": [],
+            "evidence": "none",
             "verdict": "untriable",
-            "reason": "no sample",
+            "category": "no_cpu_kernel",
+            "reason": "CPU has no kernel",
+            "cells": {},
         },
     },
 }
@@ -127,8 +133,12 @@ def test_aten_tab_and_changes_since_the_baseline(pages):
     dom, console = load(page, "tab=aten")
     assert console == [] and 'data-rendered="aten"' in dom
     assert rows(dom) == ["aten::_made_up.out", "aten::cos", "aten::sin"]
-    assert "<td>native</td>" in dom and "<td>untriable</td>" in dom  # route and verdict columns
-    assert rows(load(page, "tab=aten&device=fallback")[0]) == ["aten::cos"]
+    assert "native / autograd" in dom and '<span class="badge s-skip">untriable</span>' in dom  # routes, verdict
+    assert rows(load(page, "tab=aten&route.PrivateUse1=fallback")[0]) == ["aten::cos"]
+    assert rows(load(page, "tab=aten&verdict=fails&status=lost_autograd")[0]) == ["aten::sin"]
+    dom, console = load(page, "tab=aten&open=aten|aten::sin|float32|backward")
+    detail = dom.split('<tr class="detail">')[1].split("</tr>")[0]
+    assert console == [] and "grad is None" in detail and "sin</button>" in detail  # reason, and the OpInfo
     dom, console = load(page, "tab=changes")
     assert console == [] and rows(dom) == ["sin"]
     assert "new failure" in dom and "2 cells of this matrix are not in the baseline" in dom
