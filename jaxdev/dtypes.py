@@ -6,6 +6,8 @@ dtype and its jax array's dtype always correspond one to one.
 
 from __future__ import annotations
 
+import math
+
 import jax.numpy as jnp
 import numpy as np
 import torch
@@ -123,3 +125,55 @@ def numpy_to_cpu(a: np.ndarray, dtype: torch.dtype) -> torch.Tensor:
         carrier = _BIT_CARRIER[dtype.itemsize]
         return torch.from_numpy(a.view(torch.empty((), dtype=carrier).numpy().dtype)).view(dtype)
     return torch.from_numpy(a)
+
+
+# The C++ type names of c10's "value cannot be converted to type T without overflow".
+_C_TYPE_NAMES = {
+    torch.uint8: "uint8_t",
+    torch.int8: "int8_t",
+    torch.int16: "int16_t",
+    torch.int32: "int",
+    torch.int64: "int64_t",
+    torch.float16: "c10::Half",
+    torch.bfloat16: "c10::BFloat16",
+    torch.float32: "float",
+    torch.float64: "double",
+    torch.complex64: "c10::complex<float>",
+    torch.complex128: "c10::complex<double>",
+}
+
+
+def _real_overflows(v, dtype: torch.dtype) -> bool:
+    if dtype.is_floating_point:
+        if isinstance(v, float) and not math.isfinite(v):
+            return False  # inf and NaN convert to a float type
+        top = float(torch.finfo(dtype).max)
+        return v < -top or v > top
+    info = torch.iinfo(dtype)
+    if isinstance(v, float):
+        return math.isnan(v) or v < info.min or v > info.max
+    if info.min == 0 and v < 0:  # negative integers wrap into unsigned types, within their range
+        return -v > info.max
+    return v < info.min or v > info.max
+
+
+def scalar_overflows(value, dtype: torch.dtype) -> bool:
+    """c10's checked Scalar::to<T>: the value does not fit `dtype` (fill_, full, masked_fill, clamp,
+    scatter and where with a scalar, add's alpha)."""
+    if dtype == torch.bool or dtype not in _C_TYPE_NAMES or isinstance(value, bool):
+        return False
+    if dtype.is_complex:
+        part = torch.float32 if dtype == torch.complex64 else torch.float64
+        parts = (value.real, value.imag) if isinstance(value, complex) else (value,)
+        return any(_real_overflows(p, part) for p in parts)
+    if isinstance(value, complex):
+        if value.imag != 0:
+            return True
+        value = value.real
+    return _real_overflows(value, dtype)
+
+
+def check_scalar(value, dtype: torch.dtype) -> None:
+    """Raise CPU's error when a Python scalar does not fit `dtype`."""
+    if isinstance(value, (int, float, complex)) and scalar_overflows(value, dtype):
+        raise RuntimeError(f"value cannot be converted to type {_C_TYPE_NAMES[dtype]} without overflow")

@@ -29,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import itertools
+import math
 import weakref
 
 import jax
@@ -610,7 +611,17 @@ def read(t: torch.Tensor) -> jax.Array:
     return value
 
 
+def xla_extent_overflows(shape) -> bool:
+    """XLA aborts the process on a shape whose sizes multiply past int64, even one holding no
+    elements (PyTorch allows [2**62, 3, 0])."""
+    return math.prod(n for n in shape if n) > _MAX_BYTES
+
+
 def _read_stored(t: torch.Tensor) -> jax.Array:
+    if t.numel() == 0 and xla_extent_overflows(t.shape):
+        raise RuntimeError(
+            f"jaxdev: XLA cannot hold an empty array of shape {list(t.shape)} (its sizes multiply past int64)"
+        )
     box = box_of(t)
     logical = box.logical
     if (

@@ -79,6 +79,8 @@ def _jax_copy(self, value, dtype, memory_format):
 
 @register(aten.clone.default)
 def clone(self, *, memory_format=torch.preserve_format):
+    if self.numel() == 0:  # nothing to read (and XLA may not hold the shape: [2**62, 3, 0])
+        return tensor.empty(self.shape, self.dtype, _strides_for(self, memory_format))
     return _jax_copy(self, tensor.read(self), self.dtype, memory_format)
 
 
@@ -94,8 +96,12 @@ def _to_copy(self, *, dtype=None, layout=None, device=None, pin_memory=None, non
         value = tensor.read(self) if is_jax(self) else tensor.from_cpu(self)
         return _jax_copy(self, value, dtype, memory_format)
     # To CPU (non_blocking is honoured as a blocking copy: there is no pinned memory to use).
-    values = tensor.to_cpu(tensor.read(self), self.dtype)
     strides = _strides_for(self, memory_format)
+    if self.numel() == 0:  # nothing to read (and XLA may not hold the shape: [2**62, 3, 0])
+        return torch.empty_strided(
+            self.shape, strides or tensor.contiguous_strides(self.shape), dtype=dtype, device=device
+        )
+    values = tensor.to_cpu(tensor.read(self), self.dtype)
     out = torch.empty_strided(self.shape, strides or values.stride(), dtype=dtype, device=device)
     return out.copy_(values)
 

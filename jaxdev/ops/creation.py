@@ -52,6 +52,7 @@ def _fill_value(self, value):
                 f"fill_ only supports 0-dimension value tensor but got tensor with {value.dim()} dimensions."
             )
         return jnp.broadcast_to(J(value).astype(jdt), tuple(self.shape))
+    dtypes.check_scalar(value, self.dtype)
     if isinstance(value, int) and not -(2**63) <= value < 2**63:  # beyond a jit argument's int64
         return jnp.full(tuple(self.shape), value, dtype=jdt)
     return _full(tuple(self.shape), jdt)(value)
@@ -75,14 +76,63 @@ def zero_(self):
     return self
 
 
+def _c_double(x: float) -> str:
+    """A double as C++ streams print it (as in PyTorch's messages)."""
+    return f"{x:g}"
+
+
+def _wrap_int64(x: int) -> int:
+    return (x + 2**63) % 2**64 - 2**63
+
+
+def _arange_size(start, end, step, dtype: torch.dtype) -> int:
+    """PyTorch's compute_arange_size (RangeUtils.h): its checks, in its order, and its size."""
+    if dtype.is_complex or dtype == torch.bool:
+        raise NotImplementedError(f"\"arange_cpu\" not implemented for '{dtypes.scalar_name(dtype)}'")
+    dstart, dend, dstep = (_to_double(v) for v in (start, end, step))
+    if not (dstep > 0 or dstep < 0):
+        raise RuntimeError("step must be nonzero")
+    if not (math.isfinite(dstart) and math.isfinite(dend)):
+        raise RuntimeError(f"unsupported range: {_c_double(dstart)} -> {_c_double(dend)}")
+    if not ((dstep > 0 and dend >= dstart) or (dstep < 0 and dend <= dstart)):
+        raise RuntimeError("upper bound and lower bound inconsistent with step sign")
+    if dtype == torch.int64:  # in int64 arithmetic (C++: truncating division, wrapping overflow)
+        xstart, xend, xstep = (_to_int64(v) for v in (start, end, step))
+        sgn = (xstep > 0) - (xstep < 0)
+        num = _wrap_int64(_wrap_int64(_wrap_int64(xend - xstart) + xstep) - sgn)
+        q = abs(num) // abs(xstep)
+        size_d = float(q if (num >= 0) == (xstep > 0) else -q)
+    else:
+        try:
+            size_d = math.ceil((dend - dstart) / dstep)
+        except (OverflowError, ValueError):  # an infinite step: (end - start) / step is 0 or nan
+            size_d = math.nan
+        else:
+            size_d = float(size_d)
+    if not (size_d >= 0 and size_d <= float(2**63 - 1)):
+        raise RuntimeError("invalid size, possible overflow?")
+    return int(size_d)
+
+
+def _to_double(v) -> float:
+    if isinstance(v, complex):
+        if v.imag != 0:
+            raise RuntimeError("value cannot be converted to type double without overflow")
+        v = v.real
+    return float(v)
+
+
+def _to_int64(v) -> int:
+    dtypes.check_scalar(v, torch.int64)
+    return int(v.real if isinstance(v, complex) else v)
+
+
 @register(aten.arange.start_out)
 def arange_out(start, end, step=1, *, out):
     start, end, step = (s.item() if isinstance(s, torch.Tensor) else s for s in (start, end, step))
-    if step == 0:
-        raise RuntimeError("step must be nonzero")
-    if (step > 0 and start > end) or (step < 0 and start < end):
-        raise RuntimeError("upper bound and larger bound inconsistent with step sign")
-    n = math.ceil((end - start) / step)
+    n = _arange_size(start, end, step, out.dtype)
+    if out.numel() != n:
+        out.resize_((n,))  # first, as CPU: a size no memory holds fails here, with the allocator's error
     acc = (
         jnp.float64 if out.dtype.is_floating_point or isinstance(step, float) or isinstance(start, float) else jnp.int64
     )
@@ -99,6 +149,10 @@ def linspace_out(start, end, steps, *, out):
     start, end = (s.item() if isinstance(s, torch.Tensor) else s for s in (start, end))
     if steps < 0:
         raise RuntimeError("number of steps must be non-negative")
+    if out.numel() != steps:
+        out.resize_((steps,))  # first, as CPU: a size no memory holds fails here
+    for v in (start, end):  # Scalar::to<scalar_t>, checked
+        dtypes.check_scalar(v, out.dtype)
     jdt = dtypes.to_jax_dtype(out.dtype)
     if out.dtype.is_complex or out.dtype.is_floating_point:
         acc = jdt  # each step rounds in the output dtype, as with c10::Half / BFloat16 scalars
@@ -190,6 +244,8 @@ def triu_indices(row, col, offset=0, *, dtype=torch.int64, layout=None, device=N
 def eye_out(n, m, *, out):
     if n < 0 or m < 0:
         raise RuntimeError(f"n must be greater or equal to 0, got {min(n, m)}")
+    if tuple(out.shape) != (n, m):
+        out.resize_((n, m))  # first, as CPU: a size no memory holds fails here
     return store_into(out, jnp.eye(n, m, dtype=dtypes.to_jax_dtype(out.dtype)), resize=True)
 
 

@@ -73,10 +73,15 @@ def set_empty(self):
 @register(aten.resize_.default)
 def resize_(self, size, memory_format=None):
     size = [int(s) for s in size]
-    if any(s < 0 for s in size):
-        raise RuntimeError(f"Trying to create tensor with negative dimension {min(size)}: {size}")
+    # CPU's order (resize_impl_cpu_): the sizes are set first (numel, then strides), then the storage
+    # grown; a negative size whose product is still 0 passes, as on CPU
+    if tensor.numel_overflows(size):
+        raise RuntimeError("numel: integer multiplication overflow")
+    if tensor.contiguous_strides_overflow(size):
+        raise RuntimeError("Stride calculation overflowed")
     strides = list(tensor.strides_for(size, memory_format) or tensor.contiguous_strides(size))
-    tensor.check_layout(size, strides, self.dtype.itemsize, explicit_strides=False)
+    if tensor.storage_nbytes_overflows(size, strides, self.dtype.itemsize, False, self.storage_offset()):
+        raise RuntimeError(f"Storage size calculation overflowed with sizes={size}")
     needed = 0 if 0 in size else self.storage_offset() + tensor.span(size, strides)
     capacity = self.untyped_storage().nbytes() // self.dtype.itemsize
     if needed <= capacity:
