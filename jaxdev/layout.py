@@ -23,6 +23,7 @@ process imports FakeTensorMode's dependencies (sympy): a one-time cost of second
 
 from __future__ import annotations
 
+import functools
 import warnings
 
 import torch
@@ -110,7 +111,7 @@ def _all_contiguous(args, kwargs) -> bool:
 def result_layouts(op: OpOverload, args, kwargs, traced: bool) -> tuple | None:
     """Per result of `op(*args, **kwargs)`: (shape, strides) as PyTorch lays it out, or None for a
     non-tensor; None for all: contiguous."""
-    if _all_contiguous(args, kwargs) and op.name() not in _OWN_LAYOUT:
+    if _all_contiguous(args, kwargs) and not lays_out_itself(op):
         return None
     try:
         key = (op, traced, *[_key(a) for a in args], *[(k, _key(v)) for k, v in kwargs.items()])
@@ -129,6 +130,13 @@ _CACHE_SIZE = 1 << 14
 # Ops whose CPU result is not contiguous even from contiguous inputs: the FFTs put the transformed dims
 # innermost (pocketfft/MKL write them that way); their fake kernels say so.
 _OWN_LAYOUT = frozenset({"aten::_fft_r2c", "aten::_fft_c2r", "aten::_fft_c2c"})
+
+
+@functools.cache
+def lays_out_itself(op: OpOverload) -> bool:
+    return op.name() in _OWN_LAYOUT
+
+
 # Pointwise ops whose CPU kernel does not lay out its result by TensorIterator's rule: they clone the
 # input contiguous first (found by running every other pointwise op with a jax kernel on a transposed
 # input on CPU: 64 of 66 tested follow the rule).

@@ -372,9 +372,13 @@ def out_of_memory_as_torch():
     try:
         yield
     except jax.errors.JaxRuntimeError as e:
-        if "RESOURCE_EXHAUSTED" not in str(e):
-            raise
-        raise torch.OutOfMemoryError(f"jax:0 is out of memory: {str(e).splitlines()[0]}") from None
+        raise_if_out_of_memory(e)
+        raise
+
+
+def raise_if_out_of_memory(error: Exception) -> None:
+    if "RESOURCE_EXHAUSTED" in str(error):
+        raise torch.OutOfMemoryError(f"jax:0 is out of memory: {str(error).splitlines()[0]}") from None
 
 
 def mixed_devices(other: torch.device) -> RuntimeError:

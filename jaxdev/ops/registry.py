@@ -223,9 +223,20 @@ def relaid(op: OpOverload, args, kwargs, results):
 
 
 def _functional_kernel(fn, op):
+    # The hot path of every eager op: no context manager, the layout question asked only when an
+    # argument is not contiguous (or the op lays out its results itself).
+    own_layout = layout.lays_out_itself(op)
+    contiguous = layout._all_contiguous
+
     def kernel(*args, **kwargs):
-        with tensor.out_of_memory_as_torch():
-            return _wrap_laid_out(fn(*args, **kwargs), op, args, kwargs)
+        try:
+            r = fn(*args, **kwargs)
+            if not own_layout and contiguous(args, kwargs):
+                return _wrap_result(r)
+            return _wrap_laid_out(r, op, args, kwargs)
+        except jax.errors.JaxRuntimeError as error:
+            tensor.raise_if_out_of_memory(error)
+            raise
 
     kernel.__qualname__ = fn.__qualname__
     return kernel
