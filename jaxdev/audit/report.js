@@ -121,12 +121,10 @@
     return out;
   }
   function filtered(pre) {
-    let out = [];
-    if (!state.status.size) out = pre.map((p) => ({ ...p, hit: p.vis }));
-    for (const p of state.status.size ? pre : []) {
-      const hit = p.vis.filter((c) => state.status.has(ST[c.st]) || (c.row.old && state.status.has(c.row.old)));
-      if (hit.length) out.push({ ...p, hit });
-    }
+    // a changed cell matches its status now or its status in the baseline
+    const wanted = (c) => state.status.has(ST[c.st]) || (c.row.old && state.status.has(c.row.old));
+    let out = pre.map((p) => ({ ...p, hit: state.status.size ? p.vis.filter(wanted) : p.vis }));
+    if (state.status.size) out = out.filter((p) => p.hit.length);
     if (state.sort === "worst") {
       // worst status first (statuses are listed worst first), then the most cells that are not pass
       const PASS = ST.indexOf("pass");
@@ -142,8 +140,8 @@
   // an aten verdict in the colour of the statuses it stands for
   const VERDICT = { pass: "pass", fails: "exception", fallback: "fallback", untriable: "skip" };
   const verdict = (v) => `<span class="badge s-${VERDICT[v] || "skip"}">${esc(v)}</span>`;
-  const chip = (group, value, label, on, extra = "") =>
-    `<button class="chip${on ? " on" : ""}${extra}" data-g="${group}" data-v="${esc(value)}">${label}</button>`;
+  const chip = (group, value, text, on, extra = "", title = "") =>
+    `<button class="chip${on ? " on" : ""}${extra}" data-g="${group}" data-v="${esc(value)}" title="${esc(title)}">${text}</button>`;
   function tipText(c) {
     const det = D.details[c.det] || {};
     const counts = det.counts ? Object.entries(det.counts).map(([k, v]) => `${v} ${k}`).join(", ") : "";
@@ -243,8 +241,8 @@
     for (const p of pre) for (const c of p.vis) counts[c.st] = (counts[c.st] || 0) + 1;
     const statusChips = ST.map((s, i) => [s, i]).filter(([s, i]) => counts[i] || state.status.has(s)).map(([s, i]) =>
       chip("status", s, `<span class="dot s-${s}"></span>${esc(s)} <span class="k">${counts[i] || 0}</span>`,
-        state.status.has(s), counts[i] ? "" : " zero")).join("");
-    const dirChips = [...dirs].sort().map((d) => chip("dir", D.directions[d], esc(D.directions[d]), state.dir.has(D.directions[d]))).join("");
+        state.status.has(s), counts[i] ? "" : " zero", D.meaning[s] || "")).join("");
+    const dirChips = [...dirs].sort((a, b) => a - b).map((d) => chip("dir", D.directions[d], esc(D.directions[d]), state.dir.has(D.directions[d]))).join("");
     const dtChips = [...dts].sort((a, b) => a - b).map((d) =>
       chip("dtype", D.dtypes[d], esc(short(D.dtypes[d])), state.dtype.has(D.dtypes[d]))).join("");
     const fams = [...new Set(ROWS[state.tab].flatMap((r) => r.fam))].sort();
@@ -442,7 +440,15 @@
     if (!t) return;
     if (t.dataset.tab) return setAndDraw(() => { state.tab = t.dataset.tab; state.info = {}; });
     if (t.dataset.copy !== undefined) {
-      navigator.clipboard && navigator.clipboard.writeText(t.dataset.copy).then(() => { t.textContent = "copied"; }, () => {});
+      const select = () => { // no clipboard (file:// pages in some browsers): select the text for Ctrl+C
+        const range = document.createRange();
+        range.selectNodeContents(t.previousElementSibling);
+        getSelection().removeAllRanges();
+        getSelection().addRange(range);
+        t.textContent = "selected";
+      };
+      if (navigator.clipboard) navigator.clipboard.writeText(t.dataset.copy).then(() => { t.textContent = "copied"; }, select);
+      else select();
       return;
     }
     if (t.dataset.jump) return setAndDraw(() => { state.tab = t.dataset.jump; state.q = "=" + t.dataset.v; state.info = {}; });

@@ -150,10 +150,11 @@ def _md_table(rows: list[list[str]]) -> list[str]:
 
 def headline(m: matrix.Matrix, source: str) -> str:
     v, run = m.versions, m.run
+    wall = f", {run['wall_s']} s" if "wall_s" in run else ""  # merged shards have no one wall time
     return (
         f"Matrix `{source}`: torch {v.get('torch')}, jax {v.get('jax')}, jaxdev {v.get('jaxdev')}; "
         f"{len(m.ops)} OpInfos, {run.get('samples', '?')} samples (at most {run.get('max_samples', '?')} per cell), "
-        f"{'complete' if run.get('complete') else 'PARTIAL'} run, {run.get('wall_s', '?')} s."
+        f"{'complete' if run.get('complete') else 'PARTIAL'} run{wall}."
     )
 
 
@@ -177,6 +178,8 @@ def markdown(m: matrix.Matrix, source: str, baseline: tuple[str, matrix.Matrix] 
         changed, _ = changes(m, baseline[1])
         lines += ["", f"## changed since the baseline `{baseline[0]}` ({len(changed)})", ""]
         lines += [f"- {c.kind}: `{c.op}` {c.dtype} {c.direction}: {c.old} -> {c.new}" for c in changed[:200]]
+        if not changed:
+            lines.append("No cell of the baseline changed status.")
         if len(changed) > 200:
             lines.append(f"- ... and {len(changed) - 200} more")
     return "\n".join(lines) + "\n"
