@@ -62,6 +62,7 @@ INDEX_NAMES = frozenset(
 MAX_CANDIDATES = 1000  # CPU attempts per overload before giving up (each costs microseconds to milliseconds)
 DEFAULT_TIMEOUT_S = 30.0
 STARTUP_TIMEOUT_S = 180.0
+MAX_FAILED_STARTS = 3
 
 _SPARSE_WORDS = ("sparse", "_csr", "_csc", "_bsr", "_bsc", "coo", "_nnz", "coalesce", "crow_", "ccol_")
 _SPARSE_NAMES = frozenset(
@@ -659,6 +660,16 @@ def run_trials(
     env = runner.worker_env(env, cache_dir)
     queue = deque(names)
     workers: list[_Worker] = []
+    failed_starts = 0  # in a row: a worker that cannot import jaxdev at all is an error, once is a hiccup
+
+    def start_failed(w: _Worker, why: str) -> None:
+        nonlocal failed_starts
+        w.kill()
+        workers.remove(w)
+        failed_starts += 1
+        if failed_starts >= MAX_FAILED_STARTS:
+            raise AuditError(f"a trial worker failed to start {failed_starts} times in a row ({why})")
+
     try:
         while queue or any(w.name for w in workers):
             while len(workers) < jobs and len(workers) < len(queue) + sum(1 for w in workers if w.name):
@@ -675,8 +686,8 @@ def run_trials(
                         msg = w.recv.recv()
                     except (EOFError, OSError):
                         if not w.ready:
-                            w.kill()
-                            raise AuditError(f"a trial worker failed to start ({w.died_how()})") from None
+                            start_failed(w, w.died_how())
+                            continue
                         if w.name:
                             on_result(w.name, _lost(w.phase, "crash", w.died_how()))
                         w.kill()
@@ -684,7 +695,7 @@ def run_trials(
                         continue
                     w.deadline = now + timeout
                     if msg[0] == "ready":
-                        w.ready = True
+                        w.ready, failed_starts = True, 0
                     elif msg[0] == "phase":
                         w.phase = msg[1]
                         continue
@@ -701,8 +712,8 @@ def run_trials(
                         workers.remove(w)
                 elif now > w.deadline:
                     if not w.ready:
-                        w.kill()
-                        raise AuditError(f"a trial worker did not start within {STARTUP_TIMEOUT_S:g} s")
+                        start_failed(w, f"no answer within {STARTUP_TIMEOUT_S:g} s")
+                        continue
                     on_result(w.name, _lost(w.phase, "timeout", f"no answer within {timeout:g} s ({w.phase})"))
                     w.kill()
                     workers.remove(w)

@@ -187,6 +187,10 @@ def run_aten(patterns, out_dir, matrix_path, jobs, timeout, cache_dir):
     )
     task = progress.add_task("direct trials", total=None)
     log = _LogProgress(quiet=bar)
+    log.line = lambda: (
+        f"{log.done}/{log.total} overloads tried, elapsed {_clock(time.monotonic() - log.start)}"
+        + (f", ETA {_clock((log.total - log.done) * (time.monotonic() - log.start) / log.done)}" if log.done else "")
+    )
 
     def on_start(aggregated, todo):
         console.print(f"{aggregated} overloads judged from {source} or untriable by construction; {todo} to try")
