@@ -1102,6 +1102,7 @@ def main(argv) -> int:
     p.add_argument("--cases", type=int, default=0)
     p.add_argument("--start", type=int, default=0)
     p.add_argument("--safe-only", action="store_true", help="skip cases with sizes past int32")
+    p.add_argument("--ops", default="", help="only these ops (comma-separated)")
     a = p.parse_args(argv)
     if a.index is not None:
         case = make_case(a.seed, a.index)
@@ -1116,7 +1117,7 @@ def main(argv) -> int:
     t0 = time.time()
     for i in range(a.start, a.start + a.cases):
         case = make_case(a.seed, i)
-        if a.safe_only and case.risky:
+        if (a.safe_only and case.risky) or (a.ops and case.op not in a.ops.split(",")):
             continue
         by_op[case.op] += 1
         v = check_case(case)

@@ -14,10 +14,11 @@ import functools
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import torch
 
 from jaxdev import dtypes, tensor, tracing
-from jaxdev.ops.registry import aten, register, register_functional
+from jaxdev.ops.registry import aten, register, register_functional, store_into
 from jaxdev.ops.toolkit import J, add_at, any_device, check_index_bounds, multiply_at, wrap_dim
 
 
@@ -254,31 +255,126 @@ def nonzero_static(self, *, size, fill_value=-1):
     return jnp.argwhere(J(self) != 0, size=size, fill_value=fill_value).astype(jnp.int64)
 
 
-@register_functional(aten.index_select.default)
+def _first_outside(i, size: int) -> int:
+    """The first index (row-major) outside [0, size): the one CPU's loops report."""
+    flat = np.asarray(i).reshape(-1)
+    return int(flat[np.argmax((flat < 0) | (flat >= size))])
+
+
+def _check_in_range(i, size: int, error) -> None:
+    """CPU's index_select/gather/scatter take indices in [0, size) only (no negative ones)."""
+    if i.size:
+        tracing.check_values((i < 0) | (i >= size), error)
+
+
+@register_functional(aten.index_select.default, out=False)
 def index_select(self, dim, index):
     d = wrap_dim(dim, self.dim())
     if index.dim() > 1:
         raise IndexError("index_select(): Index is supposed to be a vector")
+    if self.dim() == 0 and index.numel() != 1:
+        raise RuntimeError(f"index_select(): Index to scalar can have only 1 value, got {index.numel()} value(s)")
+    if index.dtype not in (torch.int64, torch.int32):
+        raise RuntimeError("index_select(): Expected dtype int32 or int64 for index")
     i = any_device(index)
     size = self.shape[d] if self.dim() else 1
-    check_index_bounds(i, size, d)
+    # CPU's loops raise different errors: an empty self or dim 1 of a matrix checks the whole index
+    # first (RuntimeError), the others while copying (IndexError)
+    if self.dim() > 1 and self.numel() == 0 and i.size and size == 0:
+        raise RuntimeError("index_select(): self indexing axis dim should be positive")
+    if self.dim() > 1 and (self.numel() == 0 or d == 1):
+        _check_in_range(
+            i,
+            size,
+            lambda: RuntimeError(
+                f"INDICES element is out of DATA bounds, id={_first_outside(i, size)} axis_dim={size}"
+            ),
+        )
+    else:
+        _check_in_range(i, size, lambda: IndexError("index out of range in self"))
     x = J(self)
     if x.ndim == 0:
         return x if i.ndim == 0 or i.shape[0] == 1 else jnp.broadcast_to(x, i.shape)
-    return jnp.take(x, i, axis=d)
+    return jnp.take(x, i.reshape(-1), axis=d)
 
 
-@register_functional(aten.gather.default)
+@register(aten.index_select.out)
+def index_select_out(self, dim, index, *, out):
+    if self.dtype != out.dtype:
+        raise RuntimeError("index_select(): self and result must have the same scalar type")
+    return store_into(out, index_select(self, dim, index), resize=True)
+
+
+# c10's TypeMeta names, in the structured kernels' "Expected out tensor to have dtype ..."
+_TYPE_META_NAMES = {
+    torch.bool: "bool",
+    torch.uint8: "unsigned char",
+    torch.int8: "signed char",
+    torch.int16: "short int",
+    torch.int32: "int",
+    torch.int64: "long int",
+    torch.float16: "c10::Half",
+    torch.bfloat16: "c10::BFloat16",
+    torch.float32: "float",
+    torch.float64: "double",
+    torch.complex64: "c10::complex<float>",
+    torch.complex128: "c10::complex<double>",
+}
+
+
+def check_out_dtype(expected: torch.dtype, out: torch.Tensor) -> None:
+    """A structured kernel's out= of another dtype than its result's (gather, ...)."""
+    if out.dtype != expected:
+        raise RuntimeError(
+            f"Expected out tensor to have dtype {_TYPE_META_NAMES.get(expected, expected)}, "
+            f"but got {_TYPE_META_NAMES.get(out.dtype, out.dtype)} instead"
+        )
+
+
+def _nonempty_dim(t) -> int:
+    return max(t.dim(), 1)
+
+
+def _nonempty_size(t, d: int) -> int:
+    return t.shape[d] if t.dim() else 1
+
+
+def _index_dtype_check(name, index) -> None:
+    if index.numel() != 0 and index.dtype not in (torch.int64, torch.int32):  # CPU checks non-empty ones
+        raise RuntimeError(f"{name}(): Expected dtype int32/int64 for index")
+
+
+def _bounds_error(i, size, d):
+    return lambda: RuntimeError(f"index {_first_outside(i, size)} is out of bounds for dimension {d} with size {size}")
+
+
+@register_functional(aten.gather.default, out=False)
 def gather(self, dim, index, *, sparse_grad=False):
     d = wrap_dim(dim, self.dim())
-    if index.numel() != 0 and index.dtype not in (torch.int64, torch.int32):  # CPU checks non-empty ones
-        raise RuntimeError("gather(): Expected dtype int32/int64 for index")
+    _index_dtype_check("gather", index)
+    if index.numel() == 0:
+        return jnp.zeros(tuple(index.shape), dtypes.to_jax_dtype(self.dtype))
+    if _nonempty_dim(self) != _nonempty_dim(index):
+        raise RuntimeError("Index tensor must have the same number of dimensions as input tensor")
+    for k in range(_nonempty_dim(self)):
+        if k != d and _nonempty_size(index, k) > _nonempty_size(self, k):
+            raise RuntimeError(
+                f"Size does not match at dimension {k} expected index {list(index.shape)} to be no larger than "
+                f"self {list(self.shape)} apart from dimension {d}"
+            )
     i = J(index)
-    check_index_bounds(i, self.shape[d] if self.dim() else 1, d)
+    size = self.shape[d] if self.dim() else 1
+    _check_in_range(i, size, _bounds_error(i, size, d))
     x = J(self)
     if x.ndim == 0:
         return jnp.broadcast_to(x, i.shape)
     return jnp.take_along_axis(_slice_to(x, i, d), i, axis=d)
+
+
+@register(aten.gather.out)
+def gather_out(self, dim, index, *, sparse_grad=False, out):
+    check_out_dtype(self.dtype, out)
+    return store_into(out, gather(self, dim, index, sparse_grad=sparse_grad), resize=True)
 
 
 def _slice_to(x, i, d):
@@ -287,14 +383,42 @@ def _slice_to(x, i, d):
     return x[sl]
 
 
+def _scatter_checks(self, d, index, src, name="scatter") -> None:
+    """CPU's scatter_meta_impl: dtypes, then shapes (only for a non-empty index)."""
+    _index_dtype_check(name, index)
+    tensor_src = isinstance(src, torch.Tensor)
+    if tensor_src and self.dtype != src.dtype:
+        raise RuntimeError(f"{name}(): Expected self.dtype to be equal to src.dtype")
+    if index.numel() == 0:
+        return
+    if _nonempty_dim(self) != _nonempty_dim(index):
+        raise RuntimeError("Index tensor must have the same number of dimensions as self tensor")
+    dims = range(_nonempty_dim(self))
+    wrong = any(k != d and _nonempty_size(index, k) > _nonempty_size(self, k) for k in dims)
+    if not wrong and tensor_src:
+        wrong = any(_nonempty_size(index, k) > (src.shape[k] if k < src.dim() else 1) for k in dims)
+    if wrong:
+        message = (
+            f"Expected index {list(index.shape)} to be no larger than self {list(self.shape)} apart from dimension {d}"
+        )
+        raise RuntimeError(message + (f" and to be no larger size than src {list(src.shape)}" if tensor_src else ""))
+    if not tensor_src:
+        dtypes.check_scalar(src, self.dtype)
+
+
 def _scatter(self, dim, index, src, reduce=None):
     d = wrap_dim(dim, self.dim())
+    _scatter_checks(self, d, index, src)
+    if reduce is not None and reduce not in ("add", "multiply"):
+        raise RuntimeError("reduce argument must be either add or multiply.")
+    if index.numel() == 0:
+        return J(self)
     if self.dim() == 0:  # a 0-dim self scatters as a 1-element vector
         src = src.reshape(-1) if isinstance(src, torch.Tensor) else src
         return _scatter(self.reshape(1), 0, index.reshape(-1), src, reduce).reshape(())
     x = J(self)
     i = J(index)
-    check_index_bounds(i, self.shape[d] if self.dim() else 1, d)
+    _check_in_range(i, self.shape[d], _bounds_error(i, self.shape[d], d))
     if isinstance(src, torch.Tensor):
         s = J(src)[tuple(slice(0, n) for n in i.shape)]
     else:

@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import torch
 
 from jaxdev import dtypes, tracing
-from jaxdev.ops.registry import aten, register_functional
+from jaxdev.ops.registry import aten, register, register_functional, store_into
 from jaxdev.ops.toolkit import J, add_at, any_device, check_index_bounds, jitted, multiply_at, opmath, wrap_dim
 
 
@@ -227,7 +227,17 @@ def put(self, index, source, accumulate=False):
     return flat.reshape(x.shape)
 
 
-@register_functional(aten.take.default)
+@register(aten.take.out)
+def take_out(self, index, *, out):
+    if out.dtype != self.dtype:  # CPU checks this first
+        raise RuntimeError(
+            "take(): self and out expected to have the same dtype, but got self.dtype = "
+            f"{dtypes.scalar_name(self.dtype)} and out.dtype = {dtypes.scalar_name(out.dtype)}"
+        )
+    return store_into(out, take(self, index), resize=True)
+
+
+@register_functional(aten.take.default, out=False)
 def take(self, index):
     if index.dtype != torch.int64:
         raise RuntimeError(f"take(): Expected a long tensor for index, but got {dtypes.scalar_name(index.dtype)}")
