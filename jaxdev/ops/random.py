@@ -5,6 +5,9 @@ Reduced-precision floats are drawn in float32 and rounded, so every dtype sees t
 
 from __future__ import annotations
 
+import functools
+import math
+
 import jax
 import jax.numpy as jnp
 import torch
@@ -25,18 +28,61 @@ def _floating(self, name):
     return jdt, opmath(jdt)
 
 
+# Compile storms: XLA takes ~0.1-1 s to compile a threefry draw, once per shape. Eager code that draws
+# on many shapes (PyTorch's test_atleast: randn/randint on random shapes, 12 dtypes) spent its time
+# there. So values are drawn flat, for a size rounded up to a bucket (a power of two; above 64 Ki
+# elements, a multiple of an eighth of one), and a cheap per-shape program takes the first `numel`
+# and shapes them. With JAX's partitionable threefry the i-th value of a draw depends on i only, so
+# the values are those of a draw of the tensor's own shape (to an ulp of the scaling; tests/test_hostile.py).
+def _bucket(n: int) -> int:
+    if n <= 16:
+        return 16
+    top = 1 << (n - 1).bit_length()
+    if n <= 1 << 16:
+        return top
+    step = top >> 3
+    return -(-n // step) * step
+
+
+@functools.lru_cache(maxsize=256)
+def _flat_normal(size, real):
+    return jax.jit(lambda key, mean, scale: jax.random.normal(key, (size,), real) * scale + mean)
+
+
+@functools.lru_cache(maxsize=256)
+def _flat_uniform(size, real):
+    return jax.jit(lambda key, low, high: jax.random.uniform(key, (size,), real, low, high))
+
+
+@functools.lru_cache(maxsize=256)
+def _flat_integers(size, low, high):
+    return jax.jit(lambda key: jax.random.randint(key, (size,), low, high, jnp.int64))
+
+
+@functools.lru_cache(maxsize=4096)
+def _shaped(shape, jdt, is_complex):
+    """The first values of a flat draw as a tensor of `shape` (pairs of parts for a complex one)."""
+    n = math.prod(shape)
+
+    def take(flat):
+        if is_complex:  # the pairs of a (*shape, 2) draw: CPU fills both parts alike
+            return jax.lax.complex(flat[0 : 2 * n : 2], flat[1 : 2 * n : 2]).reshape(shape).astype(jdt)
+        return flat[:n].reshape(shape).astype(jdt)
+
+    return jax.jit(take)
+
+
+def _draws(self) -> int:
+    return self.numel() * (2 if self.dtype.is_complex else 1)
+
+
 @register(aten.uniform_.default)
 def uniform_(self, from_=0.0, to=1.0, *, generator=None):
     jdt, c = _floating(self, "uniform_")
     if from_ > to:
         raise RuntimeError(f"uniform_ expects to return a [from, to) range, but found from={from_} > to={to}")
-    if self.dtype.is_complex:  # CPU fills the real and imaginary parts alike (a view_as_real)
-        real = jnp.finfo(c).dtype
-        v = jax.random.uniform(rng.next_key(generator), (*self.shape, 2), real, from_, to)
-        tensor.write(self, jax.lax.complex(v[..., 0], v[..., 1]).astype(jdt))
-        return self
-    v = jax.random.uniform(rng.next_key(generator), tuple(self.shape), c, from_, to)
-    tensor.write(self, v.astype(jdt))
+    flat = _flat_uniform(_bucket(_draws(self)), jnp.finfo(c).dtype)(rng.next_key(generator), float(from_), float(to))
+    tensor.write(self, _shaped(tuple(self.shape), jdt, self.dtype.is_complex)(flat))
     return self
 
 
@@ -45,25 +91,17 @@ def normal_(self, mean=0.0, std=1.0, *, generator=None):
     jdt, c = _floating(self, "normal_")
     if std < 0:
         raise RuntimeError(f"normal expects std >= 0.0, but found std {std}")
-    if self.dtype.is_complex:  # CPU: each part normal(mean, std / sqrt(2)), so |z - mean| has std `std`
-        real = jnp.finfo(c).dtype
-        v = jax.random.normal(rng.next_key(generator), (*self.shape, 2), real) * (std / 2**0.5) + mean
-        tensor.write(self, jax.lax.complex(v[..., 0], v[..., 1]).astype(jdt))
-        return self
-    v = jax.random.normal(rng.next_key(generator), tuple(self.shape), c) * std + mean
-    tensor.write(self, v.astype(jdt))
+    # complex: each part normal(mean, std / sqrt(2)), as CPU, so |z - mean| has std `std`
+    scale = std / 2**0.5 if self.dtype.is_complex else std
+    flat = _flat_normal(_bucket(_draws(self)), jnp.finfo(c).dtype)(rng.next_key(generator), float(mean), float(scale))
+    tensor.write(self, _shaped(tuple(self.shape), jdt, self.dtype.is_complex)(flat))
     return self
 
 
 def _integers(self, low, high, generator=None):
     jdt = dtypes.to_jax_dtype(self.dtype)
-    if self.dtype == torch.bool:
-        v = jax.random.randint(rng.next_key(generator), tuple(self.shape), low, high, jnp.int64).astype(jnp.bool_)
-    elif self.dtype.is_floating_point:
-        v = jax.random.randint(rng.next_key(generator), tuple(self.shape), low, high, jnp.int64).astype(jdt)
-    else:
-        v = jax.random.randint(rng.next_key(generator), tuple(self.shape), low, high, jnp.int64).astype(jdt)
-    tensor.write(self, v)
+    flat = _flat_integers(_bucket(self.numel()), low, high)(rng.next_key(generator))
+    tensor.write(self, _shaped(tuple(self.shape), jdt, False)(flat))
     return self
 
 
