@@ -218,8 +218,9 @@ def run_aten(patterns, out_dir, matrix_path, jobs, timeout, cache_dir):
     console.print(
         f"{c['overloads']} overloads -> {out_path}: "
         + "  ".join(f"{coloured(k)} {v}" for k, v in c["verdicts"].items())
-        + f"; tried {c['tried_share']:.1%} of all, {c['tried_share_dense']:.1%} of the {c['dense']} neither sparse nor "
-        f"quantized; {direct['tried']} direct trials in {direct['wall_s']:.1f} s"
+        + f"; tried {c['tried_share']:.1%} of all, {c['tried_share_dense']:.1%} of the {c['dense']} neither sparse, "
+        f"quantized nor nested, {c['tried_share_comparable']:.1%} of the {c['comparable']} of those with a CPU kernel; "
+        f"{direct['tried']} direct trials in {direct['wall_s']:.1f} s"
     )
     if c["untriable"]:
         console.print("untriable: " + ", ".join(f"{k} {v}" for k, v in c["untriable"].items()), markup=False)

@@ -133,3 +133,7 @@ def test_cli_writes_aten_yaml_for_a_scope(cli, tmp_path, tiny_matrix):
     assert sinh["evidence"] == "direct" and sinh["cells"] == {"float32": {"forward": "pass"}}
     assert doc["overloads"]["aten::_nnz"]["category"] == "sparse"
     assert yaml.safe_load((out / "aten.yaml").read_text())["schema"] == aten_matrix.SCHEMA
+    from jaxdev.audit import explain
+
+    verdicts = explain.aten_verdicts(["aten::sinh.out", "aten::cos"], str(out / "aten.yaml"))
+    assert list(verdicts) == ["aten::sinh.out"] and verdicts["aten::sinh.out"]["verdict"] == "pass"
