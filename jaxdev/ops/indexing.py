@@ -26,6 +26,9 @@ from jaxdev.ops.toolkit import J, add_at, any_device, check_index_bounds, multip
 def cat(tensors, dim=0):
     if len(tensors) == 0:
         raise RuntimeError("torch.cat(): expected a non-empty list of Tensors")
+    for i, t in enumerate(tensors):
+        if t.dim() == 0:
+            raise RuntimeError(f"zero-dimensional tensor (at position {i}) cannot be concatenated")
     kept = [t for t in tensors if not (t.dim() == 1 and t.shape[0] == 0)]
     result = tensors[0].dtype
     for t in tensors[1:]:

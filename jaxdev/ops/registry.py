@@ -157,20 +157,58 @@ def register_functional(*ops: OpOverload, inplace: bool = True, out: bool = True
     """
 
     def deco(fn):
+        body = _shape_errors_as_torch(fn)
         for op in ops:
-            _register(op, _functional_kernel(fn, op))
+            _register(op, _functional_kernel(body, op))
             FUNCTIONAL[op.name()] = fn
             ip = inplace_variant(op) if inplace else None
             if ip is not None:
-                _register(ip, _inplace_kernel(fn))
+                _register(ip, _inplace_kernel(body))
                 DERIVED[ip.name()] = op.name()
             ov = out_variant(op) if out else None
             if ov is not None:
-                _register(ov, _out_kernel(fn, _out_args(ov)))
+                _register(ov, _out_kernel(body, _out_args(ov)))
                 DERIVED[ov.name()] = op.name()
         return fn
 
     return deco
+
+
+def broadcast_shapes(*shapes) -> tuple[int, ...]:
+    """TensorIterator's broadcast of the operands' shapes, in order, with its error (infer_size)."""
+    out: tuple[int, ...] = ()
+    for b in shapes:
+        a, n = out, max(len(out), len(b))
+        res = []
+        for i in range(n):
+            x = a[i - n + len(a)] if i - n + len(a) >= 0 else 1
+            y = b[i - n + len(b)] if i - n + len(b) >= 0 else 1
+            if x != y and x != 1 and y != 1:
+                raise RuntimeError(
+                    f"The size of tensor a ({x}) must match the size of tensor b ({y}) at non-singleton dimension {i}"
+                )
+            res.append(y if x == 1 else x)
+        out = tuple(res)
+    return out
+
+
+def _shape_errors_as_torch(fn):
+    """JAX's broadcasting errors (TypeError/ValueError) as PyTorch's RuntimeError: CPU's message where
+    the tensor arguments do not broadcast, else JAX's first line."""
+
+    def body(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except (TypeError, ValueError) as e:
+            text = str(e)
+            if "broadcast" not in text:
+                raise
+            broadcast_shapes(*(tuple(t.shape) for t in _tensor_args(args, kwargs)))
+            raise RuntimeError(text.splitlines()[0] if text else type(e).__name__) from None
+
+    body.__qualname__ = fn.__qualname__
+    body.__name__ = getattr(fn, "__name__", "kernel")
+    return body
 
 
 def _wrap_result(r):

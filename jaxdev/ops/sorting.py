@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import torch
 
 from jaxdev.ops.registry import aten, register_functional
 from jaxdev.ops.toolkit import J, jitted, stable_sort, wrap_dim
@@ -52,6 +53,8 @@ def _select(axis, start, stop, descending, keepdim):
 
 @register_functional(aten.topk.default)
 def topk(self, k, dim=-1, largest=True, sorted=True):
+    if self.dtype == torch.bool or self.dtype.is_complex:
+        raise RuntimeError(f"topk does not support {'bool' if self.dtype == torch.bool else 'complex'} dtypes on CPU")
     a = wrap_dim(dim, self.dim())
     n = self.shape[a] if self.dim() else 1
     if not 0 <= k <= n:
