@@ -75,12 +75,16 @@ def _check_nonempty(self, dim, name):
 
 @register_functional(aten.amax.default)
 def amax(self, dim=(), keepdim=False):
+    if self.dtype.is_complex:
+        raise NotImplementedError(f"\"max_values_cpu\" not implemented for '{dtypes.scalar_name(self.dtype)}'")
     _check_nonempty(self, dim, "amax")
     return _reduce(jnp.max, self, dim, keepdim, self.dtype, self.dtype)
 
 
 @register_functional(aten.amin.default)
 def amin(self, dim=(), keepdim=False):
+    if self.dtype.is_complex:
+        raise NotImplementedError(f"\"min_values_cpu\" not implemented for '{dtypes.scalar_name(self.dtype)}'")
     _check_nonempty(self, dim, "amin")
     return _reduce(jnp.min, self, dim, keepdim, self.dtype, self.dtype)
 

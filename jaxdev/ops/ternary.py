@@ -41,10 +41,17 @@ def _clamp(x, lo, hi):
 def clamp(self, min=None, max=None):
     if min is None and max is None:
         raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
+    if self.dtype.is_complex or any(isinstance(b, torch.Tensor) and b.dtype.is_complex for b in (min, max)):
+        raise NotImplementedError("clamp is not supported for complex types")
     common = self.dtype
     for bound in (min, max):
+        if isinstance(bound, complex) and bound.imag != 0:  # CPU converts a scalar bound through double
+            raise RuntimeError("value cannot be converted to type double without overflow")
         if bound is not None:
             common = torch.result_type(torch.empty(self.shape, dtype=common, device="meta"), bound)
+    for bound in (min, max):
+        if bound is not None and not isinstance(bound, torch.Tensor):
+            dtypes.check_scalar(bound, common)  # c10's checked Scalar::to<scalar_t>
     lo = None if min is None else jnp.asarray(value(min)).astype(opmath(dtypes.to_jax_dtype(common)))
     hi = None if max is None else jnp.asarray(value(max)).astype(opmath(dtypes.to_jax_dtype(common)))
     return apply(_clamp, common, common, (self,), (lo, hi))
