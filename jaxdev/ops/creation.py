@@ -70,6 +70,16 @@ def fill_(self, value):
     return self
 
 
+@register(aten.scalar_tensor.default)
+def scalar_tensor(s, *, dtype=None, layout=None, device=None, pin_memory=None):
+    """CPU's scalar_tensor converts half and bfloat16 through float, unchecked (2**31 -> inf): where(c, 2**31,
+    half) works; every other dtype is c10's checked conversion, as in fill_."""
+    _check_device(device)
+    dtype = dtype or torch.get_default_dtype()
+    dtypes.check_scalar(s, torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype)
+    return tensor.wrap(_full((), dtypes.to_jax_dtype(dtype))(s))
+
+
 @register(aten.zero_.default)
 def zero_(self):
     tensor.write(self, tensor.zeros(self.numel(), dtypes.to_jax_dtype(self.dtype)).reshape(tuple(self.shape)))
@@ -151,6 +161,8 @@ def linspace_out(start, end, steps, *, out):
         raise RuntimeError("number of steps must be non-negative")
     if out.numel() != steps:
         out.resize_((steps,))  # first, as CPU: a size no memory holds fails here
+    if steps == 0:  # CPU converts nothing
+        return out
     for v in (start, end):  # Scalar::to<scalar_t>, checked
         dtypes.check_scalar(v, out.dtype)
     jdt = dtypes.to_jax_dtype(out.dtype)
@@ -246,6 +258,8 @@ def eye_out(n, m, *, out):
         raise RuntimeError(f"n must be greater or equal to 0, got {min(n, m)}")
     if tuple(out.shape) != (n, m):
         out.resize_((n, m))  # first, as CPU: a size no memory holds fails here
+    if n == 0 or m == 0:  # nothing to write (and XLA aborts on a shape like [2**62, 0])
+        return out
     return store_into(out, jnp.eye(n, m, dtype=dtypes.to_jax_dtype(out.dtype)), resize=True)
 
 

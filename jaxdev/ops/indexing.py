@@ -303,6 +303,9 @@ def index_select(self, dim, index):
 
 @register(aten.index_select.out)
 def index_select_out(self, dim, index, *, out):
+    wrap_dim(dim, self.dim())  # CPU's checks before the result's dtype
+    if index.dim() > 1:
+        raise IndexError("index_select(): Index is supposed to be a vector")
     if self.dtype != out.dtype:
         raise RuntimeError("index_select(): self and result must have the same scalar type")
     return store_into(out, index_select(self, dim, index), resize=True)

@@ -53,9 +53,9 @@ def _select(axis, start, stop, descending, keepdim):
 
 @register_functional(aten.topk.default)
 def topk(self, k, dim=-1, largest=True, sorted=True):
+    a = wrap_dim(dim, self.dim())
     if self.dtype == torch.bool or self.dtype.is_complex:
         raise RuntimeError(f"topk does not support {'bool' if self.dtype == torch.bool else 'complex'} dtypes on CPU")
-    a = wrap_dim(dim, self.dim())
     n = self.shape[a] if self.dim() else 1
     if not 0 <= k <= n:
         raise RuntimeError("selected index k out of range")
