@@ -63,29 +63,29 @@ def prod_all(self, *, dtype=None):
 
 
 def _check_nonempty(self, dim, name):
-    for a in axes(dim, self.dim()):
-        if self.shape[a] == 0:
-            raise IndexError(f"{name}(): Expected reduction dim {a} to have non-zero size.")
-    if self.numel() == 0 and (dim is None or dim == []):
+    if self.numel() == 0 and (dim is None or (isinstance(dim, (list, tuple)) and len(dim) == 0)):
         raise RuntimeError(
             f"{name}(): Expected reduction dim to be specified for input.numel() == 0. "
             "Specify the reduction dim with the 'dim' argument."
         )
+    for a in axes(dim, self.dim()):
+        if self.shape[a] == 0:
+            raise IndexError(f"{name}(): Expected reduction dim {a} to have non-zero size.")
 
 
 @register_functional(aten.amax.default)
 def amax(self, dim=(), keepdim=False):
-    if self.dtype.is_complex:
-        raise NotImplementedError(f"\"max_values_cpu\" not implemented for '{dtypes.scalar_name(self.dtype)}'")
     _check_nonempty(self, dim, "amax")
+    if self.dtype.is_complex and self.numel():  # CPU's kernel runs (and refuses complex) only on elements
+        raise NotImplementedError(f"\"max_values_cpu\" not implemented for '{dtypes.scalar_name(self.dtype)}'")
     return _reduce(jnp.max, self, dim, keepdim, self.dtype, self.dtype)
 
 
 @register_functional(aten.amin.default)
 def amin(self, dim=(), keepdim=False):
-    if self.dtype.is_complex:
-        raise NotImplementedError(f"\"min_values_cpu\" not implemented for '{dtypes.scalar_name(self.dtype)}'")
     _check_nonempty(self, dim, "amin")
+    if self.dtype.is_complex and self.numel():  # CPU's kernel runs (and refuses complex) only on elements
+        raise NotImplementedError(f"\"min_values_cpu\" not implemented for '{dtypes.scalar_name(self.dtype)}'")
     return _reduce(jnp.min, self, dim, keepdim, self.dtype, self.dtype)
 
 
