@@ -39,6 +39,7 @@ from jaxdev.ops import (  # noqa: F401
     searching,
     softmax,
     sorting,
+    sparse,
     special,
     ternary,
     upsample,

@@ -73,6 +73,10 @@ def set_empty(self):
 @register(aten.resize_.default)
 def resize_(self, size, memory_format=None):
     size = [int(s) for s in size]
+    if memory_format is torch.preserve_format:
+        raise RuntimeError("Unsupported memory formatPreserve")  # CPU's message, word for word
+    if memory_format is None and size == list(self.shape):
+        return self  # resize_impl_cpu_: unchanged sizes keep their strides (resize_as_(x) of a transposed x)
     # CPU's order (resize_impl_cpu_): the sizes are set first (numel, then strides), then the storage
     # grown; a negative size whose product is still 0 passes, as on CPU
     if tensor.numel_overflows(size):

@@ -1,5 +1,6 @@
 import torch
 
+import jaxdev
 from jaxdev.audit import check, samples
 
 
@@ -40,11 +41,17 @@ def test_complex32_samples_are_unsupported_not_exceptions():
         assert "UnsupportedDtypeError" in verdict["reason"]
 
 
-def test_a_sparse_result_is_unsupported_in_one_sentence():
-    unit = samples.Unit("to_sparse", "float32", "forward")
+def test_a_sparse_result_is_checked_and_an_unheld_layout_is_unsupported_in_one_sentence():
+    unit = samples.Unit("to_sparse", "float32", "forward")  # jax holds COO tensors (jaxdev/ops/sparse.py)
     verdict = check.run_sample(unit, samples.samples(unit, 1)[0])
-    assert verdict["status"] == "unsupported", verdict
-    assert verdict["reason"].startswith("UnsupportedLayoutError: layout torch.sparse_coo is not supported")
+    assert verdict["status"] == "pass", verdict
+    try:
+        torch.eye(2, device="jax").to_sparse_bsr((1, 1))
+    except jaxdev.UnsupportedLayoutError as e:
+        assert check._exception_status(e) == "unsupported"
+        assert str(e).startswith("layout sparse_bsr is not supported on jax")
+    else:
+        raise AssertionError("a BSR tensor on jax did not raise UnsupportedLayoutError")
 
 
 def test_arguments_pytorch_requires_on_cpu_stay_there():
