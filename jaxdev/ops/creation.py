@@ -64,8 +64,28 @@ def _full(shape, jdt):
     return lambda value: jnp.full(shape, value, dtype=jdt)
 
 
-@register(aten.fill_.Scalar, aten.fill_.Tensor)
+def _each_location_once(t):
+    """t's broadcast (stride-0) dimensions narrowed to one element: the same memory locations, each once.
+    CPU's fill_ with a number and zero_ skip TensorIterator's internal-overlap check (every element gets the
+    same value), so an expanded tensor can be filled; writing through this view does the same. A negative or
+    conjugate view is written by PyTorch's fallback through copy_, which checks: left as is, it raises."""
+    if t.is_neg() or t.is_conj():
+        return t
+    for d, (n, s) in enumerate(zip(t.shape, t.stride())):
+        if s == 0 and n > 1:
+            t = t.narrow(d, 0, 1)
+    return t
+
+
+@register(aten.fill_.Scalar)
 def fill_(self, value):
+    target = _each_location_once(self)
+    tensor.write(target, _fill_value(target, value))
+    return self
+
+
+@register(aten.fill_.Tensor)
+def fill_tensor_(self, value):
     tensor.write(self, _fill_value(self, value))
     return self
 
@@ -82,7 +102,8 @@ def scalar_tensor(s, *, dtype=None, layout=None, device=None, pin_memory=None):
 
 @register(aten.zero_.default)
 def zero_(self):
-    tensor.write(self, tensor.zeros(self.numel(), dtypes.to_jax_dtype(self.dtype)).reshape(tuple(self.shape)))
+    target = _each_location_once(self)
+    tensor.write(target, tensor.zeros(target.numel(), dtypes.to_jax_dtype(self.dtype)).reshape(tuple(target.shape)))
     return self
 
 
