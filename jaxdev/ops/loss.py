@@ -8,8 +8,8 @@ import jax
 import jax.numpy as jnp
 import torch
 
-from jaxdev import dtypes, tracing
-from jaxdev.ops.registry import aten, register_functional
+from jaxdev import dtypes, tensor, tracing
+from jaxdev.ops.registry import aten, register, register_functional, store_into
 from jaxdev.ops.toolkit import J, compiled, opmath
 
 _NONE, _MEAN, _SUM = 0, 1, 2
@@ -213,17 +213,46 @@ def _bce_checks(self, target, weight):
     return None if weight is None else jnp.broadcast_to(J(weight).astype(c), x.shape)
 
 
-@register_functional(aten.binary_cross_entropy.default)
+def _bce_same_dtype(result: torch.dtype, *inputs) -> None:
+    """CPU's binary cross entropy kernels run one TensorIterator that wants every operand in one dtype:
+    the first input's (the result is empty_like(input), or out=)."""
+    expected = inputs[0].dtype
+    for found in (result, *(t.dtype for t in inputs)):
+        if found != expected:
+            raise RuntimeError(f"Found dtype {dtypes.scalar_name(found)} but expected {dtypes.scalar_name(expected)}")
+
+
+@register_functional(aten.binary_cross_entropy.default, out=False)
 def binary_cross_entropy(self, target, weight=None, reduction=_MEAN):
+    _bce_same_dtype(self.dtype, self, target)
     w = _bce_checks(self, target, weight)
     return _pointwise_loss(_bce, self, target, reduction, extra=(w,))
 
 
-@register_functional(aten.binary_cross_entropy_backward.default)
+@register_functional(aten.binary_cross_entropy_backward.default, out=False)
 def binary_cross_entropy_backward(grad_output, self, target, weight=None, reduction=_MEAN):
+    _bce_same_dtype(self.dtype, grad_output, self, target)
     c = opmath(dtypes.to_jax_dtype(self.dtype))
     w = None if weight is None else jnp.broadcast_to(J(weight).astype(c), tuple(self.shape))
     return _loss_grad(_bce_grad, grad_output, self, target, reduction, extra=(w,))
+
+
+# Their out= kernels check out's dtype with the inputs' (no cast). CPU's do not resize out either: they
+# write through out.squeeze() whatever its shape (reading past a smaller one); a mis-shaped out is
+# resized here, as every other out= is.
+@register(aten.binary_cross_entropy.out)
+def binary_cross_entropy_out(self, target, weight=None, reduction=_MEAN, *, out):
+    _bce_same_dtype(out.dtype, self, target)
+    tensor.check_no_partial_overlap(out, (self, target))
+    return store_into(out, binary_cross_entropy(self, target, weight, reduction), resize=True)
+
+
+@register(aten.binary_cross_entropy_backward.grad_input)
+def binary_cross_entropy_backward_out(grad_output, self, target, weight=None, reduction=_MEAN, *, grad_input):
+    _bce_same_dtype(grad_input.dtype, grad_output, self, target)
+    tensor.check_no_partial_overlap(grad_input, (grad_output, self, target))
+    value = binary_cross_entropy_backward(grad_output, self, target, weight, reduction)
+    return store_into(grad_input, value, resize=True)
 
 
 # --- multi-class margin losses (LossMultiMargin.cpp, LossMultiLabelMargin.cpp) --------------------
@@ -421,6 +450,8 @@ def _ctc_checks(log_probs, targets, input_lengths, target_lengths, blank):
     """CPU's checks; returns (batch offsets into the targets, their stride, the longest target)."""
     if log_probs.dtype not in (torch.float32, torch.float64):
         raise NotImplementedError(f"\"ctc_loss_cpu\" not implemented for '{dtypes.scalar_name(log_probs.dtype)}'")
+    if log_probs.numel() == 0:
+        raise RuntimeError("log_probs tensor must not be empty")
     if targets.dtype not in (torch.int64, torch.int32):
         name = _LEGACY_TYPE.get(targets.dtype, dtypes.scalar_name(targets.dtype))
         raise RuntimeError(
