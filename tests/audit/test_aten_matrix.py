@@ -137,3 +137,94 @@ def test_cli_writes_aten_yaml_for_a_scope(cli, tmp_path, tiny_matrix):
 
     verdicts = explain.aten_verdicts(["aten::sinh.out", "aten::cos"], str(out / "aten.yaml"))
     assert list(verdicts) == ["aten::sinh.out"] and verdicts["aten::sinh.out"]["verdict"] == "pass"
+
+
+# ---------------------------------------------------------------------------------------------
+# Argument builders (arg_hints), out= dtypes from the functional overload, gauge-free decompositions
+
+
+@pytest.mark.parametrize(
+    "name, shown",
+    [
+        # a backward shaped by its forward: grad_output of the upsampled size, input_size of the input
+        ("aten::upsample_nearest2d_backward", "grad_output=float32[2, 3, 6, 6], output_size=[6, 6]"),
+        ("aten::nll_loss", "target=int64[4]"),  # class indices, not a float tensor like self
+        ("aten::gru_cell", "hx=float32[2, 3], w_ih=float32[9, 4]"),  # 3 gates x hidden 3, input 4
+        ("aten::_fused_adamw_", "max_exp_avg_sqs=[], state_steps=[float32[], float32[]]"),
+    ],
+)
+def test_hinted_families_are_tried_with_consistent_arguments(name, shown):
+    result = schema_samples.trial(name)
+    assert result["status"] not in ("untriable", "exception", "crash"), result
+    assert shown in result["repro"], result["repro"]
+
+
+def test_out_dtypes_follow_the_functional_overload_and_cpu_only_outs_stay_on_cpu():
+    rfft = schema_samples.trial("aten::fft_rfft.out")  # a complex out= for a real input
+    assert rfft["status"] == "pass" and "out=complex64[" in rfft["repro"], rfft
+    packed = schema_samples.trial("aten::_pack_padded_sequence.out")  # lengths and out1 (batch_sizes) on CPU
+    assert packed["status"] == "pass", packed
+
+
+def test_fit_keeps_what_the_overload_can_take():
+    import torch
+
+    from jaxdev.audit import arg_hints
+
+    fit = schema_samples._fit
+    assert fit(0.01, "Tensor")[0] and torch.equal(fit(0.01, "Tensor")[1], torch.tensor(0.01))  # _fused_adam lr
+    assert torch.equal(fit([6, 5], "Tensor")[1], torch.tensor([6, 5]))  # ctc_loss lengths as a tensor
+    assert not fit([0, 0], "str")[0] and fit("valid", "str") == (True, "valid")  # _convolution_mode's padding
+    assert not fit(True, "int")[0] and not fit(None, "Tensor")[0] and fit(None, "Optional[int]")[0]
+    spacing = arg_hints.ByType({"List[number]": [2.0], "List[Tensor]": ["coords"]})
+    assert fit(spacing, "List[number]") == (True, [2.0]) and fit(spacing, "List[Tensor]") == (True, ["coords"])
+    assert fit(spacing, "List[int]") == (False, None)
+
+
+def test_casts_to_unsigned_get_non_negative_inputs_and_storages_are_built():
+    assert schema_samples.trial("aten::_cast_Byte")["status"] == "pass"  # negative float -> uint8 is UB in C++
+    assert schema_samples.static_untriable("aten::set_.source_Storage") is None
+    result = schema_samples.trial("aten::set_.source_Storage_storage_offset")
+    assert result["status"] == "pass" and "UntypedStorage[48 bytes]" in result["repro"], result
+
+
+def test_sparse_only_copies_are_sparse_and_seeded_ops_without_randomness_are_compared_by_value():
+    assert schema_samples.static_untriable("aten::values_copy")[0] == "sparse"
+    assert schema_samples.static_untriable("aten::sspaddmm.out")[0] == "sparse"
+    lstm = schema_samples.trial("aten::lstm.input")  # tagged random (dropout), dropout 0 here
+    assert lstm["status"] == "pass" and "random" not in lstm and lstm["reason"] == "", lstm
+
+
+def _flip(x, dim, index):
+    """x with the `index`-th slice along `dim` negated."""
+    y = x.clone()
+    y.select(dim, index).neg_()
+    return y
+
+
+def test_decompositions_are_compared_up_to_their_gauge():
+    import torch
+
+    a = torch.randn(4, 3, generator=torch.Generator().manual_seed(0))
+    u, s, vh = torch.linalg.svd(a, full_matrices=False)
+    flipped = (_flip(u, -1, 0), s, _flip(vh, -2, 0))  # the same factorisation, another sign
+    from jaxdev.audit import check
+
+    assert check.compare([flipped], [(u, s, vh)], 0.0, 0.0)["status"] == "wrong"
+    assert schema_samples.gauge_free("aten::linalg_svd", [flipped], [(u, s, vh)])
+    assert schema_samples.gauge_free("aten::linalg_svd.U", [flipped, *flipped], [(u, s, vh), u, s, vh])
+    assert not schema_samples.gauge_free("aten::linalg_svd", [(_flip(u, -1, 0), s, vh)], [(u, s, vh)])  # U only
+    assert not schema_samples.gauge_free("aten::linalg_svd", [(u, s * 1.01, vh)], [(u, s, vh)])
+    assert not schema_samples.gauge_free("aten::linalg_inv", [(a,)], [(-a,)])  # not a decomposition
+    q, r = torch.linalg.qr(a)
+    assert schema_samples.gauge_free("aten::linalg_qr", [(_flip(q, -1, 1), _flip(r, -2, 1))], [(q, r)])
+    assert not schema_samples.gauge_free("aten::linalg_qr", [(_flip(q, -1, 1), r)], [(q, r)])
+    sym = a.T @ a
+    w, v = torch.linalg.eigh(sym)
+    assert schema_samples.gauge_free("aten::_linalg_eigh", [(w, _flip(v, -1, 2))], [(w, v)])
+    assert not schema_samples.gauge_free("aten::_linalg_eigh", [(w, v.roll(1, -1))], [(w, v)])
+    ev, evec = torch.linalg.eig(torch.randn(3, 3, generator=torch.Generator().manual_seed(1)))
+    order = torch.tensor([2, 0, 1])
+    assert schema_samples.gauge_free("aten::linalg_eig", [(ev[order], evec[:, order] * 1j)], [(ev, evec)])
+    assert schema_samples.gauge_free("aten::linalg_eigvals", [ev[order]], [ev])
+    assert not schema_samples.gauge_free("aten::linalg_eigvals", [ev[order] * 1.01], [ev])
