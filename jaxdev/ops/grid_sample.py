@@ -13,6 +13,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from jaxdev import dtypes
 from jaxdev.ops.registry import aten, register_backward, register_functional
 from jaxdev.ops.toolkit import J, jitted, opmath
 
@@ -237,17 +238,31 @@ def _sampler(mode, padding_mode, align_corners):
 
 
 def _check(input, grid, mode, padding_mode, nd):
-    if input.dim() != nd + 2 or grid.dim() != nd + 2 or grid.shape[-1] != nd or grid.shape[0] != input.shape[0]:
-        shape = "[N, H, W, 2]" if nd == 2 else "[N, D, H, W, 3]"
+    """CPU's checks in CPU's order: check_grid_sampler_common, check_grid_sampler_{2,3}d, then its kernel's
+    (bicubic in 3-D, the grid's dtype). An unknown mode or padding, which CPU runs unchecked, is refused."""
+    sizes = f"input with sizes {list(input.shape)} and grid with sizes {list(grid.shape)}"
+    if input.size(0) != grid.size(0):  # on a 0-d tensor: torch's own IndexError, as on CPU
+        raise RuntimeError(f"grid_sampler(): expected grid and input to have same batch size, but got {sizes}")
+    if grid.size(-1) != input.dim() - 2:
         raise RuntimeError(
-            f"grid_sampler(): expected {nd + 2}D input and grid with same batch size and grid of shape "
-            f"{shape}, but got input with sizes {list(input.shape)} and grid with sizes {list(grid.shape)}"
+            f"grid_sampler(): expected grid to have size {input.dim() - 2} in last dimension, but got grid with "
+            f"sizes {list(grid.shape)}"
+        )
+    for i in range(2, input.dim()):
+        if input.size(i) <= 0:
+            raise RuntimeError(
+                "grid_sampler(): expected input to have non-empty spatial dimensions, but input has sizes "
+                f"{list(input.shape)} with dimension {i} being empty"
+            )
+    if input.dim() != nd + 2 or grid.dim() != input.dim():
+        raise RuntimeError(
+            f"grid_sampler(): expected {nd + 2}D input and grid with same number of dimensions, but got {sizes}"
         )
     if nd == 3 and mode == BICUBIC:
         raise RuntimeError("grid_sampler(): bicubic interpolation only supports 4D input")
     if input.dtype != grid.dtype:
         raise RuntimeError(
-            f"grid_sampler(): expected input and grid to have same dtype, but input has {input.dtype} and grid has {grid.dtype}"
+            f"expected scalar type {dtypes.scalar_name(input.dtype)} but found {dtypes.scalar_name(grid.dtype)}"
         )
     if mode not in (BILINEAR, NEAREST, BICUBIC) or padding_mode not in (ZEROS, BORDER, REFLECTION):
         raise RuntimeError(f"grid_sampler(): unknown interpolation mode {mode} or padding mode {padding_mode}")
