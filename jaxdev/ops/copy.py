@@ -110,3 +110,13 @@ def _to_copy(self, *, dtype=None, layout=None, device=None, pin_memory=None, non
 def _local_scalar_dense(self):
     tracing.resolve_checks()
     return np.asarray(tensor.read(self)).item()
+
+
+@register(aten._lazy_clone.default)
+def _lazy_clone(self):
+    """A copy-on-write clone on CPU: a tensor with self's sizes, strides and storage offset over a storage
+    that holds what self's holds and is written separately from it. Its generic kernel asserts here
+    (a jax storage's data pointer cannot be made copy-on-write), so the storage is copied now: the same
+    values and layout, and writes to either side stay apart, as after CPU's lazy copy."""
+    storage = self.untyped_storage().clone()
+    return tensor.tensor_on_storage(storage, self.dtype, tuple(self.shape), self.stride(), self.storage_offset())

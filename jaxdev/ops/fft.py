@@ -13,7 +13,9 @@ import math
 
 import jax.numpy as jnp
 
-from jaxdev.ops.registry import aten, register_functional
+from jaxdev import dtypes, tensor
+from jaxdev.ops.copy import _cast
+from jaxdev.ops.registry import aten, register, register_functional, store_into
 from jaxdev.ops.toolkit import J, jitted, wrap_dim
 
 
@@ -42,7 +44,7 @@ def _r2c(axes, normalization, onesided):
     return run
 
 
-@register_functional(aten._fft_r2c.default)
+@register_functional(aten._fft_r2c.default, out=False)
 def fft_r2c(self, dim, normalization, onesided):
     return _r2c(_axes(self, dim), normalization, bool(onesided))(J(self))
 
@@ -57,7 +59,7 @@ def _c2r(axes, normalization, last_dim_size):
     return run
 
 
-@register_functional(aten._fft_c2r.default)
+@register_functional(aten._fft_c2r.default, out=False)
 def fft_c2r(self, dim, normalization, last_dim_size):
     return _c2r(_axes(self, dim), normalization, int(last_dim_size))(J(self))
 
@@ -72,6 +74,37 @@ def _c2c(axes, normalization, forward):
     return run
 
 
-@register_functional(aten._fft_c2c.default)
+@register_functional(aten._fft_c2c.default, out=False)
 def fft_c2c(self, dim, normalization, forward):
     return _c2c(_axes(self, dim), normalization, bool(forward))(J(self))
+
+
+# CPU's out= kernels compute the result, resize out to it and copy_ it in: any out dtype takes it, as a
+# cast (a complex result into a real out keeps the real part, with copy_'s warning).
+def _out_kernel(fn):
+    def kernel(self, *args, out):
+        tensor.check_no_partial_overlap(out, (self,))
+        value = fn(self, *args)
+        return store_into(out, _cast(value, out.dtype), resize=out is not self)
+
+    kernel.__qualname__ = fn.__qualname__ + ".out"
+    return kernel
+
+
+@register(aten._fft_r2c.out)
+def fft_r2c_out(self, dim, normalization, onesided, *, out):
+    """Two-sided into a real out: CPU copies the one-sided half in, then mirrors it, which only complex
+    dtypes can (nothing to mirror where the last dim has at most 2 elements)."""
+    if not onesided and not out.dtype.is_complex:
+        last = _axes(self, dim)[-1]
+        if self.numel() and self.shape[last] > 2:
+            if tuple(out.shape) != tuple(self.shape):
+                out.resize_(self.shape)
+            raise NotImplementedError(
+                f"\"_fft_fill_with_conjugate_symmetry\" not implemented for '{dtypes.scalar_name(out.dtype)}'"
+            )
+    return _out_kernel(fft_r2c)(self, dim, normalization, onesided, out=out)
+
+
+register(aten._fft_c2r.out)(_out_kernel(fft_c2r))
+register(aten._fft_c2c.out)(_out_kernel(fft_c2c))

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import torch
 
-from jaxdev.ops.registry import aten, register_functional
-from jaxdev.ops.toolkit import J, jitted, opmath
+from jaxdev.ops.registry import aten, broadcast_shapes, register_functional
+from jaxdev.ops.toolkit import J, jitted, opmath, wrap_dim
 
 
 def _blocks(size, k, d, p, s):
@@ -119,8 +120,6 @@ def col2im(self, output_size, kernel_size, dilation, padding, stride):
 @jitted
 def _unfold_back(input_sizes: tuple, dim: int, size: int, step: int, jdt):
     def body(g):
-        if not input_sizes:  # a 0-dim tensor unfolds into one window of one element
-            return g.reshape(())
         acc = jnp.int32 if jdt == jnp.bool_ else jdt
         n = g.shape[dim]
         g = jnp.moveaxis(jnp.moveaxis(g, dim, 0), -1, 1).astype(acc)  # (windows, size, *rest)
@@ -136,8 +135,30 @@ def _unfold_back(input_sizes: tuple, dim: int, size: int, step: int, jdt):
 @register_functional(aten.unfold_backward.default)
 def unfold_backward(grad_in, input_sizes, dim, size, step):
     """Each window element w * step + k of `dim` receives grad_in[..., w, ..., k]; overlapping
-    windows add (bool: any), positions no window covers get zero."""
+    windows add (bool: any), positions no window covers get zero.
+
+    grad_in should have the shape of input.unfold(dim, size, step) (its checks and errors are
+    CPU's). Where windows do not overlap (step >= size) CPU copies grad_in
+    into that unfolded view, so a grad_in that broadcasts to it is taken, as CPU does; where they do,
+    CPU's kernel reads grad_in with the unfolded strides whatever its shape (outside it, for a smaller
+    one), so any other shape is refused here."""
+    if step <= 0:
+        raise ValueError(f"step is {step} but must be > 0")
     sizes = tuple(int(s) for s in input_sizes)
-    d = dim % len(sizes) if sizes else 0
+    # unfold's checks as CPU makes them (a meta tensor raises other error types), on a CPU tensor of no memory
+    unfolded = tuple(torch.empty_strided(sizes, [0] * len(sizes)).unfold(dim, size, step).shape)
+    d = wrap_dim(dim, len(sizes))
     g = J(grad_in)
+    if tuple(g.shape) != unfolded:
+        if step < size:
+            raise RuntimeError(
+                f"unfold_backward: grad_in has shape {list(g.shape)}, but unfolding a tensor of shape "
+                f"{list(sizes)} along dim {dim} (size {size}, step {step}) gives {list(unfolded)}"
+            )
+        wide = broadcast_shapes(unfolded, tuple(g.shape))
+        if wide != unfolded:
+            raise RuntimeError(f"output with shape {list(unfolded)} doesn't match the broadcast shape {list(wide)}")
+        g = jnp.broadcast_to(g, unfolded)
+    if not sizes:  # a 0-dim tensor unfolds into one window of one element
+        return g.reshape(())
     return _unfold_back(sizes, d, int(size), int(step), g.dtype)(g)

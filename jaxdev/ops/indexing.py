@@ -22,8 +22,8 @@ from jaxdev.ops.registry import aten, register, register_functional, store_into
 from jaxdev.ops.toolkit import J, add_at, any_device, check_index_bounds, multiply_at, wrap_dim
 
 
-@register_functional(aten.cat.default)
-def cat(tensors, dim=0):
+def _cat_checked(tensors, dim):
+    """CPU's checks of cat: the tensors that take part (1-d empty ones do not), the dim and the result dtype."""
     if len(tensors) == 0:
         raise RuntimeError("torch.cat(): expected a non-empty list of Tensors")
     for i, t in enumerate(tensors):
@@ -34,7 +34,7 @@ def cat(tensors, dim=0):
     for t in tensors[1:]:
         result = torch.promote_types(result, t.dtype)
     if not kept:
-        return jnp.zeros((0,), dtypes.to_jax_dtype(result))
+        return kept, 0, result
     ref = kept[0]
     d = wrap_dim(dim, ref.dim())
     for i, t in enumerate(kept):
@@ -46,8 +46,40 @@ def cat(tensors, dim=0):
                     f"Sizes of tensors must match except in dimension {d}. Expected size "
                     f"{ref.shape[k]} but got size {t.shape[k]} for tensor number {i} in the list."
                 )
-    jdt = dtypes.to_jax_dtype(result)
+    return kept, d, result
+
+
+def _concatenate(kept, d, dtype):
+    jdt = dtypes.to_jax_dtype(dtype)
+    if not kept:
+        return jnp.zeros((0,), jdt)
     return jnp.concatenate([J(t).astype(jdt) for t in kept], axis=d)
+
+
+@register_functional(aten.cat.default, out=False)
+def cat(tensors, dim=0):
+    kept, d, result = _cat_checked(tensors, dim)
+    return _concatenate(kept, d, result)
+
+
+@register(aten.cat.out)
+def cat_out(tensors, dim=0, *, out):
+    """Each input is cast straight to out's dtype, as CPU copies it (not through the promoted type:
+    int64 2**40 + 1 beside a float32 stays exact in a float64 out)."""
+    kept, d, result = _cat_checked(tensors, dim)
+    if not torch.can_cast(result, out.dtype):
+        raise TypeError(
+            f"torch.cat(): input types can't be cast to the desired output type {dtypes.scalar_name(out.dtype)}"
+        )
+    tensor.check_no_partial_overlap(out, tensors)
+    return store_into(out, _concatenate(kept, d, out.dtype), resize=not any(out is t for t in tensors))
+
+
+@register(aten._stack.out)
+def _stack_out(tensors, dim=0, *, out):
+    """CPU's _stack.out stacks: its CPU kernel unsqueezes the inputs. (The default backend kernel, which
+    the jax device would otherwise get, concatenates them as they are: [6, 3] for two [3, 3].)"""
+    return aten.stack.out(tensors, dim, out=out)
 
 
 # --- positions of true values, one compile per shape ----------------------------------------------------

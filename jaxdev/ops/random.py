@@ -13,6 +13,7 @@ import jax.numpy as jnp
 import torch
 
 from jaxdev import dtypes, rng, tensor, tracing
+from jaxdev.ops import registry
 from jaxdev.ops.registry import aten, register, register_functional, store_into
 from jaxdev.ops.toolkit import J, float_of, opmath
 
@@ -241,7 +242,8 @@ def _broadcast_sizes(a, b):
     """The broadcast of two shapes, with TensorIterator's error for sizes that do not broadcast."""
     n = max(len(a), len(b))
     a, b = (1,) * (n - len(a)) + tuple(a), (1,) * (n - len(b)) + tuple(b)
-    for d, (x, y) in enumerate(zip(a, b)):
+    for d in reversed(range(n)):  # infer_size reports the last dim that does not broadcast
+        x, y = a[d], b[d]
         if x != y and 1 not in (x, y):
             raise RuntimeError(
                 f"The size of tensor a ({x}) must match the size of tensor b ({y}) at non-singleton dimension {d}"
@@ -276,11 +278,26 @@ def normal_tensor_tensor(mean, std, *, generator=None):
     return _normal(J(mean), _check_std(std), shape, mean.dtype, generator)
 
 
-@register_functional(aten.normal.Tensor_float)
+@register_functional(aten.normal.Tensor_float, out=False)
 def normal_tensor_float(mean, std=1.0, *, generator=None):
     if std < 0:
         raise RuntimeError(f"normal expects std >= 0.0, but found std {std:g}")
     return _normal(J(mean), std, tuple(mean.shape), mean.dtype, generator)
+
+
+@register(aten.normal.Tensor_float_out)
+def normal_tensor_float_out(mean, std=1.0, *, generator=None, out):
+    """CPU's normal_out_impl: out's own shape broadcasts with mean's (an out of [3] with a 0-dim mean
+    draws 3 values; an empty one, none), out is drawn in its dtype, then mean is added in place."""
+    if std < 0:
+        raise RuntimeError(f"normal expects std >= 0.0, but found std {std:g}")
+    tensor.check_no_partial_overlap(out, (mean,))
+    shape = _broadcast_sizes(mean.shape, out.shape)
+    if tuple(out.shape) != shape:
+        store_into(out, jnp.zeros(shape, dtypes.to_jax_dtype(out.dtype)), resize=True)
+    value = _normal(J(mean), std, shape, out.dtype, generator)
+    registry.check_cast(torch.result_type(out, mean), out.dtype)
+    return store_into(out, value, resize=False)
 
 
 @register_functional(aten.normal.float_Tensor)

@@ -13,7 +13,8 @@ import numpy as np
 import torch
 
 from jaxdev import dtypes, tensor, tracing
-from jaxdev.ops.registry import aten, register, register_functional
+from jaxdev.ops.indexing import check_out_dtype
+from jaxdev.ops.registry import aten, register, register_functional, store_into
 from jaxdev.ops.toolkit import J, jitted, sort_key, stable_sort, wrap_dim
 
 # --- searching -----------------------------------------------------------------------------------
@@ -143,10 +144,9 @@ def unique(self, sorted=True, return_inverse=False):
     return out, inverse.reshape(x.shape) if return_inverse else inverse
 
 
-@register_functional(aten.unique_consecutive.default)
-def unique_consecutive(self, return_inverse=False, return_counts=False, dim=None):
+def _unique_consecutive(self, return_inverse=False, return_counts=False, dim=None):
     if dim is not None:
-        return unique_dim_consecutive(self, dim, return_inverse, return_counts)
+        return _unique_slices(self, dim, False, "unique_dim")
     x = J(self).reshape(-1)
     n = x.shape[0]
     new = np.ones(n, bool)
@@ -167,14 +167,23 @@ def _slices_differ(x):
     return new
 
 
-def _unique_slices(self, dim, sorted_, return_inverse, return_counts):
+def _unique_slices(self, dim, sorted_, name):
+    """CPU's _unique_dim_cpu_template: sorted (or consecutive) unique slices along `dim`, and always
+    the inverse and the counts (CPU computes both whatever return_inverse/return_counts say)."""
+    if self.dim() == 0:
+        raise IndexError(f"Dimension specified as {dim} but tensor has no dimensions")
+    if self.dtype.is_complex:
+        raise NotImplementedError(f"\"{name}\" not implemented for '{dtypes.scalar_name(self.dtype)}'")
     a = wrap_dim(dim, self.dim())
+    zero_dims = list(self.shape).count(0)
+    if self.shape[a] == 0:
+        if zero_dims != 1:
+            raise RuntimeError("Number of zero sized dimensions is more than one, so unique cannot be applied ")
+        return J(self), _empty_index(), _empty_index()
+    if zero_dims:
+        raise RuntimeError("There are 0 sized dimensions, and they aren't selected, so unique cannot be applied")
     x = jnp.moveaxis(J(self), a, 0)
     rest = x.shape[1:]
-    if x.shape[0] == 0 or 0 in rest:
-        if 0 in rest and x.shape[0] != 0:
-            raise RuntimeError("Number of zero sized dimensions is more than one, so unique cannot be applied ")
-        return jnp.moveaxis(x, 0, a), _empty_index(), _empty_index()
     flat = x.reshape((x.shape[0], -1))
     n = flat.shape[0]
     if sorted_:
@@ -184,19 +193,70 @@ def _unique_slices(self, dim, sorted_, return_inverse, return_counts):
         order = jnp.arange(n)
     ordered = flat[order]
     new = _slices_differ(ordered)
-    out, inverse, counts = _runs(ordered, np.asarray(order), new, n, return_inverse, return_counts)
-    out = jnp.moveaxis(out.reshape((-1,) + rest), 0, a)
-    return out, inverse, counts
+    out, inverse, counts = _runs(ordered, np.asarray(order), new, n, True, True)
+    return jnp.moveaxis(out.reshape((-1,) + rest), 0, a), inverse, counts
 
 
-@register_functional(aten.unique_dim.default)
-def unique_dim(self, dim, sorted=True, return_inverse=False, return_counts=False):
-    return _unique_slices(self, dim, True, return_inverse, return_counts)
+def _unique_dim_layout(out, dim):
+    """CPU's result is the unique slices stacked contiguously along dim 0, then moved to `dim`."""
+    a = wrap_dim(dim, out.ndim)
+    order = [a] + [d for d in range(out.ndim) if d != a]  # the stored dims, outermost first
+    stored = tensor.contiguous_strides([out.shape[d] for d in order])
+    strides = [0] * out.ndim
+    for d, st in zip(order, stored):
+        strides[d] = st
+    return tensor.wrap_strided(out, strides)
 
 
-@register_functional(aten.unique_dim_consecutive.default)
-def unique_dim_consecutive(self, dim, return_inverse=False, return_counts=False):
-    return _unique_slices(self, dim, False, return_inverse, return_counts)
+def _unique_dim_kernel(fn, op):
+    names = [a.name for a in op._schema.arguments]
+
+    def kernel(self, *args, **kwargs):
+        out, inverse, counts = fn(self, *args, **kwargs)
+        dim = {**dict(zip(names[1:], args)), **kwargs}.get("dim")
+        if dim is not None and self.shape[wrap_dim(dim, self.dim())] != 0:
+            out = _unique_dim_layout(out, dim)
+        else:
+            out = tensor.wrap(out)
+        return out, tensor.wrap(inverse), tensor.wrap(counts)
+
+    return kernel
+
+
+def _unique_dim_out_kernel(fn):
+    def kernel(self, *args, out0, out1, out2, **kwargs):
+        results = fn(self, *args, **kwargs)
+        for o in (out0, out1, out2):
+            tensor.check_no_partial_overlap(o, [self])
+        # The generated out= wrapper of CPU: per result, resize_output, then a copy that wants the same dtype.
+        for o, v in zip((out0, out1, out2), results):
+            if o.dtype != dtypes.to_torch_dtype(v.dtype):
+                if tuple(o.shape) != tuple(v.shape):
+                    o.resize_(v.shape)
+                check_out_dtype(dtypes.to_torch_dtype(v.dtype), o)
+            store_into(o, v, resize=True)
+        return out0, out1, out2
+
+    return kernel
+
+
+def _unique_dim(self, dim, sorted=True, return_inverse=False, return_counts=False):
+    return _unique_slices(self, dim, True, "unique_dim")
+
+
+def _unique_dim_consecutive(self, dim, return_inverse=False, return_counts=False):
+    return _unique_slices(self, dim, False, "unique_dim")
+
+
+# These lay out their first result as CPU does (transposed when dim != 0), so they are `register`ed
+# with their out= overloads rather than derived. CPU's kernels all report themselves as "unique_dim".
+for _fn, _ops in (
+    (_unique_dim, aten.unique_dim),
+    (_unique_dim_consecutive, aten.unique_dim_consecutive),
+    (_unique_consecutive, aten.unique_consecutive),
+):
+    register(_ops.default)(_unique_dim_kernel(_fn, _ops.default))
+    register(_ops.out)(_unique_dim_out_kernel(_fn))
 
 
 # --- membership and histograms -------------------------------------------------------------------
