@@ -633,6 +633,17 @@ def _misc(c: Ctx, base: str) -> dict:
             "offsets": [torch.tensor([0, 2, 5])],
             "total_L": 5,
         },
+        # weight norm over dim 0: g and the norms have v's shape with the other dims 1
+        "_weight_norm_interface": lambda: {"v": c.randn(3, 4), "g": c.randn(3, 1), "dim": 0},
+        "_weight_norm_interface_backward": lambda: (
+            lambda v, g: {
+                "grad_w": c.randn(3, 4),
+                "saved_v": v,
+                "saved_g": g,
+                "saved_norms": v.norm(dim=1, keepdim=True),
+                "dim": 0,
+            }
+        )(c.randn(3, 4), c.randn(3, 1)),
         "split_copy": lambda: {"self": c.randn(5, 2), "split_size": 2, "dim": 0},
         "complex": lambda: {"real": c.randn(3, 3), "imag": c.randn(3, 3)},
         "polar": lambda: {"abs": c.rand(3, 3), "angle": c.randn(3, 3)},
