@@ -165,10 +165,16 @@ def scratch():
 
 
 def new_storage(box: Box) -> torch.UntypedStorage:
-    global _bytes_since_sweep, _young_bytes
-    addr = next(_next_address)
     nbytes = box.numel * box.dtype.itemsize
+    addr = next(_next_address)
     storage = _make_storage(addr, DEVICE, nbytes)
+    _keep(storage, addr, nbytes, box)
+    return storage
+
+
+def _keep(storage, addr: int, nbytes: int, box: Box) -> None:
+    """Record `box` as the contents of `storage` (at fake address `addr`), sweeping dead boxes."""
+    global _bytes_since_sweep, _young_bytes
     box.weak = storage._weak_ref()
     BOXES[addr] = box
     _young.append(addr)
@@ -180,7 +186,6 @@ def new_storage(box: Box) -> torch.UntypedStorage:
         _sweep_young()
     if executables.due() and not _tracing:  # a safe point to drop XLA executables (executables.py)
         executables.check()
-    return storage
 
 
 _STRIDES: dict[tuple, tuple] = {}
@@ -251,12 +256,20 @@ def wrap_strided(array: jax.Array, strides) -> torch.Tensor:
 
 
 def wrap(array: jax.Array) -> torch.Tensor:
-    """A new contiguous jax tensor that owns `array` (its dtype decides the torch dtype)."""
+    """A new contiguous jax tensor that owns `array` (its dtype decides the torch dtype).
+
+    The hot path of every eager op: the tensor is made with its sizes (contiguous strides) and an
+    empty storage, and the storage takes our fake data pointer in place (`_swap_data_ptr_` with a
+    new one): 1.8 us, where attaching a storage through `set_` cost 2.7 us more."""
     dtype = dtypes.JAX_TO_TORCH.get(array.dtype) or dtypes.to_torch_dtype(array.dtype)
-    shape = array.shape
-    storage = new_storage(Box(array, array.size, dtype))
-    t = _create_empty(_NO_SHAPE, dtype)
-    _set_storage.redispatch_boxed(_CPU_KEYS, t, storage, 0, shape, contiguous_strides(shape))
+    size = array.size
+    if not size:  # create_empty strides a size-0 dim 0 where PyTorch's contiguous strides say 1
+        return tensor_on_storage(new_storage(Box(array, 0, dtype)), dtype, array.shape, contiguous_strides(array.shape))
+    t = _create_empty(array.shape, dtype)
+    storage = t.untyped_storage()
+    addr, nbytes = next(_next_address), size * dtype.itemsize
+    storage._swap_data_ptr_(_make_storage(addr, DEVICE, nbytes))
+    _keep(storage, addr, nbytes, Box(array, size, dtype))
     return t
 
 
