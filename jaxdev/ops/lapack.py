@@ -23,7 +23,8 @@ import jax.numpy as jnp
 import numpy as np
 import torch
 
-from jaxdev import tensor, tracing
+from jaxdev import dtypes, tensor, tracing
+from jaxdev.ops import indexing
 from jaxdev.ops.registry import aten, out_variant, register, store_into
 from jaxdev.ops.toolkit import J, jitted
 
@@ -102,6 +103,66 @@ def present(arr: jax.Array, like: torch.Tensor, fortran: bool = False) -> torch.
     return out
 
 
+# Ops whose CPU out= kernel is not structured: it lays out only an empty out of the result's dtype as the
+# result (any other out of another shape is resized contiguous). Structured ones restride any out they resize (resize_out).
+_RESTRIDE_EMPTY_ONLY = frozenset(
+    {"aten::linalg_eig", "aten::geqrf", "aten::linalg_householder_product", "aten::ormqr", "aten::cholesky_inverse"}
+)
+
+
+# The out dtypes CPU's linalg out= kernels take: structured ones (resize_out) only the result's own dtype,
+# the others any it can be cast to, some with their own message.
+_CASTING_OUT = frozenset(
+    {
+        "aten::geqrf",
+        "aten::linalg_householder_product",
+        "aten::cholesky_inverse",
+        "aten::linalg_lstsq",
+        "aten::linalg_matrix_exp",
+    }
+)
+
+
+def check_out_dtype(op_name: str, name: str, out: torch.Tensor, result: torch.Tensor, first: torch.Tensor) -> None:
+    """CPU's refusal of an out of another dtype than `result` (`first`: the op's first tensor argument)."""
+    scalar_name, want, got = dtypes.scalar_name, result.dtype, out.dtype
+    if got == want or op_name in _CASTING_OUT:
+        return
+    if op_name == "aten::linalg_eig":
+        if not torch.can_cast(want, got):
+            raise RuntimeError(
+                f"torch.linalg.eig: Expected {name} to be safely castable from {scalar_name(want)} dtype, but got "
+                f"{name} with dtype {scalar_name(got)}"
+            )
+    elif op_name == "aten::ormqr":
+        raise RuntimeError(
+            "torch.ormqr: Expected input and result to have the same dtype, but input has dtype"
+            f"{scalar_name(first.dtype)} and result has dtype {scalar_name(got)}"
+        )
+    elif op_name == "aten::linalg_solve_triangular":
+        raise RuntimeError(f"expected scalar type {scalar_name(want)} but found {scalar_name(got)}")
+    else:
+        indexing.check_out_dtype(want, out)
+
+
+def store_out(out: torch.Tensor, result: torch.Tensor, empty_only: bool = False) -> None:
+    """`result` written into `out` as CPU's linalg out= kernels write it: an out of another shape is
+    resized and takes the result's strides (batched column-major for a matrix LAPACK wrote); an out of
+    the right shape keeps its own. `empty_only`: only an empty out of the result's dtype takes them
+    (into any other, the result is computed apart and copied into a contiguous resize)."""
+    restride = not empty_only or (out.numel() == 0 and out.dtype == result.dtype)
+    if (
+        restride
+        and tuple(out.shape) != tuple(result.shape)
+        and tensor.is_jax(out)
+        and torch.can_cast(result.dtype, out.dtype)
+    ):
+        store_into(out, jnp.zeros(tuple(result.shape), jax_dtype(out.dtype)), resize=True)  # resize_output
+        if result.numel() > 1 and out.stride() != result.stride():
+            out.as_strided_(result.shape, result.stride())
+    store_into(out, J(result), resize=True)
+
+
 def _out_names(op):
     return [a.name for a in op._schema.arguments if a.kwarg_only and a.alias_info is not None and a.alias_info.is_write]
 
@@ -119,13 +180,17 @@ def kernel(op, *, out=True):
         ov = out_variant(op) if out else None
         if ov is not None:
             names = _out_names(ov)
+            empty_only = op.name() in _RESTRIDE_EMPTY_ONLY
 
             def out_kernel(*args, **kwargs):
                 outs = [kwargs.pop(n) for n in names]
                 r = functional(*args, **kwargs)
                 rs = r if isinstance(r, tuple) else (r,)
+                first = next(a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor))
+                for n, o, v in zip(names, outs, rs):
+                    check_out_dtype(op.name(), n, o, v, first)
                 for o, v in zip(outs, rs):
-                    store_into(o, J(v), resize=True)
+                    store_out(o, v, empty_only)
                 return tuple(outs) if len(outs) > 1 else outs[0]
 
             out_kernel.__qualname__, out_kernel.__module__ = fn.__qualname__ + ".out", fn.__module__

@@ -397,3 +397,71 @@ def test_bce_out_of_the_result_shape_like_cpu():
             torch.tensor(1.0, device=d), s.to(d), t.to(d), grad_input=torch.empty((), device=d)
         )
     )
+
+
+# --- linalg out=: a resized out takes the result's (column-major) strides; structured kernels want its dtype --------
+
+_g = torch.Generator().manual_seed(5)
+_A = torch.randn(4, 4, generator=_g) + 4 * torch.eye(4)
+_S = _A @ _A.mT
+_B = torch.randn(4, 2, generator=_g)
+_TAU = torch.randn(4, generator=_g)
+_LU, _PIV = torch.linalg.lu_factor(_A)
+_LD, _PV = torch.linalg.ldl_factor(_S)
+_L = torch.linalg.cholesky(_S)
+
+# name -> (fn(device, outs), the out tensors' dtypes)
+_LINALG_OUT = {
+    "linalg_inv": (lambda d, o: torch.linalg.inv(_A.to(d), out=o[0]), "f"),
+    "inverse": (lambda d, o: torch.inverse(_A.to(d), out=o[0]), "f"),
+    "linalg_inv_ex": (lambda d, o: torch.linalg.inv_ex(_A.to(d), out=tuple(o)), "fi"),
+    "linalg_qr": (lambda d, o: torch.linalg.qr(_A.to(d), out=tuple(o)), "ff"),
+    "qr": (lambda d, o: torch.qr(_A.to(d), out=tuple(o)), "ff"),
+    "linalg_svd": (lambda d, o: torch.linalg.svd(_A.to(d), out=tuple(o)), "fff"),
+    "svd": (lambda d, o: torch.svd(_A.to(d), out=tuple(o)), "fff"),
+    "linalg_eigh": (lambda d, o: torch.linalg.eigh(_S.to(d), out=tuple(o)), "ff"),
+    "linalg_eig": (lambda d, o: torch.linalg.eig(_S.to(d), out=tuple(o)), "cc"),
+    "geqrf": (lambda d, o: torch.geqrf(_A.to(d), out=tuple(o)), "ff"),
+    "householder_product": (lambda d, o: torch.linalg.householder_product(_A.to(d), _TAU.to(d), out=o[0]), "f"),
+    "ormqr": (lambda d, o: torch.ormqr(_A.to(d), _TAU.to(d), _B.to(d), out=o[0]), "f"),
+    "ldl_solve": (lambda d, o: torch.linalg.ldl_solve(_LD.to(d), _PV.to(d), _B.to(d), out=o[0]), "f"),
+    "lu_solve": (lambda d, o: torch.linalg.lu_solve(_LU.to(d), _PIV.to(d), _B.to(d), out=o[0]), "f"),
+    "solve": (lambda d, o: torch.linalg.solve(_A.to(d), _B.to(d), out=o[0]), "f"),
+    "solve_ex": (lambda d, o: torch.linalg.solve_ex(_A.to(d), _B.to(d), out=tuple(o)), "fi"),
+    "solve_triangular": (
+        lambda d, o: torch.linalg.solve_triangular(_A.triu().to(d), _B.to(d), upper=True, out=o[0]),
+        "f",
+    ),
+    "triangular_solve": (lambda d, o: torch.triangular_solve(_B.to(d), _A.triu().to(d), out=tuple(o)), "ff"),
+    "cholesky": (lambda d, o: torch.linalg.cholesky(_S.to(d), out=o[0]), "f"),
+    "cholesky_ex": (lambda d, o: torch.linalg.cholesky_ex(_S.to(d), out=tuple(o)), "fi"),
+    "cholesky_inverse": (lambda d, o: torch.cholesky_inverse(_L.to(d), out=o[0]), "f"),
+    "cholesky_solve": (lambda d, o: torch.cholesky_solve(_B.to(d), _L.to(d), out=o[0]), "f"),
+    "lu_factor": (lambda d, o: torch.linalg.lu_factor(_A.to(d), out=tuple(o)), "fi"),
+    "lu": (lambda d, o: torch.linalg.lu(_A.to(d), out=tuple(o)), "fff"),
+    "lu_unpack": (lambda d, o: torch.lu_unpack(_LU.to(d), _PIV.to(d), out=tuple(o)), "fff"),
+    "ldl_factor": (lambda d, o: torch.linalg.ldl_factor(_S.to(d), out=tuple(o)), "fi"),
+}
+_KINDS = {"f": torch.float32, "i": torch.int32, "c": torch.complex64}
+
+
+@pytest.mark.parametrize("name", list(_LINALG_OUT))
+@pytest.mark.parametrize("given", ["empty", "other shape", "right shape", "float64"])
+def test_linalg_out_layout_and_dtype_like_cpu(name, given):
+    fn, kinds = _LINALG_OUT[name]
+
+    def run(d):
+        if given == "right shape":
+            reference = fn(CPU, [torch.empty(0, dtype=_KINDS[k]) for k in kinds])
+            reference = reference if isinstance(reference, tuple) else (reference,)
+            outs = [torch.empty(r.shape, dtype=r.dtype, device=d) for r in reference]
+        else:
+            size = {"empty": 0, "other shape": 7, "float64": 0}[given]
+            outs = [
+                torch.empty(size, dtype=torch.float64 if given == "float64" and k == "f" else _KINDS[k], device=d)
+                for k in kinds
+            ]
+        r = fn(d, outs)
+        return tuple(outs) if isinstance(r, tuple) else outs[0]
+
+    like_cpu(run, rtol=1e-4, atol=1e-4)
