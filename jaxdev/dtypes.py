@@ -7,6 +7,7 @@ dtype and its jax array's dtype always correspond one to one.
 from __future__ import annotations
 
 import math
+import platform
 
 import jax.numpy as jnp
 import numpy as np
@@ -177,3 +178,49 @@ def check_scalar(value, dtype: torch.dtype) -> None:
     """Raise CPU's error when a Python scalar does not fit `dtype`."""
     if isinstance(value, (int, float, complex)) and scalar_overflows(value, dtype):
         raise RuntimeError(f"value cannot be converted to type {_C_TYPE_NAMES[dtype]} without overflow")
+
+
+# --- converting values as CPU PyTorch does ---------------------------------------------------------
+
+# Floating -> integer conversion of values outside the integer's range (and NaN) is undefined in C++;
+# what CPU PyTorch gives is what x86's truncating conversions (cvttss2si/cvttsd2si) give, which return
+# the "integer indefinite" value (the type's minimum) for NaN and anything out of range. c10's
+# static_cast_with_inter_type converts to uint8 through int64; the compiler converts to int8, int16
+# and uint16 through int32. So, measured on this machine's CPU PyTorch for float16/bfloat16/float32/
+# float64/complex sources, contiguous and strided, vectorised lengths and scalar tails alike:
+#   int64: trunc, INT64_MIN if NaN or out of range; int32: the same in int32;
+#   int8/int16/uint16: the int32 result, wrapped (its low bits); uint8: the int64 result, wrapped.
+# XLA saturates instead (300.0 -> uint8 255 where CPU gives 44). uint32/uint64 are not emulated: CPU
+# gives different values for the same input in its vectorised and scalar loops there. Other hosts
+# (ARM saturates in hardware) keep XLA's conversion.
+_X86 = platform.machine().lower() in ("x86_64", "amd64", "i386", "i686", "x86")
+_CONVERT_THROUGH = {
+    jnp.dtype(jnp.int64): jnp.dtype(jnp.int64),
+    jnp.dtype(jnp.uint8): jnp.dtype(jnp.int64),
+    jnp.dtype(jnp.int32): jnp.dtype(jnp.int32),
+    jnp.dtype(jnp.int16): jnp.dtype(jnp.int32),
+    jnp.dtype(jnp.int8): jnp.dtype(jnp.int32),
+    jnp.dtype(jnp.uint16): jnp.dtype(jnp.int32),
+}
+
+
+def convert(x, jdt):
+    """`x.astype(jdt)` (traceable) with CPU PyTorch's conversion of floating values to integers
+    (see above); complex values to real types keep their real part, to bool test both parts."""
+    jdt = jnp.dtype(jdt)
+    if x.dtype == jdt:
+        return x
+    if jdt == jnp.bool_:
+        return x != 0  # a complex value is True when either part is nonzero (or NaN)
+    if jnp.issubdtype(x.dtype, jnp.complexfloating) and not jnp.issubdtype(jdt, jnp.complexfloating):
+        x = jnp.real(x)
+    through = _CONVERT_THROUGH.get(jdt) if _X86 else None
+    if through is None or not jnp.issubdtype(x.dtype, jnp.floating):
+        return x.astype(jdt)
+    if x.dtype in _HALF:
+        x = x.astype(jnp.float32)  # exact: CPU converts c10::Half/BFloat16 through float
+    t = jnp.trunc(x)
+    top = float(2 ** (through.itemsize * 8 - 1))
+    inside = (t >= -top) & (t < top)  # False for NaN
+    wide = jnp.where(inside, jnp.where(inside, t, 0).astype(through), jnp.iinfo(through).min)
+    return wide.astype(jdt)  # integer narrowing wraps, as C++'s does

@@ -37,6 +37,9 @@ def binary(op, fn, *, result=None, float_result=False, compute=None):
 
 
 def _no_float_alpha(common, alpha):
+    """CPU's alpha_check, against the result dtype."""
+    if isinstance(alpha, bool) and common != torch.bool:
+        raise RuntimeError("Boolean alpha only supported for Boolean results.")
     if isinstance(alpha, float) and not (common.is_floating_point or common.is_complex):
         raise RuntimeError("For integral input tensors, argument alpha must not be a floating point number.")
     if isinstance(alpha, complex) and not common.is_complex:

@@ -18,10 +18,9 @@ def _cast(value, dtype: torch.dtype):
     jdt = dtypes.to_jax_dtype(dtype)
     if value.dtype == jdt:
         return value
-    if jnp.issubdtype(value.dtype, jnp.complexfloating) and not dtype.is_complex:
+    if jnp.issubdtype(value.dtype, jnp.complexfloating) and not dtype.is_complex and dtype != torch.bool:
         warnings.warn("Casting complex values to real discards the imaginary part", UserWarning, stacklevel=3)
-        value = value.real
-    return value.astype(jdt)
+    return dtypes.convert(value, jdt)  # complex -> bool tests both parts, as CPU's
 
 
 def copy_into(dst: torch.Tensor, src: torch.Tensor) -> torch.Tensor:

@@ -171,6 +171,15 @@ def arange_out(start, end, step=1, *, out):
     return store_into(out, values, resize=True)
 
 
+def _as_integral(v, jdt) -> float:
+    """A scalar as Scalar::to<scalar_t> makes it for an integral output (truncated; a negative
+    integer wraps into an unsigned type: linspace(-1, 10, 5, dtype=uint8) starts at 255), as a double."""
+    v = v.real if isinstance(v, complex) else v
+    if jdt == jnp.bool_:
+        return float(bool(v))
+    return float(np.asarray(int(v)).astype(jdt))
+
+
 @register(aten.linspace.out)
 def linspace_out(start, end, steps, *, out):
     """PyTorch's scalar formula (the one its CUDA kernel uses): start + i*step for the first half,
@@ -186,15 +195,13 @@ def linspace_out(start, end, steps, *, out):
         return out
     for v in (start, end):  # Scalar::to<scalar_t>, checked
         dtypes.check_scalar(v, out.dtype)
+    if steps > 1 and out.dtype == torch.bool:  # one step is a fill; more run CPU's kernel, which has no Bool
+        raise NotImplementedError("\"linspace_cpu\" not implemented for 'Bool'")
     jdt = dtypes.to_jax_dtype(out.dtype)
     if out.dtype.is_complex or out.dtype.is_floating_point:
         acc = jdt  # each step rounds in the output dtype, as with c10::Half / BFloat16 scalars
     else:
-        start, end, acc = (
-            int(start.real if isinstance(start, complex) else start),
-            int(end.real if isinstance(end, complex) else end),
-            jnp.float64,
-        )
+        start, end, acc = _as_integral(start, jdt), _as_integral(end, jdt), jnp.float64
     if steps == 1:
         values = jnp.full((1,), start, acc)
     else:
@@ -202,7 +209,7 @@ def linspace_out(start, end, steps, *, out):
         step = (hi - lo) / (steps - 1)
         i = jnp.arange(steps)
         values = jnp.where(i < steps // 2, lo + step * i, hi - step * (steps - 1 - i))
-    return store_into(out, values.astype(jdt), resize=True)
+    return store_into(out, dtypes.convert(values, jdt), resize=True)
 
 
 @register(aten.logspace.out)

@@ -18,7 +18,7 @@ from jaxdev.ops.toolkit import J, accumulate_dtype, axes, jitted, opmath, wrap_d
 
 @jitted
 def _reduction(fn, axis, keepdims, compute, result):
-    return lambda x: fn(x.astype(compute), axis=axis, keepdims=keepdims).astype(result)
+    return lambda x: fn(dtypes.convert(x, compute), axis=axis, keepdims=keepdims).astype(result)
 
 
 def _reduce(fn, x: torch.Tensor, dim, keepdim, result: torch.dtype, compute: torch.dtype | None = None):

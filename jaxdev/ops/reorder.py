@@ -16,11 +16,13 @@ def _flip(axes):
 
 @register_functional(aten.flip.default)
 def flip(self, dims):
-    axes = tuple(wrap_dim(d, self.dim()) for d in dims)
-    if len(set(axes)) != len(axes):
-        raise RuntimeError(
-            f"dims has duplicates, original flip dims size={len(axes)}, but unique flip dims size={len(set(axes))}"
-        )
+    axes = []
+    for d in dims:  # dim_list_to_bitset: each dim wrapped, then checked against those before it
+        a = wrap_dim(d, self.dim())
+        if a in axes:
+            raise RuntimeError(f"dim {a} appears multiple times in the list of dims")
+        axes.append(a)
+    axes = tuple(axes)
     return _flip(axes if self.dim() else ())(J(self))
 
 
@@ -31,6 +33,13 @@ def _roll(shifts, axes):
     return lambda x: jnp.roll(x.reshape(-1), shifts[0]).reshape(x.shape)
 
 
+def _wrap_roll_dim(d: int, ndim: int) -> int:
+    """maybe_wrap_dim without wrap_scalar: a 0-dim tensor has no dim to roll along."""
+    if ndim == 0:
+        raise IndexError(f"Dimension specified as {d} but tensor has no dimensions")
+    return wrap_dim(d, ndim)
+
+
 @register_functional(aten.roll.default)
 def roll(self, shifts, dims=()):
     shifts, dims = tuple(shifts), tuple(dims)
@@ -38,7 +47,7 @@ def roll(self, shifts, dims=()):
         raise RuntimeError(f"`shifts` required to be a 1-element tuple when `dims` is not given, got {len(shifts)}")
     if dims and len(shifts) != len(dims):
         raise RuntimeError(f"shifts and dimensions must align. shifts: {len(shifts)}, dims:{len(dims)}")
-    axes = tuple(wrap_dim(d, self.dim()) for d in dims)
+    axes = tuple(_wrap_roll_dim(d, self.dim()) for d in dims)
     if self.numel() == 0:
         return J(self)
     return _roll(shifts, axes)(J(self))

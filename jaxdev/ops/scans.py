@@ -20,7 +20,7 @@ def _cumulative(fn):
     def kernel(self, dim, *, dtype=None):
         result = accumulate_dtype(self.dtype, dtype)
         a = wrap_dim(dim, self.dim())
-        x = J(self).astype(opmath(dtypes.to_jax_dtype(result)))
+        x = dtypes.convert(J(self), opmath(dtypes.to_jax_dtype(result)))
         if x.ndim == 0:
             return x.astype(dtypes.to_jax_dtype(result))
         return fn(x, axis=a).astype(dtypes.to_jax_dtype(result))

@@ -41,14 +41,24 @@ def _clamp(x, lo, hi):
 def clamp(self, min=None, max=None):
     if min is None and max is None:
         raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
-    if self.dtype.is_complex or any(isinstance(b, torch.Tensor) and b.dtype.is_complex for b in (min, max)):
+    # A complex bound makes the result type complex, which CPU's clamp refuses first. (CPU's clamp_ and
+    # clamp(out=) of a real tensor convert a complex Python scalar bound through double instead, a
+    # RuntimeError when its imaginary part is not 0; this kernel serves all three and follows clamp.)
+    bounds = (self, min, max)
+    if any(isinstance(b, complex) or (isinstance(b, torch.Tensor) and b.dtype.is_complex) for b in bounds):
         raise NotImplementedError("clamp is not supported for complex types")
     common = self.dtype
     for bound in (min, max):
-        if isinstance(bound, complex) and bound.imag != 0:  # CPU converts a scalar bound through double
-            raise RuntimeError("value cannot be converted to type double without overflow")
         if bound is not None:
             common = torch.result_type(torch.empty(self.shape, dtype=common, device="meta"), bound)
+    if common == torch.bool:  # CPU has no Bool clamp kernels; a tensor bound alone is maximum/minimum
+        tensors = [isinstance(b, torch.Tensor) for b in (min, max) if b is not None]
+        if len(tensors) == 2:
+            name = "clamp_cpu" if all(tensors) else "clamp_scalar_cpu"
+            raise NotImplementedError(f"\"{name}\" not implemented for 'Bool'")
+        if not tensors[0]:
+            name = "clamp_min_scalar_cpu" if max is None else "clamp_max_scalar_cpu"
+            raise NotImplementedError(f"\"{name}\" not implemented for 'Bool'")
     for bound in (min, max):
         if bound is not None and not isinstance(bound, torch.Tensor):
             dtypes.check_scalar(bound, common)  # c10's checked Scalar::to<scalar_t>

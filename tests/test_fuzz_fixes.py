@@ -1,0 +1,126 @@
+"""Regressions for the differences the hostile-input fuzz (tests/fuzz_cases.py, seed 20261201, 3000
+cases) found: each test compares jax with CPU, values or the exception class (and message)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from jaxdev_testing import on_both
+
+import jaxdev
+from jaxdev import dtypes
+
+
+@pytest.fixture(autouse=True)
+def _no_fallback(monkeypatch):
+    monkeypatch.setenv("JAXDEV_FALLBACK", "error")
+    jaxdev.reset_fallback_counts()
+    yield
+    assert jaxdev.fallback_counts() == {}
+
+
+def _raises_as_cpu(fn):
+    """fn(device) raises on CPU, and on jax with the same class and message."""
+    err = on_both(fn)
+    assert isinstance(err, Exception), "CPU did not raise"
+    cpu = None
+    try:
+        fn(torch.device("cpu"))
+    except Exception as e:
+        cpu = e
+    assert str(err) == str(cpu), f"jax: {err!r}, CPU: {cpu!r}"
+
+
+# --- float -> integer conversion of values out of range (copy_, to, sum(dtype=), cumsum(dtype=)) ---
+
+_OUT_OF_RANGE = [300.0, -1.0, -129.0, 255.9, 256.0, 70000.0, -40000.0, 65536.5, 3000000007.0, -3000000007.0,
+                 5e9 + 3, 2.0**40 + 5, -(2.0**40) - 5, 2.0**31, -(2.0**31), 2.0**31 + 1, 2.0**63, -(2.0**63),
+                 1e30, -1e30, math.nan, math.inf, -math.inf, -0.5, 0.99, -0.0]  # fmt: skip
+_INTS = [torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.bool]
+_FLOATS = [torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.complex64, torch.complex128]
+
+
+@pytest.mark.skipif(not dtypes._X86, reason="CPU PyTorch's conversion was measured (and is emulated) on x86")
+@pytest.mark.parametrize("src", _FLOATS, ids=str)
+@pytest.mark.parametrize("dst", _INTS, ids=str)
+def test_float_to_integer_conversion_of_out_of_range_values_is_cpus(src, dst):
+    values = torch.tensor(_OUT_OF_RANGE, dtype=torch.float64).to(src)
+    if src.is_complex:
+        values = values + 2j
+    on_both(lambda d: values.to(d).to(dst))
+    on_both(lambda d: torch.zeros(len(_OUT_OF_RANGE), dtype=dst, device=d).copy_(values.to(d)))
+    on_both(lambda d: values.to(d)[::2].to(dst))
+
+
+@pytest.mark.skipif(not dtypes._X86, reason="CPU PyTorch's conversion was measured (and is emulated) on x86")
+def test_reductions_with_an_integer_dtype_convert_as_cpu():
+    x = torch.tensor([[300.5, -1.0, 1e10], [70000.0, math.nan, -40000.0]], dtype=torch.complex128)
+    for dt in (torch.int16, torch.uint8, torch.int32):
+        on_both(lambda d, dt=dt: x.to(d).sum(dtype=dt))
+        on_both(lambda d, dt=dt: x.to(d).sum(0, dtype=dt))
+        on_both(lambda d, dt=dt: x.real.to(d).cumsum(1, dtype=dt))
+    on_both(lambda d: torch.tensor(3e9, dtype=torch.float32, device=d).cumsum(-1, dtype=torch.int32))
+
+
+def test_linspace_with_an_integer_dtype_converts_its_ends_first():
+    for dt in (torch.uint8, torch.int8, torch.int16, torch.int64):
+        for args in [(-1, 10, 5), (-3, 4, 7), (250, -10, 6), (0.5, 3.7, 4), (-1, 10, 2)]:
+            on_both(lambda d, a=args, dt=dt: torch.linspace(*a, dtype=dt, device=d))
+    on_both(lambda d: torch.linspace(0, 1, 1, dtype=torch.bool, device=d))
+    _raises_as_cpu(lambda d: torch.linspace(0, 1, 3, dtype=torch.bool, device=d))
+
+
+# --- argument checks --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda d: torch.add(torch.ones(2, dtype=torch.complex128, device=d), torch.ones(2, device=d), alpha=True),
+        lambda d: torch.add(torch.ones(2, dtype=torch.int16, device=d), -0.0, alpha=True),
+        lambda d: torch.add(torch.ones(2, dtype=torch.int64, device=d), torch.ones(2, device=d).long(), alpha=False),
+        lambda d: torch.sub(torch.ones(2, device=d), 1.0, alpha=True),
+    ],
+)
+def test_a_bool_alpha_is_refused_unless_the_result_is_bool(fn):
+    _raises_as_cpu(fn)
+    on_both(
+        lambda d: torch.add(torch.tensor([True, False], device=d), torch.tensor([False, True], device=d), alpha=True)
+    )
+
+
+@pytest.mark.parametrize("shifts,dims", [([5, 1], [0, 0]), ([-2], [-1]), (1, 0)])
+def test_roll_of_a_0_dim_tensor_along_a_dim_is_an_index_error(shifts, dims):
+    _raises_as_cpu(lambda d: torch.roll(torch.tensor(3.0, device=d), shifts, dims))
+    on_both(lambda d: torch.roll(torch.tensor(3.0, device=d), 1))
+
+
+@pytest.mark.parametrize("dims", [[-1, -1, -(2**40)], [0, 0], [1, 1, 9], [0, -2]])
+def test_flip_reports_a_repeated_dim_before_an_out_of_range_one(dims):
+    _raises_as_cpu(lambda d: torch.flip(torch.zeros(2, 3, device=d), dims))
+    _raises_as_cpu(lambda d: torch.flip(torch.tensor(1.0, device=d), dims))
+
+
+_B = torch.tensor(True)
+
+
+@pytest.mark.parametrize(
+    "lo,hi", [(True, True), (True, None), (None, False), (_B, _B), (_B, None), (None, _B), (0, None), (1, _B)]
+)
+def test_clamp_of_bool_tensors_is_refused_as_on_cpu(lo, hi):
+    def fn(d):
+        on = [v.to(d) if isinstance(v, torch.Tensor) else v for v in (lo, hi)]
+        return torch.clamp(torch.tensor([True, False], device=d), *on)
+
+    on_both(fn)
+
+
+@pytest.mark.parametrize("lo,hi", [(-math.inf, torch.tensor(1 + 1j)), (1 + 1j, None), (1 + 0j, None), (None, 2j)])
+def test_clamp_with_a_complex_bound_is_not_implemented(lo, hi):
+    def fn(d):
+        on = [v.to(d) if isinstance(v, torch.Tensor) else v for v in (lo, hi)]
+        return torch.clamp(torch.tensor([3, -2], dtype=torch.int8, device=d), *on)
+
+    on_both(fn)
