@@ -102,7 +102,8 @@ def _shrink_grad(g, x, lambd):
 
 
 def _log_sigmoid(x):
-    return jax.nn.log_sigmoid(x)
+    """CPU's form: min(0, x) - log1p(exp(-|x|)) (log_sigmoid(+inf) is +0, as there)."""
+    return jnp.minimum(jnp.zeros((), x.dtype), x) - jnp.log1p(jnp.exp(-jnp.abs(x)))
 
 
 def _log_sigmoid_grad(g, x):
@@ -258,7 +259,12 @@ def logit_backward(grad_output, self, eps=None):
 def log_sigmoid_forward(self):
     _floating("log_sigmoid_forward_cpu", self)
     y = apply(_log_sigmoid, self.dtype, self.dtype, (self,))
-    return y, jnp.zeros((0,), y.dtype)  # CPU's buffer is only used by its own backward: left empty
+    return y, apply(_log_sigmoid_buffer, self.dtype, self.dtype, (self,))
+
+
+def _log_sigmoid_buffer(x):
+    """CPU's buffer (its backward reads it): exp(-|x|), in opmath."""
+    return jnp.exp(-jnp.abs(x))
 
 
 @register_functional(aten.log_sigmoid_backward.default)

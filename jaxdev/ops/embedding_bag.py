@@ -96,7 +96,7 @@ def embedding_bag_dense_backward(
         valid = mi >= 0
         out = out.at[jnp.where(valid, mi, 0), cols].add(jnp.where(valid, g, 0))
         return out.astype(J(grad).dtype)
-    bag = J(offset2bag)
+    bag = offset2bag if isinstance(offset2bag, jax.Array) else J(offset2bag)
     rows = g[bag]
     if mode == MEAN:
         rows = rows / jnp.maximum(J(bag_size)[bag], 1).astype(c)[:, None]
@@ -108,6 +108,14 @@ def embedding_bag_dense_backward(
         freq = jnp.zeros((num_weights,), c).at[idx].add(1)
         rows = rows / freq[idx][:, None]
     return out.at[idx].add(rows).astype(J(grad).dtype)
+
+
+def _offset2bag(indices, offsets, offset2bag):
+    """The forward's offset2bag, or, where it is empty (CPU's sum-mode fast path returns none), the
+    bags made from the offsets as CPU's backward makes them (make_offset2bag)."""
+    if indices.numel() != 0 and offset2bag.numel() == 0:
+        return _bags(indices, offsets, False)[1]
+    return J(offset2bag)
 
 
 @register_functional(aten._embedding_bag_backward.default)
@@ -130,7 +138,7 @@ def embedding_bag_backward(
     return embedding_bag_dense_backward(
         grad,
         indices,
-        offset2bag,
+        _offset2bag(indices, offsets, offset2bag),
         bag_size,
         maximum_indices,
         num_weights,
@@ -148,7 +156,7 @@ def embedding_bag_per_sample_weights_backward(grad, weight, indices, offsets, of
     g, w = J(grad), J(weight)
     c = opmath(g.dtype)
     idx = any_device(indices).reshape(-1)
-    r = jnp.sum(g.astype(c)[J(offset2bag)] * w.astype(c)[idx], axis=-1)
+    r = jnp.sum(g.astype(c)[_offset2bag(indices, offsets, offset2bag)] * w.astype(c)[idx], axis=-1)
     if padding_idx >= 0:
         r = jnp.where(idx == padding_idx, jnp.zeros((), c), r)
     return r.astype(g.dtype)

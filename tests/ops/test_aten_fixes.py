@@ -465,3 +465,49 @@ def test_linalg_out_layout_and_dtype_like_cpu(name, given):
         return tuple(outs) if isinstance(r, tuple) else outs[0]
 
     like_cpu(run, rtol=1e-4, atol=1e-4)
+
+
+# --- log_sigmoid_forward: CPU's buffer (exp(-|x|)), and CPU's formula's +0 at +inf ---------------------------------
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16])
+def test_log_sigmoid_forward_buffer_like_cpu(dtype):
+    x = torch.tensor([-3.0, -0.5, 0.0, -0.0, 0.5, 3.0, float("inf"), -float("inf"), float("nan"), 30.0, -30.0])
+    x = torch.cat([x, torch.randn(50, generator=torch.Generator().manual_seed(6)) * 8]).to(dtype)
+    tol = 1e-6 if dtype in (torch.float32, torch.float64) else 0.0
+    like_cpu(lambda d: aten.log_sigmoid_forward(x.to(d)), rtol=tol, atol=tol)
+    like_cpu(
+        lambda d: aten.log_sigmoid_forward.output(
+            x.to(d), output=torch.empty(0, dtype=dtype, device=d), buffer=torch.empty(3, dtype=dtype, device=d)
+        ),
+        rtol=tol,
+        atol=tol,
+    )
+
+
+# --- embedding_bag backward with an empty offset2bag (what CPU's sum-mode forward returns) --------------------------
+
+
+@pytest.mark.parametrize("offsets", [[0, 2], [0, 0, 2, 5]])
+@pytest.mark.parametrize("empty", [True, False])
+def test_embedding_bag_backward_with_empty_offset2bag_like_cpu(offsets, empty):
+    g = torch.Generator().manual_seed(7)
+    w, idx, off = torch.randn(10, 5, generator=g), torch.tensor([1, 2, 4, 5, 4]), torch.tensor(offsets)
+    grad = torch.randn(len(offsets), 5, generator=g)
+    o2b = torch.empty(0, dtype=torch.long) if empty else torch.searchsorted(off, torch.arange(5), right=True) - 1
+    bag_size, max_idx = torch.full((len(offsets),), 2), torch.zeros(len(offsets), dtype=torch.long)
+    for mode in (0, 1):
+        like_cpu(
+            lambda d, m=mode: aten._embedding_bag_backward(
+                grad.to(d), idx.to(d), off.to(d), o2b.to(d), bag_size.to(d), max_idx.to(d), 10, False, m, False, None
+            ),
+            rtol=1e-6,
+            atol=1e-6,
+        )
+    like_cpu(
+        lambda d: aten._embedding_bag_per_sample_weights_backward(
+            grad.to(d), w.to(d), idx.to(d), off.to(d), o2b.to(d), 0
+        ),
+        rtol=1e-6,
+        atol=1e-6,
+    )
