@@ -217,3 +217,13 @@ def test_random_draws_compile_once_per_size_bucket_and_keep_the_stream():
     torch.manual_seed(7)
     want = jax.random.normal(rng.next_key(), (5, 7), jnp.float64)
     assert abs(got - jax.device_get(want)).max() <= 1e-15
+
+
+@pytest.mark.parametrize("a, b", [((5, 2, 3), (4, 2, 4)), ((2, 3), (3, 4)), ((7, 1, 5), (4, 6))])
+def test_broadcast_errors_name_the_last_mismatching_dim_as_cpu(a, b):
+    messages = []
+    for device in ("cpu", "jax"):
+        with pytest.raises(RuntimeError) as info:
+            torch.ones(a, device=device) + torch.ones(b, device=device)
+        messages.append(str(info.value))
+    assert messages[0] == messages[1]

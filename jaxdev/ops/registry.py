@@ -180,7 +180,7 @@ def broadcast_shapes(*shapes) -> tuple[int, ...]:
     for b in shapes:
         a, n = out, max(len(out), len(b))
         res = []
-        for i in range(n):
+        for i in reversed(range(n)):  # from the last dim, as infer_size: its error names the last mismatch
             x = a[i - n + len(a)] if i - n + len(a) >= 0 else 1
             y = b[i - n + len(b)] if i - n + len(b) >= 0 else 1
             if x != y and x != 1 and y != 1:
@@ -188,7 +188,7 @@ def broadcast_shapes(*shapes) -> tuple[int, ...]:
                     f"The size of tensor a ({x}) must match the size of tensor b ({y}) at non-singleton dimension {i}"
                 )
             res.append(y if x == 1 else x)
-        out = tuple(res)
+        out = tuple(reversed(res))
     return out
 
 
