@@ -124,3 +124,47 @@ def test_clamp_with_a_complex_bound_is_not_implemented(lo, hi):
         return torch.clamp(torch.tensor([3, -2], dtype=torch.int8, device=d), *on)
 
     on_both(fn)
+
+
+# --- sum/prod out=, mul by a bool, masked_fill's scalar ------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda d: torch.sum(
+            torch.ones(3, 2, device=d, dtype=torch.int32),
+            1,
+            dtype=torch.int8,
+            out=torch.empty(3, dtype=torch.complex64, device=d),
+        ),
+        lambda d: torch.sum(torch.ones(3, 2, device=d), 1, dtype=torch.float64, out=torch.empty(3, device=d)),
+        lambda d: torch.prod(torch.ones(3, 2, device=d), 1, dtype=torch.int8, out=torch.empty(3, device=d)),
+        lambda d: torch.sum(torch.tensor(1 + 2j, device=d), 0, out=torch.empty(0, device=d)),
+        lambda d: torch.sum(
+            torch.full((2, 3), 100.7, dtype=torch.float16, device=d), 1, out=torch.empty((), dtype=torch.int8, device=d)
+        ),
+        lambda d: torch.prod(torch.full((2, 3), 1 + 1j, device=d), 1, out=torch.empty(2, device=d)),
+        lambda d: torch.sum(torch.full((2, 3), 0.5, device=d), 1, out=torch.empty(2, dtype=torch.bool, device=d)),
+    ],
+)
+def test_sum_and_prod_out_take_outs_dtype_and_check_dtype(fn):
+    on_both(fn)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.complex128])
+@pytest.mark.parametrize("other", [False, True, "tensor"])
+def test_mul_by_a_bool_keeps_inf_times_zero_nan(dtype, other):
+    x = torch.tensor([math.inf, -math.inf, math.nan, 1.0, -0.0], dtype=torch.float64).to(dtype)
+    if dtype.is_complex:
+        x = x + 0j
+    mask = torch.tensor([False, True, False, False, True])
+    on_both(lambda d: torch.mul(x.to(d), mask.to(d) if other == "tensor" else other))
+    on_both(lambda d: torch.mul(mask.to(d) if other == "tensor" else torch.tensor(other, device=d), x.to(d)))
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.uint8, torch.bool, torch.float16])
+@pytest.mark.parametrize("value", [2**31, -(2**31) - 1, math.inf, math.nan, 1e10, 2.5, 1 + 1j, 300, -1])
+def test_masked_fill_checks_a_scalar_value_whatever_the_mask(dtype, value):
+    for mask in ([True, False, True], [False, False, False]):
+        on_both(lambda d, m=mask: torch.zeros(3, dtype=dtype, device=d).masked_fill(torch.tensor(m, device=d), value))

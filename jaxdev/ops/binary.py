@@ -91,10 +91,19 @@ def sub(self, other, *, alpha=1):
     return apply(_sub_alpha, common, common, (self, other), (alpha,))
 
 
+def _mul_of_bool(a, b):
+    # XLA's simplifier rewrites x * convert(bool) into select(bool, x, 0), which loses inf * 0 = NaN
+    # (CPU: inf * False is nan, (-inf+0j) * False is nan+nanj); the barrier keeps the product.
+    a, b = jax.lax.optimization_barrier((a, b))
+    return a * b
+
+
 @register_functional(aten.mul.Tensor, aten.mul.Scalar)
 def mul(self, other):
     common = torch.result_type(self, other)
-    return apply(_MUL if common != torch.bool else _AND, common, common, (self, other))
+    if common == torch.bool:
+        return apply(_AND, common, common, (self, other))
+    return apply(_mul_of_bool if _is_bool(self) or _is_bool(other) else _MUL, common, common, (self, other))
 
 
 def _trunc_div(a, b):

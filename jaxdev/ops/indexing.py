@@ -239,6 +239,8 @@ def _mask_value(self, mask, value):
                 f"masked_fill_ only supports a 0-dimensional value tensor, but got tensor with {value.dim()} dimension(s)."
             )
         value = J(value)
+    else:
+        dtypes.check_scalar(value, self.dtype)  # c10's checked Scalar::to<scalar_t>, whatever the mask
     return jnp.where(J(mask), jnp.asarray(value).astype(x.dtype), x)
 
 

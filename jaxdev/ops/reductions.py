@@ -11,8 +11,8 @@ import jax
 import jax.numpy as jnp
 import torch
 
-from jaxdev import dtypes
-from jaxdev.ops.registry import aten, register, register_functional
+from jaxdev import dtypes, tensor
+from jaxdev.ops.registry import aten, register, register_functional, store_into
 from jaxdev.ops.toolkit import J, accumulate_dtype, axes, jitted, opmath, wrap_dim
 
 
@@ -26,7 +26,7 @@ def _reduce(fn, x: torch.Tensor, dim, keepdim, result: torch.dtype, compute: tor
     return _reduction(fn, axes(dim, x.dim()), bool(keepdim), compute, dtypes.to_jax_dtype(result))(J(x))
 
 
-@register_functional(aten.sum.dim_IntList)
+@register_functional(aten.sum.dim_IntList, out=False)
 def sum_dims(self, dim=None, keepdim=False, *, dtype=None):
     return _reduce(jnp.sum, self, dim, keepdim, accumulate_dtype(self.dtype, dtype))
 
@@ -52,9 +52,47 @@ def mean_all(self, *, dtype=None):
     return mean(self, None, False, dtype=dtype)
 
 
-@register_functional(aten.prod.dim_int)
+@register_functional(aten.prod.dim_int, out=False)
 def prod(self, dim, keepdim=False, *, dtype=None):
     return _reduce(jnp.prod, self, dim, keepdim, accumulate_dtype(self.dtype, dtype))
+
+
+# C++'s typeid names, as CPU's reduction out= check prints them.
+_TYPEID = {
+    torch.bool: "bool",
+    torch.uint8: "unsigned char",
+    torch.int8: "signed char",
+    torch.int16: "short",
+    torch.int32: "int",
+    torch.int64: "long",
+    torch.float16: "c10::Half",
+    torch.bfloat16: "c10::BFloat16",
+    torch.float32: "float",
+    torch.float64: "double",
+    torch.complex64: "c10::complex<float>",
+    torch.complex128: "c10::complex<double>",
+}
+
+
+def _reduction_out(fn):
+    """sum/prod with out=: the result has out's dtype (the input converted to it, as CPU's
+    get_dtype_from_result), and a `dtype=` must be out's."""
+
+    def kernel(self, *args, dtype=None, out, **kwargs):
+        if dtype is not None and out.dtype != dtype:
+            raise RuntimeError(
+                f"Expected out tensor to have dtype {_TYPEID.get(dtype, dtype)}, but got "
+                f"{_TYPEID.get(out.dtype, out.dtype)} instead"
+            )
+        tensor.check_no_partial_overlap(out, (self,))
+        return store_into(out, fn(self, *args, dtype=out.dtype, **kwargs), resize=True)
+
+    kernel.__qualname__ = fn.__qualname__ + ".out"
+    return kernel
+
+
+register(aten.sum.IntList_out)(_reduction_out(sum_dims))
+register(aten.prod.int_out)(_reduction_out(prod))
 
 
 @register_functional(aten.prod.default, out=False)
