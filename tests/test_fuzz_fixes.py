@@ -168,3 +168,39 @@ def test_mul_by_a_bool_keeps_inf_times_zero_nan(dtype, other):
 def test_masked_fill_checks_a_scalar_value_whatever_the_mask(dtype, value):
     for mask in ([True, False, True], [False, False, False]):
         on_both(lambda d, m=mask: torch.zeros(3, dtype=dtype, device=d).masked_fill(torch.tensor(m, device=d), value))
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64, torch.uint8, torch.int8, torch.float32, torch.float16])
+@pytest.mark.parametrize(
+    "args",
+    [(-2, 2**50, math.inf), (0.0, 10.0, math.inf), (0, 2**50, 1e30), (0, 5, 2**63 - 1), (0, 5, math.nan),
+     (0, math.inf, 1), (0, 5, 0.5), (0.5, 7.9, 1.5), (-3.7, 4, 2), (10, 0, -2.5), (0, 300, 7)],
+)  # fmt: skip
+def test_arange_with_an_integral_dtype_takes_its_scalars_as_int64(args, dtype):
+    on_both(lambda d: torch.arange(*args, dtype=dtype, device=d))
+
+
+_C = [complex(math.inf, 0), 1 + 0j, complex(0, math.inf), 1 + 1j, complex(math.nan, 0), complex(-math.inf, 2)]
+
+
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128])
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda a, b: a + b,
+        lambda a, b: b - a,
+        lambda a, b: torch.sub(a, b, alpha=2),
+        lambda a, b: torch.add(a, b, alpha=1 + 1j),
+        lambda a, b: a.real + b,
+        lambda a, b: torch.rsub(a, b),
+        lambda a, b: a + math.inf,
+    ],
+)
+def test_complex_add_and_sub_multiply_by_alpha_as_cpu(fn, dtype):
+    a, b = torch.tensor(_C, dtype=dtype), torch.tensor(_C[::-1], dtype=dtype)
+    on_both(lambda d: fn(a.to(d), b.to(d)))
+
+
+@pytest.mark.parametrize("args", [(math.nan, 10, 5), (1 + 2j, 3 - 1j, 7), (complex(math.inf, 0), 1, 4), (0, 2j, 3)])
+def test_complex_linspace_scales_its_step_by_a_real_index(args):
+    on_both(lambda d: torch.linspace(*args, dtype=torch.complex64, device=d), rtol=1.3e-6, atol=1e-5)

@@ -50,10 +50,28 @@ def _add_alpha(a, b, alpha):
     return a + b * alpha if a.dtype != jnp.bool_ else jnp.logical_or(a, jnp.logical_and(b, alpha))
 
 
+def _times_complex_alpha(b, alpha):
+    """b * alpha as c10::complex multiplies (CPU's add/sub compute a + alpha * b even for alpha 1:
+    (1+0j) + (inf+0j) is inf+nanj there), spelled out so that XLA cannot drop the multiply."""
+    ar, ai = jnp.real(alpha), jnp.imag(alpha)
+    br, bi = jnp.real(b), jnp.imag(b)
+    return jax.lax.complex(br * ar - bi * ai, br * ai + bi * ar)
+
+
+def _add_complex(a, b, alpha):
+    return a + _times_complex_alpha(b, alpha)
+
+
+def _sub_complex(a, b, alpha):
+    return a - _times_complex_alpha(b, alpha)
+
+
 @register_functional(aten.add.Tensor, aten.add.Scalar)
 def add(self, other, *, alpha=1):
     common = torch.result_type(self, other)
     _no_float_alpha(common, alpha)
+    if common.is_complex:
+        return apply(_add_complex, common, common, (self, other), (complex(alpha),))
     if alpha == 1:
         return apply(_ADD if common != torch.bool else _OR, common, common, (self, other))
     return apply(_add_alpha, common, common, (self, other), (alpha,))
@@ -86,6 +104,8 @@ def sub(self, other, *, alpha=1):
     common = torch.result_type(self, other)
     _check_subtraction(self, other)
     _no_float_alpha(common, alpha)
+    if common.is_complex:
+        return apply(_sub_complex, common, common, (self, other), (complex(alpha),))
     if alpha == 1:
         return apply(_SUB, common, common, (self, other))
     return apply(_sub_alpha, common, common, (self, other), (alpha,))

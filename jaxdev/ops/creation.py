@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import torch
@@ -127,8 +128,11 @@ def _arange_size(start, end, step, dtype: torch.dtype) -> int:
         raise RuntimeError(f"unsupported range: {_c_double(dstart)} -> {_c_double(dend)}")
     if not ((dstep > 0 and dend >= dstart) or (dstep < 0 and dend <= dstart)):
         raise RuntimeError("upper bound and lower bound inconsistent with step sign")
-    if dtype == torch.int64:  # in int64 arithmetic (C++: truncating division, wrapping overflow)
+    if not dtype.is_floating_point:  # integral outputs take the scalars as int64 (acc_type), checked
         xstart, xend, xstep = (_to_int64(v) for v in (start, end, step))
+    if dtype == torch.int64:  # in int64 arithmetic (C++: truncating division, wrapping overflow)
+        if xstep == 0:  # a fractional step truncated to 0
+            raise ValueError("step must be nonzero")
         sgn = (xstep > 0) - (xstep < 0)
         num = _wrap_int64(_wrap_int64(_wrap_int64(xend - xstart) + xstep) - sgn)
         q = abs(num) // abs(xstep)
@@ -164,9 +168,10 @@ def arange_out(start, end, step=1, *, out):
     n = _arange_size(start, end, step, out.dtype)
     if out.numel() != n:
         out.resize_((n,))  # first, as CPU: a size no memory holds fails here, with the allocator's error
-    acc = (
-        jnp.float64 if out.dtype.is_floating_point or isinstance(step, float) or isinstance(start, float) else jnp.int64
-    )
+    if out.dtype.is_floating_point:
+        acc = jnp.float64
+    else:  # start + i * step in int64, from the truncated scalars (arange(0, 5, 0.5, dtype=int32) is 10 zeros)
+        acc, start, step = jnp.int64, _to_int64(start), _to_int64(step)
     values = (jnp.arange(n, dtype=acc) * step + start).astype(dtypes.to_jax_dtype(out.dtype))
     return store_into(out, values, resize=True)
 
@@ -206,10 +211,20 @@ def linspace_out(start, end, steps, *, out):
         values = jnp.full((1,), start, acc)
     else:
         lo, hi = jnp.asarray(start, acc), jnp.asarray(end, acc)
-        step = (hi - lo) / (steps - 1)
+        step = _scale(hi - lo, 1 / (steps - 1)) if out.dtype.is_complex else (hi - lo) / (steps - 1)
         i = jnp.arange(steps)
-        values = jnp.where(i < steps // 2, lo + step * i, hi - step * (steps - 1 - i))
+        if out.dtype.is_complex:
+            values = jnp.where(i < steps // 2, lo + _scale(step, i), hi - _scale(step, steps - 1 - i))
+        else:
+            values = jnp.where(i < steps // 2, lo + step * i, hi - step * (steps - 1 - i))
     return store_into(out, dtypes.convert(values, jdt), resize=True)
+
+
+def _scale(z, k):
+    """A complex z times a real k as c10::complex<T> * T does it, part by part (jnp would multiply by
+    k + 0j: (nan+0j) * 2 is nan+nanj there, nan+0j on CPU)."""
+    k = jnp.asarray(k).astype(jnp.real(z).dtype)
+    return jax.lax.complex(jnp.real(z) * k, jnp.imag(z) * k)
 
 
 @register(aten.logspace.out)
