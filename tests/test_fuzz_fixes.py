@@ -204,3 +204,13 @@ def test_complex_add_and_sub_multiply_by_alpha_as_cpu(fn, dtype):
 @pytest.mark.parametrize("args", [(math.nan, 10, 5), (1 + 2j, 3 - 1j, 7), (complex(math.inf, 0), 1, 4), (0, 2j, 3)])
 def test_complex_linspace_scales_its_step_by_a_real_index(args):
     on_both(lambda d: torch.linspace(*args, dtype=torch.complex64, device=d), rtol=1.3e-6, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "shape,pad",
+    [((5, 0, 0, 4), [-3, 5, 1, 2, 5, -3, 2, 5]), ((2, 3), [-4, 1]), ((2, 3), [1, -4]), ((2, 3), [-3, -1]),
+     ((2, 3), [2, -3, -1, 0]), ((1, 2, 3), [0, -1, -5, 7]), ((3,), [-3, 5]), ((2, 3), [-2, -1, 1, 0])],
+)  # fmt: skip
+def test_constant_pad_narrows_for_negative_pads_first(shape, pad):
+    x = torch.arange(float(math.prod(shape))).reshape(shape)
+    on_both(lambda d: torch.nn.functional.pad(x.to(d), pad))

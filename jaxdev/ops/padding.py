@@ -32,6 +32,13 @@ def constant_pad_nd(self, pad, value=0):
             "Length of pad should be no more than twice the number of dimensions of the input. "
             f"Pad length is {len(pad)} while the input has {self.dim()} dimensions."
         )
+    sizes = list(self.shape)
+    for d in range(self.dim() - len(pad) // 2, self.dim()):  # CPU narrows for negative pads first, in dim order
+        for p in pad[2 * (self.dim() - 1 - d) : 2 * (self.dim() - d)]:
+            if p < 0:
+                if sizes[d] + p < 0:
+                    raise RuntimeError("narrow(): length must be non-negative.")
+                sizes[d] += p
     config = [(0, 0, 0)] * self.dim()
     for i in range(len(pad) // 2):
         d = self.dim() - 1 - i
