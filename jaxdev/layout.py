@@ -94,14 +94,33 @@ def _key(x, nested: bool = False):
     return x
 
 
+def _plain(t: torch.Tensor) -> bool:
+    """Contiguous with PyTorch's default strides. `is_contiguous()` ignores the strides of size-1
+    (and size-0) dims, but TensorIterator does not: (10, 3, 1, 1) with strides (3, 1, 3, 3) is
+    contiguous, and CPU lays `x + y` out channels_last from it."""
+    if not t.is_contiguous():
+        return False
+    shape = t.shape
+    return not (1 in shape or 0 in shape) or t.stride() == _default_strides(tuple(shape))
+
+
+@functools.lru_cache(maxsize=4096)
+def _default_strides(shape: tuple) -> tuple:
+    out, acc = [], 1
+    for n in reversed(shape):
+        out.append(acc)
+        acc *= max(n, 1)
+    return tuple(reversed(out))
+
+
 def _all_contiguous(args, kwargs) -> bool:
     for a in args:
         if isinstance(a, torch.Tensor):
-            if not a.is_contiguous():
+            if not _plain(a):
                 return False
         elif isinstance(a, (list, tuple)):
             for x in a:
-                if isinstance(x, torch.Tensor) and not x.is_contiguous():
+                if isinstance(x, torch.Tensor) and not _plain(x):
                     return False
     if kwargs:
         return _all_contiguous(tuple(kwargs.values()), None)

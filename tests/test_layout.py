@@ -242,3 +242,17 @@ def test_fake_convolution_on_jax_is_laid_out_as_cpu():
     assert out.device.type == "jax" and out.stride() == want.stride()
     cpu_grads = torch.ops.aten.convolution_backward(want, x, w, [4], *args, [True, True, True])
     assert [g.stride() for g in grads] == [g.stride() for g in cpu_grads]
+
+
+def test_size_one_dims_strided_channels_last_propagate_as_on_cpu():
+    """is_contiguous() ignores size-1 dims' strides; TensorIterator does not (PyTorch's
+    test_memory_format_propagation_rules: (10, 3, 1, 1) channels_last + (3, 1, 1))."""
+    for device in ("cpu", "jax"):
+        a = torch.randn(10, 3, 1, 1).to(device).clone(memory_format=torch.channels_last)
+        b = torch.randn(3, 1, 1).to(device)
+        assert a.is_contiguous() and a.stride() == (3, 1, 3, 3)
+        if device == "cpu":
+            expected = (a + b).stride()
+        else:
+            assert (a + b).stride() == expected
+            assert (a * 2).stride() == (a.cpu() * 2).stride()
