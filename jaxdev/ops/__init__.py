@@ -31,6 +31,7 @@ from jaxdev.ops import (  # noqa: F401
     polynomials,
     pooling,
     random,
+    raw_memory,
     reductions,
     reorder,
     rnn,

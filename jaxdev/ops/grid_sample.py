@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import torch
 
 from jaxdev import dtypes
 from jaxdev.ops.registry import aten, register_backward, register_functional
@@ -240,6 +241,22 @@ def _sampler(mode, padding_mode, align_corners):
 def _check(input, grid, mode, padding_mode, nd):
     """CPU's checks in CPU's order: check_grid_sampler_common, check_grid_sampler_{2,3}d, then its kernel's
     (bicubic in 3-D, the grid's dtype). An unknown mode or padding, which CPU runs unchecked, is refused."""
+    _check_shapes(input, grid, nd)
+    if nd == 3 and mode == BICUBIC:
+        raise RuntimeError("grid_sampler(): bicubic interpolation only supports 4D input")
+    if input.dtype != grid.dtype:
+        raise RuntimeError(
+            f"expected scalar type {dtypes.scalar_name(input.dtype)} but found {dtypes.scalar_name(grid.dtype)}"
+        )
+    _check_modes(mode, padding_mode)
+
+
+def _check_modes(mode, padding_mode):
+    if mode not in (BILINEAR, NEAREST, BICUBIC) or padding_mode not in (ZEROS, BORDER, REFLECTION):
+        raise RuntimeError(f"grid_sampler(): unknown interpolation mode {mode} or padding mode {padding_mode}")
+
+
+def _check_shapes(input, grid, nd):
     sizes = f"input with sizes {list(input.shape)} and grid with sizes {list(grid.shape)}"
     if input.size(0) != grid.size(0):  # on a 0-d tensor: torch's own IndexError, as on CPU
         raise RuntimeError(f"grid_sampler(): expected grid and input to have same batch size, but got {sizes}")
@@ -258,14 +275,6 @@ def _check(input, grid, mode, padding_mode, nd):
         raise RuntimeError(
             f"grid_sampler(): expected {nd + 2}D input and grid with same number of dimensions, but got {sizes}"
         )
-    if nd == 3 and mode == BICUBIC:
-        raise RuntimeError("grid_sampler(): bicubic interpolation only supports 4D input")
-    if input.dtype != grid.dtype:
-        raise RuntimeError(
-            f"expected scalar type {dtypes.scalar_name(input.dtype)} but found {dtypes.scalar_name(grid.dtype)}"
-        )
-    if mode not in (BILINEAR, NEAREST, BICUBIC) or padding_mode not in (ZEROS, BORDER, REFLECTION):
-        raise RuntimeError(f"grid_sampler(): unknown interpolation mode {mode} or padding mode {padding_mode}")
 
 
 def _register(nd: int) -> None:
@@ -282,3 +291,22 @@ def _register(nd: int) -> None:
 
 _register(2)
 _register(3)
+
+
+# _grid_sampler_2d_cpu_fallback: CPU's scalar float32 loop for grid_sampler_2d (CompositeExplicitAutograd,
+# reading data_ptr<float>: on jax it segfaulted). The same values as grid_sampler_2d; its checks are the
+# shape checks, then data_ptr<float>'s on input and grid (float32 only, whatever the other's dtype).
+_FALLBACK = aten._grid_sampler_2d_cpu_fallback.default
+
+
+@register_functional(_FALLBACK)
+def grid_sampler_2d_cpu_fallback(input, grid, interpolation_mode, padding_mode, align_corners):
+    _check_shapes(input, grid, 2)
+    for t in (input, grid):
+        if t.dtype != torch.float32:
+            raise RuntimeError(f"expected scalar type Float but found {dtypes.scalar_name(t.dtype)}")
+    _check_modes(interpolation_mode, padding_mode)
+    return _sampler(interpolation_mode, padding_mode, bool(align_corners))(J(input), J(grid))
+
+
+register_backward(aten._grid_sampler_2d_cpu_fallback_backward.default, _FALLBACK)

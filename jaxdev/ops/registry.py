@@ -55,9 +55,36 @@ def register(*ops: OpOverload):
     return deco
 
 
+# The one exception to that refusal: CompositeImplicitAutograd ops whose C++ kernel reads raw memory
+# (data_ptr, accessors) as if every tensor were on CPU. A jax tensor's data pointer is fake, so the
+# composite kills the process (SIGSEGV/SIGBUS); none has a derivative to lose (their outputs never carry
+# a grad_fn on CPU). jaxdev/ops/raw_memory.py gives each a kernel (run on CPU copies, or refuse).
+RAW_MEMORY_COMPOSITES = frozenset(
+    {
+        "aten::_rowwise_prune",
+        "aten::_saturate_weight_to_fp16",
+        "aten::_sobol_engine_draw",
+        "aten::_sobol_engine_ff_",
+        "aten::_sobol_engine_initialize_state_",
+        "aten::_sobol_engine_scramble_",
+        "aten::choose_qparams_optimized",
+        "aten::fbgemm_linear_fp16_weight",
+        "aten::fbgemm_linear_fp16_weight.out",
+        "aten::fbgemm_linear_fp16_weight_fp32_activation",
+        "aten::fbgemm_linear_fp16_weight_fp32_activation.out",
+        "aten::fbgemm_linear_int8_weight",
+        "aten::fbgemm_linear_int8_weight_fp32_activation",
+        "aten::fbgemm_linear_quantize_weight",
+        "aten::fbgemm_pack_gemm_matrix_fp16",
+        "aten::fbgemm_pack_quantized_matrix",
+        "aten::fbgemm_pack_quantized_matrix.KN",
+    }
+)
+
+
 def _register(op: OpOverload, fn: Callable) -> None:
     name = op.name()
-    if is_composite_implicit(op):
+    if is_composite_implicit(op) and name not in RAW_MEMORY_COMPOSITES:
         raise RegistrationError(
             f"refusing to register {name} at PrivateUse1: it is CompositeImplicitAutograd, and a "
             "backend kernel would replace its decomposition under AutogradPrivateUse1 so its "
