@@ -57,15 +57,15 @@ def test_grid_sampler_2d_cpu_fallback_forward_and_gradients_as_cpu():
 
 def test_grid_sampler_2d_cpu_fallback_backward_as_cpu():
     image, grid = _grid_inputs(1)
-    cot = torch.randn(2, 3, 3, 6)
+    cot = torch.randn(2, 3, 3, 6, generator=torch.Generator().manual_seed(2))  # not the global RNG: test order
     with _fallback("error"):
         for mode in (0, 2):
-            on_both(
+            on_both(  # grid gradients sum channels and corners in another order than CPU's loop: float32 tolerance
                 lambda d, m=mode: aten._grid_sampler_2d_cpu_fallback_backward(
                     cot.to(d), image.to(d), grid.to(d), m, 1, False
                 ),
-                rtol=1e-5,
-                atol=1e-5,
+                rtol=1e-4,
+                atol=1e-4,
             )
         assert jaxdev.fallback_counts() == {}
 
