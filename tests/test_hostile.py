@@ -227,3 +227,36 @@ def test_broadcast_errors_name_the_last_mismatching_dim_as_cpu(a, b):
             torch.ones(a, device=device) + torch.ones(b, device=device)
         messages.append(str(info.value))
     assert messages[0] == messages[1]
+
+
+_PUTS = [
+    # a value that cannot broadcast to an empty indexing result
+    lambda d: torch.zeros(1, 0, dtype=torch.int16, device=d).index_put_(
+        (torch.tensor(0, device=d), torch.tensor(False, device=d)), torch.ones(4, dtype=torch.int16, device=d)
+    ),
+    lambda d: torch.zeros(4, 3, device=d).index_put_(
+        (torch.tensor([], dtype=torch.long, device=d),), torch.ones(2, device=d)
+    ),
+    # int16 / int8 indices are refused (long, int, byte or bool only), for reads too
+    lambda d: torch.zeros(3, device=d).index_put_(
+        (torch.tensor([1], dtype=torch.int16, device=d),), torch.tensor(1.0, device=d)
+    ),
+    lambda d: torch.zeros(3, device=d)[torch.tensor([1], dtype=torch.int8, device=d)],
+    # CPU's order: an index into a size-0 dim, then the value's dtype, then the bounds
+    lambda d: torch.zeros(4, 0, 2, dtype=torch.complex64, device=d).index_put_(
+        (torch.tensor([0, 1], device=d), torch.tensor([0, 0], device=d)), torch.ones(2, dtype=torch.int32, device=d)
+    ),
+    lambda d: torch.zeros(1, 1, 2, device=d).index_put_(
+        (torch.tensor([0], device=d), torch.tensor([-4], device=d)), torch.tensor(True, device=d)
+    ),
+]
+
+
+@pytest.mark.parametrize("make", _PUTS)
+def test_index_put_checks_as_cpu(make):
+    messages = []
+    for device in ("cpu", "jax"):
+        with pytest.raises((RuntimeError, IndexError)) as info:
+            make(device)
+        messages.append((type(info.value), str(info.value).split(":")[0]))
+    assert messages[0][0] is messages[1][0], messages

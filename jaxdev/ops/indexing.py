@@ -154,7 +154,7 @@ def _index_tuple(self, indices):
             out.extend(true_positions(a).T)
             dim += a.ndim
         else:
-            if not jnp.issubdtype(a.dtype, jnp.integer):
+            if a.dtype not in (jnp.int64, jnp.int32):  # CPU: int16, int8 and uint16 indices are refused too
                 raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
             if dim >= self.dim():
                 raise IndexError(f"too many indices for tensor of dimension {self.dim()}")
@@ -200,24 +200,67 @@ def _put_value(self, values, mask, p):
     return jnp.broadcast_to(v.reshape(shape), (*pre, shape[p], *rest))
 
 
-@register_functional(aten.index_put.default)
-def index_put(self, indices, values, accumulate=False):
-    if values.dim() and values.dtype != self.dtype:
+def _check_put_dtypes(self, values, *, zero_dim_converts=False):
+    """CPU refuses a value of another dtype, except a 0-dim one put through a single bool mask (that
+    path is masked_fill, which converts the scalar)."""
+    if (values.dim() or not zero_dim_converts) and values.dtype != self.dtype:
         raise RuntimeError(
             "Index put requires the source and destination dtypes match, got "
             f"{dtypes.scalar_name(self.dtype)} for the destination and {dtypes.scalar_name(values.dtype)} for the source."
         )
+
+
+def _check_empty_dims(self, indices) -> None:
+    """AdvancedIndex's first check: an index with elements into a dim of size 0."""
+    dim = 0
+    for ix in indices:
+        if ix is None:
+            dim += 1
+            continue
+        width = ix.dim() if ix.dtype in (torch.bool, torch.uint8) else 1
+        if ix.numel() and any(n == 0 for n in self.shape[dim : dim + width]):
+            raise IndexError("index is out of bounds for dimension with size 0")
+        dim += width
+
+
+def _indexing_result_shape(shape, index) -> tuple[int, ...]:
+    """NumPy's (and PyTorch's) advanced-indexing result shape for `index` (slices and index arrays): the
+    index arrays broadcast together and stand where they are when adjacent, in front otherwise."""
+    arrays = [i for i, ix in enumerate(index) if not isinstance(ix, slice)]
+    if not arrays:
+        return tuple(shape)
+    middle = jnp.broadcast_shapes(*(index[i].shape for i in arrays))
+    rest = [n for i, n in enumerate(shape) if i >= len(index) or isinstance(index[i], slice)]
+    if arrays == list(range(arrays[0], arrays[-1] + 1)):
+        first = arrays[0]
+        return (*shape[:first], *middle, *rest[first:])
+    return (*middle, *rest)
+
+
+@register_functional(aten.index_put.default)
+def index_put(self, indices, values, accumulate=False):
     x = J(self)
     single = _single_mask(self, indices)
     if single is not None:
+        _check_put_dtypes(self, values, zero_dim_converts=True)
         p, mask = single
         return _put_through_mask(x, mask, _put_value(self, values, mask, p), p, bool(accumulate))
+    _check_empty_dims(self, indices)  # CPU's order: a size-0 indexed dim, the dtypes, then the bounds
+    _check_put_dtypes(self, values)
+    index = _index_tuple(self, indices)
+    result = _indexing_result_shape(tuple(self.shape), index)
+    have = tuple(values.shape)
+    if len(have) > len(result) or any(h not in (1, w) for h, w in zip(have[::-1], result[::-1])):
+        raise RuntimeError(
+            f"shape mismatch: value tensor of shape {list(have)} cannot be broadcast to indexing result "
+            f"of shape {list(result)}"
+        )
     v = (
         J(values).astype(x.dtype)
         if values.device.type == "jax" or values.dim() == 0
         else tensor.from_cpu(values).astype(x.dtype)
     )
-    ref = x.at[_index_tuple(self, indices)]
+    ref = x.at[index]
     return add_at(ref, v) if accumulate else ref.set(v)
 
 
