@@ -323,3 +323,15 @@ def test_numpy_raises_like_cuda_and_points_at_cpu():
 def test_numpy_force_copies():
     t = torch.arange(4.0, device="jax")
     assert t.numpy(force=True).tolist() == [0.0, 1.0, 2.0, 3.0]
+
+
+def test_moves_keep_strides_of_size_one_and_empty_dims_as_cpu():
+    """Contiguous by the flag, other strides in size-1/size-0 dims: `.to`, clone and back keep them, as
+    CPU's empty_like does (found by the hostile-input fuzz test)."""
+    import torch
+
+    for t in (torch.empty_strided((5, 3, 0, 1), (0, 0, 1, 0)), torch.randn(6).as_strided((2, 1, 3), (3, 7, 1))):
+        j = t.to("jax")
+        assert j.stride() == t.stride() == t.to(torch.float64).stride()
+        assert j.clone().stride() == t.clone().stride() and j.cpu().stride() == t.stride()
+        assert torch.equal(j.cpu(), t)

@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import torch
 
-from jaxdev import dtypes, tensor, tracing
+from jaxdev import dtypes, layout, tensor, tracing
 from jaxdev.device import _check_index
 from jaxdev.ops.registry import aten, register
 from jaxdev.tensor import is_jax
@@ -62,7 +62,11 @@ def _copy_from_and_resize(self, dst):
 def _strides_for(self, memory_format):
     """The strides PyTorch gives a copy of `self` (None: contiguous)."""
     if memory_format == torch.preserve_format:
-        return None if self.is_contiguous() or not tensor.is_non_overlapping_and_dense(self) else self.stride()
+        if layout._plain(self):  # contiguous with the default strides
+            return None
+        # Contiguous by the flag but with other strides in size-1/size-0 dims ((2, 1, 3) with (3, 7, 1)):
+        # CPU's empty_like keeps them, as it keeps any dense layout.
+        return self.stride() if self.is_contiguous() or tensor.is_non_overlapping_and_dense(self) else None
     return tensor.strides_for(self.shape, memory_format)
 
 
