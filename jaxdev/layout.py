@@ -166,9 +166,19 @@ def computed_layouts(op: OpOverload, args, kwargs, traced: bool) -> tuple | None
     """result_layouts without the cache."""
     if not traced and torch.Tag.pointwise in op.tags and op.name() not in _NOT_ITERATOR:
         operands = [(tuple(t.shape), t.stride()) for t in _tensors(args, kwargs)]
+        # A Python number passed for a Tensor argument (x * 2: mul.Tensor) is a 0-dim operand of the
+        # iterator (a wrapped number); operands of different shapes skip TensorIterator's fast set-up, so
+        # an ambiguous layout ((10,3,1,1) with strides (3,1,3,3)) is kept as the input's, as on CPU.
+        if any(_number_for_tensor(op, args)):
+            operands.append(((), ()))
         layout = (elementwise_shape([s for s, _ in operands]), elementwise_strides(operands))
         return (layout,) * len(op._schema.returns)
     return _fake_layouts(op, args, kwargs, traced)
+
+
+def _number_for_tensor(op: OpOverload, args):
+    for a, spec in zip(args, op._schema.arguments):
+        yield isinstance(a, (int, float, complex, bool)) and isinstance(spec.type, torch.TensorType)
 
 
 def _tensors(args, kwargs):

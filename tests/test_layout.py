@@ -255,3 +255,5 @@ def test_size_one_dims_strided_channels_last_propagate_as_on_cpu():
             expected = (a + b).stride()
         else:
             assert (a + b).stride() == expected
+            for f in (lambda x: x * 2, lambda x: 2 * x, lambda x: x.clamp(min=0.1), lambda x: x**2):
+                assert f(a).stride() == f(a.cpu()).stride()  # a Python number is an operand of mul.Tensor only
