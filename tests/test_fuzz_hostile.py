@@ -43,10 +43,12 @@ def _tensors(case: Case):
 def _set_storage_grows(case: Case) -> bool:
     if case.op != "set_storage":
         return False
-    _, src, offset, size, stride = case.args
+    dst, src, offset, size, stride = case.args
     if 0 in size or any(n < 0 for n in size):
         return False
-    return offset + 1 + sum((n - 1) * st for n, st in zip(size, stride)) > max(math.prod(src.shape), 0)
+    # in bytes: set_ views the storage in dst's dtype (a float32 tensor set on an int16 storage)
+    needed = (offset + 1 + sum((n - 1) * st for n, st in zip(size, stride))) * dst.dtype.itemsize
+    return needed > max(math.prod(src.shape), 0) * src.dtype.itemsize
 
 
 KNOWN: list[tuple[str, object]] = [
