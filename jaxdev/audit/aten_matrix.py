@@ -60,21 +60,16 @@ argument types) and those CPU rejects on every candidate are `untriable` (eviden
 from __future__ import annotations
 
 import os
-import tempfile
 import time
 from collections.abc import Callable
 
-import yaml
-
-from jaxdev.audit import AuditError
+from jaxdev.audit import AuditError, matrix
 from jaxdev.audit.facts import DIRECTIONS, FAILURES, SEVERITY, UNMEASURED, worst
 
 SCHEMA = 1
 ATEN_FILE = "aten.yaml"
 VERDICTS = ("pass", "fails", "fallback", "untriable")
 NOT_DENSE = ("sparse", "quantized", "nested")  # layouts jax tensors cannot hold by design
-_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
-_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -254,32 +249,12 @@ def counts(overloads: dict) -> dict:
 
 def save(doc: dict, path: str) -> None:
     """Atomically, like matrix.save."""
-    folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".aten-", suffix=".yaml.tmp", dir=folder)
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(tmp, 0o666 & ~umask)
-    try:
-        with os.fdopen(fd, "w") as f:
-            yaml.dump(doc, f, Dumper=_DUMPER, sort_keys=True, default_flow_style=False, width=120, allow_unicode=True)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+    matrix.write_yaml(doc, path, prefix=".aten-")
 
 
 def load(path: str) -> dict:
     """An aten matrix from disk; any problem is one AuditError sentence."""
-    if not os.path.exists(path):
-        raise AuditError(f"no aten matrix at {path}; run `jaxdev coverage --aten` first")
-    try:
-        with open(path) as f:
-            doc = yaml.load(f, Loader=_LOADER)
-    except (yaml.YAMLError, UnicodeDecodeError) as e:
-        raise AuditError(f"{path} is not valid YAML ({type(e).__name__})") from e
-    except OSError as e:
-        raise AuditError(f"cannot read {path}: {e.strerror}") from e
+    doc = matrix.read_yaml(path, f"no aten matrix at {path}; run `jaxdev coverage --aten` first")
     if not isinstance(doc, dict) or doc.get("schema") != SCHEMA or not isinstance(doc.get("overloads"), dict):
         raise AuditError(f"{path} is not a jaxdev aten matrix (schema {SCHEMA} with an `overloads` mapping)")
     return doc
@@ -313,7 +288,7 @@ def build(
     """Aggregate `matrix_path`'s cells per overload, try the rest directly, write `out_path`, and
     return the document. `patterns`: only these aten overloads (names.aten_overloads' forms).
     `on_start(aggregated, to_try)` before the trials, `on_trial(name, result)` after each."""
-    from jaxdev.audit import dispatch, matrix, names, samples, schema_samples
+    from jaxdev.audit import dispatch, names, samples, schema_samples
 
     m = matrix.load(matrix_path)
     all_names = dispatch.all_op_names("aten")

@@ -124,16 +124,21 @@ def empty(run: dict | None = None) -> Matrix:
 
 
 def save(matrix: Matrix, path: str) -> None:
+    write_yaml(matrix.to_yaml(), path, prefix=".matrix-")
+
+
+def write_yaml(doc: dict, path: str, *, prefix: str) -> None:
+    """`doc` to `path` atomically (a temporary file in the same folder, synced, then renamed)."""
     folder = os.path.dirname(os.path.abspath(path))
     os.makedirs(folder, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".matrix-", suffix=".yaml.tmp", dir=folder)
+    fd, tmp = tempfile.mkstemp(prefix=prefix, suffix=".yaml.tmp", dir=folder)
     umask = os.umask(0)
     os.umask(umask)
     os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; a matrix is an ordinary, shareable file
     try:
         with os.fdopen(fd, "w") as f:
             yaml.dump(
-                matrix.to_yaml(),
+                doc,
                 f,
                 Dumper=_DUMPER,
                 sort_keys=True,
@@ -149,17 +154,23 @@ def save(matrix: Matrix, path: str) -> None:
         raise
 
 
-def load(path: str) -> Matrix:
-    """A matrix from disk, validated; any problem is one AuditError sentence."""
+def read_yaml(path: str, missing: str):
+    """The YAML document at `path`; a missing, unreadable or invalid file is one AuditError sentence
+    (`missing` is the one for a file that is not there)."""
     if not os.path.exists(path):
-        raise AuditError(f"no coverage matrix at {path}; run `jaxdev coverage --out DIR` first")
+        raise AuditError(missing)
     try:
         with open(path) as f:
-            data = yaml.load(f, Loader=_LOADER)
+            return yaml.load(f, Loader=_LOADER)
     except (yaml.YAMLError, UnicodeDecodeError) as e:
         raise AuditError(f"{path} is not valid YAML ({type(e).__name__})") from e
     except OSError as e:
         raise AuditError(f"cannot read {path}: {e.strerror}") from e
+
+
+def load(path: str) -> Matrix:
+    """A matrix from disk, validated; any problem is one AuditError sentence."""
+    data = read_yaml(path, f"no coverage matrix at {path}; run `jaxdev coverage --out DIR` first")
     if not isinstance(data, dict) or "schema" not in data:
         raise AuditError(f"{path} is not a jaxdev coverage matrix (no schema field)")
     if data["schema"] != SCHEMA:
