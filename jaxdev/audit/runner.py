@@ -88,12 +88,18 @@ class _Work:
         return sorted({op for v in self.verdicts.values() for op in v.get("aten", ())})
 
 
-class _Worker:
+class WorkerProcess:
+    """A child `python -m MODULE fd_in fd_out` in its own session, talking over two pipes; killed
+    with its whole process group (a crash or hang costs only the child). Subclasses add the state
+    of the work they hand it."""
+
+    module = "jaxdev.audit.runner"
+
     def __init__(self, env: dict):
         parent_in, child_out = os.pipe()
         child_in, parent_out = os.pipe()
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "jaxdev.audit.runner", str(child_in), str(child_out)],
+            [sys.executable, "-m", self.module, str(child_in), str(child_out)],
             pass_fds=(child_in, child_out),
             env=env,
             stdin=subprocess.DEVNULL,
@@ -106,9 +112,6 @@ class _Worker:
         self.recv = Connection(parent_in, writable=False)
         self.send = Connection(parent_out, readable=False)
         self.ready = False
-        self.work: _Work | None = None
-        self.current: int | None = None
-        self.current_repro = ""  # the sample's shapes, dtypes and kwargs, for a crash or hang
         self.deadline = time.monotonic() + STARTUP_TIMEOUT_S
 
     def kill(self) -> None:
@@ -123,6 +126,26 @@ class _Worker:
         if rc < 0:
             return f"worker killed by signal {signal.Signals(-rc).name}"
         return f"worker exited with code {rc}"
+
+
+class _Worker(WorkerProcess):
+    def __init__(self, env: dict):
+        super().__init__(env)
+        self.work: _Work | None = None
+        self.current: int | None = None
+        self.current_repro = ""  # the sample's shapes, dtypes and kwargs, for a crash or hang
+
+
+def worker_connections(fd_in: int, fd_out: int) -> tuple[Connection, Connection]:
+    """The child's side of a WorkerProcess: its pipes, and JAX set up as every audit worker runs it
+    (the shared persistent cache, every executable cached, one MLIR context)."""
+    import jax
+
+    jax.config.update("jax_compilation_cache_dir", os.environ.get(CACHE_ENV, CACHE_DIR))
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+    _share_mlir_context()
+    return Connection(fd_in, writable=False), Connection(fd_out, readable=False)
 
 
 def worker_env(env: dict | None = None, cache_dir: str | None = None) -> dict:
@@ -274,14 +297,7 @@ def _share_mlir_context() -> None:
 
 
 def _worker_main(fd_in: int, fd_out: int) -> None:
-    recv = Connection(fd_in, writable=False)
-    send = Connection(fd_out, readable=False)
-    import jax
-
-    jax.config.update("jax_compilation_cache_dir", os.environ.get(CACHE_ENV, CACHE_DIR))
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
-    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
-    _share_mlir_context()
+    recv, send = worker_connections(fd_in, fd_out)
     from jaxdev.audit import check, samples
 
     samples.op_db()

@@ -37,15 +37,13 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
-import signal
-import subprocess
 import sys
 import time
 from collections import deque
 from collections.abc import Callable
-from multiprocessing.connection import Connection, wait
+from multiprocessing.connection import wait
 
-from jaxdev.audit import arg_hints
+from jaxdev.audit import arg_hints, runner
 
 # Untriable categories (the `category` of an untriable verdict), decided before running anything
 # except no_valid_sample, cpu_crash (found by running) and unsupported (jax raised UnsupportedError).
@@ -72,7 +70,6 @@ LIKE_SIZED = "like_sized"  # the same, out= tensors already of the results' shap
 HINT_DTYPES = ("float32", "float64")  # candidate dtypes of an arg_hints builder
 MAX_CANDIDATES = 1000  # CPU attempts per overload before giving up (each costs microseconds to milliseconds)
 DEFAULT_TIMEOUT_S = 30.0
-STARTUP_TIMEOUT_S = 180.0
 MAX_FAILED_STARTS = 3
 
 _SPARSE_WORDS = ("sparse", "_csr", "_csc", "_bsr", "_bsc", "coo", "_nnz", "coalesce", "crow_", "ccol_")
@@ -913,38 +910,13 @@ def trial(name: str, on_phase: Callable[[str], None] = lambda phase: None, donor
 # Worker processes (parent side)
 
 
-class _Worker:
+class _Worker(runner.WorkerProcess):
+    module = "jaxdev.audit.schema_samples"
+
     def __init__(self, env: dict):
-        parent_in, child_out = os.pipe()
-        child_in, parent_out = os.pipe()
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "jaxdev.audit.schema_samples", str(child_in), str(child_out)],
-            pass_fds=(child_in, child_out),
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-        os.close(child_in)
-        os.close(child_out)
-        self.recv = Connection(parent_in, writable=False)
-        self.send = Connection(parent_out, readable=False)
-        self.ready = False
+        super().__init__(env)
         self.name: str | None = None
         self.phase = "cpu"
-        self.deadline = time.monotonic() + STARTUP_TIMEOUT_S
-
-    def kill(self) -> None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        self.proc.wait()
-        self.recv.close()
-        self.send.close()
-
-    def died_how(self) -> str:
-        rc = self.proc.wait()
-        return f"worker killed by signal {signal.Signals(-rc).name}" if rc < 0 else f"worker exited with code {rc}"
 
 
 def _lost(phase: str, status: str, reason: str) -> dict:
@@ -965,7 +937,7 @@ def run_trials(
 ) -> None:
     """Try each overload in worker processes; `on_result(name, verdict)` as each finishes.
     `donors`: overload -> [(sibling overload, OpInfo reaching it)] (see donor_candidates)."""
-    from jaxdev.audit import AuditError, runner
+    from jaxdev.audit import AuditError
 
     env = runner.worker_env(env, cache_dir)
     queue = deque(names)
@@ -1022,7 +994,7 @@ def run_trials(
                         workers.remove(w)
                 elif now > w.deadline:
                     if not w.ready:
-                        start_failed(w, f"no answer within {STARTUP_TIMEOUT_S:g} s")
+                        start_failed(w, f"no answer within {runner.STARTUP_TIMEOUT_S:g} s")
                         continue
                     on_result(w.name, _lost(w.phase, "timeout", f"no answer within {timeout:g} s ({w.phase})"))
                     w.kill()
@@ -1033,16 +1005,7 @@ def run_trials(
 
 
 def _worker_main(fd_in: int, fd_out: int) -> None:
-    recv = Connection(fd_in, writable=False)
-    send = Connection(fd_out, readable=False)
-    import jax
-
-    from jaxdev.audit import runner
-
-    jax.config.update("jax_compilation_cache_dir", os.environ.get(runner.CACHE_ENV, runner.CACHE_DIR))
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
-    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
-    runner._share_mlir_context()
+    recv, send = runner.worker_connections(fd_in, fd_out)
     import jaxdev  # noqa: F401
     from jaxdev.audit import samples
 
