@@ -11,29 +11,13 @@ from __future__ import annotations
 
 import argparse
 import math
-import time
 
 import jax
 import jax.numpy as jnp
 import torch
+from timing import time_pair
 
 import jaxdev
-
-
-def _time_pair(dev, ref, repeat: int) -> tuple[float, float]:
-    """Seconds per call of `dev` and of `ref`: batches of the two alternate (so load on the machine
-    falls on both alike), every result is waited for, and each side's fastest batch counts (the
-    least disturbed: what the code costs, not what the neighbours cost)."""
-    per = max(repeat // 10, 1)
-    best = [float("inf"), float("inf")]
-    for _ in range(10):
-        for side, fn in enumerate((dev, ref)):
-            t0 = time.perf_counter()
-            for _ in range(per):
-                r = fn()
-            jax.block_until_ready(jaxdev.to_jax(r) if isinstance(r, torch.Tensor) else r)
-            best[side] = min(best[side], (time.perf_counter() - t0) / per)
-    return best[0], best[1]
 
 
 def cases(n: int):
@@ -65,7 +49,7 @@ def main() -> None:
     for name, (dev, ref) in cases(args.size).items():
         for _ in range(20):  # compile every signature on both sides
             dev(), ref()
-        t_dev, t_ref = _time_pair(dev, ref, args.repeat)
+        t_dev, t_ref = time_pair(dev, ref, args.repeat, batches=10)
         ratios.append(t_dev / t_ref)
         print(f"{name:<10} {t_dev * 1e6:>10.2f} {t_ref * 1e6:>10.2f} {t_dev / t_ref:>7.2f}")
     gmean = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
@@ -97,7 +81,7 @@ def breakdown(n: int, repeat: int) -> None:
     for name, fn in parts.items():
         for _ in range(20):
             fn()
-        t = _time_pair(fn, parts["jnp.add (reference)"], repeat)[0]
+        t = time_pair(fn, parts["jnp.add (reference)"], repeat, batches=10)[0]
         ref = ref or t
         print(f"{name:<36} {t * 1e6:>8.2f} {t / ref:>10.2f}")
 

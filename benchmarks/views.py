@@ -13,29 +13,13 @@ from __future__ import annotations
 
 import argparse
 import math
-import time
 
 import jax
 import jax.numpy as jnp
 import torch
+from timing import time_pair
 
 import jaxdev
-
-
-def _time_pair(dev, ref, repeat: int) -> tuple[float, float]:
-    """Seconds per call of `dev` and of `ref`: batches of the two alternate (so load on the machine
-    falls on both alike), every result is waited for, and each side's fastest batch counts (the
-    least disturbed: what the code costs, not what the neighbours cost)."""
-    per = max(repeat // 5, 1)
-    best = [float("inf"), float("inf")]
-    for _ in range(5):
-        for side, fn in enumerate((dev, ref)):
-            t0 = time.perf_counter()
-            for _ in range(per):
-                r = fn()
-            jax.block_until_ready(jaxdev.to_jax(r) if isinstance(r, torch.Tensor) else r)
-            best[side] = min(best[side], (time.perf_counter() - t0) / per)
-    return best[0], best[1]
 
 
 def cases(n: int):
@@ -89,7 +73,7 @@ def main() -> None:
             ref_args = ref_args if isinstance(ref_args, tuple) else (ref_args,)
             for _ in range(3):  # compile both sides
                 dev(), jax.block_until_ready(ref(*ref_args))
-            t_dev, t_ref = _time_pair(dev, lambda ref=ref, a=ref_args: ref(*a), args.repeat)
+            t_dev, t_ref = time_pair(dev, lambda ref=ref, a=ref_args: ref(*a), args.repeat, batches=5)
             ratios.append(t_dev / t_ref)
             print(f"{kind:<8}{name:<12} {t_dev * 1e6:>10.1f} {t_ref * 1e6:>10.1f} {t_dev / t_ref:>7.2f}")
     gmean = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
