@@ -35,27 +35,12 @@ import warnings
 
 import torch
 import torch.nn.functional as F
+from jaxdev_testing import ALL_DTYPES, CPU, JAX
 
 import jaxdev
 from jaxdev.audit.check import compare
 
-JAX = torch.device("jax", 0)
-CPU = torch.device("cpu")
-
-DTYPES = [
-    torch.bool,
-    torch.uint8,
-    torch.int8,
-    torch.int16,
-    torch.int32,
-    torch.int64,
-    torch.float16,
-    torch.bfloat16,
-    torch.float32,
-    torch.float64,
-    torch.complex64,
-    torch.complex128,
-]
+DTYPES = ALL_DTYPES
 FLOATS = [torch.float16, torch.bfloat16, torch.float32, torch.float64]
 # A tensor output of more elements than this (an expanded view of 2**62 elements) is compared by its
 # metadata only: reading its values would allocate them.
