@@ -128,6 +128,28 @@ def numpy_to_cpu(a: np.ndarray, dtype: torch.dtype) -> torch.Tensor:
     return torch.from_numpy(a)
 
 
+# c10's TypeMeta names (C++'s own type names), as CPU prints a scalar type in the structured kernels'
+# "Expected out tensor to have dtype ..." and in the random samplers' dtype errors.
+_TYPE_META_NAMES = {
+    torch.bool: "bool",
+    torch.uint8: "unsigned char",
+    torch.int8: "signed char",
+    torch.int16: "short int",
+    torch.int32: "int",
+    torch.int64: "long int",
+    torch.float16: "c10::Half",
+    torch.bfloat16: "c10::BFloat16",
+    torch.float32: "float",
+    torch.float64: "double",
+    torch.complex64: "c10::complex<float>",
+    torch.complex128: "c10::complex<double>",
+}
+
+
+def type_meta_name(dtype: torch.dtype) -> str:
+    return _TYPE_META_NAMES.get(dtype, str(dtype))
+
+
 # The C++ type names of c10's "value cannot be converted to type T without overflow".
 _C_TYPE_NAMES = {
     torch.uint8: "uint8_t",

@@ -388,29 +388,12 @@ def index_select_out(self, dim, index, *, out):
     return store_into(out, index_select(self, dim, index), resize=True)
 
 
-# c10's TypeMeta names, in the structured kernels' "Expected out tensor to have dtype ..."
-_TYPE_META_NAMES = {
-    torch.bool: "bool",
-    torch.uint8: "unsigned char",
-    torch.int8: "signed char",
-    torch.int16: "short int",
-    torch.int32: "int",
-    torch.int64: "long int",
-    torch.float16: "c10::Half",
-    torch.bfloat16: "c10::BFloat16",
-    torch.float32: "float",
-    torch.float64: "double",
-    torch.complex64: "c10::complex<float>",
-    torch.complex128: "c10::complex<double>",
-}
-
-
 def check_out_dtype(expected: torch.dtype, out: torch.Tensor) -> None:
     """A structured kernel's out= of another dtype than its result's (gather, ...)."""
     if out.dtype != expected:
         raise RuntimeError(
-            f"Expected out tensor to have dtype {_TYPE_META_NAMES.get(expected, expected)}, "
-            f"but got {_TYPE_META_NAMES.get(out.dtype, out.dtype)} instead"
+            f"Expected out tensor to have dtype {dtypes.type_meta_name(expected)}, "
+            f"but got {dtypes.type_meta_name(out.dtype)} instead"
         )
 
 

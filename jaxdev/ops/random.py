@@ -170,22 +170,10 @@ def bernoulli(self, *, generator=None):
 
 # --- the other distributions of Tensor's in-place samplers ----------------------------------------
 
-# C++'s own type names: CPU's Cauchy error prints the scalar type that way
-_CPP_NAME = {
-    torch.bool: "bool",
-    torch.uint8: "unsigned char",
-    torch.int8: "signed char",
-    torch.int16: "short int",
-    torch.int32: "int",
-    torch.int64: "long int",
-    torch.complex64: "c10::complex<float>",
-    torch.complex128: "c10::complex<double>",
-}
-
 
 def _continuous(self, distribution, cpp_name):
     if not self.dtype.is_floating_point:
-        name = _CPP_NAME.get(self.dtype, str(self.dtype)) if cpp_name else dtypes.scalar_name(self.dtype)
+        name = dtypes.type_meta_name(self.dtype) if cpp_name else dtypes.scalar_name(self.dtype)
         raise RuntimeError(
             f"{distribution} distribution is a continuous probability distribution. dtype must be a floating point "
             f"but you specified {name}"
