@@ -73,9 +73,40 @@ def _check_devices(name, args, kwargs):
 def _any_traced(args, kwargs) -> bool:
     found = []
     tree_map(
-        lambda x: found.append(x) if is_jax(x) and tracing.is_traced(tensor.box_of(x).array) else None, (args, kwargs)
+        lambda x: (
+            found.append(x)
+            if is_jax(x) and x.layout == torch.strided and tracing.is_traced(tensor.box_of(x).array)
+            else None
+        ),
+        (args, kwargs),
     )
     return bool(found)
+
+
+def admit(op, args, kwargs, *, view_of: str, kernel: str) -> None:
+    """The checks and bookkeeping every CPU fallback shares (the dense one here, the sparse one in
+    ops/sparse.py): no view results (a CPU copy would break the alias), CPU's device rules, no traced
+    values, then counted and warned once. `view_of` and `kernel` word the messages."""
+    name = op.name()
+    if any(r.alias_info is not None and not r.alias_info.is_write for r in op._schema.returns):
+        raise FallbackError(
+            f"{name} returns a view of {view_of} and has no {kernel}; a CPU fallback would "
+            "break the alias, so jaxdev refuses to run it"
+        )
+    _check_devices(name, args, kwargs)
+    if _any_traced(args, kwargs):
+        raise FallbackError(
+            f"{name} has no {kernel}, and its CPU fallback needs values, which a compiled program "
+            "does not have while it is traced"
+        )
+    _counts[name] += 1
+    if mode() == "warn" and name not in _warned:
+        _warned.add(name)
+        warnings.warn(
+            f"jaxdev: {name} has no {kernel}; running it on CPU (set JAXDEV_FALLBACK=silent "
+            "to hide this warning, or =error to forbid it)",
+            stacklevel=3,
+        )
 
 
 def run_on_cpu(op, *args, **kwargs):
@@ -84,25 +115,7 @@ def run_on_cpu(op, *args, **kwargs):
     if policy == "error":
         raise FallbackError(f"{name} has no jax kernel, and JAXDEV_FALLBACK=error forbids running it on CPU")
     schema = op._schema
-    if any(r.alias_info is not None and not r.alias_info.is_write for r in schema.returns):
-        raise FallbackError(
-            f"{name} returns a view of its input and has no jax kernel; a CPU fallback would "
-            "break the alias, so jaxdev refuses to run it"
-        )
-    _check_devices(name, args, kwargs)
-    if _any_traced(args, kwargs):
-        raise FallbackError(
-            f"{name} has no jax kernel, and its CPU fallback needs values, which a compiled program "
-            "does not have while it is traced"
-        )
-    _counts[name] += 1
-    if policy == "warn" and name not in _warned:
-        _warned.add(name)
-        warnings.warn(
-            f"jaxdev: {name} has no jax kernel; running it on CPU (set JAXDEV_FALLBACK=silent "
-            "to hide this warning, or =error to forbid it)",
-            stacklevel=2,
-        )
+    admit(op, args, kwargs, view_of="its input", kernel="jax kernel")
 
     originals: dict[int, torch.Tensor] = {}
 

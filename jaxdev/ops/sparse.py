@@ -12,8 +12,6 @@ never reaching a dispatcher error. Layouts jaxdev does not hold (CSC, BSR, BSC) 
 
 from __future__ import annotations
 
-import warnings
-
 import jax
 import jax.numpy as jnp
 import torch
@@ -436,26 +434,18 @@ def _layout_of(args, kwargs):
 def sparse_fallback(op, *args, **kwargs):
     """Runs a sparse op without a jax kernel on CPU (as the dense fallback does): counted, warned once,
     refused under JAXDEV_FALLBACK=error."""
-    name = op.name()
     layout = _layout_of(args, kwargs)
     if layout not in (torch.sparse_coo, torch.sparse_csr, torch.sparse_csc):
         raise unsupported_layout(layout)
     if fallback.mode() == "error":
         raise _needs_cpu(op, layout)
-    if any(r.alias_info is not None and not r.alias_info.is_write for r in op._schema.returns):
-        raise fallback.FallbackError(
-            f"{name} returns a view of a {str(layout).removeprefix('torch.')} tensor and has no jax kernel; "
-            "a CPU fallback would break the alias, so jaxdev refuses to run it"
-        )
-    fallback._check_devices(name, args, kwargs)
-    fallback._counts[name] += 1
-    if fallback.mode() == "warn" and name not in fallback._warned:
-        fallback._warned.add(name)
-        warnings.warn(
-            f"jaxdev: {name} has no jax kernel for sparse tensors; running it on CPU (set JAXDEV_FALLBACK=silent "
-            "to hide this warning, or =error to forbid it)",
-            stacklevel=2,
-        )
+    fallback.admit(
+        op,
+        args,
+        kwargs,
+        view_of=f"a {str(layout).removeprefix('torch.')} tensor",
+        kernel="jax kernel for sparse tensors",
+    )
     originals: dict[int, torch.Tensor] = {}
 
     def to_cpu(x):
