@@ -209,13 +209,13 @@ def test_value_checks_raise_the_eager_error():
 def test_an_op_that_cannot_be_traced_runs_the_graph_eagerly(monkeypatch):
     monkeypatch.setenv("JAXDEV_FALLBACK", "silent")
 
-    def f(x, b):
-        return torch.addbmm(x * 2, b, b) + 1  # addbmm stays on the CPU fallback (CPU's BLAS order)
+    def f(x, y):
+        return torch._add_relu(x * 2, y) + 1  # aten::_add_relu.Tensor has only the CPU fallback
 
-    x, b = torch.randn(3, 3, device="jax"), torch.randn(2, 3, 3, device="jax")
-    with pytest.warns(EagerGraphWarning, match="addbmm"):
-        out = torch.compile(f, backend="jax")(x, b)
-    torch.testing.assert_close(out.cpu(), torch.addbmm(x.cpu() * 2, b.cpu(), b.cpu()) + 1)
+    x, y = torch.randn(3, 3, device="jax"), torch.randn(3, 3, device="jax")
+    with pytest.warns(EagerGraphWarning, match="_add_relu"):
+        out = torch.compile(f, backend="jax")(x, y)
+    torch.testing.assert_close(out.cpu(), torch._add_relu(x.cpu() * 2, y.cpu()) + 1)
 
 
 def test_cpu_scalar_inputs_are_values_not_constants():

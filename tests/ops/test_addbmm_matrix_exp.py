@@ -1,0 +1,127 @@
+"""addbmm and matrix_exp on the device, and the traced tensor overloads of linspace/logspace, each
+against CPU PyTorch with JAXDEV_FALLBACK=error (a kernel that quietly fell back to CPU fails)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from jaxdev_testing import CPU, JAX, assert_same, check
+
+pytestmark = pytest.mark.usefixtures("no_fallback")  # tests/conftest.py
+
+
+def _gen(seed=0):
+    return torch.Generator().manual_seed(seed)
+
+
+def _same_outcome(fn, *, rtol=1e-5, atol=1e-5):
+    """fn(device) on CPU and on jax: the same values (dtype, shape) or the same exception and message."""
+    try:
+        expected = fn(CPU)
+    except Exception as cpu_err:
+        with pytest.raises(type(cpu_err)) as jax_err:
+            fn(JAX)
+        assert str(jax_err.value).splitlines()[0] == str(cpu_err).splitlines()[0]
+        return None
+    got = fn(JAX)
+    assert_same(got, expected, rtol=rtol, atol=atol)
+    return got
+
+
+# --- addbmm ----------------------------------------------------------------------------------------
+
+S, B1, B2 = (torch.randn(*shape, generator=_gen(i)) for i, shape in enumerate(((3, 4), (2, 3, 5), (2, 5, 4))))
+NAN = torch.full((3, 4), float("nan"))
+
+
+def _on(device, *ts, dtype=None):
+    return [t.to(device) if dtype is None else t.to(device, dtype) for t in ts]
+
+
+ADDBMM_CASES = {
+    "plain": lambda d: torch.addbmm(*_on(d, S, B1, B2)),
+    "beta alpha": lambda d: torch.addbmm(*_on(d, S, B1, B2), beta=0.5, alpha=-2),
+    "broadcast row": lambda d: torch.addbmm(*_on(d, S[0], B1, B2)),
+    "broadcast column": lambda d: torch.addbmm(*_on(d, S[:, :1], B1, B2)),
+    "broadcast 0-dim": lambda d: torch.addbmm(*_on(d, S[0, 0], B1, B2), beta=3),
+    "float64": lambda d: torch.addbmm(*_on(d, S, B1, B2, dtype=torch.float64), beta=0.25, alpha=1.5),
+    "complex64": lambda d: torch.addbmm(
+        *_on(d, S * 1j, B1, B2 * 1j + 1, dtype=torch.complex64), beta=1 - 1j, alpha=0.5j
+    ),
+    "complex128": lambda d: torch.addbmm(*_on(d, S * 1j, B1 + 2j, B2, dtype=torch.complex128), alpha=2 + 1j),
+    "beta 0 ignores NaN in self": lambda d: torch.addbmm(*_on(d, NAN, B1, B2), beta=0),
+    "beta 1 keeps NaN in self": lambda d: torch.addbmm(*_on(d, NAN, B1, B2)),
+    "inf in batches": lambda d: torch.addbmm(*_on(d, S, B1.index_fill(1, torch.tensor([0]), float("inf")), B2)),
+    "non-contiguous": lambda d: torch.addbmm(*_on(d, S.t().contiguous().t(), B1.mT.contiguous().mT, B2[:, :, :])),
+    # no batches, or an empty inner dim: beta * self (alpha never multiplies anything, inf included)
+    "no batches": lambda d: torch.addbmm(*_on(d, S, B1[:0], B2[:0]), beta=3, alpha=float("inf")),
+    "no batches beta 0": lambda d: torch.addbmm(*_on(d, NAN, B1[:0], B2[:0]), beta=0),
+    "no batches other dtype": lambda d: torch.addbmm(*_on(d, S.double(), B1[:0], B2[:0]), beta=2),
+    "no batches int float beta": lambda d: torch.addbmm(*_on(d, S.long(), B1[:0].long(), B2[:0].long()), beta=0.5),
+    "no batches bool int beta": lambda d: torch.addbmm(*_on(d, S.bool(), B1[:0].bool(), B2[:0].bool()), beta=2),
+    "empty inner dim": lambda d: torch.addbmm(*_on(d, S, B1[:, :, :0], B2[:, :0]), beta=3, alpha=float("inf")),
+    "empty inner dim bool": lambda d: torch.addbmm(*_on(d, S.bool(), B1[:, :, :0].bool(), B2[:, :0].bool())),
+    "empty result": lambda d: torch.addbmm(*_on(d, S[:0], B1[:, :0], B2)),
+    # integers: products wrap in the dtype, beta and alpha converted to it (truncated) as CPU does
+    "int32 float scalars": lambda d: torch.addbmm(
+        *_on(d, S * 10, B1 * 5, B2 * 5, dtype=torch.int32), beta=0.5, alpha=-2.7
+    ),
+    "int8 wraps": lambda d: torch.addbmm(*_on(d, S * 10, B1 * 9, B2 * 9, dtype=torch.int8), beta=3, alpha=7),
+    "uint8": lambda d: torch.addbmm(*_on(d, S.abs() * 10, B1.abs() * 9, B2.abs() * 9, dtype=torch.uint8), alpha=7),
+    "int64": lambda d: torch.addbmm(*_on(d, S * 100, B1 * 100, B2 * 100, dtype=torch.int64), beta=-1, alpha=3),
+    # CPU's errors, in CPU's order
+    "self dtype": lambda d: torch.addbmm(*_on(d, S.double(), B1, B2)),
+    "batch1 dtype": lambda d: torch.addbmm(*_on(d, S, B1.double(), B2)),
+    "batch2 dtype": lambda d: torch.addbmm(*_on(d, S, B1, B2.half())),
+    "batch1 2-D": lambda d: torch.addbmm(*_on(d, S, B1[0], B2)),
+    "batch2 2-D": lambda d: torch.addbmm(*_on(d, S, B1, B2[0])),
+    "batch1 4-D": lambda d: torch.addbmm(*_on(d, S, B1[None], B2)),
+    "batch counts": lambda d: torch.addbmm(*_on(d, S, B1[:1], B2)),
+    "inner sizes": lambda d: torch.addbmm(*_on(d, S, B1, B2[:, :4])),
+    "self shape": lambda d: torch.addbmm(*_on(d, torch.ones(4, 4), B1, B2)),
+    "self 3-D": lambda d: torch.addbmm(*_on(d, torch.ones(2, 3, 4), B1, B2)),
+    "bool": lambda d: torch.addbmm(*_on(d, S, B1, B2, dtype=torch.bool)),
+    "float beta overflows float32": lambda d: torch.addbmm(*_on(d, S, B1, B2), beta=1e300),
+    "complex alpha on float": lambda d: torch.addbmm(*_on(d, S, B1, B2), alpha=1j),
+    "complex alpha with zero imaginary part": lambda d: torch.addbmm(*_on(d, S, B1, B2), alpha=2 + 0j),
+    "int8 alpha overflows": lambda d: torch.addbmm(*_on(d, S, B1, B2, dtype=torch.int8), alpha=1000),
+    "int complex alpha": lambda d: torch.addbmm(*_on(d, S, B1, B2, dtype=torch.int32), alpha=1j),
+    # out= takes its dtype from out (CPU's addmm_ checks it against the batches) and self is cast in
+    "out wrong dtype": lambda d: torch.addbmm(*_on(d, S, B1, B2), out=torch.empty(3, 4, dtype=torch.float64, device=d)),
+    "out int dtype": lambda d: torch.addbmm(*_on(d, S, B1, B2), out=torch.empty(3, 4, dtype=torch.int64, device=d)),
+    "out self float64": lambda d: torch.addbmm(*_on(d, S.double(), B1, B2), out=torch.empty(3, 4, device=d)),
+    "out resized": lambda d: torch.addbmm(*_on(d, S, B1, B2), out=torch.empty(0, device=d)),
+    "in-place": lambda d: _on(d, S.clone())[0].addbmm_(*_on(d, B1, B2), alpha=0.5),
+    "in-place dtype": lambda d: _on(d, S.double())[0].addbmm_(*_on(d, B1.double(), B2)),
+}
+
+
+@pytest.mark.parametrize("case", list(ADDBMM_CASES))
+def test_addbmm_like_cpu(case):
+    _same_outcome(ADDBMM_CASES[case])
+
+
+def test_addbmm_out_writes_through_out():
+    out = torch.full((3, 4), 7.0, device=JAX)
+    alias = out.view(12)
+    result = torch.addbmm(*_on(JAX, S, B1, B2), out=out)
+    assert result is out
+    assert_same(alias, torch.addbmm(S, B1, B2).view(12), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.complex64])
+def test_addbmm_gradients_like_cpu(dtype):
+    check(lambda s, a, b: torch.addbmm(s, a, b, beta=0.5, alpha=2), S[0].to(dtype), B1.to(dtype), B2.to(dtype))
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32])
+def test_addbmm_at_least_as_close_to_float64_as_cpu(dtype):
+    """Half inputs accumulate in float32 and round once; float32 sums per-batch dots: both land no
+    farther from the float64 result than CPU's addmm_-per-batch order, on these inputs."""
+    s, a, b = (torch.randn(*shape, generator=_gen(7 + i)) for i, shape in enumerate(((6, 8), (5, 6, 12), (5, 12, 8))))
+    s, a, b = s.to(dtype), a.to(dtype), b.to(dtype)
+    exact = torch.addbmm(s.double(), a.double(), b.double(), beta=0.5, alpha=2)
+    cpu = torch.addbmm(s, a, b, beta=0.5, alpha=2)
+    got = torch.addbmm(*_on(JAX, s, a, b), beta=0.5, alpha=2)
+    assert got.dtype == dtype
+    assert (got.cpu().double() - exact).abs().max() <= (cpu.double() - exact).abs().max()
