@@ -179,7 +179,7 @@ def coverage(opinfo: str | None, overloads: list[str], matrix_path: str | None) 
                     "direction": direction,
                     **{
                         k: entry.get(k)
-                        for k in ("status", "reason", "repro", "max_abs", "max_rel")
+                        for k in ("status", "reason", "repro", "max_abs", "max_rel", "arbitrated")
                         if entry.get(k) not in (None, "")
                     },
                 }

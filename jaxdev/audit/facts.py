@@ -18,7 +18,10 @@ Statuses, worst first; a cell takes the worst status of its samples:
                          the pass/fallback shares like skip
   untraced               (compile) correct, but the graph ran op by op: an op could not be traced
   fallback               correct, but only because ops ran on CPU through jaxdev's fallback
-  pass                   correct on jax kernels alone
+  pass                   correct on jax kernels alone. For float32, complex64, float16 and bfloat16
+                         a value beyond tolerance of CPU's also passes when jax is at least as
+                         close as CPU to the float64 result (float64 arbitration, check.arbitrate:
+                         the reason gives both errors, and the entry counts `arbitrated` samples)
   skip                   no verdict possible (CPU itself raised, nothing differentiable, or
                          torch.compile cannot run the sample on CPU either)
 """
@@ -152,3 +155,46 @@ TIED_INDICES = {
 CPU_ARGS: dict[str, tuple[tuple[int, ...], tuple[str, ...]]] = {
     "tensor_split": ((0,), ("tensor_indices_or_sections",)),
 }
+
+
+# Float64 arbitration (check.arbitrate). A `wrong` sample of these dtypes is run once more on CPU
+# with its floating tensors widened (float16/bfloat16/float32 -> float64, complex64 -> complex128):
+# the exact result of the narrow inputs, up to float64's rounding. It passes when jax is within
+# tolerance of that result, or no farther from it than CPU is (a rounding-order difference that CPU
+# loses or ties).
+ARBITRATED_DTYPES = ("float32", "complex64", "float16", "bfloat16")
+ARBITRATION_MEANING = (
+    "Pass cells with samples whose values differ from CPU's beyond tolerance, while jax is within tolerance "
+    "of the float64 result of the same inputs or no farther from it than CPU (a rounding-order difference); "
+    "each reason gives both errors in tolerances."
+)
+# CPU's own worst error against the wide result, in tolerances, up to which it excuses as large an
+# error of jax's. Rounding-order differences seen reach ~35 (matrix_exp float32: CPU 34x, jax 7.1x);
+# beyond 100 CPU's result is not the wide one rounded but another computation (an overflow, a
+# branch or a histogram bin crossed by rounding, half-precision accumulation: grid_sampler_2d
+# float16 backward, CPU 5,000x), and jax then passes only within tolerance of the wide result.
+ARBITRATION_CPU_BOUND = 100.0
+# OpInfos whose result depends smoothly on the dtype itself, not only on rounding: the wide run is
+# another computation, never a judge. OpInfo -> why.
+NOT_ARBITRATED: dict[str, str] = {
+    "nextafter": "its result is the next value representable in the dtype",
+    "nan_to_num": "it replaces infinities by the dtype's largest finite value",
+    "nn.functional.rms_norm": "its default eps is the dtype's machine epsilon",
+}
+# OpInfos whose default cut-off on singular values is the dtype's epsilon times the size: where the
+# cut-off decides, the narrow and the wide results differ by orders of magnitude, so the wide run
+# judges only where CPU itself is within ARBITRATION_CPU_BOUND of it (the cut-off decided nothing).
+_EPS_CUTOFF = "its default cut-off on singular values is the dtype's epsilon"
+DTYPE_DEPENDENT: dict[str, str] = dict.fromkeys(
+    (
+        "linalg.pinv",
+        "linalg.pinv.hermitian",
+        "linalg.pinv.singular",
+        "pinverse",
+        "linalg.lstsq",
+        "linalg.lstsq.grad_oriented",
+        "linalg.matrix_rank",
+        "linalg.matrix_rank.hermitian",
+    ),
+    _EPS_CUTOFF,
+)

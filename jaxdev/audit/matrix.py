@@ -56,7 +56,7 @@ class Cell(NamedTuple):
     op: str
     dtype: str
     direction: str
-    entry: dict  # status, reason, samples, counts, [fallback, repro, max_abs, max_rel, random, limited]
+    entry: dict  # status, reason, samples, counts, [fallback, repro, max_abs, max_rel, random, limited, arbitrated]
 
 
 @dataclasses.dataclass

@@ -150,7 +150,7 @@
       `${badge(c.missing ? "absent" : ST[c.st])} ${c.n ? c.n + " samples" : ""}${counts ? " (" + esc(counts) + ")" : ""}${r}` +
       `<div class="r">click for details</div>`;
   }
-  const KNOWN = new Set(["reason", "repro", "counts", "max_abs", "max_rel", "fallback", "limited", "random"]);
+  const KNOWN = new Set(["reason", "repro", "counts", "max_abs", "max_rel", "fallback", "limited", "random", "arbitrated"]);
   function rerun(name, dt, dir) {
     if (name.startsWith("aten::")) return `jaxdev explain ${name}`;
     const mode = dir === "compile" ? " --mode compile" : dir === "forward" ? " --no-backward" : "";
@@ -182,6 +182,7 @@
     if (det.max_rel != null) h += `<dt>max rel error</dt><dd>${esc(det.max_rel)}</dd>`;
     if (det.fallback) h += `<dt>ran on CPU</dt><dd class="mono">${esc([].concat(det.fallback).join(", "))}</dd>`;
     if (det.random) h += `<dt>random</dt><dd>${esc(JSON.stringify(det.random))}</dd>`;
+    if (det.arbitrated) h += `<dt>float64 arbitration</dt><dd>${esc(det.arbitrated)} sample(s) differ from CPU beyond tolerance, jax within tolerance of the float64 result or no farther from it than CPU (the reason gives both errors)</dd>`;
     for (const [k, v] of Object.entries(det)) {
       if (!KNOWN.has(k)) h += `<dt>${esc(k)}</dt><dd>${esc(typeof v === "object" ? JSON.stringify(v) : v)}</dd>`;
     }

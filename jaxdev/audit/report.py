@@ -12,7 +12,15 @@ import xml.etree.ElementTree as ET
 import yaml
 
 from jaxdev.audit import AuditError, matrix
-from jaxdev.audit.facts import DEGRADED, DIRECTIONS, FAILURES, SEVERITY, UNMEASURED, UNSUPPORTED_MEANING
+from jaxdev.audit.facts import (
+    ARBITRATION_MEANING,
+    DEGRADED,
+    DIRECTIONS,
+    FAILURES,
+    SEVERITY,
+    UNMEASURED,
+    UNSUPPORTED_MEANING,
+)
 from jaxdev.audit.facts import shares as facts_shares
 
 COLOURS = {
@@ -174,6 +182,20 @@ def markdown(m: matrix.Matrix, source: str, baseline: tuple[str, matrix.Matrix] 
             lines.append(f"- `{op}` {dtype} {direction}: {reason}")
         if len(cells) > 200:
             lines.append(f"- ... and {len(cells) - 200} more")
+    arbitrated = [
+        (op, dtype, direction, e)
+        for op, dtype, direction, e in m.cells()
+        if e.get("arbitrated") and e["status"] == "pass"
+    ]
+    if arbitrated:
+        lines += ["", f"## passed by float64 arbitration ({len(arbitrated)})", "", ARBITRATION_MEANING, ""]
+        for op, dtype, direction, entry in arbitrated[:200]:
+            reason = entry.get("reason", "").replace("|", "\\|").replace("\n", " ")[:200]
+            lines.append(
+                f"- `{op}` {dtype} {direction} ({entry['arbitrated']} of {entry.get('samples', '?')}): {reason}"
+            )
+        if len(arbitrated) > 200:
+            lines.append(f"- ... and {len(arbitrated) - 200} more")
     if baseline:
         changed, _ = changes(m, baseline[1])
         lines += ["", f"## changed since the baseline `{baseline[0]}` ({len(changed)})", ""]

@@ -59,7 +59,10 @@ class _Work:
     def entry(self) -> dict:
         verdicts = [self.verdicts[i] for i in sorted(self.verdicts)]
         status = worst(v["status"] for v in verdicts) if verdicts else "skip"
-        first_bad = next((v for v in verdicts if v["status"] == status), {})
+        # the first sample of the cell's status that says something (a pass by float64 arbitration
+        # or up to gauge explains itself even when an earlier sample passed plainly)
+        of_status = [v for v in verdicts if v["status"] == status]
+        first_bad = next((v for v in of_status if v.get("reason")), of_status[0] if of_status else {})
         counts: dict[str, int] = {}
         for v in verdicts:
             counts[v["status"]] = counts.get(v["status"], 0) + 1
@@ -80,6 +83,9 @@ class _Work:
                 entry[key] = float(f"{max(values):.4g}")
         if any(v.get("random") for v in verdicts):
             entry["random"] = True
+        arbitrated = sum(1 for v in verdicts if v.get("arbitrated"))
+        if arbitrated:
+            entry["arbitrated"] = arbitrated  # samples that passed by float64 arbitration (check.arbitrate)
         if self.total is not None and self.total > self.max_samples:
             entry["limited"] = True
         return entry

@@ -4,6 +4,8 @@ good   x * 2 on jax (x * 3 when JAXDEV_TEST_BREAK=1: a deliberately broken kerne
 crash  kills its worker with SIGSEGV on the 2-element sample only
 hang   sleeps forever on the 2-element sample only
 slow   sleeps 2 s per sample (for killing a sweep mid-way)
+rounding  3 * x where CPU's float32 is off by a relative 8e-6 (a rounding error ~6 tolerances at
+       these values) and jax's by JAXDEV_TEST_ERROR (default 4e-6: closer to the float64 result)
 """
 
 import os
@@ -65,3 +67,34 @@ for _name, _kernel in (("good", _good), ("crash", _crash), ("hang", _hang), ("sl
             supports_out=False,
         )
     )
+
+
+def _rounding_cpu(x):
+    exact = x.double() * 3
+    return (exact if x.dtype == torch.float64 else exact * (1 + 8e-6)).to(x.dtype)
+
+
+def _rounding_jax(x):
+    error = float(os.environ.get("JAXDEV_TEST_ERROR", "4e-6"))
+    return (x.cpu().double() * 3 * (1 + error)).to(x.dtype).to(x.device)
+
+
+def _rounding_samples(op_info, device, dtype, requires_grad, **kwargs):
+    for n in (2, 3):
+        yield SampleInput(50 + 10 * torch.arange(n, device=device, dtype=dtype))
+
+
+_LIB.define("rounding(Tensor x) -> Tensor")
+_LIB.impl("rounding", _rounding_cpu, "CPU")
+_LIB.impl("rounding", torch.empty_like, "Meta")
+_LIB.impl("rounding", _rounding_jax, "PrivateUse1")
+OPINFOS.append(
+    OpInfo(
+        f"{NS}.rounding",
+        op=torch.ops.jaxdev_audit_test.rounding,
+        dtypes=_dispatch_dtypes((torch.float32,)),
+        sample_inputs_func=_rounding_samples,
+        supports_autograd=False,
+        supports_out=False,
+    )
+)
