@@ -125,3 +125,60 @@ def test_addbmm_at_least_as_close_to_float64_as_cpu(dtype):
     got = torch.addbmm(*_on(JAX, s, a, b), beta=0.5, alpha=2)
     assert got.dtype == dtype
     assert (got.cpu().double() - exact).abs().max() <= (cpu.double() - exact).abs().max()
+
+
+# --- matrix_exp ------------------------------------------------------------------------------------
+
+
+def _wide(dtype):
+    return torch.complex128 if dtype.is_complex else torch.float64
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.complex64])
+@pytest.mark.parametrize("scale", [1e-4, 0.05, 0.5, 1.2, 2.5, 8.0, 40.0])
+def test_matrix_exp_at_least_as_close_to_float64_as_cpu(dtype, scale):
+    """Every degree of the scheme (the 1-norm picks it) and the scaling and squaring past the last:
+    jax's float32/complex64 result is no farther from the float64 one than CPU's."""
+    x = (torch.randn(6, 5, 5, generator=_gen(int(scale * 1000)), dtype=dtype) * scale / 5).to(dtype)
+    exact = torch.linalg.matrix_exp(x.to(_wide(dtype)))
+    cpu = torch.linalg.matrix_exp(x)
+    got = torch.linalg.matrix_exp(x.to(JAX))
+    assert_same(got, cpu, rtol=2e-5, atol=1e-5 * max(1.0, exact.abs().max().item()))
+    err = lambda r: ((r.to(_wide(dtype)) - exact).abs() / (1e-5 + 1.3e-6 * exact.abs())).max()
+    assert err(got.cpu()) <= err(cpu)
+
+
+MATRIX_EXP_CASES = {
+    "zeros": lambda d: torch.linalg.matrix_exp(torch.zeros(2, 3, 3, device=d)),
+    "1x1": lambda d: torch.linalg.matrix_exp(torch.randn(4, 1, 1, generator=_gen(3)).to(d)),
+    "0x0": lambda d: torch.linalg.matrix_exp(torch.zeros(2, 0, 0, device=d)),
+    "empty batch": lambda d: torch.linalg.matrix_exp(torch.zeros(0, 3, 3, device=d)),
+    "NaN entry": lambda d: torch.linalg.matrix_exp(torch.eye(3).index_fill(1, torch.tensor([1]), float("nan")).to(d)),
+    "inf entry": lambda d: torch.linalg.matrix_exp(torch.eye(3).index_fill(0, torch.tensor([2]), float("inf")).to(d)),
+    "overflow to inf": lambda d: torch.linalg.matrix_exp(torch.tensor([[100.0, 1.0], [0.0, 100.0]], device=d)),
+    "decays to zero": lambda d: torch.linalg.matrix_exp(-200 * torch.eye(3, device=d)),
+    "rotation": lambda d: torch.linalg.matrix_exp(torch.tensor([[0.0, 60.0], [-60.0, 0.0]], device=d)),
+    "complex128": lambda d: torch.linalg.matrix_exp(
+        torch.randn(3, 4, 4, generator=_gen(4), dtype=torch.complex128).to(d)
+    ),
+    "float64": lambda d: torch.linalg.matrix_exp(
+        torch.randn(3, 4, 4, generator=_gen(5), dtype=torch.float64).to(d) * 3
+    ),
+    "integer": lambda d: torch.linalg.matrix_exp(torch.ones(3, 3, dtype=torch.int64, device=d)),
+    "not square": lambda d: torch.linalg.matrix_exp(torch.ones(3, 4, device=d)),
+    "1-D": lambda d: torch.linalg.matrix_exp(torch.ones(3, device=d)),
+}
+
+
+@pytest.mark.parametrize("case", list(MATRIX_EXP_CASES))
+def test_matrix_exp_like_cpu(case):
+    got = _same_outcome(MATRIX_EXP_CASES[case], rtol=1e-5, atol=2e-5)
+    if got is not None:
+        assert got.stride() == MATRIX_EXP_CASES[case](CPU).stride()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.complex64, torch.float64])
+def test_matrix_exp_gradients_like_cpu(dtype):
+    # PyTorch's formula: matrix_exp of the block matrix [[A^H, G], [0, A^H]]
+    x = torch.randn(2, 4, 4, generator=_gen(11), dtype=dtype) * 0.7
+    check(torch.linalg.matrix_exp, x, rtol=1e-4, atol=1e-5)
