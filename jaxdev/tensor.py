@@ -184,7 +184,7 @@ def _keep(storage, addr: int, nbytes: int, box: Box) -> None:
         _sweep()
     elif _young_bytes > _YOUNG_BYTES:
         _sweep_young()
-    if executables.due() and not _tracing:  # a safe point to drop XLA executables (executables.py)
+    if executables._counted >= executables.CHECK_EVERY and not _tracing:  # executables.due(), inlined (hot path)
         executables.check()
 
 
@@ -262,10 +262,11 @@ def wrap(array: jax.Array) -> torch.Tensor:
     empty storage, and the storage takes our fake data pointer in place (`_swap_data_ptr_` with a
     new one): 1.8 us, where attaching a storage through `set_` cost 2.7 us more."""
     dtype = dtypes.JAX_TO_TORCH.get(array.dtype) or dtypes.to_torch_dtype(array.dtype)
-    size = array.size
-    if not size:  # create_empty strides a size-0 dim 0 where PyTorch's contiguous strides say 1
-        return tensor_on_storage(new_storage(Box(array, 0, dtype)), dtype, array.shape, contiguous_strides(array.shape))
-    t = _create_empty(array.shape, dtype)
+    shape = array.shape
+    if 0 in shape:  # create_empty strides a size-0 dim 0 where PyTorch's contiguous strides say 1
+        return tensor_on_storage(new_storage(Box(array, 0, dtype)), dtype, shape, contiguous_strides(shape))
+    t = _create_empty(shape, dtype)
+    size = t.numel()
     storage = t.untyped_storage()
     addr, nbytes = next(_next_address), size * dtype.itemsize
     storage._swap_data_ptr_(_make_storage(addr, DEVICE, nbytes))
@@ -619,8 +620,23 @@ def _reshape(shape):
 def read(t: torch.Tensor) -> jax.Array:
     """The jax.Array holding the values of jax tensor `t` (exactly its shape and dtype).
 
-    The conjugate and negative bits of lazy `conj()` / `_neg_view()` views are applied here."""
-    value = _read_stored(t)
+    The conjugate and negative bits of lazy `conj()` / `_neg_view()` views are applied here.
+    The hot path of every kernel argument: a tensor that is its whole storage, row-major, costs a
+    dictionary lookup and five metadata reads."""
+    try:
+        box = BOXES[t.untyped_storage().data_ptr()]
+    except KeyError:
+        box = box_of(t)  # raises the right error
+    if (
+        box.logical is None
+        and (array := box.array).shape == t.shape  # torch.Size compares as the tuple it is
+        and t.dtype is box.dtype
+        and not t.storage_offset()
+        and t.is_contiguous()
+        and not (t.is_conj() or t.is_neg())
+    ):
+        return array
+    value = _read_stored(t, box)
     if t.is_conj():
         value = jnp.conj(value)
     if t.is_neg():
@@ -634,12 +650,11 @@ def xla_extent_overflows(shape) -> bool:
     return math.prod(n for n in shape if n) > _MAX_BYTES
 
 
-def _read_stored(t: torch.Tensor) -> jax.Array:
+def _read_stored(t: torch.Tensor, box: Box) -> jax.Array:
     if t.numel() == 0 and xla_extent_overflows(t.shape):
         raise RuntimeError(
             f"jaxdev: XLA cannot hold an empty array of shape {list(t.shape)} (its sizes multiply past int64)"
         )
-    box = box_of(t)
     logical = box.logical
     if (
         logical is not None
@@ -656,13 +671,23 @@ def _read_stored(t: torch.Tensor) -> jax.Array:
             if box not in SHARDED:  # a sharded box keeps the shape its sharding is for
                 box.array = a
         return a
-    target = dtypes.to_jax_dtype(t.dtype)  # complex32 views (view_as_complex of half): UnsupportedDtypeError
     shape, strides, offset = tuple(t.shape), t.stride(), t.storage_offset()
-    numel = box.numel * box.dtype.itemsize // t.dtype.itemsize
-    mode = _mode(_plan(shape, strides), offset, numel, t.numel(), writing=False)
-    # A view of a sharded storage arrives sharded along the storage dims it steps (jaxdev/mesh.py).
-    out = VIEW_SHARDING(box, shape, strides) if SHARDED and box in SHARDED else None
-    return _gather(shape, strides, target, mode, out)(box.array, offset)
+    if SHARDED and box in SHARDED:  # a view of a sharded storage arrives sharded along the dims it steps
+        numel = box.numel * box.dtype.itemsize // t.dtype.itemsize
+        target = dtypes.to_jax_dtype(t.dtype)
+        mode = _mode(_plan(shape, strides), offset, numel, t.numel(), writing=False)
+        return _gather(shape, strides, target, mode, VIEW_SHARDING(box, shape, strides))(box.array, offset)
+    return _view_reader(shape, strides, t.dtype, box.numel, box.dtype, offset)(box.array, offset)
+
+
+@functools.lru_cache(maxsize=8192)
+def _view_reader(shape, strides, dtype, box_numel, box_dtype, offset):
+    """The jitted read of a (shape, strides, offset) view of a storage of `box_numel` `box_dtype`
+    elements: one cache lookup on the hot path of strided reads (x.t(), x[:, ::2] as arguments)."""
+    target = dtypes.to_jax_dtype(dtype)  # complex32 views (view_as_complex of half): UnsupportedDtypeError
+    numel = box_numel * box_dtype.itemsize // dtype.itemsize
+    count = math.prod(shape)
+    return _gather(shape, strides, target, _mode(_plan(shape, strides), offset, numel, count, writing=False))
 
 
 def is_non_overlapping_and_dense(t: torch.Tensor) -> bool:

@@ -69,7 +69,8 @@ def _sub_complex(a, b, alpha):
 @register_functional(aten.add.Tensor, aten.add.Scalar)
 def add(self, other, *, alpha=1):
     common = torch.result_type(self, other)
-    _no_float_alpha(common, alpha)
+    if type(alpha) is not int:  # the default alpha=1 needs no check
+        _no_float_alpha(common, alpha)
     if common.is_complex:
         return apply(_add_complex, common, common, (self, other), (complex(alpha),))
     if alpha == 1:
@@ -103,7 +104,8 @@ def _check_subtraction(self, other):
 def sub(self, other, *, alpha=1):
     common = torch.result_type(self, other)
     _check_subtraction(self, other)
-    _no_float_alpha(common, alpha)
+    if type(alpha) is not int:
+        _no_float_alpha(common, alpha)
     if common.is_complex:
         return apply(_sub_complex, common, common, (self, other), (complex(alpha),))
     if alpha == 1:
@@ -279,7 +281,8 @@ def _rsub(a, b, alpha):
 def rsub(self, other, alpha=1):  # alpha is positional in rsub.Scalar, keyword-only in rsub.Tensor
     common = torch.result_type(self, other)
     _check_subtraction(self, other)
-    _no_float_alpha(common, alpha)
+    if type(alpha) is not int:
+        _no_float_alpha(common, alpha)
     return apply(_rsub, common, common, (self, other), (alpha,))
 
 

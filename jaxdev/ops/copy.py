@@ -61,6 +61,8 @@ def _copy_from_and_resize(self, dst):
 
 def _strides_for(self, memory_format):
     """The strides PyTorch gives a copy of `self` (None: contiguous)."""
+    if memory_format is torch.contiguous_format:  # `.contiguous()`: the hot case
+        return None
     if memory_format == torch.preserve_format:
         if layout._plain(self):  # contiguous with the default strides
             return None
@@ -72,7 +74,8 @@ def _strides_for(self, memory_format):
 
 def _jax_copy(self, value, dtype, memory_format):
     strides = _strides_for(self, memory_format)
-    value = _cast(value, dtype)
+    if dtype is not self.dtype:
+        value = _cast(value, dtype)
     if strides is None:
         return tensor.wrap(value)
     out = tensor.empty(self.shape, dtype, strides)

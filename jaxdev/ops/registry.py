@@ -186,7 +186,7 @@ def register_functional(*ops: OpOverload, inplace: bool = True, out: bool = True
     def deco(fn):
         body = _shape_errors_as_torch(fn)
         for op in ops:
-            _register(op, _functional_kernel(body, op))
+            _register(op, _functional_kernel(fn, op))
             FUNCTIONAL[op.name()] = fn
             ip = inplace_variant(op) if inplace else None
             if ip is not None:
@@ -219,19 +219,27 @@ def broadcast_shapes(*shapes) -> tuple[int, ...]:
     return out
 
 
+def _as_shape_error(e: TypeError | ValueError, args, kwargs) -> RuntimeError | None:
+    """JAX's broadcasting error as PyTorch's RuntimeError: CPU's message where the tensor arguments
+    do not broadcast, else JAX's first line. None: not a broadcasting error."""
+    text = str(e)
+    if "broadcast" not in text:
+        return None
+    broadcast_shapes(*(tuple(t.shape) for t in _tensor_args(args, kwargs)))
+    return RuntimeError(text.splitlines()[0] if text else type(e).__name__)
+
+
 def _shape_errors_as_torch(fn):
-    """JAX's broadcasting errors (TypeError/ValueError) as PyTorch's RuntimeError: CPU's message where
-    the tensor arguments do not broadcast, else JAX's first line."""
+    """`fn` raising JAX's broadcasting errors (TypeError/ValueError) as PyTorch's RuntimeError."""
 
     def body(*args, **kwargs):
         try:
             return fn(*args, **kwargs)
         except (TypeError, ValueError) as e:
-            text = str(e)
-            if "broadcast" not in text:
+            error = _as_shape_error(e, args, kwargs)
+            if error is None:
                 raise
-            broadcast_shapes(*(tuple(t.shape) for t in _tensor_args(args, kwargs)))
-            raise RuntimeError(text.splitlines()[0] if text else type(e).__name__) from None
+            raise error from None
 
     body.__qualname__ = fn.__qualname__
     body.__name__ = getattr(fn, "__name__", "kernel")
@@ -288,20 +296,27 @@ def relaid(op: OpOverload, args, kwargs, results):
 
 
 def _functional_kernel(fn, op):
-    # The hot path of every eager op: no context manager, the layout question asked only when an
-    # argument is not contiguous (or the op lays out its results itself).
+    # The hot path of every eager op: one Python frame around the body, no context manager, the
+    # layout question asked only when an argument is not contiguous (or the op lays out its results
+    # itself), JAX's shape and out-of-memory errors translated only when they happen.
     own_layout = layout.lays_out_itself(op)
     contiguous = layout._all_contiguous
+    wrap = tensor.wrap
 
     def kernel(*args, **kwargs):
         try:
             r = fn(*args, **kwargs)
             if not own_layout and contiguous(args, kwargs):
-                return _wrap_result(r)
+                return _wrap_result(r) if type(r) is tuple else wrap(r)
             return _wrap_laid_out(r, op, args, kwargs)
         except jax.errors.JaxRuntimeError as error:
             tensor.raise_if_out_of_memory(error)
             raise
+        except (TypeError, ValueError) as e:
+            error = _as_shape_error(e, args, kwargs)
+            if error is None:
+                raise
+            raise error from None
 
     kernel.__qualname__ = fn.__qualname__
     return kernel

@@ -24,6 +24,8 @@ import torch
 from jaxdev import dtypes, tensor, tracing
 from jaxdev.dtypes import opmath
 
+Tensor = torch.Tensor
+
 __all__ = [
     "J",
     "accumulate_dtype",
@@ -161,7 +163,9 @@ def plain(fn):
 def apply(fn, compute: torch.dtype, result: torch.dtype, tensors, extra=()):
     """`fn` jitted on the tensors' values cast to `compute`'s opmath dtype, cast to `result`.
     `fn` must be a module-level function (or a `plain` ufunc): it keys the cache."""
-    return _cast_body(fn, compute, result, len(tensors))(*[value(t) for t in tensors], *extra)
+    read = tensor.read
+    values = [(J(t) if t.is_cpu else read(t)) if isinstance(t, Tensor) else t for t in tensors]
+    return _cast_body(fn, compute, result, len(tensors))(*values, *extra)
 
 
 # --- products at the device's precision -------------------------------------------------------------
