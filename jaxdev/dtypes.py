@@ -6,6 +6,7 @@ dtype and its jax array's dtype always correspond one to one.
 
 from __future__ import annotations
 
+import functools
 import math
 import platform
 
@@ -194,6 +195,38 @@ def scalar_overflows(value, dtype: torch.dtype) -> bool:
             return True
         value = value.real
     return _real_overflows(value, dtype)
+
+
+def c_type_name(dtype: torch.dtype) -> str:
+    """The C++ type name CPU's overflow message gives (`int8_t`, `c10::Half`, ...)."""
+    return _C_TYPE_NAMES[dtype]
+
+
+def overflow_mask(v, dtype: torch.dtype):
+    """Traceable `scalar_overflows` of an array `v` (None: nothing can overflow `dtype`)."""
+    if dtype == torch.bool or dtype not in _C_TYPE_NAMES or v.dtype == jnp.bool_:
+        return None
+    if dtype.is_complex:
+        top = float(torch.finfo(torch.float32 if dtype == torch.complex64 else torch.float64).max)
+        parts = (jnp.real(v), jnp.imag(v)) if jnp.iscomplexobj(v) else (v,)
+        return functools.reduce(jnp.logical_or, [jnp.isfinite(p) & (jnp.abs(p) > top) for p in parts])
+    bad = jnp.imag(v) != 0 if jnp.iscomplexobj(v) else None
+    r = jnp.real(v) if jnp.iscomplexobj(v) else v
+    if dtype.is_floating_point:
+        top = float(torch.finfo(dtype).max)
+        over = jnp.isfinite(r) & (jnp.abs(r.astype(jnp.float64)) > top)
+    else:
+        info = torch.iinfo(dtype)
+        if jnp.issubdtype(r.dtype, jnp.floating):
+            wide = r.astype(jnp.float64)
+            over = jnp.isnan(wide) | (wide < info.min) | (wide > info.max)
+        else:
+            wide = r.astype(jnp.int64) if r.dtype != jnp.uint64 else r
+            low = -info.max if info.min == 0 else info.min  # negative integers wrap into unsigned types
+            over = (wide < low) | (wide > info.max) if r.dtype != jnp.uint64 else wide > info.max
+    if over is None:
+        return bad
+    return over if bad is None else bad | over
 
 
 def check_scalar(value, dtype: torch.dtype) -> None:

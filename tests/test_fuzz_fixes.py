@@ -170,6 +170,42 @@ def test_masked_fill_checks_a_scalar_value_whatever_the_mask(dtype, value):
         on_both(lambda d, m=mask: torch.zeros(3, dtype=dtype, device=d).masked_fill(torch.tensor(m, device=d), value))
 
 
+@pytest.mark.parametrize("dtype", [torch.int8, torch.uint8, torch.int32, torch.float16, torch.float32, torch.bool])
+@pytest.mark.parametrize(
+    "value",
+    [(300.0, torch.bfloat16), (100.7, torch.float32), (-129, torch.int64), (-5, torch.int64), (1e6, torch.float64),
+     (math.inf, torch.float32), (math.nan, torch.float64), (1 + 2j, torch.complex64), (3.0 + 0j, torch.complex128),
+     (7, torch.int16)],
+    ids=str,
+)  # fmt: skip
+def test_a_zero_dim_tensor_value_is_checked_like_cpus_scalar(dtype, value):
+    """masked_fill with a 0-dim tensor value, and index_put_ of one through a bool mask (masked_fill on
+    CPU): CPU reads the value and converts it with c10's checked conversion (300.0 into int8 raises)."""
+    v, vdt = value
+    mask = [True, False, True, False]
+    on_both(
+        lambda d: torch.zeros(4, dtype=dtype, device=d).masked_fill(
+            torch.tensor(mask, device=d), torch.tensor(v, dtype=vdt, device=d)
+        )
+    )
+    on_both(
+        lambda d: torch.zeros(4, dtype=dtype, device=d).index_put_(
+            (torch.tensor(mask, device=d),), torch.tensor(v, dtype=vdt, device=d)
+        )
+    )
+
+
+def test_a_zero_dim_tensor_value_is_checked_inside_a_compiled_program():
+    def fill(x, m, v):
+        return x.masked_fill(m, v) + 1
+
+    compiled = torch.compile(fill, backend="jax", fullgraph=True)
+    x, m = torch.zeros(4, dtype=torch.int8, device="jax"), torch.tensor([True, False, True, False], device="jax")
+    assert compiled(x, m, torch.tensor(7.9, device="jax")).tolist() == [8, 1, 8, 1]
+    with pytest.raises(RuntimeError, match="value cannot be converted to type int8_t without overflow"):
+        compiled(x, m, torch.tensor(300.0, device="jax")).tolist()  # a program's checks are read with its values
+
+
 @pytest.mark.parametrize("dtype", [torch.int32, torch.int64, torch.uint8, torch.int8, torch.float32, torch.float16])
 @pytest.mark.parametrize(
     "args",

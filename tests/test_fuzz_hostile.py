@@ -63,11 +63,6 @@ KNOWN: list[tuple[str, object]] = [
         lambda c: c.op == "index_put_" and len(c.args[1]) == 0,
     ),
     (
-        "masked_fill with a 0-dim tensor value: CPU converts value.item() with c10's checked conversion (a complex "
-        "or out-of-range value raises); the jax kernel must stay traceable, so it casts without reading the value",
-        lambda c: c.op == "masked_fill" and isinstance(c.args[2], T) and c.args[2].dtype != c.args[0].dtype,
-    ),
-    (
         "set_ onto a storage too small for the sizes: CPU grows the storage in place; jax storages have a fixed "
         "size (RuntimeError 'Trying to resize storage that is not resizable')",
         _set_storage_grows,
@@ -78,7 +73,6 @@ KNOWN_CASES: dict[str, Case] = {
     "index_put_no_indices": Case(
         0, 1, "index_put_", (T((2, 2), torch.float32, 3), (), T((), torch.float32, 4), False), {}
     ),
-    "masked_fill_overflowing_tensor_value": make_case(20261201, 281),
     "set_storage_grows": Case(
         0, 3, "set_storage", (T((5, 1), torch.float64, 8), T((1,), torch.float64, 9), 3, [5, 2], [0, 1]), {}
     ),

@@ -174,9 +174,30 @@ def index(self, indices):
     return J(self)[_index_tuple(self, indices)]
 
 
+def _fill_value(value: torch.Tensor, dtype: torch.dtype) -> jax.Array:
+    """A 0-dim tensor value as masked_fill takes it (and index_put_ of one through a bool mask, which
+    is masked_fill on CPU): CPU reads it (`value.item()`) and converts the scalar with c10's checked
+    Scalar::to<T>, so 300.0 into int8 raises instead of wrapping or saturating. Inside a compiled
+    program the value stays on the device and the overflow is a deferred check."""
+    v = J(value)
+    jdt = dtypes.to_jax_dtype(dtype)
+    if not tracing.is_traced(v):
+        scalar = value.item()
+        dtypes.check_scalar(scalar, dtype)
+        return jnp.asarray(scalar).astype(jdt)
+    bad = dtypes.overflow_mask(v, dtype)
+    if bad is not None:
+        name = dtypes.c_type_name(dtype)
+        tracing.check_values(bad, lambda: RuntimeError(f"value cannot be converted to type {name} without overflow"))
+    return dtypes.convert(v, jdt)
+
+
 def _put_value(self, values, mask, p):
     """values cast to self's dtype and broadcast to the indexing result [pre.., count or 1, rest..]."""
-    v = J(values).astype(J(self).dtype) if values.device.type == "jax" or values.dim() == 0 else None
+    if values.dim() == 0:
+        v = _fill_value(values, self.dtype) if values.device.type == "jax" or values.is_cpu else None
+    else:
+        v = J(values).astype(J(self).dtype) if values.device.type == "jax" else None
     v = tensor.from_cpu(values).astype(dtypes.to_jax_dtype(self.dtype)) if v is None else v
     pre, rest = tuple(self.shape[:p]), tuple(self.shape[p + mask.ndim :])
     count = jnp.sum(mask)
@@ -281,7 +302,7 @@ def _mask_value(self, mask, value):
             raise RuntimeError(
                 f"masked_fill_ only supports a 0-dimensional value tensor, but got tensor with {value.dim()} dimension(s)."
             )
-        value = J(value)
+        value = _fill_value(value, self.dtype)
     else:
         dtypes.check_scalar(value, self.dtype)  # c10's checked Scalar::to<scalar_t>, whatever the mask
     return jnp.where(J(mask), jnp.asarray(value).astype(x.dtype), x)
