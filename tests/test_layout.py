@@ -125,6 +125,26 @@ def test_in_place_and_out_keep_the_destination_strides():
     same(cj.contiguous(), c.contiguous())
 
 
+def test_a_resized_out_is_laid_out_as_the_inputs_lie():
+    """TensorIterator restrides an out= it resizes (empty, or of another shape) in its inputs' memory
+    order; a product's out= stays contiguous."""
+    x, xj = _pair(torch.randn(3, 4))
+    for make in (lambda d: torch.empty(0, device=d), lambda d: torch.empty(5, device=d)):
+        o, oj = make("cpu"), make("jax")
+        torch.add(x.t(), 1, out=o)
+        torch.add(xj.t(), 1, out=oj)
+        same(oj, o)
+    c, cj = _cl()
+    o, oj = torch.empty(0), torch.empty(0, device="jax")
+    torch.mul(c, 2, out=o)
+    torch.mul(cj, 2, out=oj)
+    same(oj, o)
+    o, oj = torch.empty(0), torch.empty(0, device="jax")
+    torch.mm(x.t(), x, out=o)
+    torch.mm(xj.t(), xj, out=oj)
+    same(oj, o, atol=1e-5, rtol=1e-5)
+
+
 # --- channels_last --------------------------------------------------------------------------------
 
 

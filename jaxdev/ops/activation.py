@@ -15,8 +15,8 @@ import jax.numpy as jnp
 import torch
 
 from jaxdev import dtypes, rng, tensor
-from jaxdev.ops.registry import aten, register_backward, register_functional
-from jaxdev.ops.toolkit import J, apply, jitted, opmath, wrap_dim
+from jaxdev.ops.registry import aten, register, register_backward, register_functional, store_into
+from jaxdev.ops.toolkit import J, apply, each_location_once, jitted, opmath, wrap_dim
 
 
 def _floating(name, t):
@@ -333,9 +333,18 @@ def threshold_backward(grad_output, self, threshold):
     return apply(_threshold_grad, common, common, (grad_output, self), (threshold,))
 
 
-@register_functional(aten.threshold.default)
+@register_functional(aten.threshold.default, inplace=False)
 def threshold(self, threshold, value):
     return apply(_threshold, self.dtype, self.dtype, (self,), (threshold, value))
+
+
+@register(aten.threshold_.default)
+def threshold_(self, threshold, value):
+    """CPU's threshold_ skips TensorIterator's internal-overlap check: an expanded tensor is thresholded
+    (each location once: every alias of it reads the same value and gets the same result)."""
+    target = each_location_once(self)
+    store_into(target, apply(_threshold, self.dtype, self.dtype, (target,), (threshold, value)), resize=False)
+    return self
 
 
 @register_functional(aten.gelu.default)

@@ -14,9 +14,9 @@ import numpy as np
 import torch
 
 from jaxdev import device as jax_device_module
-from jaxdev import dtypes, tensor
+from jaxdev import dtypes, tensor, tracing
 from jaxdev.ops.registry import aten, register, store_into
-from jaxdev.ops.toolkit import J, jitted
+from jaxdev.ops.toolkit import J, each_location_once, jitted
 
 
 def _check_device(device) -> None:
@@ -65,22 +65,9 @@ def _full(shape, jdt):
     return lambda value: jnp.full(shape, value, dtype=jdt)
 
 
-def _each_location_once(t):
-    """t's broadcast (stride-0) dimensions narrowed to one element: the same memory locations, each once.
-    CPU's fill_ with a number and zero_ skip TensorIterator's internal-overlap check (every element gets the
-    same value), so an expanded tensor can be filled; writing through this view does the same. A negative or
-    conjugate view is written by PyTorch's fallback through copy_, which checks: left as is, it raises."""
-    if t.is_neg() or t.is_conj():
-        return t
-    for d, (n, s) in enumerate(zip(t.shape, t.stride())):
-        if s == 0 and n > 1:
-            t = t.narrow(d, 0, 1)
-    return t
-
-
 @register(aten.fill_.Scalar)
 def fill_(self, value):
-    target = _each_location_once(self)
+    target = each_location_once(self)
     tensor.write(target, _fill_value(target, value))
     return self
 
@@ -103,7 +90,7 @@ def scalar_tensor(s, *, dtype=None, layout=None, device=None, pin_memory=None):
 
 @register(aten.zero_.default)
 def zero_(self):
-    target = _each_location_once(self)
+    target = each_location_once(self)
     tensor.write(target, tensor.zeros(target.numel(), dtypes.to_jax_dtype(self.dtype)).reshape(tuple(target.shape)))
     return self
 
@@ -176,13 +163,84 @@ def arange_out(start, end, step=1, *, out):
     return store_into(out, values, resize=True)
 
 
-def _as_integral(v, jdt) -> float:
+# linspace/logspace take their ends as c10 Scalars: Python numbers, or (the Tensor overloads, traced
+# under torch.compile) 0-dim arrays holding the Scalar a tensor's item() would give (bool, int64,
+# double or complex<double>). The helpers below treat both alike, so both give the same values.
+
+
+def _as_scalar_array(t: torch.Tensor) -> jax.Array:
+    """A 0-dim tensor's value as item() makes it a Scalar: bool, int64, double or complex<double>."""
+    a = J(t)
+    if a.dtype == jnp.bool_:
+        return a
+    if jnp.issubdtype(a.dtype, jnp.integer):
+        return a.astype(jnp.int64)
+    return a.astype(jnp.complex128 if jnp.iscomplexobj(a) else jnp.float64)
+
+
+def _is_array(v) -> bool:
+    return isinstance(v, jax.Array)
+
+
+def _real(v):
+    return jnp.real(v) if _is_array(v) else (v.real if isinstance(v, complex) else v)
+
+
+def _check_fits(v, dtype: torch.dtype) -> None:
+    """dtypes.check_scalar (c10's checked Scalar::to<T>), also for a 0-dim Scalar array."""
+    if not _is_array(v):
+        dtypes.check_scalar(v, dtype)
+        return
+    if dtype == torch.bool or dtype not in dtypes._C_TYPE_NAMES or v.dtype == jnp.bool_:
+        return
+
+    def overflows(x, target):  # dtypes._real_overflows on an array of the Scalar's kind
+        if target.is_floating_point:
+            top = float(torch.finfo(target).max)
+            return jnp.isfinite(x) & ((x < -top) | (x > top))
+        info = torch.iinfo(target)
+        if jnp.issubdtype(x.dtype, jnp.floating):
+            return jnp.isnan(x) | (x < info.min) | (x > info.max)
+        if info.min == 0:  # negative integers wrap into unsigned types, within their range
+            return jnp.where(x < 0, -x > info.max, x > info.max)
+        return (x < info.min) | (x > info.max)
+
+    if dtype.is_complex:
+        part = torch.float32 if dtype == torch.complex64 else torch.float64
+        parts = (jnp.real(v), jnp.imag(v)) if jnp.iscomplexobj(v) else (v,)
+        bad = jnp.zeros((), bool)
+        for p in parts:
+            bad = bad | overflows(p, part)
+    elif jnp.iscomplexobj(v):
+        bad = (jnp.imag(v) != 0) | overflows(jnp.real(v), dtype)
+    else:
+        bad = overflows(v, dtype)
+    message = f"value cannot be converted to type {dtypes._C_TYPE_NAMES[dtype]} without overflow"
+    tracing.check_values(bad, lambda: RuntimeError(message))
+
+
+def _as_integral(v, jdt):
     """A scalar as Scalar::to<scalar_t> makes it for an integral output (truncated; a negative
     integer wraps into an unsigned type: linspace(-1, 10, 5, dtype=uint8) starts at 255), as a double."""
-    v = v.real if isinstance(v, complex) else v
+    v = _real(v)
+    if _is_array(v):
+        if jdt == jnp.bool_:
+            return (v != 0).astype(jnp.float64)
+        whole = v if jnp.issubdtype(v.dtype, jnp.integer) else jnp.trunc(v).astype(jnp.int64)
+        return whole.astype(jnp.int64).astype(jdt).astype(jnp.float64)
     if jdt == jnp.bool_:
         return float(bool(v))
     return float(np.asarray(int(v)).astype(jdt))
+
+
+def _as(v, acc):
+    """jnp.asarray(v, acc) for a Python scalar, the same conversion for a Scalar array."""
+    return v.astype(acc) if _is_array(v) else jnp.asarray(v, acc)
+
+
+def _widened(v):
+    """jnp.asarray(v) for a Python scalar (its Scalar kind); a Scalar array already is one."""
+    return v if _is_array(v) else jnp.asarray(v)
 
 
 @register(aten.linspace.out)
@@ -198,26 +256,30 @@ def linspace_out(start, end, steps, *, out):
         out.resize_((steps,))  # first, as CPU: a size no memory holds fails here
     if steps == 0:  # CPU converts nothing
         return out
+    return store_into(out, _linspace_values(start, end, steps, out.dtype), resize=True)
+
+
+def _linspace_values(start, end, steps, dtype):
     for v in (start, end):  # Scalar::to<scalar_t>, checked
-        dtypes.check_scalar(v, out.dtype)
-    if steps > 1 and out.dtype == torch.bool:  # one step is a fill; more run CPU's kernel, which has no Bool
+        _check_fits(v, dtype)
+    if steps > 1 and dtype == torch.bool:  # one step is a fill; more run CPU's kernel, which has no Bool
         raise NotImplementedError("\"linspace_cpu\" not implemented for 'Bool'")
-    jdt = dtypes.to_jax_dtype(out.dtype)
-    if out.dtype.is_complex or out.dtype.is_floating_point:
+    jdt = dtypes.to_jax_dtype(dtype)
+    if dtype.is_complex or dtype.is_floating_point:
         acc = jdt  # each step rounds in the output dtype, as with c10::Half / BFloat16 scalars
     else:
         start, end, acc = _as_integral(start, jdt), _as_integral(end, jdt), jnp.float64
     if steps == 1:
-        values = jnp.full((1,), start, acc)
+        values = jnp.full((1,), _as(start, acc), acc)
     else:
-        lo, hi = jnp.asarray(start, acc), jnp.asarray(end, acc)
-        step = _scale(hi - lo, 1 / (steps - 1)) if out.dtype.is_complex else (hi - lo) / (steps - 1)
+        lo, hi = _as(start, acc), _as(end, acc)
+        step = _scale(hi - lo, 1 / (steps - 1)) if dtype.is_complex else (hi - lo) / (steps - 1)
         i = jnp.arange(steps)
-        if out.dtype.is_complex:
+        if dtype.is_complex:
             values = jnp.where(i < steps // 2, lo + _scale(step, i), hi - _scale(step, steps - 1 - i))
         else:
             values = jnp.where(i < steps // 2, lo + step * i, hi - step * (steps - 1 - i))
-    return store_into(out, dtypes.convert(values, jdt), resize=True)
+    return dtypes.convert(values, jdt)
 
 
 def _scale(z, k):
@@ -234,20 +296,35 @@ def logspace_out(start, end, steps, base=10.0, *, out):
     start, end = (s.item() if isinstance(s, torch.Tensor) else s for s in (start, end))
     if steps < 0:
         raise RuntimeError("number of steps must be non-negative")
-    jdt = dtypes.to_jax_dtype(out.dtype)
-    if not (out.dtype.is_floating_point or out.dtype.is_complex or out.dtype == torch.bool):
-        info = torch.iinfo(out.dtype)
+    return store_into(out, _logspace_values(start, end, steps, base, out.dtype), resize=True)
+
+
+def _logspace_values(start, end, steps, base, dtype):
+    jdt = dtypes.to_jax_dtype(dtype)
+    if steps == 0:  # CPU converts nothing
+        return jnp.zeros((0,), jdt)
+    if not (dtype.is_floating_point or dtype.is_complex or dtype == torch.bool):
+        info = torch.iinfo(dtype)
+        message = f"value cannot be converted to type {_C_INT[dtype]} without overflow"
         for v in (start, end):  # Scalar::to<int type> is a checked conversion (unsigned: integers wrap)
-            lowest = -info.max if isinstance(v, int) and info.min == 0 else info.min
-            if v.real < lowest or v.real > info.max:
-                raise RuntimeError(f"value cannot be converted to type {_C_INT[out.dtype]} without overflow")
+            integral = jnp.issubdtype(v.dtype, jnp.integer) if _is_array(v) else isinstance(v, int)
+            lowest = -info.max if integral and info.min == 0 else info.min
+            if _is_array(v):
+                x = _real(v)
+                tracing.check_values(jnp.isnan(x) | (x < lowest) | (x > info.max), lambda: RuntimeError(message))
+            elif math.isnan(v.real) or v.real < lowest or v.real > info.max:
+                raise RuntimeError(message)
+    if steps > 1 and dtype == torch.bool:  # one step is a fill; more run CPU's kernel, which has no Bool
+        raise NotImplementedError("\"logspace_cpu\" not implemented for 'Bool'")
     if steps <= 1:
-        acc = jnp.complex128 if out.dtype.is_complex else jnp.float64
-        values = jnp.full((steps,), jnp.power(jnp.asarray(base, acc), jnp.asarray(start, acc)))
+        acc = jnp.complex128 if dtype.is_complex else jnp.float64
+        values = jnp.full((steps,), jnp.power(jnp.asarray(base, acc), _as(start, acc)))
     else:
-        acc = jdt if out.dtype.is_complex else jnp.float64
-        lo, hi = jnp.asarray(start).astype(jdt), jnp.asarray(end).astype(jdt)
-        step = (hi - lo).astype(acc) / jnp.asarray(steps - 1, acc)
+        acc = jdt if dtype.is_complex else jnp.float64
+        lo, hi = _widened(start).astype(jdt), _widened(end).astype(jdt)
+        # integer outputs: the ends rounded to the dtype (-1 wraps to 255 in uint8), subtracted in double
+        span = (hi.astype(acc) - lo.astype(acc)) if jnp.issubdtype(jdt, jnp.integer) else (hi - lo).astype(acc)
+        step = span / jnp.asarray(steps - 1, acc)
         i = jnp.arange(steps)
         lo, hi = lo.astype(acc), hi.astype(acc)
         exponent = jnp.where(i < steps // 2, lo + step * i.astype(acc), hi - step * (steps - 1 - i).astype(acc))
@@ -258,7 +335,62 @@ def logspace_out(start, end, steps, base=10.0, *, out):
         via = jnp.int64 if jnp.dtype(jdt).itemsize == 8 else jnp.int32
         fits = jnp.abs(values) < 2.0 ** (jnp.iinfo(via).bits - 1)
         values = jnp.where(fits, jnp.where(fits, values, 0).astype(via), jnp.iinfo(via).min)
-    return store_into(out, values.astype(jdt), resize=True)
+    return values.astype(jdt)
+
+
+def _tensor_ends_kernel(name, scalar_op, values_fn):
+    """linspace/logspace with 0-dim tensor ends (CPU: `at::linspace(start.item(), end.item(), ...)`).
+    Concrete ends take that very path; traced ends (a compiled program) stay on the device as Scalar
+    arrays through the same formula (steps is static), the value checks deferred to the program's."""
+
+    def kernel(start, end, steps, *args, dtype=None, layout=None, device=None, pin_memory=None):
+        ends = [(n, t) for n, t in (("start", start), ("end", end)) if isinstance(t, torch.Tensor)]
+        if any(t.dim() != 0 for _, t in ends):
+            dims = " and ".join(f"{n} with {t.dim()} dimension(s)" for n, t in ends)
+            raise RuntimeError(f"{name} only supports 0-dimensional start and end tensors, but got {dims}.")
+        if name == "logspace" and not args:
+            args = (10.0,)  # base
+        traced = [t for _, t in ends if tensor.is_jax(t) and tracing.is_traced(J(t))]
+        options = {"dtype": dtype, "layout": layout, "device": device, "pin_memory": pin_memory}
+        if not traced:
+            start, end = (v.item() if isinstance(v, torch.Tensor) else v for v in (start, end))
+            return scalar_op(start, end, steps, *args, **options)
+        if steps < 0:
+            raise RuntimeError("number of steps must be non-negative")
+        result = _result_dtype(name, start, end, dtype)
+        if steps == 0:  # CPU converts nothing
+            return tensor.wrap(jnp.zeros((0,), dtypes.to_jax_dtype(result)))
+        start, end = (_as_scalar_array(v) if isinstance(v, torch.Tensor) else v for v in (start, end))
+        return tensor.wrap(values_fn(start, end, steps, *args, result))
+
+    kernel.__qualname__ = f"{name}_tensor_ends"
+    return kernel
+
+
+def _result_dtype(name, start, end, dtype):
+    """CPU's linspace_logspace_infer_options: complex ends make a complex result (the default complex
+    dtype, or a passed dtype that must be complex); otherwise the passed or the default dtype."""
+    complex_ends = any(
+        (v.dtype.is_complex if isinstance(v, torch.Tensor) else isinstance(v, complex)) for v in (start, end)
+    )
+    if not complex_ends:
+        return dtype or torch.get_default_dtype()
+    inferred = torch.tensor(0j).dtype  # the default complex dtype
+    if dtype is not None and not dtype.is_complex:
+        raise RuntimeError(
+            f"torch.{name}(): inferred dtype {dtypes.type_meta_name(inferred)} can't be safely cast to passed "
+            f"dtype {dtypes.scalar_name(dtype)}"
+        )
+    return dtype or inferred
+
+
+for _overload in ("Tensor_Tensor", "Tensor_Scalar", "Scalar_Tensor"):
+    register(getattr(aten.linspace, _overload))(
+        _tensor_ends_kernel("linspace", aten.linspace.default, _linspace_values)
+    )
+    register(getattr(aten.logspace, _overload))(
+        _tensor_ends_kernel("logspace", aten.logspace.default, _logspace_values)
+    )
 
 
 _C_INT = {

@@ -122,8 +122,9 @@ def check_cast(result: torch.dtype, target: torch.dtype) -> None:
         )
 
 
-def store_into(out: torch.Tensor, value: jax.Array, *, resize: bool) -> torch.Tensor:
-    """Write a result into an existing tensor (in-place or out=), with PyTorch's checks."""
+def store_into(out: torch.Tensor, value: jax.Array, *, resize: bool, strides=None) -> torch.Tensor:
+    """Write a result into an existing tensor (in-place or out=), with PyTorch's checks. `strides`: the
+    layout a resized out= takes (TensorIterator restrides the outputs it resizes as its inputs lie)."""
     if not is_jax(out):
         raise tensor.mixed_devices(out.device)
     check_cast(dtypes.to_torch_dtype(value.dtype), out.dtype)
@@ -142,6 +143,8 @@ def store_into(out: torch.Tensor, value: jax.Array, *, resize: bool) -> torch.Te
                 stacklevel=2,
             )
         out.resize_(shape)
+        if strides is not None and tuple(strides) != out.stride():
+            out.as_strided_(shape, strides)
     tensor.write(out, value)
     return out
 
@@ -194,7 +197,7 @@ def register_functional(*ops: OpOverload, inplace: bool = True, out: bool = True
                 DERIVED[ip.name()] = op.name()
             ov = out_variant(op) if out else None
             if ov is not None:
-                _register(ov, _out_kernel(body, _out_args(ov)))
+                _register(ov, _out_kernel(body, _out_args(ov), op))
                 DERIVED[ov.name()] = op.name()
         return fn
 
@@ -340,7 +343,9 @@ def _inplace_kernel(fn):
     return kernel
 
 
-def _out_kernel(fn, out_names):
+def _out_kernel(fn, out_names, op: OpOverload):
+    pointwise = torch.Tag.pointwise in op.tags
+
     def kernel(*args, **kwargs):
         outs = [kwargs.pop(n) for n in out_names]
         for o in outs:
@@ -348,10 +353,18 @@ def _out_kernel(fn, out_names):
         r = fn(*args, **kwargs)
         rs = r if isinstance(r, tuple) else (r,)
         inputs = list(_tensor_args(args, kwargs))
-        for o, v in zip(outs, rs):
+        layouts = None
+        for i, (o, v) in enumerate(zip(outs, rs)):
             # An out= that is also an input is never resized (TensorIterator's read-write rule):
             # `x.ldexp_(y)` is mul(x, 2**y, out=x), which raises when y broadcasts x bigger.
-            store_into(o, v, resize=not any(o is a for a in inputs))
+            resize = not any(o is a for a in inputs)
+            strides = None
+            if resize and pointwise and tuple(o.shape) != tuple(v.shape):
+                # TensorIterator lays a resized output out as its inputs lie (x.t() + 1 into an empty out)
+                layouts = layouts or layout.result_layouts(op, args, kwargs, tracing.is_traced(v)) or ()
+                laid = layouts[i] if i < len(layouts) else None
+                strides = laid[1] if laid is not None and laid[0] == tuple(v.shape) else None
+            store_into(o, v, resize=resize, strides=strides)
         return tuple(outs) if len(outs) > 1 else outs[0]
 
     kernel.__qualname__ = fn.__qualname__ + ".out"

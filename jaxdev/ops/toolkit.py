@@ -35,6 +35,7 @@ __all__ = [
     "axes",
     "check_index_bounds",
     "compiled",
+    "each_location_once",
     "float_of",
     "jitted",
     "multiply_at",
@@ -166,6 +167,20 @@ def apply(fn, compute: torch.dtype, result: torch.dtype, tensors, extra=()):
     read = tensor.read
     values = [(J(t) if t.is_cpu else read(t)) if isinstance(t, Tensor) else t for t in tensors]
     return _cast_body(fn, compute, result, len(tensors))(*values, *extra)
+
+
+def each_location_once(t):
+    """t's broadcast (stride-0) dimensions narrowed to one element: the same memory locations, each once.
+    CPU's fill_ with a number, zero_ and threshold_ skip TensorIterator's internal-overlap check (every
+    element aliasing one location gets the same value), so an expanded tensor can be written by them;
+    writing through this view does the same. A negative or conjugate view is written by PyTorch's
+    fallback through copy_, which checks: left as is, it raises."""
+    if t.is_neg() or t.is_conj():
+        return t
+    for d, (n, s) in enumerate(zip(t.shape, t.stride())):
+        if s == 0 and n > 1:
+            t = t.narrow(d, 0, 1)
+    return t
 
 
 # --- products at the device's precision -------------------------------------------------------------

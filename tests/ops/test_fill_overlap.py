@@ -1,6 +1,6 @@
-"""fill_ with a number and zero_ on tensors whose elements share memory (expanded, stride-0, overlapping
-as_strided views): CPU writes them (its TensorIterator skips the overlap check for these two ops), and so
-does jax; fill_ with a tensor value and other in-place ops still refuse, as on CPU.
+"""fill_ with a number, zero_ and threshold_ on tensors whose elements share memory (expanded, stride-0,
+overlapping as_strided views): CPU writes them (its TensorIterator skips the overlap check for these
+ops), and so does jax; fill_ with a tensor value and other in-place ops still refuse, as on CPU.
 
 Found by PyTorch's own TestTorchDeviceType.test_deterministic_resize (empty_strided((10,), (0,)).fill_(0)),
 which failed for all 15 dtypes on jax."""
@@ -62,3 +62,19 @@ def test_other_in_place_writes_to_shared_memory_still_raise_as_cpu(write):
         t = torch.randn(1, 6, device=d).expand(6, 6)
         with pytest.raises(RuntimeError, match="more than one element of the written-to tensor"):
             write(t)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int64])
+@pytest.mark.parametrize("make", MAKERS.values(), ids=MAKERS.keys())
+def test_threshold_writes_shared_memory_as_cpu(make, dtype):
+    """torch.nn.functional.threshold_ (PyTorch's TestNNDeviceType.test_threshold_inplace_overlap)."""
+    results = {}
+    for d in ("cpu", "jax"):
+        t = make(d, dtype)
+        if make is MAKERS["stride-0 storage"]:
+            t.fill_(1)  # its memory is uninitialised
+        base = t._base if t._base is not None else t
+        assert torch.nn.functional.threshold_(t, 0.5, 9) is t
+        results[d] = (t.clone(), base.clone())
+    assert_same(results["jax"][0], results["cpu"][0])
+    assert_same(results["jax"][1], results["cpu"][1])
