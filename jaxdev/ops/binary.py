@@ -192,7 +192,91 @@ def pow_tensor(self, exponent):
     integral = not (common.is_floating_point or common.is_complex)
     if integral and not isinstance(exponent, torch.Tensor) and exponent < 0:
         raise RuntimeError("Integers to negative integer powers are not allowed.")
+    if not isinstance(exponent, torch.Tensor) and not integral:
+        special = _scalar_power(common, exponent)
+        if special is not None:
+            return apply(special, common, common, (self,))
+        if common in (torch.float16, torch.bfloat16):
+            exponent = _as_half(exponent, common)
     return apply(_int_pow if integral and common != torch.bool else _POW, common, common, (self, exponent))
+
+
+def _ones(x):
+    return jnp.ones_like(x)
+
+
+def _same(x):
+    return x
+
+
+def _square(x):
+    return x * x
+
+
+def _cube(x):
+    return x * x * x
+
+
+def _inverse_square(x):
+    return jnp.reciprocal(x * x)
+
+
+def _bf16(x):
+    return x.astype(jnp.bfloat16).astype(x.dtype)
+
+
+def _cube_bf16(x):
+    return _bf16(x * x) * x
+
+
+def _inverse_square_bf16(x):
+    return jnp.reciprocal(_bf16(x * x))
+
+
+_SQRT, _RECIPROCAL = plain(jnp.sqrt), plain(jnp.reciprocal)
+
+
+def _scalar_power(common, exponent):
+    """CPU's pow(Tensor, Scalar) for a floating or complex result (Pow.cpp, PowKernel.cpp): exponent 0
+    fills 1 and 1 copies (any dtype); float/double/bfloat16/complex take sqrt, rsqrt and reciprocal's
+    kernels for 0.5, -0.5 and -1; float/double/complex multiply for 2, 3 and -2 (x*x, x*x*x, 1/(x*x)),
+    bfloat16 likewise with its exponent and each product rounded to bfloat16. std::pow's general
+    formula (exp(e*log(x)) for complex) is far less exact than the product there. None: std::pow."""
+    if exponent == 0:
+        return _ones
+    if exponent == 1:
+        return _same
+    if common == torch.float16:
+        return None
+    if exponent == 0.5:
+        return _SQRT
+    if exponent == -0.5:
+        return jax.lax.rsqrt
+    if exponent == -1:
+        return _RECIPROCAL
+    bf16 = common == torch.bfloat16
+    if bf16:
+        exponent = _as_half(exponent, common)
+    if exponent == 2:
+        return _square
+    if exponent == 3:
+        return _cube_bf16 if bf16 else _cube
+    if exponent == -2:
+        return _inverse_square_bf16 if bf16 else _inverse_square
+    return None
+
+
+def _as_half(exponent, dtype):
+    """The exponent as CPU's half and bfloat16 kernels read it (Scalar::to<Half>, to<BFloat16>):
+    rounded to the dtype (a complex exponent makes the result complex: not reached)."""
+    try:
+        return torch.tensor(exponent, dtype=dtype).item()
+    except Exception:
+        return exponent
+    try:
+        return torch.tensor(exponent, dtype=torch.bfloat16).item()
+    except Exception:
+        return exponent
 
 
 def _int_pow(base, e):

@@ -1,0 +1,123 @@
+"""Kernels whose float32/complex64/half results were farther from the exact (float64) result than
+CPU's: each case runs on CPU, on jax and on CPU widened to float64/complex128, and jax must be within
+tolerance of the wide result or at least as close to it as CPU is (the auditor's arbitration rule),
+and within tolerance of CPU where the rounding allows."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from jaxdev_testing import JAX, assert_same
+from torch.testing._comparison import default_tolerances
+
+from jaxdev.audit.check import tolerance_units
+
+pytestmark = pytest.mark.usefixtures("no_fallback")  # tests/conftest.py
+
+
+def _wide(dtype):
+    return torch.complex128 if dtype.is_complex else torch.float64
+
+
+def _leaves(out):
+    if isinstance(out, torch.Tensor):
+        return [out]
+    return [t for o in out for t in _leaves(o)]
+
+
+def _run(fn, inputs, device, dtype, seeds):
+    """fn's outputs (seeds None) or the gradients of fn's outputs against `seeds` for the floating inputs."""
+    args = [
+        x.detach().to(device=device, dtype=dtype).requires_grad_(seeds is not None)
+        if isinstance(x, torch.Tensor) and (x.is_floating_point() or x.is_complex())
+        else (x.to(device) if isinstance(x, torch.Tensor) else x)
+        for x in inputs
+    ]
+    outs = _leaves(fn(*args))
+    if seeds is None:
+        return [o.detach().cpu() for o in outs]
+    grads = torch.autograd.grad(
+        outs,
+        [a for a in args if isinstance(a, torch.Tensor) and a.requires_grad],
+        [s.to(device=device, dtype=o.dtype) for s, o in zip(seeds, outs)],
+    )
+    return [g.cpu() for g in grads]
+
+
+def three_way(fn, inputs, dtype, *, backward=False, atol=None, rtol=None):
+    """(jax's, CPU's) worst error against the float64 run in tolerance units, asserting the
+    arbitration rule: jax within tolerance of it or no farther than CPU."""
+    seeds = None
+    if backward:
+        probe = _leaves(
+            fn(*[x.to(dtype) if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs])
+        )
+        gen = torch.Generator().manual_seed(0)
+        seeds = [torch.randn(o.shape, generator=gen, dtype=o.dtype) for o in probe]
+    cpu = _run(fn, inputs, "cpu", dtype, seeds)
+    dev = _run(fn, inputs, JAX, dtype, seeds)
+    wide = _run(fn, inputs, "cpu", _wide(dtype), [s.to(_wide(s.dtype)) for s in seeds] if seeds else None)
+    jax_err = cpu_err = 0.0
+    for j, c, w in zip(dev, cpu, wide):
+        d_rtol, d_atol = default_tolerances(c)
+        a, r = atol if atol is not None else d_atol, rtol if rtol is not None else d_rtol
+        jax_err = max(jax_err, tolerance_units(j, w, a, r))
+        cpu_err = max(cpu_err, tolerance_units(c, w, a, r))
+    assert jax_err <= 1.0 or jax_err <= cpu_err, f"jax {jax_err:.3g}x tolerance from float64, CPU {cpu_err:.3g}x"
+    return jax_err, cpu_err
+
+
+# --- pow(Tensor, Scalar): CPU's specialised exponents -------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+@pytest.mark.parametrize("exponent", [0, 1, 2, 3, -2, -1, 0.5, -0.5, True, False, 2.001, 3.0078125])
+def test_pow_scalar_specialised_exponents_bit_exact(dtype, exponent):
+    vals = [0.0, -0.0, 1.0, -1.0, 2.5, -3.5, 1e-30, 1e30, math.inf, -math.inf, math.nan, 1e-8]
+    x = torch.cat([torch.tensor(vals), torch.randn(64, generator=torch.Generator().manual_seed(1)) * 3]).to(dtype)
+    # sqrt and rsqrt (XLA's, as the sqrt and rsqrt kernels) and the general power are 1 ulp from libm's
+    ulp = torch.finfo(dtype).eps
+    rtol = ulp if exponent in (0.5, -0.5) or (dtype != torch.bfloat16 and exponent in (2.001, 3.0078125)) else 0
+    assert_same(x.to(JAX).pow(exponent), x.pow(exponent), rtol=rtol)
+
+
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128])
+@pytest.mark.parametrize("exponent", [0, 1, 2, 3, -2, -1, 0.5, 2.0, 1.5])
+def test_pow_scalar_complex_like_cpu(dtype, exponent):
+    z = torch.randn(200, dtype=dtype, generator=torch.Generator().manual_seed(2)) * 2
+    eps = torch.finfo(z.real.dtype).eps
+    assert_same(z.to(JAX).pow(exponent), z.pow(exponent), rtol=8 * eps, atol=0)
+    if exponent in (0, 1):
+        z = torch.tensor([complex(math.nan, 1), complex(math.inf, -math.inf), 0j], dtype=dtype)
+        assert_same(z.to(JAX).pow(exponent), z.pow(exponent))
+
+
+def test_pow_scalar_complex_square_is_a_product():
+    # exp(2 log z) was 7x less exact than z * z on complex64
+    z = torch.randn(400, dtype=torch.complex64, generator=torch.Generator().manual_seed(3))
+    jax_err, cpu_err = three_way(lambda t: t.pow(2), [z], torch.complex64, atol=1e-7, rtol=1e-7)
+    assert jax_err <= 2 * cpu_err + 0.01
+
+
+def test_atanh_complex64_backward_near_the_poles():
+    # 1 / (1 - z^2) near z = +-1 amplifies the error of z^2 (pow(z, 2) on complex)
+    gen = torch.Generator().manual_seed(4)
+    z = torch.randn(20, 20, dtype=torch.complex64, generator=gen) * 3
+    z[0, :10] = torch.tensor(
+        [
+            1 + 1e-3j,
+            -1 + 2e-3j,
+            0.999 + 0j,
+            1.001 - 1e-3j,
+            1e-3j + 1,
+            0.998 + 1e-3j,
+            -0.999j - 1,
+            2j,
+            1.0005 + 0.0002j,
+            -1.0003 - 0.0001j,
+        ]
+    )
+    three_way(torch.atanh, [z], torch.complex64, backward=True)
+    three_way(torch.atanh, [z], torch.complex64, backward=False)
