@@ -202,7 +202,7 @@ def _check_fits(v, dtype: torch.dtype) -> None:
         if jnp.issubdtype(x.dtype, jnp.floating):
             return jnp.isnan(x) | (x < info.min) | (x > info.max)
         if info.min == 0:  # negative integers wrap into unsigned types, within their range
-            return jnp.where(x < 0, -x > info.max, x > info.max)
+            return (x < -info.max) | (x > info.max)
         return (x < info.min) | (x > info.max)
 
     if dtype.is_complex:
@@ -260,7 +260,7 @@ def linspace_out(start, end, steps, *, out):
 
 
 def _linspace_values(start, end, steps, dtype):
-    for v in (start, end):  # Scalar::to<scalar_t>, checked
+    for v in (start, end) if steps > 1 else (start,):  # Scalar::to<scalar_t>, checked (one step: a fill)
         _check_fits(v, dtype)
     if steps > 1 and dtype == torch.bool:  # one step is a fill; more run CPU's kernel, which has no Bool
         raise NotImplementedError("\"linspace_cpu\" not implemented for 'Bool'")
@@ -273,13 +273,23 @@ def _linspace_values(start, end, steps, dtype):
         values = jnp.full((1,), _as(start, acc), acc)
     else:
         lo, hi = _as(start, acc), _as(end, acc)
-        step = _scale(hi - lo, 1 / (steps - 1)) if dtype.is_complex else (hi - lo) / (steps - 1)
         i = jnp.arange(steps)
         if dtype.is_complex:
+            step = _scale(hi - lo, 1 / (steps - 1))
             values = jnp.where(i < steps // 2, lo + _scale(step, i), hi - _scale(step, steps - 1 - i))
         else:
-            values = jnp.where(i < steps // 2, lo + step * i, hi - step * (steps - 1 - i))
+            # each operation rounds to the dtype (XLA computes half in float32 inside one program)
+            r = _rounding(acc)
+            step = r(r(hi - lo) / (steps - 1))
+            values = jnp.where(i < steps // 2, r(lo + r(step * i)), r(hi - r(step * (steps - 1 - i))))
     return dtypes.convert(values, jdt)
+
+
+def _rounding(jdt):
+    """Round a half-precision intermediate to its dtype as an eager op does (lax.reduce_precision: XLA
+    drops a float32 -> half -> float32 round trip inside one program); other dtypes as they are."""
+    bits = {jnp.dtype(jnp.float16): (5, 10), jnp.dtype(jnp.bfloat16): (8, 7)}.get(jnp.dtype(jdt))
+    return (lambda x: x) if bits is None else (lambda x: jax.lax.reduce_precision(x, *bits))
 
 
 def _scale(z, k):
@@ -303,6 +313,16 @@ def _logspace_values(start, end, steps, base, dtype):
     jdt = dtypes.to_jax_dtype(dtype)
     if steps == 0:  # CPU converts nothing
         return jnp.zeros((0,), jdt)
+    if steps == 1:  # CPU fills base ** start (in double), converted to the dtype with fill_'s check
+        acc = jnp.complex128 if dtype.is_complex else jnp.float64
+        value = jnp.power(jnp.asarray(base, acc), _as(start, acc))
+        if _is_array(start):
+            _check_fits(value, dtype)
+        else:  # a Python start: the check on the host (value may be staged into a traced program)
+            with np.errstate(all="ignore"):
+                host = np.power(np.asarray(base, acc), np.asarray(start, acc))
+            dtypes.check_scalar(complex(host) if dtype.is_complex else float(host), dtype)
+        return _logspace_integral(jnp.full((1,), value), jdt).astype(jdt)
     if not (dtype.is_floating_point or dtype.is_complex or dtype == torch.bool):
         info = torch.iinfo(dtype)
         message = f"value cannot be converted to type {_C_INT[dtype]} without overflow"
@@ -314,6 +334,9 @@ def _logspace_values(start, end, steps, base, dtype):
                 tracing.check_values(jnp.isnan(x) | (x < lowest) | (x > info.max), lambda: RuntimeError(message))
             elif math.isnan(v.real) or v.real < lowest or v.real > info.max:
                 raise RuntimeError(message)
+    else:
+        for v in (start, end):  # Scalar::to<scalar_t>, checked
+            _check_fits(v, dtype)
     if steps > 1 and dtype == torch.bool:  # one step is a fill; more run CPU's kernel, which has no Bool
         raise NotImplementedError("\"logspace_cpu\" not implemented for 'Bool'")
     if steps <= 1:
@@ -329,13 +352,17 @@ def _logspace_values(start, end, steps, base, dtype):
         lo, hi = lo.astype(acc), hi.astype(acc)
         exponent = jnp.where(i < steps // 2, lo + step * i.astype(acc), hi - step * (steps - 1 - i).astype(acc))
         values = jnp.power(jnp.asarray(base, acc), exponent)
+    return _logspace_integral(values, jdt).astype(jdt)
+
+
+def _logspace_integral(values, jdt):
     if jnp.issubdtype(jdt, jnp.integer):
         # x86 converts through a 32- or 64-bit register (out of range: its minimum) and narrower
         # types keep the low bits
         via = jnp.int64 if jnp.dtype(jdt).itemsize == 8 else jnp.int32
         fits = jnp.abs(values) < 2.0 ** (jnp.iinfo(via).bits - 1)
         values = jnp.where(fits, jnp.where(fits, values, 0).astype(via), jnp.iinfo(via).min)
-    return values.astype(jdt)
+    return values
 
 
 def _tensor_ends_kernel(name, scalar_op, values_fn):

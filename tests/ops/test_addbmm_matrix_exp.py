@@ -3,9 +3,13 @@ against CPU PyTorch with JAXDEV_FALLBACK=error (a kernel that quietly fell back 
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 import torch
 from jaxdev_testing import CPU, JAX, assert_same, check
+
+from jaxdev.compiler.program import EagerGraphWarning
 
 pytestmark = pytest.mark.usefixtures("no_fallback")  # tests/conftest.py
 
@@ -182,3 +186,56 @@ def test_matrix_exp_gradients_like_cpu(dtype):
     # PyTorch's formula: matrix_exp of the block matrix [[A^H, G], [0, A^H]]
     x = torch.randn(2, 4, 4, generator=_gen(11), dtype=dtype) * 0.7
     check(torch.linalg.matrix_exp, x, rtol=1e-4, atol=1e-5)
+
+
+# --- linspace / logspace with 0-dim tensor ends, traced under torch.compile --------------------------
+
+RANGE_CASES = [
+    # (start, end, steps, dtype)
+    (torch.tensor(-3.7), torch.tensor(12.2), 10, None),
+    (torch.tensor(2.5, dtype=torch.float64), 7.0, 7, torch.float32),
+    (-1.0, torch.tensor(4, dtype=torch.int64), 5, torch.float64),
+    (torch.tensor(-1), torch.tensor(300), 9, torch.int64),
+    (torch.tensor(-1), torch.tensor(30), 4, torch.uint8),  # -1 wraps to 255 in uint8
+    (torch.tensor(-3.7), torch.tensor(12.2), 10, torch.float16),
+    (torch.tensor(0.5), torch.tensor(2.0), 6, torch.bfloat16),
+    (torch.tensor(1 + 2j), torch.tensor(-3.0 + 0j), 5, None),
+    (torch.tensor(True), torch.tensor(False), 3, torch.float32),
+    (torch.tensor(3.0), torch.tensor(1.0), 1, torch.int8),
+    (torch.tensor(3.0), torch.tensor(1.0), 0, None),
+    (torch.tensor(float("nan")), torch.tensor(1.0), 4, None),
+]
+
+
+@pytest.mark.parametrize("op", [torch.linspace, torch.logspace])
+@pytest.mark.parametrize("case", range(len(RANGE_CASES)))
+def test_tensor_ends_trace_like_cpu(op, case):
+    start, end, steps, dtype = RANGE_CASES[case]
+    kwargs = {} if dtype is None else {"dtype": dtype}
+    if op is torch.logspace:
+        kwargs["base"] = 2.0
+    expected = op(start, end, steps, **kwargs)
+    on_jax = [v.to(JAX) if isinstance(v, torch.Tensor) else v for v in (start, end)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", EagerGraphWarning)  # one XLA program, no op-by-op run
+        compiled = torch.compile(lambda a, b: op(a, b, steps, device=JAX, **kwargs) * 1, backend="jax")
+        got = compiled(*on_jax)
+    assert_same(got, expected * 1, rtol=1e-2 if dtype in (torch.float16, torch.bfloat16) else 1e-6, atol=1e-6)
+    assert_same(op(*on_jax, steps, device=JAX, **kwargs), expected, rtol=1e-2, atol=1e-6)  # eager, same path as before
+
+
+def test_tensor_ends_value_checks_under_compile():
+    """A traced end that does not fit the dtype raises CPU's error when the result is read."""
+    compiled = torch.compile(lambda a, b: torch.linspace(a, b, 4, dtype=torch.int8, device=JAX) * 1, backend="jax")
+    with pytest.raises(RuntimeError, match="value cannot be converted to type int8_t without overflow"):
+        torch.linspace(torch.tensor(1000.0), torch.tensor(1.0), 4, dtype=torch.int8)
+    with pytest.raises(RuntimeError, match="value cannot be converted to type int8_t without overflow"):
+        compiled(torch.tensor(1000.0, device=JAX), torch.tensor(1.0, device=JAX)).cpu()
+    assert compiled(torch.tensor(-5.0, device=JAX), torch.tensor(1.0, device=JAX)).cpu().tolist() == [-5, -3, -1, 1]
+
+
+def test_tensor_ends_must_be_0_dim():
+    for op in (torch.linspace, torch.logspace):
+        _same_outcome(lambda d, op=op: op(torch.ones(1, device=d), torch.tensor(1.0, device=d), 3, device=d))
+        _same_outcome(lambda d, op=op: op(torch.tensor(0.0, device=d), torch.ones(2, device=d), 3, device=d))
+        _same_outcome(lambda d, op=op: op(torch.ones(1, device=d), 1.0, 3, device=d))
