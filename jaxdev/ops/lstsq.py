@@ -17,9 +17,25 @@ from jaxdev.ops.toolkit import J, jitted
 _DRIVERS = ("gels", "gelsy", "gelsd", "gelss")
 
 
+# float32/complex64 systems are solved in float64/complex128 (rank cut-off still from the narrow
+# dtype's eps) and the results rounded once. Solved in float32 the solution was no more exact than
+# CPU's gels/gelsy (0.07-0.10x tolerance from the float64 solution each), and the residuals'
+# gradient 2 (A X - B) gL X^H amplifies that error: on the OpInfo sample linalg.lstsq float32
+# backward (4x3, gels) jax's gradient was 0.99-1.4x tolerance from the float64 one, CPU's 0.82x;
+# from the rounded wide solution it is 0.27x.
+_WIDE = {jnp.dtype(jnp.float32): jnp.dtype(jnp.float64), jnp.dtype(jnp.complex64): jnp.dtype(jnp.complex128)}
+
+
 @jitted
 def _lstsq_body(rcond, driver, vector, residuals):
     def run(a, b):
+        narrow = a.dtype
+        wide = _WIDE.get(narrow, narrow)
+        x, rank, s, *r = solve(a.astype(wide), b.astype(wide))
+        real = jnp.finfo(narrow).dtype
+        return (x.astype(narrow), rank, s.astype(real), *(v.astype(real) for v in r))
+
+    def solve(a, b):
         rhs = b[..., None] if vector else b
         a, rhs = broadcast_batch(a, rhs)
         u, s, vh = jnp.linalg.svd(a, full_matrices=False)
