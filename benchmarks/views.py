@@ -5,6 +5,8 @@ A read materialises the view (`v.contiguous()`; in JAX the view's expression, ji
 stores into the view (`v.copy_(src)`: the base changes; in JAX the same update on the base array,
 jitted). Views whose strides are a permutation, a strided slice, a broadcast or a diagonal are read
 and written as slices and transposes, not index gathers (tensor.py): the ratios show what is left.
+A use passes the view straight to a kernel (`x.t() @ y`, `F.linear`): the view is read inside the
+kernel's own program (toolkit.on_views), as JAX fuses `a.T` into the product.
 
     python benchmarks/views.py [--size 1024] [--repeat 50]
 """
@@ -56,7 +58,20 @@ def cases(n: int):
             (a, jaxdev.to_jax(y).reshape(n, n // 32, 32)),
         ),
     }
-    return reads, writes
+    hp = jax.lax.Precision.HIGHEST  # float32 products at PyTorch's default ("highest") precision
+    w, b = torch.randn(n // 2, n).to("jax"), torch.randn(n // 2).to("jax")
+    jw, jb, jy = jaxdev.to_jax(w), jaxdev.to_jax(b), jaxdev.to_jax(y)
+    uses = {
+        "x.t() @ y": (lambda: x.t() @ y, jit(lambda a, c: jnp.matmul(a.T, c, precision=hp)), (a, jy)),
+        "linear": (
+            lambda: torch.nn.functional.linear(x, w, b),
+            jit(lambda a, w, b: jnp.matmul(a, w.T, precision=hp) + b),
+            (a, jw, jb),
+        ),
+        "sum [:, ::2]": (lambda: x[:, ::2].sum(0), jit(lambda a: a[:, ::2].sum(0)), a),
+        "exp(t())": (lambda: x.t().exp(), jit(lambda a: jnp.exp(a.T)), a),
+    }
+    return reads, writes, uses
 
 
 def main() -> None:
@@ -65,10 +80,10 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=50)
     args = parser.parse_args()
     print(f"jax {jax.__version__} on {jax.devices()[0].platform}; {args.size}x{args.size} float32")
-    reads, writes = cases(args.size)
+    reads, writes, uses = cases(args.size)
     ratios = []
     print(f"{'':<8}{'view':<12} {'jaxdev us':>10} {'JAX us':>10} {'ratio':>7}")
-    for kind, table in (("read", reads), ("write", writes)):
+    for kind, table in (("read", reads), ("write", writes), ("use", uses)):
         for name, (dev, ref, ref_args) in table.items():
             ref_args = ref_args if isinstance(ref_args, tuple) else (ref_args,)
             for _ in range(3):  # compile both sides

@@ -586,17 +586,19 @@ def _mode(plan: _Plan | None, offset: int, numel: int, count: int, writing: bool
 # Everything below runs jitted on the box's array as stored (any shape), so no eager reshape or
 # bitcast happens on the way. The offset is traced: slices at different offsets (x[0], x[1], ...)
 # share one compiled program per (shape, strides, dtype, mode).
+def view_value(recipe, stored: jax.Array, offset) -> jax.Array:
+    """Traceable: the values of the view `recipe` = (shape, strides, target dtype, mode) of a storage
+    held as `stored`, starting at element `offset`."""
+    shape, strides, target, mode = recipe
+    if mode is not None:
+        return _plan(shape, strides).read(_flat_as(stored, target), offset, mode)
+    return _flat_as(stored, target)[_strided_index(shape, strides, offset)]
+
+
 @functools.lru_cache(maxsize=4096)
 def _gather(shape, strides, target, mode, out_sharding=None):
-    if mode is not None:
-        plan = _plan(shape, strides)
-        return jax.jit(
-            lambda stored, offset: plan.read(_flat_as(stored, target), offset, mode), out_shardings=out_sharding
-        )
-    return jax.jit(
-        lambda stored, offset: _flat_as(stored, target)[_strided_index(shape, strides, offset)],
-        out_shardings=out_sharding,
-    )
+    recipe = (shape, strides, target, mode)
+    return jax.jit(lambda stored, offset: view_value(recipe, stored, offset), out_shardings=out_sharding)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -681,13 +683,42 @@ def _read_stored(t: torch.Tensor, box: Box) -> jax.Array:
 
 
 @functools.lru_cache(maxsize=8192)
-def _view_reader(shape, strides, dtype, box_numel, box_dtype, offset):
-    """The jitted read of a (shape, strides, offset) view of a storage of `box_numel` `box_dtype`
-    elements: one cache lookup on the hot path of strided reads (x.t(), x[:, ::2] as arguments)."""
+def _view_recipe(shape, strides, dtype, box_numel, box_dtype, offset) -> tuple:
+    """How a (shape, strides, offset) view of a storage of `box_numel` `box_dtype` elements is read:
+    (shape, strides, target dtype, mode), for `view_value`. One cache lookup on the hot path."""
     target = dtypes.to_jax_dtype(dtype)  # complex32 views (view_as_complex of half): UnsupportedDtypeError
     numel = box_numel * box_dtype.itemsize // dtype.itemsize
     count = math.prod(shape)
-    return _gather(shape, strides, target, _mode(_plan(shape, strides), offset, numel, count, writing=False))
+    return (shape, strides, target, _mode(_plan(shape, strides), offset, numel, count, writing=False))
+
+
+def _view_reader(shape, strides, dtype, box_numel, box_dtype, offset):
+    """The jitted read of a view (see _view_recipe)."""
+    return _gather(*_view_recipe(shape, strides, dtype, box_numel, box_dtype, offset))
+
+
+def read_parts(t: torch.Tensor) -> tuple:
+    """For a kernel that reads jax tensor `t` inside its own jitted program: (array, offset, recipe).
+
+    recipe None: `array` is t's value. Otherwise t is a strided view (a transpose, a slice, an
+    expand...) of the storage held as `array`, starting at `offset`, and `view_value(recipe, array,
+    offset)` inside the kernel's program gives its value, so the view's transpose or slice fuses into
+    the kernel (a Linear's `w.t()` into its product) instead of running as a program of its own and
+    materialising a copy."""
+    try:
+        box = BOXES[t.untyped_storage().data_ptr()]
+    except KeyError:
+        box = box_of(t)
+    if box.logical is None and not (t.is_conj() or t.is_neg()) and not (SHARDED and box in SHARDED):
+        array = box.array
+        shape = t.shape
+        offset = t.storage_offset()
+        if array.shape == shape and t.dtype is box.dtype and not offset and t.is_contiguous():
+            return array, None, None
+        if not t.is_contiguous() and t.numel():
+            recipe = _view_recipe(tuple(shape), t.stride(), t.dtype, box.numel, box.dtype, offset)
+            return array, offset, recipe
+    return read(t), None, None
 
 
 def is_non_overlapping_and_dense(t: torch.Tensor) -> bool:

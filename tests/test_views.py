@@ -206,6 +206,51 @@ def test_reading_expanded_and_overlapping_views():
     on_both(scenario)
 
 
+# Views passed to kernels are read inside the kernel's own program (toolkit.on_views): the transpose of
+# a Linear's weight fuses into its product instead of being copied first.
+FUSED_READS = {
+    "t() sum": lambda t: t.t().sum(0),
+    "slice exp": lambda t: t[:, ::2].exp(),
+    "expand + self": lambda t: t[:1].expand(5, 7) + t,
+    "softmax of t()": lambda t: torch.softmax(t.t(), -1),
+    "diagonal * 2": lambda t: t.diagonal() * 2,
+    "mm with t()": lambda t: t @ t.t(),
+    "linear": lambda t: torch.nn.functional.linear(t, t[:3], t[0, :3]),
+    "addmm of views": lambda t: torch.addmm(t[:, :5], t, t.t()[:, :5]),
+    "offset slice + 1": lambda t: t[2:, 1:] + 1,
+    "bmm of views": lambda t: torch.bmm(t.view(1, 5, 7), t.t().reshape(1, 7, 5)),
+    "mean of t()": lambda t: t.t().mean(1),
+    "integer view": lambda t: (t * 10).long().t()[::2] * 3,
+    "bool expand": lambda t: (t > 0)[:1].expand(5, 7) & (t < 1),
+    "overlapping windows": lambda t: t.reshape(-1).as_strided((4, 4), (1, 1)).sum(1),
+    "conj view": lambda t: (t + 1j).conj() * 2,
+    "view(dtype)": lambda t: t.view(torch.int32)[:, ::3] + 1,
+}
+
+
+@pytest.mark.parametrize("name", list(FUSED_READS))
+def test_views_read_inside_the_kernels_program(name):
+    x = torch.randn(5, 7)
+    on_both(lambda d: FUSED_READS[name](x.to(d)), rtol=1e-6, atol=1e-6, check_stride=True)
+
+
+def test_a_transposed_weight_is_read_inside_the_product():
+    from jaxdev import tensor
+
+    w = torch.randn(4, 6, device="jax")
+    array, offset, recipe = tensor.read_parts(w.t())
+    assert recipe is not None and array.shape == (4, 6) and offset == 0  # the storage, not a copy
+    assert tensor.read_parts(w)[2] is None
+
+    def step(x, w):
+        return torch.nn.functional.linear(x, w).relu().sum()
+
+    x = torch.randn(3, 6)
+    compiled = torch.compile(step, backend="jax", fullgraph=True)
+    expected = step(x, w.cpu())
+    assert torch.allclose(compiled(x.to("jax"), w).cpu(), expected, rtol=1e-5)
+
+
 def test_reshape_of_non_contiguous_is_a_copy_like_cpu():
     def scenario(device):
         x = torch.arange(6.0, device=device).reshape(2, 3)

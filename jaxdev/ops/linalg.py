@@ -15,7 +15,7 @@ import torch
 
 from jaxdev import dtypes, tensor
 from jaxdev.ops.registry import aten, check_cast, register, register_functional, store_into
-from jaxdev.ops.toolkit import J, jitted, product_precision, wrap_dim
+from jaxdev.ops.toolkit import J, jitted, on_views, product_precision, wrap_dim
 
 
 def _same_dtype(name, *ts):
@@ -40,7 +40,7 @@ def _product(jdt, precision, accumulate):
 
 def _matmul(a, b, dtype):
     jdt = dtypes.to_jax_dtype(dtype)
-    return _product(jdt, *product_precision(jdt))(J(a), J(b))
+    return on_views(_product(jdt, *product_precision(jdt)), (a, b))
 
 
 def _mm_checks(self, mat2):
@@ -110,7 +110,7 @@ def _scaled(self, a, b, beta, alpha, dtype):
     if not (dtype.is_floating_point or dtype.is_complex):
         beta, alpha = int(beta), int(alpha)  # PyTorch converts them to the integer dtype first
     body = _scaled_product(jdt, *product_precision(jdt), beta != 0)
-    return body(J(self), J(a), J(b), beta, alpha)
+    return on_views(body, (self, a, b), (beta, alpha))
 
 
 @register_functional(aten.dot.default)

@@ -13,7 +13,7 @@ import torch
 
 from jaxdev import dtypes, tensor
 from jaxdev.ops.registry import aten, register, register_functional, store_into
-from jaxdev.ops.toolkit import J, accumulate_dtype, axes, jitted, opmath, wrap_dim
+from jaxdev.ops.toolkit import J, accumulate_dtype, axes, jitted, on_views, opmath, wrap_dim
 
 
 @jitted
@@ -23,7 +23,7 @@ def _reduction(fn, axis, keepdims, compute, result):
 
 def _reduce(fn, x: torch.Tensor, dim, keepdim, result: torch.dtype, compute: torch.dtype | None = None):
     compute = opmath(dtypes.to_jax_dtype(compute or result))
-    return _reduction(fn, axes(dim, x.dim()), bool(keepdim), compute, dtypes.to_jax_dtype(result))(J(x))
+    return on_views(_reduction(fn, axes(dim, x.dim()), bool(keepdim), compute, dtypes.to_jax_dtype(result)), (x,))
 
 
 @register_functional(aten.sum.dim_IntList, out=False)

@@ -9,7 +9,7 @@ import torch
 
 from jaxdev import dtypes
 from jaxdev.ops.registry import aten, register_functional
-from jaxdev.ops.toolkit import J, compiled, opmath, wrap_dim
+from jaxdev.ops.toolkit import J, compiled, on_views, opmath, wrap_dim
 
 
 def _softmax_body(x, fn, axis, compute, result):
@@ -22,7 +22,7 @@ def _softmax_body(x, fn, axis, compute, result):
 def _softmax_like(fn, self, dim, half_to_float):
     result = dtypes.to_jax_dtype(torch.float32 if half_to_float else self.dtype)
     axis = wrap_dim(dim, self.dim())
-    return compiled(_softmax_body, fn, axis, opmath(dtypes.to_jax_dtype(self.dtype)), result)(J(self))
+    return on_views(compiled(_softmax_body, fn, axis, opmath(dtypes.to_jax_dtype(self.dtype)), result), (self,))
 
 
 @register_functional(aten._softmax.default)

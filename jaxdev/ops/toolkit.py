@@ -39,6 +39,7 @@ __all__ = [
     "float_of",
     "jitted",
     "multiply_at",
+    "on_views",
     "opmath",
     "product_precision",
     "sort_key",
@@ -164,9 +165,44 @@ def plain(fn):
 def apply(fn, compute: torch.dtype, result: torch.dtype, tensors, extra=()):
     """`fn` jitted on the tensors' values cast to `compute`'s opmath dtype, cast to `result`.
     `fn` must be a module-level function (or a `plain` ufunc): it keys the cache."""
-    read = tensor.read
-    values = [(J(t) if t.is_cpu else read(t)) if isinstance(t, Tensor) else t for t in tensors]
-    return _cast_body(fn, compute, result, len(tensors))(*values, *extra)
+    return on_views(_cast_body(fn, compute, result, len(tensors)), tensors, extra)
+
+
+def on_views(body, args, extra=()):
+    """`body(*values, *extra)` for the jitted `body`: `args` are tensors (or Python numbers, passed as
+    they are). Strided views among them (x.t(), x[:, ::2], an expand) are read inside the same XLA
+    program, where their transpose or slice fuses into the body, rather than materialised first."""
+    values, recipes, fused = [], [], False
+    for t in args:
+        if isinstance(t, Tensor) and not t.is_cpu:
+            array, offset, recipe = tensor.read_parts(t)
+            values.append(array)
+            if recipe is not None:
+                values.append(offset)
+                fused = True
+            recipes.append(recipe)
+        else:
+            values.append(J(t) if isinstance(t, Tensor) else t)
+            recipes.append(None)
+    if not fused:
+        return body(*values, *extra)
+    return _reading_views(body, tuple(recipes))(*values, *extra)
+
+
+@functools.lru_cache(maxsize=4096)
+def _reading_views(body, recipes):
+    def run(*args):
+        values, i = [], 0
+        for recipe in recipes:
+            if recipe is None:
+                values.append(args[i])
+                i += 1
+            else:
+                values.append(tensor.view_value(recipe, args[i], args[i + 1]))
+                i += 2
+        return body(*values, *args[i:])
+
+    return jax.jit(run)
 
 
 def each_location_once(t):
