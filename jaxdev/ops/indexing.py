@@ -19,7 +19,7 @@ import torch
 
 from jaxdev import dtypes, tensor, tracing
 from jaxdev.ops.registry import aten, register, register_functional, store_into
-from jaxdev.ops.toolkit import J, add_at, any_device, check_index_bounds, multiply_at, wrap_dim
+from jaxdev.ops.toolkit import J, add_at, any_device, check_index_bounds, multiply_at, opmath, wrap_dim
 
 
 def _cat_checked(tensors, dim):
@@ -513,13 +513,17 @@ def _scatter(self, dim, index, src, reduce=None):
     s = s.astype(x.dtype)
     grids = list(jnp.meshgrid(*[jnp.arange(n) for n in i.shape], indexing="ij"))
     grids[d] = jnp.where(i < 0, i + x.shape[d], i)
-    ref = x.at[tuple(grids)]
     if reduce is None:
-        return ref.set(s)
+        return x.at[tuple(grids)].set(s)
+    # CPU's scatter kernels accumulate half and bfloat16 in float and round once (scatter_add of 3000
+    # float16 ones is 3000, not the 2048 a float16 accumulator stops at); cummax/cummin's gradient is
+    # such a scatter_add
+    acc = opmath(x.dtype)
+    ref = x.astype(acc).at[tuple(grids)]
     if reduce in ("add", "sum"):
-        return add_at(ref, s)
+        return add_at(ref, s.astype(acc)).astype(x.dtype)
     if reduce in ("multiply", "prod"):
-        return multiply_at(ref, s)
+        return multiply_at(ref, s.astype(acc)).astype(x.dtype)
     raise RuntimeError(f"reduce argument must be either add or multiply, got {reduce}")
 
 

@@ -23,15 +23,19 @@ def _positions(i, d):
 
 
 @jitted
-def _scatter_reduce(d, reduce, include_self, floor_mean):
+def _scatter_reduce(d, reduce, include_self, floor_mean, wide=False):
+    """wide: half and bfloat16 sums and products accumulate in float32 and round once, as CPU's
+    scatter_reduce does (its index_reduce accumulates in the dtype itself)."""
+
     def run(x, i, s):
         i = jnp.where(i < 0, i + x.shape[d], i)
         s = s[tuple(slice(0, n) for n in i.shape)].astype(x.dtype)
         pos = _positions(i, d)
         hit = jnp.zeros(x.shape, bool).at[pos].set(True)
+        acc = opmath(x.dtype) if wide else x.dtype
         if reduce in ("sum", "mean"):
             base = x if include_self else jnp.where(hit, jnp.zeros((), x.dtype), x)
-            total = add_at(base.at[pos], s)
+            total = add_at(base.astype(acc).at[pos], s.astype(acc)).astype(x.dtype)
             if reduce == "sum":
                 return total
             count = jnp.zeros(x.shape, jnp.int64).at[pos].add(1) + (1 if include_self else 0)
@@ -40,7 +44,7 @@ def _scatter_reduce(d, reduce, include_self, floor_mean):
             return jnp.where(hit, mean, x)
         if reduce == "prod":
             base = x if include_self else jnp.where(hit, jnp.ones((), x.dtype), x)
-            return multiply_at(base.at[pos], s)
+            return multiply_at(base.astype(acc).at[pos], s.astype(acc)).astype(x.dtype)
         lowest = _extreme(x.dtype, reduce == "amax")
         base = x if include_self else jnp.where(hit, lowest, x)
         ref = base.at[pos]
@@ -77,9 +81,9 @@ def scatter_reduce(self, dim, index, src, reduce, *, include_self=True):
     check_index_bounds(i, self.shape[d] if self.dim() else 1, d)
     if x.ndim == 0:
         x, i, s = x[None], i.reshape(1), J(src).reshape(1)
-        return _scatter_reduce(0, reduce, bool(include_self), False)(x, i, s)[0]
+        return _scatter_reduce(0, reduce, bool(include_self), False, True)(x, i, s)[0]
     floor = not (self.dtype.is_floating_point or self.dtype.is_complex)
-    return _scatter_reduce(d, reduce, bool(include_self), floor)(x, i, J(src))
+    return _scatter_reduce(d, reduce, bool(include_self), floor, True)(x, i, J(src))
 
 
 @jitted
