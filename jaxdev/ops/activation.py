@@ -1,8 +1,8 @@
 """Activation functions of torch.nn, with the `*_backward` kernels their autograd formulas call:
 threshold (relu's backward), gelu, silu, sigmoid/tanh backward, hardtanh, leaky_relu, elu
 (celu/selu decompose to it), hardsigmoid, hardswish, softplus, mish, softshrink/hardshrink,
-log_sigmoid, logit, glu, prelu (mish_backward and silu_backward are CompositeImplicitAutograd: they
-decompose).
+log_sigmoid, logit, glu, prelu (mish_backward is CompositeImplicitAutograd: it decomposes; silu_backward
+is too, but has CPU's kernel here: registry.FORMULA_COMPOSITES).
 
 Each formula is PyTorch's CPU kernel's (same comparisons at the boundaries, so gradients at the
 kinks agree); float16/bfloat16 compute in float32 through `apply`'s opmath.
@@ -386,6 +386,19 @@ def _silu(x):
 @register_functional(aten.silu.default)
 def silu(self):
     return apply(_silu, self.dtype, self.dtype, (self,))
+
+
+def _silu_grad(g, x):
+    s = jax.nn.sigmoid(x)
+    return g * s * (1 + x * (1 - s))
+
+
+@register_functional(aten.silu_backward.default)
+def silu_backward(grad_output, self):
+    """CPU's kernel: dy * s * (1 + x (1 - s)) in float32 for half, rounded once; the composite
+    (registry.FORMULA_COMPOSITES) rounds each of its five ops to float16 (1.4x tolerance from the
+    float64 gradient where CPU is 0.26x)."""
+    return apply(_silu_grad, self.dtype, self.dtype, (grad_output, self))
 
 
 # Complex gradients are conjugate (Wirtinger) derivatives: PyTorch multiplies by the conjugate slope.

@@ -82,9 +82,16 @@ RAW_MEMORY_COMPOSITES = frozenset(
 )
 
 
+# CompositeImplicitAutograd ops that also have CPU kernels and a derivative formula of their own (an
+# Autograd kernel): a PrivateUse1 kernel loses nothing (AutogradPrivateUse1 then runs the formula) and
+# computes as CPU's kernel does, where the decomposition rounds half precision op by op.
+FORMULA_COMPOSITES = frozenset({"aten::silu_backward"})
+
+
 def _register(op: OpOverload, fn: Callable) -> None:
     name = op.name()
-    if is_composite_implicit(op) and name not in RAW_MEMORY_COMPOSITES:
+    formula = name in FORMULA_COMPOSITES and torch._C._dispatch_has_kernel_for_dispatch_key(name, "Autograd")
+    if is_composite_implicit(op) and name not in RAW_MEMORY_COMPOSITES and not formula:
         raise RegistrationError(
             f"refusing to register {name} at PrivateUse1: it is CompositeImplicitAutograd, and a "
             "backend kernel would replace its decomposition under AutogradPrivateUse1 so its "

@@ -9,7 +9,7 @@ import math
 
 import pytest
 import torch
-from jaxdev_testing import JAX, assert_same
+from jaxdev_testing import JAX, assert_same, on_both
 from torch.testing._comparison import default_tolerances
 
 from jaxdev.audit.check import tolerance_units
@@ -262,3 +262,36 @@ def test_cummax_cummin_half_backward(op, dtype):
             torch.zeros_like(x).to(JAX).scatter_add_(dim, idx.to(JAX), grad.to(JAX)),
             torch.zeros_like(x).scatter_add_(dim, idx, grad),
         )
+
+
+# --- silu_backward: CPU's kernel, not the composite ------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.float64])
+def test_silu_backward_like_cpu(dtype):
+    gen = torch.Generator().manual_seed(40)
+    x = torch.cat([torch.randn(200, generator=gen) * 4, torch.tensor([0.0, -0.0, 20.0, -20.0, 1e4, -1e4])]).to(dtype)
+    g = torch.randn(x.shape, generator=gen).to(dtype)
+    rtol = 0 if dtype in (torch.float16, torch.bfloat16) else 4 * torch.finfo(dtype).eps  # exp: not libm's
+    assert_same(torch.ops.aten.silu_backward(g.to(JAX), x.to(JAX)), torch.ops.aten.silu_backward(g, x), rtol=rtol)
+    if dtype in (torch.float16, torch.bfloat16):
+        # the composite rounded five ops to float16: 1.4x tolerance from float64 where CPU is 0.26x
+        jax_err, cpu_err = three_way(torch.nn.functional.silu, [x], dtype, backward=True)
+        assert jax_err <= cpu_err
+
+
+def test_silu_backward_derivative_as_cpu():
+    # CPU's silu_backward has no derivative (silu's own double backward goes another way); now neither does jax's
+    def direct(device):
+        x = torch.randn(6, dtype=torch.float64, generator=torch.Generator().manual_seed(0)).to(device)
+        g = torch.ones(6, dtype=torch.float64, device=device, requires_grad=True)
+        return torch.autograd.grad(torch.ops.aten.silu_backward(g, x.requires_grad_()).sum(), g)
+
+    on_both(direct, match="derivative for aten::silu_backward is not implemented")
+
+    def double(device):
+        x = torch.randn(6, dtype=torch.float64, generator=torch.Generator().manual_seed(0)).to(device).requires_grad_()
+        (g,) = torch.autograd.grad(torch.nn.functional.silu(x).sum(), x, create_graph=True)
+        return torch.autograd.grad(g.sum(), x)
+
+    on_both(double, rtol=1e-12, atol=1e-12)
