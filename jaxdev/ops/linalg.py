@@ -30,10 +30,20 @@ def _same_dtype(name, *ts):
     return first
 
 
+def matmul(a, b, precision, accumulate):
+    """jnp.matmul at the device's product precision (toolkit.product_precision). On XLA's CPU backend a
+    half x half -> float32 dot has no kernel for every operand layout (a transposed view read inside
+    the product's program: "Unsupported element type for DotThunk::Execute: BF16 x BF16 = F32"), so
+    there half operands are widened first: their products are exact in float32, the result the same."""
+    if accumulate is not None and a.dtype != accumulate and jax.default_backend() == "cpu":
+        a, b = a.astype(accumulate), b.astype(accumulate)
+    return jnp.matmul(a, b, precision=precision, preferred_element_type=accumulate)
+
+
 @jitted
 def _product(jdt, precision, accumulate):
     def run(a, b):
-        return jnp.matmul(a, b, precision=precision, preferred_element_type=accumulate).astype(jdt)
+        return matmul(a, b, precision, accumulate).astype(jdt)
 
     return run
 
@@ -98,7 +108,7 @@ def _scaled_product(jdt, precision, accumulate, use_self):
     compute = accumulate or jdt
 
     def run(s, a, b, beta, alpha):
-        prod = jnp.matmul(a, b, precision=precision, preferred_element_type=accumulate).astype(compute)
+        prod = matmul(a, b, precision, accumulate).astype(compute)
         out = prod * alpha if not use_self else s.astype(compute) * beta + prod * alpha
         return jnp.broadcast_to(out, jnp.broadcast_shapes(s.shape, prod.shape)).astype(jdt)
 
@@ -183,9 +193,9 @@ def addmv(self, mat, vec, *, beta=1, alpha=1):
 
 def _dot(a, b, precision, accumulate):
     if jnp.iscomplexobj(a):
-        re = lambda x, y: jnp.matmul(x, y, precision=precision, preferred_element_type=accumulate)
+        re = lambda x, y: matmul(x, y, precision, accumulate)
         return jax.lax.complex(re(a.real, b.real) - re(a.imag, b.imag), re(a.real, b.imag) + re(a.imag, b.real))
-    return jnp.matmul(a, b, precision=precision, preferred_element_type=accumulate)
+    return matmul(a, b, precision, accumulate)
 
 
 @jitted
