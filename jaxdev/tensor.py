@@ -709,16 +709,21 @@ def read_parts(t: torch.Tensor) -> tuple:
         box = BOXES[t.untyped_storage().data_ptr()]
     except KeyError:
         box = box_of(t)
-    if box.logical is None and not (t.is_conj() or t.is_neg()) and not (SHARDED and box in SHARDED):
-        array = box.array
-        shape = t.shape
-        offset = t.storage_offset()
-        if array.shape == shape and t.dtype is box.dtype and not offset and t.is_contiguous():
-            return array, None, None
-        if not t.is_contiguous() and t.numel():
-            recipe = _view_recipe(tuple(shape), t.stride(), t.dtype, box.numel, box.dtype, offset)
-            return array, offset, recipe
-    return read(t), None, None
+    if box.logical is not None:
+        return read(t), None, None
+    array = box.array
+    if (
+        array.shape == t.shape
+        and t.dtype is box.dtype
+        and not t.storage_offset()
+        and t.is_contiguous()
+        and not (t.is_conj() or t.is_neg())
+    ):
+        return array, None, None  # the hot path, as in `read`
+    if t.is_contiguous() or t.is_conj() or t.is_neg() or not t.numel() or (SHARDED and box in SHARDED):
+        return read(t), None, None
+    offset = t.storage_offset()
+    return array, offset, _view_recipe(tuple(t.shape), t.stride(), t.dtype, box.numel, box.dtype, offset)
 
 
 def is_non_overlapping_and_dense(t: torch.Tensor) -> bool:

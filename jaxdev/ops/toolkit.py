@@ -172,21 +172,27 @@ def on_views(body, args, extra=()):
     """`body(*values, *extra)` for the jitted `body`: `args` are tensors (or Python numbers, passed as
     they are). Strided views among them (x.t(), x[:, ::2], an expand) are read inside the same XLA
     program, where their transpose or slice fuses into the body, rather than materialised first."""
-    values, recipes, fused = [], [], False
+    values, views = [], None
+    read_parts = tensor.read_parts
     for t in args:
         if isinstance(t, Tensor) and not t.is_cpu:
-            array, offset, recipe = tensor.read_parts(t)
-            values.append(array)
+            array, offset, recipe = read_parts(t)
             if recipe is not None:
-                values.append(offset)
-                fused = True
-            recipes.append(recipe)
+                views = views or {}
+                views[len(values)] = (offset, recipe)
+            values.append(array)
         else:
             values.append(J(t) if isinstance(t, Tensor) else t)
-            recipes.append(None)
-    if not fused:
+    if views is None:  # the hot path: every argument is its whole storage
         return body(*values, *extra)
-    return _reading_views(body, tuple(recipes))(*values, *extra)
+    recipes, flat = [], []
+    for i, v in enumerate(values):
+        view = views.get(i)
+        recipes.append(None if view is None else view[1])
+        flat.append(v)
+        if view is not None:
+            flat.append(view[0])
+    return _reading_views(body, tuple(recipes))(*flat, *extra)
 
 
 @functools.lru_cache(maxsize=4096)
