@@ -423,7 +423,12 @@ def run_sample(unit: sample_db.Unit, sample, repro: str | None = None) -> dict:
         if result["fallback"]:
             bad["reason"] += f" (CPU fallback used for {', '.join(result['fallback'])})"
         return {**result, **bad}
-    misplaced = _stride_mismatch(layouts, expected)
+    # Strides are CPU's as a program sees them: the untraced run's (`again`). Under the Trace mode,
+    # composite-compliant formulas take their out-of-place branches (areAnyTensorSubclassLike is true
+    # whenever a Python dispatch mode is active): householder_product_backward then builds the input's
+    # grad with cat (contiguous) instead of zeros_like(input) (the input's layout), and jax, which runs
+    # without the mode, takes the in-place branch as CPU does outside the audit.
+    misplaced = _stride_mismatch(layouts, again)
     if misplaced:
         return {**result, "status": "stride_mismatch", "reason": misplaced}
     if untraced:

@@ -63,3 +63,19 @@ def test_arguments_pytorch_requires_on_cpu_stay_there():
     assert samples.to_device(sample, "jax").args[0].device.type == "jax"  # other ops: everything moves
     verdict = check.run_sample(unit, sample)
     assert verdict["status"] == "pass", verdict
+
+
+def test_strides_are_compared_with_cpu_outside_the_trace_mode():
+    # Under the auditor's TorchDispatchMode, householder_product_backward takes its out-of-place
+    # (tensor-subclass) branch and returns a contiguous grad for geqrf's column-major reflectors;
+    # outside any mode CPU keeps the reflectors' layout, and so does jax.
+    unit = samples.Unit("ormqr", "float64", "backward")
+    sample = samples.samples(unit, 1)[0]
+    assert sample.input.stride() == (1, 5) and sample.kwargs == {"left": True, "transpose": True}
+    cpu_sample = samples.to_device(sample, "cpu")
+    with check.Trace():
+        traced, seeds = check._call(samples.op_db()["ormqr"], cpu_sample, True)
+    plain, _ = check._call(samples.op_db()["ormqr"], samples.to_device(sample, "cpu"), True, seeds)
+    assert traced[0].stride() == (5, 1) and plain[0].stride() == (1, 5)  # PyTorch's two branches
+    verdict = check.run_sample(unit, sample)
+    assert verdict["status"] == "pass", verdict
