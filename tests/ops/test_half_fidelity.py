@@ -1,0 +1,61 @@
+"""Half-precision fidelity: kernels whose float16/bfloat16 results CPU rounds in its own way, each
+compared with CPU bit for bit (or within the stated tolerance) with JAXDEV_FALLBACK=error."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from jaxdev_testing import JAX, assert_same
+
+pytestmark = pytest.mark.usefixtures("no_fallback")  # tests/conftest.py
+
+HALF = [torch.float16, torch.bfloat16]
+
+
+def _gen(seed=0):
+    return torch.Generator().manual_seed(seed)
+
+
+# --- special.i0e: CPU's scalar op computes in the half dtype, its vector op in float32 -------------
+
+_I0E_VIEWS = {
+    "contiguous": lambda b: b,
+    "0-dim": lambda b: b[0, 0],
+    "63 elements": lambda b: b.flatten()[:63],
+    "transposed": lambda b: b.t(),
+    "strided": lambda b: b[:, ::2],
+    "row slice": lambda b: b[:, :50],
+    "row step": lambda b: b[::2],
+    "expanded rows": lambda b: b[:1].expand(5, 70),
+    "expanded columns": lambda b: b[:, :1].expand(37, 40),
+    "transposed slice": lambda b: b.t()[:, 3:40],
+}
+
+
+@pytest.mark.parametrize("view", list(_I0E_VIEWS))
+@pytest.mark.parametrize("dtype", HALF)
+def test_i0e_half_as_cpu_loop(dtype, view):
+    base = (torch.randn(37, 70, generator=_gen()) * 8).to(dtype)
+    edges = torch.tensor([0.0, -0.0, 8.0, -8.0, 7.99, 8.01, float("inf"), -float("inf"), float("nan"), 1e-4, 500.0])
+    base.view(-1)[: edges.numel()] = edges.to(dtype)
+    f = _I0E_VIEWS[view]
+    assert_same(torch.special.i0e(f(base.to(JAX))), torch.special.i0e(f(base)))
+
+
+@pytest.mark.parametrize("n", [1, 5, 31, 32, 33, 63, 64, 100, 40001])
+@pytest.mark.parametrize("dtype", [*HALF, torch.float32, torch.float64])
+def test_i0e_lengths_as_cpu(dtype, n):
+    x = (torch.randn(n, generator=_gen(n)) * 9).to(dtype)
+    assert_same(torch.special.i0e(x.to(JAX)), torch.special.i0e(x))
+
+
+@pytest.mark.parametrize("dtype", HALF)
+def test_i0e_backward_as_cpu(dtype):
+    x = (torch.randn(5, generator=_gen(3)) * 4).to(dtype)
+    g = torch.randn(5, generator=_gen(4)).to(dtype)
+    grads = []
+    for device in ("cpu", JAX):
+        xx = x.to(device).requires_grad_()
+        (grad,) = torch.autograd.grad(torch.special.i0e(xx), xx, g.to(device))
+        grads.append(grad)
+    assert_same(grads[1], grads[0])
