@@ -2,10 +2,14 @@
 
 `pad` lists (left, right) pairs from the last dim backwards; a negative amount crops. Reflection and
 replication pads gather each output position from a source index along each padded dim; their
-backward is the transposed gather (a scatter-add, accumulated in float32 for half inputs).
+backward is the transposed gather (a scatter-add); for float16/bfloat16 it is CPU's loop, each
+output element added into its source in the output's row-major order and every sum rounded to the
+half dtype (up to 256 contributions per element; past that the scatter-add).
 """
 
 from __future__ import annotations
+
+import itertools
 
 import jax
 import jax.numpy as jnp
@@ -74,10 +78,61 @@ def _gather(x, sources):
     return x
 
 
+# CPU's backward for half dtypes as an unrolled fold: at most this many contributions per input element
+_MAX_FOLD = 256
+
+
+def _contributions(src, n):
+    """For each input index along one dim, the output indices that read it, ascending: a table
+    (n, K) and its mask, K the most any index gets."""
+    lists = [np.flatnonzero(src == i) for i in range(n)]
+    k = max(len(lst) for lst in lists)
+    table, mask = np.zeros((n, k), np.int64), np.zeros((n, k), bool)
+    for i, lst in enumerate(lists):
+        table[i, : len(lst)], mask[i, : len(lst)] = lst, True
+    return table, mask
+
+
+def _half_backward(g, sources, sizes):
+    """CPU's cpu_padding_backward for a half dtype: grad_input += grad_output in the output's row-major
+    order (outer dims first), each += rounding to the half dtype. An input element's contributions in
+    that order are its per-dim contribution lists taken lexicographically, so step (r_1, ..., r_k)
+    adds, for every element at once, the output element of rank r_d along each dim."""
+    tables = [_contributions(src, n) for src, n in zip(sources, sizes)]
+    lead = g.ndim - len(sources)
+    acc = jnp.zeros((*g.shape[:lead], *sizes), jnp.float32)
+    for ranks in itertools.product(*(range(t.shape[1]) for t, _ in tables)):
+        val, keep = g, None
+        for k, ((table, mask), r) in enumerate(zip(tables, ranks)):
+            val = jnp.take(val, jnp.asarray(table[:, r]), axis=lead + k)
+            m = jnp.asarray(mask[:, r]).reshape((-1,) + (1,) * (len(sources) - 1 - k))
+            keep = m if keep is None else keep & m
+        acc = (acc + jnp.where(keep, val.astype(jnp.float32), 0.0)).astype(g.dtype).astype(jnp.float32)
+    return acc.astype(g.dtype)
+
+
 @jitted
 def _padder(sources_key, mode):
     sources = [_source(n, lo, hi, mode) for n, lo, hi in sources_key]
-    return lambda x: _gather(x, sources)
+    sizes = tuple(n for n, _, _ in sources_key)
+    steps = int(np.prod([_contributions(src, n)[0].shape[1] for src, n in zip(sources, sizes)]))
+
+    @jax.custom_vjp
+    def pad(x):
+        return _gather(x, sources)
+
+    def forward(x):
+        return _gather(x, sources), jnp.zeros((0,), x.dtype)
+
+    def backward(residual, g):
+        if g.dtype in (jnp.float16, jnp.bfloat16) and steps <= _MAX_FOLD:
+            return (_half_backward(g, sources, sizes),)
+        shape = (*g.shape[: g.ndim - len(sizes)], *sizes)
+        _, vjp = jax.vjp(lambda x: _gather(x, sources), jnp.zeros(shape, g.dtype))
+        return vjp(g)
+
+    pad.defvjp(forward, backward)
+    return pad
 
 
 _AXES = "DHW"
