@@ -7,7 +7,6 @@ masked_select, scatter_add, ...).
 
 from __future__ import annotations
 
-import jax
 import jax.numpy as jnp
 import torch
 
@@ -118,44 +117,8 @@ def index_add(self, dim, index, source, *, alpha=1):
         return add_at(x[None].at[i], (s.reshape(-1) * alpha).astype(x.dtype))[0]
     if s.ndim == 0:
         s = s.reshape((1,))
-    if x.dtype in (jnp.float16, jnp.bfloat16):
-        return _index_add_half(d)(x, i, s, alpha)
     c = opmath(x.dtype)
     return _index_add(d)(x.astype(c), i, s.astype(c), alpha).astype(x.dtype)
-
-
-@jitted
-def _index_add_half(d):
-    """CPU's index_add_ for float16/bfloat16 adds source entry k into self in index order, the
-    product source * alpha rounded to the half dtype (alpha a half value too), then every sum
-    rounded to it: 3000 ones into one float16 element give 2048, as on CPU (measured: neither a
-    float32 product nor a float32 alpha reproduces CPU). Repeated indices are applied in rounds:
-    round r adds, for every index, its r-th occurrence."""
-
-    def run(x, i, s, alpha):
-        n = i.shape[0]
-        i = jnp.where(i < 0, i + x.shape[d], i)
-        s = jnp.moveaxis(s.reshape(x.shape[:d] + (n,) + x.shape[d + 1 :]) if s.size else s, d, 0)
-        a = jnp.asarray(alpha, jnp.float32).astype(x.dtype).astype(jnp.float32)
-        v = (s.astype(jnp.float32) * a).astype(x.dtype).astype(jnp.float32)
-        # the occurrence number of each position among equal indices (stable: index order)
-        order = jnp.argsort(i, stable=True)
-        sorted_i = i[order]
-        start = jnp.searchsorted(sorted_i, sorted_i, side="left")
-        rank = jnp.zeros((n,), jnp.int64).at[order].set(jnp.arange(n) - start)
-        rounds = jnp.max(rank, initial=-1) + 1
-        acc = jnp.moveaxis(x, d, 0)
-
-        def step(state):
-            r, acc = state
-            target = jnp.where(rank == r, i, acc.shape[0])  # out of range: dropped
-            current = acc.at[target].get(mode="fill", fill_value=0).astype(jnp.float32)
-            return r + 1, acc.at[target].set((current + v).astype(x.dtype), mode="drop")
-
-        _, acc = jax.lax.while_loop(lambda state: state[0] < rounds, step, (jnp.int64(0), acc))
-        return jnp.moveaxis(acc, 0, d)
-
-    return run
 
 
 @register_functional(aten.masked_scatter.default)

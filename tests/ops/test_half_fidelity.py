@@ -89,36 +89,3 @@ def test_pad_backward_as_cpu(dtype, case):
         assert_same(grads[1], grads[0], rtol=1e-6, atol=1e-6)
     else:
         assert_same(grads[1], grads[0])
-
-
-# --- index_add: CPU adds in index order, rounding the product and every sum to the half dtype ------
-
-_INDEX_ADD = [
-    ((3,), 0, 3000, 1),  # 3000 ones into one float16 element: 2048 on CPU
-    ((3, 2), 0, 3000, 3),
-    ((5,), 0, 40, 0.1),
-    ((5, 4), 0, 40, 0.1),
-    ((4, 5), 1, 40, 0.3),
-    ((2, 5, 3), 1, 60, -1.7),
-    ((5, 4), 0, 0, 1),
-]
-
-
-@pytest.mark.parametrize("case", range(len(_INDEX_ADD)))
-@pytest.mark.parametrize("dtype", HALF)
-def test_index_add_half_as_cpu(dtype, case):
-    shape, dim, n, alpha = _INDEX_ADD[case]
-    gen = _gen(case)
-    x = (torch.randn(shape, generator=gen) * 10).to(dtype)
-    source_shape = list(shape)
-    source_shape[dim] = n
-    if n == 3000:
-        source, index = torch.ones(source_shape, dtype=dtype), torch.zeros(n, dtype=torch.long)
-    else:
-        source = (torch.randn(source_shape, generator=gen) * 10).to(dtype)
-        index = torch.randint(0, shape[dim], (n,), generator=gen)
-    expected = x.index_add(dim, index, source, alpha=alpha)
-    assert_same(x.to(JAX).index_add(dim, index.to(JAX), source.to(JAX), alpha=alpha), expected)
-    inplace = x.to(JAX)
-    inplace.index_add_(dim, index.to(JAX), source.to(JAX), alpha=alpha)
-    assert_same(inplace, expected)
