@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import torch
 
 from jaxdev import dtypes, tracing
-from jaxdev.ops.registry import aten, register_functional
+from jaxdev.ops.registry import aten, register, register_functional, store_into
 from jaxdev.ops.toolkit import apply, float_of, plain, value
 
 _ADD, _OR, _SUB, _MUL, _AND, _DIV, _FMOD, _POW = map(
@@ -286,11 +286,20 @@ def _int_pow(base, e):
     return jnp.where(e < 0, negative, jnp.power(base, jnp.maximum(e, 0)))
 
 
-@register_functional(aten.pow.Scalar)
+@register_functional(aten.pow.Scalar, inplace=False)
 def pow_scalar(self, exponent):
     common = torch.result_type(exponent, self)
     integral = not (common.is_floating_point or common.is_complex) and common != torch.bool
     return apply(_int_pow if integral else _POW, common, common, (self, exponent))
+
+
+@register(aten.pow_.Scalar)
+def pow_tensor_scalar_(self, exponent):
+    """x.pow_(scalar) is pow.Tensor_Scalar in place. Its overload name pairs it with pow.Scalar (whose
+    self is the Scalar), so deriving it by name computed std::pow in float32 with the exponent unrounded,
+    missing CPU's bfloat16 rsqrt/sqrt/product kernels (normalize's backward takes pow_(-0.5))."""
+    store_into(self, pow_tensor(self, exponent), resize=False)
+    return self
 
 
 for _op, _fn in [

@@ -89,3 +89,26 @@ def test_pad_backward_as_cpu(dtype, case):
         assert_same(grads[1], grads[0], rtol=1e-6, atol=1e-6)
     else:
         assert_same(grads[1], grads[0])
+
+
+# --- pow_(Scalar): the in-place of pow.Tensor_Scalar (its name pairs it with pow.Scalar) ----------
+
+
+@pytest.mark.parametrize("exponent", [0.3, -0.5, 0.5, -1.0, 2.0, 3.0, -2.0, 1.5])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
+def test_pow_inplace_scalar_as_out_of_place(dtype, exponent):
+    # 128 elements: CPU's vector loop covers them all, so the values do not depend on its scalar tail
+    x = (torch.rand(128, generator=_gen(7)) * 10 + 0.5).to(dtype)
+    tol = {"rtol": 1e-6} if dtype == torch.float32 else {}  # float32 std::pow vs XLA's: an ulp
+    assert_same(x.to(JAX).pow(exponent), x.pow(exponent), **tol)
+    inplace = x.to(JAX)
+    inplace.pow_(exponent)
+    assert_same(inplace, x.clone().pow_(exponent), **tol)
+
+
+def test_pow_inplace_scalar_checks_as_cpu():
+    with pytest.raises(RuntimeError, match="can't be cast"):
+        torch.arange(1, 4, device=JAX).pow_(0.5)
+    x = torch.arange(1, 4, device=JAX)
+    x.pow_(2)
+    assert_same(x, torch.arange(1, 4) ** 2)
