@@ -256,10 +256,18 @@ def elementwise_strides(operands) -> tuple[int, ...]:
         strides.append([0] * off + [0 if (n == 1 and shape[off + i] != 1) else st[i] for i, n in enumerate(s)])
     if ndim == 1:
         return (1,)
-    perm = list(range(ndim - 1, -1, -1))  # innermost first
+    return _dense_strides(shape, iteration_order(shape, strides))
+
+
+def iteration_order(shape, operand_strides) -> list[int]:
+    """TensorIterator's reorder_dimensions: the dims innermost first, by an insertion sort that
+    allows ambiguous comparisons (a broadcast stride decides nothing; equal strides put the larger
+    size outside). `operand_strides`: each operand's strides, broadcast dims 0."""
+    ndim = len(shape)
+    perm = list(range(ndim - 1, -1, -1))
 
     def should_swap(d0, d1):
-        for st in strides:
+        for st in operand_strides:
             s0, s1 = st[d0], st[d1]
             if s0 == 0 or s1 == 0:
                 continue
@@ -269,7 +277,7 @@ def elementwise_strides(operands) -> tuple[int, ...]:
                 return 1
         return 0
 
-    for i in range(1, ndim):  # reorder_dimensions: insertion sort allowing ambiguous comparisons
+    for i in range(1, ndim):
         d1 = i
         for d0 in range(i - 1, -1, -1):
             c = should_swap(perm[d0], perm[d1])
@@ -278,7 +286,7 @@ def elementwise_strides(operands) -> tuple[int, ...]:
                 d1 = d0
             elif c < 0:
                 break
-    return _dense_strides(shape, perm)
+    return perm
 
 
 _MODE = None

@@ -19,7 +19,7 @@ import jax.numpy as jnp
 import jax.scipy.special as jss
 import torch
 
-from jaxdev import dtypes, tensor
+from jaxdev import dtypes, layout, tensor
 from jaxdev.ops.registry import aten, register, register_functional, store_into
 from jaxdev.ops.toolkit import J, apply, float_of, jitted, opmath
 
@@ -118,25 +118,7 @@ def _iteration_order(shape, strides):
     an insertion sort by the input's strides, a broadcast dim deciding nothing, equal strides the larger
     size last), then the first coalesced dim's size and the input's stride there (coalesce_dimensions)."""
     ndim = len(shape)
-    perm = list(range(ndim - 1, -1, -1))
-
-    def should_swap(d0, d1):
-        s0, s1 = strides[d0], strides[d1]
-        if s0 == 0 or s1 == 0:
-            return 0
-        if s0 != s1:
-            return -1 if s0 < s1 else 1
-        return 1 if shape[d0] > shape[d1] else 0
-
-    for i in range(1, ndim):
-        d1 = i
-        for d0 in range(i - 1, -1, -1):
-            c = should_swap(perm[d0], perm[d1])
-            if c > 0:
-                perm[d0], perm[d1] = perm[d1], perm[d0]
-                d1 = d0
-            elif c < 0:
-                break
+    perm = layout.iteration_order(shape, [strides])
     size0, stride0 = (1, 1) if ndim == 0 else (shape[perm[0]], strides[perm[0]])
     for d in perm[1:]:
         if size0 == 1 or shape[d] == 1 or size0 * stride0 == strides[d]:
