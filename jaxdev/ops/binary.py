@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 import torch
 
-from jaxdev import dtypes, tracing
+from jaxdev import dtypes, tensor, tracing
 from jaxdev.ops.registry import aten, register, register_functional, store_into
 from jaxdev.ops.toolkit import apply, float_of, plain, value
 
@@ -364,6 +364,15 @@ def heaviside(self, values):
 def floor_divide(self, other):
     common = _int_div_check(self, other)
     return apply(_floor_div, common, common, (self, other))
+
+
+@register(aten.floor_divide_.Tensor)
+def floor_divide_(self, other):
+    """`x //= y`: floor_divide.default in place (its overload name, Tensor, does not pair it with the
+    functional overload `default`, so it was not derived and ran on the CPU fallback)."""
+    tensor.check_no_partial_overlap(self, [other])
+    store_into(self, floor_divide(self, other), resize=False)
+    return self
 
 
 def _rsub(a, b, alpha):

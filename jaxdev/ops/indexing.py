@@ -11,6 +11,7 @@ Integer indices are bounds-checked like PyTorch (JAX would silently clamp them).
 from __future__ import annotations
 
 import functools
+import math
 
 import jax
 import jax.numpy as jnp
@@ -19,7 +20,7 @@ import torch
 
 from jaxdev import dtypes, tensor, tracing
 from jaxdev.ops.registry import aten, register, register_functional, store_into
-from jaxdev.ops.toolkit import J, add_at, any_device, check_index_bounds, multiply_at, opmath, wrap_dim
+from jaxdev.ops.toolkit import J, add_at, any_device, check_index_bounds, jitted, multiply_at, opmath, wrap_dim
 
 
 def _cat_checked(tensors, dim):
@@ -555,3 +556,54 @@ def embedding_dense_backward(grad_output, indices, num_weights, padding_idx, sca
         counts = jnp.zeros((num_weights,), c).at[idx].add(1)
         rows = rows / counts[idx][:, None]
     return jnp.zeros((num_weights, g.shape[-1]), c).at[idx].add(rows).astype(g.dtype)
+
+
+@jitted
+def _renorm_rows(max_norm, norm_type):
+    """CPU's embedding_renorm_: each row an index names (once, however often named) whose norm, taken
+    in the weight's dtype, exceeds max_norm is multiplied by max_norm / (norm + 1e-7), that scale
+    computed in double and applied as a Scalar: converted to the weight's dtype, then multiplied in its
+    opmath."""
+
+    def run(w, idx):
+        compute = opmath(w.dtype)
+        rows = w.astype(compute)
+        if norm_type == math.inf:
+            norm = jnp.max(jnp.abs(rows), axis=1)
+        elif norm_type == 0:
+            norm = jnp.sum(rows != 0, axis=1).astype(compute)
+        else:
+            norm = jnp.sum(jnp.abs(rows) ** norm_type, axis=1) ** (1.0 / norm_type)
+        norm = norm.astype(w.dtype).astype(jnp.float64)
+        scale = (max_norm / (norm + 1e-7)).astype(w.dtype).astype(compute)  # CPU's mul_ casts the scalar first
+        named = jnp.zeros((w.shape[0],), bool).at[idx].set(True)
+        renormed = (rows * scale[:, None]).astype(w.dtype)
+        return jnp.where((named & (norm > max_norm))[:, None], renormed, w)
+
+    return run
+
+
+@register(aten.embedding_renorm_.default)
+def embedding_renorm_(self, indices, max_norm, norm_type):
+    """nn.Embedding(max_norm=...) renormalises the rows it looks up, in place, before the lookup."""
+    if self.dim() != 2:
+        raise RuntimeError(f"embedding_renorm_(): Expected 2-D tensor for argument 'self'; but got {self.dim()}-D")
+    if indices.dtype not in (torch.int64, torch.int32):
+        raise RuntimeError(
+            "embedding_renorm_(): Expected dtype int32/int64 for argument 'indices'; but got "
+            f"{str(indices.dtype).split('.')[-1]}"
+        )
+    idx = any_device(indices).reshape(-1)
+    n = self.shape[0]
+    bad = (idx >= n) | (idx < -n)
+    # CPU walks the sorted indices with select(): the smallest bad one is named; negative ones wrap
+    tracing.check_values(
+        bad,
+        lambda: IndexError(
+            f"select(): index {int(np.min(np.asarray(idx)[np.asarray(bad)]))} out of range for tensor of size "
+            f"{list(self.shape)} at dimension 0"
+        ),
+    )
+    idx = jnp.where(idx < 0, idx + n, idx)
+    store_into(self, _renorm_rows(float(max_norm), float(norm_type))(J(self), idx), resize=False)
+    return self

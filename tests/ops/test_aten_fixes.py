@@ -511,3 +511,49 @@ def test_embedding_bag_backward_with_empty_offset2bag_like_cpu(offsets, empty):
         rtol=1e-6,
         atol=1e-6,
     )
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.bfloat16, torch.int8])
+def test_floor_divide_in_place_runs_on_jax(dtype):
+    """`x //= y` (floor_divide_.Tensor) had no kernel: its overload name does not pair it with
+    floor_divide.default, so it ran on the CPU fallback."""
+
+    def divide(d):
+        x = (torch.arange(-12, 12).reshape(4, 6) * 3).to(dtype).to(d)
+        y = torch.tensor([5, -4, 7, 2, -3, 9]).to(dtype).to(d)
+        x //= y
+        return x
+
+    like_cpu(divide)
+    like_cpu(lambda d: torch.arange(6.0, device=d).floor_divide_(torch.ones(2, 6, device=d)))
+    like_cpu(lambda d: torch.arange(6, device=d).floor_divide_(torch.zeros(6, dtype=torch.long, device=d)))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("norm_type", [1.0, 2.0, 3.0, float("inf")])
+def test_embedding_renorm_runs_on_jax(dtype, norm_type):
+    """nn.Embedding(max_norm=...) renormalises the looked-up rows in place (embedding_renorm_ ran on
+    the CPU fallback): rows named twice are scaled once, rows within max_norm are left alone."""
+    weight = (torch.randn(10, 4, generator=torch.Generator().manual_seed(3)) * 2).to(dtype)
+    index = torch.tensor([1, 3, 3, 7, 0, 9])
+
+    def renorm(d):
+        w = weight.to(d)
+        torch.embedding_renorm_(w, index.to(d), 1.5, norm_type)
+        return w
+
+    like_cpu(renorm, rtol=2e-7, atol=1e-6)  # float32: the norm's summation order, 1 ulp at most
+    like_cpu(lambda d: torch.embedding_renorm_(weight.to(d), torch.tensor([-2, 4], device=d), 1.0, norm_type))
+    for bad in ([3, 10, 12], [-11, 2]):
+        like_cpu(lambda d, bad=bad: torch.embedding_renorm_(weight.to(d), torch.tensor(bad, device=d), 1.0, 2.0))
+
+
+def test_embedding_with_max_norm_trains_on_jax():
+    def step(d):
+        torch.manual_seed(0)
+        emb = torch.nn.Embedding(12, 5, max_norm=1.0).to(d)
+        out = emb(torch.tensor([[1, 2, 2], [11, 0, 5]], device=d))
+        out.pow(2).sum().backward()
+        return out.detach(), emb.weight.detach(), emb.weight.grad
+
+    like_cpu(step, rtol=1e-6, atol=1e-6)
