@@ -756,6 +756,13 @@ def _masked(outputs, unstable: set) -> list:
     return [None if i in unstable else x for i, x in enumerate(tree_flatten(outputs)[0])]
 
 
+# Outputs (positions among the op's flattened outputs: the returned ones, then an out= overload's
+# written tensors) that CPU's kernel leaves partly unwritten by design, so their values are compared by
+# shape and dtype only: _ctc_loss's log_alpha (returned 1, out= 3) is written only within each
+# sample's input and target lengths.
+PARTLY_UNWRITTEN: dict[str, tuple[int, ...]] = {"aten::_ctc_loss": (1, 3)}
+
+
 def _is_uninitialised(op, name: str) -> bool:
     """Allocations whose values are whatever memory held (compared by shape and dtype only)."""
 
@@ -765,7 +772,7 @@ def _is_uninitialised(op, name: str) -> bool:
     return (
         base in UNINITIALISED
         or "empty" in base.split("::", 1)[1]
-        or base in ("aten::new_empty", "aten::_efficientzerotensor")
+        or base in ("aten::new_empty", "aten::_efficientzerotensor", "aten::_make_dep_token")  # empty({})
     )
 
 
@@ -851,6 +858,8 @@ def trial(name: str, on_phase: Callable[[str], None] = lambda phase: None, donor
             for i, (x, y) in enumerate(zip(tree_flatten(again)[0], expected_leaves)):
                 if _partly_sentinel(x) and check.compare([x], [y], 0.0, 0.0) is not None:
                     unstable.add(i)
+    # Outputs CPU leaves partly unwritten by design: two runs may agree by chance (fresh zeroed pages)
+    unstable |= set(PARTLY_UNWRITTEN.get(name.split(".")[0], ()))
     tensors = [i for i, x in enumerate(expected_leaves) if isinstance(x, torch.Tensor)]
     if not random and unstable and all(i in unstable for i in tensors):
         random, unstable = True, set()
@@ -896,7 +905,12 @@ def trial(name: str, on_phase: Callable[[str], None] = lambda phase: None, donor
             "status": "fallback",
             "reason": f"correct only through the CPU fallback for {', '.join(fallback)}",
         }
-    partly = f"values of output(s) {sorted(unstable)} unchecked: they vary between CPU runs" if unstable else ""
+    partly = (
+        f"values of output(s) {sorted(unstable)} unchecked: they vary between CPU runs, or CPU leaves them "
+        "partly unwritten"
+        if unstable
+        else ""
+    )
     return {
         **out,
         "status": "pass",
