@@ -14,6 +14,8 @@ import jax.numpy as jnp
 import numpy as np
 import torch
 
+from jaxdev import tracing
+
 TORCH_TO_JAX: dict[torch.dtype, np.dtype] = {
     torch.bool: jnp.dtype(jnp.bool_),
     torch.uint8: jnp.dtype(jnp.uint8),
@@ -197,11 +199,6 @@ def scalar_overflows(value, dtype: torch.dtype) -> bool:
     return _real_overflows(value, dtype)
 
 
-def c_type_name(dtype: torch.dtype) -> str:
-    """The C++ type name CPU's overflow message gives (`int8_t`, `c10::Half`, ...)."""
-    return _C_TYPE_NAMES[dtype]
-
-
 def overflow_mask(v, dtype: torch.dtype):
     """Traceable `scalar_overflows` of an array `v` (None: nothing can overflow `dtype`)."""
     if dtype == torch.bool or dtype not in _C_TYPE_NAMES or v.dtype == jnp.bool_:
@@ -210,23 +207,28 @@ def overflow_mask(v, dtype: torch.dtype):
         top = float(torch.finfo(torch.float32 if dtype == torch.complex64 else torch.float64).max)
         parts = (jnp.real(v), jnp.imag(v)) if jnp.iscomplexobj(v) else (v,)
         return functools.reduce(jnp.logical_or, [jnp.isfinite(p) & (jnp.abs(p) > top) for p in parts])
-    bad = jnp.imag(v) != 0 if jnp.iscomplexobj(v) else None
     r = jnp.real(v) if jnp.iscomplexobj(v) else v
     if dtype.is_floating_point:
-        top = float(torch.finfo(dtype).max)
-        over = jnp.isfinite(r) & (jnp.abs(r.astype(jnp.float64)) > top)
+        over = jnp.isfinite(r) & (jnp.abs(r.astype(jnp.float64)) > float(torch.finfo(dtype).max))
+    elif jnp.issubdtype(r.dtype, jnp.floating):
+        info, wide = torch.iinfo(dtype), r.astype(jnp.float64)
+        over = jnp.isnan(wide) | (wide < info.min) | (wide > info.max)
+    elif r.dtype == jnp.uint64:
+        over = r > torch.iinfo(dtype).max
     else:
-        info = torch.iinfo(dtype)
-        if jnp.issubdtype(r.dtype, jnp.floating):
-            wide = r.astype(jnp.float64)
-            over = jnp.isnan(wide) | (wide < info.min) | (wide > info.max)
-        else:
-            wide = r.astype(jnp.int64) if r.dtype != jnp.uint64 else r
-            low = -info.max if info.min == 0 else info.min  # negative integers wrap into unsigned types
-            over = (wide < low) | (wide > info.max) if r.dtype != jnp.uint64 else wide > info.max
-    if over is None:
-        return bad
-    return over if bad is None else bad | over
+        info, wide = torch.iinfo(dtype), r.astype(jnp.int64)
+        low = -info.max if info.min == 0 else info.min  # negative integers wrap into unsigned types
+        over = (wide < low) | (wide > info.max)
+    return over | (jnp.imag(v) != 0) if jnp.iscomplexobj(v) else over
+
+
+def check_array_fits(v, dtype: torch.dtype) -> None:
+    """`check_scalar` for a 0-dim Scalar array (traced or not): CPU's overflow error where it does
+    not fit `dtype`, deferred to the program's checks when traced."""
+    bad = overflow_mask(v, dtype)
+    if bad is not None:
+        message = f"value cannot be converted to type {_C_TYPE_NAMES[dtype]} without overflow"
+        tracing.check_values(bad, lambda: RuntimeError(message))
 
 
 def check_scalar(value, dtype: torch.dtype) -> None:

@@ -191,32 +191,7 @@ def _check_fits(v, dtype: torch.dtype) -> None:
     if not _is_array(v):
         dtypes.check_scalar(v, dtype)
         return
-    if dtype == torch.bool or dtype not in dtypes._C_TYPE_NAMES or v.dtype == jnp.bool_:
-        return
-
-    def overflows(x, target):  # dtypes._real_overflows on an array of the Scalar's kind
-        if target.is_floating_point:
-            top = float(torch.finfo(target).max)
-            return jnp.isfinite(x) & ((x < -top) | (x > top))
-        info = torch.iinfo(target)
-        if jnp.issubdtype(x.dtype, jnp.floating):
-            return jnp.isnan(x) | (x < info.min) | (x > info.max)
-        if info.min == 0:  # negative integers wrap into unsigned types, within their range
-            return (x < -info.max) | (x > info.max)
-        return (x < info.min) | (x > info.max)
-
-    if dtype.is_complex:
-        part = torch.float32 if dtype == torch.complex64 else torch.float64
-        parts = (jnp.real(v), jnp.imag(v)) if jnp.iscomplexobj(v) else (v,)
-        bad = jnp.zeros((), bool)
-        for p in parts:
-            bad = bad | overflows(p, part)
-    elif jnp.iscomplexobj(v):
-        bad = (jnp.imag(v) != 0) | overflows(jnp.real(v), dtype)
-    else:
-        bad = overflows(v, dtype)
-    message = f"value cannot be converted to type {dtypes._C_TYPE_NAMES[dtype]} without overflow"
-    tracing.check_values(bad, lambda: RuntimeError(message))
+    dtypes.check_array_fits(v, dtype)
 
 
 def _as_integral(v, jdt):

@@ -186,10 +186,7 @@ def _fill_value(value: torch.Tensor, dtype: torch.dtype) -> jax.Array:
         scalar = value.item()
         dtypes.check_scalar(scalar, dtype)
         return jnp.asarray(scalar).astype(jdt)
-    bad = dtypes.overflow_mask(v, dtype)
-    if bad is not None:
-        name = dtypes.c_type_name(dtype)
-        tracing.check_values(bad, lambda: RuntimeError(f"value cannot be converted to type {name} without overflow"))
+    dtypes.check_array_fits(v, dtype)
     return dtypes.convert(v, jdt)
 
 
