@@ -674,12 +674,10 @@ def _read_stored(t: torch.Tensor, box: Box) -> jax.Array:
                 box.array = a
         return a
     shape, strides, offset = tuple(t.shape), t.stride(), t.storage_offset()
-    if SHARDED and box in SHARDED:  # a view of a sharded storage arrives sharded along the dims it steps
-        numel = box.numel * box.dtype.itemsize // t.dtype.itemsize
-        target = dtypes.to_jax_dtype(t.dtype)
-        mode = _mode(_plan(shape, strides), offset, numel, t.numel(), writing=False)
-        return _gather(shape, strides, target, mode, VIEW_SHARDING(box, shape, strides))(box.array, offset)
-    return _view_reader(shape, strides, t.dtype, box.numel, box.dtype, offset)(box.array, offset)
+    recipe = _view_recipe(shape, strides, t.dtype, box.numel, box.dtype, offset)
+    # A view of a sharded storage arrives sharded along the storage dims it steps (jaxdev/mesh.py).
+    sharding = VIEW_SHARDING(box, shape, strides) if SHARDED and box in SHARDED else None
+    return _gather(*recipe, sharding)(box.array, offset)
 
 
 @functools.lru_cache(maxsize=8192)
@@ -690,11 +688,6 @@ def _view_recipe(shape, strides, dtype, box_numel, box_dtype, offset) -> tuple:
     numel = box_numel * box_dtype.itemsize // dtype.itemsize
     count = math.prod(shape)
     return (shape, strides, target, _mode(_plan(shape, strides), offset, numel, count, writing=False))
-
-
-def _view_reader(shape, strides, dtype, box_numel, box_dtype, offset):
-    """The jitted read of a view (see _view_recipe)."""
-    return _gather(*_view_recipe(shape, strides, dtype, box_numel, box_dtype, offset))
 
 
 def read_parts(t: torch.Tensor) -> tuple:
