@@ -29,6 +29,8 @@ import warnings
 import torch
 from torch._ops import OpOverload
 
+from jaxdev import native
+
 aten = torch.ops.aten
 
 # Ops whose fake kernel is another op's: PrivateUse1's convolution hooks have none of their own.
@@ -114,6 +116,8 @@ def _default_strides(shape: tuple) -> tuple:
 
 
 def _all_contiguous(args, kwargs) -> bool:
+    if _all_plain is not None:
+        return _all_plain(args) and (not kwargs or _all_plain(tuple(kwargs.values())))
     for a in args:
         if isinstance(a, torch.Tensor):
             if not _plain(a):
@@ -125,6 +129,10 @@ def _all_contiguous(args, kwargs) -> bool:
     if kwargs:
         return _all_contiguous(tuple(kwargs.values()), None)
     return True
+
+
+# _all_contiguous in one native call (jaxdev/native.py), when the module is in use.
+_all_plain = native.module.all_plain if native.module is not None else None
 
 
 def result_layouts(op: OpOverload, args, kwargs, traced: bool) -> tuple | None:

@@ -6,6 +6,9 @@ cd "$(dirname "$0")/.."
 python3 -m venv .venv
 .venv/bin/pip install -q "torch==2.13.0"
 .venv/bin/pip install -q -e ".[test]"
+# jaxdev's native fast paths (jaxdev/native.py) compile on first import; build them now, so that no
+# later command pays the ~10 s. Optional: without a C++ compiler jaxdev runs the same in Python.
+.venv/bin/python -c "from jaxdev import native; print('setup: jaxdev native fast paths', native.unavailable or 'ready')"
 # The HTML report's browser test (tests/audit/test_report_browser.py) needs Debian's chromium; it is
 # skipped without one. CI installs it, best effort: setup does not fail where apt is unavailable.
 if [ "${CI:-}" = "true" ] && ! command -v chromium >/dev/null 2>&1; then

@@ -22,7 +22,7 @@ import jax
 import torch
 from torch._ops import OpOverload
 
-from jaxdev import dtypes, layout, tensor, tracing
+from jaxdev import dtypes, layout, native, tensor, tracing
 from jaxdev.ops.toolkit import J, jitted
 from jaxdev.tensor import is_jax
 
@@ -88,7 +88,21 @@ RAW_MEMORY_COMPOSITES = frozenset(
 FORMULA_COMPOSITES = frozenset({"aten::silu_backward"})
 
 
-def _register(op: OpOverload, fn: Callable) -> None:
+def register_on_cpu_kernel(*ops: OpOverload):
+    """Decorator for `fn`, a kernel that only hands the op to CPU's kernel (view ops, whose CPU kernels
+    write metadata alone). With the native module (jaxdev/native.py) the dispatcher gets the same
+    redispatch in C++, and a view costs what it costs on CPU (0.7 us, against 3.2 us through Python);
+    KERNELS keeps `fn` either way."""
+
+    def deco(fn):
+        for op in ops:
+            _register(op, fn, on_cpu=native.module is not None)
+        return fn
+
+    return deco
+
+
+def _register(op: OpOverload, fn: Callable, on_cpu: bool = False) -> None:
     name = op.name()
     formula = name in FORMULA_COMPOSITES and torch._C._dispatch_has_kernel_for_dispatch_key(name, "Autograd")
     if is_composite_implicit(op) and name not in RAW_MEMORY_COMPOSITES and not formula:
@@ -101,7 +115,10 @@ def _register(op: OpOverload, fn: Callable) -> None:
         raise RegistrationError(f"{name} already has a jax kernel ({KERNELS[name].__qualname__})")
     if name in RELAID:
         fn = _relaid_kernel(op, fn)
-    _LIB.impl(op, fn, "PrivateUse1")
+    if on_cpu:
+        native.module.register_cpu_kernels([name.removeprefix("aten::")])
+    else:
+        _LIB.impl(op, fn, "PrivateUse1")
     KERNELS[name] = fn
 
 

@@ -21,7 +21,7 @@ import jax
 import jax.numpy as jnp
 import torch
 
-from jaxdev import dtypes, tensor, tracing
+from jaxdev import dtypes, native, tensor, tracing
 from jaxdev.dtypes import opmath
 
 Tensor = torch.Tensor
@@ -172,6 +172,10 @@ def on_views(body, args, extra=()):
     """`body(*values, *extra)` for the jitted `body`: `args` are tensors (or Python numbers, passed as
     they are). Strided views among them (x.t(), x[:, ::2], an expand) are read inside the same XLA
     program, where their transpose or slice fuses into the body, rather than materialised first."""
+    if _plain_values is not None:
+        values = _plain_values(args)
+        if values is not None:  # the hot path: every tensor is its whole storage (natively checked)
+            return body(*values, *extra)
     values, views = [], None
     read_parts = tensor.read_parts
     for t in args:
@@ -193,6 +197,10 @@ def on_views(body, args, extra=()):
         if view is not None:
             flat.append(view[0])
     return _reading_views(body, tuple(recipes))(*flat, *extra)
+
+
+# The hot path of on_views in one native call (jaxdev/native.py), when the module is in use.
+_plain_values = native.module.plain_values if native.module is not None else None
 
 
 @functools.lru_cache(maxsize=4096)

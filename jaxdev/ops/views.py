@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import torch
 
 from jaxdev import dtypes, tensor
-from jaxdev.ops.registry import aten, register
+from jaxdev.ops.registry import aten, register, register_on_cpu_kernel
 
 _CPU = torch._C.DispatchKeySet(torch._C.DispatchKey.CPU)
 
@@ -40,7 +40,7 @@ def _on_cpu_metadata(op):
 
 
 for _op in METADATA_VIEWS:
-    register(_op)(_on_cpu_metadata(_op))
+    register_on_cpu_kernel(_op)(_on_cpu_metadata(_op))
 
 
 def _set_and_retype(op):

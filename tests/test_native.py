@@ -1,0 +1,179 @@
+"""The native fast paths (jaxdev/native.py, jaxdev/csrc/native.cpp): built and in use where a C++
+compiler exists, equal to their Python twins, and optional (jaxdev works the same without them)."""
+
+from __future__ import annotations
+
+import shutil
+
+import jax.numpy as jnp
+import pytest
+import torch
+from jaxdev_testing import run_python
+
+import jaxdev
+from jaxdev import layout, native, tensor
+from jaxdev.ops import registry
+
+
+def _python_plain_value(t):
+    """tensor.read's Python hot path: the box's array when t is its whole storage, else None."""
+    box = tensor.BOXES.get(t.untyped_storage().data_ptr())
+    if box is None or box.logical is not None:
+        return None
+    array = box.array
+    plain = (
+        array.shape == t.shape
+        and t.dtype is box.dtype
+        and not t.storage_offset()
+        and t.is_contiguous()
+        and not (t.is_conj() or t.is_neg())
+    )
+    return array if plain else None
+
+
+def _samples():
+    x = torch.randn(4, 6, device="jax")
+    c = torch.randn(3, 3, dtype=torch.complex64, device="jax")
+    nchw = torch.randn(2, 3, 4, 5).to("jax").contiguous(memory_format=torch.channels_last)
+    return {
+        "plain": x,
+        "transposed": x.t(),
+        "row slice": x[1:],
+        "first rows (offset 0, part of storage)": x[:2],
+        "column slice": x[:, ::2],
+        "expand": torch.randn(1, 6, device="jax").expand(4, 6),
+        "reshaped view of the whole storage": x.view(6, 4),
+        "dtype view": x.view(torch.int32),
+        "conj": c.conj(),
+        "neg view": c.conj().imag,
+        "channels_last": nchw,
+        "size-1 dims with odd strides": torch.randn(10, 3, device="jax").unsqueeze(-1).as_strided((10, 3, 1), (3, 1, 3)),
+        "empty": torch.empty(0, 3, device="jax"),
+        "0-dim": torch.tensor(2.5, device="jax"),
+        "bool": torch.ones(3, dtype=torch.bool, device="jax"),
+        "cpu": torch.randn(3),
+        "on a storage slice": torch.empty(0, device="jax").set_(x.untyped_storage()[8:24], 0, (4,), (1,)),
+    }
+
+
+# Where no compiler exists the module cannot be built and these have nothing to test (the first test
+# below fails instead where one exists and the build failed).
+needs_native = pytest.mark.skipif(native.module is None, reason=f"native module not in use: {native.unavailable}")
+
+
+def test_the_module_is_built_wherever_a_compiler_exists():
+    """Not a skip: with a compiler on the machine, a module that failed to build is a failure."""
+    if shutil.which("c++") or shutil.which("g++"):
+        assert native.module is not None, native.unavailable
+
+
+@needs_native
+@pytest.mark.parametrize("name", list(_samples()))
+def test_plain_value_equals_its_python_twin(name):
+    t = _samples()[name]
+    got = native.module.plain_value(t) if t.device.type == "jax" else None
+    want = _python_plain_value(t) if t.device.type == "jax" else None
+    if t.device.type == "jax" and type(tensor.box_of(t)) is not tensor.Box:
+        want = None  # a storage slice's box computes its array: left to Python
+    assert (got is None) == (want is None), name
+    if got is not None:
+        assert got is want
+    assert native.module.plain_value(3) is None
+
+
+@needs_native
+def test_plain_values_gives_up_on_any_view_and_passes_numbers_through():
+    s = _samples()
+    x = s["plain"]
+    values = native.module.plain_values((x, 2.0, None, s["bool"]))
+    assert values[0] is jaxdev.to_jax(x) and values[1:3] == [2.0, None] and values[3] is jaxdev.to_jax(s["bool"])
+    for name in ("transposed", "row slice", "conj", "cpu", "dtype view"):
+        assert native.module.plain_values((x, s[name])) is None, name
+
+
+@needs_native
+def test_a_logical_box_is_left_to_python():
+    """A result laid out like PyTorch's (channels_last) holds its logical value: read in Python."""
+    y = torch.randn(2, 3, 4, 5, device="jax").contiguous(memory_format=torch.channels_last) + 1
+    assert tensor.box_of(y).logical is not None
+    assert native.module.plain_value(y) is None
+    assert torch.equal(y.cpu(), y.cpu().contiguous())
+
+
+@needs_native
+@pytest.mark.parametrize("name", list(_samples()))
+def test_all_plain_equals_layout_plain(name):
+    t = _samples()[name]
+    assert native.module.all_plain((t,)) == layout._plain(t)
+    assert native.module.all_plain((1, [t, 2], None)) == layout._plain(t)
+
+
+@needs_native
+def test_new_tensor_is_what_the_python_path_makes():
+    t = tensor.wrap(jnp.ones((3, 4), jnp.float32))
+    ref = tensor._create_empty((3, 4), torch.float32)
+    assert t.device == torch.device("jax", 0) and t.stride() == (4, 1) and t.dtype == torch.float32
+    assert torch._C._dispatch_keys(t) == torch._C._dispatch_keys(ref)
+    assert t.untyped_storage().nbytes() == 48 and not t.requires_grad
+    with torch.inference_mode():
+        inner = tensor.wrap(jnp.ones((2,), jnp.float32))
+        assert inner.is_inference()
+        assert torch._C._dispatch_keys(inner) == torch._C._dispatch_keys(tensor._create_empty((2,), torch.float32))
+
+
+@needs_native
+def test_view_ops_have_a_native_kernel():
+    for name in ("aten::as_strided", "aten::view", "aten::_reshape_alias", "aten::unfold"):
+        dump = torch._C._dispatch_dump(name)
+        line = next(ln for ln in dump.splitlines() if ln.startswith("PrivateUse1"))
+        assert "native.cpp" in line, line
+        assert name in registry.KERNELS
+
+
+def test_view_errors_and_metadata_are_cpus():
+    x = torch.randn(4, 6, device="jax")
+    with pytest.raises(RuntimeError, match="view size is not compatible"):
+        x.t().view(24)
+    v = x.t().as_strided((3, 2), (1, 6), 2)
+    assert v.stride() == (1, 6) and v.storage_offset() == 2 and v._base is x
+    assert torch.equal(v.cpu(), x.cpu().t().as_strided((3, 2), (1, 6), 2))
+
+
+_WORKLOAD = """
+import torch, jaxdev
+from jaxdev import native
+torch.manual_seed(0)
+m = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 3)).to("jax")
+opt = torch.optim.Adam(m.parameters())
+x = torch.randn(5, 8).to("jax")
+for _ in range(3):
+    loss = m(x).logsumexp(-1).mean()
+    opt.zero_grad(); loss.backward(); opt.step()
+y = torch.arange(24.0, device="jax").view(4, 6)
+parts = [y.t() @ y, y[:, ::2].exp().sum(0), y.unfold(1, 2, 2).sum(-1), y.diagonal().neg(), y.view(torch.int32)[0]]
+print("NATIVE", native.module is not None, native.unavailable)
+print("LOSS", repr(loss.item()))
+print("PARTS", [p.cpu().tolist() for p in parts])
+"""
+
+
+def _run_workload(**env):
+    out = run_python(_WORKLOAD, env=env, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    lines = dict(ln.split(" ", 1) for ln in out.stdout.splitlines())
+    return lines, out.stderr
+
+
+@needs_native
+def test_without_the_module_jaxdev_computes_the_same():
+    with_native, _ = _run_workload()
+    without, _ = _run_workload(JAXDEV_NATIVE="off")
+    assert with_native["NATIVE"].startswith("True")
+    assert without["NATIVE"] == "False turned off by JAXDEV_NATIVE=off"
+    assert with_native["LOSS"] == without["LOSS"] and with_native["PARTS"] == without["PARTS"]
+
+
+def test_a_failed_build_warns_once_and_jaxdev_runs_in_python(tmp_path):
+    lines, stderr = _run_workload(JAXDEV_NATIVE_DIR=str(tmp_path), CXX="/bin/false", PATH=str(tmp_path))
+    assert lines["NATIVE"].startswith("False the C++ compiler failed")
+    assert stderr.count("runs without its native fast paths") == 1
