@@ -19,6 +19,7 @@ scripts/setup.sh builds it.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.machinery
 import importlib.util
@@ -131,11 +132,20 @@ def load(*, announce: bool = True):
         unavailable = f"turned off by {ENV}={os.environ[ENV]}"
         return None
     target = path()
+    failed = target + ".failed"  # a build that failed is not retried on every import (it costs seconds)
     try:
+        if os.path.exists(failed):
+            with open(failed) as f:
+                raise RuntimeError(f.read().strip() + f" (when it was built; delete {failed} to retry)")
         if not os.path.exists(target):
             if announce:
                 print("jaxdev: building its native fast paths for this torch (once, about 10 s)", file=sys.stderr)
-            build(target)
+            try:
+                build(target)
+            except Exception as e:
+                with contextlib.suppress(OSError), open(failed, "w") as f:
+                    f.write(str(e) or type(e).__name__)
+                raise
         module = _import(target)
     except Exception as e:
         unavailable = str(e) or type(e).__name__

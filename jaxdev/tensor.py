@@ -127,6 +127,8 @@ def _drop_dead(addrs) -> None:
 def _sweep() -> None:
     """Drop the boxes whose storage no tensor holds any more."""
     global _sweep_above, _bytes_since_sweep, _young_bytes
+    if _native is not None:
+        _native.drop_dead()
     _drop_dead(list(BOXES))
     _young.clear()
     _aging.clear()
@@ -174,9 +176,14 @@ def new_storage(box: Box) -> torch.UntypedStorage:
 
 def _keep(storage, addr: int, nbytes: int, box: Box) -> None:
     """Record `box` as the contents of `storage` (at fake address `addr`), sweeping dead boxes."""
-    global _bytes_since_sweep, _young_bytes
     box.weak = storage._weak_ref()
     BOXES[addr] = box
+    _account(addr, nbytes)
+
+
+def _account(addr: int, nbytes: int) -> None:
+    """A box was entered at `addr`: count it towards the next sweep, and sweep when one is due."""
+    global _bytes_since_sweep, _young_bytes
     _young.append(addr)
     _bytes_since_sweep += nbytes
     _young_bytes += nbytes
@@ -207,10 +214,10 @@ _NO_SHAPE = [0]
 
 # The native fast paths (jaxdev/native.py), or None: the Python code below does the same, slower.
 _native = native.module
-_new_tensor = plain_value = None
+_native_wrap = plain_value = None
 if _native is not None:
     _native.set_boxes(BOXES, Box)
-    _new_tensor = _native.new_tensor
+    _native_wrap = _native.wrap  # wrap's hot path: tensor, storage and Box in one call
     plain_value = _native.plain_value  # read's hot path: the array of a plain tensor, else None
 
 
@@ -266,8 +273,8 @@ def wrap_strided(array: jax.Array, strides) -> torch.Tensor:
 def wrap(array: jax.Array) -> torch.Tensor:
     """A new contiguous jax tensor that owns `array` (its dtype decides the torch dtype).
 
-    The hot path of every eager op. Natively the tensor and its storage at a new fake address are
-    made in one call (0.3 us); in Python it is made with its sizes (contiguous strides) and an empty
+    The hot path of every eager op. Natively the tensor, its storage at a new fake address and its
+    Box are made in one call; in Python the tensor is made with its sizes (contiguous strides) and an empty
     storage, and the storage takes our fake data pointer in place (`_swap_data_ptr_` with a new one):
     0.75 us, where attaching a storage through `set_` cost 2.7 us more."""
     dtype = dtypes.JAX_TO_TORCH.get(array.dtype) or dtypes.to_torch_dtype(array.dtype)
@@ -275,15 +282,19 @@ def wrap(array: jax.Array) -> torch.Tensor:
     if 0 in shape:  # create_empty strides a size-0 dim 0 where PyTorch's contiguous strides say 1
         return tensor_on_storage(new_storage(Box(array, 0, dtype)), dtype, shape, contiguous_strides(shape))
     addr = next(_next_address)
-    if _new_tensor is not None:
-        t = _new_tensor(shape, dtype, addr)
-        size = t.numel()
-        storage = t.untyped_storage()
-    else:
-        t = _create_empty(shape, dtype)
-        size = t.numel()
-        storage = t.untyped_storage()
-        storage._swap_data_ptr_(_make_storage(addr, DEVICE, size * dtype.itemsize))
+    if _native_wrap is not None:
+        # The tensor, and its Box entered in BOXES. Its storage reports its own death (the box goes
+        # at the next native wrap), so it takes no part in the young sweeps below.
+        t = _native_wrap(array, dtype, addr)
+        if len(BOXES) > _sweep_above:
+            _sweep()
+        if executables._counted >= executables.CHECK_EVERY and not _tracing:
+            executables.check()
+        return t
+    t = _create_empty(shape, dtype)
+    size = t.numel()
+    storage = t.untyped_storage()
+    storage._swap_data_ptr_(_make_storage(addr, DEVICE, size * dtype.itemsize))
     _keep(storage, addr, size * dtype.itemsize, Box(array, size, dtype))
     return t
 

@@ -47,7 +47,9 @@ def _samples():
         "conj": c.conj(),
         "neg view": c.conj().imag,
         "channels_last": nchw,
-        "size-1 dims with odd strides": torch.randn(10, 3, device="jax").unsqueeze(-1).as_strided((10, 3, 1), (3, 1, 3)),
+        "size-1 dims with odd strides": torch.randn(10, 3, device="jax")
+        .unsqueeze(-1)
+        .as_strided((10, 3, 1), (3, 1, 3)),
         "empty": torch.empty(0, 3, device="jax"),
         "0-dim": torch.tensor(2.5, device="jax"),
         "bool": torch.ones(3, dtype=torch.bool, device="jax"),
@@ -177,3 +179,55 @@ def test_a_failed_build_warns_once_and_jaxdev_runs_in_python(tmp_path):
     lines, stderr = _run_workload(JAXDEV_NATIVE_DIR=str(tmp_path), CXX="/bin/false", PATH=str(tmp_path))
     assert lines["NATIVE"].startswith("False the C++ compiler failed")
     assert stderr.count("runs without its native fast paths") == 1
+
+
+@needs_native
+def test_a_dead_results_box_goes_when_its_storage_dies():
+    x = torch.arange(6.0, device="jax") + 1
+    address = x.untyped_storage().data_ptr()
+    assert type(tensor.BOXES[address]) is tensor.Box
+    native.module.drop_dead()
+    assert address in tensor.BOXES  # alive: kept
+    del x
+    native.module.drop_dead()
+    assert address not in tensor.BOXES
+
+
+@needs_native
+def test_a_storage_freed_by_backward_leaves_no_box():
+    """Backward frees saved tensors (on autograd's device thread, without the GIL held): their boxes go."""
+    x = torch.randn(8, 16, device="jax", requires_grad=True)
+    h = torch.tanh(x * 2)  # tanh saves its result for backward
+    address = h.untyped_storage().data_ptr()
+    loss = h.sum()
+    del h
+    native.module.drop_dead()
+    assert address in tensor.BOXES
+    loss.backward()
+    del loss
+    native.module.drop_dead()
+    assert address not in tensor.BOXES
+
+
+@needs_native
+def test_training_steps_leave_no_boxes_behind():
+    m = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.Tanh(), torch.nn.Linear(32, 1)).to("jax")
+    x = torch.randn(8, 16, device="jax")
+    sizes = []
+    for _ in range(40):
+        m.zero_grad(set_to_none=True)
+        m(x).square().mean().backward()
+        tensor._sweep()
+        sizes.append(len(tensor.BOXES))
+    assert max(sizes[10:]) == sizes[9], sizes
+
+
+@needs_native
+def test_a_storage_resized_in_place_keeps_its_values_and_drops_its_old_box():
+    x = torch.arange(4.0, device="jax") * 1
+    old = x.untyped_storage().data_ptr()
+    x.untyped_storage().resize_(24)
+    native.module.drop_dead()
+    assert old not in tensor.BOXES and x.untyped_storage().data_ptr() in tensor.BOXES
+    assert x.tolist() == [0.0, 1.0, 2.0, 3.0]
+    assert torch.empty(0, device="jax").set_(x.untyped_storage(), 0, (6,), (1,)).tolist()[:4] == [0.0, 1.0, 2.0, 3.0]

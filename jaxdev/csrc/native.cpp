@@ -8,6 +8,11 @@
 //                                CPU kernels write only metadata): a view costs what it costs on CPU.
 //   new_tensor(shape, dtype, address)
 //                                a contiguous jax tensor on a new storage named by a fake address.
+//   wrap(array, dtype, address)  new_tensor for `array`'s shape, its storage's Box (holding `array`)
+//                                made and entered in BOXES: tensor.wrap's hot path. The storage
+//                                tells when it dies (its data pointer's deleter), and the next wrap
+//                                or drop_dead() removes its box: no weak-reference sweep needed.
+//   drop_dead()                  remove the boxes of the storages wrap made that have died.
 //   set_boxes(BOXES, Box)        the storage -> Box dictionary that the readers below look in, and
 //                                the Box class (a subclass, such as a storage slice's, is left to Python).
 //   plain_value(t)               the jax.Array of a tensor that is its whole storage, row-major (the
@@ -20,6 +25,7 @@
 // The CPython API is used directly (no pybind11): the module compiles in seconds.
 
 #include <Python.h>
+#include <structmember.h>
 
 #include <ATen/core/Tensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
@@ -30,6 +36,7 @@
 #include <torch/csrc/autograd/python_variable.h>
 #include <torch/library.h>
 
+#include <mutex>
 #include <vector>
 
 namespace {
@@ -40,6 +47,17 @@ PyObject* s_logical = nullptr;
 PyObject* s_array = nullptr;
 PyObject* s_dtype = nullptr;
 PyObject* s_shape = nullptr;
+PyObject* s_numel = nullptr;
+PyObject* s_weak = nullptr;
+PyObject* s_untyped = nullptr;
+PyObject* s_writes = nullptr;
+PyObject* g_zero = nullptr;
+
+// Byte offsets of Box's slots, read from its member descriptors by set_boxes: a new box's slots are
+// filled directly, as Box.__init__ fills them, without seven attribute lookups.
+struct BoxSlots {
+  Py_ssize_t array, logical, numel, dtype, weak, untyped, writes;
+} g_slots;
 
 void redispatch_to_cpu(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
   op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
@@ -74,47 +92,204 @@ PyObject* register_cpu_kernels(PyObject*, PyObject* names) {
   Py_RETURN_NONE;
 }
 
+// Fake addresses of storages made by wrap that have died. A storage may die on any thread (autograd's
+// device threads free saved tensors) and without the GIL, so its deleter only records the address;
+// the boxes are removed under the GIL by the next wrap or drop_dead. Allocated once and never freed:
+// storages still die during interpreter shutdown, after static destructors have run.
+std::mutex* g_dead_mutex = new std::mutex;
+std::vector<void*>* g_dead = new std::vector<void*>;
+
+void storage_died(void* address) {
+  std::lock_guard<std::mutex> guard(*g_dead_mutex);
+  g_dead->push_back(address);
+}
+
 // As torch._C._construct_storage_from_data_pointer makes it: byte-sized, no allocator, not resizable
 // (a resize goes through jaxdev's own resize_ kernel, which gives the tensor a new storage).
-PyObject* new_tensor(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  if (nargs != 3 || !PyTuple_Check(args[0]) || !THPDtype_Check(args[1]) || !PyLong_Check(args[2])) {
-    PyErr_SetString(PyExc_TypeError, "new_tensor(shape: tuple, dtype: torch.dtype, address: int)");
-    return nullptr;
+// `notify`: the data pointer's deleter records the storage's death (storage_died).
+at::Tensor make_tensor(const std::vector<int64_t>& sizes, int64_t numel, c10::ScalarType dtype, void* address,
+                       bool notify = false) {
+  auto meta = c10::scalarTypeToTypeMeta(dtype);
+  c10::Device device(c10::DeviceType::PrivateUse1, 0);
+  c10::DataPtr data = notify ? c10::DataPtr(address, address, &storage_died, device) : c10::DataPtr(address, device);
+  c10::Storage storage(c10::make_intrusive<c10::StorageImpl>(
+      c10::StorageImpl::use_byte_size_t(), numel * static_cast<int64_t>(meta.itemsize()), std::move(data),
+      /*allocator=*/nullptr, /*resizable=*/false));
+  // TensorImpl adds the autograd and autocast keys of the backend itself (none in inference mode).
+  auto t = at::detail::make_tensor<c10::TensorImpl>(
+      std::move(storage), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), meta);
+  t.unsafeGetTensorImpl()->set_sizes_contiguous(sizes);
+  return t;
+}
+
+// A shape tuple's sizes and their product; false (a Python error set) when one is not an int >= 0.
+bool read_sizes(PyObject* shape, std::vector<int64_t>& sizes, int64_t& numel) {
+  if (!PyTuple_Check(shape)) {
+    PyErr_SetString(PyExc_TypeError, "a shape must be a tuple");
+    return false;
   }
-  Py_ssize_t ndim = PyTuple_GET_SIZE(args[0]);
-  std::vector<int64_t> sizes(ndim);
-  int64_t numel = 1;
+  Py_ssize_t ndim = PyTuple_GET_SIZE(shape);
+  sizes.resize(ndim);
+  numel = 1;
   for (Py_ssize_t i = 0; i < ndim; i++) {
-    sizes[i] = PyLong_AsLongLong(PyTuple_GET_ITEM(args[0], i));
+    sizes[i] = PyLong_AsLongLong(PyTuple_GET_ITEM(shape, i));
     if (sizes[i] < 0) {
-      if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "new_tensor: negative size");
-      return nullptr;
+      if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "a size must not be negative");
+      return false;
     }
     numel *= sizes[i];
   }
+  return true;
+}
+
+PyObject* new_tensor(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  if (nargs != 3 || !THPDtype_Check(args[1]) || !PyLong_Check(args[2])) {
+    PyErr_SetString(PyExc_TypeError, "new_tensor(shape: tuple, dtype: torch.dtype, address: int)");
+    return nullptr;
+  }
+  std::vector<int64_t> sizes;
+  int64_t numel;
+  if (!read_sizes(args[0], sizes, numel)) return nullptr;
   void* address = PyLong_AsVoidPtr(args[2]);
   if (PyErr_Occurred()) return nullptr;
   try {
-    auto meta = c10::scalarTypeToTypeMeta(reinterpret_cast<THPDtype*>(args[1])->scalar_type);
-    c10::DataPtr data(address, c10::Device(c10::DeviceType::PrivateUse1, 0));
-    c10::Storage storage(c10::make_intrusive<c10::StorageImpl>(
-        c10::StorageImpl::use_byte_size_t(), numel * static_cast<int64_t>(meta.itemsize()), std::move(data),
-        /*allocator=*/nullptr, /*resizable=*/false));
-    // TensorImpl adds the autograd and autocast keys of the backend itself (none in inference mode).
-    auto t = at::detail::make_tensor<c10::TensorImpl>(
-        std::move(storage), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), meta);
-    t.unsafeGetTensorImpl()->set_sizes_contiguous(sizes);
-    return THPVariable_Wrap(std::move(t));
+    return THPVariable_Wrap(make_tensor(sizes, numel, reinterpret_cast<THPDtype*>(args[1])->scalar_type, address));
   } catch (const std::exception& e) {
     PyErr_SetString(PyExc_RuntimeError, e.what());
     return nullptr;
   }
 }
 
+bool check_ready();
+
+void set_slot(PyObject* box, Py_ssize_t offset, PyObject* value) {
+  auto** slot = reinterpret_cast<PyObject**>(reinterpret_cast<char*>(box) + offset);
+  Py_XSETREF(*slot, value);  // steals `value`
+}
+
+// Box(array, numel, dtype) with box.weak set, as Box.__init__ and tensor._keep would leave it.
+PyObject* new_box(PyObject* array, int64_t numel, PyObject* dtype, void* weak) {
+  auto* type = reinterpret_cast<PyTypeObject*>(g_box_type);
+  PyObject* n = PyLong_FromLongLong(numel);
+  PyObject* w = PyLong_FromVoidPtr(weak);
+  PyObject* box = (n && w) ? type->tp_alloc(type, 0) : nullptr;
+  if (!box) {
+    Py_XDECREF(n);
+    Py_XDECREF(w);
+    return nullptr;
+  }
+  Py_INCREF(array);
+  set_slot(box, g_slots.array, array);
+  Py_INCREF(Py_None);
+  set_slot(box, g_slots.logical, Py_None);
+  set_slot(box, g_slots.numel, n);
+  Py_INCREF(dtype);
+  set_slot(box, g_slots.dtype, dtype);
+  set_slot(box, g_slots.weak, w);
+  Py_INCREF(Py_False);
+  set_slot(box, g_slots.untyped, Py_False);
+  Py_INCREF(g_zero);
+  set_slot(box, g_slots.writes, g_zero);
+  return box;
+}
+
+// Removes the boxes of dead storages from BOXES (under the GIL), releasing each box's weak reference.
+// Returns false with a Python error set if removing one failed.
+bool drop_dead_boxes() {
+  std::vector<void*> dead;
+  {
+    std::lock_guard<std::mutex> guard(*g_dead_mutex);
+    if (g_dead->empty()) return true;
+    dead.swap(*g_dead);
+  }
+  for (void* address : dead) {
+    PyObject* key = PyLong_FromVoidPtr(address);
+    if (!key) return false;
+    PyObject* box = PyDict_GetItemWithError(g_boxes, key);  // borrowed
+    if (box && Py_TYPE(box) == reinterpret_cast<PyTypeObject*>(g_box_type)) {
+      // The box's weak reference (box.weak) may name another StorageImpl by now (a storage resized in
+      // place keeps its StorageImpl and takes a new box): release whatever it names.
+      PyObject* weak = *reinterpret_cast<PyObject**>(reinterpret_cast<char*>(box) + g_slots.weak);
+      if (weak && PyLong_Check(weak)) {
+        auto* impl = static_cast<c10::StorageImpl*>(PyLong_AsVoidPtr(weak));
+        if (impl) c10::raw::weak_intrusive_ptr::decref(impl);
+        Py_INCREF(Py_None);
+        set_slot(box, g_slots.weak, Py_None);
+      }
+      if (PyDict_DelItem(g_boxes, key) != 0) {
+        Py_DECREF(key);
+        return false;
+      }
+    } else if (PyErr_Occurred()) {
+      Py_DECREF(key);
+      return false;
+    }
+    Py_DECREF(key);  // no box: forgotten already (a trace's scratch boxes)
+  }
+  return true;
+}
+
+PyObject* drop_dead(PyObject*, PyObject*) {
+  if (!check_ready()) return nullptr;
+  if (!drop_dead_boxes()) return nullptr;
+  Py_RETURN_NONE;
+}
+
+PyObject* wrap(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  if (!check_ready()) return nullptr;
+  if (nargs != 3 || !THPDtype_Check(args[1]) || !PyLong_Check(args[2])) {
+    PyErr_SetString(PyExc_TypeError, "wrap(array, dtype: torch.dtype, address: int)");
+    return nullptr;
+  }
+  if (!drop_dead_boxes()) return nullptr;
+  PyObject* shape = PyObject_GetAttr(args[0], s_shape);
+  if (!shape) return nullptr;
+  std::vector<int64_t> sizes;
+  int64_t numel;
+  bool ok = read_sizes(shape, sizes, numel);
+  Py_DECREF(shape);
+  if (!ok) return nullptr;
+  void* address = PyLong_AsVoidPtr(args[2]);
+  if (PyErr_Occurred()) return nullptr;
+  at::Tensor t;
+  void* weak;
+  try {
+    t = make_tensor(sizes, numel, reinterpret_cast<THPDtype*>(args[1])->scalar_type, address, /*notify=*/true);
+    weak = c10::raw::intrusive_ptr::make_weak(t.storage().unsafeGetStorageImpl());
+  } catch (const std::exception& e) {
+    PyErr_SetString(PyExc_RuntimeError, e.what());
+    return nullptr;
+  }
+  PyObject* box = new_box(args[0], numel, args[1], weak);
+  if (!box) {
+    c10::raw::weak_intrusive_ptr::decref(static_cast<c10::StorageImpl*>(weak));
+    return nullptr;
+  }
+  int entered = PyDict_SetItem(g_boxes, args[2], box);
+  Py_DECREF(box);  // BOXES holds it (or, on failure, the box goes; the storage's death is then a no-op)
+  if (entered != 0) return nullptr;
+  return THPVariable_Wrap(std::move(t));
+}
+
 PyObject* set_boxes(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   if (nargs != 2 || !PyDict_Check(args[0]) || !PyType_Check(args[1])) {
     PyErr_SetString(PyExc_TypeError, "set_boxes(BOXES: dict, Box: type)");
     return nullptr;
+  }
+  const std::pair<const char*, Py_ssize_t*> slots[] = {
+      {"_array", &g_slots.array}, {"logical", &g_slots.logical}, {"numel", &g_slots.numel},
+      {"dtype", &g_slots.dtype},  {"weak", &g_slots.weak},       {"untyped", &g_slots.untyped},
+      {"writes", &g_slots.writes}};
+  for (const auto& [name, offset] : slots) {
+    PyObject* descr = PyObject_GetAttrString(args[1], name);
+    if (!descr) return nullptr;
+    bool member = Py_IS_TYPE(descr, &PyMemberDescr_Type);
+    if (member) *offset = reinterpret_cast<PyMemberDescrObject*>(descr)->d_member->offset;
+    Py_DECREF(descr);
+    if (!member) {
+      PyErr_Format(PyExc_TypeError, "set_boxes: Box.%s is not a slot", name);
+      return nullptr;
+    }
   }
   Py_INCREF(args[0]);
   Py_XSETREF(g_boxes, args[0]);
@@ -285,6 +460,9 @@ PyMethodDef methods[] = {
     {"register_cpu_kernels", register_cpu_kernels, METH_O, "PrivateUse1 kernels that redispatch to CPU"},
     {"new_tensor", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(new_tensor)), METH_FASTCALL,
      "a contiguous jax tensor on a new storage at a fake address"},
+    {"wrap", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(wrap)), METH_FASTCALL,
+     "a new contiguous jax tensor owning an array, its Box entered in BOXES"},
+    {"drop_dead", drop_dead, METH_NOARGS, "remove the boxes of dead storages that wrap made"},
     {"set_boxes", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(set_boxes)), METH_FASTCALL,
      "the storage -> Box dictionary, and the Box class"},
     {"plain_value", plain_value, METH_O, "the array of a tensor that is its whole storage, else None"},
@@ -301,6 +479,13 @@ PyMODINIT_FUNC PyInit__jaxdev_native() {
   s_array = PyUnicode_InternFromString("_array");
   s_dtype = PyUnicode_InternFromString("dtype");
   s_shape = PyUnicode_InternFromString("shape");
-  if (!s_logical || !s_array || !s_dtype || !s_shape) return nullptr;
+  s_numel = PyUnicode_InternFromString("numel");
+  s_weak = PyUnicode_InternFromString("weak");
+  s_untyped = PyUnicode_InternFromString("untyped");
+  s_writes = PyUnicode_InternFromString("writes");
+  g_zero = PyLong_FromLong(0);
+  if (!s_logical || !s_array || !s_dtype || !s_shape || !s_numel || !s_weak || !s_untyped || !s_writes || !g_zero) {
+    return nullptr;
+  }
   return PyModule_Create(&module_def);
 }

@@ -11,7 +11,7 @@ import torch
 
 from jaxdev import dtypes, tensor, tracing
 from jaxdev.ops.registry import aten, register, register_functional, store_into
-from jaxdev.ops.toolkit import apply, float_of, plain, value
+from jaxdev.ops.toolkit import apply, float_of, plain, result_type, value
 
 _ADD, _OR, _SUB, _MUL, _AND, _DIV, _FMOD, _POW = map(
     plain,
@@ -28,7 +28,7 @@ def binary(op, fn, *, result=None, float_result=False, compute=None):
 
     @register_functional(op)
     def kernel(self, other):
-        common = torch.result_type(self, other)
+        common = result_type(self, other)
         if float_result:
             common = float_of(common)
         return apply(fn, compute or common, result or common, (self, other))
@@ -68,7 +68,7 @@ def _sub_complex(a, b, alpha):
 
 @register_functional(aten.add.Tensor, aten.add.Scalar)
 def add(self, other, *, alpha=1):
-    common = torch.result_type(self, other)
+    common = result_type(self, other)
     if type(alpha) is not int:  # the default alpha=1 needs no check
         _no_float_alpha(common, alpha)
     if common.is_complex:
@@ -102,7 +102,7 @@ def _check_subtraction(self, other):
 
 @register_functional(aten.sub.Tensor, aten.sub.Scalar)
 def sub(self, other, *, alpha=1):
-    common = torch.result_type(self, other)
+    common = result_type(self, other)
     _check_subtraction(self, other)
     if type(alpha) is not int:
         _no_float_alpha(common, alpha)
@@ -122,7 +122,7 @@ def _mul_of_bool(a, b):
 
 @register_functional(aten.mul.Tensor, aten.mul.Scalar)
 def mul(self, other):
-    common = torch.result_type(self, other)
+    common = result_type(self, other)
     if common == torch.bool:
         return apply(_AND, common, common, (self, other))
     return apply(_mul_of_bool if _is_bool(self) or _is_bool(other) else _MUL, common, common, (self, other))
@@ -141,13 +141,13 @@ def _floor_div(a, b):
 
 @register_functional(aten.div.Tensor, aten.div.Scalar)
 def div(self, other):
-    common = float_of(torch.result_type(self, other))
+    common = float_of(result_type(self, other))
     return apply(_DIV, common, common, (self, other))
 
 
 @register_functional(aten.div.Tensor_mode, aten.div.Scalar_mode)
 def div_mode(self, other, *, rounding_mode=None):
-    common = torch.result_type(self, other)
+    common = result_type(self, other)
     if rounding_mode is None:
         return div(self, other)
     if rounding_mode not in ("trunc", "floor"):
@@ -168,7 +168,7 @@ def _remainder(a, b):
 
 
 def _int_div_check(self, other):
-    common = torch.result_type(self, other)
+    common = result_type(self, other)
     if not (common.is_floating_point or common.is_complex):
         tracing.check_values(jnp.asarray(value(other)) == 0, lambda: RuntimeError("ZeroDivisionError"))
     return common
@@ -188,7 +188,7 @@ def fmod(self, other):
 
 @register_functional(aten.pow.Tensor_Tensor, aten.pow.Tensor_Scalar)
 def pow_tensor(self, exponent):
-    common = torch.result_type(self, exponent)
+    common = result_type(self, exponent)
     integral = not (common.is_floating_point or common.is_complex)
     if integral and not isinstance(exponent, torch.Tensor) and exponent < 0:
         raise RuntimeError("Integers to negative integer powers are not allowed.")
@@ -322,7 +322,7 @@ def _floating_only(name, fn):
 
     @register_functional(getattr(aten, name).default)
     def kernel(self, other):
-        common = torch.result_type(self, other)
+        common = result_type(self, other)
         if not (common.is_floating_point or common.is_complex):
             raise NotImplementedError(f"\"{name}_cpu\" not implemented for '{dtypes.scalar_name(common)}'")
         return apply(fn, common, common, (self, other))
@@ -381,7 +381,7 @@ def _rsub(a, b, alpha):
 
 @register_functional(aten.rsub.Tensor, aten.rsub.Scalar)
 def rsub(self, other, alpha=1):  # alpha is positional in rsub.Scalar, keyword-only in rsub.Tensor
-    common = torch.result_type(self, other)
+    common = result_type(self, other)
     _check_subtraction(self, other)
     if type(alpha) is not int:
         _no_float_alpha(common, alpha)
@@ -455,7 +455,7 @@ def _lcm(a, b):
 def _integer_op(ops, name, fn):
     @register_functional(*ops)
     def kernel(self, other):
-        common = torch.result_type(self, other)
+        common = result_type(self, other)
         _integral(name, common)
         return apply(fn, common, common, (self, other))
 

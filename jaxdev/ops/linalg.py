@@ -48,9 +48,22 @@ def _product(jdt, precision, accumulate):
     return run
 
 
+_PRODUCTS: dict = {}
+
+
+def _product_for(dtype: torch.dtype):
+    """_product for `dtype` at the float32 matmul precision in force now, found with one lookup keyed
+    by torch objects (the jitted factory's own key hashes numpy dtypes and enums: ~1 us per mm)."""
+    setting = torch.get_float32_matmul_precision() if dtype is torch.float32 else None
+    body = _PRODUCTS.get((dtype, setting))
+    if body is None:
+        jdt = dtypes.to_jax_dtype(dtype)
+        body = _PRODUCTS[(dtype, setting)] = _product(jdt, *product_precision(jdt))
+    return body
+
+
 def _matmul(a, b, dtype):
-    jdt = dtypes.to_jax_dtype(dtype)
-    return on_views(_product(jdt, *product_precision(jdt)), (a, b))
+    return on_views(_product_for(dtype), (a, b))
 
 
 def _mm_checks(self, mat2):
@@ -167,8 +180,7 @@ def vdot(self, other):
 
 
 def _matmul_arrays(a, b, dtype):
-    jdt = dtypes.to_jax_dtype(dtype)
-    return _product(jdt, *product_precision(jdt))(a, b)
+    return _product_for(dtype)(a, b)
 
 
 @register_functional(aten.addmv.default)
