@@ -8,7 +8,11 @@ and written as slices and transposes, not index gathers (tensor.py): the ratios 
 A use passes the view straight to a kernel (`x.t() @ y`, `F.linear`): the view is read inside the
 kernel's own program (toolkit.on_views), as JAX fuses `a.T` into the product.
 
-    python benchmarks/views.py [--size 1024] [--repeat 50]
+    python benchmarks/views.py [--size 1024] [--repeat 200]
+
+Each side's time is its fastest of 20 alternating batches: on a shared machine a 4 MiB copy's time
+moves 2-3x between batches with the memory system's state, and fewer batches left single ratios
+at the mercy of that.
 """
 
 from __future__ import annotations
@@ -77,7 +81,7 @@ def cases(n: int):
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", type=int, default=1024)
-    parser.add_argument("--repeat", type=int, default=50)
+    parser.add_argument("--repeat", type=int, default=200)
     args = parser.parse_args()
     print(f"jax {jax.__version__} on {jax.devices()[0].platform}; {args.size}x{args.size} float32")
     reads, writes, uses = cases(args.size)
@@ -88,7 +92,7 @@ def main() -> None:
             ref_args = ref_args if isinstance(ref_args, tuple) else (ref_args,)
             for _ in range(3):  # compile both sides
                 dev(), jax.block_until_ready(ref(*ref_args))
-            t_dev, t_ref = time_pair(dev, lambda ref=ref, a=ref_args: ref(*a), args.repeat, batches=5)
+            t_dev, t_ref = time_pair(dev, lambda ref=ref, a=ref_args: ref(*a), args.repeat, batches=20)
             ratios.append(t_dev / t_ref)
             print(f"{kind:<8}{name:<12} {t_dev * 1e6:>10.1f} {t_ref * 1e6:>10.1f} {t_dev / t_ref:>7.2f}")
     gmean = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
