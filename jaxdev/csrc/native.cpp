@@ -12,7 +12,10 @@
 //                                made and entered in BOXES: tensor.wrap's hot path. The storage
 //                                tells when it dies (its data pointer's deleter), and the next wrap
 //                                or drop_dead() removes its box: no weak-reference sweep needed.
-//   drop_dead()                  remove the boxes of the storages wrap made that have died.
+//   drop_dead()                  remove the boxes of the storages wrap made that have died (the
+//                                readers below do it first too: a dead result's buffer is free
+//                                before the next op allocates, so a loop reuses it while it is hot;
+//                                measured, a 1024x1024 expand().contiguous() loop 76 -> 38 us).
 //   set_boxes(BOXES, Box)        the storage -> Box dictionary that the readers below look in, and
 //                                the Box class (a subclass, such as a storage slice's, is left to Python).
 //   plain_value(t)               the jax.Array of a tensor that is its whole storage, row-major (the
@@ -360,7 +363,7 @@ bool check_ready() {
 }
 
 PyObject* plain_value(PyObject*, PyObject* obj) {
-  if (!check_ready()) return nullptr;
+  if (!check_ready() || !drop_dead_boxes()) return nullptr;
   if (!THPVariable_Check(obj)) Py_RETURN_NONE;
   try {
     return plain_array(THPVariable_Unpack(obj));
@@ -371,7 +374,7 @@ PyObject* plain_value(PyObject*, PyObject* obj) {
 }
 
 PyObject* plain_values(PyObject*, PyObject* args) {
-  if (!check_ready()) return nullptr;
+  if (!check_ready() || !drop_dead_boxes()) return nullptr;
   PyObject* seq = PySequence_Fast(args, "plain_values takes a sequence");
   if (!seq) return nullptr;
   Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
