@@ -231,3 +231,13 @@ def test_a_storage_resized_in_place_keeps_its_values_and_drops_its_old_box():
     assert old not in tensor.BOXES and x.untyped_storage().data_ptr() in tensor.BOXES
     assert x.tolist() == [0.0, 1.0, 2.0, 3.0]
     assert torch.empty(0, device="jax").set_(x.untyped_storage(), 0, (6,), (1,)).tolist()[:4] == [0.0, 1.0, 2.0, 3.0]
+
+
+@needs_native
+def test_a_fresh_build_is_announced_once_and_then_reused(tmp_path):
+    """Built from the source into an empty directory (not the cache this machine already has)."""
+    first, stderr = _run_workload(JAXDEV_NATIVE_DIR=str(tmp_path))
+    assert first["NATIVE"].startswith("True") and stderr.count("building its native fast paths") == 1
+    again, stderr = _run_workload(JAXDEV_NATIVE_DIR=str(tmp_path))
+    assert again["NATIVE"].startswith("True") and "building" not in stderr
+    assert [p.name for p in tmp_path.iterdir()] == [native._key()]

@@ -21,9 +21,27 @@ def _reduction(fn, axis, keepdims, compute, result):
     return lambda x: fn(dtypes.convert(x, compute), axis=axis, keepdims=keepdims).astype(result)
 
 
+# (fn, dim, keepdim, ndim, result, compute) -> the jitted reduction: one lookup keyed by what the op
+# was called with, where building the key of _reduction (axes, numpy dtypes) costs a microsecond.
+_REDUCTIONS: dict = {}
+
+
 def _reduce(fn, x: torch.Tensor, dim, keepdim, result: torch.dtype, compute: torch.dtype | None = None):
-    compute = opmath(dtypes.to_jax_dtype(compute or result))
-    return on_views(_reduction(fn, axes(dim, x.dim()), bool(keepdim), compute, dtypes.to_jax_dtype(result)), (x,))
+    ndim = x.dim()
+    key = (fn, tuple(dim) if isinstance(dim, list) else dim, keepdim, ndim, result, compute)
+    try:
+        body = _REDUCTIONS.get(key)
+    except TypeError:  # an unhashable dim (symbolic sizes): no memo
+        key, body = None, None
+    if body is None:
+        # axes() raises on a bad dim before anything is kept.
+        jdt = opmath(dtypes.to_jax_dtype(compute or result))
+        body = _reduction(fn, axes(dim, ndim), bool(keepdim), jdt, dtypes.to_jax_dtype(result))
+        if key is not None:
+            if len(_REDUCTIONS) >= 4096:
+                _REDUCTIONS.clear()
+            _REDUCTIONS[key] = body
+    return on_views(body, (x,))
 
 
 @register_functional(aten.sum.dim_IntList, out=False)
