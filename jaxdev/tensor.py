@@ -169,9 +169,23 @@ def scratch():
 def new_storage(box: Box) -> torch.UntypedStorage:
     nbytes = box.numel * box.dtype.itemsize
     addr = next(_next_address)
+    if _native is not None:  # a storage that reports its own death: no sweep needed for its box
+        storage = _native.new_storage(addr, nbytes)
+        box.weak = storage._weak_ref()
+        BOXES[addr] = box
+        _checkpoint()
+        return storage
     storage = _make_storage(addr, DEVICE, nbytes)
     _keep(storage, addr, nbytes, box)
     return storage
+
+
+def _checkpoint() -> None:
+    """After a box made natively: the full sweep when BOXES has doubled, the executables' check."""
+    if len(BOXES) > _sweep_above:
+        _sweep()
+    if executables._counted >= executables.CHECK_EVERY and not _tracing:  # executables.due(), inlined (hot path)
+        executables.check()
 
 
 def _keep(storage, addr: int, nbytes: int, box: Box) -> None:
@@ -286,10 +300,7 @@ def wrap(array: jax.Array) -> torch.Tensor:
         # The tensor, and its Box entered in BOXES. Its storage reports its own death (the box goes
         # at the next native wrap), so it takes no part in the young sweeps below.
         t = _native_wrap(array, dtype, addr)
-        if len(BOXES) > _sweep_above:
-            _sweep()
-        if executables._counted >= executables.CHECK_EVERY and not _tracing:
-            executables.check()
+        _checkpoint()
         return t
     t = _create_empty(shape, dtype)
     size = t.numel()

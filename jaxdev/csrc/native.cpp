@@ -12,6 +12,8 @@
 //                                made and entered in BOXES: tensor.wrap's hot path. The storage
 //                                tells when it dies (its data pointer's deleter), and the next wrap
 //                                or drop_dead() removes its box: no weak-reference sweep needed.
+//   new_storage(address, nbytes) a storage at a fake address that reports its death as wrap's do
+//                                (tensor.new_storage: strided, empty and copied results).
 //   drop_dead()                  remove the boxes of the storages wrap made that have died (the
 //                                readers below do it first too: a dead result's buffer is free
 //                                before the next op allocates, so a loop reuses it while it is hot;
@@ -35,6 +37,7 @@
 #include <c10/core/StorageImpl.h>
 #include <c10/core/TensorImpl.h>
 #include <torch/csrc/Dtype.h>
+#include <torch/csrc/Storage.h>
 #include <torch/csrc/DynamicTypes.h>
 #include <torch/csrc/autograd/python_variable.h>
 #include <torch/library.h>
@@ -209,7 +212,7 @@ bool drop_dead_boxes() {
     PyObject* key = PyLong_FromVoidPtr(address);
     if (!key) return false;
     PyObject* box = PyDict_GetItemWithError(g_boxes, key);  // borrowed
-    if (box && Py_TYPE(box) == reinterpret_cast<PyTypeObject*>(g_box_type)) {
+    if (box && PyObject_TypeCheck(box, reinterpret_cast<PyTypeObject*>(g_box_type))) {  // Box or a subclass
       // The box's weak reference (box.weak) may name another StorageImpl by now (a storage resized in
       // place keeps its StorageImpl and takes a new box): release whatever it names.
       PyObject* weak = *reinterpret_cast<PyObject**>(reinterpret_cast<char*>(box) + g_slots.weak);
@@ -272,6 +275,31 @@ PyObject* wrap(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   Py_DECREF(box);  // BOXES holds it (or, on failure, the box goes; the storage's death is then a no-op)
   if (entered != 0) return nullptr;
   return THPVariable_Wrap(std::move(t));
+}
+
+PyObject* new_storage(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  if (nargs != 2 || !PyLong_Check(args[0]) || !PyLong_Check(args[1])) {
+    PyErr_SetString(PyExc_TypeError, "new_storage(address: int, nbytes: int)");
+    return nullptr;
+  }
+  if (!check_ready() || !drop_dead_boxes()) return nullptr;
+  void* address = PyLong_AsVoidPtr(args[0]);
+  long long nbytes = PyLong_AsLongLong(args[1]);
+  if (PyErr_Occurred()) return nullptr;
+  if (nbytes < 0) {
+    PyErr_SetString(PyExc_ValueError, "new_storage: negative size");
+    return nullptr;
+  }
+  try {
+    c10::Device device(c10::DeviceType::PrivateUse1, 0);
+    c10::Storage storage(c10::make_intrusive<c10::StorageImpl>(
+        c10::StorageImpl::use_byte_size_t(), nbytes, c10::DataPtr(address, address, &storage_died, device),
+        /*allocator=*/nullptr, /*resizable=*/false));
+    return THPStorage_Wrap(std::move(storage));
+  } catch (const std::exception& e) {
+    PyErr_SetString(PyExc_RuntimeError, e.what());
+    return nullptr;
+  }
 }
 
 PyObject* set_boxes(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
@@ -465,6 +493,8 @@ PyMethodDef methods[] = {
      "a contiguous jax tensor on a new storage at a fake address"},
     {"wrap", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(wrap)), METH_FASTCALL,
      "a new contiguous jax tensor owning an array, its Box entered in BOXES"},
+    {"new_storage", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(new_storage)), METH_FASTCALL,
+     "a storage at a fake address that reports its death"},
     {"drop_dead", drop_dead, METH_NOARGS, "remove the boxes of dead storages that wrap made"},
     {"set_boxes", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(set_boxes)), METH_FASTCALL,
      "the storage -> Box dictionary, and the Box class"},
