@@ -106,8 +106,9 @@ BOXES: dict[int, Box] = {}  # never rebound: the native module reads this dict
 # the pure-Python path, and the full sweep stays as a backstop. There a box outlives its storage until a
 # sweep finds the storage gone (PyTorch gives no callback when a storage dies). Most storages are
 # temporaries that die within a few ops, and an array kept alive past its use costs more than memory:
-# the next result of its size cannot reuse the freed buffer and lands in fresh pages (measured: `x + 0` of a 1024x1024 float32 took 540 us with dead results
-# swept every 256 MiB, 115-145 us swept every 16 MiB; jnp itself 80-150 us). So the boxes made since
+# the next result of its size cannot reuse the freed buffer and lands in fresh pages (measured: `x + 0`
+# of a 1024x1024 float32 took 540 us with dead results swept every 256 MiB, 115-145 us swept every
+# 16 MiB; jnp itself 80-150 us). So the boxes made since
 # the last sweep are checked every 16 MiB allocated (cost: the young boxes only), and all boxes
 # when their number doubles or every 256 MiB (amortised O(1) per allocation either way).
 _sweep_above = 4096
