@@ -130,6 +130,9 @@ def test_view_ops_have_a_native_kernel():
         line = next(ln for ln in dump.splitlines() if ln.startswith("PrivateUse1"))
         assert "native.cpp" in line, line
         assert name in registry.KERNELS
+    from jaxdev.audit import explain
+
+    assert explain.describe("aten::view")["jaxdev"]["kernel"].startswith("native C++ (jaxdev/csrc/native.cpp")
 
 
 def test_view_errors_and_metadata_are_cpus():

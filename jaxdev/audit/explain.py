@@ -102,7 +102,7 @@ def describe(name: str) -> dict:
         "jaxdev": {
             k: v
             for k, v in {
-                "kernel": _where(registry.KERNELS.get(name)),
+                "kernel": _kernel_where(name, s.device_entry),
                 "derived_from": registry.DERIVED.get(name),
                 "vjp_of": registry.BACKWARD.get(name),
             }.items()
@@ -121,6 +121,17 @@ def describe(name: str) -> dict:
     elif s.device in FIX:
         info["fix"] = FIX[s.device].format(op=short, name=name)
     return info
+
+
+def _kernel_where(name: str, entry) -> str | None:
+    """Where jaxdev's kernel for `name` is: its Python function, or the native C++ redispatch the
+    dispatcher runs in its place (jaxdev/native.py), with the Python twin used without the module."""
+    from jaxdev.ops import registry
+
+    where = _where(registry.KERNELS.get(name))
+    if where and entry is not None and "csrc/native.cpp" in entry.where:
+        return f"native C++ (jaxdev/csrc/native.cpp; Python twin {where})"
+    return where
 
 
 def _where(fn) -> str | None:
