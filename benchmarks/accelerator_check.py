@@ -1,0 +1,162 @@
+"""Issue 8's accelerator proof in one run: product throughput and a language model's training step,
+jaxdev against `jax.jit` and against torch's own accelerator (CUDA) when there is one.
+
+* Matrix products: bfloat16, and float32 at "highest" and "high" (`torch.set_float32_matmul_precision`),
+  `a @ b` of size x size through jaxdev against `jax.jit(jnp.matmul)` at the same precision, and torch
+  CUDA where available: TFLOP/s and ratios. The target is jaxdev at >= 0.95x `jax.jit`.
+* The Transformer LM of benchmarks/compile_step.py: one training step (forward, backward, AdamW) in
+  float32 and under bfloat16 autocast, eager and through `torch.compile(backend="jax")`, against torch
+  CUDA eager: ms per step and ratios.
+
+Made to be run once where a device is lent: put the checkout on PYTHONPATH (jaxdev's native fast paths
+build on first import; about 10 s with a C++ compiler, else jaxdev warns and runs in Python) and run
+
+    python benchmarks/accelerator_check.py                 # size 8192 on an accelerator
+    python benchmarks/accelerator_check.py --size 512 --steps 2    # a quick try on CPU
+
+Every section prints as it finishes, so a run cut short still reports what it measured.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+
+os.environ.setdefault("JAXDEV_FALLBACK", "warn")
+
+import jax
+import jax.numpy as jnp
+import torch
+from compile_step import torch_lm
+
+import jaxdev
+
+ON_CUDA = torch.cuda.is_available()
+
+
+def _sync_jax(r):
+    jax.block_until_ready(jaxdev.to_jax(r) if isinstance(r, torch.Tensor) and r.device.type == "jax" else r)
+
+
+def _seconds(fn, sync, repeat: int) -> float:
+    """Median seconds per call over `repeat` timed calls (after two warm-up calls)."""
+    for _ in range(2):
+        sync(fn())
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        sync(fn())
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def products(n: int, repeat: int) -> None:
+    print(f"\nmatrix products {n}x{n} (TFLOP/s; ratio = jaxdev / other)")
+    print(f"{'dtype':<18} {'jaxdev':>8} {'jax.jit':>8} {'ratio':>6} {'torch CUDA':>10} {'ratio':>6}")
+    cases = [("bfloat16", torch.bfloat16, "highest"), ("float32 highest", torch.float32, "highest")]
+    cases.append(("float32 high", torch.float32, "high"))
+    for name, dtype, setting in cases:
+        torch.set_float32_matmul_precision(setting)
+        try:
+            print(f"{name:<18} {_product_row(n, dtype, setting, repeat)}", flush=True)
+        finally:
+            torch.set_float32_matmul_precision("highest")
+
+
+def _product_row(n: int, dtype: torch.dtype, setting: str, repeat: int) -> str:
+    flop = 2 * n**3
+    a = torch.randn(n, n, dtype=dtype, device="jax")
+    b = torch.randn(n, n, dtype=dtype, device="jax")
+    ja, jb = jaxdev.to_jax(a), jaxdev.to_jax(b)
+    precision = {"highest": jax.lax.Precision.HIGHEST, "high": jax.lax.Precision.HIGH}[setting]
+    if dtype is torch.bfloat16:  # CUDA's contract: bf16 operands, float32 accumulation, rounded once
+        ref = jax.jit(lambda x, y: jnp.matmul(x, y, preferred_element_type=jnp.float32).astype(x.dtype))
+    else:
+        ref = jax.jit(lambda x, y: jnp.matmul(x, y, precision=precision))
+    dev_s = _seconds(lambda: a @ b, _sync_jax, repeat)
+    ref_s = _seconds(lambda: ref(ja, jb), jax.block_until_ready, repeat)
+    line = f"{flop / dev_s / 1e12:>8.2f} {flop / ref_s / 1e12:>8.2f} {ref_s / dev_s:>6.2f}"
+    if ON_CUDA:
+        ca, cb = a.cpu().cuda(), b.cpu().cuda()
+        cuda_s = _seconds(lambda: ca @ cb, lambda _: torch.cuda.synchronize(), repeat)
+        line += f" {flop / cuda_s / 1e12:>10.2f} {cuda_s / dev_s:>6.2f}"
+    return line
+
+
+def _lm_step(device: str, compiled: bool, autocast: bool):
+    torch.manual_seed(0)
+    model, (x, y), make_opt, loss_fn = torch_lm()
+    model, x, y = model.to(device), x.to(device), y.to(device)
+    opt = make_opt(model.parameters())
+
+    def forward_backward():
+        with torch.autocast(device, dtype=torch.bfloat16, enabled=autocast):
+            loss = loss_fn(model(x), y)
+        loss.backward()
+        return loss
+
+    opt_step = opt.step
+    if compiled:
+        forward_backward = torch.compile(forward_backward, backend="jax")
+        opt_step = torch.compile(opt.step, backend="jax")
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        loss = forward_backward()
+        opt_step()
+        return loss
+
+    return step
+
+
+def lm(steps: int) -> None:
+    print(f"\nTransformer LM training step (ms, median of {steps}; first step s in brackets)")
+    print(f"{'variant':<34} {'ms/step':>9} {'first s':>8} {'vs torch CUDA':>14}")
+    for autocast in (False, True):
+        label = "bf16 autocast" if autocast else "float32"
+        cuda_ms = None
+        variants = [("cuda", False)] if ON_CUDA else []
+        variants += [("jax", False), ("jax", True)]
+        for device, compiled in variants:
+            name = f"{'torch CUDA' if device == 'cuda' else 'jaxdev'} {'compiled' if compiled else 'eager'} {label}"
+            sync = (lambda r: torch.cuda.synchronize()) if device == "cuda" else _sync_jax
+            try:
+                step = _lm_step(device, compiled, autocast)
+                t0 = time.perf_counter()
+                sync(step())
+                first = time.perf_counter() - t0
+                ms = _seconds(step, sync, steps) * 1e3
+            except Exception as e:  # report and go on: a cut-short run still says what it measured
+                print(f"{name:<34} failed: {type(e).__name__}: {str(e).splitlines()[0][:80]}", flush=True)
+                continue
+            if device == "cuda":
+                cuda_ms = ms
+            ratio = f"{ms / cuda_ms:>14.2f}" if cuda_ms else f"{'-':>14}"
+            print(f"{name:<34} {ms:>9.2f} {first:>8.2f} {ratio}", flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    accelerated = jax.default_backend() != "cpu"
+    parser.add_argument("--size", type=int, default=8192 if accelerated else 1024)
+    parser.add_argument("--repeat", type=int, default=20)
+    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--skip-lm", action="store_true")
+    args = parser.parse_args()
+    print(
+        f"jax {jax.__version__} on {jax.devices()[0].device_kind} ({jax.default_backend()}); torch {torch.__version__}"
+    )
+    print(f"torch CUDA: {torch.cuda.get_device_name() if ON_CUDA else 'not available'}")
+    native = jaxdev.native.module is not None
+    print(f"jaxdev native fast paths: {'in use' if native else jaxdev.native.unavailable}", flush=True)
+    products(args.size, args.repeat)
+    if not args.skip_lm:
+        lm(args.steps)
+    print(f"\nCPU fallbacks: {sum(jaxdev.fallback_counts().values())}", file=sys.stdout)
+
+
+if __name__ == "__main__":
+    main()
