@@ -234,6 +234,7 @@ _native = native.module
 _native_wrap = plain_value = None
 if _native is not None:
     _native.set_boxes(BOXES, Box)
+    _native.set_allocation(_next_address, _checkpoint)  # for the native fast kernels' results
     _native_wrap = _native.wrap  # wrap's hot path: tensor, storage and Box in one call
     plain_value = _native.plain_value  # read's hot path: the array of a plain tensor, else None
 

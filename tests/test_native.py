@@ -244,3 +244,59 @@ def test_a_fresh_build_is_announced_once_and_then_reused(tmp_path):
     again, stderr = _run_workload(JAXDEV_NATIVE_DIR=str(tmp_path))
     assert again["NATIVE"].startswith("True") and "building" not in stderr
     assert [p.name for p in tmp_path.iterdir()] == [native._key()]
+
+
+_FAST_CASES = {
+    "same dtype": lambda d: (torch.randn(3, 4, device=d), torch.randn(3, 4, device=d)),
+    "broadcast": lambda d: (torch.randn(3, 1, device=d), torch.randn(4, device=d)),
+    "int": lambda d: (torch.arange(12, device=d).view(3, 4), torch.arange(1, 13, device=d).view(3, 4)),
+    "bool": lambda d: (torch.ones(3, dtype=torch.bool, device=d), torch.zeros(3, dtype=torch.bool, device=d)),
+    "mixed dtypes": lambda d: (torch.randn(3, device=d), torch.arange(3, device=d)),
+    "half": lambda d: (torch.randn(5, device=d).half(), torch.randn(5, device=d).half()),
+    "complex": lambda d: (
+        torch.randn(3, dtype=torch.complex64, device=d),
+        torch.randn(3, dtype=torch.complex64, device=d),
+    ),
+    "a view": lambda d: (torch.randn(4, 3, device=d).t(), torch.randn(3, 4, device=d)),
+    "empty": lambda d: (torch.randn(0, 3, device=d), torch.randn(0, 3, device=d)),
+    "0-dim cpu scalar": lambda d: (torch.randn(3, device=d), torch.tensor(2.0)),
+}
+
+
+@needs_native
+@pytest.mark.parametrize("case", list(_FAST_CASES))
+@pytest.mark.parametrize("op", ["add", "sub", "mul", "div", "exp", "neg"])
+def test_native_fast_kernels_equal_cpu(case, op):
+    """The C++ fast path (plain tensors of one dtype, default arguments) and its Python slow path give
+    CPU's dtype, shape, strides and values, or CPU's error."""
+    torch.manual_seed(0)
+    cpu_args = _FAST_CASES[case]("cpu")
+    jax_args = [a.to("jax") if a.dim() or case != "0-dim cpu scalar" else a for a in cpu_args]
+    fn = getattr(torch, op)
+    nargs = 1 if op in ("exp", "neg") else 2
+    try:
+        want = fn(*cpu_args[:nargs])
+    except RuntimeError as e:
+        with pytest.raises(RuntimeError, match=str(e)[:40].replace("(", r"\(").replace(")", r"\)")):
+            fn(*jax_args[:nargs])
+        return
+    got = fn(*jax_args[:nargs])
+    assert (got.dtype, got.shape, got.stride()) == (want.dtype, want.shape, want.stride())
+    torch.testing.assert_close(got.cpu(), want, equal_nan=True)
+
+
+@needs_native
+def test_native_fast_kernels_take_the_slow_path_for_other_arguments():
+    a, b = torch.randn(3, device="jax"), torch.randn(3, device="jax")
+    torch.testing.assert_close(torch.add(a, b, alpha=2).cpu(), a.cpu() + 2 * b.cpu())
+    torch.testing.assert_close(torch.sub(a, b, alpha=0.5).cpu(), a.cpu() - 0.5 * b.cpu())
+    with pytest.raises(RuntimeError, match="must match the size"):
+        torch.randn(3, device="jax") + torch.randn(4, device="jax")
+    with pytest.raises(RuntimeError, match="Subtraction, the `-` operator, with two bool tensors"):
+        torch.ones(2, dtype=torch.bool, device="jax") - torch.ones(2, dtype=torch.bool, device="jax")
+    x = torch.randn(3, device="jax", requires_grad=True)
+    ((x * x).exp() + x).sum().backward()  # the fast kernels under autograd, backward on its thread
+    torch.testing.assert_close(x.grad.cpu(), (2 * x.detach().cpu() * (x.detach().cpu() ** 2).exp() + 1))
+    for name in ("aten::add.Tensor", "aten::mul.Tensor", "aten::exp"):
+        line = next(ln for ln in torch._C._dispatch_dump(name).splitlines() if ln.startswith("PrivateUse1"))
+        assert "native.cpp" in line, line

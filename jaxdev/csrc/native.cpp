@@ -40,9 +40,12 @@
 #include <torch/csrc/Storage.h>
 #include <torch/csrc/DynamicTypes.h>
 #include <torch/csrc/autograd/python_variable.h>
+#include <ATen/core/stack.h>
 #include <torch/library.h>
 
 #include <mutex>
+#include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace {
@@ -241,6 +244,39 @@ PyObject* drop_dead(PyObject*, PyObject*) {
   Py_RETURN_NONE;
 }
 
+// The tensor for `array` (dtype `dtype`, a torch.dtype object), on a new storage at `address` whose Box
+// is entered in BOXES; false with a Python error set on failure.
+bool wrap_array(PyObject* array, PyObject* dtype, PyObject* address_obj, at::Tensor& out) {
+  PyObject* shape = PyObject_GetAttr(array, s_shape);
+  if (!shape) return false;
+  std::vector<int64_t> sizes;
+  int64_t numel;
+  bool ok = read_sizes(shape, sizes, numel);
+  Py_DECREF(shape);
+  if (!ok) return false;
+  void* address = PyLong_AsVoidPtr(address_obj);
+  if (PyErr_Occurred()) return false;
+  at::Tensor t;
+  void* weak;
+  try {
+    t = make_tensor(sizes, numel, reinterpret_cast<THPDtype*>(dtype)->scalar_type, address, /*notify=*/true);
+    weak = c10::raw::intrusive_ptr::make_weak(t.storage().unsafeGetStorageImpl());
+  } catch (const std::exception& e) {
+    PyErr_SetString(PyExc_RuntimeError, e.what());
+    return false;
+  }
+  PyObject* box = new_box(array, numel, dtype, weak);
+  if (!box) {
+    c10::raw::weak_intrusive_ptr::decref(static_cast<c10::StorageImpl*>(weak));
+    return false;
+  }
+  int entered = PyDict_SetItem(g_boxes, address_obj, box);
+  Py_DECREF(box);  // BOXES holds it (or, on failure, the box goes; the storage's death is then a no-op)
+  if (entered != 0) return false;
+  out = std::move(t);
+  return true;
+}
+
 PyObject* wrap(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   if (!check_ready()) return nullptr;
   if (nargs != 3 || !THPDtype_Check(args[1]) || !PyLong_Check(args[2])) {
@@ -248,32 +284,8 @@ PyObject* wrap(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
     return nullptr;
   }
   if (!drop_dead_boxes()) return nullptr;
-  PyObject* shape = PyObject_GetAttr(args[0], s_shape);
-  if (!shape) return nullptr;
-  std::vector<int64_t> sizes;
-  int64_t numel;
-  bool ok = read_sizes(shape, sizes, numel);
-  Py_DECREF(shape);
-  if (!ok) return nullptr;
-  void* address = PyLong_AsVoidPtr(args[2]);
-  if (PyErr_Occurred()) return nullptr;
   at::Tensor t;
-  void* weak;
-  try {
-    t = make_tensor(sizes, numel, reinterpret_cast<THPDtype*>(args[1])->scalar_type, address, /*notify=*/true);
-    weak = c10::raw::intrusive_ptr::make_weak(t.storage().unsafeGetStorageImpl());
-  } catch (const std::exception& e) {
-    PyErr_SetString(PyExc_RuntimeError, e.what());
-    return nullptr;
-  }
-  PyObject* box = new_box(args[0], numel, args[1], weak);
-  if (!box) {
-    c10::raw::weak_intrusive_ptr::decref(static_cast<c10::StorageImpl*>(weak));
-    return nullptr;
-  }
-  int entered = PyDict_SetItem(g_boxes, args[2], box);
-  Py_DECREF(box);  // BOXES holds it (or, on failure, the box goes; the storage's death is then a no-op)
-  if (entered != 0) return nullptr;
+  if (!wrap_array(args[0], args[1], args[2], t)) return nullptr;
   return THPVariable_Wrap(std::move(t));
 }
 
@@ -487,6 +499,172 @@ PyObject* all_plain(PyObject*, PyObject* args) {
   return PyBool_FromLong(plain);
 }
 
+// --- whole eager ops without a Python frame -----------------------------------------------------
+//
+// register_fast_kernel(name, slow, tensors, bodies) makes aten::`name`'s PrivateUse1 kernel a C++ one
+// for the common case of an elementwise op: its first `tensors` arguments are plain jax tensors (whole
+// storage, default strides, not empty) of one dtype, and every other argument is at its schema default.
+// Then `bodies(dtype)` (asked once per dtype; None: never fast) is the op's jitted body, called on the
+// arrays; its result, of the same dtype, becomes the output tensor (contiguous: PyTorch lays out an
+// elementwise result of plain inputs so). Anything else, or any exception, goes to `slow`, an operator
+// of the same schema in namespace jaxdev_slow whose PrivateUse1 kernel is jaxdev's Python kernel: it
+// computes the same thing, or raises PyTorch's error. Every 256 fast calls tensor._checkpoint runs (the
+// sweeps and the executables' check that wrap runs after each result).
+
+struct FastOp {
+  c10::OperatorHandle slow;
+  size_t tensors;
+  PyObject* bodies;                                 // dtype -> jitted body or None
+  std::unordered_map<int, PyObject*> body_of_dtype;  // owned references (Py_None: never fast)
+};
+
+std::unordered_map<std::string, FastOp*>* g_fast = new std::unordered_map<std::string, FastOp*>;
+PyObject* g_next_address = nullptr;  // tensor._next_address, the fake addresses' counter
+PyObject* g_checkpoint = nullptr;    // tensor._checkpoint
+unsigned g_fast_calls = 0;
+
+bool same_default(const c10::IValue& given, const std::optional<c10::IValue>& dflt) {
+  if (!dflt) return false;
+  const c10::IValue& d = *dflt;
+  if (given.isNone() || d.isNone()) return given.isNone() && d.isNone();
+  if (given.isInt() && d.isInt()) return given.toInt() == d.toInt();
+  if (given.isBool() && d.isBool()) return given.toBool() == d.toBool();
+  if (given.isDouble() && d.isDouble()) return given.toDouble() == d.toDouble();
+  return false;
+}
+
+// The output of the fast path, or an undefined tensor when the op must take the slow one (no Python
+// error is left set either way). Runs with the GIL held.
+at::Tensor try_fast(FastOp& op, const c10::OperatorHandle& handle, torch::jit::Stack* stack) {
+  const auto& schema = handle.schema();
+  size_t nargs = schema.arguments().size();
+  auto args = torch::jit::last(*stack, nargs);
+  c10::ScalarType dtype = c10::ScalarType::Undefined;
+  for (size_t i = 0; i < nargs; i++) {
+    const c10::IValue& v = args[i];
+    if (i < op.tensors) {
+      if (!v.isTensor()) return {};
+      const at::Tensor& t = v.toTensor();
+      if (!t.defined() || t.numel() == 0 || !is_plain(t)) return {};
+      if (i == 0) dtype = t.scalar_type();
+      else if (t.scalar_type() != dtype) return {};
+    } else if (!same_default(v, schema.arguments()[i].default_value())) {
+      return {};
+    }
+  }
+  auto found = op.body_of_dtype.find(static_cast<int>(dtype));
+  PyObject* body;
+  if (found == op.body_of_dtype.end()) {
+    body = PyObject_CallOneArg(op.bodies, reinterpret_cast<PyObject*>(torch::getTHPDtype(dtype)));
+    if (!body) {
+      PyErr_Clear();
+      return {};
+    }
+    op.body_of_dtype[static_cast<int>(dtype)] = body;  // keeps the reference
+  } else {
+    body = found->second;
+  }
+  if (body == Py_None) return {};
+  if (!drop_dead_boxes()) {
+    PyErr_Clear();
+    return {};
+  }
+  PyObject* arrays[8];
+  size_t n = std::min<size_t>(op.tensors, 8);
+  for (size_t i = 0; i < n; i++) {
+    PyObject* a = plain_array(args[i].toTensor());
+    if (!a || a == Py_None) {
+      for (size_t j = 0; j < i; j++) Py_DECREF(arrays[j]);
+      Py_XDECREF(a);
+      PyErr_Clear();
+      return {};
+    }
+    arrays[i] = a;
+  }
+  PyObject* result = PyObject_Vectorcall(body, arrays, n, nullptr);
+  for (size_t i = 0; i < n; i++) Py_DECREF(arrays[i]);
+  at::Tensor out;
+  PyObject* address = result ? PyIter_Next(g_next_address) : nullptr;
+  bool ok = result && address &&
+            wrap_array(result, reinterpret_cast<PyObject*>(torch::getTHPDtype(dtype)), address, out);
+  Py_XDECREF(result);
+  Py_XDECREF(address);
+  if (!ok) {
+    PyErr_Clear();
+    return {};
+  }
+  if (++g_fast_calls % 256 == 0) {
+    PyObject* r = PyObject_CallNoArgs(g_checkpoint);
+    if (!r) PyErr_Clear();  // the next Python wrap's checkpoint reports it
+    Py_XDECREF(r);
+  }
+  return out;
+}
+
+void fast_kernel(const c10::OperatorHandle& handle, c10::DispatchKeySet, torch::jit::Stack* stack) {
+  FastOp* op = g_fast->at(handle.operator_name().name + "." + handle.operator_name().overload_name);
+  at::Tensor out;
+  {
+    PyGILState_STATE gil = PyGILState_Ensure();
+    out = try_fast(*op, handle, stack);
+    PyGILState_Release(gil);
+  }
+  if (out.defined()) {
+    torch::jit::drop(*stack, handle.schema().arguments().size());
+    torch::jit::push(*stack, std::move(out));
+    return;
+  }
+  op->slow.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), stack);
+}
+
+PyObject* register_fast_kernel(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  if (nargs != 4 || !PyUnicode_Check(args[0]) || !PyUnicode_Check(args[1]) || !PyLong_Check(args[2])) {
+    PyErr_SetString(PyExc_TypeError, "register_fast_kernel(name: str, slow: str, tensors: int, bodies)");
+    return nullptr;
+  }
+  if (!check_ready() || !g_next_address) {
+    if (!PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, "jaxdev native: set_allocation was not called");
+    return nullptr;
+  }
+  std::string name = PyUnicode_AsUTF8(args[0]);  // "add.Tensor" (aten)
+  std::string slow = PyUnicode_AsUTF8(args[1]);  // "jaxdev_slow::add.Tensor"
+  long tensors = PyLong_AsLong(args[2]);
+  if (tensors < 1 || tensors > 8) {
+    PyErr_SetString(PyExc_ValueError, "register_fast_kernel: 1 to 8 tensor arguments");
+    return nullptr;
+  }
+  try {
+    auto dot = slow.find('.');
+    auto handle = c10::Dispatcher::singleton().findSchemaOrThrow(
+        slow.substr(0, dot).c_str(), dot == std::string::npos ? "" : slow.substr(dot + 1).c_str());
+    std::string key = "aten::" + name;
+    if (key.find('.') == std::string::npos) key += ".";
+    Py_INCREF(args[3]);
+    (*g_fast)[key] = new FastOp{handle, static_cast<size_t>(tensors), args[3], {}};
+    if (!g_cpu_kernels) {
+      g_cpu_kernels =
+          new torch::Library(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
+    }
+    g_cpu_kernels->impl(name.c_str(), torch::CppFunction::makeFromBoxedFunction<&fast_kernel>());
+  } catch (const std::exception& e) {
+    PyErr_SetString(PyExc_RuntimeError, e.what());
+    return nullptr;
+  }
+  Py_RETURN_NONE;
+}
+
+PyObject* set_allocation(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  if (nargs != 2 || !PyIter_Check(args[0]) || !PyCallable_Check(args[1])) {
+    PyErr_SetString(PyExc_TypeError, "set_allocation(addresses: iterator, checkpoint: callable)");
+    return nullptr;
+  }
+  Py_INCREF(args[0]);
+  Py_XSETREF(g_next_address, args[0]);
+  Py_INCREF(args[1]);
+  Py_XSETREF(g_checkpoint, args[1]);
+  Py_RETURN_NONE;
+}
+
 PyMethodDef methods[] = {
     {"register_cpu_kernels", register_cpu_kernels, METH_O, "PrivateUse1 kernels that redispatch to CPU"},
     {"new_tensor", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(new_tensor)), METH_FASTCALL,
@@ -495,6 +673,10 @@ PyMethodDef methods[] = {
      "a new contiguous jax tensor owning an array, its Box entered in BOXES"},
     {"new_storage", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(new_storage)), METH_FASTCALL,
      "a storage at a fake address that reports its death"},
+    {"register_fast_kernel", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(register_fast_kernel)),
+     METH_FASTCALL, "a C++ PrivateUse1 kernel for an elementwise op's common case"},
+    {"set_allocation", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(set_allocation)), METH_FASTCALL,
+     "the fake addresses' counter and tensor._checkpoint, for the fast kernels"},
     {"drop_dead", drop_dead, METH_NOARGS, "remove the boxes of dead storages that wrap made"},
     {"set_boxes", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(set_boxes)), METH_FASTCALL,
      "the storage -> Box dictionary, and the Box class"},

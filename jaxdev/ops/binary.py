@@ -11,7 +11,7 @@ import torch
 
 from jaxdev import dtypes, tensor, tracing
 from jaxdev.ops.registry import aten, register, register_functional, store_into
-from jaxdev.ops.toolkit import apply, float_of, plain, result_type, value
+from jaxdev.ops.toolkit import apply, float_of, plain, result_type, same_dtype_bodies, value
 
 _ADD, _OR, _SUB, _MUL, _AND, _DIV, _FMOD, _POW = map(
     plain,
@@ -66,7 +66,11 @@ def _sub_complex(a, b, alpha):
     return a - _times_complex_alpha(b, alpha)
 
 
-@register_functional(aten.add.Tensor, aten.add.Scalar)
+def _real(dtype: torch.dtype) -> bool:
+    return not (dtype.is_complex or dtype == torch.bool)
+
+
+@register_functional(aten.add.Tensor, aten.add.Scalar, fast={aten.add.Tensor: same_dtype_bodies(_ADD, 2, _real)})
 def add(self, other, *, alpha=1):
     common = result_type(self, other)
     if type(alpha) is not int:  # the default alpha=1 needs no check
@@ -100,7 +104,7 @@ def _check_subtraction(self, other):
         )
 
 
-@register_functional(aten.sub.Tensor, aten.sub.Scalar)
+@register_functional(aten.sub.Tensor, aten.sub.Scalar, fast={aten.sub.Tensor: same_dtype_bodies(_SUB, 2, _real)})
 def sub(self, other, *, alpha=1):
     common = result_type(self, other)
     _check_subtraction(self, other)
@@ -120,7 +124,9 @@ def _mul_of_bool(a, b):
     return a * b
 
 
-@register_functional(aten.mul.Tensor, aten.mul.Scalar)
+@register_functional(
+    aten.mul.Tensor, aten.mul.Scalar, fast={aten.mul.Tensor: same_dtype_bodies(_MUL, 2, lambda d: d != torch.bool)}
+)
 def mul(self, other):
     common = result_type(self, other)
     if common == torch.bool:
@@ -139,7 +145,9 @@ def _floor_div(a, b):
     return jnp.floor_divide(a, b) if jnp.issubdtype(a.dtype, jnp.integer) else jnp.floor(a / b)
 
 
-@register_functional(aten.div.Tensor, aten.div.Scalar)
+@register_functional(
+    aten.div.Tensor, aten.div.Scalar, fast={aten.div.Tensor: same_dtype_bodies(_DIV, 2, lambda d: float_of(d) is d)}
+)
 def div(self, other):
     common = float_of(result_type(self, other))
     return apply(_DIV, common, common, (self, other))

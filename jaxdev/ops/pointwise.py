@@ -15,7 +15,7 @@ import jax.numpy as jnp
 import torch
 
 from jaxdev.ops.registry import aten, register_functional
-from jaxdev.ops.toolkit import J, apply, float_of, plain
+from jaxdev.ops.toolkit import J, apply, float_of, plain, same_dtype_bodies
 
 _ABS, _SIGN = plain(jnp.abs), plain(jnp.sign)
 
@@ -27,7 +27,7 @@ def unary_float(op, fn):
     """Float-valued op: integer and bool inputs give the default float dtype."""
     fn = plain(fn)
 
-    @register_functional(op)
+    @register_functional(op, fast={op: same_dtype_bodies(fn, 1, lambda d: float_of(d) is d)})
     def kernel(self):
         dt = float_of(self.dtype)
         return apply(fn, dt, dt, (self,))
@@ -38,7 +38,7 @@ def unary_float(op, fn):
 def unary_same(op, fn, *, no_bool=None):
     fn = plain(fn)
 
-    @register_functional(op)
+    @register_functional(op, fast={op: same_dtype_bodies(fn, 1, lambda d: not (no_bool and d == torch.bool))})
     def kernel(self):
         if no_bool and self.dtype == torch.bool:
             raise RuntimeError(no_bool)

@@ -102,7 +102,29 @@ def register_on_cpu_kernel(*ops: OpOverload):
     return deco
 
 
-def _register(op: OpOverload, fn: Callable, on_cpu: bool = False) -> None:
+# The Python kernels of ops that have a native fast kernel (`register_functional(..., fast=...)`) are
+# registered here, under the op's own schema, as the native kernel's slow path.
+_SLOW_LIB = torch.library.Library("jaxdev_slow", "DEF")
+FAST: dict[str, Callable] = {}  # aten overload -> dtype -> its jitted body, or None (see native.cpp)
+
+
+def _register_fast(op: OpOverload, fn: Callable, bodies: Callable) -> None:
+    """`fn` as the slow path of a native PrivateUse1 kernel for `op` (jaxdev/csrc/native.cpp,
+    register_fast_kernel): plain jax tensors of one dtype, other arguments at their defaults, are
+    computed by `bodies(dtype)(*arrays)` without a Python frame; anything else runs `fn`."""
+    short = op.name().removeprefix("aten::")
+    _SLOW_LIB.define(str(op._schema).removeprefix("aten::"))
+    _SLOW_LIB.impl(short, fn, "PrivateUse1")
+    tensors = 0
+    for argument in op._schema.arguments:
+        if str(argument.type) != "Tensor" or argument.kwarg_only:
+            break
+        tensors += 1
+    native.module.register_fast_kernel(short, "jaxdev_slow::" + short, tensors, bodies)
+    FAST[op.name()] = bodies
+
+
+def _register(op: OpOverload, fn: Callable, on_cpu: bool = False, fast: Callable | None = None) -> None:
     name = op.name()
     formula = name in FORMULA_COMPOSITES and torch._C._dispatch_has_kernel_for_dispatch_key(name, "Autograd")
     if is_composite_implicit(op) and name not in RAW_MEMORY_COMPOSITES and not formula:
@@ -117,6 +139,8 @@ def _register(op: OpOverload, fn: Callable, on_cpu: bool = False) -> None:
         fn = _relaid_kernel(op, fn)
     if on_cpu:
         native.module.register_cpu_kernels([name.removeprefix("aten::")])
+    elif fast is not None and native.module is not None:
+        _register_fast(op, fn, fast)
     else:
         _LIB.impl(op, fn, "PrivateUse1")
     KERNELS[name] = fn
@@ -202,18 +226,22 @@ def inplace_variant(op: OpOverload) -> OpOverload | None:
     return getattr(packet, op._overloadname)
 
 
-def register_functional(*ops: OpOverload, inplace: bool = True, out: bool = True):
+def register_functional(*ops: OpOverload, inplace: bool = True, out: bool = True, fast: dict | None = None):
     """Decorator for `fn(*args, **kwargs) -> jax.Array | tuple[jax.Array, ...]`.
 
     Registers the functional overloads, and derives their in-place (`op_`) and out= overloads:
     those compute the same values, check that the result can be cast to the destination's dtype
     and write it through the destination's strides, so aliases see it.
+
+    `fast`: {op: bodies} for elementwise overloads whose common case runs natively (_register_fast):
+    `bodies(dtype)` is the jitted body `fn` itself would run on plain tensors of that dtype with every
+    other argument at its default (None where the result has another dtype or `fn` would raise).
     """
 
     def deco(fn):
         body = _shape_errors_as_torch(fn)
         for op in ops:
-            _register(op, _functional_kernel(fn, op))
+            _register(op, _functional_kernel(fn, op), fast=(fast or {}).get(op))
             FUNCTIONAL[op.name()] = fn
             ip = inplace_variant(op) if inplace else None
             if ip is not None:

@@ -158,6 +158,12 @@ def _cast_body(fn, compute: torch.dtype, result: torch.dtype, nargs: int):
     return run
 
 
+def same_dtype_bodies(fn, nargs: int, when: Callable[[torch.dtype], bool]):
+    """For `register_functional(fast=...)`: dtype -> what `apply(fn, dtype, dtype, tensors)` runs on
+    `nargs` plain tensors of that dtype (None where `when(dtype)` is false)."""
+    return lambda dtype: _cast_body(fn, dtype, dtype, nargs) if when(dtype) else None
+
+
 _PLAIN: dict = {}
 
 
