@@ -26,6 +26,9 @@
 //                                None as soon as one tensor is not plain.
 //   all_plain(args)              every tensor in args (and in lists/tuples among them) is contiguous
 //                                with PyTorch's default strides (layout._plain).
+//   register_fast_kernel(name, slow, tensors, bodies), set_allocation(addresses, checkpoint)
+//                                a whole elementwise op in C++ for its common case (plain tensors of
+//                                one dtype, default arguments), jaxdev's Python kernel for the rest.
 //
 // The CPython API is used directly (no pybind11): the module compiles in seconds.
 
@@ -518,7 +521,8 @@ struct FastOp {
   std::unordered_map<int, PyObject*> body_of_dtype;  // owned references (Py_None: never fast)
 };
 
-std::unordered_map<std::string, FastOp*>* g_fast = new std::unordered_map<std::string, FastOp*>;
+// Keyed by the aten operator's schema, whose address is fixed for the life of the process.
+std::unordered_map<const void*, FastOp*>* g_fast = new std::unordered_map<const void*, FastOp*>;
 PyObject* g_next_address = nullptr;  // tensor._next_address, the fake addresses' counter
 PyObject* g_checkpoint = nullptr;    // tensor._checkpoint
 unsigned g_fast_calls = 0;
@@ -602,11 +606,16 @@ at::Tensor try_fast(FastOp& op, const c10::OperatorHandle& handle, torch::jit::S
 }
 
 void fast_kernel(const c10::OperatorHandle& handle, c10::DispatchKeySet, torch::jit::Stack* stack) {
-  FastOp* op = g_fast->at(handle.operator_name().name + "." + handle.operator_name().overload_name);
+  FastOp* op = g_fast->at(&handle.schema());
   at::Tensor out;
   {
     PyGILState_STATE gil = PyGILState_Ensure();
-    out = try_fast(*op, handle, stack);
+    try {
+      out = try_fast(*op, handle, stack);
+    } catch (const std::exception&) {
+      out = at::Tensor();  // the slow path meets the same condition and reports it
+    }
+    PyErr_Clear();
     PyGILState_Release(gil);
   }
   if (out.defined()) {
@@ -637,10 +646,12 @@ PyObject* register_fast_kernel(PyObject*, PyObject* const* args, Py_ssize_t narg
     auto dot = slow.find('.');
     auto handle = c10::Dispatcher::singleton().findSchemaOrThrow(
         slow.substr(0, dot).c_str(), dot == std::string::npos ? "" : slow.substr(dot + 1).c_str());
-    std::string key = "aten::" + name;
-    if (key.find('.') == std::string::npos) key += ".";
+    auto aten_dot = name.find('.');
+    auto aten = c10::Dispatcher::singleton().findSchemaOrThrow(
+        ("aten::" + name.substr(0, aten_dot)).c_str(),
+        aten_dot == std::string::npos ? "" : name.substr(aten_dot + 1).c_str());
     Py_INCREF(args[3]);
-    (*g_fast)[key] = new FastOp{handle, static_cast<size_t>(tensors), args[3], {}};
+    (*g_fast)[&aten.schema()] = new FastOp{handle, static_cast<size_t>(tensors), args[3], {}};
     if (!g_cpu_kernels) {
       g_cpu_kernels =
           new torch::Library(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
