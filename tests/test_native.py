@@ -265,15 +265,16 @@ _FAST_CASES = {
 
 @needs_native
 @pytest.mark.parametrize("case", list(_FAST_CASES))
-@pytest.mark.parametrize("op", ["add", "sub", "mul", "div", "exp", "neg"])
+@pytest.mark.parametrize("op", ["add", "sub", "mul", "div", "exp", "neg", "lt", "eq", "atan2", "logical_and", "isnan"])
 def test_native_fast_kernels_equal_cpu(case, op):
-    """The C++ fast path (plain tensors of one dtype, default arguments) and its Python slow path give
-    CPU's dtype, shape, strides and values, or CPU's error."""
+    """The C++ fast path (plain tensors of one dtype, default arguments; comparisons and isnan give bool,
+    atan2 of integers a float) and its Python slow path give CPU's dtype, shape, strides and values, or
+    CPU's error."""
     torch.manual_seed(0)
     cpu_args = _FAST_CASES[case]("cpu")
     jax_args = [a.to("jax") if a.dim() or case != "0-dim cpu scalar" else a for a in cpu_args]
     fn = getattr(torch, op)
-    nargs = 1 if op in ("exp", "neg") else 2
+    nargs = 1 if op in ("exp", "neg", "isnan") else 2
     try:
         want = fn(*cpu_args[:nargs])
     except RuntimeError as e:
@@ -297,6 +298,6 @@ def test_native_fast_kernels_take_the_slow_path_for_other_arguments():
     x = torch.randn(3, device="jax", requires_grad=True)
     ((x * x).exp() + x).sum().backward()  # the fast kernels under autograd, backward on its thread
     torch.testing.assert_close(x.grad.cpu(), (2 * x.detach().cpu() * (x.detach().cpu() ** 2).exp() + 1))
-    for name in ("aten::add.Tensor", "aten::mul.Tensor", "aten::exp"):
+    for name in ("aten::add.Tensor", "aten::mul.Tensor", "aten::exp", "aten::lt.Tensor", "aten::isnan"):
         line = next(ln for ln in torch._C._dispatch_dump(name).splitlines() if ln.startswith("PrivateUse1"))
         assert "native.cpp" in line, line

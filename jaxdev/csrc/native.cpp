@@ -508,17 +508,22 @@ PyObject* all_plain(PyObject*, PyObject* args) {
 // for the common case of an elementwise op: its first `tensors` arguments are plain jax tensors (whole
 // storage, default strides, not empty) of one dtype, and every other argument is at its schema default.
 // Then `bodies(dtype)` (asked once per dtype; None: never fast) is the op's jitted body, called on the
-// arrays; its result, of the same dtype, becomes the output tensor (contiguous: PyTorch lays out an
-// elementwise result of plain inputs so). Anything else, or any exception, goes to `slow`, an operator
+// arrays, or (body, result dtype) when the result has another dtype (a comparison's bool); the result
+// becomes the output tensor (contiguous: PyTorch lays out an elementwise result of plain inputs so). Anything else, or any exception, goes to `slow`, an operator
 // of the same schema in namespace jaxdev_slow whose PrivateUse1 kernel is jaxdev's Python kernel: it
 // computes the same thing, or raises PyTorch's error. Every 256 fast calls tensor._checkpoint runs (the
 // sweeps and the executables' check that wrap runs after each result).
 
+struct FastBody {
+  PyObject* body;    // the jitted body (owned), or Py_None: this dtype is never fast
+  PyObject* result;  // the result's torch.dtype (owned)
+};
+
 struct FastOp {
   c10::OperatorHandle slow;
   size_t tensors;
-  PyObject* bodies;                                 // dtype -> jitted body or None
-  std::unordered_map<int, PyObject*> body_of_dtype;  // owned references (Py_None: never fast)
+  PyObject* bodies;  // dtype -> None, a jitted body (result of that dtype), or (body, result dtype)
+  std::unordered_map<int, FastBody> body_of_dtype;
 };
 
 // Keyed by the aten operator's schema, whose address is fixed for the life of the process.
@@ -557,18 +562,29 @@ at::Tensor try_fast(FastOp& op, const c10::OperatorHandle& handle, torch::jit::S
     }
   }
   auto found = op.body_of_dtype.find(static_cast<int>(dtype));
-  PyObject* body;
+  FastBody fast;
   if (found == op.body_of_dtype.end()) {
-    body = PyObject_CallOneArg(op.bodies, reinterpret_cast<PyObject*>(torch::getTHPDtype(dtype)));
-    if (!body) {
+    PyObject* dtype_obj = reinterpret_cast<PyObject*>(torch::getTHPDtype(dtype));
+    PyObject* got = PyObject_CallOneArg(op.bodies, dtype_obj);
+    if (!got) {
       PyErr_Clear();
       return {};
     }
-    op.body_of_dtype[static_cast<int>(dtype)] = body;  // keeps the reference
+    if (PyTuple_Check(got) && PyTuple_GET_SIZE(got) == 2 && THPDtype_Check(PyTuple_GET_ITEM(got, 1))) {
+      fast = {PyTuple_GET_ITEM(got, 0), PyTuple_GET_ITEM(got, 1)};
+      Py_INCREF(fast.body);
+      Py_INCREF(fast.result);
+      Py_DECREF(got);
+    } else {
+      Py_INCREF(dtype_obj);
+      fast = {got, dtype_obj};
+    }
+    op.body_of_dtype[static_cast<int>(dtype)] = fast;  // keeps the references
   } else {
-    body = found->second;
+    fast = found->second;
   }
-  if (body == Py_None) return {};
+  if (fast.body == Py_None) return {};
+  PyObject* body = fast.body;
   if (!drop_dead_boxes()) {
     PyErr_Clear();
     return {};
@@ -589,8 +605,7 @@ at::Tensor try_fast(FastOp& op, const c10::OperatorHandle& handle, torch::jit::S
   for (size_t i = 0; i < n; i++) Py_DECREF(arrays[i]);
   at::Tensor out;
   PyObject* address = result ? PyIter_Next(g_next_address) : nullptr;
-  bool ok = result && address &&
-            wrap_array(result, reinterpret_cast<PyObject*>(torch::getTHPDtype(dtype)), address, out);
+  bool ok = result && address && wrap_array(result, fast.result, address, out);
   Py_XDECREF(result);
   Py_XDECREF(address);
   if (!ok) {

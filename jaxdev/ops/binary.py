@@ -11,7 +11,7 @@ import torch
 
 from jaxdev import dtypes, tensor, tracing
 from jaxdev.ops.registry import aten, register, register_functional, store_into
-from jaxdev.ops.toolkit import apply, float_of, plain, result_type, same_dtype_bodies, value
+from jaxdev.ops.toolkit import apply, float_of, plain, result_type, same_dtype_bodies, typed_bodies, value
 
 _ADD, _OR, _SUB, _MUL, _AND, _DIV, _FMOD, _POW = map(
     plain,
@@ -22,13 +22,47 @@ _ADD, _OR, _SUB, _MUL, _AND, _DIV, _FMOD, _POW = map(
 # --- binary --------------------------------------------------------------------------------------
 
 
+def _cpu_refuses(name: str, common: torch.dtype) -> Exception | None:
+    """The error CPU's kernel for `name` raises for operands promoted to `common` (its dtype dispatch
+    has no case for them), where jnp would compute something or raise its own error."""
+    no_case = (
+        (common.is_complex and name in _REAL_ONLY)
+        or (not common.is_floating_point and name in _FLOAT_ONLY)
+        or ((common.is_floating_point or common.is_complex) and name in _INTEGRAL_ONLY)
+    )
+    if no_case:
+        return NotImplementedError(f"\"{name}_cpu\" not implemented for '{dtypes.scalar_name(common)}'")
+    if common.is_complex and name in _NOT_COMPLEX:
+        return RuntimeError(f"{name} not implemented for complex tensors.")
+    return None
+
+
+_REAL_ONLY = frozenset({"lt", "le", "gt", "ge", "atan2", "copysign"})
+_FLOAT_ONLY = frozenset({"hypot"})
+_INTEGRAL_ONLY = frozenset({"bitwise_and", "bitwise_or", "bitwise_xor"})
+_NOT_COMPLEX = frozenset({"maximum", "minimum", "fmax", "fmin"})
+
+
 def binary(op, fn, *, result=None, float_result=False, compute=None):
     """Binary op with torch's type promotion. `result`: fixed result dtype (comparisons)."""
     fn = plain(fn)
+    name = op._schema.name.split("::")[1]
 
-    @register_functional(op)
+    def dtypes_of(common):  # the kernel's (compute, result) dtypes for two tensors of dtype `common`
+        if _cpu_refuses(name, common) is not None:
+            return None
+        if float_result:
+            common = float_of(common)
+        return compute or common, result or common
+
+    fast = {op: typed_bodies(fn, 2, dtypes_of)} if op._schema.arguments[1].type == torch.TensorType.get() else None
+
+    @register_functional(op, fast=fast)
     def kernel(self, other):
         common = result_type(self, other)
+        refused = _cpu_refuses(name, common)
+        if refused is not None:
+            raise refused
         if float_result:
             common = float_of(common)
         return apply(fn, compute or common, result or common, (self, other))

@@ -15,7 +15,7 @@ import jax.numpy as jnp
 import torch
 
 from jaxdev.ops.registry import aten, register_functional
-from jaxdev.ops.toolkit import J, apply, float_of, plain, same_dtype_bodies
+from jaxdev.ops.toolkit import J, apply, float_of, plain, same_dtype_bodies, typed_bodies
 
 _ABS, _SIGN = plain(jnp.abs), plain(jnp.sign)
 
@@ -50,7 +50,7 @@ def unary_same(op, fn, *, no_bool=None):
 def unary_bool(op, fn):
     fn = plain(fn)
 
-    @register_functional(op)
+    @register_functional(op, fast={op: typed_bodies(fn, 1, lambda d: (d, torch.bool))})
     def kernel(self):
         return apply(fn, self.dtype, torch.bool, (self,))
 

@@ -164,6 +164,18 @@ def same_dtype_bodies(fn, nargs: int, when: Callable[[torch.dtype], bool]):
     return lambda dtype: _cast_body(fn, dtype, dtype, nargs) if when(dtype) else None
 
 
+def typed_bodies(fn, nargs: int, dtypes_of: Callable[[torch.dtype], tuple | None]):
+    """For `register_functional(fast=...)`: dtype -> (what `apply(fn, compute, result, tensors)` runs on
+    `nargs` plain tensors of that dtype, result), where `dtypes_of(dtype)` is (compute, result) as the
+    Python kernel computes them, or None where that kernel does something else."""
+
+    def bodies(dtype):
+        chosen = dtypes_of(dtype)
+        return None if chosen is None else (_cast_body(fn, chosen[0], chosen[1], nargs), chosen[1])
+
+    return bodies
+
+
 _PLAIN: dict = {}
 
 
