@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
 import time
 
@@ -31,6 +30,7 @@ import jax
 import jax.numpy as jnp
 import torch
 from compile_step import torch_lm
+from timing import median_seconds
 
 import jaxdev
 
@@ -39,18 +39,6 @@ ON_CUDA = torch.cuda.is_available()
 
 def _sync_jax(r):
     jax.block_until_ready(jaxdev.to_jax(r) if isinstance(r, torch.Tensor) and r.device.type == "jax" else r)
-
-
-def _seconds(fn, sync, repeat: int) -> float:
-    """Median seconds per call over `repeat` timed calls (after two warm-up calls)."""
-    for _ in range(2):
-        sync(fn())
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        sync(fn())
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
 
 
 def products(n: int, repeat: int) -> None:
@@ -76,12 +64,12 @@ def _product_row(n: int, dtype: torch.dtype, setting: str, repeat: int) -> str:
         ref = jax.jit(lambda x, y: jnp.matmul(x, y, preferred_element_type=jnp.float32).astype(x.dtype))
     else:
         ref = jax.jit(lambda x, y: jnp.matmul(x, y, precision=precision))
-    dev_s = _seconds(lambda: a @ b, _sync_jax, repeat)
-    ref_s = _seconds(lambda: ref(ja, jb), jax.block_until_ready, repeat)
+    dev_s = median_seconds(lambda: a @ b, _sync_jax, repeat)
+    ref_s = median_seconds(lambda: ref(ja, jb), jax.block_until_ready, repeat)
     line = f"{flop / dev_s / 1e12:>8.2f} {flop / ref_s / 1e12:>8.2f} {ref_s / dev_s:>6.2f}"
     if ON_CUDA:
         ca, cb = a.cpu().cuda(), b.cpu().cuda()
-        cuda_s = _seconds(lambda: ca @ cb, lambda _: torch.cuda.synchronize(), repeat)
+        cuda_s = median_seconds(lambda: ca @ cb, lambda _: torch.cuda.synchronize(), repeat)
         line += f" {flop / cuda_s / 1e12:>10.2f} {cuda_s / dev_s:>6.2f}"
     return line
 
@@ -128,7 +116,7 @@ def lm(steps: int) -> None:
                 t0 = time.perf_counter()
                 sync(step())
                 first = time.perf_counter() - t0
-                ms = _seconds(step, sync, steps) * 1e3
+                ms = median_seconds(step, sync, steps) * 1e3
             except Exception as e:  # report and go on: a cut-short run still says what it measured
                 print(f"{name:<34} failed: {type(e).__name__}: {str(e).splitlines()[0][:80]}", flush=True)
                 continue

@@ -9,12 +9,11 @@ Prints the median step time of each and the ratios to jaxdev.
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
 
 import jax
 import jax.numpy as jnp
 import torch
+from timing import median_seconds
 from torch import nn
 
 import jaxdev
@@ -93,17 +92,6 @@ def jax_step_fn(jit: bool):
     return step, lambda loss: loss.block_until_ready()
 
 
-def median_step(step, wait, steps: int) -> float:
-    for _ in range(3):
-        wait(step())
-    times = []
-    for _ in range(steps):
-        t0 = time.perf_counter()
-        wait(step())
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=30)
@@ -111,10 +99,10 @@ def main() -> None:
     print(f"MLP {'-'.join(map(str, SIZES))}, batch {BATCH}, Adam; jax {jax.__version__} on {jax.devices()[0].platform}")
     jaxdev.reset_fallback_counts()
     results = {
-        "jaxdev (torch on jax)": median_step(*torch_step_fn("jax"), args.steps),
-        "torch CPU": median_step(*torch_step_fn("cpu"), args.steps),
-        "JAX eager": median_step(*jax_step_fn(jit=False), args.steps),
-        "JAX jit": median_step(*jax_step_fn(jit=True), args.steps),
+        "jaxdev (torch on jax)": median_seconds(*torch_step_fn("jax"), args.steps),
+        "torch CPU": median_seconds(*torch_step_fn("cpu"), args.steps),
+        "JAX eager": median_seconds(*jax_step_fn(jit=False), args.steps),
+        "JAX jit": median_seconds(*jax_step_fn(jit=True), args.steps),
     }
     base = results["jaxdev (torch on jax)"]
     print(f"{'variant':<24} {'ms/step':>9} {'jaxdev / this':>14}")

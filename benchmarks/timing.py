@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import statistics
 import time
 
 import jax
@@ -24,3 +25,16 @@ def time_pair(dev, ref, repeat: int, batches: int) -> tuple[float, float]:
             jax.block_until_ready(jaxdev.to_jax(r) if isinstance(r, torch.Tensor) else r)
             best[side] = min(best[side], (time.perf_counter() - t0) / per)
     return best[0], best[1]
+
+
+def median_seconds(fn, wait, repeat: int, warmup: int = 3) -> float:
+    """Median seconds of `wait(fn())` over `repeat` timed calls, after `warmup` untimed ones (a training
+    step or one large op, where each call is long enough to time alone)."""
+    for _ in range(warmup):
+        wait(fn())
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        wait(fn())
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)

@@ -111,7 +111,7 @@ def test_all_plain_equals_layout_plain(name):
 
 
 @needs_native
-def test_new_tensor_is_what_the_python_path_makes():
+def test_native_wrap_makes_what_the_python_path_makes():
     t = tensor.wrap(jnp.ones((3, 4), jnp.float32))
     ref = tensor._create_empty((3, 4), torch.float32)
     assert t.device == torch.device("jax", 0) and t.stride() == (4, 1) and t.dtype == torch.float32

@@ -6,9 +6,8 @@
 //
 //   register_cpu_kernels(names)  PrivateUse1 kernels that redispatch to CPU's kernel (view ops, whose
 //                                CPU kernels write only metadata): a view costs what it costs on CPU.
-//   new_tensor(shape, dtype, address)
-//                                a contiguous jax tensor on a new storage named by a fake address.
-//   wrap(array, dtype, address)  new_tensor for `array`'s shape, its storage's Box (holding `array`)
+//   wrap(array, dtype, address)  a contiguous jax tensor of `array`'s shape on a new storage named by a
+//                                fake address, its Box (holding `array`)
 //                                made and entered in BOXES: tensor.wrap's hot path. The storage
 //                                tells when it dies (its data pointer's deleter), and the next wrap
 //                                or drop_dead() removes its box: no weak-reference sweep needed.
@@ -118,12 +117,11 @@ void storage_died(void* address) {
 
 // As torch._C._construct_storage_from_data_pointer makes it: byte-sized, no allocator, not resizable
 // (a resize goes through jaxdev's own resize_ kernel, which gives the tensor a new storage).
-// `notify`: the data pointer's deleter records the storage's death (storage_died).
-at::Tensor make_tensor(const std::vector<int64_t>& sizes, int64_t numel, c10::ScalarType dtype, void* address,
-                       bool notify = false) {
+// The data pointer's deleter records the storage's death (storage_died).
+at::Tensor make_tensor(const std::vector<int64_t>& sizes, int64_t numel, c10::ScalarType dtype, void* address) {
   auto meta = c10::scalarTypeToTypeMeta(dtype);
   c10::Device device(c10::DeviceType::PrivateUse1, 0);
-  c10::DataPtr data = notify ? c10::DataPtr(address, address, &storage_died, device) : c10::DataPtr(address, device);
+  c10::DataPtr data(address, address, &storage_died, device);
   c10::Storage storage(c10::make_intrusive<c10::StorageImpl>(
       c10::StorageImpl::use_byte_size_t(), numel * static_cast<int64_t>(meta.itemsize()), std::move(data),
       /*allocator=*/nullptr, /*resizable=*/false));
@@ -152,24 +150,6 @@ bool read_sizes(PyObject* shape, std::vector<int64_t>& sizes, int64_t& numel) {
     numel *= sizes[i];
   }
   return true;
-}
-
-PyObject* new_tensor(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  if (nargs != 3 || !THPDtype_Check(args[1]) || !PyLong_Check(args[2])) {
-    PyErr_SetString(PyExc_TypeError, "new_tensor(shape: tuple, dtype: torch.dtype, address: int)");
-    return nullptr;
-  }
-  std::vector<int64_t> sizes;
-  int64_t numel;
-  if (!read_sizes(args[0], sizes, numel)) return nullptr;
-  void* address = PyLong_AsVoidPtr(args[2]);
-  if (PyErr_Occurred()) return nullptr;
-  try {
-    return THPVariable_Wrap(make_tensor(sizes, numel, reinterpret_cast<THPDtype*>(args[1])->scalar_type, address));
-  } catch (const std::exception& e) {
-    PyErr_SetString(PyExc_RuntimeError, e.what());
-    return nullptr;
-  }
 }
 
 bool check_ready();
@@ -262,7 +242,7 @@ bool wrap_array(PyObject* array, PyObject* dtype, PyObject* address_obj, at::Ten
   at::Tensor t;
   void* weak;
   try {
-    t = make_tensor(sizes, numel, reinterpret_cast<THPDtype*>(dtype)->scalar_type, address, /*notify=*/true);
+    t = make_tensor(sizes, numel, reinterpret_cast<THPDtype*>(dtype)->scalar_type, address);
     weak = c10::raw::intrusive_ptr::make_weak(t.storage().unsafeGetStorageImpl());
   } catch (const std::exception& e) {
     PyErr_SetString(PyExc_RuntimeError, e.what());
@@ -507,9 +487,8 @@ PyObject* all_plain(PyObject*, PyObject* args) {
 // register_fast_kernel(name, slow, tensors, bodies) makes aten::`name`'s PrivateUse1 kernel a C++ one
 // for the common case of an elementwise op: its first `tensors` arguments are plain jax tensors (whole
 // storage, default strides, not empty) of one dtype, and every other argument is at its schema default.
-// Then `bodies(dtype)` (asked once per dtype; None: never fast) is the op's jitted body, called on the
-// arrays, or (body, result dtype) when the result has another dtype (a comparison's bool); the result
-// becomes the output tensor (contiguous: PyTorch lays out an elementwise result of plain inputs so). Anything else, or any exception, goes to `slow`, an operator
+// Then `bodies(dtype)` (asked once per dtype; None: never fast) is (the op's jitted body, called on the
+// arrays, its result's dtype: a comparison's is bool); the result becomes the output tensor (contiguous: PyTorch lays out an elementwise result of plain inputs so). Anything else, or any exception, goes to `slow`, an operator
 // of the same schema in namespace jaxdev_slow whose PrivateUse1 kernel is jaxdev's Python kernel: it
 // computes the same thing, or raises PyTorch's error. Every 256 fast calls tensor._checkpoint runs (the
 // sweeps and the executables' check that wrap runs after each result).
@@ -522,7 +501,7 @@ struct FastBody {
 struct FastOp {
   c10::OperatorHandle slow;
   size_t tensors;
-  PyObject* bodies;  // dtype -> None, a jitted body (result of that dtype), or (body, result dtype)
+  PyObject* bodies;  // dtype -> None, or (jitted body, result dtype)
   std::unordered_map<int, FastBody> body_of_dtype;
 };
 
@@ -572,13 +551,12 @@ at::Tensor try_fast(FastOp& op, const c10::OperatorHandle& handle, torch::jit::S
     }
     if (PyTuple_Check(got) && PyTuple_GET_SIZE(got) == 2 && THPDtype_Check(PyTuple_GET_ITEM(got, 1))) {
       fast = {PyTuple_GET_ITEM(got, 0), PyTuple_GET_ITEM(got, 1)};
-      Py_INCREF(fast.body);
-      Py_INCREF(fast.result);
-      Py_DECREF(got);
-    } else {
-      Py_INCREF(dtype_obj);
-      fast = {got, dtype_obj};
+    } else {  // None, or anything else: this dtype is never fast
+      fast = {Py_None, dtype_obj};
     }
+    Py_INCREF(fast.body);
+    Py_INCREF(fast.result);
+    Py_DECREF(got);
     op.body_of_dtype[static_cast<int>(dtype)] = fast;  // keeps the references
   } else {
     fast = found->second;
@@ -693,8 +671,6 @@ PyObject* set_allocation(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 
 PyMethodDef methods[] = {
     {"register_cpu_kernels", register_cpu_kernels, METH_O, "PrivateUse1 kernels that redispatch to CPU"},
-    {"new_tensor", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(new_tensor)), METH_FASTCALL,
-     "a contiguous jax tensor on a new storage at a fake address"},
     {"wrap", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(wrap)), METH_FASTCALL,
      "a new contiguous jax tensor owning an array, its Box entered in BOXES"},
     {"new_storage", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(new_storage)), METH_FASTCALL,

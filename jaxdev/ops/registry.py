@@ -105,7 +105,6 @@ def register_on_cpu_kernel(*ops: OpOverload):
 # The Python kernels of ops that have a native fast kernel (`register_functional(..., fast=...)`) are
 # registered here, under the op's own schema, as the native kernel's slow path.
 _SLOW_LIB = torch.library.Library("jaxdev_slow", "DEF")
-FAST: dict[str, Callable] = {}  # aten overload -> dtype -> its jitted body, or None (see native.cpp)
 
 
 def _register_fast(op: OpOverload, fn: Callable, bodies: Callable) -> None:
@@ -121,7 +120,6 @@ def _register_fast(op: OpOverload, fn: Callable, bodies: Callable) -> None:
             break
         tensors += 1
     native.module.register_fast_kernel(short, "jaxdev_slow::" + short, tensors, bodies)
-    FAST[op.name()] = bodies
 
 
 def _register(op: OpOverload, fn: Callable, on_cpu: bool = False, fast: Callable | None = None) -> None:

@@ -159,9 +159,8 @@ def _cast_body(fn, compute: torch.dtype, result: torch.dtype, nargs: int):
 
 
 def same_dtype_bodies(fn, nargs: int, when: Callable[[torch.dtype], bool]):
-    """For `register_functional(fast=...)`: dtype -> what `apply(fn, dtype, dtype, tensors)` runs on
-    `nargs` plain tensors of that dtype (None where `when(dtype)` is false)."""
-    return lambda dtype: _cast_body(fn, dtype, dtype, nargs) if when(dtype) else None
+    """typed_bodies for `apply(fn, dtype, dtype, tensors)`, where `when(dtype)`."""
+    return typed_bodies(fn, nargs, lambda dtype: (dtype, dtype) if when(dtype) else None)
 
 
 def typed_bodies(fn, nargs: int, dtypes_of: Callable[[torch.dtype], tuple | None]):
@@ -202,27 +201,21 @@ def on_views(body, args, extra=()):
         values = _plain_values(args)
         if values is not None:  # the hot path: every tensor is its whole storage (natively checked)
             return body(*values, *extra)
-    values, views = [], None
-    read_parts = tensor.read_parts
+    values, recipes, fused = [], [], False
     for t in args:
         if isinstance(t, Tensor) and not t.is_cpu:
-            array, offset, recipe = read_parts(t)
-            if recipe is not None:
-                views = views or {}
-                views[len(values)] = (offset, recipe)
+            array, offset, recipe = tensor.read_parts(t)
             values.append(array)
+            if recipe is not None:
+                values.append(offset)
+                fused = True
+            recipes.append(recipe)
         else:
             values.append(J(t) if isinstance(t, Tensor) else t)
-    if views is None:  # the hot path: every argument is its whole storage
+            recipes.append(None)
+    if not fused:  # every argument is its whole storage
         return body(*values, *extra)
-    recipes, flat = [], []
-    for i, v in enumerate(values):
-        view = views.get(i)
-        recipes.append(None if view is None else view[1])
-        flat.append(v)
-        if view is not None:
-            flat.append(view[0])
-    return _reading_views(body, tuple(recipes))(*flat, *extra)
+    return _reading_views(body, tuple(recipes))(*values, *extra)
 
 
 # The hot path of on_views in one native call (jaxdev/native.py), when the module is in use.
