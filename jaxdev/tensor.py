@@ -30,6 +30,7 @@ import contextlib
 import functools
 import itertools
 import math
+import sys
 import weakref
 
 import jax
@@ -83,6 +84,8 @@ class Box:
     def array(self, value: jax.Array) -> None:
         self._array = value
         self.logical = None
+        if PINS and id(self) in PINS:  # the exported array is no longer this box's (see export)
+            del PINS[id(self)]
 
     def pending(self) -> jax.Array:
         """The array this box holds now, physical or logical, without transposing it."""
@@ -543,23 +546,31 @@ def _bitcast_flat(flat: jax.Array, dtype: torch.dtype) -> jax.Array:
 # sees transposes and slices it can fuse, where an index gather would hide them. The storage is padded
 # when the block runs past its end (a diagonal's last row). Anything else (overlapping windows,
 # strides that do not divide) keeps the general gather/scatter through an index array.
+#
+# Better still (GRID), when s_0 divides the storage's length and the offset's digits in the radices
+# (L / s_0, s_0 / s_1, ..., s_k) leave room for the view on every axis (no carry: x[:, 1:],
+# cache[:, :, pos]): the whole storage reshaped to those axes holds the view as one dynamic slice at
+# those digits. A read slices exactly the view, with no padded copy; a write is one
+# dynamic_update_slice of exactly the view's elements, which XLA does in place when the storage's
+# buffer is donated (see _sole_holder), as a JAX user's own `.at[..., pos].set` under donation.
 
 
 class _Plan:
     """How to reach a (shape, strides) view as slices of the flat storage."""
 
-    __slots__ = ("block", "keep", "parts", "perm", "shape", "squeezed")
+    __slots__ = ("block", "keep", "parts", "perm", "shape", "squeezed", "steps")
 
     def __init__(self, shape, strides):
         dims = sorted(((s, n, d) for d, (n, s) in enumerate(zip(shape, strides)) if n > 1 and s != 0), reverse=True)
         self.shape = tuple(shape)
         self.squeezed = tuple(n if (n > 1 and s != 0) else 1 for n, s in zip(shape, strides))
         if not dims:
-            self.block, self.parts, self.keep, self.perm = 1, (1,), (1,), ()
+            self.block, self.parts, self.keep, self.perm, self.steps = 1, (1,), (1,), (), (1,)
             return
         self.block = dims[0][1] * dims[0][0]
         self.parts = (dims[0][1],) + tuple(hi[0] // lo[0] for hi, lo in zip(dims, dims[1:])) + (dims[-1][0],)
         self.keep = tuple(n for _, n, _ in dims) + (1,)
+        self.steps = tuple(s for s, _, _ in dims) + (1,)  # elements per index of each axis of `parts`
         # The block's kept axes come in stride order; `perm` puts them back in the view's dim order.
         order = [d for _, _, d in dims]
         self.perm = tuple(sorted(range(len(order)), key=lambda i: order[i]))
@@ -573,9 +584,27 @@ class _Plan:
         """The view holds every element of its block (a permutation of a whole storage)."""
         return self.keep[:-1] == self.parts[:-1] and self.parts[-1] == 1
 
+    def grid(self, numel: int) -> tuple[int, ...]:
+        """The axes a storage of `numel` elements is reshaped to in GRID mode."""
+        return (numel // self.steps[0],) + self.parts[1:]
+
+    def starts(self, offset, numel: int) -> tuple:
+        """The offset's digits on the grid's axes (host ints, or traced values inside a program)."""
+        grid = self.grid(numel)
+        return (offset // self.steps[0],) + tuple(offset // s % n for s, n in zip(self.steps[1:], grid[1:]))
+
+    def on_grid(self, offset: int, numel: int) -> bool:
+        """Whether the view is one slice of the storage reshaped to `grid` (GRID mode)."""
+        if numel % self.steps[0]:
+            return False
+        return all(st + n <= g for st, n, g in zip(self.starts(offset, numel), self.keep, self.grid(numel)))
+
     def _block(self, flat, offset, mode):
         if mode == WHOLE:  # the block is the storage: no slice to take
             return flat, flat.reshape(self.parts)
+        if mode == GRID:  # exactly the view's elements, in `keep`'s shape
+            numel = flat.shape[0]
+            return flat, jax.lax.dynamic_slice(flat.reshape(self.grid(numel)), self.starts(offset, numel), self.keep)
         if mode == PADDED:
             flat = jnp.pad(flat, (0, self.block))
         return flat, jax.lax.dynamic_slice(flat, (offset,), (self.block,)).reshape(self.parts)
@@ -595,6 +624,9 @@ class _Plan:
         kept = kept.reshape(self.keep)
         if mode == WHOLE and self.covers():  # every element is written: nothing old to keep
             return kept.reshape(-1)
+        if mode == GRID:  # in place, when the storage's buffer is donated
+            grid = flat.reshape(self.grid(numel))
+            return jax.lax.dynamic_update_slice(grid, kept, self.starts(offset, numel)).reshape(-1)
         padded, block = self._block(flat, offset, mode)
         block = jax.lax.dynamic_update_slice(block, kept, (0,) * len(self.parts))
         if mode == WHOLE:
@@ -608,18 +640,22 @@ def _plan(shape, strides) -> _Plan | None:
     return _Plan(shape, strides) if _Plan.fits(shape, strides) else None
 
 
-WHOLE, SLICED, PADDED = "whole", "sliced", "padded"
+WHOLE, GRID, SLICED, PADDED = "whole", "grid", "sliced", "padded"
 
 
 def _mode(plan: _Plan | None, offset: int, numel: int, count: int, writing: bool) -> str | None:
     """How a view of `count` elements at `offset` in `numel` is reached: None for the index
-    gather/scatter, else WHOLE (its block is the storage), SLICED or PADDED (the block runs past the
-    end). A write into a sparse view (under half its block, a diagonal) scatters: updating the block
-    would rewrite every element of it."""
+    gather/scatter, else WHOLE (its block is the storage), GRID (one slice of the storage reshaped),
+    SLICED or PADDED (the block runs past the end). A write into a sparse view (under half its block:
+    a diagonal, a KV cache's position) scatters: updating the block would rewrite every element of it,
+    and a donated scatter touches only the view (measured on a 32 MiB cache: 17 us, against 31 us for
+    the donated dynamic_update_slice, for which XLA's CPU backend still plans a copy)."""
     if plan is None or (writing and 2 * count < plan.block):
         return None
     if offset == 0 and plan.block == numel:
         return WHOLE
+    if plan.on_grid(offset, numel):
+        return GRID
     return PADDED if offset + plan.block > numel else SLICED
 
 
@@ -642,7 +678,7 @@ def _gather(shape, strides, target, mode, out_sharding=None):
 
 
 @functools.lru_cache(maxsize=4096)
-def _scatter(shape, strides, target, mode):
+def _scatter(shape, strides, target, mode, donate=False):
     def run(stored, value, offset):
         flat = _flat_as(stored, target)
         if mode is not None:
@@ -651,7 +687,7 @@ def _scatter(shape, strides, target, mode):
             flat = flat.at[_strided_index(shape, strides, offset)].set(value)
         return _flat_as(flat, stored.dtype).reshape(stored.shape)
 
-    return jax.jit(run)
+    return jax.jit(run, donate_argnums=(0,) if donate else ())
 
 
 @functools.lru_cache(maxsize=4096)
@@ -840,9 +876,52 @@ def write(t: torch.Tensor, value: jax.Array) -> None:
             return
     numel = box.numel * box.dtype.itemsize // t.dtype.itemsize
     mode = _mode(_plan(shape, strides), offset, numel, t.numel(), writing=True)
-    box.array = _scatter(shape, strides, jdt, mode)(box.array, value, offset)
+    donate = _sole_holder(box)
+    box.array = _scatter(shape, strides, jdt, mode, donate)(box.array, value, offset)
     if SHARDED:
         keep_sharding(box)
+
+
+# Arrays handed out (`to_jax`) or taken in (`from_jax`), pinned by the id of the box that holds them until
+# the box holds another array or dies: a caller may keep an alias of one that shares its buffer without
+# being the same Python object (`jax.device_put(a, device)` makes one), so a write never gives such an
+# array's buffer away (see _sole_holder). A plain dict, so that Box.array's setter pays one truth test.
+PINS: dict[int, tuple[weakref.ref, jax.Array]] = {}
+
+
+def export(t: torch.Tensor, array: jax.Array) -> jax.Array:
+    """`array` (t's value) leaves jaxdev or came from outside it: if it is t's storage array, writes into
+    t leave its buffer alone while t's storage holds it."""
+    box = BOXES.get(t.untyped_storage().data_ptr())
+    if box is not None and box.logical is None and box._array is array:
+        key = id(box)
+        PINS[key] = (weakref.ref(box, lambda _, key=key: PINS.pop(key, None)), array)
+    return array
+
+
+def _references(box: Box) -> int:
+    return sys.getrefcount(box._array)
+
+
+# What `_references` reads when the box's slot is the only reference (measured, not assumed: how many
+# references a call's argument adds differs between Python versions).
+_ONLY_THE_BOX = _references(Box(object(), 0, torch.uint8))
+
+
+def _sole_holder(box: Box) -> bool:
+    """Whether a write into part of `box` may give its array's buffer to the result (XLA donation: the
+    write then costs the part written, not a copy of the whole storage; a KV cache's
+    `cache[:, pos] = k` is the common case). Only when nothing else can see the buffer: no Python
+    reference but the box's own, never exported, not sharded, not inside a trace. A pending computation
+    that reads the buffer is fine (the runtime orders the donation after it), and so is a numpy view of
+    it (an external reference: the runtime copies instead)."""
+    return (
+        box.logical is None
+        and _references(box) == _ONLY_THE_BOX
+        and id(box) not in PINS
+        and not tracing.is_traced(box._array)
+        and box not in SHARDED
+    )
 
 
 # --- moving data between CPU and jax ------------------------------------------------------------

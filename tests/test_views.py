@@ -6,9 +6,13 @@ siblings — must hold the same values (and, where asked, the same strides) on b
 
 from __future__ import annotations
 
+import collections
+
 import pytest
 import torch
 from jaxdev_testing import JAX, on_both
+
+from jaxdev import tensor
 
 
 def base_of(device) -> torch.Tensor:
@@ -641,3 +645,65 @@ def test_random_views_read_and_write_like_cpu():
             view_cpu.copy_(src)
             view_jax.copy_(src.to(JAX))
             assert torch.equal(base_jax.cpu(), base_cpu), (shape, view_cpu.stride())
+
+
+def test_structured_views_at_every_offset_read_and_write_like_cpu():
+    """Strided views at random offsets of a storage, through as_strided: each is read and written as
+    one slice of the storage reshaped (GRID), a block (WHOLE/SLICED/PADDED) or the index gather, and
+    every way agrees with CPU (the digits of an offset decide GRID, so the offsets are drawn widely)."""
+    import random
+
+    rs = random.Random(1)
+    seen = collections.Counter()
+    for _ in range(400):
+        numel = rs.choice([24, 60, 64, 120, 128])
+        base_cpu = torch.arange(numel, dtype=torch.float32)
+        base_jax = base_cpu.to(JAX) + 0  # a buffer XLA owns: writes may be donated
+        # Nested strides (each a multiple of the next, windows not overlapping), as slices,
+        # transposes and selects of a dense tensor make them.
+        inner = rs.choice([1, 1, 2, 3])
+        sizes, strides, step = [], [], inner
+        for _ in range(rs.randint(1, 3)):
+            n = rs.randint(1, 4)
+            sizes.append(n)
+            strides.append(step)
+            step *= n + rs.randint(0, 2)
+        order = list(range(len(sizes)))
+        rs.shuffle(order)
+        sizes, strides = [sizes[i] for i in order], [strides[i] for i in order]
+        span = 1 + sum((n - 1) * s for n, s in zip(sizes, strides))
+        if span > numel:
+            continue
+        offset = rs.randrange(numel - span + 1)
+        box = tensor.box_of(base_jax)
+        recipe = tensor._view_recipe(tuple(sizes), tuple(strides), torch.float32, box.numel, box.dtype, offset)
+        seen[recipe[3]] += 1
+        view_cpu = base_cpu.as_strided(sizes, strides, offset)
+        view_jax = base_jax.as_strided(sizes, strides, offset)
+        assert torch.equal(view_jax.cpu(), view_cpu), (numel, sizes, strides, offset)
+        src = torch.randn(sizes)
+        view_cpu.copy_(src)
+        view_jax.copy_(src.to(JAX))
+        assert torch.equal(base_jax.cpu(), base_cpu), (numel, sizes, strides, offset)
+    assert {tensor.GRID, tensor.SLICED, tensor.PADDED} <= set(seen), seen  # WHOLE: offset 0 on a fitting size
+
+
+@pytest.mark.parametrize(
+    "index",
+    [
+        (slice(None), slice(1, None)),  # x[:, 1:]: a padded block before, now one slice
+        (slice(1, None), slice(2, 5)),
+        (slice(None), 3),
+        (slice(2, 4), slice(None, None, 2)),
+        (Ellipsis, slice(1, None)),
+    ],
+    ids=["[:, 1:]", "[1:, 2:5]", "[:, 3]", "[2:4, ::2]", "[..., 1:]"],
+)
+def test_slices_of_a_matrix_read_and_write_like_cpu(index):
+    x_cpu = torch.randn(8, 8)
+    x = x_cpu.to(JAX) + 0
+    assert torch.equal(x[index].cpu(), x_cpu[index])
+    src = torch.randn(x_cpu[index].shape)
+    x[index] = src.to(JAX)
+    x_cpu[index] = src
+    assert torch.equal(x.cpu(), x_cpu)

@@ -29,7 +29,8 @@ def copy_into(dst: torch.Tensor, src: torch.Tensor) -> torch.Tensor:
         value = tensor.read(src) if is_jax(src) else tensor.from_cpu(src)
         shape = tuple(dst.shape)
         try:
-            value = jnp.broadcast_to(value, shape)
+            if value.shape != shape:  # eager broadcast_to costs microseconds even when it has nothing to do
+                value = jnp.broadcast_to(value, shape)
         except ValueError:
             raise RuntimeError(
                 f"The size of tensor a ({list(dst.shape)}) must match the size of tensor b "
