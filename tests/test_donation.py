@@ -118,3 +118,111 @@ def test_autograd_still_sees_writes_into_saved_tensors():
     z = w @ x
     z.sum().backward()
     torch.testing.assert_close(w.grad.cpu(), torch.ones(8, 8) @ x.cpu().t())
+
+
+# --- in-place pointwise ops (ops/inplace.py) -----------------------------------------------------
+
+INPLACE = {
+    "add_": lambda x, y: x.add_(y),
+    "add_ alpha": lambda x, y: x.add_(y, alpha=-0.25),
+    "sub_ scalar": lambda x, y: x.sub_(1.5),
+    "mul_ -0.0": lambda x, y: x.mul_(-0.0),
+    "mul_ 0.0": lambda x, y: x.mul_(0.0),
+    "div_": lambda x, y: x.div_(y.abs() + 1),
+    "lerp_": lambda x, y: x.lerp_(y, 0.1),
+    "addcmul_": lambda x, y: x.addcmul_(y, y, value=0.01),
+    "addcdiv_": lambda x, y: x.addcdiv_(y, y.abs() + 1, value=-0.3),
+    "clamp_": lambda x, y: x.clamp_(-0.5, 0.5),
+    "relu_": lambda x, y: x.relu_(),
+    "sqrt_ abs": lambda x, y: x.abs_().sqrt_(),
+    "exp_": lambda x, y: x.exp_(),
+    "lt_": lambda x, y: x.lt_(y),
+    "copysign_": lambda x, y: x.copysign_(y),
+    "add_ broadcast row": lambda x, y: x.add_(y[0]),
+}
+
+
+@pytest.fixture
+def donate_all(monkeypatch):
+    from jaxdev.ops import inplace
+
+    monkeypatch.setattr(inplace, "DONATE_BYTES", 0)
+    return inplace
+
+
+@pytest.mark.parametrize("name", list(INPLACE))
+def test_inplace_pointwise_ops_write_their_own_buffer_like_cpu(name, donate_all):
+    op = INPLACE[name]
+    gen = torch.Generator().manual_seed(0)
+    x_cpu, y_cpu = torch.randn(16, 32, generator=gen), torch.randn(16, 32, generator=gen)
+    x, y = x_cpu.to("jax") + 0, y_cpu.to("jax")
+    copied = x.clone() + 0
+    op(x, y)  # warm: the first call traces
+    op(x_cpu, y_cpu)
+    before = buffer(x)
+    op(x, y)
+    op(x_cpu, y_cpu)
+    assert buffer(x) == before
+    torch.testing.assert_close(x.cpu(), x_cpu, rtol=1e-5, atol=1e-6)
+    assert torch.equal(torch.signbit(x.cpu()), torch.signbit(x_cpu)) or name not in ("mul_ -0.0", "mul_ 0.0")
+    # The same values as the copying path, bit for bit.
+    donate_all.DONATE_BYTES = 1 << 60
+    op(copied, y)
+    op(copied, y)
+    assert torch.equal(copied.cpu(), x.cpu())
+
+
+def test_inplace_ops_keep_cpus_errors_and_leave_self_unchanged(donate_all):
+    i = torch.randint(1, 5, (16, 16), dtype=torch.int32).to("jax") + 0
+    zero = torch.zeros(16, 16, dtype=torch.int32).to("jax")
+    before = i.cpu()
+    for op in (lambda t, z: t.div_(z, rounding_mode="floor"), lambda t, z: t.remainder_(z)):
+        with pytest.raises(Exception) as on_cpu:
+            op(before.clone(), zero.cpu())
+        with pytest.raises(on_cpu.type, match="ZeroDivisionError"):
+            op(i, zero)
+        assert torch.equal(i.cpu(), before)
+    with pytest.raises(RuntimeError, match="can't be cast to the desired output type Int"):
+        i.add_(1.5)
+    i.add_(1)  # an int 1 is not a float 1.0
+    assert torch.equal(i.cpu(), before + 1)
+    row = i[0] + 0
+    with pytest.raises(RuntimeError, match="doesn't match the broadcast shape"):
+        row.add_(i)
+    assert torch.equal(row.cpu(), before[0] + 1)
+
+
+def test_inplace_ops_spare_arrays_others_hold(donate_all):
+    x = torch.randn(16, 16).to("jax") + 0
+    held = jaxdev.to_jax(x)
+    x.add_(1.0)
+    assert not held.is_deleted()
+    pending = x * 2  # queued before the in-place op that follows
+    expect = x.cpu() * 2
+    x.mul_(3.0)
+    torch.testing.assert_close(pending.cpu(), expect, rtol=0, atol=0)
+    y = x.clone()  # may share x's array
+    expect = y.cpu()
+    x.sub_(1.0)
+    torch.testing.assert_close(y.cpu(), expect, rtol=0, atol=0)
+
+
+def test_an_optimizer_with_a_new_step_size_each_step_compiles_a_bounded_number_of_programs(donate_all):
+    torch.manual_seed(0)
+    model = torch.nn.Linear(32, 32)
+    ref = torch.nn.Linear(32, 32)
+    ref.load_state_dict(model.state_dict())
+    model.to("jax")
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    opt_ref = torch.optim.Adam(ref.parameters(), lr=1e-2)
+    x = torch.randn(8, 32)
+    programs = []
+    for _ in range(12):
+        for m, o, inp in ((model, opt, x.to("jax")), (ref, opt_ref, x)):
+            o.zero_grad()
+            m(inp).pow(2).mean().backward()
+            o.step()
+        programs.append(len(donate_all._PROGRAMS))
+    torch.testing.assert_close(model.weight.detach().cpu(), ref.weight.detach(), rtol=1e-5, atol=1e-6)
+    # Adam's step size changes every step: its addcdiv_ stops getting programs after a few.
+    assert programs[-1] == programs[5]

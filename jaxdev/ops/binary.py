@@ -197,7 +197,7 @@ def div_mode(self, other, *, rounding_mode=None):
             f"div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '{rounding_mode}'"
         )
     if not (common.is_floating_point or common.is_complex):
-        tracing.check_values(jnp.asarray(value(other)) == 0, lambda: ZeroDivisionError("ZeroDivisionError"))
+        tracing.check_values(jnp.asarray(value(other)) == 0, lambda: RuntimeError("ZeroDivisionError"))
     fn = _trunc_div if rounding_mode == "trunc" else _floor_div
     return apply(fn, common, common, (self, other))
 

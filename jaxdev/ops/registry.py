@@ -23,6 +23,7 @@ import torch
 from torch._ops import OpOverload
 
 from jaxdev import dtypes, layout, native, tensor, tracing
+from jaxdev.ops import inplace
 from jaxdev.ops.toolkit import J, jitted
 from jaxdev.tensor import is_jax
 
@@ -243,7 +244,7 @@ def register_functional(*ops: OpOverload, inplace: bool = True, out: bool = True
             FUNCTIONAL[op.name()] = fn
             ip = inplace_variant(op) if inplace else None
             if ip is not None:
-                _register(ip, _inplace_kernel(body))
+                _register(ip, _inplace_kernel(body, op, ip))
                 DERIVED[ip.name()] = op.name()
             ov = out_variant(op) if out else None
             if ov is not None:
@@ -383,9 +384,14 @@ def _tensor_args(args, kwargs):
             yield from (x for x in a if isinstance(x, torch.Tensor))
 
 
-def _inplace_kernel(fn):
+def _inplace_kernel(fn, functional: OpOverload, op: OpOverload):
+    donating = inplace.eligible(functional, op)  # pointwise: large ones compute into self's own buffer
+    name = op.name()
+
     def kernel(self, *args, **kwargs):
         tensor.check_no_partial_overlap(self, _tensor_args(args, kwargs))
+        if donating and is_jax(self) and inplace.try_donated(fn, name, self, args, kwargs):
+            return self
         store_into(self, fn(self, *args, **kwargs), resize=False)
         return self
 

@@ -128,9 +128,22 @@ def test_binary_like_cpu(name):
     check(fn, *inputs, grad=False)
 
 
-def test_floor_divide_by_integer_zero_raises_like_cpu():
-    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
-        torch.floor_divide(torch.tensor([1], device=JAX), torch.tensor([0], device=JAX)).cpu()
+@pytest.mark.parametrize(
+    "divide",
+    [
+        torch.floor_divide,
+        lambda a, b: torch.div(a, b, rounding_mode="floor"),
+        lambda a, b: torch.div(a, b, rounding_mode="trunc"),
+        lambda a, b: a.div_(b, rounding_mode="floor"),
+        torch.remainder,
+    ],
+    ids=["floor_divide", "div floor", "div trunc", "div_ floor", "remainder"],
+)
+def test_integer_division_by_zero_raises_like_cpu(divide):
+    with pytest.raises(Exception) as on_cpu:
+        divide(torch.tensor([1]), torch.tensor([0]))
+    with pytest.raises(on_cpu.type, match=str(on_cpu.value)):
+        divide(torch.tensor([1], device=JAX), torch.tensor([0], device=JAX)).cpu()
 
 
 REDUCTIONS = {
