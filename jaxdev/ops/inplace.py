@@ -3,8 +3,8 @@
 
 An in-place op's derived kernel (registry._inplace_kernel) computes the functional result into a new
 buffer and then hands it to `self`'s storage: two buffers of `self`'s size live at once, and the new
-one lands in memory nobody has touched lately (measured, a 4 MiB `x.add_(y)`: median 633 us copying,
-294 us donated, on this project's 2-core CPU machine). Here the functional kernel runs once more,
+one lands in memory nobody has touched lately (measured on this project's 2-core CPU machine, `x.add_(y)`
+of 1 MiB: median 208 us copying, 70 us donated). Here the functional kernel runs once more,
 traced inside one program that donates `self`'s buffer (XLA input/output aliasing), so the result is
 written where `self`'s values were, as a CUDA in-place kernel writes them.
 
@@ -12,7 +12,7 @@ Only where that cannot change what the user sees:
 * the op is pointwise and draws no random numbers (its traced body reads no global state a user may
   change between calls, such as the generator or the matmul precision);
 * `self` spans its storage, nothing but its box holds the buffer (tensor._sole_holder), and it is
-  large enough for the saved copy to outweigh building the program's key (DONATE_BYTES);
+  large enough for the saved copy to matter (DONATE_BYTES);
 * every other tensor argument is a jax tensor on another storage;
 * the traced body states no value checks (an integer division by zero is checked on values: a failed
   check must leave `self` as it was, so those signatures keep the copying path), and tracing it
@@ -28,9 +28,10 @@ from torch._ops import OpOverload
 
 from jaxdev import dtypes, tensor, tracing
 
-# Below this, a copy costs less than the Python that decides to donate (measured crossover on CPU:
-# about 64 KiB; kept well above it so small ops keep their shortest path).
-DONATE_BYTES = 1 << 20
+# Below this the copying path is kept: it costs the same there (`x.add_(y)` on this project's CPU
+# machine, median us donated/copying: 4 KiB 13.4/13.3, 64 KiB 13.2/13.0, 256 KiB 35/66, 1 MiB 70/208,
+# 4 MiB 207/244), and each donating program is one more compile on first use.
+DONATE_BYTES = 256 << 10
 
 _TENSOR = object()  # marks a tensor argument's place in a signature
 _REFUSED: set = set()  # signatures whose traced body checks values or cannot be traced
