@@ -760,6 +760,17 @@ def _read_stored(t: torch.Tensor, box: Box) -> jax.Array:
     return _gather(*recipe, sharding)(box.array, offset)
 
 
+def view_reader(t: torch.Tensor):
+    """For the native clone (registry.register_clone): the jitted program `(stored, offset) -> values`
+    that reads view `t` from its box's array as stored (every view of this geometry shares it), or None
+    where `_read_stored` must decide (a sharded storage, an empty or overflowing view)."""
+    box = BOXES.get(t.untyped_storage().data_ptr())
+    if box is None or type(box) is not Box or box.logical is not None or t.numel() == 0 or box in SHARDED:
+        return None
+    recipe = _view_recipe(tuple(t.shape), t.stride(), t.dtype, box.numel, box.dtype, t.storage_offset())
+    return _gather(*recipe)
+
+
 @functools.lru_cache(maxsize=8192)
 def _view_recipe(shape, strides, dtype, box_numel, box_dtype, offset) -> tuple:
     """How a (shape, strides, offset) view of a storage of `box_numel` `box_dtype` elements is read:

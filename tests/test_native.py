@@ -301,3 +301,56 @@ def test_native_fast_kernels_take_the_slow_path_for_other_arguments():
     for name in ("aten::add.Tensor", "aten::mul.Tensor", "aten::exp", "aten::lt.Tensor", "aten::isnan"):
         line = next(ln for ln in torch._C._dispatch_dump(name).splitlines() if ln.startswith("PrivateUse1"))
         assert "native.cpp" in line, line
+
+
+_CLONES = {
+    "clone": lambda t: t.clone(),
+    "contiguous": lambda t: t.contiguous(),
+    "clone contiguous_format": lambda t: t.clone(memory_format=torch.contiguous_format),
+    "clone channels_last": lambda t: t.clone(memory_format=torch.channels_last) if t.dim() == 4 else t.clone(),
+}
+
+
+@needs_native
+@pytest.mark.parametrize("name", [n for n in _samples() if n != "cpu"])
+@pytest.mark.parametrize("how", list(_CLONES))
+def test_native_clone_equals_cpu(name, how):
+    """The C++ clone (the same array for a plain tensor, a cached read program for a view, Python for
+    the rest) gives CPU's values, strides and dtype, and a tensor of its own."""
+    t = _samples()[name]
+    t_cpu = t.cpu()
+    got, want = _CLONES[how](t), _CLONES[how](t_cpu)
+    assert (got.dtype, got.shape, got.stride()) == (want.dtype, want.shape, want.stride())
+    assert torch.equal(got.cpu(), want)
+    # `.contiguous()` of a contiguous tensor is the tensor; everything else is a tensor of its own.
+    assert (got is t) == (how == "contiguous" and t.is_contiguous())
+    if got is not t and got.numel():
+        got.zero_()  # writes to the clone stay there
+        assert torch.equal(t.cpu(), t_cpu)
+
+
+@needs_native
+def test_native_clone_reads_views_at_every_offset_and_after_writes():
+    x = torch.arange(40.0).view(8, 5).to("jax")
+    for i in range(8):  # one geometry, eight offsets: each read at its own offset
+        assert torch.equal(x[i:, 1:].contiguous().cpu(), torch.arange(40.0).view(8, 5)[i:, 1:])
+    v = x.t()
+    first = v.contiguous()
+    x.mul_(2)  # the storage changes: the next read sees it, the earlier clone does not
+    assert torch.equal(v.contiguous().cpu(), (torch.arange(40.0).view(8, 5) * 2).t())
+    assert torch.equal(first.cpu(), torch.arange(40.0).view(8, 5).t())
+    line = next(ln for ln in torch._C._dispatch_dump("aten::clone").splitlines() if ln.startswith("PrivateUse1"))
+    assert "native.cpp" in line, line
+
+
+@needs_native
+def test_native_clone_of_a_sharded_storage_takes_the_python_path(monkeypatch):
+    from jaxdev import tensor
+
+    calls = []
+    x = torch.randn(4, 4, device="jax")
+    box = tensor.box_of(x)
+    monkeypatch.setitem(tensor.SHARDED, box, (tuple(box.array.shape), box.array.sharding))
+    monkeypatch.setattr(tensor, "VIEW_SHARDING", lambda *a: calls.append(a) or None)
+    assert torch.equal(x.t().contiguous().cpu(), x.cpu().t().contiguous())
+    assert calls  # the Python read asked for the view's sharding

@@ -28,6 +28,9 @@
 //   register_fast_kernel(name, slow, tensors, bodies), set_allocation(addresses, checkpoint)
 //                                a whole elementwise op in C++ for its common case (plain tensors of
 //                                one dtype, default arguments), jaxdev's Python kernel for the rest.
+//   register_clone_kernel(slow, reader, sharded)
+//                                clone and .contiguous() in C++ when the result is contiguous: the
+//                                same array for a plain tensor, one cached read program for a view.
 //
 // The CPython API is used directly (no pybind11): the module compiles in seconds.
 
@@ -657,6 +660,196 @@ PyObject* register_fast_kernel(PyObject*, PyObject* const* args, Py_ssize_t narg
   Py_RETURN_NONE;
 }
 
+// --- clone and .contiguous() without a Python frame ---------------------------------------------
+//
+// register_clone_kernel(slow, reader, sharded): aten::clone's PrivateUse1 kernel for its common cases,
+// a result that is contiguous (`.contiguous()` of anything; clone of a tensor with default strides):
+// * a plain tensor (its whole storage): the result holds the very same array (arrays are immutable);
+// * a view of a plain box: reader(tensor) (asked once per view geometry, kept in a dict keyed by
+//   sizes, strides, offset, dtype and the box's numel and dtype) is the jitted program reading it from
+//   the box's array as stored, called with (array, offset); None: that geometry is never fast.
+// Anything else (conj/neg bits, empty, other memory formats, a box holding a logical value, a storage
+// slice's box, any storage placed over a mesh while `sharded` is non-empty) and any exception take
+// `slow` (jaxdev_slow::clone), the Python kernel.
+
+struct CloneOp {
+  c10::OperatorHandle slow;
+  PyObject* reader;   // tensor -> jitted read program (stored, offset) or None
+  PyObject* sharded;  // tensor.SHARDED: any entry sends every view to the slow path
+  PyObject* readers;  // geometry tuple -> program or None
+};
+CloneOp* g_clone = nullptr;
+
+PyObject* geometry_key(const c10::TensorImpl* impl, PyObject* box) {
+  auto sizes = impl->sizes();
+  auto strides = impl->strides();
+  size_t n = sizes.size();
+  PyObject* numel = PyObject_GetAttr(box, s_numel);
+  if (!numel) return nullptr;
+  PyObject* dtype = PyObject_GetAttr(box, s_dtype);
+  if (!dtype) {
+    Py_DECREF(numel);
+    return nullptr;
+  }
+  PyObject* key = PyTuple_New(2 * n + 4);
+  if (!key) {
+    Py_DECREF(numel);
+    Py_DECREF(dtype);
+    return nullptr;
+  }
+  for (size_t i = 0; i < n; i++) {
+    PyTuple_SET_ITEM(key, i, PyLong_FromLongLong(sizes[i]));
+    PyTuple_SET_ITEM(key, n + i, PyLong_FromLongLong(strides[i]));
+  }
+  PyTuple_SET_ITEM(key, 2 * n, PyLong_FromLongLong(impl->storage_offset()));
+  PyTuple_SET_ITEM(key, 2 * n + 1, PyLong_FromLong(static_cast<long>(impl->dtype().toScalarType())));
+  PyTuple_SET_ITEM(key, 2 * n + 2, numel);  // steals
+  PyTuple_SET_ITEM(key, 2 * n + 3, dtype);  // steals
+  for (size_t i = 0; i < 2 * n + 2; i++) {
+    if (!PyTuple_GET_ITEM(key, i)) {
+      Py_DECREF(key);
+      return nullptr;
+    }
+  }
+  return key;
+}
+
+// The clone's value (a new reference), or nullptr for the slow path (no Python error is left set).
+PyObject* clone_value(const at::Tensor& self, const at::Tensor& self_owner) {
+  PyObject* array = plain_array(self);
+  if (!array) return nullptr;
+  if (array != Py_None) return array;
+  Py_DECREF(array);
+  int sharded = PyObject_IsTrue(g_clone->sharded);
+  if (sharded != 0) return nullptr;
+  const c10::TensorImpl* impl = self.unsafeGetTensorImpl();
+  PyObject* address = PyLong_FromVoidPtr(const_cast<void*>(impl->unsafe_storage().unsafeGetStorageImpl()->data()));
+  if (!address) return nullptr;
+  PyObject* box = PyDict_GetItemWithError(g_boxes, address);  // borrowed
+  Py_DECREF(address);
+  if (!box || Py_TYPE(box) != reinterpret_cast<PyTypeObject*>(g_box_type)) return nullptr;
+  PyObject* logical = PyObject_GetAttr(box, s_logical);
+  if (!logical) return nullptr;
+  bool physical = logical == Py_None;
+  Py_DECREF(logical);
+  if (!physical) return nullptr;
+  PyObject* key = geometry_key(impl, box);
+  if (!key) return nullptr;
+  PyObject* program = PyDict_GetItemWithError(g_clone->readers, key);  // borrowed
+  if (!program) {
+    if (PyErr_Occurred()) {
+      Py_DECREF(key);
+      return nullptr;
+    }
+    PyObject* tensor = THPVariable_Wrap(self_owner);
+    program = tensor ? PyObject_CallOneArg(g_clone->reader, tensor) : nullptr;
+    Py_XDECREF(tensor);
+    if (!program) {
+      Py_DECREF(key);
+      return nullptr;
+    }
+    if (PyDict_Size(g_clone->readers) >= 4096) PyDict_Clear(g_clone->readers);  // many offsets: start over
+    int stored = PyDict_SetItem(g_clone->readers, key, program);
+    Py_DECREF(program);  // the dict holds it
+    if (stored != 0) {
+      Py_DECREF(key);
+      return nullptr;
+    }
+  }
+  Py_DECREF(key);
+  if (program == Py_None) return nullptr;
+  PyObject* stored = PyObject_GetAttr(box, s_array);
+  if (!stored) return nullptr;
+  PyObject* offset = PyLong_FromLongLong(impl->storage_offset());
+  if (!offset) {
+    Py_DECREF(stored);
+    return nullptr;
+  }
+  PyObject* call_args[2] = {stored, offset};
+  PyObject* value = PyObject_Vectorcall(program, call_args, 2, nullptr);
+  Py_DECREF(stored);
+  Py_DECREF(offset);
+  return value;
+}
+
+at::Tensor try_clone(const c10::OperatorHandle& handle, torch::jit::Stack* stack) {
+  auto args = torch::jit::last(*stack, 2);
+  if (!args[0].isTensor()) return {};
+  const at::Tensor& self = args[0].toTensor();
+  if (!self.defined() || self.numel() == 0 || self.is_conj() || self.is_neg()) return {};
+  const c10::TensorImpl* impl = self.unsafeGetTensorImpl();
+  if (impl->device_type() != c10::DeviceType::PrivateUse1 || !impl->has_storage()) return {};
+  auto format = args[1].isNone() ? c10::MemoryFormat::Preserve : args[1].toMemoryFormat();
+  bool contiguous_result = format == c10::MemoryFormat::Contiguous ||
+                           (format == c10::MemoryFormat::Preserve && is_plain(self));
+  if (!contiguous_result) return {};
+  if (!drop_dead_boxes()) return {};
+  PyObject* value = clone_value(self, self);
+  if (!value) return {};
+  at::Tensor out;
+  PyObject* dtype = reinterpret_cast<PyObject*>(torch::getTHPDtype(self.scalar_type()));
+  PyObject* address = PyIter_Next(g_next_address);
+  bool ok = address && wrap_array(value, dtype, address, out);
+  Py_DECREF(value);
+  Py_XDECREF(address);
+  if (!ok) return {};
+  if (++g_fast_calls % 256 == 0) {
+    PyObject* r = PyObject_CallNoArgs(g_checkpoint);
+    if (!r) PyErr_Clear();
+    Py_XDECREF(r);
+  }
+  return out;
+}
+
+void clone_kernel(const c10::OperatorHandle& handle, c10::DispatchKeySet, torch::jit::Stack* stack) {
+  at::Tensor out;
+  {
+    PyGILState_STATE gil = PyGILState_Ensure();
+    try {
+      out = try_clone(handle, stack);
+    } catch (const std::exception&) {
+      out = at::Tensor();
+    }
+    PyErr_Clear();
+    PyGILState_Release(gil);
+  }
+  if (out.defined()) {
+    torch::jit::drop(*stack, 2);
+    torch::jit::push(*stack, std::move(out));
+    return;
+  }
+  g_clone->slow.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), stack);
+}
+
+PyObject* register_clone_kernel(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  if (nargs != 3 || !PyUnicode_Check(args[0]) || !PyCallable_Check(args[1])) {
+    PyErr_SetString(PyExc_TypeError, "register_clone_kernel(slow: str, reader, sharded)");
+    return nullptr;
+  }
+  if (!check_ready() || !g_next_address) {
+    if (!PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, "jaxdev native: set_allocation was not called");
+    return nullptr;
+  }
+  try {
+    std::string slow = PyUnicode_AsUTF8(args[0]);  // "jaxdev_slow::clone"
+    auto handle = c10::Dispatcher::singleton().findSchemaOrThrow(slow.c_str(), "");
+    PyObject* readers = PyDict_New();
+    if (!readers) return nullptr;
+    Py_INCREF(args[1]);
+    Py_INCREF(args[2]);
+    g_clone = new CloneOp{handle, args[1], args[2], readers};
+    if (!g_cpu_kernels) {
+      g_cpu_kernels =
+          new torch::Library(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
+    }
+    g_cpu_kernels->impl("clone", torch::CppFunction::makeFromBoxedFunction<&clone_kernel>());
+  } catch (const std::exception& e) {
+    PyErr_SetString(PyExc_RuntimeError, e.what());
+    return nullptr;
+  }
+  Py_RETURN_NONE;
+}
+
 PyObject* set_allocation(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   if (nargs != 2 || !PyIter_Check(args[0]) || !PyCallable_Check(args[1])) {
     PyErr_SetString(PyExc_TypeError, "set_allocation(addresses: iterator, checkpoint: callable)");
@@ -677,6 +870,8 @@ PyMethodDef methods[] = {
      "a storage at a fake address that reports its death"},
     {"register_fast_kernel", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(register_fast_kernel)),
      METH_FASTCALL, "a C++ PrivateUse1 kernel for an elementwise op's common case"},
+    {"register_clone_kernel", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(register_clone_kernel)),
+     METH_FASTCALL, "a C++ PrivateUse1 kernel for clone's contiguous cases"},
     {"set_allocation", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(set_allocation)), METH_FASTCALL,
      "the fake addresses' counter and tensor._checkpoint, for the fast kernels"},
     {"drop_dead", drop_dead, METH_NOARGS, "remove the boxes of dead storages that wrap made"},

@@ -10,6 +10,7 @@ import torch
 
 from jaxdev import dtypes, layout, tensor, tracing
 from jaxdev.device import _check_index
+from jaxdev.ops import registry
 from jaxdev.ops.registry import aten, register
 from jaxdev.tensor import is_jax
 
@@ -84,11 +85,14 @@ def _jax_copy(self, value, dtype, memory_format):
     return out
 
 
-@register(aten.clone.default)
 def clone(self, *, memory_format=torch.preserve_format):
     if self.numel() == 0:  # nothing to read (and XLA may not hold the shape: [2**62, 3, 0])
         return tensor.empty(self.shape, self.dtype, _strides_for(self, memory_format))
     return _jax_copy(self, tensor.read(self), self.dtype, memory_format)
+
+
+# `.contiguous()` and clone of a plain tensor, natively: the views' read programs come from here.
+registry.register_clone(aten.clone.default, clone, tensor.view_reader)
 
 
 @register(aten._to_copy.default)

@@ -123,6 +123,23 @@ def _register_fast(op: OpOverload, fn: Callable, bodies: Callable) -> None:
     native.module.register_fast_kernel(short, "jaxdev_slow::" + short, tensors, bodies)
 
 
+def register_clone(op: OpOverload, fn: Callable, reader: Callable) -> None:
+    """aten::clone: `fn` as the slow path of a native kernel (jaxdev/csrc/native.cpp,
+    register_clone_kernel) that makes a contiguous clone without a Python frame: the same array for a
+    tensor that is its whole storage, `reader(view)(stored, offset)` for a view."""
+    if native.module is None:
+        _register(op, fn)
+        return
+    name = op.name()
+    if name in KERNELS:
+        raise RegistrationError(f"{name} already has a jax kernel ({KERNELS[name].__qualname__})")
+    short = name.removeprefix("aten::")
+    _SLOW_LIB.define(str(op._schema).removeprefix("aten::"))
+    _SLOW_LIB.impl(short, fn, "PrivateUse1")
+    native.module.register_clone_kernel("jaxdev_slow::" + short, reader, tensor.SHARDED)
+    KERNELS[name] = fn
+
+
 def _register(op: OpOverload, fn: Callable, on_cpu: bool = False, fast: Callable | None = None) -> None:
     name = op.name()
     formula = name in FORMULA_COMPOSITES and torch._C._dispatch_has_kernel_for_dispatch_key(name, "Autograd")
