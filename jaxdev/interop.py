@@ -12,13 +12,11 @@ def to_jax(t: torch.Tensor) -> jax.Array:
     """The jax.Array holding a jax tensor's values (no copy when the tensor spans its storage)."""
     if not tensor.is_jax(t):
         raise TypeError(f"to_jax expects a tensor on the jax device, got one on {t.device}")
-    return tensor.export(t, tensor.read(t))
+    return tensor.export(tensor.read(t))
 
 
 def from_jax(array) -> torch.Tensor:
     """A jax tensor that owns `array` (no copy)."""
     if not isinstance(array, jax.Array):
         raise TypeError(f"from_jax expects a jax.Array, got {type(array).__name__}")
-    t = tensor.wrap(array)
-    tensor.export(t, array)
-    return t
+    return tensor.wrap(tensor.export(array))

@@ -143,7 +143,7 @@ def shard(t: torch.Tensor, spec=None, *, mesh=None) -> torch.Tensor:
     a = box.array
     if a.shape != shape:
         a = a.reshape(shape)
-    box.array = jax.device_put(a, target)
+    box.array = tensor.alias(a, jax.device_put(a, target))
     tensor.SHARDED[box] = (shape, target)
     return t
 
@@ -167,7 +167,7 @@ def unshard(t: torch.Tensor) -> torch.Tensor:
     """Put `t`'s storage back on one device (JAX's default), forgetting its sharding; returns `t`."""
     box = tensor.box_of(t)
     tensor.SHARDED.pop(box, None)
-    box.array = jax.device_put(box.array, jax.devices()[0])
+    box.array = tensor.alias(box.array, jax.device_put(box.array, jax.devices()[0]))
     return t
 
 

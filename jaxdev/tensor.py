@@ -84,8 +84,6 @@ class Box:
     def array(self, value: jax.Array) -> None:
         self._array = value
         self.logical = None
-        if PINS and id(self) in PINS:  # the exported array is no longer this box's (see export)
-            del PINS[id(self)]
 
     def pending(self) -> jax.Array:
         """The array this box holds now, physical or logical, without transposing it."""
@@ -471,7 +469,7 @@ def keep_sharding(box: Box) -> None:
     if a.shape != shape:
         a = a.reshape(shape)
     if not a.sharding.is_equivalent_to(sharding, len(shape)):
-        a = jax.device_put(a, sharding)
+        a = alias(a, jax.device_put(a, sharding))
     box.array = a
 
 
@@ -895,21 +893,33 @@ def write(t: torch.Tensor, value: jax.Array) -> None:
         keep_sharding(box)
 
 
-# Arrays handed out (`to_jax`) or taken in (`from_jax`), pinned by the id of the box that holds them until
-# the box holds another array or dies: a caller may keep an alias of one that shares its buffer without
-# being the same Python object (`jax.device_put(a, device)` makes one), so a write never gives such an
-# array's buffer away (see _sole_holder). A plain dict, so that Box.array's setter pays one truth test.
-PINS: dict[int, tuple[weakref.ref, jax.Array]] = {}
+# Arrays handed out (`to_jax`) or taken in (`from_jax`), and jaxdev's own aliases of those, by id, for as
+# long as the array object lives (a weak reference's callback forgets it). A caller may hold an alias
+# that shares such an array's buffer without being the same Python object (`jax.device_put(a, device)`
+# makes one), which no reference count can see: a write never gives such an array's buffer away (see
+# _sole_holder). The mark is on the array, not on a box, because boxes share arrays (a plain clone).
+EXPORTED: dict[int, weakref.ref] = {}
 
 
-def export(t: torch.Tensor, array: jax.Array) -> jax.Array:
-    """`array` (t's value) leaves jaxdev or came from outside it: if it is t's storage array, writes into
-    t leave its buffer alone while t's storage holds it."""
-    box = BOXES.get(t.untyped_storage().data_ptr())
-    if box is not None and box.logical is None and box._array is array:
-        key = id(box)
-        PINS[key] = (weakref.ref(box, lambda _, key=key: PINS.pop(key, None)), array)
+def export(array: jax.Array) -> jax.Array:
+    """Mark `array` as seen outside jaxdev (see EXPORTED); returns it."""
+    key = id(array)
+    if key not in EXPORTED:
+        EXPORTED[key] = weakref.ref(array, lambda _, key=key: EXPORTED.pop(key, None))
     return array
+
+
+def is_exported(array) -> bool:
+    ref = EXPORTED.get(id(array))
+    return ref is not None and ref() is array
+
+
+def alias(old: jax.Array, new: jax.Array) -> jax.Array:
+    """`new` may share `old`'s buffer (`jax.device_put` to a placement `old` already has): it is
+    exported when `old` is. Returns `new`."""
+    if new is not old and EXPORTED and is_exported(old):
+        export(new)
+    return new
 
 
 def _references(box: Box) -> int:
@@ -931,7 +941,7 @@ def _sole_holder(box: Box) -> bool:
     return (
         box.logical is None
         and _references(box) == _ONLY_THE_BOX
-        and id(box) not in PINS
+        and not is_exported(box._array)
         and not tracing.is_traced(box._array)
         and box not in SHARDED
     )

@@ -226,3 +226,45 @@ def test_an_optimizer_with_a_new_step_size_each_step_compiles_a_bounded_number_o
     torch.testing.assert_close(model.weight.detach().cpu(), ref.weight.detach(), rtol=1e-5, atol=1e-6)
     # Adam's step size changes every step: its addcdiv_ stops getting programs after a few.
     assert programs[-1] == programs[5]
+
+
+def test_an_exported_array_stays_safe_when_another_tensor_takes_it_over():
+    """The mark is on the array, not on the tensor that exported it: a plain clone or a whole copy_
+    shares the very array object, and writes into that tensor must spare the caller's alias too."""
+    for hand_over in (lambda t: t.clone(), lambda t: torch.empty(32, 32, device="jax").copy_(t)):
+        a = jax.numpy.ones((32, 32), jax.numpy.float32)
+        t = jaxdev.from_jax(a)
+        alias = jax.device_put(a, jax.devices()[0])
+        del a
+        u = hand_over(t)
+        del t
+        u[:, 1:] = 0.0
+        u.add_(1.0)
+        assert not alias.is_deleted() and float(alias.sum()) == 32 * 32
+
+
+def test_an_exported_array_stays_safe_through_shard_and_unshard():
+    """jaxdev.shard and unshard place the storage with jax.device_put, which may return an alias of the
+    array the user holds: the alias carries the mark."""
+    a = jax.numpy.ones((32, 32), jax.numpy.float32)
+    t = jaxdev.from_jax(a)
+    jaxdev.shard(t, None, mesh={"data": 1})
+    jaxdev.unshard(t)
+    t[:, 1:] = 0.0
+    assert not a.is_deleted() and float(a.sum()) == 32 * 32
+    assert float(t.sum().item()) == 32
+
+
+def test_inplace_programs_follow_the_default_dtype(donate_all):
+    """`int_tensor.eq_(python_float)` compares in the default dtype, read while the program is traced."""
+    before = torch.get_default_dtype()
+    try:
+        for default in (torch.float32, torch.float64, torch.float32):
+            torch.set_default_dtype(default)
+            x_cpu = torch.full((64,), 16777217, dtype=torch.int64)
+            x = x_cpu.to("jax") + 0
+            x_cpu.eq_(16777216.0)
+            x.eq_(16777216.0)
+            assert torch.equal(x.cpu(), x_cpu), default
+    finally:
+        torch.set_default_dtype(before)

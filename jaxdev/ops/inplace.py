@@ -67,7 +67,14 @@ def try_donated(fn, op_name: str, self: torch.Tensor, args: tuple, kwargs: dict)
         if not _take(v, box, tensors, kwstatic):
             return False
         kwstatic[-1] = (k, kwstatic[-1])
-    key = (op_name, self.dtype, tuple(map(_exact, static)), tuple((k, _exact(v)) for k, v in kwstatic))
+    # The default dtype is read while tracing (the result type of an integer tensor and a Python float).
+    key = (
+        op_name,
+        self.dtype,
+        torch.get_default_dtype(),
+        tuple(map(_exact, static)),
+        tuple((k, _exact(v)) for k, v in kwstatic),
+    )
     try:
         if key in _REFUSED:
             return False
@@ -102,7 +109,7 @@ def _admit(key) -> bool:
     """A new signature gets a program unless its op has had VALUES_PER_SIGNATURE already with the same
     arguments but other Python numbers (an optimizer's step size, new every step, must not compile a
     program per step: that op keeps the copying path)."""
-    family = (key[0], key[1], tuple(_kind(v) for v in key[2]), tuple((k, _kind(v)) for k, v in key[3]))
+    family = key[:3] + (tuple(_kind(v) for v in key[3]), tuple((k, _kind(v)) for k, v in key[4]))
     seen = _FAMILIES.setdefault(family, 0)
     if seen >= VALUES_PER_SIGNATURE:
         return False
