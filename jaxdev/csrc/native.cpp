@@ -714,61 +714,57 @@ PyObject* geometry_key(const c10::TensorImpl* impl, PyObject* box) {
   return key;
 }
 
-// The clone's value (a new reference), or nullptr for the slow path (no Python error is left set).
-PyObject* clone_value(const at::Tensor& self, const at::Tensor& self_owner) {
-  PyObject* array = plain_array(self);
-  if (!array) return nullptr;
-  if (array != Py_None) return array;
-  Py_DECREF(array);
-  int sharded = PyObject_IsTrue(g_clone->sharded);
-  if (sharded != 0) return nullptr;
-  const c10::TensorImpl* impl = self.unsafeGetTensorImpl();
-  PyObject* address = PyLong_FromVoidPtr(const_cast<void*>(impl->unsafe_storage().unsafeGetStorageImpl()->data()));
-  if (!address) return nullptr;
-  PyObject* box = PyDict_GetItemWithError(g_boxes, address);  // borrowed
-  Py_DECREF(address);
-  if (!box || Py_TYPE(box) != reinterpret_cast<PyTypeObject*>(g_box_type)) return nullptr;
-  PyObject* logical = PyObject_GetAttr(box, s_logical);
-  if (!logical) return nullptr;
-  bool physical = logical == Py_None;
-  Py_DECREF(logical);
-  if (!physical) return nullptr;
-  PyObject* key = geometry_key(impl, box);
+// The read program for `self`, a view of `box` (new references; nullptr: the slow path).
+PyObject* view_program(const at::Tensor& self, PyObject* box) {
+  PyObject* key = geometry_key(self.unsafeGetTensorImpl(), box);
   if (!key) return nullptr;
   PyObject* program = PyDict_GetItemWithError(g_clone->readers, key);  // borrowed
-  if (!program) {
-    if (PyErr_Occurred()) {
-      Py_DECREF(key);
-      return nullptr;
-    }
-    PyObject* tensor = THPVariable_Wrap(self_owner);
+  if (program) {
+    Py_INCREF(program);
+  } else if (!PyErr_Occurred()) {  // first view of this geometry: ask Python, keep the answer
+    PyObject* tensor = THPVariable_Wrap(self);
     program = tensor ? PyObject_CallOneArg(g_clone->reader, tensor) : nullptr;
     Py_XDECREF(tensor);
-    if (!program) {
-      Py_DECREF(key);
-      return nullptr;
-    }
-    if (PyDict_Size(g_clone->readers) >= 4096) PyDict_Clear(g_clone->readers);  // many offsets: start over
-    int stored = PyDict_SetItem(g_clone->readers, key, program);
-    Py_DECREF(program);  // the dict holds it
-    if (stored != 0) {
-      Py_DECREF(key);
-      return nullptr;
+    if (program) {
+      if (PyDict_Size(g_clone->readers) >= 4096) PyDict_Clear(g_clone->readers);  // many offsets: start over
+      if (PyDict_SetItem(g_clone->readers, key, program) != 0) Py_CLEAR(program);
     }
   }
   Py_DECREF(key);
-  if (program == Py_None) return nullptr;
-  PyObject* stored = PyObject_GetAttr(box, s_array);
-  if (!stored) return nullptr;
-  PyObject* offset = PyLong_FromLongLong(impl->storage_offset());
-  if (!offset) {
-    Py_DECREF(stored);
-    return nullptr;
+  return program;
+}
+
+// The clone's value (a new reference), or nullptr for the slow path (the caller clears any error).
+PyObject* clone_value(const at::Tensor& self) {
+  PyObject* array = plain_array(self);
+  if (!array) return nullptr;
+  if (array != Py_None) return array;  // a plain tensor: its clone holds the same immutable array
+  Py_DECREF(array);
+  if (PyObject_IsTrue(g_clone->sharded) != 0) return nullptr;
+  const c10::TensorImpl* impl = self.unsafeGetTensorImpl();
+  PyObject* address = PyLong_FromVoidPtr(const_cast<void*>(impl->unsafe_storage().unsafeGetStorageImpl()->data()));
+  if (!address) return nullptr;
+  PyObject* box = PyDict_GetItemWithError(g_boxes, address);  // borrowed: held below across Python calls
+  Py_DECREF(address);
+  if (!box || Py_TYPE(box) != reinterpret_cast<PyTypeObject*>(g_box_type)) return nullptr;
+  Py_INCREF(box);
+  PyObject* value = nullptr;
+  PyObject* logical = PyObject_GetAttr(box, s_logical);
+  bool physical = logical == Py_None;
+  Py_XDECREF(logical);
+  PyObject* program = physical ? view_program(self, box) : nullptr;
+  if (program && program != Py_None) {
+    PyObject* stored = PyObject_GetAttr(box, s_array);
+    PyObject* offset = stored ? PyLong_FromLongLong(impl->storage_offset()) : nullptr;
+    if (offset) {
+      PyObject* call_args[2] = {stored, offset};
+      value = PyObject_Vectorcall(program, call_args, 2, nullptr);
+    }
+    Py_XDECREF(stored);
+    Py_XDECREF(offset);
   }
-  PyObject* call_args[2] = {stored, offset};
-  PyObject* value = PyObject_Vectorcall(program, call_args, 2, nullptr);
-  Py_DECREF(stored);
-  Py_DECREF(offset);
+  Py_XDECREF(program);
+  Py_DECREF(box);
   return value;
 }
 
@@ -784,7 +780,7 @@ at::Tensor try_clone(const c10::OperatorHandle& handle, torch::jit::Stack* stack
                            (format == c10::MemoryFormat::Preserve && is_plain(self));
   if (!contiguous_result) return {};
   if (!drop_dead_boxes()) return {};
-  PyObject* value = clone_value(self, self);
+  PyObject* value = clone_value(self);
   if (!value) return {};
   at::Tensor out;
   PyObject* dtype = reinterpret_cast<PyObject*>(torch::getTHPDtype(self.scalar_type()));
