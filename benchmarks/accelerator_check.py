@@ -4,6 +4,9 @@ jaxdev against `jax.jit` and against torch's own accelerator (CUDA) when there i
 * Matrix products: bfloat16, and float32 at "highest" and "high" (`torch.set_float32_matmul_precision`),
   `a @ b` of size x size through jaxdev against `jax.jit(jnp.matmul)` at the same precision, and torch
   CUDA where available: TFLOP/s and ratios. The target is jaxdev at >= 0.95x `jax.jit`.
+* Writes in place (benchmarks/inplace.py's cases: a 32 MiB KV cache's position, `x[:, 1:] = r`,
+  `x.add_(y)`, `x.lerp_`): jaxdev, whose writes donate the storage's buffer, against `jax.jit` with
+  the input donated: microseconds and ratios.
 * The Transformer LM of benchmarks/compile_step.py: one training step (forward, backward, AdamW) in
   float32 and under bfloat16 autocast, eager and through `torch.compile(backend="jax")`, against torch
   CUDA eager: ms per step and ratios.
@@ -30,7 +33,8 @@ import jax
 import jax.numpy as jnp
 import torch
 from compile_step import torch_lm
-from timing import median_seconds
+from inplace import cases as inplace_cases
+from timing import median_seconds, time_pair
 
 import jaxdev
 
@@ -38,7 +42,8 @@ ON_CUDA = torch.cuda.is_available()
 
 
 def _sync_jax(r):
-    jax.block_until_ready(jaxdev.to_jax(r) if isinstance(r, torch.Tensor) and r.device.type == "jax" else r)
+    # tensor.read, not jaxdev.to_jax: an array handed out is never donated to a later write.
+    jax.block_until_ready(jaxdev.tensor.read(r) if isinstance(r, torch.Tensor) and r.device.type == "jax" else r)
 
 
 def products(n: int, repeat: int) -> None:
@@ -126,6 +131,23 @@ def lm(steps: int) -> None:
             print(f"{name:<34} {ms:>9.2f} {first:>8.2f} {ratio}", flush=True)
 
 
+def writes(repeat: int) -> None:
+    print("\nwrites in place (us; ratio = jaxdev / jax.jit with its input donated)")
+    print(f"{'write':<30} {'jaxdev':>9} {'jax.jit':>9} {'ratio':>6}")
+    for name, (dev, update, ref_args, initial) in inplace_cases().items():
+        fn = jax.jit(update, donate_argnums=(0,))
+        state = {"a": initial()}
+
+        def ref(fn=fn, state=state, ref_args=ref_args):
+            state["a"] = fn(state["a"], *ref_args)
+            return state["a"]
+
+        for _ in range(3):  # compile both sides
+            dev(), jax.block_until_ready(ref())
+        t_dev, t_ref = time_pair(dev, ref, repeat, batches=10)
+        print(f"{name:<30} {t_dev * 1e6:>9.1f} {t_ref * 1e6:>9.1f} {t_dev / t_ref:>6.2f}", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     accelerated = jax.default_backend() != "cpu"
@@ -141,6 +163,7 @@ def main() -> None:
     native = jaxdev.native.module is not None
     print(f"jaxdev native fast paths: {'in use' if native else jaxdev.native.unavailable}", flush=True)
     products(args.size, args.repeat)
+    writes(10 * args.repeat)
     if not args.skip_lm:
         lm(args.steps)
     print(f"\nCPU fallbacks: {sum(jaxdev.fallback_counts().values())}", file=sys.stdout)
