@@ -77,17 +77,20 @@ void redispatch_to_cpu(const c10::OperatorHandle& op, c10::DispatchKeySet, torch
   op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
 }
 
-// Kept for the life of the process, as a TORCH_LIBRARY_IMPL block would be.
+// Kept for the life of the process, as a TORCH_LIBRARY_IMPL block would be; made on first use.
 torch::Library* g_cpu_kernels = nullptr;
+
+torch::Library& private_use1_kernels() {
+  if (!g_cpu_kernels) {
+    g_cpu_kernels = new torch::Library(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
+  }
+  return *g_cpu_kernels;
+}
 
 PyObject* register_cpu_kernels(PyObject*, PyObject* names) {
   PyObject* seq = PySequence_Fast(names, "register_cpu_kernels takes a list of operator names");
   if (!seq) return nullptr;
   try {
-    if (!g_cpu_kernels) {
-      g_cpu_kernels =
-          new torch::Library(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
-    }
     Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
     for (Py_ssize_t i = 0; i < n; i++) {
       const char* name = PyUnicode_AsUTF8(PySequence_Fast_GET_ITEM(seq, i));
@@ -95,7 +98,7 @@ PyObject* register_cpu_kernels(PyObject*, PyObject* names) {
         Py_DECREF(seq);
         return nullptr;
       }
-      g_cpu_kernels->impl(name, torch::CppFunction::makeFromBoxedFunction<&redispatch_to_cpu>());
+      private_use1_kernels().impl(name, torch::CppFunction::makeFromBoxedFunction<&redispatch_to_cpu>());
     }
   } catch (const std::exception& e) {
     Py_DECREF(seq);
@@ -327,29 +330,30 @@ PyObject* set_boxes(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   Py_RETURN_NONE;
 }
 
-// The array of jax tensor `t` when t is its whole storage, row-major, in the box's dtype and shape,
-// with no conj/neg bit (a new reference); Py_None (a new reference) otherwise; nullptr on error.
-PyObject* plain_array(const at::Tensor& t) {
-  const c10::TensorImpl* impl = t.unsafeGetTensorImpl();
-  if (impl->device_type() != c10::DeviceType::PrivateUse1 || !impl->has_storage() || impl->storage_offset() != 0 ||
-      !impl->is_contiguous() || impl->is_conj() || impl->is_neg()) {
-    Py_RETURN_NONE;
-  }
-  const c10::StorageImpl* storage = impl->unsafe_storage().unsafeGetStorageImpl();
-  PyObject* key = PyLong_FromVoidPtr(const_cast<void*>(storage->data()));
+// The Box of jax tensor `impl`'s storage when it is a plain Box (not a subclass, such as a storage
+// slice's) holding a physical array (not a logical value): a new reference. Py_None (a new reference)
+// otherwise, the slow path then deciding (no box: it raises the right error); nullptr on error.
+PyObject* physical_box(const c10::TensorImpl* impl) {
+  PyObject* key = PyLong_FromVoidPtr(const_cast<void*>(impl->unsafe_storage().unsafeGetStorageImpl()->data()));
   if (!key) return nullptr;
   PyObject* box = PyDict_GetItemWithError(g_boxes, key);  // borrowed
   Py_DECREF(key);
   if (!box) {
     if (PyErr_Occurred()) return nullptr;
-    Py_RETURN_NONE;  // no box: the slow path raises the right error
+    Py_RETURN_NONE;
   }
-  if (Py_TYPE(box) != reinterpret_cast<PyTypeObject*>(g_box_type)) Py_RETURN_NONE;  // e.g. a storage slice's
+  if (Py_TYPE(box) != reinterpret_cast<PyTypeObject*>(g_box_type)) Py_RETURN_NONE;
   PyObject* logical = PyObject_GetAttr(box, s_logical);
   if (!logical) return nullptr;
   bool physical = logical == Py_None;
   Py_DECREF(logical);
   if (!physical) Py_RETURN_NONE;
+  Py_INCREF(box);
+  return box;
+}
+
+// plain_array's checks on the box itself: its dtype and its array's shape are t's.
+PyObject* box_array_if_plain(const c10::TensorImpl* impl, PyObject* box) {
   PyObject* dtype = PyObject_GetAttr(box, s_dtype);
   if (!dtype) return nullptr;
   bool same_dtype = dtype == reinterpret_cast<PyObject*>(torch::getTHPDtype(c10::typeMetaToScalarType(impl->dtype())));
@@ -377,6 +381,21 @@ PyObject* plain_array(const at::Tensor& t) {
     Py_DECREF(array);
     Py_RETURN_NONE;
   }
+  return array;
+}
+
+// The array of jax tensor `t` when t is its whole storage, row-major, in the box's dtype and shape,
+// with no conj/neg bit (a new reference); Py_None (a new reference) otherwise; nullptr on error.
+PyObject* plain_array(const at::Tensor& t) {
+  const c10::TensorImpl* impl = t.unsafeGetTensorImpl();
+  if (impl->device_type() != c10::DeviceType::PrivateUse1 || !impl->has_storage() || impl->storage_offset() != 0 ||
+      !impl->is_contiguous() || impl->is_conj() || impl->is_neg()) {
+    Py_RETURN_NONE;
+  }
+  PyObject* box = physical_box(impl);
+  if (!box || box == Py_None) return box;
+  PyObject* array = box_array_if_plain(impl, box);
+  Py_DECREF(box);
   return array;
 }
 
@@ -524,6 +543,46 @@ bool same_default(const c10::IValue& given, const std::optional<c10::IValue>& df
   return false;
 }
 
+// The output tensor holding `result` (a new reference, stolen) at the next fake address: the tail of
+// every native kernel. Every 256 of them, tensor._checkpoint runs. Undefined on failure.
+at::Tensor wrap_result(PyObject* result, PyObject* dtype) {
+  at::Tensor out;
+  PyObject* address = result ? PyIter_Next(g_next_address) : nullptr;
+  bool ok = result && address && wrap_array(result, dtype, address, out);
+  Py_XDECREF(result);
+  Py_XDECREF(address);
+  if (!ok) return {};
+  if (++g_fast_calls % 256 == 0) {
+    PyObject* r = PyObject_CallNoArgs(g_checkpoint);
+    if (!r) PyErr_Clear();  // the next Python wrap's checkpoint reports it
+    Py_XDECREF(r);
+  }
+  return out;
+}
+
+// Runs `attempt` (the native path) with the GIL; its output replaces the op's `nargs` arguments on
+// the stack, or, when it gives none (or throws), `slow` (the Python kernel) runs the op instead.
+template <typename Attempt>
+void run_native(Attempt attempt, size_t nargs, const c10::OperatorHandle& slow, torch::jit::Stack* stack) {
+  at::Tensor out;
+  {
+    PyGILState_STATE gil = PyGILState_Ensure();
+    try {
+      out = attempt();
+    } catch (const std::exception&) {
+      out = at::Tensor();  // the slow path meets the same condition and reports it
+    }
+    PyErr_Clear();
+    PyGILState_Release(gil);
+  }
+  if (out.defined()) {
+    torch::jit::drop(*stack, nargs);
+    torch::jit::push(*stack, std::move(out));
+    return;
+  }
+  slow.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), stack);
+}
+
 // The output of the fast path, or an undefined tensor when the op must take the slow one (no Python
 // error is left set either way). Runs with the GIL held.
 at::Tensor try_fast(FastOp& op, const c10::OperatorHandle& handle, torch::jit::Stack* stack) {
@@ -584,42 +643,12 @@ at::Tensor try_fast(FastOp& op, const c10::OperatorHandle& handle, torch::jit::S
   }
   PyObject* result = PyObject_Vectorcall(body, arrays, n, nullptr);
   for (size_t i = 0; i < n; i++) Py_DECREF(arrays[i]);
-  at::Tensor out;
-  PyObject* address = result ? PyIter_Next(g_next_address) : nullptr;
-  bool ok = result && address && wrap_array(result, fast.result, address, out);
-  Py_XDECREF(result);
-  Py_XDECREF(address);
-  if (!ok) {
-    PyErr_Clear();
-    return {};
-  }
-  if (++g_fast_calls % 256 == 0) {
-    PyObject* r = PyObject_CallNoArgs(g_checkpoint);
-    if (!r) PyErr_Clear();  // the next Python wrap's checkpoint reports it
-    Py_XDECREF(r);
-  }
-  return out;
+  return wrap_result(result, fast.result);
 }
 
 void fast_kernel(const c10::OperatorHandle& handle, c10::DispatchKeySet, torch::jit::Stack* stack) {
   FastOp* op = g_fast->at(&handle.schema());
-  at::Tensor out;
-  {
-    PyGILState_STATE gil = PyGILState_Ensure();
-    try {
-      out = try_fast(*op, handle, stack);
-    } catch (const std::exception&) {
-      out = at::Tensor();  // the slow path meets the same condition and reports it
-    }
-    PyErr_Clear();
-    PyGILState_Release(gil);
-  }
-  if (out.defined()) {
-    torch::jit::drop(*stack, handle.schema().arguments().size());
-    torch::jit::push(*stack, std::move(out));
-    return;
-  }
-  op->slow.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), stack);
+  run_native([&] { return try_fast(*op, handle, stack); }, handle.schema().arguments().size(), op->slow, stack);
 }
 
 PyObject* register_fast_kernel(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
@@ -648,11 +677,7 @@ PyObject* register_fast_kernel(PyObject*, PyObject* const* args, Py_ssize_t narg
         aten_dot == std::string::npos ? "" : name.substr(aten_dot + 1).c_str());
     Py_INCREF(args[3]);
     (*g_fast)[&aten.schema()] = new FastOp{handle, static_cast<size_t>(tensors), args[3], {}};
-    if (!g_cpu_kernels) {
-      g_cpu_kernels =
-          new torch::Library(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
-    }
-    g_cpu_kernels->impl(name.c_str(), torch::CppFunction::makeFromBoxedFunction<&fast_kernel>());
+    private_use1_kernels().impl(name.c_str(), torch::CppFunction::makeFromBoxedFunction<&fast_kernel>());
   } catch (const std::exception& e) {
     PyErr_SetString(PyExc_RuntimeError, e.what());
     return nullptr;
@@ -742,17 +767,13 @@ PyObject* clone_value(const at::Tensor& self) {
   Py_DECREF(array);
   if (PyObject_IsTrue(g_clone->sharded) != 0) return nullptr;
   const c10::TensorImpl* impl = self.unsafeGetTensorImpl();
-  PyObject* address = PyLong_FromVoidPtr(const_cast<void*>(impl->unsafe_storage().unsafeGetStorageImpl()->data()));
-  if (!address) return nullptr;
-  PyObject* box = PyDict_GetItemWithError(g_boxes, address);  // borrowed: held below across Python calls
-  Py_DECREF(address);
-  if (!box || Py_TYPE(box) != reinterpret_cast<PyTypeObject*>(g_box_type)) return nullptr;
-  Py_INCREF(box);
+  PyObject* box = physical_box(impl);  // held across the Python calls below
+  if (!box || box == Py_None) {
+    Py_XDECREF(box);
+    return nullptr;
+  }
   PyObject* value = nullptr;
-  PyObject* logical = PyObject_GetAttr(box, s_logical);
-  bool physical = logical == Py_None;
-  Py_XDECREF(logical);
-  PyObject* program = physical ? view_program(self, box) : nullptr;
+  PyObject* program = view_program(self, box);
   if (program && program != Py_None) {
     PyObject* stored = PyObject_GetAttr(box, s_array);
     PyObject* offset = stored ? PyLong_FromLongLong(impl->storage_offset()) : nullptr;
@@ -768,7 +789,7 @@ PyObject* clone_value(const at::Tensor& self) {
   return value;
 }
 
-at::Tensor try_clone(const c10::OperatorHandle& handle, torch::jit::Stack* stack) {
+at::Tensor try_clone(torch::jit::Stack* stack) {
   auto args = torch::jit::last(*stack, 2);
   if (!args[0].isTensor()) return {};
   const at::Tensor& self = args[0].toTensor();
@@ -780,41 +801,11 @@ at::Tensor try_clone(const c10::OperatorHandle& handle, torch::jit::Stack* stack
                            (format == c10::MemoryFormat::Preserve && is_plain(self));
   if (!contiguous_result) return {};
   if (!drop_dead_boxes()) return {};
-  PyObject* value = clone_value(self);
-  if (!value) return {};
-  at::Tensor out;
-  PyObject* dtype = reinterpret_cast<PyObject*>(torch::getTHPDtype(self.scalar_type()));
-  PyObject* address = PyIter_Next(g_next_address);
-  bool ok = address && wrap_array(value, dtype, address, out);
-  Py_DECREF(value);
-  Py_XDECREF(address);
-  if (!ok) return {};
-  if (++g_fast_calls % 256 == 0) {
-    PyObject* r = PyObject_CallNoArgs(g_checkpoint);
-    if (!r) PyErr_Clear();
-    Py_XDECREF(r);
-  }
-  return out;
+  return wrap_result(clone_value(self), reinterpret_cast<PyObject*>(torch::getTHPDtype(self.scalar_type())));
 }
 
 void clone_kernel(const c10::OperatorHandle& handle, c10::DispatchKeySet, torch::jit::Stack* stack) {
-  at::Tensor out;
-  {
-    PyGILState_STATE gil = PyGILState_Ensure();
-    try {
-      out = try_clone(handle, stack);
-    } catch (const std::exception&) {
-      out = at::Tensor();
-    }
-    PyErr_Clear();
-    PyGILState_Release(gil);
-  }
-  if (out.defined()) {
-    torch::jit::drop(*stack, 2);
-    torch::jit::push(*stack, std::move(out));
-    return;
-  }
-  g_clone->slow.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), stack);
+  run_native([&] { return try_clone(stack); }, 2, g_clone->slow, stack);
 }
 
 PyObject* register_clone_kernel(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
@@ -834,11 +825,7 @@ PyObject* register_clone_kernel(PyObject*, PyObject* const* args, Py_ssize_t nar
     Py_INCREF(args[1]);
     Py_INCREF(args[2]);
     g_clone = new CloneOp{handle, args[1], args[2], readers};
-    if (!g_cpu_kernels) {
-      g_cpu_kernels =
-          new torch::Library(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
-    }
-    g_cpu_kernels->impl("clone", torch::CppFunction::makeFromBoxedFunction<&clone_kernel>());
+    private_use1_kernels().impl("clone", torch::CppFunction::makeFromBoxedFunction<&clone_kernel>());
   } catch (const std::exception& e) {
     PyErr_SetString(PyExc_RuntimeError, e.what());
     return nullptr;
