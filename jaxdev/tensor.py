@@ -709,21 +709,27 @@ def read(t: torch.Tensor) -> jax.Array:
         box = BOXES[t.untyped_storage().data_ptr()]
     except KeyError:
         box = box_of(t)  # raises the right error
-    if (
-        box.logical is None
-        and (array := box.array).shape == t.shape  # torch.Size compares as the tuple it is
-        and t.dtype is box.dtype
-        and not t.storage_offset()
-        and t.is_contiguous()
-        and not (t.is_conj() or t.is_neg())
-    ):
-        return array
+    if spans(t, box):
+        return box.array
     value = _read_stored(t, box)
     if t.is_conj():
         value = jnp.conj(value)
     if t.is_neg():
         value = -value
     return value
+
+
+def spans(t: torch.Tensor, box: Box) -> bool:
+    """`t` is exactly the array `box` holds: its whole storage, row-major, in the box's dtype and
+    shape, with no conj/neg bit (the native module's plain_value tests the same)."""
+    return (
+        box.logical is None
+        and box.array.shape == t.shape  # torch.Size compares as the tuple it is
+        and t.dtype is box.dtype
+        and not t.storage_offset()
+        and t.is_contiguous()
+        and not (t.is_conj() or t.is_neg())
+    )
 
 
 def xla_extent_overflows(shape) -> bool:

@@ -36,7 +36,7 @@ DONATE_BYTES = 256 << 10
 _TENSOR = object()  # marks a tensor argument's place in a signature
 _REFUSED: set = set()  # signatures whose traced body checks values or cannot be traced
 _PROGRAMS: dict = {}  # signature -> its program (jitted: one compile per shape)
-_FAMILIES: dict = {}  # signature with its numbers' types in place of their values -> programs given
+_FAMILIES: dict = {}  # signature family (see _admit) -> programs given
 VALUES_PER_SIGNATURE = 4  # programs one op signature gets for distinct Python numbers
 
 
@@ -54,10 +54,10 @@ class _Refused(Exception):
 def try_donated(fn, op_name: str, self: torch.Tensor, args: tuple, kwargs: dict) -> bool:
     """Compute `fn(self, *args, **kwargs)` into `self`'s own buffer; False (nothing done) where that is
     not allowed, and the caller takes the copying path."""
-    if self.numel() * self.element_size() < DONATE_BYTES or self.is_conj() or self.is_neg():
+    if self.numel() * self.element_size() < DONATE_BYTES:
         return False
     box = tensor.BOXES.get(self.untyped_storage().data_ptr())
-    if box is None or box.logical is not None or not _spans(self, box):
+    if box is None or not tensor.spans(self, box):
         return False
     tensors, static, kwstatic = [], [], []
     for a in args:
@@ -68,13 +68,14 @@ def try_donated(fn, op_name: str, self: torch.Tensor, args: tuple, kwargs: dict)
             return False
         kwstatic[-1] = (k, kwstatic[-1])
     # The default dtype is read while tracing (the result type of an integer tensor and a Python float).
-    key = (
+    signature = lambda entry: (
         op_name,
         self.dtype,
         torch.get_default_dtype(),
-        tuple(map(_exact, static)),
-        tuple((k, _exact(v)) for k, v in kwstatic),
+        tuple(map(entry, static)),
+        tuple((k, entry(v)) for k, v in kwstatic),
     )
+    key = signature(_exact)
     try:
         if key in _REFUSED:
             return False
@@ -85,7 +86,7 @@ def try_donated(fn, op_name: str, self: torch.Tensor, args: tuple, kwargs: dict)
         return False
     program = _PROGRAMS.get(key)
     if program is None:
-        if not _admit(key):
+        if not _admit(signature(_kind)):
             return False
         # The values of this first call: a later call with this key has the very same ones.
         program = _PROGRAMS[key] = _program(fn, self.dtype, tuple(static), tuple(kwstatic))
@@ -99,17 +100,14 @@ def try_donated(fn, op_name: str, self: torch.Tensor, args: tuple, kwargs: dict)
         _REFUSED.add(key)
         return False
     box.writes += 1
-    box.array = result
-    if tensor.SHARDED:
-        tensor.keep_sharding(box)
+    box.array = result  # never a sharded box's (_sole_holder): no placement to keep
     return True
 
 
-def _admit(key) -> bool:
-    """A new signature gets a program unless its op has had VALUES_PER_SIGNATURE already with the same
-    arguments but other Python numbers (an optimizer's step size, new every step, must not compile a
-    program per step: that op keeps the copying path)."""
-    family = key[:3] + (tuple(_kind(v) for v in key[3]), tuple((k, _kind(v)) for k, v in key[4]))
+def _admit(family) -> bool:
+    """A new signature gets a program unless its `family` (the signature with its Python numbers' types
+    in place of their values) has had VALUES_PER_SIGNATURE already: an optimizer's step size, new every
+    step, must not compile a program per step; that op keeps the copying path."""
     seen = _FAMILIES.setdefault(family, 0)
     if seen >= VALUES_PER_SIGNATURE:
         return False
@@ -126,17 +124,8 @@ def _exact(v):
 
 
 def _kind(v):
-    return v[0] if isinstance(v, tuple) and len(v) == 2 and v[0] in (int, float, complex) else v
-
-
-def _spans(t: torch.Tensor, box: tensor.Box) -> bool:
-    return (
-        t.dtype is box.dtype
-        and t.storage_offset() == 0
-        and t.numel() == box.numel
-        and t.is_contiguous()
-        and box.array.shape == t.shape
-    )
+    """A family's entry for an argument: a number by its type alone."""
+    return type(v) if isinstance(v, (int, float, complex)) and not isinstance(v, bool) else _exact(v)
 
 
 def _take(v, box, tensors: list, static: list) -> bool:

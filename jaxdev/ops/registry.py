@@ -108,39 +108,43 @@ def register_on_cpu_kernel(*ops: OpOverload):
 _SLOW_LIB = torch.library.Library("jaxdev_slow", "DEF")
 
 
-def _register_fast(op: OpOverload, fn: Callable, bodies: Callable) -> None:
-    """`fn` as the slow path of a native PrivateUse1 kernel for `op` (jaxdev/csrc/native.cpp,
-    register_fast_kernel): plain jax tensors of one dtype, other arguments at their defaults, are
-    computed by `bodies(dtype)(*arrays)` without a Python frame; anything else runs `fn`."""
+def _register_native(op: OpOverload, fn: Callable, install: Callable[[str], None]) -> None:
+    """`fn` registered under `op`'s own schema as jaxdev_slow::<op>, the slow path of the native
+    PrivateUse1 kernel that `install(slow_name)` registers for `op`."""
     short = op.name().removeprefix("aten::")
     _SLOW_LIB.define(str(op._schema).removeprefix("aten::"))
     _SLOW_LIB.impl(short, fn, "PrivateUse1")
+    install("jaxdev_slow::" + short)
+
+
+def _fast_kernel(op: OpOverload, bodies: Callable) -> Callable[[str], None]:
+    """Installs register_fast_kernel (jaxdev/csrc/native.cpp): plain jax tensors of one dtype, other
+    arguments at their defaults, are computed by `bodies(dtype)(*arrays)` without a Python frame."""
     tensors = 0
     for argument in op._schema.arguments:
         if str(argument.type) != "Tensor" or argument.kwarg_only:
             break
         tensors += 1
-    native.module.register_fast_kernel(short, "jaxdev_slow::" + short, tensors, bodies)
+    short = op.name().removeprefix("aten::")
+    return lambda slow: native.module.register_fast_kernel(short, slow, tensors, bodies)
 
 
 def register_clone(op: OpOverload, fn: Callable, reader: Callable) -> None:
     """aten::clone: `fn` as the slow path of a native kernel (jaxdev/csrc/native.cpp,
     register_clone_kernel) that makes a contiguous clone without a Python frame: the same array for a
     tensor that is its whole storage, `reader(view)(stored, offset)` for a view."""
-    if native.module is None:
-        _register(op, fn)
-        return
-    name = op.name()
-    if name in KERNELS:
-        raise RegistrationError(f"{name} already has a jax kernel ({KERNELS[name].__qualname__})")
-    short = name.removeprefix("aten::")
-    _SLOW_LIB.define(str(op._schema).removeprefix("aten::"))
-    _SLOW_LIB.impl(short, fn, "PrivateUse1")
-    native.module.register_clone_kernel("jaxdev_slow::" + short, reader, tensor.SHARDED)
-    KERNELS[name] = fn
+    _register(op, fn, native_kernel=lambda slow: native.module.register_clone_kernel(slow, reader, tensor.SHARDED))
 
 
-def _register(op: OpOverload, fn: Callable, on_cpu: bool = False, fast: Callable | None = None) -> None:
+def _register(
+    op: OpOverload,
+    fn: Callable,
+    on_cpu: bool = False,
+    fast: Callable | None = None,
+    native_kernel: Callable[[str], None] | None = None,
+) -> None:
+    """`fn` becomes `op`'s PrivateUse1 kernel: itself, or the slow path of a native kernel (`fast`
+    bodies for an elementwise op, or `native_kernel` installing another) when the module is in use."""
     name = op.name()
     formula = name in FORMULA_COMPOSITES and torch._C._dispatch_has_kernel_for_dispatch_key(name, "Autograd")
     if is_composite_implicit(op) and name not in RAW_MEMORY_COMPOSITES and not formula:
@@ -155,8 +159,8 @@ def _register(op: OpOverload, fn: Callable, on_cpu: bool = False, fast: Callable
         fn = _relaid_kernel(op, fn)
     if on_cpu:
         native.module.register_cpu_kernels([name.removeprefix("aten::")])
-    elif fast is not None and native.module is not None:
-        _register_fast(op, fn, fast)
+    elif (fast is not None or native_kernel is not None) and native.module is not None:
+        _register_native(op, fn, native_kernel or _fast_kernel(op, fast))
     else:
         _LIB.impl(op, fn, "PrivateUse1")
     KERNELS[name] = fn
@@ -249,7 +253,7 @@ def register_functional(*ops: OpOverload, inplace: bool = True, out: bool = True
     those compute the same values, check that the result can be cast to the destination's dtype
     and write it through the destination's strides, so aliases see it.
 
-    `fast`: {op: bodies} for elementwise overloads whose common case runs natively (_register_fast):
+    `fast`: {op: bodies} for elementwise overloads whose common case runs natively (_fast_kernel):
     `bodies(dtype)` is the jitted body `fn` itself would run on plain tensors of that dtype with every
     other argument at its default (None where the result has another dtype or `fn` would raise).
     """
