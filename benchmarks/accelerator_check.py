@@ -29,12 +29,12 @@ import time
 
 os.environ.setdefault("JAXDEV_FALLBACK", "warn")
 
+import inplace
 import jax
 import jax.numpy as jnp
 import torch
 from compile_step import torch_lm
-from inplace import cases as inplace_cases
-from timing import median_seconds, time_pair
+from timing import median_seconds
 
 import jaxdev
 
@@ -134,17 +134,8 @@ def lm(steps: int) -> None:
 def writes(repeat: int) -> None:
     print("\nwrites in place (us; ratio = jaxdev / jax.jit with its input donated)")
     print(f"{'write':<30} {'jaxdev':>9} {'jax.jit':>9} {'ratio':>6}")
-    for name, (dev, update, ref_args, initial) in inplace_cases().items():
-        fn = jax.jit(update, donate_argnums=(0,))
-        state = {"a": initial()}
-
-        def ref(fn=fn, state=state, ref_args=ref_args):
-            state["a"] = fn(state["a"], *ref_args)
-            return state["a"]
-
-        for _ in range(3):  # compile both sides
-            dev(), jax.block_until_ready(ref())
-        t_dev, t_ref = time_pair(dev, ref, repeat, batches=10)
+    for name, case in inplace.cases().items():
+        t_dev, t_ref = inplace.time_write(case, donate=True, repeat=repeat, batches=10)
         print(f"{name:<30} {t_dev * 1e6:>9.1f} {t_ref * 1e6:>9.1f} {t_dev / t_ref:>6.2f}", flush=True)
 
 

@@ -23,11 +23,14 @@ import jaxdev
 
 
 def cases():
-    """name -> (jaxdev step, JAX update(state, *args) -> state, args, initial state)."""
+    """name -> (jaxdev step, JAX update(state, *args) -> state, args() -> the next call's args, initial
+    state). The position is an argument of the JAX update, as it is of jaxdev's write: a Python value read
+    inside the jitted function would be a constant of its program."""
     cache = torch.zeros(8, 16, 1024, 64).to("jax") + 0  # + 0: a buffer XLA owns (a host copy's may not be given)
     k = torch.randn(8, 16, 64).to("jax")
     x, y = torch.randn(1024, 1024).to("jax") + 0, torch.randn(1024, 1024).to("jax")
     r = torch.randn(1024, 1023).to("jax")
+    jk, jr, jy = jaxdev.to_jax(k), jaxdev.to_jax(r), jaxdev.to_jax(y)
     pos = {"n": 0}
 
     def next_pos():
@@ -46,24 +49,40 @@ def cases():
     return {
         "cache[:, :, pos] = k (32 MiB)": (
             kv,
-            lambda c, k: jax.lax.dynamic_update_slice_in_dim(c, k[:, :, None], next_pos(), axis=2),
-            (jaxdev.to_jax(k),),
+            lambda c, k, p: jax.lax.dynamic_update_slice_in_dim(c, k[:, :, None], p, axis=2),
+            lambda: (jk, next_pos()),
             lambda: fresh((8, 16, 1024, 64)),
         ),
         "x[:, 1:] = r (4 MiB)": (
             set_tail,
             lambda a, r: a.at[:, 1:].set(r),
-            (jaxdev.to_jax(r),),
+            lambda: (jr,),
             lambda: fresh((1024, 1024)),
         ),
-        "x.add_(y) (4 MiB)": (lambda: x.add_(y), lambda a, b: a + b, (jaxdev.to_jax(y),), lambda: fresh((1024, 1024))),
+        "x.add_(y) (4 MiB)": (lambda: x.add_(y), lambda a, b: a + b, lambda: (jy,), lambda: fresh((1024, 1024))),
         "x.lerp_(y, 0.1) (4 MiB)": (
             lambda: x.lerp_(y, 0.1),
             lambda a, b: a + 0.1 * (b - a),
-            (jaxdev.to_jax(y),),
+            lambda: (jy,),
             lambda: fresh((1024, 1024)),
         ),
     }
+
+
+def time_write(case, donate: bool, repeat: int, batches: int) -> tuple[float, float]:
+    """Seconds per call of a case's jaxdev write and of its JAX update, jitted with its input donated
+    or not (time_pair: alternating batches in one process)."""
+    dev, update, next_args, initial = case
+    fn = jax.jit(update, donate_argnums=(0,) if donate else ())
+    state = {"a": initial()}
+
+    def ref():
+        state["a"] = fn(state["a"], *next_args())
+        return state["a"]
+
+    for _ in range(3):  # compile both sides
+        dev(), jax.block_until_ready(ref())
+    return time_pair(dev, ref, repeat, batches=batches)
 
 
 def main() -> None:
@@ -72,18 +91,9 @@ def main() -> None:
     args = parser.parse_args()
     print(f"jax {jax.__version__} on {jax.devices()[0].platform}; float32")
     print(f"{'write':<30} {'JAX reference':<18} {'jaxdev us':>10} {'JAX us':>10} {'ratio':>7}")
-    for name, (dev, update, ref_args, initial) in cases().items():
-        for kind, donate in (("jit, donated", (0,)), ("jit, new buffer", ())):
-            fn = jax.jit(update, donate_argnums=donate)
-            state = {"a": initial()}
-
-            def ref(fn=fn, state=state, ref_args=ref_args):
-                state["a"] = fn(state["a"], *ref_args)
-                return state["a"]
-
-            for _ in range(3):  # compile both sides
-                dev(), jax.block_until_ready(ref())
-            t_dev, t_ref = time_pair(dev, ref, args.repeat, batches=20)
+    for name, case in cases().items():
+        for kind, donate in (("jit, donated", True), ("jit, new buffer", False)):
+            t_dev, t_ref = time_write(case, donate, args.repeat, batches=20)
             print(f"{name:<30} {kind:<18} {t_dev * 1e6:>10.1f} {t_ref * 1e6:>10.1f} {t_dev / t_ref:>7.2f}")
 
 
