@@ -17,7 +17,7 @@ import argparse
 import jax
 import jax.numpy as jnp
 import torch
-from timing import time_pair
+from timing import ALLOCATOR, time_pair
 
 import jaxdev
 
@@ -89,7 +89,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=200)
     args = parser.parse_args()
-    print(f"jax {jax.__version__} on {jax.devices()[0].platform}; float32")
+    print(f"jax {jax.__version__} on {jax.devices()[0].platform}; float32; {ALLOCATOR}")
     print(f"{'write':<30} {'JAX reference':<18} {'jaxdev us':>10} {'JAX us':>10} {'ratio':>7}")
     for name, case in cases().items():
         for kind, donate in (("jit, donated", True), ("jit, new buffer", False)):

@@ -13,7 +13,7 @@ import argparse
 import jax
 import jax.numpy as jnp
 import torch
-from timing import median_seconds
+from timing import ALLOCATOR, median_seconds
 from torch import nn
 
 import jaxdev
@@ -97,6 +97,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=30)
     args = parser.parse_args()
     print(f"MLP {'-'.join(map(str, SIZES))}, batch {BATCH}, Adam; jax {jax.__version__} on {jax.devices()[0].platform}")
+    print(ALLOCATOR)
     jaxdev.reset_fallback_counts()
     results = {
         "jaxdev (torch on jax)": median_seconds(*torch_step_fn("jax"), args.steps),

@@ -15,7 +15,7 @@ import math
 import jax
 import jax.numpy as jnp
 import torch
-from timing import time_pair
+from timing import ALLOCATOR, time_pair
 
 import jaxdev
 
@@ -44,6 +44,7 @@ def main() -> None:
     print(
         f"jax {jax.__version__} on {jax.devices()[0].platform}; torch {torch.__version__}; {args.size}x{args.size} float32"
     )
+    print(ALLOCATOR)
     print(f"{'op':<10} {'jaxdev us':>10} {'jnp us':>10} {'ratio':>7}")
     ratios = []
     for name, (dev, ref) in cases(args.size).items():

@@ -2,13 +2,46 @@
 
 from __future__ import annotations
 
+import ctypes
+import os
 import statistics
+import sys
 import time
 
 import jax
 import torch
 
 from jaxdev import tensor
+
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters (malloc.h)
+
+
+def steady_allocator() -> str:
+    """Keeps the memory this process frees for its next allocation, and says how the allocator runs.
+
+    glibc's malloc hands a freed buffer above its mmap threshold back to the system, and the next one
+    page-faults in afresh. The threshold moves with what the process freed before, so which side of a
+    comparison pays the faults depended on the process's history: a 4 MiB transpose, synced per call,
+    took 860 us with 387 faults on jaxdev's side and 590 us with 269 on JAX's in one process, and 240
+    and 190 us with 7 faults each once steady. Same-code ratios moved 1.2x-4x between runs. With fixed,
+    high thresholds neither side pays that lottery. JAXDEV_BENCH_MALLOC=default keeps glibc's own
+    behaviour (what a user's process gets unless it sets MALLOC_MMAP_THRESHOLD_ and
+    MALLOC_TRIM_THRESHOLD_ itself)."""
+    if os.environ.get("JAXDEV_BENCH_MALLOC") == "default":
+        return "malloc: glibc's defaults (JAXDEV_BENCH_MALLOC=default)"
+    if not sys.platform.startswith("linux"):
+        return "malloc: the platform's own"
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+    except OSError:
+        return "malloc: the platform's own (no glibc)"
+    for threshold in (1 << 30, 32 << 20):  # older glibc caps the mmap threshold at 32 MiB
+        if libc.mallopt(_M_MMAP_THRESHOLD, threshold) and libc.mallopt(_M_TRIM_THRESHOLD, 2 * threshold):
+            return f"malloc: steady (mmap threshold {threshold >> 20} MiB; JAXDEV_BENCH_MALLOC=default for glibc's own)"
+    return "malloc: glibc's defaults (mallopt refused)"
+
+
+ALLOCATOR = steady_allocator()  # before any benchmark allocates its inputs
 
 
 def time_pair(dev, ref, repeat: int, batches: int) -> tuple[float, float]:

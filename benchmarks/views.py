@@ -6,7 +6,9 @@ stores into the view (`v.copy_(src)`: the base changes; in JAX the same update o
 jitted). Views whose strides are a permutation, a strided slice, a broadcast or a diagonal are read
 and written as slices and transposes, not index gathers (tensor.py): the ratios show what is left.
 A use passes the view straight to a kernel (`x.t() @ y`, `F.linear`): the view is read inside the
-kernel's own program (toolkit.on_views), as JAX fuses `a.T` into the product.
+kernel's own program (toolkit.on_views), as JAX fuses `a.T` into the product. Last, the read
+programs are timed alone against JAX's: what a read costs beyond its program is PyTorch's and
+jaxdev's dispatch (making the view, `.contiguous()`, the result's tensor).
 
     python benchmarks/views.py [--size 1024] [--repeat 200]
 
@@ -18,14 +20,16 @@ at the mercy of that.
 from __future__ import annotations
 
 import argparse
+import functools
 import math
 
 import jax
 import jax.numpy as jnp
 import torch
-from timing import time_pair
+from timing import ALLOCATOR, time_pair
 
 import jaxdev
+from jaxdev import tensor
 
 
 def cases(n: int):
@@ -37,17 +41,14 @@ def cases(n: int):
     jhalf, jdiag = jaxdev.to_jax(half), jaxdev.to_jax(diag)
     jit = jax.jit
     idx = jnp.arange(n)
+    # A read is given by the view it materialises: (make the view, JAX's expression, its argument).
     reads = {
-        "t()": (lambda: x.t().contiguous(), jit(lambda a: a.T), a),
-        "[:, ::2]": (lambda: x[:, ::2].contiguous(), jit(lambda a: a[:, ::2]), a),
-        "expand": (
-            lambda: row.expand(n, n).contiguous(),
-            jit(lambda r: jnp.broadcast_to(r, (n, n))),
-            jaxdev.to_jax(row),
-        ),
-        "diagonal()": (lambda: x.diagonal().contiguous(), jit(lambda a: jnp.diagonal(a)), a),
+        "t()": (lambda: x.t(), jit(lambda a: a.T), a),
+        "[:, ::2]": (lambda: x[:, ::2], jit(lambda a: a[:, ::2]), a),
+        "expand": (lambda: row.expand(n, n), jit(lambda r: jnp.broadcast_to(r, (n, n))), jaxdev.to_jax(row)),
+        "diagonal()": (lambda: x.diagonal(), jit(lambda a: jnp.diagonal(a)), a),
         "permute": (
-            lambda: x.view(n // 32, 32, n).permute(2, 0, 1).contiguous(),
+            lambda: x.view(n // 32, 32, n).permute(2, 0, 1),
             jit(lambda a: a.reshape(n // 32, 32, n).transpose(2, 0, 1)),
             a,
         ),
@@ -83,11 +84,12 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=1024)
     parser.add_argument("--repeat", type=int, default=200)
     args = parser.parse_args()
-    print(f"jax {jax.__version__} on {jax.devices()[0].platform}; {args.size}x{args.size} float32")
+    print(f"jax {jax.__version__} on {jax.devices()[0].platform}; {args.size}x{args.size} float32; {ALLOCATOR}")
     reads, writes, uses = cases(args.size)
     ratios = []
     print(f"{'':<8}{'view':<12} {'jaxdev us':>10} {'JAX us':>10} {'ratio':>7}")
-    for kind, table in (("read", reads), ("write", writes), ("use", uses)):
+    read_rows = {name: (lambda make=make: make().contiguous(), ref, arg) for name, (make, ref, arg) in reads.items()}
+    for kind, table in (("read", read_rows), ("write", writes), ("use", uses)):
         for name, (dev, ref, ref_args) in table.items():
             ref_args = ref_args if isinstance(ref_args, tuple) else (ref_args,)
             for _ in range(3):  # compile both sides
@@ -97,6 +99,16 @@ def main() -> None:
             print(f"{kind:<8}{name:<12} {t_dev * 1e6:>10.1f} {t_ref * 1e6:>10.1f} {t_dev / t_ref:>7.2f}")
     gmean = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
     print(f"geometric mean ratio jaxdev/JAX: {gmean:.2f}")
+    print("\nThe read programs alone (the one `.contiguous()` runs, called directly) against JAX's:")
+    for name, (make, ref, arg) in reads.items():
+        view = make()
+        program, offset = tensor.view_reader(view)
+        stored = tensor.box_of(view).array
+        for _ in range(3):
+            jax.block_until_ready((program(stored, offset), ref(arg)))
+        run = functools.partial(program, stored, offset)
+        t_prog, t_ref = time_pair(run, functools.partial(ref, arg), args.repeat, batches=20)
+        print(f"{'program':<8}{name:<12} {t_prog * 1e6:>10.1f} {t_ref * 1e6:>10.1f} {t_prog / t_ref:>7.2f}")
 
 
 if __name__ == "__main__":

@@ -153,7 +153,7 @@ def run_on_cpu(op, *args, **kwargs):
             if id(x) in originals:
                 return originals[id(x)]
             value = tensor.from_cpu(x)
-            if tensor.SHARDED:  # a result shaped like a sharded input gets its sharding back (jaxdev/mesh.py)
+            if tensor.SHARDED_ENTRIES:  # a result shaped like a sharded input gets its sharding back (jaxdev/mesh.py)
                 value = reshard_like(value, originals.values())
             return tensor.wrap(value)
         return x

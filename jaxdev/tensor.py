@@ -449,6 +449,10 @@ def mixed_devices(other: torch.device) -> RuntimeError:
 # jax Sharding). Writes (eager, CPU fallback, compiled programs) put the new array back in that layout,
 # so a sharded storage stays sharded; kernels themselves need no change (XLA propagates shardings).
 SHARDED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+# SHARDED's own dict (weak reference -> layout), never rebound: `if SHARDED_ENTRIES` is one C-level test
+# on the hot paths, where the WeakKeyDictionary's `len` and `in` are Python calls (0.2-0.3 us each). It
+# may still hold a dead key awaiting removal; the test is then only a cue to look closer.
+SHARDED_ENTRIES: dict = SHARDED.data
 # Where arrays made from host values go: None = JAX's default device (uncommitted, so they mix with
 # sharded arrays); `jaxdev.set_mesh` sets the mesh's replicated sharding.
 HOST_PLACEMENT = None
@@ -672,6 +676,16 @@ def view_value(recipe, stored: jax.Array, offset) -> jax.Array:
 
 
 @functools.lru_cache(maxsize=4096)
+def offset_arg(offset: int) -> jax.Array:
+    """A view's storage offset as the argument of its read or write program. A Python int passed to a
+    jitted program is converted and copied to the device on every call (1.2-1.7 us of a 4-6 us read,
+    measured); a device scalar made once per offset is passed as it is. Uncommitted, it follows the
+    program's other arguments to their device; made outside any trace, so the cache never holds a tracer."""
+    with jax.ensure_compile_time_eval():
+        return jnp.asarray(offset, jnp.int64)
+
+
+@functools.lru_cache(maxsize=4096)
 def _gather(shape, strides, target, mode, out_sharding=None):
     recipe = (shape, strides, target, mode)
     return jax.jit(lambda stored, offset: view_value(recipe, stored, offset), out_shardings=out_sharding)
@@ -756,25 +770,28 @@ def _read_stored(t: torch.Tensor, box: Box) -> jax.Array:
         a = box.array
         if a.shape != t.shape:
             a = _reshape(tuple(t.shape))(a)
-            if box not in SHARDED:  # a sharded box keeps the shape its sharding is for
+            if not (SHARDED_ENTRIES and box in SHARDED):  # a sharded box keeps the shape its sharding is for
                 box.array = a
         return a
     shape, strides, offset = tuple(t.shape), t.stride(), t.storage_offset()
     recipe = _view_recipe(shape, strides, t.dtype, box.numel, box.dtype, offset)
     # A view of a sharded storage arrives sharded along the storage dims it steps (jaxdev/mesh.py).
-    sharding = VIEW_SHARDING(box, shape, strides) if SHARDED and box in SHARDED else None
-    return _gather(*recipe, sharding)(box.array, offset)
+    sharding = VIEW_SHARDING(box, shape, strides) if SHARDED_ENTRIES and box in SHARDED else None
+    return _gather(*recipe, sharding)(box.array, offset_arg(offset))
 
 
 def view_reader(t: torch.Tensor):
-    """For the native clone (registry.register_clone): the jitted program `(stored, offset) -> values`
-    that reads view `t` from its box's array as stored (every view of this geometry shares it), or None
-    where `_read_stored` must decide (a sharded storage, an empty or overflowing view)."""
+    """For the native clone (registry.register_clone): `(program, offset)`, the jitted program
+    `(stored, offset) -> values` that reads view `t` from its box's array as stored (every view of this
+    geometry shares it) and t's offset as its argument (`offset_arg`); or None where `_read_stored` must
+    decide (a sharded storage, an empty or overflowing view)."""
     box = BOXES.get(t.untyped_storage().data_ptr())
-    if box is None or type(box) is not Box or box.logical is not None or t.numel() == 0 or box in SHARDED:
+    if box is None or type(box) is not Box or box.logical is not None or t.numel() == 0:
         return None
-    recipe = _view_recipe(tuple(t.shape), t.stride(), t.dtype, box.numel, box.dtype, t.storage_offset())
-    return _gather(*recipe)
+    if SHARDED_ENTRIES and box in SHARDED:
+        return None
+    offset = t.storage_offset()
+    return _gather(*_view_recipe(tuple(t.shape), t.stride(), t.dtype, box.numel, box.dtype, offset)), offset_arg(offset)
 
 
 @functools.lru_cache(maxsize=8192)
@@ -791,7 +808,7 @@ def read_parts(t: torch.Tensor) -> tuple:
     """For a kernel that reads jax tensor `t` inside its own jitted program: (array, offset, recipe).
 
     recipe None: `array` is t's value. Otherwise t is a strided view (a transpose, a slice, an
-    expand...) of the storage held as `array`, starting at `offset`, and `view_value(recipe, array,
+    expand...) of the storage held as `array`, starting at `offset` (a device scalar, `offset_arg`), and `view_value(recipe, array,
     offset)` inside the kernel's program gives its value, so the view's transpose or slice fuses into
     the kernel (a Linear's `w.t()` into its product) instead of running as a program of its own and
     materialising a copy."""
@@ -814,10 +831,11 @@ def read_parts(t: torch.Tensor) -> tuple:
         and not (t.is_conj() or t.is_neg())
     ):
         return array, None, None  # the hot path, as in `read`
-    if t.is_contiguous() or t.is_conj() or t.is_neg() or not t.numel() or (SHARDED and box in SHARDED):
+    if t.is_contiguous() or t.is_conj() or t.is_neg() or not t.numel() or (SHARDED_ENTRIES and box in SHARDED):
         return read(t), None, None
     offset = t.storage_offset()
-    return array, offset, _view_recipe(tuple(t.shape), t.stride(), t.dtype, box.numel, box.dtype, offset)
+    recipe = _view_recipe(tuple(t.shape), t.stride(), t.dtype, box.numel, box.dtype, offset)
+    return array, offset_arg(offset), recipe
 
 
 def is_non_overlapping_and_dense(t: torch.Tensor) -> bool:
@@ -878,14 +896,15 @@ def write(t: torch.Tensor, value: jax.Array) -> None:
     box.writes += 1
     if t.dtype == box.dtype and t.storage_offset() == 0 and t.numel() == box.numel and t.is_contiguous():
         box.array = value
-        if SHARDED:  # a storage placed over a mesh stays so (jaxdev/mesh.py)
+        if SHARDED_ENTRIES:  # a storage placed over a mesh stays so (jaxdev/mesh.py)
             keep_sharding(box)
         return
     if t.numel() == 0:
         return
     _check_no_internal_overlap(t)
     strides, offset = t.stride(), t.storage_offset()
-    if t.dtype == box.dtype and offset == 0 and t.numel() == box.numel and box not in SHARDED:
+    sharded = bool(SHARDED_ENTRIES) and box in SHARDED
+    if t.dtype == box.dtype and offset == 0 and t.numel() == box.numel and not sharded:
         perm = dense_permutation(shape, strides)
         if perm is not None:  # the whole storage, permuted (channels_last): keep the value as computed
             box.array = None
@@ -894,8 +913,8 @@ def write(t: torch.Tensor, value: jax.Array) -> None:
     numel = box.numel * box.dtype.itemsize // t.dtype.itemsize
     mode = _mode(_plan(shape, strides), offset, numel, t.numel(), writing=True)
     donate = _sole_holder(box)
-    box.array = _scatter(shape, strides, jdt, mode, donate)(box.array, value, offset)
-    if SHARDED:
+    box.array = _scatter(shape, strides, jdt, mode, donate)(box.array, value, offset_arg(offset))
+    if sharded:
         keep_sharding(box)
 
 
@@ -949,7 +968,7 @@ def _sole_holder(box: Box) -> bool:
         and _references(box) == _ONLY_THE_BOX
         and not is_exported(box._array)
         and not tracing.is_traced(box._array)
-        and box not in SHARDED
+        and not (SHARDED_ENTRIES and box in SHARDED)
     )
 
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import collections
 
+import jax
+import jax.numpy as jnp
 import pytest
 import torch
 from jaxdev_testing import JAX, on_both
@@ -707,3 +709,14 @@ def test_slices_of_a_matrix_read_and_write_like_cpu(index):
     x[index] = src.to(JAX)
     x_cpu[index] = src
     assert torch.equal(x.cpu(), x_cpu)
+
+
+def test_the_offset_argument_is_made_concrete_even_inside_a_trace():
+    # tensor.offset_arg caches one device scalar per offset; the first request may come while a program
+    # is being traced (a compiled region reading a view), and a cached tracer would leak into eager code.
+    tensor.offset_arg.cache_clear()
+    seen = []
+    jax.jit(lambda a: seen.append(tensor.offset_arg(12345)) or a)(jnp.zeros(2))
+    assert not isinstance(seen[0], jax.core.Tracer)
+    assert int(seen[0]) == 12345 and seen[0].dtype == jnp.int64
+    assert tensor.offset_arg(12345) is seen[0]

@@ -149,7 +149,7 @@ class _Inputs:
                 box = self.boxes[g]
                 box.array = v
                 box.writes += 1
-                if tensor.SHARDED:  # a sharded storage keeps its sharding (jaxdev/mesh.py)
+                if tensor.SHARDED_ENTRIES:  # a sharded storage keeps its sharding (jaxdev/mesh.py)
                     tensor.keep_sharding(box)
         if on_cpu:
             host = jax.device_get([v for _, v in on_cpu])

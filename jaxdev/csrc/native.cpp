@@ -691,17 +691,18 @@ PyObject* register_fast_kernel(PyObject*, PyObject* const* args, Py_ssize_t narg
 // a result that is contiguous (`.contiguous()` of anything; clone of a tensor with default strides):
 // * a plain tensor (its whole storage): the result holds the very same array (arrays are immutable);
 // * a view of a plain box: reader(tensor) (asked once per view geometry, kept in a dict keyed by
-//   sizes, strides, offset, dtype and the box's numel and dtype) is the jitted program reading it from
-//   the box's array as stored, called with (array, offset); None: that geometry is never fast.
+//   sizes, strides, offset, dtype and the box's numel and dtype) is (program, offset): the jitted
+//   program reading it from the box's array as stored, called with (array, offset), and the offset as
+//   a device scalar (tensor.offset_arg); None: that geometry is never fast.
 // Anything else (conj/neg bits, empty, other memory formats, a box holding a logical value, a storage
 // slice's box, any storage placed over a mesh while `sharded` is non-empty) and any exception take
 // `slow` (jaxdev_slow::clone), the Python kernel.
 
 struct CloneOp {
   c10::OperatorHandle slow;
-  PyObject* reader;   // tensor -> jitted read program (stored, offset) or None
-  PyObject* sharded;  // tensor.SHARDED: any entry sends every view to the slow path
-  PyObject* readers;  // geometry tuple -> program or None
+  PyObject* reader;   // tensor -> (jitted read program (stored, offset), offset argument) or None
+  PyObject* sharded;  // tensor.SHARDED_ENTRIES (a dict): any entry sends every view to the slow path
+  PyObject* readers;  // geometry tuple -> (program, offset argument) or None
 };
 CloneOp* g_clone = nullptr;
 
@@ -739,7 +740,8 @@ PyObject* geometry_key(const c10::TensorImpl* impl, PyObject* box) {
   return key;
 }
 
-// The read program for `self`, a view of `box` (new references; nullptr: the slow path).
+// (read program, offset argument) for `self`, a view of `box`, or None (a new reference; nullptr:
+// the slow path).
 PyObject* view_program(const at::Tensor& self, PyObject* box) {
   PyObject* key = geometry_key(self.unsafeGetTensorImpl(), box);
   if (!key) return nullptr;
@@ -765,7 +767,7 @@ PyObject* clone_value(const at::Tensor& self) {
   if (!array) return nullptr;
   if (array != Py_None) return array;  // a plain tensor: its clone holds the same immutable array
   Py_DECREF(array);
-  if (PyObject_IsTrue(g_clone->sharded) != 0) return nullptr;
+  if (PyDict_GET_SIZE(g_clone->sharded) != 0) return nullptr;
   const c10::TensorImpl* impl = self.unsafeGetTensorImpl();
   PyObject* box = physical_box(impl);  // held across the Python calls below
   if (!box || box == Py_None) {
@@ -773,18 +775,16 @@ PyObject* clone_value(const at::Tensor& self) {
     return nullptr;
   }
   PyObject* value = nullptr;
-  PyObject* program = view_program(self, box);
-  if (program && program != Py_None) {
+  PyObject* reader = view_program(self, box);
+  if (reader && PyTuple_Check(reader) && PyTuple_GET_SIZE(reader) == 2) {
     PyObject* stored = PyObject_GetAttr(box, s_array);
-    PyObject* offset = stored ? PyLong_FromLongLong(impl->storage_offset()) : nullptr;
-    if (offset) {
-      PyObject* call_args[2] = {stored, offset};
-      value = PyObject_Vectorcall(program, call_args, 2, nullptr);
+    if (stored) {
+      PyObject* call_args[2] = {stored, PyTuple_GET_ITEM(reader, 1)};
+      value = PyObject_Vectorcall(PyTuple_GET_ITEM(reader, 0), call_args, 2, nullptr);
+      Py_DECREF(stored);
     }
-    Py_XDECREF(stored);
-    Py_XDECREF(offset);
   }
-  Py_XDECREF(program);
+  Py_XDECREF(reader);
   Py_DECREF(box);
   return value;
 }
@@ -809,8 +809,8 @@ void clone_kernel(const c10::OperatorHandle& handle, c10::DispatchKeySet, torch:
 }
 
 PyObject* register_clone_kernel(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  if (nargs != 3 || !PyUnicode_Check(args[0]) || !PyCallable_Check(args[1])) {
-    PyErr_SetString(PyExc_TypeError, "register_clone_kernel(slow: str, reader, sharded)");
+  if (nargs != 3 || !PyUnicode_Check(args[0]) || !PyCallable_Check(args[1]) || !PyDict_Check(args[2])) {
+    PyErr_SetString(PyExc_TypeError, "register_clone_kernel(slow: str, reader, sharded: dict)");
     return nullptr;
   }
   if (!check_ready() || !g_next_address) {
