@@ -7,6 +7,8 @@ jaxdev against `jax.jit` and against torch's own accelerator (CUDA) when there i
 * Writes in place (benchmarks/inplace.py's cases: a 32 MiB KV cache's position, `x[:, 1:] = r`,
   `x.add_(y)`, `x.lerp_`): jaxdev, whose writes donate the storage's buffer, against `jax.jit` with
   the input donated: microseconds and ratios.
+* An AdamW step over 100 tensors (benchmarks/optimizer_step.py): jaxdev's foreach ops (one program
+  per call) and per-tensor ops, against the whole update in one `jax.jit` and torch CUDA's foreach.
 * The Transformer LM of benchmarks/compile_step.py: one training step (forward, backward, AdamW) in
   float32 and under bfloat16 autocast, eager and through `torch.compile(backend="jax")`, against torch
   CUDA eager: ms per step and ratios.
@@ -32,9 +34,10 @@ os.environ.setdefault("JAXDEV_FALLBACK", "warn")
 import inplace
 import jax
 import jax.numpy as jnp
+import optimizer_step
 import torch
 from compile_step import torch_lm
-from timing import median_seconds
+from timing import ALLOCATOR, median_seconds
 
 import jaxdev
 
@@ -139,6 +142,22 @@ def writes(repeat: int) -> None:
         print(f"{name:<30} {t_dev * 1e6:>9.1f} {t_ref * 1e6:>9.1f} {t_dev / t_ref:>6.2f}", flush=True)
 
 
+def optimizer(steps: int) -> None:
+    print(f"\nAdamW step over {len(optimizer_step.SHAPES)} tensors (ms; ratio = jaxdev foreach / other)")
+    rows = {
+        "jaxdev, foreach": lambda: median_seconds(*optimizer_step.torch_step("jax", True), steps),
+        "jaxdev, per tensor": lambda: median_seconds(*optimizer_step.torch_step("jax", False), steps),
+        "JAX, 1 program": lambda: median_seconds(optimizer_step.jax_step(1), jax.block_until_ready, steps),
+    }
+    if ON_CUDA:
+        rows["torch CUDA, foreach"] = lambda: median_seconds(*optimizer_step.torch_step("cuda", True), steps)
+    base = None
+    for name, measure in rows.items():
+        ms = measure() * 1e3
+        base = base or ms
+        print(f"{name:<22} {ms:>9.2f} {base / ms:>6.2f}", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     accelerated = jax.default_backend() != "cpu"
@@ -150,11 +169,13 @@ def main() -> None:
     print(
         f"jax {jax.__version__} on {jax.devices()[0].device_kind} ({jax.default_backend()}); torch {torch.__version__}"
     )
+    print(ALLOCATOR)
     print(f"torch CUDA: {torch.cuda.get_device_name() if ON_CUDA else 'not available'}")
     native = jaxdev.native.module is not None
     print(f"jaxdev native fast paths: {'in use' if native else jaxdev.native.unavailable}", flush=True)
     products(args.size, args.repeat)
     writes(10 * args.repeat)
+    optimizer(args.steps)
     if not args.skip_lm:
         lm(args.steps)
     print(f"\nCPU fallbacks: {sum(jaxdev.fallback_counts().values())}", file=sys.stdout)

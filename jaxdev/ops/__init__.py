@@ -46,3 +46,7 @@ from jaxdev.ops import (  # noqa: F401
     upsample,
     views,
 )
+
+# isort: split
+# Composes the families' per-tensor bodies (FAST_BODIES, binary's and ternary's): registered after them.
+from jaxdev.ops import foreach  # noqa: F401

@@ -7,6 +7,7 @@ table per concern:
               decorates): the source every derived kernel below is made from
   DERIVED     in-place / out= overloads derived from a functional kernel -> that functional overload
   BACKWARD    `*_backward` overloads derived as the VJP of a functional kernel -> that forward overload
+and FAST_BODIES, keyed by the OpOverload: an elementwise op's per-dtype jitted bodies (`fast=`).
 
 Registration refuses a CompositeImplicitAutograd op: a PrivateUse1 kernel takes the op's
 decomposition away from AutogradPrivateUse1, and its gradients are then silently lost (the origin
@@ -30,6 +31,10 @@ from jaxdev.tensor import is_jax
 aten = torch.ops.aten
 
 KERNELS: dict[str, Callable] = {}
+# op -> its `fast` bodies (see register_functional): dtype -> (the jitted body its kernel applies to plain
+# tensors of that dtype, the result dtype), or None. Kernels that compose per-tensor ops into one program
+# of their own (jaxdev/ops/foreach.py) run these very bodies.
+FAST_BODIES: dict[OpOverload, Callable] = {}
 FUNCTIONAL: dict[str, Callable] = {}
 DERIVED: dict[str, str] = {}
 BACKWARD: dict[str, str] = {}
@@ -132,8 +137,11 @@ def _fast_kernel(op: OpOverload, bodies: Callable) -> Callable[[str], None]:
 def register_clone(op: OpOverload, fn: Callable, reader: Callable) -> None:
     """aten::clone: `fn` as the slow path of a native kernel (jaxdev/csrc/native.cpp,
     register_clone_kernel) that makes a contiguous clone without a Python frame: the same array for a
-    tensor that is its whole storage, `reader(view)(stored, offset)` for a view."""
-    _register(op, fn, native_kernel=lambda slow: native.module.register_clone_kernel(slow, reader, tensor.SHARDED))
+    tensor that is its whole storage, `program(stored, offset)` for a view, where `reader(view)` gives
+    (program, offset) (tensor.view_reader)."""
+    _register(
+        op, fn, native_kernel=lambda slow: native.module.register_clone_kernel(slow, reader, tensor.SHARDED_ENTRIES)
+    )
 
 
 def _register(
@@ -157,6 +165,8 @@ def _register(
         raise RegistrationError(f"{name} already has a jax kernel ({KERNELS[name].__qualname__})")
     if name in RELAID:
         fn = _relaid_kernel(op, fn)
+    if fast is not None:
+        FAST_BODIES[op] = fast
     if on_cpu:
         native.module.register_cpu_kernels([name.removeprefix("aten::")])
     elif (fast is not None or native_kernel is not None) and native.module is not None:

@@ -147,6 +147,13 @@ def zeros(shape: tuple[int, ...], jdt) -> jax.Array:
     return _zeros(tuple(shape), jnp.dtype(jdt))()
 
 
+def applied_body(fn, compute: torch.dtype, result: torch.dtype, nargs: int):
+    """The jitted body `apply(fn, compute, result, tensors, extra)` runs for `nargs` tensors, for a kernel
+    that composes it into a program of its own (jaxdev/ops/foreach.py): the same object, so the same
+    computation."""
+    return _cast_body(fn, compute, result, nargs)
+
+
 @jitted
 def _cast_body(fn, compute: torch.dtype, result: torch.dtype, nargs: int):
     compute, result = opmath(dtypes.to_jax_dtype(compute)), dtypes.to_jax_dtype(result)

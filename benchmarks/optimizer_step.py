@@ -1,0 +1,134 @@
+"""One AdamW step over a Transformer-like parameter list (100 tensors: 50 of 256x256, 50 of 256):
+jaxdev against torch on CPU and against the same update written in JAX, in one run.
+
+torch.optim steps with foreach ops on every device but CPU (`_foreach_lerp_`, `_foreach_addcdiv_`,
+...); jaxdev runs each call as one program over all the tensors (jaxdev/ops/foreach.py). The rows:
+
+* jaxdev, foreach: torch.optim's default on the jax device;
+* jaxdev, per tensor: `foreach=False`, one op per tensor (what every step cost before foreach);
+* torch CPU: its default there (`foreach=False`);
+* JAX, 7 programs: the same seven foreach calls, each one jitted program over the lists (jaxdev's
+  structure with no dispatch around it);
+* JAX, 1 program: the whole update jitted into one program with its state donated (optax-style),
+  the floor for an eager optimizer.
+
+Prints the median step time of each and the ratios to jaxdev's foreach step.
+
+    python benchmarks/optimizer_step.py [--steps 30]
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+
+import jax
+import jax.numpy as jnp
+import torch
+from timing import ALLOCATOR, median_seconds
+
+import jaxdev
+from jaxdev import tensor
+
+SHAPES = [(256, 256)] * 50 + [(256,)] * 50
+LR, BETAS, EPS, WD = 1e-3, (0.9, 0.999), 1e-8, 1e-2
+
+
+def torch_step(device: str, foreach: bool):
+    torch.manual_seed(0)
+    params = [torch.nn.Parameter(torch.randn(s).to(device)) for s in SHAPES]
+    for p in params:
+        p.grad = torch.randn(p.shape).to(device)
+    opt = torch.optim.AdamW(params, lr=LR, betas=BETAS, eps=EPS, weight_decay=WD, foreach=foreach)
+    if device == "jax":
+        wait = lambda _: jax.block_until_ready(tensor.read(params[-1]))
+    elif device == "cuda":
+        wait = lambda _: torch.cuda.synchronize()
+    else:
+        wait = lambda _: None
+    return opt.step, wait
+
+
+def _moments(ps, ms, vs, gs):
+    ps = [p * (1 - LR * WD) for p in ps]
+    ms = [m + (1 - BETAS[0]) * (g - m) for m, g in zip(ms, gs)]
+    vs = [v * BETAS[1] + (1 - BETAS[1]) * g * g for v, g in zip(vs, gs)]
+    return ps, ms, vs
+
+
+def _apply(ps, ms, vs, step):
+    bc1, bc2 = 1 - BETAS[0] ** step, 1 - BETAS[1] ** step
+    return [p - (LR / bc1) * m / (jnp.sqrt(v) / jnp.sqrt(bc2) + EPS) for p, m, v in zip(ps, ms, vs)]
+
+
+def jax_step(programs: int):
+    key = jax.random.PRNGKey(0)
+    ps = [jax.random.normal(jax.random.fold_in(key, i), s) for i, s in enumerate(SHAPES)]
+    gs = [jax.random.normal(jax.random.fold_in(key, 1000 + i), s) for i, s in enumerate(SHAPES)]
+    state = {"p": ps, "m": [jnp.zeros(s) for s in SHAPES], "v": [jnp.zeros(s) for s in SHAPES], "t": 0}
+    donate = functools.partial(jax.jit, donate_argnums=(0, 1, 2))
+    if programs == 1:
+
+        @donate
+        def update(ps, ms, vs, gs, step):
+            ps, ms, vs = _moments(ps, ms, vs, gs)
+            return _apply(ps, ms, vs, step), ms, vs
+
+        def step():
+            state["t"] += 1
+            state["p"], state["m"], state["v"] = update(state["p"], state["m"], state["v"], gs, state["t"])
+            return state["p"]
+
+        return step
+    # AdamW's seven foreach calls (torch/optim/adam.py, capturable=False), each one jitted program.
+    lists = functools.partial(jax.jit, donate_argnums=(0,))
+    decay = lists(lambda ps: [p * (1 - LR * WD) for p in ps])
+    lerp = lists(lambda ms, gs: [m + (1 - BETAS[0]) * (g - m) for m, g in zip(ms, gs)])
+    mul = lists(lambda vs: [v * BETAS[1] for v in vs])
+    addcmul = lists(lambda vs, gs: [v + (1 - BETAS[1]) * g * g for v, g in zip(vs, gs)])
+    sqrt = jax.jit(lambda vs: [jnp.sqrt(v) for v in vs])
+    div = lists(lambda ds, cs: [d / c for d, c in zip(ds, cs)])
+    add = lists(lambda ds: [d + EPS for d in ds])
+    addcdiv = lists(lambda ps, ms, ds, ss: [p + s * m / d for p, m, d, s in zip(ps, ms, ds, ss)])
+
+    def step():
+        state["t"] += 1
+        t = state["t"]
+        n = len(SHAPES)
+        state["p"] = decay(state["p"])
+        state["m"] = lerp(state["m"], gs)
+        state["v"] = addcmul(mul(state["v"]), gs)
+        denom = add(div(sqrt(state["v"]), jnp.full(n, (1 - BETAS[1] ** t) ** 0.5)))
+        state["p"] = addcdiv(state["p"], state["m"], denom, jnp.full(n, -LR / (1 - BETAS[0] ** t)))
+        return state["p"]
+
+    return step
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=30)
+    args = parser.parse_args()
+    total = sum(torch.Size(s).numel() for s in SHAPES)
+    print(
+        f"AdamW over {len(SHAPES)} tensors ({total / 1e6:.1f}M floats); jax {jax.__version__} on {jax.devices()[0].platform}"
+    )
+    print(ALLOCATOR)
+    jaxdev.reset_fallback_counts()
+    wait_jax = lambda ps: jax.block_until_ready(ps[-1])
+    results = {
+        "jaxdev, foreach": median_seconds(*torch_step("jax", True), args.steps),
+        "jaxdev, per tensor": median_seconds(*torch_step("jax", False), args.steps),
+        "torch CPU": median_seconds(*torch_step("cpu", False), args.steps),
+        "JAX, 7 programs": median_seconds(jax_step(7), wait_jax, args.steps),
+        "JAX, 1 program": median_seconds(jax_step(1), wait_jax, args.steps),
+    }
+    base = results["jaxdev, foreach"]
+    print(f"{'variant':<22} {'ms/step':>8} {'jaxdev foreach / this':>22}")
+    for name, seconds in results.items():
+        print(f"{name:<22} {seconds * 1e3:>8.2f} {base / seconds:>22.2f}")
+    print(f"CPU fallbacks during the jaxdev steps: {sum(jaxdev.fallback_counts().values())}")
+
+
+if __name__ == "__main__":
+    main()

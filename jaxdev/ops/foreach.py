@@ -1,0 +1,298 @@
+"""Foreach ops as one XLA program per call: the multi-tensor steps of torch.optim.
+
+On every device but CPU, torch.optim steps with foreach ops: Adam calls
+`torch._foreach_lerp_(exp_avgs, grads, 1 - beta1)`, `_foreach_addcdiv_(params, exp_avgs, denom,
+step_sizes)` and five more, each over all of a model's parameters. PyTorch's kernel for a backend
+that has none of its own (CompositeExplicitAutograd's slow path) loops over the lists and dispatches
+one op per tensor: a step of a model with 100 parameters made about 1,000 jaxdev dispatches. Here one
+call is one jitted program over every index:
+
+* index i computes exactly what the per-tensor kernel computes for it: the very same jitted body
+  (`toolkit.applied_body` of the function the kernel applies, or the op's fast bodies), so the results
+  are bit-identical to the loop (tests/test_foreach.py);
+* the Python numbers (a scalar, alpha, a scalar list: Adam's step sizes change every step) are one
+  float64 argument of the program, not constants baked into it: one compile per list structure. Each is
+  rounded to the index's compute dtype, as a number passed to the per-tensor body is;
+* an in-place op writes each result into its tensor's storage, and gives the old buffers to the program
+  (XLA donation) when nothing else holds any of them (tensor._sole_holder).
+
+Only where the loop would compute that: every tensor a jax tensor that is its whole storage, all
+tensors of one index of the same floating dtype and shape, a single tensor argument (`_foreach_mul_(grads,
+clip_coef)`) 0-dimensional and of every index's dtype, the numbers real (int of at most 2**53, or
+float), the lists of equal length, and an in-place op's tensors on storages of their own (no argument
+on another's storage). Anything else, a storage placed over a mesh, or a traced call (torch.compile)
+takes PyTorch's own loop, redispatched to its CPU-key kernel (device-agnostic: it only calls the
+per-tensor ops), with its checks and its errors.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import numpy as np
+import torch
+
+from jaxdev import dtypes, tensor
+from jaxdev.ops import binary, ternary, toolkit
+from jaxdev.ops.registry import FAST_BODIES, aten, register
+
+_CPU = torch._C.DispatchKeySet(torch._C.DispatchKey.CPU)
+_FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+_EXACT_INT = 2**53  # an int beyond this is not exactly a float64: its rounding would differ
+
+
+# --- what index i computes ---------------------------------------------------------------------------
+# body(dtype) -> the jitted body the per-tensor kernel applies for operands of that floating dtype, and
+# how many leading operands it casts to the compute dtype (the rest, alpha or value, it takes as given).
+
+
+def _binary(op, with_alpha=None):
+    def body(dtype, alpha_is_one):
+        if not alpha_is_one:  # add/sub's kernel: a + b * alpha (binary.add)
+            return toolkit.applied_body(with_alpha, dtype, dtype, 2)
+        made = FAST_BODIES[op](dtype)
+        return None if made is None else made[0]
+
+    return body
+
+
+def _ternary(fn, casts: int):
+    return lambda dtype, alpha_is_one: toolkit.applied_body(fn, dtype, dtype, casts)
+
+
+def _unary(op):
+    def body(dtype, alpha_is_one):
+        made = FAST_BODIES[op](dtype)
+        return None if made is None or made[1] != dtype else made[0]
+
+    return body
+
+
+_BINARY = {
+    "add": _binary(aten.add.Tensor, binary._add_alpha),
+    "sub": _binary(aten.sub.Tensor, binary._sub_alpha),
+    "mul": _binary(aten.mul.Tensor),
+    "div": _binary(aten.div.Tensor),
+    "maximum": _binary(aten.maximum.default),
+    "minimum": _binary(aten.minimum.default),
+}
+_TERNARY = {
+    "lerp": _ternary(ternary._lerp, 3),  # lerp(self, end, weight): the weight is cast too
+    "addcmul": _ternary(ternary._addcmul, 3),  # (self, tensor1, tensor2, value): value as given
+    "addcdiv": _ternary(ternary._addcdiv, 3),
+}
+_UNARY_NAMES = [
+    "abs", "acos", "asin", "atan", "ceil", "cos", "cosh", "erf", "erfc", "exp", "expm1", "floor", "frac",
+    "lgamma", "log", "log10", "log1p", "log2", "neg", "reciprocal", "round", "rsqrt", "sigmoid", "sign",
+    "sin", "sinh", "sqrt", "tan", "tanh", "trunc",
+]  # fmt: skip
+
+
+# --- one call ------------------------------------------------------------------------------------------
+# A call's operands after self are slots: "L" a tensor list, "T" one tensor for every index, "N" one
+# number for every index, "NL" a number list. Their kinds and the body's name key the program.
+
+
+def _run(name: str, body, inplace: bool, selfs, slots: list, alpha=1):
+    """The call done as one program, or None where PyTorch's loop must run it."""
+    n = len(selfs) if isinstance(selfs, (list, tuple)) else 0
+    if not n or tensor.SHARDED_ENTRIES or tensor._tracing:  # traced (torch.compile): the loop's kernels trace
+        return None
+    alpha_is_one = alpha == 1 and type(alpha) in (int, float)
+    if not (alpha_is_one or _real_number(alpha)):
+        return None
+    arrays = [_array_of(t) for t in selfs]
+    if any(a is None for a in arrays):
+        return None
+    kinds, numbers, other, shared = [], [], [], []
+    for kind, value in slots:
+        if kind == "L":
+            column = _column(value, arrays)
+            if column is None:
+                return None
+            other.append(column)
+        elif kind == "T":
+            one = _array_of(value)
+            if one is None or one.ndim != 0 or any(a.dtype != one.dtype for a in arrays):
+                return None
+            shared.append(one)
+        elif kind == "N":
+            if not _real_number(value):
+                return None
+            numbers.append(value)
+        else:  # "NL"
+            if not isinstance(value, (list, tuple)) or len(value) != n or not all(map(_real_number, value)):
+                return None
+            numbers.extend(value)
+        kinds.append(kind)
+    if not alpha_is_one:
+        numbers.append(alpha)
+        kinds.append("alpha")
+    computes = tuple(_COMPUTE.get(a.dtype) for a in arrays)
+    if any(c is None for c in computes) or any(
+        body(dtypes.to_torch_dtype(d), alpha_is_one) is None for d in {a.dtype for a in arrays}
+    ):
+        return None  # not a floating dtype, or no per-tensor body for it: the loop computes it
+    donate, boxes = False, None
+    if inplace:
+        # A tensor on another's storage (the same array object: this is each storage's whole array) would
+        # show the loop's order; two storages sharing one immutable array (a clone) are sent there too.
+        mine = {id(a) for a in arrays}
+        if (
+            len(mine) != n
+            or any(id(b) in mine for column in other for b in column)
+            or any(id(b) in mine for b in shared)
+        ):
+            return None
+        boxes = [tensor.BOXES[t.untyped_storage().data_ptr()] for t in selfs]
+        arrays.clear()  # _sole_holder counts references: the boxes' own alone
+        donate = all(map(tensor._sole_holder, boxes))
+        arrays = [b.array for b in boxes]
+    program = _program(name, body, tuple(kinds), computes, donate)
+    try:
+        results = program(arrays, other, shared, np.asarray(numbers, np.float64))
+    except Exception:
+        if donate and any(a.is_deleted() for a in arrays):  # it failed running, after the buffers went
+            raise
+        return None  # refused while tracing, before anything ran: the loop raises the kernel's own error
+    if not inplace:
+        return [tensor.wrap(r) for r in results]
+    for box, r in zip(boxes, results):
+        box.writes += 1
+        box.array = r
+    return selfs
+
+
+def _column(tensors, arrays: list):
+    """The arrays of a tensor list argument, each of its index's shape and dtype; else None. (A function
+    of its own, so no loop variable of _run keeps a reference to a self array: see _sole_holder.)"""
+    if not isinstance(tensors, (list, tuple)) or len(tensors) != len(arrays):
+        return None
+    column = [_array_of(t) for t in tensors]
+    for b, a in zip(column, arrays):
+        if b is None or b.shape != a.shape or b.dtype != a.dtype:
+            return None
+    return column
+
+
+def _real_number(v) -> bool:
+    return type(v) is float or (type(v) is int and -_EXACT_INT <= v <= _EXACT_INT)
+
+
+def _array_of(t):
+    """t's array when t is a jax tensor that is its whole storage (row-major, in its box's dtype and
+    shape, no conj/neg bit); else None."""
+    if not isinstance(t, torch.Tensor):
+        return None
+    if tensor.plain_value is not None:  # the native check
+        return tensor.plain_value(t)
+    box = tensor.BOXES.get(t.untyped_storage().data_ptr()) if tensor.is_jax(t) else None
+    return box.array if box is not None and type(box) is tensor.Box and tensor.spans(t, box) else None
+
+
+# A floating dtype -> the dtype a number is rounded to before index i's body sees it: the per-tensor
+# kernel passes a Python number as a weakly typed scalar, which meets the compute (opmath) dtype's
+# operands first. Other dtypes are not computed here.
+_COMPUTE = {dtypes.to_jax_dtype(d): toolkit.opmath(dtypes.to_jax_dtype(d)) for d in _FLOATS}
+
+
+@functools.lru_cache(maxsize=1024)
+def _program(name: str, body, kinds: tuple, computes: tuple, donate: bool):
+    def run(selfs, lists, shared, numbers):
+        out = []
+        for i, s in enumerate(selfs):
+            fn = body(dtypes.to_torch_dtype(s.dtype), "alpha" not in kinds)
+            lst, one, k = iter(lists), iter(shared), 0
+            args, tail = [s], []
+            for kind in kinds:
+                if kind == "L":
+                    args.append(next(lst)[i])
+                elif kind == "T":
+                    args.append(next(one))
+                elif kind == "N":
+                    args.append(numbers[k].astype(computes[i]))
+                    k += 1
+                elif kind == "NL":
+                    args.append(numbers[k + i].astype(computes[i]))
+                    k += len(selfs)
+                else:  # alpha, after the cast operands
+                    tail.append(numbers[k].astype(computes[i]))
+            out.append(fn(*args, *tail))
+        return out
+
+    return jax.jit(run, donate_argnums=(0,) if donate else ())
+
+
+def _zeros(selfs):
+    """_foreach_zero_: each tensor's storage holds zeros (zero_'s result), or None for the loop."""
+    if not isinstance(selfs, (list, tuple)) or not selfs or tensor.SHARDED_ENTRIES or tensor._tracing:
+        return None
+    arrays = [_array_of(t) for t in selfs]
+    if (
+        any(a is None for a in arrays)
+        or any(a.dtype not in _COMPUTE for a in arrays)
+        or len({id(a) for a in arrays}) != len(arrays)
+    ):
+        return None
+    for t, a in zip(selfs, arrays):
+        box = tensor.BOXES[t.untyped_storage().data_ptr()]
+        box.writes += 1
+        box.array = toolkit.zeros(a.shape, a.dtype)
+    return selfs
+
+
+# --- registration ------------------------------------------------------------------------------------
+
+
+def _kernel(op, name: str, body, inplace: bool, kinds: tuple, has_alpha: bool):
+    """The PrivateUse1 kernel of foreach overload `op`: one program, or PyTorch's loop."""
+    slow = op._handle
+
+    def kernel(self, *args, **kwargs):
+        alpha = kwargs.get("alpha", 1) if has_alpha else 1
+        if len(args) == len(kinds) and set(kwargs) <= {"alpha"}:
+            done = _run(name, body, inplace, self, list(zip(kinds, args)), alpha)
+            if done is not None:
+                return None if inplace else done
+        return slow.redispatch_boxed(_CPU, self, *args, **kwargs)
+
+    kernel.__qualname__ = f"foreach_kernel[{op.name()}]"
+    return kernel
+
+
+def _register_family(name: str, body, overloads: dict, alpha_overloads=()):
+    for variant, inplace in ((f"_foreach_{name}_", True), (f"_foreach_{name}", False)):
+        packet = getattr(aten, variant, None)
+        for overload, kinds in overloads.items():
+            if packet is None or overload not in packet.overloads():  # torch versions differ (no sub.Tensor)
+                continue
+            op = getattr(packet, overload)
+            register(op)(_kernel(op, name, body, inplace, kinds, overload in alpha_overloads))
+
+
+for _name in ("add", "sub"):
+    _register_family(
+        _name,
+        _BINARY[_name],
+        {"List": ("L",), "Scalar": ("N",), "ScalarList": ("NL",), "Tensor": ("T",)},
+        alpha_overloads=("List", "Tensor"),
+    )
+for _name in ("mul", "div"):
+    _register_family(_name, _BINARY[_name], {"List": ("L",), "Scalar": ("N",), "ScalarList": ("NL",), "Tensor": ("T",)})
+for _name in ("maximum", "minimum"):
+    _register_family(_name, _BINARY[_name], {"List": ("L",)})
+_register_family("lerp", _TERNARY["lerp"], {"List": ("L", "L"), "Scalar": ("L", "N"), "ScalarList": ("L", "NL")})
+for _name in ("addcmul", "addcdiv"):
+    _register_family(_name, _TERNARY[_name], {"Scalar": ("L", "L", "N"), "ScalarList": ("L", "L", "NL")})
+for _name in _UNARY_NAMES:
+    _per_tensor = getattr(aten, _name).default
+    if _per_tensor in FAST_BODIES:
+        _register_family(_name, _unary(_per_tensor), {"default": ()})
+
+
+@register(aten._foreach_zero_.default)
+def foreach_zero_(self):
+    if _zeros(self) is None:
+        return aten._foreach_zero_.default._handle.redispatch_boxed(_CPU, self)
+    return None
