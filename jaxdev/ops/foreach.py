@@ -14,7 +14,9 @@ call is one jitted program over every index:
   float64 argument of the program, not constants baked into it: one compile per list structure. Each is
   rounded to the index's compute dtype, as a number passed to the per-tensor body is;
 * an in-place op writes each result into its tensor's storage, and gives the old buffers to the program
-  (XLA donation) when nothing else holds any of them (tensor._sole_holder).
+  (XLA donation) when nothing else holds any of them (tensor._sole_holder);
+* `_foreach_norm` (clip_grad_norm_'s per-gradient norms) runs linalg.vector_norm's own value function
+  (reductions.vector_norm_value) for every tensor in one program.
 
 Only where the loop would compute that: every tensor a jax tensor that is its whole storage, all
 tensors of one index of the same floating dtype and shape, a single tensor argument (`_foreach_mul_(grads,
@@ -34,7 +36,7 @@ import numpy as np
 import torch
 
 from jaxdev import dtypes, tensor
-from jaxdev.ops import binary, ternary, toolkit
+from jaxdev.ops import binary, reductions, ternary, toolkit
 from jaxdev.ops.registry import FAST_BODIES, aten, register
 
 _CPU = torch._C.DispatchKeySet(torch._C.DispatchKey.CPU)
@@ -99,6 +101,8 @@ def _run(name: str, body, inplace: bool, selfs, slots: list, alpha=1):
     n = len(selfs) if isinstance(selfs, (list, tuple)) else 0
     if not n or tensor.SHARDED_ENTRIES or tensor._tracing:  # traced (torch.compile): the loop's kernels trace
         return None
+    if inplace and _inference_outside_inference_mode(selfs):
+        return None  # the loop's per-tensor ops raise PyTorch's error
     alpha_is_one = alpha == 1 and type(alpha) in (int, float)
     if not (alpha_is_one or _real_number(alpha)):
         return None
@@ -158,6 +162,7 @@ def _run(name: str, body, inplace: bool, selfs, slots: list, alpha=1):
         return None  # refused while tracing, before anything ran: the loop raises the kernel's own error
     if not inplace:
         return [tensor.wrap(r) for r in results]
+    _bump(selfs)
     for box, r in zip(boxes, results):
         box.writes += 1
         box.array = r
@@ -174,6 +179,17 @@ def _column(tensors, arrays: list):
         if b is None or b.shape != a.shape or b.dtype != a.dtype:
             return None
     return column
+
+
+def _inference_outside_inference_mode(selfs) -> bool:
+    return not torch.is_inference_mode_enabled() and any(t.is_inference() for t in selfs)
+
+
+def _bump(selfs) -> None:
+    """An in-place foreach op has no ADInplaceOrView kernel of its own: the loop's per-tensor ops bump
+    each tensor's version counter, and so must one program (as CUDA's foreach kernels do), or autograd
+    misses a saved tensor changed in place and computes a wrong gradient silently."""
+    torch._C._increment_version(list(selfs))
 
 
 def _real_number(v) -> bool:
@@ -228,6 +244,8 @@ def _zeros(selfs):
     """_foreach_zero_: each tensor's storage holds zeros (zero_'s result), or None for the loop."""
     if not isinstance(selfs, (list, tuple)) or not selfs or tensor.SHARDED_ENTRIES or tensor._tracing:
         return None
+    if _inference_outside_inference_mode(selfs):
+        return None
     arrays = [_array_of(t) for t in selfs]
     if (
         any(a is None for a in arrays)
@@ -235,6 +253,7 @@ def _zeros(selfs):
         or len({id(a) for a in arrays}) != len(arrays)
     ):
         return None
+    _bump(selfs)
     for t, a in zip(selfs, arrays):
         box = tensor.BOXES[t.untyped_storage().data_ptr()]
         box.writes += 1
@@ -289,6 +308,39 @@ for _name in _UNARY_NAMES:
     _per_tensor = getattr(aten, _name).default
     if _per_tensor in FAST_BODIES:
         _register_family(_name, _unary(_per_tensor), {"default": ()})
+
+
+def _norms(tensors, ord, dtype):
+    """_foreach_norm (clip_grad_norm_'s per-gradient norms): linalg.vector_norm of each tensor, as its
+    kernel computes it, in one program; or None for the loop."""
+    if dtype is not None or type(ord) not in (int, float) or tensor.SHARDED_ENTRIES or tensor._tracing:
+        return None
+    if not isinstance(tensors, (list, tuple)) or not tensors:
+        return None
+    arrays = [_array_of(t) for t in tensors]
+    if any(a is None or a.dtype not in _COMPUTE for a in arrays):
+        return None
+    # The order's type stays in the key: x**2 (an integer power) and x**2.0 are computed differently.
+    return [tensor.wrap(r) for r in _norm_program(type(ord), ord)(arrays)]
+
+
+@functools.lru_cache(maxsize=64)
+def _norm_program(kind: type, ord):
+    def run(arrays):
+        return [
+            reductions.vector_norm_value(a, ord, tuple(range(a.ndim)), False, dtypes.to_torch_dtype(a.dtype))
+            for a in arrays
+        ]
+
+    return jax.jit(run)
+
+
+@register(aten._foreach_norm.Scalar)
+def foreach_norm(self, ord=2, dtype=None):
+    done = _norms(self, ord, dtype)
+    if done is None:
+        return aten._foreach_norm.Scalar._handle.redispatch_boxed(_CPU, self, ord, dtype=dtype)
+    return done
 
 
 @register(aten._foreach_zero_.default)

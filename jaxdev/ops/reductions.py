@@ -292,9 +292,13 @@ def vector_norm(self, ord=2, dim=None, keepdim=False, *, dtype=None):
     if dtype is not None:
         _check_norm_dtype(self, dtype)
     src = dtype or self.dtype
-    real = src.to_real()
-    x = jnp.abs(J(self).astype(opmath(dtypes.to_jax_dtype(src))))
-    ax = axes(dim, self.dim())
+    return vector_norm_value(J(self), ord, axes(dim, self.dim()), keepdim, src)
+
+
+def vector_norm_value(values, ord, ax: tuple, keepdim: bool, src: torch.dtype) -> jax.Array:
+    """linalg.vector_norm's value on arrays (traceable; jaxdev/ops/foreach.py's _foreach_norm runs it
+    too): `values` computed in `src`'s opmath dtype, the result in `src`'s real dtype."""
+    x = jnp.abs(values.astype(opmath(dtypes.to_jax_dtype(src))))
     if ord == float("inf"):
         r = jnp.max(x, axis=ax, keepdims=keepdim)
     elif ord == float("-inf"):
@@ -303,7 +307,7 @@ def vector_norm(self, ord=2, dim=None, keepdim=False, *, dtype=None):
         r = jnp.sum((x != 0).astype(x.dtype), axis=ax, keepdims=keepdim)
     else:
         r = jnp.sum(x**ord, axis=ax, keepdims=keepdim) ** (1.0 / ord)
-    return r.astype(dtypes.to_jax_dtype(real))
+    return r.astype(dtypes.to_jax_dtype(src.to_real()))
 
 
 def _nansum(x, axis, keepdims):

@@ -284,3 +284,80 @@ def test_inside_torch_compile_the_loop_traces():
     got = torch.compile(fn, backend="jax")([x.to(JAX) for x in xs], [y.to(JAX) for y in ys])
     for g, e in zip(got, expected):
         torch.testing.assert_close(g.cpu(), e)
+
+
+@pytest.mark.parametrize("dtype", FLOATS, ids=str)
+@pytest.mark.parametrize("ord", [2, 2.0, 1, float("inf"), float("-inf"), 0, 3.5], ids=repr)
+def test_foreach_norm_is_the_loop_bit_for_bit_and_close_to_cpu(ord, dtype):
+    xs = tensors(dtype, 5, shapes=[(30, 40), (7,), (), (3, 2, 5)])
+    expected = torch._foreach_norm(xs, ord)
+    on_jax = [x.to(JAX) for x in xs]
+    looped = loop(aten._foreach_norm.Scalar, on_jax, ord)
+    one = torch._foreach_norm(on_jax, ord)
+    for a, b, c in zip(one, looped, expected):
+        assert a.device == JAX and a.dtype == c.dtype and a.shape == c.shape
+        torch.testing.assert_close(a.cpu(), b.cpu(), rtol=0, atol=0)
+        torch.testing.assert_close(a.cpu(), c, rtol=2e-6 if dtype != torch.float64 else 1e-12, atol=1e-3)
+
+
+@pytest.mark.parametrize(
+    "scenario",
+    [
+        lambda d: torch._foreach_norm([torch.ones(2, dtype=torch.int64, device=d)]),
+        lambda d: torch._foreach_norm([torch.ones(3, device=d)], 2, dtype=torch.float64),
+        lambda d: torch._foreach_norm([], 2),
+        lambda d: torch._foreach_norm([torch.ones(3, dtype=torch.complex64, device=d)], 2),
+    ],
+    ids=["integers", "dtype given", "empty", "complex"],
+)
+def test_foreach_norm_cases_the_program_leaves_to_the_loop(scenario):
+    on_both(scenario)
+
+
+def test_clip_grad_norm_as_on_cpu():
+    def scenario(device):
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(5, 7), torch.nn.Linear(7, 2)).to(device)
+        model(torch.randn(4, 5).to(device)).square().sum().backward()
+        total = torch.nn.utils.clip_grad_norm_(model.parameters(), 0.1)
+        return [total] + [p.grad for p in model.parameters()]
+
+    on_both(scenario, rtol=1e-6, atol=1e-7)
+
+
+def test_gradients_flow_through_foreach_norm():
+    def scenario(device):
+        xs = [torch.randn(4, generator=torch.Generator().manual_seed(i)).to(device).requires_grad_() for i in range(3)]
+        sum(torch._foreach_norm(xs, 2)).backward()
+        return [x.grad for x in xs]
+
+    on_both(scenario, rtol=1e-6, atol=1e-7)
+
+
+def test_in_place_foreach_bumps_versions_so_autograd_sees_the_change(ran):
+    """A saved tensor changed in place must fail backward, as the loop's per-tensor ops make it."""
+
+    def scenario(device):
+        w = torch.ones(3, device=device, requires_grad=True)
+        y = (w * w).sum()
+        with torch.no_grad():
+            torch._foreach_add_([w], 1.0)
+        y.backward()
+
+    on_both(scenario, match="modified by an inplace operation")
+    versions = []
+    xs = [torch.randn(3, device=JAX)]
+    for op in (lambda: torch._foreach_add_(xs, 1.0), lambda: torch._foreach_zero_(xs), lambda: torch._foreach_exp_(xs)):
+        op()
+        versions.append(xs[0]._version)
+    assert versions == [1, 2, 3]
+
+
+def test_inference_tensors_outside_inference_mode_are_refused_as_on_cpu():
+    def scenario(device, op):
+        with torch.inference_mode():
+            xs = [torch.ones(3, device=device)]
+        op(xs)
+
+    for op in (lambda xs: torch._foreach_mul_(xs, 2.0), torch._foreach_zero_):
+        on_both(lambda d, op=op: scenario(d, op))
