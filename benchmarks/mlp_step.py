@@ -13,7 +13,7 @@ import argparse
 import jax
 import jax.numpy as jnp
 import torch
-from timing import ALLOCATOR, median_seconds
+from timing import ALLOCATOR, median_seconds, print_steps
 from torch import nn
 
 import jaxdev
@@ -105,11 +105,7 @@ def main() -> None:
         "JAX eager": median_seconds(*jax_step_fn(jit=False), args.steps),
         "JAX jit": median_seconds(*jax_step_fn(jit=True), args.steps),
     }
-    base = results["jaxdev (torch on jax)"]
-    print(f"{'variant':<24} {'ms/step':>9} {'jaxdev / this':>14}")
-    for name, t in results.items():
-        print(f"{name:<24} {t * 1e3:>9.2f} {base / t:>14.2f}")
-    print(f"CPU fallbacks during the jaxdev steps: {sum(jaxdev.fallback_counts().values())}")
+    print_steps(results, "jaxdev (torch on jax)")
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ import functools
 import jax
 import jax.numpy as jnp
 import torch
-from timing import ALLOCATOR, median_seconds
+from timing import ALLOCATOR, median_seconds, print_steps
 
 import jaxdev
 from jaxdev import tensor
@@ -123,11 +123,7 @@ def main() -> None:
         "JAX, 7 programs": median_seconds(jax_step(7), wait_jax, args.steps),
         "JAX, 1 program": median_seconds(jax_step(1), wait_jax, args.steps),
     }
-    base = results["jaxdev, foreach"]
-    print(f"{'variant':<22} {'ms/step':>8} {'jaxdev foreach / this':>22}")
-    for name, seconds in results.items():
-        print(f"{name:<22} {seconds * 1e3:>8.2f} {base / seconds:>22.2f}")
-    print(f"CPU fallbacks during the jaxdev steps: {sum(jaxdev.fallback_counts().values())}")
+    print_steps(results, "jaxdev, foreach")
 
 
 if __name__ == "__main__":

@@ -72,3 +72,14 @@ def median_seconds(fn, wait, repeat: int, warmup: int = 3) -> float:
         wait(fn())
         times.append(time.perf_counter() - t0)
     return statistics.median(times)
+
+
+def print_steps(results: dict, base: str) -> None:
+    """The step-time table of mlp_step.py and optimizer_step.py: each variant's milliseconds and the
+    ratio of `base`'s time to it, then the CPU fallbacks jaxdev counted."""
+    import jaxdev
+
+    print(f"{'variant':<24} {'ms/step':>9} {base + ' / this':>30}")
+    for name, seconds in results.items():
+        print(f"{name:<24} {seconds * 1e3:>9.2f} {results[base] / seconds:>30.2f}")
+    print(f"CPU fallbacks during the jaxdev steps: {sum(jaxdev.fallback_counts().values())}")
