@@ -746,6 +746,15 @@ def spans(t: torch.Tensor, box: Box) -> bool:
     )
 
 
+def plain_array(t) -> jax.Array | None:
+    """The array of `t` when it is a jax tensor that is exactly its box's array (`spans`); else None,
+    for anything else too. One native call when the native module is in use."""
+    if plain_value is not None:
+        return plain_value(t)
+    box = BOXES.get(t.untyped_storage().data_ptr()) if is_jax(t) else None
+    return box.array if box is not None and type(box) is Box and spans(t, box) else None
+
+
 def xla_extent_overflows(shape) -> bool:
     """XLA aborts the process on a shape whose sizes multiply past int64, even one holding no
     elements (PyTorch allows [2**62, 3, 0])."""
@@ -808,10 +817,10 @@ def read_parts(t: torch.Tensor) -> tuple:
     """For a kernel that reads jax tensor `t` inside its own jitted program: (array, offset, recipe).
 
     recipe None: `array` is t's value. Otherwise t is a strided view (a transpose, a slice, an
-    expand...) of the storage held as `array`, starting at `offset` (a device scalar, `offset_arg`), and `view_value(recipe, array,
-    offset)` inside the kernel's program gives its value, so the view's transpose or slice fuses into
-    the kernel (a Linear's `w.t()` into its product) instead of running as a program of its own and
-    materialising a copy."""
+    expand...) of the storage held as `array`, starting at `offset` (a device scalar, `offset_arg`),
+    and `view_value(recipe, array, offset)` inside the kernel's program gives its value, so the view's
+    transpose or slice fuses into the kernel (a Linear's `w.t()` into its product) instead of running
+    as a program of its own and materialising a copy."""
     if plain_value is not None:
         array = plain_value(t)
         if array is not None:
@@ -823,13 +832,7 @@ def read_parts(t: torch.Tensor) -> tuple:
     if box.logical is not None:
         return read(t), None, None
     array = box.array
-    if (
-        array.shape == t.shape
-        and t.dtype is box.dtype
-        and not t.storage_offset()
-        and t.is_contiguous()
-        and not (t.is_conj() or t.is_neg())
-    ):
+    if spans(t, box):
         return array, None, None  # the hot path, as in `read`
     if t.is_contiguous() or t.is_conj() or t.is_neg() or not t.numel() or (SHARDED_ENTRIES and box in SHARDED):
         return read(t), None, None

@@ -45,8 +45,9 @@ _EXACT_INT = 2**53  # an int beyond this is not exactly a float64: its rounding 
 
 
 # --- what index i computes ---------------------------------------------------------------------------
-# body(dtype) -> the jitted body the per-tensor kernel applies for operands of that floating dtype, and
-# how many leading operands it casts to the compute dtype (the rest, alpha or value, it takes as given).
+# body(dtype, alpha_is_one) -> the jitted body the per-tensor kernel applies to operands of that floating
+# dtype (it casts its leading tensor operands to the compute dtype; alpha or value it takes as given),
+# or None where that kernel does something else.
 
 
 def _binary(op, with_alpha=None):
@@ -98,15 +99,13 @@ _UNARY_NAMES = [
 
 def _run(name: str, body, inplace: bool, selfs, slots: list, alpha=1):
     """The call done as one program, or None where PyTorch's loop must run it."""
-    n = len(selfs) if isinstance(selfs, (list, tuple)) else 0
-    if not n or tensor.SHARDED_ENTRIES or tensor._tracing:  # traced (torch.compile): the loop's kernels trace
+    if not _may_take(selfs, inplace):
         return None
-    if inplace and _inference_outside_inference_mode(selfs):
-        return None  # the loop's per-tensor ops raise PyTorch's error
+    n = len(selfs)
     alpha_is_one = alpha == 1 and type(alpha) in (int, float)
     if not (alpha_is_one or _real_number(alpha)):
         return None
-    arrays = [_array_of(t) for t in selfs]
+    arrays = [tensor.plain_array(t) for t in selfs]
     if any(a is None for a in arrays):
         return None
     kinds, numbers, other, shared = [], [], [], []
@@ -117,7 +116,7 @@ def _run(name: str, body, inplace: bool, selfs, slots: list, alpha=1):
                 return None
             other.append(column)
         elif kind == "T":
-            one = _array_of(value)
+            one = tensor.plain_array(value)
             if one is None or one.ndim != 0 or any(a.dtype != one.dtype for a in arrays):
                 return None
             shared.append(one)
@@ -149,7 +148,7 @@ def _run(name: str, body, inplace: bool, selfs, slots: list, alpha=1):
             or any(id(b) in mine for b in shared)
         ):
             return None
-        boxes = [tensor.BOXES[t.untyped_storage().data_ptr()] for t in selfs]
+        boxes = _boxes(selfs)
         arrays.clear()  # _sole_holder counts references: the boxes' own alone
         donate = all(map(tensor._sole_holder, boxes))
         arrays = [b.array for b in boxes]
@@ -162,10 +161,7 @@ def _run(name: str, body, inplace: bool, selfs, slots: list, alpha=1):
         return None  # refused while tracing, before anything ran: the loop raises the kernel's own error
     if not inplace:
         return [tensor.wrap(r) for r in results]
-    _bump(selfs)
-    for box, r in zip(boxes, results):
-        box.writes += 1
-        box.array = r
+    _store(selfs, boxes, results)
     return selfs
 
 
@@ -174,37 +170,39 @@ def _column(tensors, arrays: list):
     of its own, so no loop variable of _run keeps a reference to a self array: see _sole_holder.)"""
     if not isinstance(tensors, (list, tuple)) or len(tensors) != len(arrays):
         return None
-    column = [_array_of(t) for t in tensors]
+    column = [tensor.plain_array(t) for t in tensors]
     for b, a in zip(column, arrays):
         if b is None or b.shape != a.shape or b.dtype != a.dtype:
             return None
     return column
 
 
-def _inference_outside_inference_mode(selfs) -> bool:
-    return not torch.is_inference_mode_enabled() and any(t.is_inference() for t in selfs)
+def _may_take(tensors, inplace: bool) -> bool:
+    """Whether a program may take the call at all: a non-empty list, no storage placed over a mesh, not
+    traced (torch.compile: the loop's kernels trace themselves), and no inference tensor written outside
+    inference mode (the loop's per-tensor ops raise PyTorch's error)."""
+    if not isinstance(tensors, (list, tuple)) or not tensors or tensor.SHARDED_ENTRIES or tensor._tracing:
+        return False
+    return not (inplace and not torch.is_inference_mode_enabled() and any(t.is_inference() for t in tensors))
 
 
-def _bump(selfs) -> None:
-    """An in-place foreach op has no ADInplaceOrView kernel of its own: the loop's per-tensor ops bump
-    each tensor's version counter, and so must one program (as CUDA's foreach kernels do), or autograd
-    misses a saved tensor changed in place and computes a wrong gradient silently."""
+def _boxes(selfs) -> list:
+    return [tensor.BOXES[t.untyped_storage().data_ptr()] for t in selfs]
+
+
+def _store(selfs, boxes: list, results) -> None:
+    """The in-place results into their storages. An in-place foreach op has no ADInplaceOrView kernel of
+    its own: the loop's per-tensor ops bump each tensor's version counter, and so must one program (as
+    CUDA's foreach kernels do), or autograd misses a saved tensor changed in place and computes a wrong
+    gradient silently."""
     torch._C._increment_version(list(selfs))
+    for box, r in zip(boxes, results):
+        box.writes += 1
+        box.array = r
 
 
 def _real_number(v) -> bool:
     return type(v) is float or (type(v) is int and -_EXACT_INT <= v <= _EXACT_INT)
-
-
-def _array_of(t):
-    """t's array when t is a jax tensor that is its whole storage (row-major, in its box's dtype and
-    shape, no conj/neg bit); else None."""
-    if not isinstance(t, torch.Tensor):
-        return None
-    if tensor.plain_value is not None:  # the native check
-        return tensor.plain_value(t)
-    box = tensor.BOXES.get(t.untyped_storage().data_ptr()) if tensor.is_jax(t) else None
-    return box.array if box is not None and type(box) is tensor.Box and tensor.spans(t, box) else None
 
 
 # A floating dtype -> the dtype a number is rounded to before index i's body sees it: the per-tensor
@@ -242,22 +240,16 @@ def _program(name: str, body, kinds: tuple, computes: tuple, donate: bool):
 
 def _zeros(selfs):
     """_foreach_zero_: each tensor's storage holds zeros (zero_'s result), or None for the loop."""
-    if not isinstance(selfs, (list, tuple)) or not selfs or tensor.SHARDED_ENTRIES or tensor._tracing:
+    if not _may_take(selfs, inplace=True):
         return None
-    if _inference_outside_inference_mode(selfs):
-        return None
-    arrays = [_array_of(t) for t in selfs]
+    arrays = [tensor.plain_array(t) for t in selfs]
     if (
         any(a is None for a in arrays)
         or any(a.dtype not in _COMPUTE for a in arrays)
         or len({id(a) for a in arrays}) != len(arrays)
     ):
         return None
-    _bump(selfs)
-    for t, a in zip(selfs, arrays):
-        box = tensor.BOXES[t.untyped_storage().data_ptr()]
-        box.writes += 1
-        box.array = toolkit.zeros(a.shape, a.dtype)
+    _store(selfs, _boxes(selfs), [toolkit.zeros(a.shape, a.dtype) for a in arrays])
     return selfs
 
 
@@ -313,11 +305,9 @@ for _name in _UNARY_NAMES:
 def _norms(tensors, ord, dtype):
     """_foreach_norm (clip_grad_norm_'s per-gradient norms): linalg.vector_norm of each tensor, as its
     kernel computes it, in one program; or None for the loop."""
-    if dtype is not None or type(ord) not in (int, float) or tensor.SHARDED_ENTRIES or tensor._tracing:
+    if dtype is not None or type(ord) not in (int, float) or not _may_take(tensors, inplace=False):
         return None
-    if not isinstance(tensors, (list, tuple)) or not tensors:
-        return None
-    arrays = [_array_of(t) for t in tensors]
+    arrays = [tensor.plain_array(t) for t in tensors]
     if any(a is None or a.dtype not in _COMPUTE for a in arrays):
         return None
     # The order's type stays in the key: x**2 (an integer power) and x**2.0 are computed differently.
