@@ -15,7 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 import torch
 
-from jaxdev import dtypes, fallback
+from jaxdev import dtypes
 from jaxdev.ops.registry import aten, register_backward, register_functional
 from jaxdev.ops.toolkit import J, jitted, opmath, zeros
 
@@ -118,13 +118,17 @@ def _interp(mode, in_sizes, out_sizes, align_corners, scales, compute, result):
     return lambda x: _apply(x.astype(compute), taps).astype(result)
 
 
-def _kernels(mode, dtype, in_sizes, out_sizes, align_corners, scales):
-    jdt = dtypes.to_jax_dtype(dtype)
+def _check_sizes(in_sizes, out_sizes):
     if any(o <= 0 for o in out_sizes) or any(i <= 0 for i in in_sizes):
         raise RuntimeError(
             f"Input and output sizes should be greater than 0, but got input ({', '.join(map(str, in_sizes))}) "
             f"and output ({', '.join(map(str, out_sizes))})"
         )
+
+
+def _kernels(mode, dtype, in_sizes, out_sizes, align_corners, scales):
+    jdt = dtypes.to_jax_dtype(dtype)
+    _check_sizes(in_sizes, out_sizes)
     scales = tuple(None if s is None else float(s) for s in scales)
     return _interp(mode, tuple(in_sizes), tuple(out_sizes), bool(align_corners), scales, opmath(jdt), jdt)
 
@@ -143,8 +147,11 @@ def _register(nd, mode, forward, backward, has_align):
         if not self.dtype.is_floating_point:
             if self.dtype == torch.uint8 and mode in ("linear", "cubic") and nd == 2:
                 # CPU's uint8 bilinear/bicubic resample in fixed point (int16 weights, their own
-                # rounding and saturation); no float computation reproduces it: CPU's kernel
-                return J(fallback.run_on_cpu(forward, self, output_size, *rest))
+                # rounding and saturation): the antialiased kernel's integer sums over plain taps
+                in_sizes, out_sizes = tuple(self.shape[2:]), tuple(int(v) for v in output_size)
+                _check_sizes(in_sizes, out_sizes)
+                scales = tuple(None if s is None else float(s) for s in scales)
+                return _aa_interp_uint8(in_sizes, out_sizes, bool(align), scales, mode, False)(J(self))
             if self.dtype != torch.uint8 or mode not in ("nearest", "nearest-exact"):
                 name = {"nearest": "nearest", "nearest-exact": "nearest", "linear": "linear", "cubic": "cubic"}[mode]
                 kernel = f"upsample_{'bilinear' if mode == 'linear' else 'nearest'}2d_channels_last"
@@ -236,10 +243,59 @@ def _aa_interp(in_sizes, out_sizes, align_corners, scales, ct, jdt):
     return run
 
 
-def _aa_taps_int16(in_size, out_size, align_corners, scale):
+def _plain_taps_f64(mode, in_size, out_size, align_corners, scale):
+    """CPU's double taps of a uint8 resample without antialiasing (_compute_indices_min_size_weights):
+    the float path's source index and lambda, the filter (triangle, or cubic with A = -0.75) at the
+    interp_size fixed offsets, and the weights of out-of-range taps summed into the first or last
+    in-range one, so that each output reads index_min .. index_min + index_size - 1."""
+    size = 2 if mode == "linear" else 4
+    A = -0.75
+
+    def filt(x):
+        x = abs(x)
+        if mode == "linear":
+            return 1.0 - x if x < 1.0 else 0.0
+        if x < 1.0:
+            return ((A + 2) * x - (A + 3)) * x * x + 1
+        return ((A * x - 5 * A) * x + 8 * A) * x - 4 * A if x < 2.0 else 0.0
+
+    s = _scale(in_size, out_size, align_corners, scale, np.float64)
+    support = size // 2
+    idx = np.zeros((out_size, size), np.int64)
+    wts = np.zeros((out_size, size), np.float64)
+    for i in range(out_size):
+        if align_corners:
+            real = s * i
+        else:
+            real = s * (i + 0.5) - 0.5
+            if mode == "linear" and real < 0:
+                real = 0.0
+        # guard_index_and_lambda floors through float32 (floorf), then clamps lambda to [0, 1]
+        index = min(int(np.floor(np.float32(real))), in_size - 1)
+        lam = min(max(real - index, 0.0), 1.0)
+        lo = index - support + 1
+        xmin = max(lo, 0)
+        xsize = min(max(min(index + support + 1, in_size) - xmin, 0), size)
+        at = 0
+        for j in range(size):
+            if lo + j <= 0:
+                at = 0
+            elif lo + j >= in_size - 1:
+                at = xsize - 1
+            wts[i, at] += filt(float(j + 1 - support) - lam)
+            at += 1
+        idx[i, :] = xmin
+        idx[i, :xsize] = xmin + np.arange(xsize)
+    return idx, wts
+
+
+def _aa_taps_int16(in_size, out_size, align_corners, scale, mode="linear", antialias=True):
     """CPU's uint8 taps (_compute_index_ranges_int16_weights): the weights in double, scaled by
     2**precision (the largest that keeps the biggest weight under 2**15) and rounded half away from 0."""
-    idx, wts = _aa_taps(in_size, out_size, align_corners, scale, np.float64)
+    if antialias:
+        idx, wts = _aa_taps(in_size, out_size, align_corners, scale, np.float64)
+    else:
+        idx, wts = _plain_taps_f64(mode, in_size, out_size, align_corners, scale)
     wt_max = float(wts.max()) if wts.size else 0.0
     precision = 0
     while precision < 22 and int(0.5 + wt_max * (1 << (precision + 1))) < (1 << 15):
@@ -250,13 +306,17 @@ def _aa_taps_int16(in_size, out_size, align_corners, scale):
 
 
 @jitted
-def _aa_interp_uint8(in_sizes, out_sizes, align_corners, scales):
-    """uint8 as CPU resamples it: integer sums of pixel * int16 weight from 2**(precision - 1), shifted
-    right by the precision and clamped to 0..255, width pass then height pass (a uint8 image between)."""
+def _aa_interp_uint8(in_sizes, out_sizes, align_corners, scales, mode="linear", antialias=True):
+    """uint8 as CPU resamples it, with or without antialiasing (separable_upsample_generic_Nd_kernel_impl
+    and its AVX2 twin, which compute the same integer sums): integer sums of pixel * int16 weight from
+    2**(precision - 1), shifted right by the precision and clamped to 0..255, width pass then height
+    pass (a uint8 image between)."""
     passes = []
     for axis in (1, 0):
         if in_sizes[axis] != out_sizes[axis]:
-            idx, w16, precision = _aa_taps_int16(in_sizes[axis], out_sizes[axis], align_corners, scales[axis])
+            idx, w16, precision = _aa_taps_int16(
+                in_sizes[axis], out_sizes[axis], align_corners, scales[axis], mode, antialias
+            )
             passes.append((axis - 2, jnp.asarray(idx), jnp.asarray(w16), precision))
 
     def run(x):

@@ -594,3 +594,39 @@ def test_compiled_fractional_pool_and_rrelu_run_on_the_device():
 def test_upsample_bilinear2d_aa_uint8_fixed_point_like_cpu(kwargs, channels):
     x = torch.randint(0, 256, (2, channels, 10, 20), dtype=torch.uint8)
     on_both(lambda d: torch.ops.aten._upsample_bilinear2d_aa(x.to(d), **kwargs))
+
+
+_PLAIN_UINT8 = [
+    dict(size=(3, 3)),
+    dict(size=(17, 18)),
+    dict(size=(23, 41), align_corners=True),
+    dict(size=(1, 7)),
+    dict(size=(4, 1), align_corners=True),
+    dict(scale_factor=1.7),
+    dict(scale_factor=(0.45, 2.3), recompute_scale_factor=False),
+    dict(scale_factor=0.3, align_corners=True),
+]
+
+
+@pytest.mark.parametrize("mode", ["bilinear", "bicubic"])
+@pytest.mark.parametrize("channels", [1, 3, 4])
+@pytest.mark.parametrize("kwargs", _PLAIN_UINT8)
+def test_interpolate_uint8_fixed_point_like_cpu(mode, channels, kwargs):
+    """Without antialiasing, uint8 bilinear/bicubic is CPU's integer resample too (fixed taps, their
+    out-of-range weights folded onto the edge, cubic A = -0.75): bit-equal, with no fallback."""
+    x = torch.randint(0, 256, (2, channels, 10, 13), dtype=torch.uint8, generator=torch.Generator().manual_seed(1))
+    on_both(lambda d: F.interpolate(x.to(d), mode=mode, **kwargs))
+
+
+@pytest.mark.parametrize("mode", ["bilinear", "bicubic"])
+@pytest.mark.parametrize("size", [(6, 9), (3, 1), (12, 1)])
+def test_interpolate_uint8_many_channels_as_cpu_per_four(mode, size):
+    """Past four channels CPU leaves its AVX2 kernel for a generic loop of the same integer sums, which
+    is wrong when the output is one pixel wide and the height changes (103-215 off the float result,
+    torch 2.13). jax gives every channel count what CPU gives four or fewer channels at a time."""
+    x = torch.randint(0, 256, (2, 9, 7, 5), dtype=torch.uint8, generator=torch.Generator().manual_seed(2))
+    got = F.interpolate(x.to(JAX), size=size, mode=mode)
+    per_four = torch.cat([F.interpolate(part, size=size, mode=mode) for part in x.split(4, dim=1)], dim=1)
+    assert_same(got, per_four)
+    if size[1] > 1:  # where CPU's generic loop is right, it agrees
+        assert_same(got, F.interpolate(x, size=size, mode=mode))
