@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.abc
+import os
 import sys
 import types
 
@@ -187,6 +188,24 @@ class _RefuseTorchax(importlib.abc.MetaPathFinder):
         return None
 
 
+BACKWARD_THREAD_ENV = "JAXDEV_BACKWARD_THREAD"
+
+
+def run_backward_on_calling_thread() -> None:
+    """PyTorch's autograd engine runs an accelerator's backward nodes on a worker thread of its own (one
+    per device) while the calling thread waits. That suits C++ kernels; jaxdev's kernels are Python, so
+    every backward call hands the work to that thread, which takes the GIL, and hands it back: measured
+    here, a backward through one `mul` took 90 us against 28 us on the calling thread, and
+    `(x * 2).sum().backward()` 253 us against 120 us. So the thread that imports jaxdev (the one that
+    imports torch, under autoload) runs backward itself, as it does for CPU tensors:
+    `torch.autograd.set_multithreading_enabled(False)`, a per-thread setting. Other threads keep
+    PyTorch's default (the same context manager changes it there); JAXDEV_BACKWARD_THREAD=device keeps
+    the device thread here too."""
+    if os.environ.get(BACKWARD_THREAD_ENV, "").strip().lower() == "device":
+        return
+    torch._C._set_multithreading_enabled(False)
+
+
 def register() -> None:
     current = torch._C._get_privateuse1_backend_name()
     if current == NAME and getattr(torch, NAME, None) is module:
@@ -205,4 +224,5 @@ def register() -> None:
         rename=NAME, backend_module=module, hook=_Hooks(), device_guard=_Guard()
     )
     _route_accelerator_calls()
+    run_backward_on_calling_thread()
     sys.meta_path.insert(0, _RefuseTorchax())

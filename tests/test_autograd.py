@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 import torch
-from jaxdev_testing import JAX, assert_same, on_both
+from jaxdev_testing import JAX, assert_same, on_both, run_python
 
 import jaxdev.ops.registry as registry
 
@@ -190,3 +192,50 @@ def test_no_registered_composite_op_lacks_an_autograd_kernel():
         ):
             bad.append(name)
     assert not bad, f"CompositeImplicitAutograd ops with a jax kernel but no autograd kernel: {bad}"
+
+
+def _backward_thread(x) -> int:
+    """The thread that ran x's backward (a gradient hook records it)."""
+    seen = []
+    y = (x * 2).sum()
+    y.register_hook(lambda g: seen.append(threading.get_ident()))
+    y.backward()
+    return seen[0]
+
+
+def test_backward_runs_on_the_calling_thread():
+    """Autograd's device worker thread would take each backward from this thread and back (a GIL
+    hand-off per call); jaxdev turns that off for the thread that imported it."""
+    x = torch.ones(3, device=JAX, requires_grad=True)
+    assert _backward_thread(x) == threading.get_ident()
+    assert_same(x.grad, torch.full((3,), 2.0, device=JAX))
+
+
+def test_backward_in_another_thread_uses_pytorchs_default():
+    x = torch.ones(3, device=JAX, requires_grad=True)
+    result = {}
+
+    def work():
+        result["caller"] = threading.get_ident()
+        result["backward"] = _backward_thread(x)
+
+    worker = threading.Thread(target=work)
+    worker.start()
+    worker.join()
+    assert result["backward"] != result["caller"]  # PyTorch's device thread ran it there
+    assert_same(x.grad, torch.full((3,), 2.0, device=JAX))
+
+
+def test_backward_thread_env_keeps_the_device_thread():
+    code = (
+        "import threading, torch, jaxdev\n"
+        "x = torch.ones(3, device='jax', requires_grad=True)\n"
+        "seen = []\n"
+        "y = (x * 2).sum()\n"
+        "y.register_hook(lambda g: seen.append(threading.get_ident()))\n"
+        "y.backward()\n"
+        "print(seen[0] != threading.get_ident(), x.grad.cpu().tolist())\n"
+    )
+    proc = run_python(code, env={"JAXDEV_BACKWARD_THREAD": "device"})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split("\n")[-2] == "True [2.0, 2.0, 2.0]"

@@ -20,41 +20,38 @@ def _classes_last(x):
     return x if x.ndim == 1 else jnp.moveaxis(x, 1, -1)
 
 
-def _picked(self, target, weight, ignore_index):
-    x = _classes_last(J(self))
-    t = J(target)
+def _picked(x, t, w, ignore_index):
+    """Traceable: each target's input value and weight (0 where ignored), in the compute dtype, the
+    targets made safe to index with, and whether any kept target is out of range."""
+    x = _classes_last(x)
     C = x.shape[-1]
     valid = t != ignore_index
     safe = jnp.where(valid, t, 0)
     tt = safe if x.ndim > 1 else safe.reshape(())
-    tracing.check_values(
-        valid & ((t < 0) | (t >= C)),
-        lambda: IndexError(f"Target {int(jnp.max(jnp.where(valid, t, 0)))} is out of bounds."),
-    )
-    w = J(weight)[tt] if weight is not None else jnp.ones(tt.shape, x.dtype)
+    bad = jnp.any(valid & ((t < 0) | (t >= C)))
+    w = w[tt] if w is not None else jnp.ones(tt.shape, x.dtype)
     w = jnp.where(valid, w, 0).astype(opmath(x.dtype))
     val = jnp.take_along_axis(x, tt[..., None], axis=-1)[..., 0] if x.ndim > 1 else x[tt]
-    return val.astype(opmath(x.dtype)), w, tt, valid
+    return val.astype(opmath(x.dtype)), w, tt, bad
 
 
-def _forward(self, target, weight, reduction, ignore_index):
-    val, w, _, _ = _picked(self, target, weight, ignore_index)
-    dt = dtypes.to_jax_dtype(self.dtype)
+def _forward_body(x, t, w, reduction, ignore_index):
+    val, w, _, bad = _picked(x, t, w, ignore_index)
+    dt = x.dtype
     losses = -val * w
     total = jnp.sum(w)
-    if reduction == _NONE and self.dim() > 1:
-        return losses.astype(dt), jnp.zeros((), dt)
+    if reduction == _NONE and x.ndim > 1:
+        return losses.astype(dt), jnp.zeros((), dt), bad
     if reduction in (_SUM, _NONE):
-        return jnp.sum(losses).astype(dt), total.astype(dt)
-    return (jnp.sum(losses) / total).astype(dt), total.astype(dt)
+        return jnp.sum(losses).astype(dt), total.astype(dt), bad
+    return (jnp.sum(losses) / total).astype(dt), total.astype(dt), bad
 
 
-def _backward(grad_output, self, target, weight, reduction, ignore_index, total_weight):
-    _, w, tt, _ = _picked(self, target, weight, ignore_index)
-    x = J(self)
-    g = J(grad_output).astype(w.dtype)
+def _backward_body(g, x, t, w, total_weight, reduction, ignore_index):
+    _, w, tt, bad = _picked(x, t, w, ignore_index)
+    g = g.astype(w.dtype)
     if reduction == _MEAN:
-        g = g / J(total_weight).astype(w.dtype)
+        g = g / total_weight.astype(w.dtype)
     coeff = -w * g
     xl = _classes_last(x)
     if xl.ndim == 1:
@@ -63,7 +60,38 @@ def _backward(grad_output, self, target, weight, reduction, ignore_index, total_
         onehot = jnp.arange(xl.shape[-1]) == tt[..., None]
         grad = jnp.where(onehot, coeff[..., None], 0)
     grad = grad if x.ndim == 1 else jnp.moveaxis(grad, -1, 1)
-    return grad.astype(x.dtype)
+    return grad.astype(x.dtype), bad
+
+
+def _check_targets(bad, target, classes: int, ignore_index: int) -> None:
+    """CPU's IndexError for the first kept target (in memory order) outside [0, classes): read from the
+    program's flag eagerly, recorded as a deferred check under torch.compile (tracing.check_values)."""
+
+    def error():
+        t = J(target).reshape(-1)
+        out = (t != ignore_index) & ((t < 0) | (t >= classes))
+        return IndexError(f"Target {int(t[jnp.argmax(out)])} is out of bounds.")
+
+    tracing.check_values(bad, error)
+
+
+def _classes(self) -> int:
+    return self.shape[0] if self.dim() == 1 else self.shape[1]
+
+
+def _forward(self, target, weight, reduction, ignore_index):
+    w = J(weight) if weight is not None else None
+    loss, total, bad = compiled(_forward_body, int(reduction), int(ignore_index))(J(self), J(target), w)
+    _check_targets(bad, target, _classes(self), ignore_index)
+    return loss, total
+
+
+def _backward(grad_output, self, target, weight, reduction, ignore_index, total_weight):
+    w = J(weight) if weight is not None else None
+    body = compiled(_backward_body, int(reduction), int(ignore_index))
+    grad, bad = body(J(grad_output), J(self), J(target), w, J(total_weight))
+    _check_targets(bad, target, _classes(self), ignore_index)
+    return grad
 
 
 @register_functional(aten.nll_loss_forward.default)
