@@ -1,0 +1,82 @@
+"""ones/zeros/full and their _like and new_ forms: one jitted fill on jax for a plain request, PyTorch's
+composite for the rest; dtype, shape, strides, values and errors as on CPU, with no fallback."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from jaxdev_testing import JAX, assert_same
+
+import jaxdev
+from jaxdev import tensor
+
+X = torch.randn(3, 4)
+
+CASES = {
+    "ones_like": lambda d: torch.ones_like(X.to(d)),
+    "zeros_like": lambda d: torch.zeros_like(X.to(d)),
+    "full_like": lambda d: torch.full_like(X.to(d), 2.5),
+    "ones_like transposed": lambda d: torch.ones_like(X.to(d).t()),
+    "zeros_like sliced": lambda d: torch.zeros_like(X.to(d)[:, ::2]),
+    "full_like transposed int8": lambda d: torch.full_like(X.to(d).t(), 7, dtype=torch.int8),
+    "full_like overflowing int8": lambda d: torch.full_like(X.to(d), 300, dtype=torch.int8),
+    "ones_like bool": lambda d: torch.ones_like(X.to(d), dtype=torch.bool),
+    "zeros_like transposed contiguous": lambda d: torch.zeros_like(X.to(d).t(), memory_format=torch.contiguous_format),
+    "ones_like channels_last": lambda d: torch.ones_like(
+        torch.ones(2, 3, 4, 5).to(d, memory_format=torch.channels_last)
+    ),
+    "ones_like size-1 strides": lambda d: torch.ones_like(torch.ones(3, 1).to(d).t()),
+    "zeros_like to cpu": lambda d: torch.zeros_like(X.to(d), device="cpu"),
+    "zeros": lambda d: torch.zeros(2, 3, device=d),
+    "ones empty": lambda d: torch.ones(0, 3, device=d),
+    "ones half": lambda d: torch.ones(2, dtype=torch.float16, device=d),
+    "ones complex": lambda d: torch.ones(3, dtype=torch.complex64, device=d),
+    "full bool": lambda d: torch.full((2,), True, device=d),
+    "full int": lambda d: torch.full((2,), 3, device=d),
+    "full complex": lambda d: torch.full((2,), 1 + 2j, device=d),
+    "full float": lambda d: torch.full((3, 1), 1.5, device=d),
+    "full past int64": lambda d: torch.full((2,), 2**70, device=d),
+    "full nan int32": lambda d: torch.full((2,), float("nan"), dtype=torch.int32, device=d),
+    "zeros negative": lambda d: torch.zeros(-1, device=d),
+    "ones negative": lambda d: torch.ones(-2, device=d),
+    "full negative": lambda d: torch.full((3, -1), 1.0, device=d),
+    "zeros overflowing": lambda d: torch.zeros(2**62, 8, device=d),
+    "new_zeros": lambda d: X.to(d).new_zeros((2, 5)),
+    "new_ones int64": lambda d: X.to(d).new_ones(3, dtype=torch.int64),
+    "new_full": lambda d: X.to(d).new_full((2, 2), -1),
+    "new_zeros negative": lambda d: X.to(d).new_zeros((-1,)),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_factory_like_cpu(name):
+    jaxdev.reset_fallback_counts()
+    make = CASES[name]
+    try:
+        expected = make("cpu")
+    except (RuntimeError, OverflowError) as cpu_error:
+        with pytest.raises(type(cpu_error)) as jax_error:
+            make(JAX)
+        assert str(jax_error.value) == str(cpu_error)
+        return
+    got = make(JAX)
+    if expected.device.type == "cpu" and got.device.type == "cpu":  # device="cpu" asked for
+        torch.testing.assert_close(got, expected, equal_nan=True)
+    else:
+        assert_same(got, expected, check_stride=True)
+    assert not jaxdev.fallback_counts()
+
+
+def test_plain_factories_are_one_fill():
+    """A plain request makes its values in one jitted fill, not empty's zeros then fill_'s write."""
+    writes = []
+    original = tensor.write
+    try:
+        tensor.write = lambda *a, **k: writes.append(a) or original(*a, **k)
+        torch.ones_like(torch.ones(4, device=JAX))
+        torch.zeros(3, device=JAX)
+        torch.full((2, 2), 5.0, device=JAX)
+        torch.ones(4, device=JAX).new_full((3,), 2)
+    finally:
+        tensor.write = original
+    assert writes == []
