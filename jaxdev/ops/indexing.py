@@ -20,7 +20,17 @@ import torch
 
 from jaxdev import dtypes, tensor, tracing
 from jaxdev.ops.registry import aten, register, register_functional, store_into
-from jaxdev.ops.toolkit import J, add_at, any_device, check_index_bounds, jitted, multiply_at, opmath, wrap_dim
+from jaxdev.ops.toolkit import (
+    J,
+    add_at,
+    any_device,
+    check_index_bounds,
+    jitted,
+    multiply_at,
+    on_views,
+    opmath,
+    wrap_dim,
+)
 
 
 def _cat_checked(tensors, dim):
@@ -50,11 +60,17 @@ def _cat_checked(tensors, dim):
     return kept, d, result
 
 
+@jitted
+def _concatenated(d, jdt):
+    return lambda *xs: jnp.concatenate([x.astype(jdt) for x in xs], axis=d)
+
+
 def _concatenate(kept, d, dtype):
+    """One program: each input cast to `dtype` and joined (views among them read inside it)."""
     jdt = dtypes.to_jax_dtype(dtype)
     if not kept:
         return jnp.zeros((0,), jdt)
-    return jnp.concatenate([J(t).astype(jdt) for t in kept], axis=d)
+    return on_views(_concatenated(d, jdt), kept)
 
 
 @register_functional(aten.cat.default, out=False)

@@ -21,34 +21,33 @@ def _classes_last(x):
 
 
 def _picked(x, t, w, ignore_index):
-    """Traceable: each target's input value and weight (0 where ignored), in the compute dtype, the
-    targets made safe to index with, and whether any kept target is out of range."""
+    """Traceable: each target's input value and weight (0 where ignored), in the compute dtype, and
+    the targets made safe to index with."""
     x = _classes_last(x)
     C = x.shape[-1]
     valid = t != ignore_index
     safe = jnp.where(valid, t, 0)
     tt = safe if x.ndim > 1 else safe.reshape(())
-    bad = jnp.any(valid & ((t < 0) | (t >= C)))
     w = w[tt] if w is not None else jnp.ones(tt.shape, x.dtype)
     w = jnp.where(valid, w, 0).astype(opmath(x.dtype))
     val = jnp.take_along_axis(x, tt[..., None], axis=-1)[..., 0] if x.ndim > 1 else x[tt]
-    return val.astype(opmath(x.dtype)), w, tt, bad
+    return val.astype(opmath(x.dtype)), w, tt
 
 
 def _forward_body(x, t, w, reduction, ignore_index):
-    val, w, _, bad = _picked(x, t, w, ignore_index)
+    val, w, _ = _picked(x, t, w, ignore_index)
     dt = x.dtype
     losses = -val * w
     total = jnp.sum(w)
     if reduction == _NONE and x.ndim > 1:
-        return losses.astype(dt), jnp.zeros((), dt), bad
+        return losses.astype(dt), jnp.zeros((), dt)
     if reduction in (_SUM, _NONE):
-        return jnp.sum(losses).astype(dt), total.astype(dt), bad
-    return (jnp.sum(losses) / total).astype(dt), total.astype(dt), bad
+        return jnp.sum(losses).astype(dt), total.astype(dt)
+    return (jnp.sum(losses) / total).astype(dt), total.astype(dt)
 
 
 def _backward_body(g, x, t, w, total_weight, reduction, ignore_index):
-    _, w, tt, bad = _picked(x, t, w, ignore_index)
+    _, w, tt = _picked(x, t, w, ignore_index)
     g = g.astype(w.dtype)
     if reduction == _MEAN:
         g = g / total_weight.astype(w.dtype)
@@ -60,12 +59,23 @@ def _backward_body(g, x, t, w, total_weight, reduction, ignore_index):
         onehot = jnp.arange(xl.shape[-1]) == tt[..., None]
         grad = jnp.where(onehot, coeff[..., None], 0)
     grad = grad if x.ndim == 1 else jnp.moveaxis(grad, -1, 1)
-    return grad.astype(x.dtype), bad
+    return grad.astype(x.dtype)
 
 
-def _check_targets(bad, target, classes: int, ignore_index: int) -> None:
-    """CPU's IndexError for the first kept target (in memory order) outside [0, classes): read from the
-    program's flag eagerly, recorded as a deferred check under torch.compile (tracing.check_values)."""
+def _targets_bad(t, classes, ignore_index):
+    return jnp.any((t != ignore_index) & ((t < 0) | (t >= classes)))
+
+
+def _check_targets(target, classes: int, ignore_index: int):
+    """The flag "a kept target is outside [0, classes)", computed by a program of its own that reads the
+    targets alone, so that reading it waits for them and not for the loss's input (the forward pass
+    that made it); `raise_if` reads it after the loss's program is on its way."""
+    return compiled(_targets_bad, classes, int(ignore_index))(J(target))
+
+
+def _raise_if(bad, target, classes: int, ignore_index: int) -> None:
+    """CPU's IndexError naming the first kept target (in memory order) out of range: read eagerly, or
+    recorded as a deferred check under torch.compile (tracing.check_values)."""
 
     def error():
         t = J(target).reshape(-1)
@@ -81,16 +91,18 @@ def _classes(self) -> int:
 
 def _forward(self, target, weight, reduction, ignore_index):
     w = J(weight) if weight is not None else None
-    loss, total, bad = compiled(_forward_body, int(reduction), int(ignore_index))(J(self), J(target), w)
-    _check_targets(bad, target, _classes(self), ignore_index)
+    bad = _check_targets(target, _classes(self), ignore_index)
+    loss, total = compiled(_forward_body, int(reduction), int(ignore_index))(J(self), J(target), w)
+    _raise_if(bad, target, _classes(self), ignore_index)
     return loss, total
 
 
 def _backward(grad_output, self, target, weight, reduction, ignore_index, total_weight):
     w = J(weight) if weight is not None else None
+    bad = _check_targets(target, _classes(self), ignore_index)
     body = compiled(_backward_body, int(reduction), int(ignore_index))
-    grad, bad = body(J(grad_output), J(self), J(target), w, J(total_weight))
-    _check_targets(bad, target, _classes(self), ignore_index)
+    grad = body(J(grad_output), J(self), J(target), w, J(total_weight))
+    _raise_if(bad, target, _classes(self), ignore_index)
     return grad
 
 

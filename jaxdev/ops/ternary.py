@@ -30,6 +30,10 @@ def where(condition, self, other):
 
 
 def _clamp(x, lo, hi):
+    # The bounds arrive as they were given (numbers, or arrays of a tensor bound) and meet x's compute
+    # dtype here, inside the program (eagerly, each conversion was a dispatch of its own).
+    lo = None if lo is None else jnp.asarray(lo).astype(x.dtype)
+    hi = None if hi is None else jnp.asarray(hi).astype(x.dtype)
     if lo is not None:
         x = jnp.where(jnp.isnan(x) | (x >= lo), x, lo) if jnp.issubdtype(x.dtype, jnp.floating) else jnp.maximum(x, lo)
     if hi is not None:
@@ -50,7 +54,8 @@ def clamp(self, min=None, max=None):
     common = self.dtype
     for bound in (min, max):
         if bound is not None:
-            common = torch.result_type(torch.empty(self.shape, dtype=common, device="meta"), bound)
+            like = self if common is self.dtype else torch.empty(self.shape, dtype=common, device="meta")
+            common = torch.result_type(like, bound)
     if common == torch.bool:  # CPU has no Bool clamp kernels; a tensor bound alone is maximum/minimum
         tensors = [isinstance(b, torch.Tensor) for b in (min, max) if b is not None]
         if len(tensors) == 2:
@@ -62,8 +67,10 @@ def clamp(self, min=None, max=None):
     for bound in (min, max):
         if bound is not None and not isinstance(bound, torch.Tensor):
             dtypes.check_scalar(bound, common)  # c10's checked Scalar::to<scalar_t>
-    lo = None if min is None else jnp.asarray(value(min)).astype(opmath(dtypes.to_jax_dtype(common)))
-    hi = None if max is None else jnp.asarray(value(max)).astype(opmath(dtypes.to_jax_dtype(common)))
+    lo, hi = (None if b is None else value(b) for b in (min, max))
+    if any(type(b) is int and not -(2**63) <= b < 2**63 for b in (lo, hi)):  # past a jit argument's int64
+        c = opmath(dtypes.to_jax_dtype(common))
+        lo, hi = (None if b is None else jnp.asarray(b).astype(c) for b in (lo, hi))
     return apply(_clamp, common, common, (self,), (lo, hi))
 
 
