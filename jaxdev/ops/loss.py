@@ -24,7 +24,6 @@ def _picked(x, t, w, ignore_index):
     """Traceable: each target's input value and weight (0 where ignored), in the compute dtype, and
     the targets made safe to index with."""
     x = _classes_last(x)
-    C = x.shape[-1]
     valid = t != ignore_index
     safe = jnp.where(valid, t, 0)
     tt = safe if x.ndim > 1 else safe.reshape(())
