@@ -55,21 +55,36 @@ class _Traced:
 _traced = _Traced()
 
 
+def _key(lo, offset, hi) -> jax.Array:
+    """fold_in(fold_in(key(lo), offset), hi): the key of a draw."""
+    return jax.random.fold_in(jax.random.fold_in(jax.random.key(lo), offset), hi)
+
+
+@jax.jit
+def _key_of(parts):
+    return _key(parts[0], parts[1], parts[2])
+
+
 def next_key(generator=None) -> jax.Array:
     """A fresh key for one random op: from `generator` when one is given (a jax
-    `torch.Generator`, see generator.py), else from the device's state."""
+    `torch.Generator`, see generator.py), else from the device's state. Eagerly the key is made by one
+    jitted call on the three numbers (as three eager calls it took 3 dispatches, ~30 us); traced, inside
+    the program."""
+    if _traced.base is not None and generator is None:
+        lo, hi, offset = _traced.base[0], _traced.base[1], _traced.base[2] + _traced.draws
+        _traced.draws += 1
+        return _key(lo, offset, hi)
     if generator is not None:
         from jaxdev.generator import draw_seed
 
         s = draw_seed(generator)
-        return jax.random.fold_in(jax.random.fold_in(jax.random.key(s & 0xFFFF_FFFF), 0), s >> 32)
-    if _traced.base is not None:
-        lo, hi, offset = _traced.base[0], _traced.base[1], _traced.base[2] + _traced.draws
-        _traced.draws += 1
+        lo, offset, hi = s & 0xFFFF_FFFF, 0, s >> 32
     else:
-        lo, hi, offset = _state.seed & 0xFFFF_FFFF, _state.seed >> 32, _state.offset
+        lo, offset, hi = _state.seed & 0xFFFF_FFFF, _state.offset, _state.seed >> 32
         _state.offset += 1
-    return jax.random.fold_in(jax.random.fold_in(jax.random.key(lo), offset), hi)
+    # fold_in takes 32 bits: the traced path's int64 offset wraps there, and so does this one (eager
+    # fold_in refused offsets past 2**32 - 1, the 4,294,967,296th random op of a seed).
+    return _key_of(np.array([lo, offset & 0xFFFF_FFFF, hi], dtype=np.int64))
 
 
 def traced_base() -> np.ndarray:

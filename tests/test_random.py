@@ -266,3 +266,26 @@ def test_random_fills_floats_with_the_integers_they_hold_exactly(dtype):
     digits = {torch.float16: 11, torch.bfloat16: 8, torch.float32: 24, torch.float64: 53}[dtype]
     x = torch.empty(4000, dtype=dtype, device="jax").random_().cpu().double()
     assert x.min() >= 0 and x.max() <= 2**digits and torch.equal(x, x.round())
+
+
+def test_keys_are_the_eager_formulas_made_in_one_call():
+    """next_key builds fold_in(fold_in(key(lo), offset), hi) in one jitted call: the same keys as the
+    three eager calls it replaced, so seeded streams are unchanged."""
+    import jax
+
+    from jaxdev import rng
+
+    def eager(lo, offset, hi):
+        return jax.random.key_data(jax.random.fold_in(jax.random.fold_in(jax.random.key(lo), offset), hi))
+
+    saved = rng._state.seed, rng._state.offset
+    try:
+        for seed, offset in [(0, 0), (12345, 7), (2**64 - 1, 2**31 + 5), (67280421310721, 99)]:
+            rng._state.seed, rng._state.offset = seed, offset
+            got = jax.random.key_data(rng.next_key())
+            assert (got == eager(seed & 0xFFFF_FFFF, offset, seed >> 32)).all()
+            assert rng._state.offset == offset + 1
+        rng._state.offset = 2**32 + 3  # eager fold_in refused this offset; it wraps as traced keys do
+        assert (jax.random.key_data(rng.next_key()) == eager(seed & 0xFFFF_FFFF, 3, seed >> 32)).all()
+    finally:
+        rng._state.seed, rng._state.offset = saved

@@ -336,9 +336,16 @@ def native_dropout(input, p, train):
         return x, jnp.ones(x.shape, jnp.bool_)
     if p == 1:
         return jnp.zeros_like(x), jnp.zeros(x.shape, jnp.bool_)
-    mask = jax.random.bernoulli(rng.next_key(), 1.0 - p, x.shape)
+    return _dropout(x, rng.next_key(), 1.0 - p)
+
+
+@jax.jit
+def _dropout(x, key, keep):
+    """One program: the kept mask (a uniform draw below `keep`) and the kept values scaled by 1/keep in
+    x's compute dtype (`keep` an argument as eagerly, not a constant XLA might fold differently)."""
+    mask = jax.random.bernoulli(key, keep, x.shape)
     c = opmath(x.dtype)
-    return (x.astype(c) * mask / (1.0 - p)).astype(x.dtype), mask
+    return (x.astype(c) * mask / keep).astype(x.dtype), mask
 
 
 @register_functional(aten.native_dropout_backward.default)
