@@ -10,6 +10,8 @@ at the boundaries. The backward kernels are the vjp of the forward (a scatter-ad
 
 from __future__ import annotations
 
+import math
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -119,10 +121,25 @@ def _interp(mode, in_sizes, out_sizes, align_corners, scales, compute, result):
 
 
 def _check_sizes(in_sizes, out_sizes):
+    """CPU's upsample_{1,2,3}d_common_check, with its messages ("(W: 4) and output (W: 0)" in 1-d,
+    "(H: 4, W: 4) output (H: 0, W: 0)" in 2-d and 3-d)."""
     if any(o <= 0 for o in out_sizes) or any(i <= 0 for i in in_sizes):
+        names = "DHW"[-len(in_sizes) :]
+
+        def sizes(values):
+            return ", ".join(f"{n}: {v}" for n, v in zip(names, values))
+
+        joint = " and output" if len(in_sizes) == 1 else " output"
         raise RuntimeError(
-            f"Input and output sizes should be greater than 0, but got input ({', '.join(map(str, in_sizes))}) "
-            f"and output ({', '.join(map(str, out_sizes))})"
+            f"Input and output sizes should be greater than 0, but got input ({sizes(in_sizes)}){joint} ({sizes(out_sizes)})"
+        )
+
+
+def _check_not_empty(self) -> None:
+    """The upsample meta functions allow an empty batch and no other empty dimension."""
+    if self.numel() == 0 and math.prod(self.shape[1:]) == 0:
+        raise RuntimeError(
+            f"Non-empty {self.dim()}D data tensor expected but got a tensor with sizes {list(self.shape)}"
         )
 
 
@@ -144,6 +161,8 @@ def _register(nd, mode, forward, backward, has_align):
         if self.dim() != nd + 2:
             raise RuntimeError(f"Expected {nd + 2}D tensor for input, but got {list(self.shape)}")
         align, scales = parse(rest)
+        _check_sizes(tuple(self.shape[2:]), tuple(int(v) for v in output_size))
+        _check_not_empty(self)
         if not self.dtype.is_floating_point:
             if self.dtype == torch.uint8 and mode in ("linear", "cubic") and nd == 2:
                 # CPU's uint8 bilinear/bicubic resample in fixed point (int16 weights, their own
@@ -340,10 +359,8 @@ def upsample_bilinear2d_aa(self, output_size, align_corners, scales_h=None, scal
         raise RuntimeError(f"It is expected input_size equals to 4, but got size {self.dim()}")
     H, W = self.shape[2:]
     oh, ow = (int(v) for v in output_size)
-    if min(H, W, oh, ow) <= 0:
-        raise RuntimeError(
-            f"Input and output sizes should be greater than 0, but got input (H: {H}, W: {W}) output (H: {oh}, W: {ow})"
-        )
+    _check_sizes((H, W), (oh, ow))
+    _check_not_empty(self)
     if self.dtype == torch.uint8:
         scales = tuple(None if s is None else float(s) for s in (scales_h, scales_w))
         return _aa_interp_uint8((H, W), (oh, ow), bool(align_corners), scales)(J(self))

@@ -99,3 +99,69 @@ def test_nll_loss_ignored_targets_are_not_checked():
         expected = F.nll_loss(x, t, weight=w, reduction=reduction)
         got = F.nll_loss(x.to("jax"), t.to("jax"), weight=w.to("jax"), reduction=reduction)
         torch.testing.assert_close(got.cpu(), expected)
+
+
+_X2, _X4 = torch.randn(3, 5).log_softmax(1), torch.randn(2, 5, 3, 3).log_softmax(1)
+_T3, _T433 = torch.tensor([1, 2, 3]), torch.zeros(2, 3, 3, dtype=torch.long)
+_A = torch.ops.aten
+
+NLL_ARGUMENT_ERRORS = {
+    "int32 target": lambda d: F.nll_loss(_X2.to(d), _T3.int().to(d)),
+    "float target": lambda d: F.nll_loss(_X2.to(d), _T3.float().to(d)),
+    "weight of 4 for 5 classes": lambda d: F.nll_loss(_X2.to(d), _T3.to(d), weight=torch.ones(4).to(d)),
+    "float64 weight": lambda d: F.nll_loss(_X2.to(d), _T3.to(d), weight=torch.ones(5, dtype=torch.float64).to(d)),
+    "int64 input": lambda d: F.nll_loss(_X2.long().to(d), _T3.to(d)),
+    "complex input": lambda d: F.nll_loss(_X2.to(torch.complex64).to(d), _T3.to(d)),
+    "2-d target": lambda d: _A.nll_loss_forward(_X2.to(d), _T3[:, None].to(d), None, 1, -100),
+    "size mismatch": lambda d: _A.nll_loss_forward(_X2.to(d), _T3[:2].to(d), None, 1, -100),
+    "uint8 255 beside ignore_index -1": lambda d: F.nll_loss(
+        _X2.to(d), _T3.to(torch.uint8).add(252).to(d), ignore_index=-1
+    ),
+    "images: uint8 target": lambda d: F.nll_loss(_X4.to(d), _T433.to(torch.uint8).to(d)),
+    "images: int32 target": lambda d: F.nll_loss(_X4.to(d), _T433.int().to(d)),
+    "images: weight of 4": lambda d: F.nll_loss(_X4.to(d), _T433.to(d), weight=torch.ones(4).to(d)),
+    "images: float64 weight": lambda d: F.nll_loss(_X4.to(d), _T433.to(d), weight=torch.ones(5).double().to(d)),
+    "images: int64 input": lambda d: F.nll_loss(_X4.long().to(d), _T433.to(d)),
+    "images: size mismatch": lambda d: F.nll_loss(_X4.to(d), torch.zeros(2, 3, 4, dtype=torch.long).to(d)),
+    "images: 3-d input": lambda d: _A.nll_loss2d_forward(_X4[0].to(d), _T433.to(d), None, 1, -100),
+    "images: 2-d target": lambda d: _A.nll_loss2d_forward(_X4.to(d), _T433[0].to(d), None, 1, -100),
+    "images: 2-d weight": lambda d: _A.nll_loss2d_forward(_X4.to(d), _T433.to(d), torch.ones(5, 1).to(d), 1, -100),
+    "backward: int32 target": lambda d: _A.nll_loss_backward(
+        torch.tensor(1.0).to(d), _X2.to(d), _T3.int().to(d), None, 1, -100, torch.tensor(3.0).to(d)
+    ),
+    "backward: int64 input": lambda d: _A.nll_loss_backward(
+        torch.tensor(1.0).to(d), _X2.long().to(d), _T3.to(d), None, 1, -100, torch.tensor(3.0).to(d)
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(NLL_ARGUMENT_ERRORS))
+def test_nll_loss_argument_checks_as_cpu(name):
+    """CPU's checks of nll_loss's arguments, in its order and words (they ran unchecked on jax)."""
+    make = NLL_ARGUMENT_ERRORS[name]
+    try:
+        expected = make("cpu")
+    except Exception as cpu_error:
+        with pytest.raises(type(cpu_error)) as jax_error:
+            make("jax")
+        assert str(jax_error.value) == str(cpu_error)
+        return
+    torch.testing.assert_close(
+        make("jax")[0].cpu() if isinstance(expected, tuple) else make("jax").cpu(),
+        expected[0] if isinstance(expected, tuple) else expected,
+    )
+
+
+@pytest.mark.parametrize("shape", [(3, 5), (2, 5, 3, 3)])
+def test_nll_loss_every_target_ignored_gives_zero_gradient(shape):
+    """mean over no kept target: the loss is nan (0/0) and the gradient zeros, as CPU skips ignored
+    targets (the jax gradient was 0 * inf = nan)."""
+    x = torch.randn(shape)
+    t = torch.full((shape[0], *shape[2:]), -100)
+    grads = []
+    for d in ("cpu", "jax"):
+        xx = x.detach().to(d).requires_grad_()
+        F.nll_loss(xx, t.to(d)).backward()
+        grads.append(xx.grad.cpu())
+    torch.testing.assert_close(grads[1], grads[0])
+    assert not grads[1].isnan().any()

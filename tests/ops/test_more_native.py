@@ -630,3 +630,35 @@ def test_interpolate_uint8_many_channels_as_cpu_per_four(mode, size):
     assert_same(got, per_four)
     if size[1] > 1:  # where CPU's generic loop is right, it agrees
         assert_same(got, F.interpolate(x, size=size, mode=mode))
+
+
+_SIZE_CASES = [
+    ((2, 0, 4, 4), dict(size=(3, 3), mode="bilinear")),
+    ((0, 0, 4, 4), dict(size=(3, 3), mode="bicubic")),
+    ((0, 2, 4, 4), dict(size=(3, 3), mode="bilinear")),  # an empty batch is allowed
+    ((2, 0, 4, 4), dict(size=(3, 3), mode="bilinear", antialias=True)),
+    ((2, 0, 4), dict(size=3, mode="linear")),
+    ((2, 3, 0, 4), dict(size=(3, 3), mode="nearest")),
+    ((2, 2, 4, 4), dict(scale_factor=0.1, mode="bilinear")),
+    ((2, 2, 4, 4), dict(scale_factor=0.1, mode="bicubic")),
+    ((2, 2, 4), dict(scale_factor=0.1, mode="linear")),
+    ((2, 2, 4, 4, 4), dict(scale_factor=0.1, mode="trilinear")),
+    ((2, 2, 4, 4, 4), dict(scale_factor=0.1, mode="nearest-exact")),
+]
+
+
+@pytest.mark.parametrize(
+    "shape,kwargs,dtype",
+    [
+        (shape, kwargs, dtype)
+        for shape, kwargs in _SIZE_CASES
+        for dtype in (torch.float32, torch.uint8)
+        # CPU has no uint8 linear/trilinear kernel (test_fidelity checks that error)
+        if not (dtype == torch.uint8 and kwargs["mode"] in ("linear", "trilinear"))
+    ],
+)
+def test_interpolate_size_checks_as_cpu(shape, kwargs, dtype):
+    """CPU's upsample checks and words: sizes above 0 ("(H: 4, W: 4) output (H: 0, W: 0)"), and no
+    empty dimension but the batch."""
+    x = torch.zeros(shape, dtype=dtype)
+    on_both(lambda d: F.interpolate(x.to(d), **kwargs))
