@@ -188,6 +188,17 @@ class _RefuseTorchax(importlib.abc.MetaPathFinder):
         return None
 
 
+def _native_device_guard() -> None:
+    """PyTorch's Python-backend device guard calls into Python for the device type on every guard
+    operation, some of them noexcept: a backward whose hook raised then aborted the whole process
+    (std::terminate) instead of raising. The native module (jaxdev/native.py) installs the same guard in
+    C++; without it the Python one stays."""
+    from jaxdev import native
+
+    if native.module is not None:
+        native.module.install_device_guard()
+
+
 BACKWARD_THREAD_ENV = "JAXDEV_BACKWARD_THREAD"
 
 
@@ -224,5 +235,6 @@ def register() -> None:
         rename=NAME, backend_module=module, hook=_Hooks(), device_guard=_Guard()
     )
     _route_accelerator_calls()
+    _native_device_guard()
     run_backward_on_calling_thread()
     sys.meta_path.insert(0, _RefuseTorchax())

@@ -239,3 +239,37 @@ def test_backward_thread_env_keeps_the_device_thread():
     proc = run_python(code, env={"JAXDEV_BACKWARD_THREAD": "device"})
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split("\n")[-2] == "True [2.0, 2.0, 2.0]"
+
+
+@pytest.mark.parametrize("hook", ["tensor", "node_pre", "node_post", "post_accumulate"])
+def test_an_exception_in_a_backward_hook_is_raised(hook):
+    """PyTorch's Python-backend device guard calls Python from noexcept functions, so a hook that
+    raised during backward aborted the process; jaxdev's native guard (jaxdev/native.py) raises it."""
+    from jaxdev import native
+
+    if native.module is None:
+        pytest.skip(f"the native module is not in use ({native.unavailable}): PyTorch's Python guard aborts here")
+    code = f"""
+        import torch, jaxdev
+        x = torch.randn(3, device="jax", requires_grad=True)
+        y = x * 2
+        kind = {hook!r}
+        if kind == "tensor":
+            x.register_hook(lambda g: 1 / 0)
+        elif kind == "node_pre":
+            y.grad_fn.register_prehook(lambda g: 1 / 0)
+        elif kind == "node_post":
+            y.grad_fn.register_hook(lambda gi, go: 1 / 0)
+        else:
+            x.register_post_accumulate_grad_hook(lambda p: 1 / 0)
+        try:
+            y.sum().backward()
+        except ZeroDivisionError:
+            print("raised")
+        w = torch.randn(3, device="jax", requires_grad=True)
+        (w * 3).sum().backward()  # the device works on
+        print(w.grad is not None)
+        """
+    proc = run_python(code)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split() == ["raised", "True"]

@@ -31,6 +31,11 @@
 //   register_clone_kernel(slow, reader, sharded)
 //                                clone and .contiguous() in C++ when the result is contiguous: the
 //                                same array for a plain tensor, one cached read program for a view.
+//   install_device_guard()       the jax device's DeviceGuardImpl in C++, replacing the one PyTorch's
+//                                Python-backend setup registers: that one asks Python for the device
+//                                type on every guard call (19 calls for one small backward), and
+//                                from noexcept functions, so a backward whose hook raised aborted the
+//                                process (std::terminate) instead of raising.
 //
 // The CPython API is used directly (no pybind11): the module compiles in seconds.
 
@@ -40,6 +45,7 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/core/StorageImpl.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/core/TensorImpl.h>
 #include <torch/csrc/Dtype.h>
 #include <torch/csrc/Storage.h>
@@ -845,7 +851,36 @@ PyObject* set_allocation(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   Py_RETURN_NONE;
 }
 
+// What torch/csrc/acc's PythonDeviceGuard does, every answer fixed (one device, one default stream,
+// no-op events), with the device type known here rather than asked of Python.
+struct JaxDeviceGuard final : public c10::impl::DeviceGuardImplInterface {
+  static c10::Device device() { return c10::Device(c10::DeviceType::PrivateUse1, 0); }
+  static c10::Stream stream() { return c10::Stream(c10::Stream::DEFAULT, device()); }
+  c10::DeviceType type() const override { return c10::DeviceType::PrivateUse1; }
+  c10::Device exchangeDevice(c10::Device) const override { return device(); }
+  c10::Device getDevice() const override { return device(); }
+  void setDevice(c10::Device) const override {}
+  void uncheckedSetDevice(c10::Device) const noexcept override {}
+  c10::Stream getStream(c10::Device) const noexcept override { return stream(); }
+  c10::Stream getNewStream(c10::Device, int) const override { return stream(); }
+  c10::Stream exchangeStream(c10::Stream) const noexcept override { return stream(); }
+  c10::DeviceIndex deviceCount() const noexcept override { return 1; }
+  void record(void**, const c10::Stream&, const c10::DeviceIndex, const c10::EventFlag) const override {}
+  void block(void*, const c10::Stream&) const override {}
+  bool queryEvent(void*) const override { return true; }
+  void destroyEvent(void*, const c10::DeviceIndex) const noexcept override {}
+  bool queryStream(const c10::Stream&) const override { return true; }
+  void synchronizeStream(const c10::Stream&) const override {}
+};
+
+PyObject* install_device_guard(PyObject*, PyObject*) {
+  static JaxDeviceGuard guard;
+  c10::impl::DeviceGuardImplRegistrar(c10::DeviceType::PrivateUse1, &guard);
+  Py_RETURN_NONE;
+}
+
 PyMethodDef methods[] = {
+    {"install_device_guard", install_device_guard, METH_NOARGS, "the jax device's DeviceGuardImpl in C++"},
     {"register_cpu_kernels", register_cpu_kernels, METH_O, "PrivateUse1 kernels that redispatch to CPU"},
     {"wrap", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(wrap)), METH_FASTCALL,
      "a new contiguous jax tensor owning an array, its Box entered in BOXES"},
