@@ -146,7 +146,13 @@ _TYPE_META_NAMES = {
     torch.float64: "double",
     torch.complex64: "c10::complex<float>",
     torch.complex128: "c10::complex<double>",
+    torch.float8_e4m3fn: "c10::Float8_e4m3fn",
+    torch.float8_e4m3fnuz: "c10::Float8_e4m3fnuz",
+    torch.float8_e5m2: "c10::Float8_e5m2",
+    torch.float8_e5m2fnuz: "c10::Float8_e5m2fnuz",
 }
+# float8 formats without infinities: c10's checked conversion refuses an infinite value for them
+_NO_INF = (torch.float8_e4m3fn, torch.float8_e4m3fnuz, torch.float8_e5m2fnuz)
 
 
 def type_meta_name(dtype: torch.dtype) -> str:
@@ -156,6 +162,9 @@ def type_meta_name(dtype: torch.dtype) -> str:
 # The C++ type names of c10's "value cannot be converted to type T without overflow".
 _C_TYPE_NAMES = {
     torch.uint8: "uint8_t",
+    torch.uint16: "uint16_t",
+    torch.uint32: "uint32_t",
+    torch.uint64: "uint64_t",
     torch.int8: "int8_t",
     torch.int16: "int16_t",
     torch.int32: "int",
@@ -166,13 +175,19 @@ _C_TYPE_NAMES = {
     torch.float64: "double",
     torch.complex64: "c10::complex<float>",
     torch.complex128: "c10::complex<double>",
+    torch.float8_e4m3fn: "c10::Float8_e4m3fn",
+    torch.float8_e4m3fnuz: "c10::Float8_e4m3fnuz",
+    torch.float8_e5m2: "c10::Float8_e5m2",
+    torch.float8_e5m2fnuz: "c10::Float8_e5m2fnuz",
 }
+# float8 formats without infinities: c10's checked conversion refuses an infinite value for them
+_NO_INF = (torch.float8_e4m3fn, torch.float8_e4m3fnuz, torch.float8_e5m2fnuz)
 
 
 def _real_overflows(v, dtype: torch.dtype) -> bool:
     if dtype.is_floating_point:
         if isinstance(v, float) and not math.isfinite(v):
-            return False  # inf and NaN convert to a float type
+            return math.isinf(v) and dtype in _NO_INF  # NaN converts to a float type, inf where it has one
         top = float(torch.finfo(dtype).max)
         return v < -top or v > top
     info = torch.iinfo(dtype)
@@ -201,8 +216,8 @@ def scalar_overflows(value, dtype: torch.dtype) -> bool:
 
 def overflow_mask(v, dtype: torch.dtype):
     """Traceable `scalar_overflows` of an array `v` (None: nothing can overflow `dtype`)."""
-    if dtype == torch.bool or dtype not in _C_TYPE_NAMES or v.dtype == jnp.bool_:
-        return None
+    if dtype == torch.bool or dtype not in _C_TYPE_NAMES or v.dtype == jnp.bool_ or dtype in _UNCHECKED_ARRAYS:
+        return None  # (uint16/32/64 and float8: arrays are not checked against them; Python scalars are)
     if dtype.is_complex:
         top = float(torch.finfo(torch.float32 if dtype == torch.complex64 else torch.float64).max)
         parts = (jnp.real(v), jnp.imag(v)) if jnp.iscomplexobj(v) else (v,)
@@ -237,6 +252,17 @@ def check_scalar(value, dtype: torch.dtype) -> None:
         raise RuntimeError(f"value cannot be converted to type {_C_TYPE_NAMES[dtype]} without overflow")
 
 
+_UNCHECKED_ARRAYS = (
+    torch.uint16,
+    torch.uint32,
+    torch.uint64,
+    torch.float8_e4m3fn,
+    torch.float8_e4m3fnuz,
+    torch.float8_e5m2,
+    torch.float8_e5m2fnuz,
+)
+
+
 # --- converting values as CPU PyTorch does ---------------------------------------------------------
 
 # Floating -> integer conversion of values outside the integer's range (and NaN) is undefined in C++;
@@ -261,6 +287,9 @@ _CONVERT_THROUGH = {
 }
 
 
+_E4M3FN = jnp.dtype(jnp.float8_e4m3fn)
+
+
 def convert(x, jdt):
     """`x.astype(jdt)` (traceable) with CPU PyTorch's conversion of floating values to integers
     (see above); complex values to real types keep their real part, to bool test both parts."""
@@ -271,6 +300,10 @@ def convert(x, jdt):
         return x != 0  # a complex value is True when either part is nonzero (or NaN)
     if jnp.issubdtype(x.dtype, jnp.complexfloating) and not jnp.issubdtype(jdt, jnp.complexfloating):
         x = jnp.real(x)
+    if jdt == _E4M3FN and jnp.issubdtype(x.dtype, jnp.floating):
+        # c10's float8_e4m3fn saturates: a finite or infinite value past its largest, 448, converts to
+        # +-448 (XLA: NaN); NaN stays NaN
+        x = jnp.where(jnp.isnan(x), x, jnp.clip(x, -448.0, 448.0))
     through = _CONVERT_THROUGH.get(jdt) if _X86 else None
     if through is None or not jnp.issubdtype(x.dtype, jnp.floating):
         return x.astype(jdt)

@@ -59,6 +59,8 @@ def _filled(shape: tuple, dtype: torch.dtype, value) -> jax.Array:
     """`shape` of `value` in `dtype`, after fill_'s check that the number fits the dtype."""
     jdt = dtypes.to_jax_dtype(dtype)
     dtypes.check_scalar(value, dtype)
+    if dtype == torch.bool:
+        value = bool(value)  # a complex number is true when either part is (1j: True)
     with tensor.out_of_memory_as_torch():
         if isinstance(value, int) and not -(2**63) <= value < 2**63:  # beyond a jit argument's int64
             return jnp.full(shape, value, dtype=jdt)

@@ -80,3 +80,28 @@ def test_plain_factories_are_one_fill():
     finally:
         tensor.write = original
     assert writes == []
+
+
+_VALUES = (-0.5, -1, 1.5, 70000, 2**33, 2**64 - 1, float("inf"), float("nan"), 300.0, 1j, True, 0.5)
+_DTYPES = (torch.uint16, torch.uint32, torch.uint64, torch.float8_e4m3fn, torch.float8_e5m2, torch.bool, torch.int8)
+
+
+@pytest.mark.parametrize("dtype", _DTYPES)
+def test_full_checks_and_converts_numbers_as_cpu(dtype):
+    """c10's checked conversion of the fill value (uint16/32/64 were unchecked), its saturating
+    float8_e4m3fn (XLA: NaN past 448) and a complex value's truth for bool (1j: True)."""
+    for value in _VALUES:
+        outcomes = []
+        for d in ("cpu", JAX):
+            try:
+                outcomes.append(torch.full((2,), value, dtype=dtype, device=d).cpu().double().tolist())
+            except RuntimeError as e:
+                outcomes.append(str(e))
+        assert str(outcomes[1]) == str(outcomes[0]), value
+
+
+def test_float8_e4m3fn_conversion_saturates_as_cpu():
+    v = torch.tensor([70000.0, 449.0, 465.0, 480.0, float("inf"), -float("inf"), float("nan"), -1e6, 240.5])
+    expected = v.to(torch.float8_e4m3fn).float()
+    got = v.to(JAX).to(torch.float8_e4m3fn).cpu().float()
+    torch.testing.assert_close(got, expected, equal_nan=True, rtol=0, atol=0)
