@@ -279,12 +279,63 @@ def arange_out(start, end, step=1, *, out):
     n = _arange_size(start, end, step, out.dtype)
     if out.numel() != n:
         out.resize_((n,))  # first, as CPU: a size no memory holds fails here, with the allocator's error
-    if out.dtype.is_floating_point:
+    return store_into(out, _arange_values(n, start, step, out.dtype), resize=True)
+
+
+def _arange_values(n: int, start, step, dtype: torch.dtype) -> jax.Array:
+    """start + i * step for i < n, in double for a floating result, else in int64 from the truncated
+    scalars (arange(0, 5, 0.5, dtype=int32) is 10 zeros), rounded to `dtype`: one jitted program."""
+    if dtype.is_floating_point:
         acc = jnp.float64
-    else:  # start + i * step in int64, from the truncated scalars (arange(0, 5, 0.5, dtype=int32) is 10 zeros)
+    else:
         acc, start, step = jnp.int64, _to_int64(start), _to_int64(step)
-    values = (jnp.arange(n, dtype=acc) * step + start).astype(dtypes.to_jax_dtype(out.dtype))
-    return store_into(out, values, resize=True)
+    return _ramp(n, jnp.dtype(acc), dtypes.to_jax_dtype(dtype))(start, step)
+
+
+@jitted
+def _ramp(n, acc, jdt):
+    return lambda start, step: (jnp.arange(n, dtype=acc) * step + start).astype(jdt)
+
+
+def _arange_end(end, *, dtype=None, layout=None, device=None, pin_memory=None):
+    return arange_start_step(0, end, 1, dtype=dtype, layout=layout, device=device, pin_memory=pin_memory)
+
+
+def _arange_start(start, end, *, dtype=None, layout=None, device=None, pin_memory=None):
+    return arange_start_step(start, end, 1, dtype=dtype, layout=layout, device=device, pin_memory=pin_memory)
+
+
+@register(aten.arange.start_step)
+def arange_start_step(start, end, step=1, *, dtype=None, layout=None, device=None, pin_memory=None):
+    """arange's values in one program, where the composite made an empty tensor, grew it (resize_) and
+    wrote arange.out's values into it: torch.arange(8, device="jax") 230 -> 10 us. Without a dtype the
+    result is int64 when start, end and step are all integral (bool too), else the default dtype."""
+    if dtype is None:
+        integral = all(isinstance(v, (bool, int)) for v in (start, end, step))
+        chosen = torch.int64 if integral else torch.get_default_dtype()
+    else:
+        chosen = dtype
+    other_device = device is not None and torch.device(device).type != jax_device_module.NAME
+    if (
+        layout not in (None, torch.strided)
+        or pin_memory
+        or other_device
+        or not (chosen.is_floating_point or (not chosen.is_complex and chosen != torch.bool))
+    ):
+        kwargs = dict(dtype=dtype, layout=layout, device=device, pin_memory=pin_memory)
+        return _composite(aten.arange.start_step, start, end, step, **kwargs)
+    _check_device(device)
+    n = _arange_size(start, end, step, chosen)
+    if n == 0:
+        return tensor.empty((0,), chosen)
+    with tensor.out_of_memory_as_torch():
+        return tensor.wrap(_arange_values(n, start, step, chosen))
+
+
+# arange(end) and arange(start, end) call the start_step composite directly (native::arange), not
+# through the dispatcher: each needs the kernel too.
+register(aten.arange.default)(_arange_end)
+register(aten.arange.start)(_arange_start)
 
 
 # linspace/logspace take their ends as c10 Scalars: Python numbers, or (the Tensor overloads, traced

@@ -105,3 +105,45 @@ def test_float8_e4m3fn_conversion_saturates_as_cpu():
     expected = v.to(torch.float8_e4m3fn).float()
     got = v.to(JAX).to(torch.float8_e4m3fn).cpu().float()
     torch.testing.assert_close(got, expected, equal_nan=True, rtol=0, atol=0)
+
+
+ARANGES = [
+    (8,),
+    (0, 5),
+    (1, 10, 3),
+    (10, 1, -2),
+    (0, 5, 0.5),
+    (0.5, 5),
+    (0, 5, 0.5, torch.int32),
+    (0, 1, 0.1, torch.float16),
+    (0, 1, 0.1, torch.bfloat16),
+    (0, 10, 1, torch.uint8),
+    (True, 5),
+    (0, 0),
+    (5, 0),
+    (0, 5, 0),
+    (0, float("inf")),
+    (-3, 3, 1, torch.int8),
+    (0, 2**40, 2**38),
+    (0, 5, 1, torch.bool),
+    (0, 5, 1, torch.complex64),
+    (1, 5, 1.5, torch.int64),
+]
+
+
+@pytest.mark.parametrize("case", ARANGES, ids=str)
+def test_arange_like_cpu(case):
+    """arange in one program (its composite made an empty tensor, grew it and wrote into it): values,
+    inferred dtype and errors as CPU's."""
+    jaxdev.reset_fallback_counts()
+    args = [a for a in case if not isinstance(a, torch.dtype)]
+    kwargs = {"dtype": case[-1]} if isinstance(case[-1], torch.dtype) else {}
+    try:
+        expected = torch.arange(*args, **kwargs)
+    except (RuntimeError, ValueError) as cpu_error:
+        with pytest.raises(type(cpu_error)) as jax_error:
+            torch.arange(*args, device=JAX, **kwargs)
+        assert str(jax_error.value) == str(cpu_error)
+        return
+    assert_same(torch.arange(*args, device=JAX, **kwargs), expected)
+    assert not jaxdev.fallback_counts()
