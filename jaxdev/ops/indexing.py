@@ -558,8 +558,24 @@ def scatter_add(self, dim, index, src):
 
 @register_functional(aten.embedding_dense_backward.default)
 def embedding_dense_backward(grad_output, indices, num_weights, padding_idx, scale_grad_by_freq):
-    g = J(grad_output)
-    idx = J(indices).reshape(-1)
+    """One program (as eager jnp ops it was ~290 us for 3 rows): rows of the gradient added into a zero
+    table at their indices, padding_idx's rows left out, each divided by its index's count when asked."""
+    body = _embedding_backward(int(num_weights), int(padding_idx), bool(scale_grad_by_freq))
+    return body(J(grad_output), J(indices))
+
+
+@jitted
+def _embedding_backward(num_weights, padding_idx, scale_grad_by_freq):
+    return functools.partial(
+        _embedding_backward_body,
+        num_weights=num_weights,
+        padding_idx=padding_idx,
+        scale_grad_by_freq=scale_grad_by_freq,
+    )
+
+
+def _embedding_backward_body(g, indices, *, num_weights, padding_idx, scale_grad_by_freq):
+    idx = indices.reshape(-1)
     rows = g.reshape((-1, g.shape[-1]))
     c = jnp.float32 if g.dtype in (jnp.float16, jnp.bfloat16) else g.dtype
     rows = rows.astype(c)
