@@ -55,7 +55,69 @@ def main() -> None:
         print(f"{name:<10} {t_dev * 1e6:>10.2f} {t_ref * 1e6:>10.2f} {t_dev / t_ref:>7.2f}")
     gmean = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
     print(f"geometric mean ratio jaxdev/jnp: {gmean:.2f}")
+    training_path(args.size, args.repeat)
     breakdown(args.size, args.repeat)
+
+
+def training_path(n: int, repeat: int) -> None:
+    """Ops a training step calls beside the eight above, against the same computation in one jitted
+    JAX function (what a kernel that is one program costs at best) and torch on CPU."""
+    import torch.nn.functional as F
+
+    x_cpu = torch.randn(n, n)
+    target_cpu, rows_cpu = torch.randint(0, n, (n,)), torch.tensor([0, 2, 3])
+    x, target, rows = (t.to("jax") for t in (x_cpu, target_cpu, rows_cpu))
+    jx, jt, jr = jaxdev.to_jax(x), jaxdev.to_jax(target), jaxdev.to_jax(rows)
+    g = torch.randn(3, n).to("jax")
+    jg = jaxdev.to_jax(g)
+    key = jax.random.key(0)
+    jit = jax.jit
+    nll = jit(lambda a, t: -jnp.mean(jnp.take_along_axis(jax.nn.log_softmax(a, -1), t[:, None], -1)))
+    drop = jit(lambda k, a: jnp.where(jax.random.bernoulli(k, 0.9, a.shape), a / 0.9, 0))
+    normal = jit(lambda k: jax.random.normal(k, (n, n)))
+    clip = jit(lambda a: jnp.clip(a, -1.0, 1.0))
+    concat = jit(lambda a: jnp.concatenate([a, a]))
+    scatter = jit(lambda gg, r: jnp.zeros((10, n)).at[r].add(gg))
+    double = jit(lambda a: a * 2)
+    cases = {
+        "cross_entropy": (
+            lambda: F.cross_entropy(x, target),
+            lambda: nll(jx, jt),
+            lambda: F.cross_entropy(x_cpu, target_cpu),
+        ),
+        "dropout": (lambda: F.dropout(x, 0.1), lambda: drop(key, jx), lambda: F.dropout(x_cpu, 0.1)),
+        "randn": (
+            lambda: torch.randn(n, n, device="jax"),
+            lambda: normal(key),
+            lambda: torch.randn(n, n),
+        ),
+        "arange": (lambda: torch.arange(n, device="jax"), jit(lambda: jnp.arange(n)), lambda: torch.arange(n)),
+        "ones_like": (lambda: torch.ones_like(x), jit(lambda: jnp.ones((n, n))), lambda: torch.ones_like(x_cpu)),
+        "clamp": (lambda: x.clamp(-1, 1), lambda: clip(jx), lambda: x_cpu.clamp(-1, 1)),
+        "cat": (
+            lambda: torch.cat([x, x]),
+            lambda: concat(jx),
+            lambda: torch.cat([x_cpu, x_cpu]),
+        ),
+        "embedding backward": (
+            lambda: torch.ops.aten.embedding_dense_backward(g, rows, 10, -1, False),
+            lambda: scatter(jg, jr),
+            lambda: torch.ops.aten.embedding_dense_backward(g.cpu(), rows_cpu, 10, -1, False),
+        ),
+        "backward of x * 2": (
+            lambda: torch.autograd.grad(x_leaf * 2, x_leaf, x),
+            lambda: double(jx),
+            lambda: torch.autograd.grad(cpu_leaf * 2, cpu_leaf, x_cpu),
+        ),
+    }
+    x_leaf, cpu_leaf = x.clone().requires_grad_(), x_cpu.clone().requires_grad_()
+    print(f"\n{'training-path op':<20} {'jaxdev us':>10} {'JAX jit us':>11} {'ratio':>7} {'torch CPU us':>13}")
+    for name, (dev, ref, cpu) in cases.items():
+        for _ in range(20):
+            dev(), ref(), cpu()
+        t_dev, t_ref = time_pair(dev, ref, repeat // 4, batches=10)
+        t_cpu = time_pair(cpu, ref, repeat // 4, batches=10)[0]
+        print(f"{name:<20} {t_dev * 1e6:>10.2f} {t_ref * 1e6:>11.2f} {t_dev / t_ref:>7.2f} {t_cpu * 1e6:>13.2f}")
 
 
 def breakdown(n: int, repeat: int) -> None:

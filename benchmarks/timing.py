@@ -55,10 +55,20 @@ def time_pair(dev, ref, repeat: int, batches: int) -> tuple[float, float]:
             t0 = time.perf_counter()
             for _ in range(per):
                 r = fn()
-            # tensor.read, not jaxdev.to_jax: an array handed out is never donated to a later write.
-            jax.block_until_ready(tensor.read(r) if isinstance(r, torch.Tensor) else r)
+            _wait(r)
             best[side] = min(best[side], (time.perf_counter() - t0) / per)
     return best[0], best[1]
+
+
+def _wait(r) -> None:
+    """Wait for a result: a jax array, a jax tensor, a CPU tensor (done already), or a tuple's first."""
+    if isinstance(r, (tuple, list)):
+        r = r[0]
+    if isinstance(r, torch.Tensor):
+        if r.device.type == "jax":  # tensor.read, not jaxdev.to_jax: an array handed out is never donated
+            jax.block_until_ready(tensor.read(r))
+    else:
+        jax.block_until_ready(r)
 
 
 def median_seconds(fn, wait, repeat: int, warmup: int = 3) -> float:
