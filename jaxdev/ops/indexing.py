@@ -377,9 +377,15 @@ def _first_outside(i, size: int) -> int:
 
 
 def _check_in_range(i, size: int, error) -> None:
-    """CPU's index_select/gather/scatter take indices in [0, size) only (no negative ones)."""
+    """CPU's index_select/gather/scatter take indices in [0, size) only (no negative ones): the flag is
+    one jitted program (as two eager comparisons and an or, ~30 us)."""
     if i.size:
-        tracing.check_values((i < 0) | (i >= size), error)
+        tracing.check_values(_outside(int(size))(i), error)
+
+
+@jitted
+def _outside(size):
+    return lambda i: jnp.any((i < 0) | (i >= size))
 
 
 @register_functional(aten.index_select.default, out=False)
@@ -520,25 +526,35 @@ def _scatter(self, dim, index, src, reduce=None):
     x = J(self)
     i = J(index)
     _check_in_range(i, self.shape[d], _bounds_error(i, self.shape[d], d))
-    if isinstance(src, torch.Tensor):
-        s = J(src)[tuple(slice(0, n) for n in i.shape)]
-    else:
-        s = jnp.full(i.shape, src)
-    s = s.astype(x.dtype)
-    grids = list(jnp.meshgrid(*[jnp.arange(n) for n in i.shape], indexing="ij"))
-    grids[d] = jnp.where(i < 0, i + x.shape[d], i)
-    if reduce is None:
-        return x.at[tuple(grids)].set(s)
-    # CPU's scatter kernels accumulate half and bfloat16 in float and round once (scatter_add of 3000
-    # float16 ones is 3000, not the 2048 a float16 accumulator stops at); cummax/cummin's gradient is
-    # such a scatter_add
-    acc = opmath(x.dtype)
-    ref = x.astype(acc).at[tuple(grids)]
-    if reduce in ("add", "sum"):
-        return add_at(ref, s.astype(acc)).astype(x.dtype)
-    if reduce in ("multiply", "prod"):
+    if reduce not in (None, "add", "sum", "multiply", "prod"):
+        raise RuntimeError(f"reduce argument must be either add or multiply, got {reduce}")
+    tensor_src = isinstance(src, torch.Tensor)
+    if not tensor_src and type(src) is int and not -(2**63) <= src < 2**63:  # past a jit argument's int64
+        src = jnp.asarray(src, x.dtype)
+    return _scattered(d, reduce, tensor_src)(x, i, J(src) if tensor_src else src)
+
+
+@jitted
+def _scattered(d, reduce, tensor_src):
+    """scatter's values in one program (as eager jnp ops, a small scatter_add took ~500 us)."""
+
+    def run(x, i, src):
+        s = src[tuple(slice(0, n) for n in i.shape)] if tensor_src else jnp.full(i.shape, src)
+        s = s.astype(x.dtype)
+        grids = list(jnp.meshgrid(*[jnp.arange(n) for n in i.shape], indexing="ij"))
+        grids[d] = jnp.where(i < 0, i + x.shape[d], i)
+        if reduce is None:
+            return x.at[tuple(grids)].set(s)
+        # CPU's scatter kernels accumulate half and bfloat16 in float and round once (scatter_add of 3000
+        # float16 ones is 3000, not the 2048 a float16 accumulator stops at); cummax/cummin's gradient is
+        # such a scatter_add
+        acc = opmath(x.dtype)
+        ref = x.astype(acc).at[tuple(grids)]
+        if reduce in ("add", "sum"):
+            return add_at(ref, s.astype(acc)).astype(x.dtype)
         return multiply_at(ref, s.astype(acc)).astype(x.dtype)
-    raise RuntimeError(f"reduce argument must be either add or multiply, got {reduce}")
+
+    return run
 
 
 @register_functional(aten.scatter.src, aten.scatter.value)
