@@ -310,7 +310,6 @@ def _mask_value(self, mask, value):
         raise RuntimeError(
             f"masked_fill_ only supports boolean masks, but got mask with dtype {str(mask.dtype).split('.')[-1]}"
         )
-    x = J(self)
     if isinstance(value, torch.Tensor):
         if value.dim() != 0:
             raise RuntimeError(
@@ -319,7 +318,15 @@ def _mask_value(self, mask, value):
         value = _fill_value(value, self.dtype)
     else:
         dtypes.check_scalar(value, self.dtype)  # c10's checked Scalar::to<scalar_t>, whatever the mask
-    return jnp.where(J(mask), jnp.asarray(value).astype(x.dtype), x)
+        if type(value) is int and not -(2**63) <= value < 2**63:  # past a jit argument's int64
+            value = jnp.asarray(value, dtypes.to_jax_dtype(self.dtype))
+    return on_views(_masked_fill, (self, mask), (value,))
+
+
+@jax.jit
+def _masked_fill(x, mask, value):
+    """One program (eagerly: a conversion, a cast and a select, ~30 us for 4x8)."""
+    return jnp.where(mask, jnp.asarray(value).astype(x.dtype), x)
 
 
 register_functional(aten.masked_fill.Scalar, aten.masked_fill.Tensor)(_mask_value)
