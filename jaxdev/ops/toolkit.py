@@ -334,4 +334,10 @@ def check_index_bounds(idx, size: int, dim: int) -> None:
         bad = lo if lo < -size else hi
         return IndexError(f"index {bad} is out of bounds for dimension {dim} with size {size}")
 
-    tracing.check_values((idx < -size) | (idx >= size), error)
+    tracing.check_values(_outside_signed(int(size))(idx), error)
+
+
+@jitted
+def _outside_signed(size):
+    """The flag of check_index_bounds as one program (eagerly: two comparisons, an or and an any)."""
+    return lambda idx: jnp.any((idx < -size) | (idx >= size))
