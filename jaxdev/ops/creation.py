@@ -297,6 +297,9 @@ def _ramp(n, acc, jdt):
     return lambda start, step: (jnp.arange(n, dtype=acc) * step + start).astype(jdt)
 
 
+_ONE_PROGRAM_BYTES = 1 << 30
+
+
 def _arange_end(end, *, dtype=None, layout=None, device=None, pin_memory=None):
     return arange_start_step(0, end, 1, dtype=dtype, layout=layout, device=device, pin_memory=pin_memory)
 
@@ -326,6 +329,11 @@ def arange_start_step(start, end, step=1, *, dtype=None, layout=None, device=Non
         return _composite(aten.arange.start_step, start, end, step, **kwargs)
     _check_device(device)
     n = _arange_size(start, end, step, chosen)
+    if n * chosen.itemsize > _ONE_PROGRAM_BYTES:
+        # past a GiB the composite's order holds: resize_ checks the byte count (CPU's "Storage size
+        # calculation overflowed"), then allocates, and an allocation that fails raises there and then
+        kwargs = dict(dtype=dtype, layout=layout, device=device, pin_memory=pin_memory)
+        return _composite(aten.arange.start_step, start, end, step, **kwargs)
     if n == 0:
         return tensor.empty((0,), chosen)
     with tensor.out_of_memory_as_torch():
