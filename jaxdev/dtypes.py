@@ -288,6 +288,9 @@ _CONVERT_THROUGH = {
 
 
 _E4M3FN = jnp.dtype(jnp.float8_e4m3fn)
+_FLOAT8 = frozenset(
+    jnp.dtype(t) for t in (jnp.float8_e4m3fn, jnp.float8_e4m3fnuz, jnp.float8_e5m2, jnp.float8_e5m2fnuz)
+)
 
 
 def convert(x, jdt):
@@ -300,6 +303,10 @@ def convert(x, jdt):
         return x != 0  # a complex value is True when either part is nonzero (or NaN)
     if jnp.issubdtype(x.dtype, jnp.complexfloating) and not jnp.issubdtype(jdt, jnp.complexfloating):
         x = jnp.real(x)
+    if jdt in _FLOAT8 and jnp.issubdtype(x.dtype, jnp.integer):
+        # c10 makes a float8 of an integer through float (XLA's CPU conversion of int8 gave -64 for
+        # every value, and of uint8 250 gave 192)
+        x = x.astype(jnp.float32)
     if jdt == _E4M3FN and jnp.issubdtype(x.dtype, jnp.floating):
         # c10's float8_e4m3fn saturates: a finite or infinite value past its largest, 448, converts to
         # +-448 (XLA: NaN); NaN stays NaN

@@ -156,3 +156,21 @@ def test_arange_too_large_raises_at_once_as_cpu():
         torch.arange(0, 2**62, 1, device=JAX)
     with pytest.raises(torch.OutOfMemoryError):  # CPU: RuntimeError from its allocator (2**54 bytes)
         torch.arange(0, 2**50, 0.25, device=JAX)
+
+
+@pytest.mark.parametrize(
+    "src", [torch.int8, torch.uint8, torch.int16, torch.int32, torch.int64, torch.float16, torch.bfloat16]
+)
+@pytest.mark.parametrize("dst", [torch.float8_e4m3fn, torch.float8_e4m3fnuz, torch.float8_e5m2, torch.float8_e5m2fnuz])
+def test_float8_conversion_from_each_dtype_as_cpu(src, dst):
+    """c10 makes a float8 of an integer through float (XLA's CPU conversion of int8 gave -64 for every
+    value), and float8_e4m3fn saturates."""
+    if src == torch.uint8:
+        v = torch.tensor([250, 3, 0, 1, 17, 255, 200], dtype=src)
+    elif src == torch.int8:
+        v = torch.tensor([-12, -88, 3, 0, 96, -64, 1, 127, -128], dtype=src)
+    else:
+        v = torch.tensor([500, -600, 3, 0, 100, 447, 1, 30000, -30000]).to(src)
+    expected = v.to(dst).float()
+    got = v.to(JAX).to(dst).cpu().float()
+    torch.testing.assert_close(got, expected, equal_nan=True, rtol=0, atol=0)
