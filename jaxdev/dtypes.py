@@ -146,13 +146,7 @@ _TYPE_META_NAMES = {
     torch.float64: "double",
     torch.complex64: "c10::complex<float>",
     torch.complex128: "c10::complex<double>",
-    torch.float8_e4m3fn: "c10::Float8_e4m3fn",
-    torch.float8_e4m3fnuz: "c10::Float8_e4m3fnuz",
-    torch.float8_e5m2: "c10::Float8_e5m2",
-    torch.float8_e5m2fnuz: "c10::Float8_e5m2fnuz",
 }
-# float8 formats without infinities: c10's checked conversion refuses an infinite value for them
-_NO_INF = (torch.float8_e4m3fn, torch.float8_e4m3fnuz, torch.float8_e5m2fnuz)
 
 
 def type_meta_name(dtype: torch.dtype) -> str:
