@@ -83,16 +83,21 @@ def _full(shape, jdt):
 _CPU_KEYS = torch._C.DispatchKeySet(torch._C.DispatchKey.CPU)
 
 
+def _elsewhere(layout, device, pin_memory) -> bool:
+    """A factory's request for something other than a plain jax tensor (another device or layout, pinned
+    memory), which its composite serves; a jax device's index is checked."""
+    if layout not in (None, torch.strided) or pin_memory:
+        return True
+    if device is not None and torch.device(device).type != jax_device_module.NAME:
+        return True
+    _check_device(device)
+    return False
+
+
 def _new_filled(size, dtype: torch.dtype, value, layout, device, pin_memory) -> torch.Tensor | None:
     """A new contiguous jax tensor of `size` holding `value`, or None where the composite must decide."""
-    if (layout not in (None, torch.strided)) or pin_memory:
+    if _elsewhere(layout, device, pin_memory):
         return None
-    if device is not None:
-        device = torch.device(device)
-        if device.type != jax_device_module.NAME:
-            return None
-        if device.index is not None:
-            jax_device_module._check_index(device.index)
     shape = tuple(int(n) for n in size)
     if any(n < 0 for n in shape):
         return None  # each composite words its own error (zeros: "Dimension size must be non-negative.")
@@ -318,21 +323,13 @@ def arange_start_step(start, end, step=1, *, dtype=None, layout=None, device=Non
         chosen = torch.int64 if integral else torch.get_default_dtype()
     else:
         chosen = dtype
-    other_device = device is not None and torch.device(device).type != jax_device_module.NAME
-    if (
-        layout not in (None, torch.strided)
-        or pin_memory
-        or other_device
-        or not (chosen.is_floating_point or (not chosen.is_complex and chosen != torch.bool))
-    ):
-        kwargs = dict(dtype=dtype, layout=layout, device=device, pin_memory=pin_memory)
+    kwargs = dict(dtype=dtype, layout=layout, device=device, pin_memory=pin_memory)
+    if chosen.is_complex or chosen == torch.bool or _elsewhere(layout, device, pin_memory):
         return _composite(aten.arange.start_step, start, end, step, **kwargs)
-    _check_device(device)
     n = _arange_size(start, end, step, chosen)
     if n * chosen.itemsize > _ONE_PROGRAM_BYTES:
         # past a GiB the composite's order holds: resize_ checks the byte count (CPU's "Storage size
         # calculation overflowed"), then allocates, and an allocation that fails raises there and then
-        kwargs = dict(dtype=dtype, layout=layout, device=device, pin_memory=pin_memory)
         return _composite(aten.arange.start_step, start, end, step, **kwargs)
     if n == 0:
         return tensor.empty((0,), chosen)

@@ -29,6 +29,7 @@ from jaxdev.ops.toolkit import (
     multiply_at,
     on_views,
     opmath,
+    outside,
     wrap_dim,
 )
 
@@ -188,21 +189,27 @@ def index(self, indices):
     single = _single_mask(self, indices)
     if single is not None:
         return _masked_rows(J(self), single[1], single[0])
-    where = _index_tuple(self, indices)
-    structure = tuple(isinstance(e, slice) for e in where)
-    return _indexed(structure)(J(self), *(e for e in where if not isinstance(e, slice)))
+    structure, arrays = _split_index(_index_tuple(self, indices))
+    return _indexed(structure)(J(self), *arrays)
+
+
+def _split_index(index: tuple) -> tuple:
+    """A jnp index of whole dims and index arrays as (structure, arrays): `structure` is True for each
+    whole dim and keys the jitted program, the arrays are its arguments (eager jnp indexing spends
+    ~100s of us in Python planning its gather or scatter)."""
+    return tuple(isinstance(e, slice) for e in index), [e for e in index if not isinstance(e, slice)]
+
+
+def _joined_index(structure: tuple, arrays) -> tuple:
+    """Traceable: the index `_split_index` took apart."""
+    it = iter(arrays)
+    return tuple(slice(None) if whole else next(it) for whole in structure)
 
 
 @jitted
 def _indexed(structure):
-    """x[index] in one program, for an index of whole dims (True in `structure`) and index arrays (eager
-    jnp indexing spends ~100s of us in Python planning its gather)."""
-
-    def run(x, *arrays):
-        it = iter(arrays)
-        return x[tuple(slice(None) if whole else next(it) for whole in structure)]
-
-    return run
+    """x[index] in one program."""
+    return lambda x, *arrays: x[_joined_index(structure, arrays)]
 
 
 def _fill_value(value: torch.Tensor, dtype: torch.dtype) -> jax.Array:
@@ -305,17 +312,16 @@ def index_put(self, indices, values, accumulate=False):
             f"of shape {list(result)}"
         )
     v = J(values) if values.device.type == "jax" or values.dim() == 0 else tensor.from_cpu(values)
-    structure = tuple(isinstance(e, slice) for e in index)
-    return _put_at(structure, bool(accumulate))(x, v, *(e for e in index if not isinstance(e, slice)))
+    structure, arrays = _split_index(index)
+    return _put_at(structure, bool(accumulate))(x, v, *arrays)
 
 
 @jitted
 def _put_at(structure, accumulate):
-    """index_put's update in one program (the index as in _indexed; eagerly ~400 us for three rows)."""
+    """index_put's update in one program (the index as in _indexed)."""
 
     def run(x, v, *arrays):
-        it = iter(arrays)
-        ref = x.at[tuple(slice(None) if whole else next(it) for whole in structure)]
+        ref = x.at[_joined_index(structure, arrays)]
         v = v.astype(x.dtype)
         return add_at(ref, v) if accumulate else ref.set(v)
 
@@ -407,15 +413,9 @@ def _first_outside(i, size: int) -> int:
 
 
 def _check_in_range(i, size: int, error) -> None:
-    """CPU's index_select/gather/scatter take indices in [0, size) only (no negative ones): the flag is
-    one jitted program (as two eager comparisons and an or, ~30 us)."""
+    """CPU's index_select/gather/scatter take indices in [0, size) only (no negative ones)."""
     if i.size:
-        tracing.check_values(_outside(int(size))(i), error)
-
-
-@jitted
-def _outside(size):
-    return lambda i: jnp.any((i < 0) | (i >= size))
+        tracing.check_values(outside(0, int(size))(i), error)
 
 
 @register_functional(aten.index_select.default, out=False)

@@ -62,9 +62,14 @@ def _backward_body(g, x, t, w, total_weight, reduction, ignore_index):
     return grad.astype(x.dtype)
 
 
-def _targets_bad(t, classes, ignore_index):
+def _kept_out_of_range(t, classes: int, ignore_index: int):
+    """Traceable: where a target (read as int64, as CPU reads it) is kept and outside [0, classes)."""
     t = t.astype(jnp.int64)
-    return jnp.any((t != ignore_index) & ((t < 0) | (t >= classes)))
+    return (t != ignore_index) & ((t < 0) | (t >= classes))
+
+
+def _targets_bad(t, classes, ignore_index):
+    return jnp.any(_kept_out_of_range(t, classes, ignore_index))
 
 
 def _check_targets(target, classes: int, ignore_index: int):
@@ -79,9 +84,9 @@ def _raise_if(bad, target, classes: int, ignore_index: int) -> None:
     recorded as a deferred check under torch.compile (tracing.check_values)."""
 
     def error():
-        t = J(target).reshape(-1).astype(jnp.int64)
-        out = (t != ignore_index) & ((t < 0) | (t >= classes))
-        return IndexError(f"Target {int(t[jnp.argmax(out)])} is out of bounds.")
+        t = J(target).reshape(-1)
+        first = jnp.argmax(_kept_out_of_range(t, classes, ignore_index))
+        return IndexError(f"Target {int(t[first].astype(jnp.int64))} is out of bounds.")
 
     tracing.check_values(bad, error)
 

@@ -334,10 +334,11 @@ def check_index_bounds(idx, size: int, dim: int) -> None:
         bad = lo if lo < -size else hi
         return IndexError(f"index {bad} is out of bounds for dimension {dim} with size {size}")
 
-    tracing.check_values(_outside_signed(int(size))(idx), error)
+    tracing.check_values(outside(-int(size), int(size))(idx), error)
 
 
 @jitted
-def _outside_signed(size):
-    """The flag of check_index_bounds as one program (eagerly: two comparisons, an or and an any)."""
-    return lambda idx: jnp.any((idx < -size) | (idx >= size))
+def outside(low: int, high: int):
+    """The flag "an index lies outside [low, high)" as one program (eagerly: two comparisons, an or and
+    an any, ~30 us)."""
+    return lambda idx: jnp.any((idx < low) | (idx >= high))

@@ -28,6 +28,18 @@ def _scale(in_size, out_size, align_corners, scale, ft):
     return ft(1.0 / scale) if scale is not None and scale > 0 else ft(in_size) / ft(out_size)
 
 
+# PyTorch's cubic convolution (A = -0.75 without antialiasing): the weight of a tap at distance x
+_CUBIC_A = -0.75
+
+
+def _cubic_near(x, A):  # |x| <= 1
+    return ((A + 2) * x - (A + 3)) * x * x + 1
+
+
+def _cubic_far(x, A):  # 1 < |x| < 2
+    return ((A * x - 5 * A) * x + 8 * A) * x - 4 * A
+
+
 def _taps(mode, in_size, out_size, align_corners, scale, ft):
     """(indices, weights), each (out_size, taps): output j = sum_k weights[j, k] * input[indices[j, k]]."""
     dst = np.arange(out_size, dtype=ft)
@@ -52,15 +64,9 @@ def _taps(mode, in_size, out_size, align_corners, scale, ft):
     src = s * dst if align_corners else s * (dst + ft(0.5)) - ft(0.5)
     i = np.floor(src).astype(np.int64)
     t = (src - i).astype(ft)
-    A = ft(-0.75)
-
-    def near(x):  # |x| <= 1
-        return ((A + 2) * x - (A + 3)) * x * x + 1
-
-    def far(x):  # 1 < |x| < 2
-        return ((A * x - 5 * A) * x + 8 * A) * x - 4 * A
-
-    w = np.stack([far(t + 1), near(t), near(1 - t), far(2 - t)], 1).astype(ft)
+    A = ft(_CUBIC_A)
+    w = np.stack([_cubic_far(t + 1, A), _cubic_near(t, A), _cubic_near(1 - t, A), _cubic_far(2 - t, A)], 1)
+    w = w.astype(ft)
     idx = np.clip(np.stack([i - 1, i, i + 1, i + 2], 1), 0, in_size - 1)
     return idx, w
 
@@ -145,7 +151,6 @@ def _check_not_empty(self) -> None:
 
 def _kernels(mode, dtype, in_sizes, out_sizes, align_corners, scales):
     jdt = dtypes.to_jax_dtype(dtype)
-    _check_sizes(in_sizes, out_sizes)
     scales = tuple(None if s is None else float(s) for s in scales)
     return _interp(mode, tuple(in_sizes), tuple(out_sizes), bool(align_corners), scales, opmath(jdt), jdt)
 
@@ -161,14 +166,13 @@ def _register(nd, mode, forward, backward, has_align):
         if self.dim() != nd + 2:
             raise RuntimeError(f"Expected {nd + 2}D tensor for input, but got {list(self.shape)}")
         align, scales = parse(rest)
-        _check_sizes(tuple(self.shape[2:]), tuple(int(v) for v in output_size))
+        in_sizes, out_sizes = tuple(self.shape[2:]), tuple(int(v) for v in output_size)
+        _check_sizes(in_sizes, out_sizes)
         _check_not_empty(self)
         if not self.dtype.is_floating_point:
             if self.dtype == torch.uint8 and mode in ("linear", "cubic") and nd == 2:
                 # CPU's uint8 bilinear/bicubic resample in fixed point (int16 weights, their own
                 # rounding and saturation): the antialiased kernel's integer sums over plain taps
-                in_sizes, out_sizes = tuple(self.shape[2:]), tuple(int(v) for v in output_size)
-                _check_sizes(in_sizes, out_sizes)
                 scales = tuple(None if s is None else float(s) for s in scales)
                 return _aa_interp_uint8(in_sizes, out_sizes, bool(align), scales, mode, False)(J(self))
             if self.dtype != torch.uint8 or mode not in ("nearest", "nearest-exact"):
@@ -177,7 +181,7 @@ def _register(nd, mode, forward, backward, has_align):
                 if nd != 2 or mode == "cubic":
                     kernel = f"compute_indices_weights_{name}"
                 raise NotImplementedError(f"\"{kernel}\" not implemented for '{dtypes.scalar_name(self.dtype)}'")
-        return _kernels(mode, self.dtype, self.shape[2:], output_size, align, scales)(J(self))
+        return _kernels(mode, self.dtype, in_sizes, out_sizes, align, scales)(J(self))
 
     upsample.__qualname__ = forward.name()
     register_backward(backward, forward, prepare=_at_zeros)
@@ -268,15 +272,14 @@ def _plain_taps_f64(mode, in_size, out_size, align_corners, scale):
     interp_size fixed offsets, and the weights of out-of-range taps summed into the first or last
     in-range one, so that each output reads index_min .. index_min + index_size - 1."""
     size = 2 if mode == "linear" else 4
-    A = -0.75
 
     def filt(x):
         x = abs(x)
         if mode == "linear":
             return 1.0 - x if x < 1.0 else 0.0
         if x < 1.0:
-            return ((A + 2) * x - (A + 3)) * x * x + 1
-        return ((A * x - 5 * A) * x + 8 * A) * x - 4 * A if x < 2.0 else 0.0
+            return _cubic_near(x, _CUBIC_A)
+        return _cubic_far(x, _CUBIC_A) if x < 2.0 else 0.0
 
     s = _scale(in_size, out_size, align_corners, scale, np.float64)
     support = size // 2
