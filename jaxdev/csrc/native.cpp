@@ -699,7 +699,7 @@ PyObject* register_fast_kernel(PyObject*, PyObject* const* args, Py_ssize_t narg
 // * a view of a plain box: reader(tensor) (asked once per view geometry, kept in a dict keyed by
 //   sizes, strides, offset, dtype and the box's numel and dtype) is (program, offset): the jitted
 //   program reading it from the box's array as stored, called with (array, offset), and the offset as
-//   a device scalar (tensor.offset_arg); None: that geometry is never fast.
+//   a device scalar (tensor.offset_arg; None for offset 0); None: that geometry is never fast.
 // Anything else (conj/neg bits, empty, other memory formats, a box holding a logical value, a storage
 // slice's box, any storage placed over a mesh while `sharded` is non-empty) and any exception take
 // `slow` (jaxdev_slow::clone), the Python kernel.
