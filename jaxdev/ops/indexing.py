@@ -505,6 +505,8 @@ def gather(self, dim, index, *, sparse_grad=False):
     x = J(self)
     if x.ndim == 0:
         return jnp.broadcast_to(x, i.shape)
+    if i.ndim == 0:  # a 0-dim index of a vector: one dimension of size 1
+        return jnp.take_along_axis(x, i.reshape(1), axis=0).reshape(())
     return jnp.take_along_axis(_slice_to(x, i, d), i, axis=d)
 
 
@@ -526,21 +528,32 @@ def _scatter_checks(self, d, index, src, name="scatter") -> None:
     tensor_src = isinstance(src, torch.Tensor)
     if tensor_src and self.dtype != src.dtype:
         raise RuntimeError(f"{name}(): Expected self.dtype to be equal to src.dtype")
+    scatter_shape_check(self, d, index, src if tensor_src else None)
+    if not tensor_src and index.numel() != 0:
+        dtypes.check_scalar(src, self.dtype)
+
+
+def scatter_shape_check(self, d, index, src) -> None:
+    """CPU's scatter_shape_check, then its scatter kernel's own check of src (a tensor, or None for a
+    number), for a non-empty index. A 0-dim operand counts as one dimension of size 1; a src of fewer
+    (but some) dimensions than self fails on its first missing one, as CPU's ensure_nonempty_size does."""
     if index.numel() == 0:
         return
     if _nonempty_dim(self) != _nonempty_dim(index):
         raise RuntimeError("Index tensor must have the same number of dimensions as self tensor")
     dims = range(_nonempty_dim(self))
     wrong = any(k != d and _nonempty_size(index, k) > _nonempty_size(self, k) for k in dims)
-    if not wrong and tensor_src:
-        wrong = any(_nonempty_size(index, k) > (src.shape[k] if k < src.dim() else 1) for k in dims)
+    if not wrong and src is not None:
+        wrong = any(_nonempty_size(index, k) > (src.shape[wrap_dim(k, src.dim())] if src.dim() else 1) for k in dims)
     if wrong:
         message = (
             f"Expected index {list(index.shape)} to be no larger than self {list(self.shape)} apart from dimension {d}"
         )
-        raise RuntimeError(message + (f" and to be no larger size than src {list(src.shape)}" if tensor_src else ""))
-    if not tensor_src:
-        dtypes.check_scalar(src, self.dtype)
+        raise RuntimeError(
+            message + (f" and to be no larger size than src {list(src.shape)}" if src is not None else "")
+        )
+    if src is not None and _nonempty_dim(src) != _nonempty_dim(index):
+        raise RuntimeError("Index tensor must have the same number of dimensions as src tensor")
 
 
 def _scatter(self, dim, index, src, reduce=None):
@@ -550,9 +563,9 @@ def _scatter(self, dim, index, src, reduce=None):
         raise RuntimeError("reduce argument must be either add or multiply.")
     if index.numel() == 0:
         return J(self)
-    if self.dim() == 0:  # a 0-dim self scatters as a 1-element vector
+    if self.dim() == 0 or index.dim() == 0:  # 0-dim operands (each one dimension of size 1) as vectors
         src = src.reshape(-1) if isinstance(src, torch.Tensor) else src
-        return _scatter(self.reshape(1), 0, index.reshape(-1), src, reduce).reshape(())
+        return _scatter(self.reshape(-1), 0, index.reshape(-1), src, reduce).reshape(self.shape)
     x = J(self)
     i = J(index)
     _check_in_range(i, self.shape[d], _bounds_error(i, self.shape[d], d))
@@ -569,6 +582,8 @@ def _scattered(d, reduce, tensor_src):
     """scatter's values in one program (as eager jnp ops, a small scatter_add took ~500 us)."""
 
     def run(x, i, src):
+        if tensor_src and src.ndim < i.ndim:  # CPU reads a src of fewer dims (a 0-dim one) as size 1 there
+            src = src.reshape(src.shape + (1,) * (i.ndim - src.ndim))
         s = src[tuple(slice(0, n) for n in i.shape)] if tensor_src else jnp.full(i.shape, src)
         s = s.astype(x.dtype)
         grids = list(jnp.meshgrid(*[jnp.arange(n) for n in i.shape], indexing="ij"))

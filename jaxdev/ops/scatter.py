@@ -11,6 +11,7 @@ import jax.numpy as jnp
 import torch
 
 from jaxdev import dtypes, tracing
+from jaxdev.ops.indexing import scatter_shape_check
 from jaxdev.ops.registry import aten, register, register_functional, store_into
 from jaxdev.ops.toolkit import J, add_at, any_device, check_index_bounds, jitted, multiply_at, opmath, wrap_dim
 
@@ -75,15 +76,17 @@ def scatter_reduce(self, dim, index, src, reduce, *, include_self=True):
     if self.dtype != src.dtype:
         raise RuntimeError("scatter(): Expected self.dtype to be equal to src.dtype")
     d = wrap_dim(dim, self.dim())
+    scatter_shape_check(self, d, index, src)
     x, i = J(self), J(index)
     if i.size == 0:
         return x
     check_index_bounds(i, self.shape[d] if self.dim() else 1, d)
-    if x.ndim == 0:
-        x, i, s = x[None], i.reshape(1), J(src).reshape(1)
-        return _scatter_reduce(0, reduce, bool(include_self), False, True)(x, i, s)[0]
     floor = not (self.dtype.is_floating_point or self.dtype.is_complex)
-    return _scatter_reduce(d, reduce, bool(include_self), floor, True)(x, i, J(src))
+    s = J(src)
+    if x.ndim <= 1:  # 0-dim operands count as one dimension of size 1
+        out = _scatter_reduce(0, reduce, bool(include_self), floor, True)(x.reshape(-1), i.reshape(-1), s.reshape(-1))
+        return out.reshape(x.shape)
+    return _scatter_reduce(d, reduce, bool(include_self), floor, True)(x, i, s)
 
 
 @jitted
@@ -98,20 +101,9 @@ def _index_add(d):
 @register_functional(aten.index_add.default)
 def index_add(self, dim, index, source, *, alpha=1):
     d = wrap_dim(dim, self.dim())
-    if index.dim() > 1:
-        raise IndexError("index_add_(): Index is supposed to be a vector")
-    if index.dtype not in (torch.int64, torch.int32):
-        raise RuntimeError("index_add_(): Expected dtype int32/int64 for index")
-    if self.dtype != source.dtype:
-        raise RuntimeError(
-            "index_add_(): self ("
-            + dtypes.scalar_name(self.dtype)
-            + ") and source ("
-            + dtypes.scalar_name(source.dtype)
-            + ") must have the same scalar type"
-        )
+    _index_func_check(self, d, index, source, "index_add")
     i = any_device(index).reshape(-1)
-    check_index_bounds(i, self.shape[d] if self.dim() else 1, d)
+    check_index_bounds(i, self.shape[d] if self.dim() else 1, d, RuntimeError)
     x, s = J(self), J(source)
     if x.ndim == 0:
         return add_at(x[None].at[i], (s.reshape(-1) * alpha).astype(x.dtype))[0]
@@ -119,6 +111,42 @@ def index_add(self, dim, index, source, *, alpha=1):
         s = s.reshape((1,))
     c = opmath(x.dtype)
     return _index_add(d)(x.astype(c), i, s.astype(c), alpha).astype(x.dtype)
+
+
+def _index_func_check(self, d, index, source, func) -> None:
+    """CPU's index_func_meta_impl (index_add, index_reduce), in its order: a 0-dim source counts as
+    one slice; otherwise self and source agree on every size but `d`'s."""
+    if index.dim() > 1:
+        raise IndexError(
+            f"{func}_(): Index is supposed to be a vector, but got dim: {index.dim()} with type: "
+            f"{dtypes.scalar_name(index.dtype)} and size: {list(index.shape)}"
+        )
+    if index.dtype not in (torch.int64, torch.int32):
+        raise RuntimeError(
+            f"{func}_(): Expected dtype int32/int64 for index but got: {dtypes.scalar_name(index.dtype)}"
+        )
+    if self.dtype != source.dtype:
+        raise RuntimeError(
+            f"{func}_(): self ({dtypes.scalar_name(self.dtype)}) and source ({dtypes.scalar_name(source.dtype)}) "
+            "must have the same scalar type"
+        )
+    if not (d == 0 or d < source.dim()):
+        raise RuntimeError(f"{func}_(): Indexing dim {d} is out of bounds of the source tensor with dim {source.dim()}")
+    slices = 1 if source.dim() == 0 else source.shape[d]
+    if index.numel() != slices:
+        if source.dim() == 0:  # CPU's message asks a 0-dim source for its size at d
+            raise IndexError(f"Dimension specified as {d} but tensor has no dimensions")
+        raise RuntimeError(
+            f"{func}_(): Number of indices ({index.numel()}) should be equal to source.size(dim): ({slices}), for dim: {d}"
+        )
+    self_rest, source_rest = list(self.shape), list(source.shape)
+    if self.dim() and source.dim():
+        del self_rest[d], source_rest[d]
+    if self_rest != source_rest:
+        raise RuntimeError(
+            "source tensor shape must match self tensor shape, excluding the specified dimension. "
+            f"Got self.shape = {list(self.shape)} source.shape = {list(source.shape)}"
+        )
 
 
 @register_functional(aten.masked_scatter.default)
@@ -146,34 +174,68 @@ def masked_scatter(self, mask, source):
 # --- whole-slice writes along a dim: index_copy, index_fill, index_reduce; flat put ----------------
 
 
-def _slice_index(self, dim, index, name):
-    d = wrap_dim(dim, self.dim())
-    if index.dim() > 1:
-        raise IndexError(f"{name}(): Index is supposed to be a vector")
-    if index.dtype != torch.int64:
-        raise RuntimeError(f"{name}(): Expected a long tensor for index, but got {dtypes.scalar_name(index.dtype)}")
+def _slice_positions(self, d, index, error_of=None):
+    """`index` (a vector or a number) as non-negative positions along `d`, checked against its size."""
     i = any_device(index).reshape(-1)
     size = self.shape[d] if self.dim() else 1
-    check_index_bounds(i, size, d)
-    return d, jnp.where(i < 0, i + size, i)
+    check_index_bounds(i, size, d, error_of)
+    return jnp.where(i < 0, i + size, i)
 
 
 @register_functional(aten.index_copy.default)
 def index_copy(self, dim, index, source):
-    d, i = _slice_index(self, dim, index, "index_copy")
-    if self.dtype != source.dtype:
-        raise RuntimeError(
-            f"index_copy_(): self and source expected to have the same dtype, but got (self) {self.dtype} and (source) {source.dtype}"
-        )
+    d = wrap_dim(dim, self.dim())
+    _index_copy_check(self, d, index, source)
+    i = _slice_positions(self, d, index, lambda message: IndexError("index_copy_(): " + message))
     x, s = J(self), J(source)
     if x.ndim == 0:
         return s.reshape(()) if i.size else x
     return x.at[(slice(None),) * d + (i,)].set(s.reshape(x.shape[:d] + (i.shape[0],) + x.shape[d + 1 :]))
 
 
+def _index_copy_check(self, d, index, source) -> None:
+    """CPU's index_copy meta checks, in its order."""
+    if index.dim() > 1:
+        raise IndexError(f"index_copy_(): Index should have dimension 1 or 0 (got {index.dim()})")
+    count = index.numel()
+    if source.dim() == 0 and count != 1:
+        raise IndexError(f"index_copy_(): When source is scalar, index should have one element (got {count})")
+    if source.dim() != self.dim() and source.dim() != 0 and self.dim() != 0:
+        raise IndexError(
+            "index_copy_(): When source and destination are not scalars, their dimensionality must match. "
+            f"Source dimensionality ({source.dim()}), destination dimensionality ({self.dim()})"
+        )
+    if index.dtype != torch.int64:
+        raise RuntimeError(
+            f"index_copy_(): Expected a long tensor for index, but got {dtypes.scalar_name(index.dtype)}"
+        )
+    if self.dtype != source.dtype:
+        raise RuntimeError(
+            "index_copy_(): self and source expected to have the same dtype, but got (self) "
+            f"{dtypes.scalar_name(self.dtype)} and (source) {dtypes.scalar_name(source.dtype)}"
+        )
+    self_rest = [n for k, n in enumerate(self.shape) if k != d]
+    source_rest = [n for k, n in enumerate(source.shape) if k != d]
+    if self_rest != source_rest:
+        raise RuntimeError(
+            "index_copy_(): Source/destination tensor must have same slice shapes. Destination slice shape: "
+            f"{' '.join(map(str, self_rest))} at dimension {d} and source slice shape: "
+            f"{' '.join(map(str, source_rest))} at dimension 0."
+        )
+    if source.dim() != 0 and count != source.shape[d]:
+        raise IndexError(
+            f"index_copy_(): Number of indices ({count}) should be equal to source.size(dim) ({source.shape[d]})"
+        )
+
+
 @register_functional(aten.index_fill.int_Scalar, aten.index_fill.int_Tensor)
 def index_fill(self, dim, index, value):
-    d, i = _slice_index(self, dim, index, "index_fill")
+    d = wrap_dim(dim, self.dim())
+    if index.dim() > 1:
+        raise RuntimeError("Index has to be a vector/scalar")
+    if index.dtype != torch.int64:
+        raise IndexError("index_fill_(): Expected dtype int64 for index.")
+    i = _slice_positions(self, d, index)
     if isinstance(value, torch.Tensor):
         if value.dim() != 0:
             raise RuntimeError(
@@ -191,11 +253,9 @@ def index_fill(self, dim, index, value):
 def index_reduce(self, dim, index, source, reduce, *, include_self=True):
     if reduce not in ("prod", "mean", "amax", "amin"):
         raise RuntimeError(f"index_reduce(): Expected reduce to be one of prod, mean, amax or amin but got {reduce}.")
-    d, i = _slice_index(self, dim, index, "index_reduce")
-    if self.dtype != source.dtype:
-        raise RuntimeError(
-            f"index_reduce_(): self ({self.dtype}) and source ({source.dtype}) must have the same scalar type"
-        )
+    d = wrap_dim(dim, self.dim())
+    _index_func_check(self, d, index, source, "index_reduce")
+    i = _slice_positions(self, d, index, lambda message: IndexError("index out of range in self"))
     x, s = J(self), J(source)
     if x.ndim == 0:
         x, s = x[None], s.reshape(-1)

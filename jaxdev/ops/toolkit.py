@@ -324,15 +324,17 @@ def multiply_at(ref, values):
     return ref.min(values) if values.dtype == jnp.bool_ else ref.multiply(values)
 
 
-def check_index_bounds(idx, size: int, dim: int) -> None:
-    """PyTorch's IndexError for an index outside [-size, size) (deferred inside compiled programs)."""
+def check_index_bounds(idx, size: int, dim: int, error_of=None) -> None:
+    """PyTorch's IndexError for an index outside [-size, size) (deferred inside compiled programs);
+    `error_of(message)` makes an op's own error from the usual message."""
     if idx.size == 0:
         return
 
     def error():
         lo, hi = int(jnp.min(idx)), int(jnp.max(idx))
         bad = lo if lo < -size else hi
-        return IndexError(f"index {bad} is out of bounds for dimension {dim} with size {size}")
+        message = f"index {bad} is out of bounds for dimension {dim} with size {size}"
+        return IndexError(message) if error_of is None else error_of(message)
 
     tracing.check_values(outside(-int(size), int(size))(idx), error)
 
