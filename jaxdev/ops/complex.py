@@ -13,6 +13,7 @@ import jax.numpy as jnp
 import torch
 
 from jaxdev import dtypes
+from jaxdev.ops import out_dtypes
 from jaxdev.ops.registry import aten, register, register_functional, store_into
 from jaxdev.ops.toolkit import J, apply, float_of
 
@@ -40,7 +41,9 @@ def conj_physical(self):
 
 @register(aten.conj_physical.out)  # the functional form is composite; its out= form reaches the device
 def conj_physical_out(self, *, out):
-    return store_into(out, conj_physical(self), resize=True)
+    value = conj_physical(self)
+    out_dtypes.check("aten::conj_physical.out", "aten::conj_physical", (out,), (value,), (self,))
+    return store_into(out, value, resize=True)
 
 
 @register(aten.conj_physical_.default)

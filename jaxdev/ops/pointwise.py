@@ -14,6 +14,7 @@ import jax
 import jax.numpy as jnp
 import torch
 
+from jaxdev import dtypes
 from jaxdev.ops.registry import aten, register_functional
 from jaxdev.ops.toolkit import J, apply, float_of, plain, same_dtype_bodies, typed_bodies
 
@@ -35,13 +36,15 @@ def unary_float(op, fn):
     kernel.__qualname__ = op.name()
 
 
-def unary_same(op, fn, *, no_bool=None):
+def unary_same(op, fn, *, refuse=lambda dtype: None):
+    """`refuse(dtype)`: the error CPU raises for a dtype the op does not take, or None."""
     fn = plain(fn)
 
-    @register_functional(op, fast={op: same_dtype_bodies(fn, 1, lambda d: not (no_bool and d == torch.bool))})
+    @register_functional(op, fast={op: same_dtype_bodies(fn, 1, lambda d: refuse(d) is None)})
     def kernel(self):
-        if no_bool and self.dtype == torch.bool:
-            raise RuntimeError(no_bool)
+        error = refuse(self.dtype)
+        if error is not None:
+            raise error
         return apply(fn, self.dtype, self.dtype, (self,))
 
     kernel.__qualname__ = op.name()
@@ -140,6 +143,23 @@ def _bitwise_not(x):
     return jnp.logical_not(x) if x.dtype == jnp.bool_ else jnp.invert(x)
 
 
+def _no_bool_negation(dtype):
+    if dtype == torch.bool:
+        return RuntimeError(
+            "Negation, the `-` operator, on a bool tensor is not supported. If you are trying to invert a mask, "
+            "use the `~` or `logical_not()` operator instead."
+        )
+    return None
+
+
+def _integers_only(dtype):
+    if dtype.is_floating_point or dtype.is_complex:
+        return NotImplementedError(f"\"bitwise_not_cpu\" not implemented for '{dtypes.scalar_name(dtype)}'")
+    return None
+
+
+_REFUSALS = {aten.neg.default: _no_bool_negation, aten.bitwise_not.default: _integers_only}
+
 for _op, _fn in [
     (aten.neg.default, jnp.negative),
     (aten.floor.default, jnp.floor),
@@ -150,13 +170,7 @@ for _op, _fn in [
     (aten.relu.default, _relu),
     (aten.bitwise_not.default, _bitwise_not),
 ]:
-    unary_same(
-        _op,
-        _fn,
-        no_bool="Negation, the `-` operator, on a bool tensor is not supported. If you are trying to invert a mask, use the `~` or `logical_not()` operator instead."
-        if _op is aten.neg.default
-        else None,
-    )
+    unary_same(_op, _fn, refuse=_REFUSALS.get(_op, lambda dtype: None))
 
 for _op, _fn in [
     (aten.isnan.default, jnp.isnan),

@@ -24,7 +24,7 @@ import torch
 from torch._ops import OpOverload
 
 from jaxdev import dtypes, layout, native, tensor, tracing
-from jaxdev.ops import inplace
+from jaxdev.ops import inplace, out_dtypes
 from jaxdev.ops.toolkit import J, jitted
 from jaxdev.tensor import is_jax
 
@@ -279,7 +279,7 @@ def register_functional(*ops: OpOverload, inplace: bool = True, out: bool = True
                 DERIVED[ip.name()] = op.name()
             ov = out_variant(op) if out else None
             if ov is not None:
-                _register(ov, _out_kernel(body, _out_args(ov), op))
+                _register(ov, _out_kernel(body, _out_args(ov), op, ov))
                 DERIVED[ov.name()] = op.name()
         return fn
 
@@ -430,7 +430,7 @@ def _inplace_kernel(fn, functional: OpOverload, op: OpOverload):
     return kernel
 
 
-def _out_kernel(fn, out_names, op: OpOverload):
+def _out_kernel(fn, out_names, op: OpOverload, out_op: OpOverload):
     pointwise = torch.Tag.pointwise in op.tags
 
     def kernel(*args, **kwargs):
@@ -439,6 +439,7 @@ def _out_kernel(fn, out_names, op: OpOverload):
             tensor.check_no_partial_overlap(o, _tensor_args(args, kwargs))
         r = fn(*args, **kwargs)
         rs = r if isinstance(r, tuple) else (r,)
+        out_dtypes.check(out_op.name(), op.name(), outs, rs, args)
         inputs = list(_tensor_args(args, kwargs))
         layouts = None
         for i, (o, v) in enumerate(zip(outs, rs)):
