@@ -197,6 +197,7 @@ def _native_device_guard() -> None:
 
     if native.module is not None:
         native.module.install_device_guard()
+        native.module.install_attention_choice()  # jaxdev/ops/attention.py
 
 
 BACKWARD_THREAD_ENV = "JAXDEV_BACKWARD_THREAD"

@@ -37,12 +37,20 @@
 //                                from noexcept functions, so a backward whose hook raised aborted the
 //                                process (std::terminate) instead of raising.
 //
+//   install_attention_choice()   the jax device's answer to scaled_dot_product_attention's "which
+//                                backend?" (a DispatchStub, reachable only from C++): PyTorch's
+//                                overrideable fused op, which jaxdev/ops/attention.py computes in one
+//                                program each way, where it applies; the math composite elsewhere.
+//                                No Python twin: without this module attention takes the math path.
+//
 // The CPython API is used directly (no pybind11): the module compiles in seconds.
 
 #include <Python.h>
 #include <structmember.h>
 
+#include <ATen/Context.h>
 #include <ATen/core/Tensor.h>
+#include <ATen/native/transformers/attention.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/core/StorageImpl.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
@@ -879,7 +887,43 @@ PyObject* install_device_guard(PyObject*, PyObject*) {
   Py_RETURN_NONE;
 }
 
+// --- scaled_dot_product_attention's backend ----------------------------------------------------
+//
+// sdp::SDPBackend's values (torch.nn.attention.SDPBackend): MATH is 0, OVERRIDEABLE 4.
+constexpr int64_t kMathAttention = 0;
+constexpr int64_t kOverrideableAttention = 4;
+
+// The overrideable op's meta function (torch/_meta_registrations.py) takes 3- and 4-dim queries; its
+// schema has no dropout mask to replay in the backward nor grouped-query heads: those, and batch or
+// head dims that broadcast, stay on the math path, which handles (and checks) them all.
+int64_t attention_choice(const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
+                         const std::optional<at::Tensor>& attn_mask, double dropout_p, bool is_causal,
+                         std::optional<double> scale, bool enable_gqa) {
+  if (!at::globalContext().userEnabledOverrideableSDP() || dropout_p != 0.0) return kMathAttention;
+  if (query.is_nested() || key.is_nested() || value.is_nested()) return kMathAttention;
+  const int64_t dims = query.dim();
+  if ((dims != 3 && dims != 4) || key.dim() != dims || value.dim() != dims) return kMathAttention;
+  for (int64_t d = 0; d < dims - 2; d++) {
+    if (key.size(d) != query.size(d) || value.size(d) != query.size(d)) return kMathAttention;
+  }
+  if (key.size(-1) != query.size(-1) || value.size(-2) != key.size(-2)) return kMathAttention;
+  const auto dtype = query.scalar_type();
+  if (!at::isFloatingType(dtype) || key.scalar_type() != dtype || value.scalar_type() != dtype) return kMathAttention;
+  if (attn_mask.has_value() && attn_mask->defined() && attn_mask->scalar_type() != at::kBool &&
+      attn_mask->scalar_type() != dtype) {
+    return kMathAttention;
+  }
+  return kOverrideableAttention;
+}
+
+PyObject* install_attention_choice(PyObject*, PyObject*) {
+  at::native::_fused_sdp_choice_stub.set_privateuse1_dispatch_ptr(&attention_choice);
+  Py_RETURN_NONE;
+}
+
 PyMethodDef methods[] = {
+    {"install_attention_choice", install_attention_choice, METH_NOARGS,
+     "scaled_dot_product_attention's backend choice for the jax device"},
     {"install_device_guard", install_device_guard, METH_NOARGS, "the jax device's DeviceGuardImpl in C++"},
     {"register_cpu_kernels", register_cpu_kernels, METH_O, "PrivateUse1 kernels that redispatch to CPU"},
     {"wrap", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(wrap)), METH_FASTCALL,

@@ -3,6 +3,7 @@
 from jaxdev.ops import (  # noqa: F401
     activation,
     amp,
+    attention,
     bessel,
     binary,
     cholesky,

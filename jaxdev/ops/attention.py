@@ -1,0 +1,170 @@
+"""scaled_dot_product_attention as one program each way.
+
+F.scaled_dot_product_attention asks the device which backend runs it (a C++ DispatchStub; the native
+module answers for jax, jaxdev/csrc/native.cpp `install_attention_choice`). Without an answer it takes
+the math path: about ten aten ops (scale, two products, the mask, softmax...), each a program of its
+own, 200-280 us for a small head on this CPU. The answer here is PyTorch's "overrideable" backend:
+_scaled_dot_product_fused_attention_overrideable and its backward, whose derivative PyTorch already
+ties together, computed below in one jitted program each.
+
+Values are those of CPU's math path: the scale split as sqrt(scale) into both q and k, a causal mask
+aligned top-left, a float mask added, a boolean one already turned into 0/-inf by PyTorch, and rows
+that see nothing giving zeros (_safe_softmax), not NaN. Products run at the device's precision
+(toolkit.product_precision): half inputs multiply as they are and accumulate in float32, with the
+softmax in float32 and its probabilities rounded to the input dtype for the second product, as fused
+kernels on accelerators do (CPU's math path widens everything to float32: the outputs agree within
+half-precision tolerances). The backward recomputes the forward inside jax.vjp rather than keeping the
+attention matrix: the memory of a fused kernel, at the cost of one more pair of products.
+
+The device chooses this path for 3- and 4-dim inputs of equal batch and head sizes without dropout;
+dropout, grouped-query heads and broadcast batch dims keep the math path (PyTorch's own composite).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import jax
+import jax.numpy as jnp
+
+from jaxdev import dtypes, layout, tensor, tracing
+from jaxdev.ops.linalg import matmul
+from jaxdev.ops.registry import aten, register
+from jaxdev.ops.toolkit import J, jitted, product_precision
+
+
+def _attend(q, k, v, bias, is_causal, scale, precision, accumulate):
+    """(output, logsumexp) of attention over (..., L, E) queries and (..., S, E) keys."""
+    half = accumulate is not None and accumulate != q.dtype
+    factor = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+    if half:  # scores in float32, scaled once
+        scores = matmul(q, jnp.swapaxes(k, -1, -2), precision, accumulate) * factor
+    else:  # CPU's math path: sqrt(|scale|) into both operands, the sign into q
+        root = math.sqrt(abs(factor))
+        q = q * jnp.asarray(-root if factor < 0 else root, q.dtype)
+        scores = matmul(q, jnp.swapaxes(k * jnp.asarray(root, k.dtype), -1, -2), precision, accumulate)
+    length, source = scores.shape[-2:]
+    if is_causal:
+        keep = jnp.tril(jnp.ones((length, source), bool))
+        scores = scores + jnp.where(keep, 0.0, -jnp.inf).astype(scores.dtype)
+    if bias is not None:
+        scores = scores + bias.astype(scores.dtype)
+    peak = jnp.max(scores, axis=-1, keepdims=True)
+    unseen = peak == -jnp.inf  # a row every key is masked from: zeros (_safe_softmax)
+    weights = jnp.exp(scores - jnp.where(unseen, 0.0, peak).astype(scores.dtype))
+    # an unseen row's total is 0: divided by 1 instead, its 0/0 never makes the gradient NaN
+    total = jnp.sum(weights, axis=-1, keepdims=True)
+    probabilities = jnp.where(unseen, 0.0, weights / jnp.where(unseen, 1.0, total)).astype(scores.dtype)
+    out = matmul(probabilities.astype(v.dtype) if half else probabilities, v, precision, accumulate)
+    logsumexp = (jnp.log(total) + peak)[..., 0]
+    return out.astype(q.dtype), logsumexp.astype(jnp.float32)
+
+
+@jitted
+def _forward(is_causal, scale, precision, accumulate):
+    return lambda q, k, v, bias: _attend(q, k, v, bias, is_causal, scale, precision, accumulate)
+
+
+@jitted
+def _backward(is_causal, scale, precision, accumulate):
+    def run(grad, q, k, v, bias):
+        def output(q, k, v, bias):
+            return _attend(q, k, v, bias, is_causal, scale, precision, accumulate)[0]
+
+        _, pullback = jax.vjp(output, q, k, v, bias)
+        return pullback(grad.astype(q.dtype))
+
+    return run
+
+
+def _settings(query):
+    return product_precision(dtypes.to_jax_dtype(query.dtype))
+
+
+@functools.cache
+def _placeholder_arrays(jdt):
+    with jax.ensure_compile_time_eval():
+        return jnp.zeros((0,), jdt), jnp.zeros((), jnp.int64)
+
+
+def _placeholders(dtype):
+    """The outputs this path has no use for (cumulative sequence lengths, the debug mask, the dropout
+    seed and offset), as new tensors over arrays made once: eager jnp.zeros cost ~40 us a call."""
+    empty, seed = _placeholder_arrays(dtypes.to_jax_dtype(dtype))
+    return tensor.wrap(empty), tensor.wrap(seed)
+
+
+@register(aten._scaled_dot_product_fused_attention_overrideable.default)
+def fused_attention(
+    query, key, value, attn_bias=None, dropout_p=0.0, is_causal=False, return_debug_mask=False, *, scale=None
+):
+    if dropout_p != 0.0:  # the device never chooses this path with dropout; a direct call is refused
+        raise RuntimeError("jaxdev's fused attention runs without dropout; dropout takes the math path")
+    bias = None if attn_bias is None else J(attn_bias)
+    out, logsumexp = _forward(bool(is_causal), scale, *_settings(query))(J(query), J(key), J(value), bias)
+    if query.dim() == 3:  # the logsumexp of (heads, L, E) queries is (1, heads, L)
+        logsumexp = logsumexp[None]
+    empty, seed = _placeholders(query.dtype)
+    op = aten._scaled_dot_product_fused_attention_overrideable.default
+    args = (query, key, value, attn_bias, dropout_p, is_causal, return_debug_mask)
+    out, logsumexp = _laid_out(op, args, {"scale": scale}, (out, logsumexp))
+    return (
+        out,
+        logsumexp,
+        empty,
+        empty,
+        query.shape[-2],
+        key.shape[-2],
+        seed,
+        seed,
+        empty,
+    )
+
+
+@register(aten._scaled_dot_product_fused_attention_overrideable_backward.default)
+def fused_attention_backward(
+    grad_out,
+    query,
+    key,
+    value,
+    attn_bias,
+    grad_input_mask,
+    out,
+    logsumexp,
+    cum_seq_q,
+    cum_seq_k,
+    max_q,
+    max_k,
+    dropout_p,
+    is_causal,
+    philox_seed,
+    philox_offset,
+    *,
+    scale=None,
+):
+    bias = None if attn_bias is None else J(attn_bias)
+    run = _backward(bool(is_causal), scale, *_settings(query))
+    grads = run(J(grad_out), J(query), J(key), J(value), bias)
+    grads = [g if wanted else None for g, wanted in zip(grads, grad_input_mask)]
+    op = aten._scaled_dot_product_fused_attention_overrideable_backward.default
+    args = (grad_out, query, key, value, attn_bias, grad_input_mask, out, logsumexp, cum_seq_q, cum_seq_k)
+    args += (max_q, max_k, dropout_p, is_causal, philox_seed, philox_offset)
+    return tuple(_laid_out(op, args, {"scale": scale}, grads))
+
+
+def _laid_out(op, args, kwargs, values) -> tuple:
+    """`values` (jax arrays or None) as tensors with the strides PyTorch's meta function gives `op`'s results
+    (layout.result_layouts): the query's order of dims, so a compiled graph that views the output
+    (`out.transpose(1, 2).view(...)`) holds in eager too."""
+    layouts = layout.result_layouts(op, args, kwargs, any(tracing.is_traced(v) for v in values if v is not None))
+    results = []
+    for i, v in enumerate(values):
+        laid = layouts[i] if layouts is not None and i < len(layouts) else None
+        if v is None:
+            results.append(None)
+        elif laid is not None and laid[0] == tuple(v.shape):
+            results.append(tensor.wrap_strided(v, laid[1]))
+        else:
+            results.append(tensor.wrap(v))
+    return results

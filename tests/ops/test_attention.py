@@ -1,0 +1,124 @@
+"""F.scaled_dot_product_attention on the jax device: PyTorch's overrideable fused backend (one program
+each way, jaxdev/ops/attention.py) where the device chooses it, PyTorch's math composite elsewhere;
+values and gradients as CPU's math path, eager and compiled."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from jaxdev_testing import JAX, assert_same
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+from jaxdev import native
+
+pytestmark = pytest.mark.skipif(native.module is None, reason="the backend choice needs the native module")
+
+FUSED = "aten::_scaled_dot_product_fused_attention_overrideable"
+
+
+def _ops_run(fn):
+    with torch.profiler.profile() as prof:
+        fn()
+    return {e.name for e in prof.events()}
+
+
+def _inputs(shape, kshape, dtype, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    q = torch.randn(*shape, generator=g).to(dtype)
+    k = torch.randn(*kshape, generator=g).to(dtype)
+    v = torch.randn(*kshape, generator=g).to(dtype)
+    return q, k, v
+
+
+CASES = {
+    "plain": {},
+    "causal": {"is_causal": True},
+    "boolean mask": {"mask": lambda: torch.rand(8, 8, generator=torch.Generator().manual_seed(1)) > 0.5},
+    "float mask": {"mask": lambda: torch.randn(2, 1, 8, 8, generator=torch.Generator().manual_seed(2))},
+    "a row that sees nothing": {"mask": lambda: torch.zeros(8, 8, dtype=torch.bool)},
+    "3-dim": {"shape": (4, 8, 16)},
+    "negative scale": {"scale": -0.3},
+    "more keys than queries": {"shape": (2, 4, 5, 16), "kshape": (2, 4, 9, 16)},
+    "causal, more keys than queries": {"shape": (2, 4, 5, 16), "kshape": (2, 4, 9, 16), "is_causal": True},
+    "float64": {"dtype": torch.float64},
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_fused_attention_as_cpu_math(name):
+    case = CASES[name]
+    shape = case.get("shape", (2, 4, 8, 16))
+    q, k, v = _inputs(shape, case.get("kshape", shape), case.get("dtype", torch.float32))
+    mask = case["mask"]() if "mask" in case else None
+    results = {}
+    for device in ("cpu", JAX):
+        leaves = [t.detach().to(device).requires_grad_() for t in (q, k, v)]
+        m = None if mask is None else mask.to(device)
+        kwargs = {"attn_mask": m, "is_causal": case.get("is_causal", False), "scale": case.get("scale")}
+        out = F.scaled_dot_product_attention(*leaves, **kwargs)
+        out.pow(2).sum().backward()
+        results[device] = [out, *(t.grad for t in leaves)]
+        if device == JAX:
+            assert FUSED in _ops_run(lambda a=leaves, kw=kwargs: F.scaled_dot_product_attention(*a, **kw))
+    for actual, expected in zip(results[JAX], results["cpu"]):
+        assert_same(actual, expected, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype, tol", [(torch.float16, 2e-3), (torch.bfloat16, 1.6e-2)])
+def test_half_inputs_multiply_as_they_are(dtype, tol):
+    q, k, v = _inputs((2, 4, 8, 16), (2, 4, 8, 16), dtype)
+    outs = [F.scaled_dot_product_attention(q.to(d), k.to(d), v.to(d), is_causal=True) for d in ("cpu", JAX)]
+    assert outs[1].dtype == dtype
+    assert_same(outs[1], outs[0], rtol=tol, atol=tol)
+
+
+def test_a_mask_that_needs_a_gradient_gets_cpus():
+    q, k, v = _inputs((2, 4, 8, 16), (2, 4, 8, 16), torch.float32)
+    mask = torch.randn(1, 4, 8, 8)
+    grads = []
+    for device in ("cpu", JAX):
+        m = mask.detach().to(device).requires_grad_()
+        backends = [SDPBackend.MATH] if device == "cpu" else [SDPBackend.OVERRIDEABLE, SDPBackend.MATH]
+        with sdpa_kernel(backends):  # CPU's flash path gives the mask no gradient
+            out = F.scaled_dot_product_attention(q.to(device), k.to(device), v.to(device), attn_mask=m)
+        out.pow(2).sum().backward()
+        grads.append(m.grad)
+    assert_same(grads[1], grads[0], rtol=1e-5, atol=1e-5)
+
+
+def test_dropout_and_grouped_heads_take_the_math_path():
+    q, k, v = (t.to(JAX) for t in _inputs((2, 4, 8, 16), (2, 2, 8, 16), torch.float32))
+    assert FUSED not in _ops_run(lambda: F.scaled_dot_product_attention(q, k, v, enable_gqa=True))
+    assert FUSED not in _ops_run(lambda: F.scaled_dot_product_attention(q, q, q, dropout_p=0.5))
+    out = F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
+    expected = F.scaled_dot_product_attention(*(t.cpu() for t in (q, k, v)), enable_gqa=True)
+    assert_same(out, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_the_output_is_laid_out_as_the_meta_function_says():
+    """A compiled graph views the output as its fake tensor is laid out (the query's order of dims):
+    `out.transpose(1, 2).view(...)` must hold in eager too."""
+    x = torch.randn(2, 8, 48, device=JAX)
+    q, k, v = x.view(2, 8, 3, 4, 4).permute(2, 0, 3, 1, 4)
+    out = F.scaled_dot_product_attention(q, k, v)
+    assert out.transpose(1, 2).view(2, 8, 16).shape == (2, 8, 16)
+
+
+def test_compiled_attention_matches_eager():
+    torch.manual_seed(0)
+    layer = torch.nn.Linear(16, 48)
+    x = torch.randn(2, 8, 16)
+
+    def attend(layer, x):
+        q, k, v = layer(x).view(2, 8, 3, 4, 4).permute(2, 0, 3, 1, 4)
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(2, 8, 16)
+
+    expected = attend(layer, x)
+    expected.sum().backward()
+    on_device = torch.nn.Linear(16, 48).to(JAX)
+    on_device.load_state_dict(layer.state_dict())
+    out = torch.compile(attend, backend="jax")(on_device, x.to(JAX))
+    out.sum().backward()
+    assert_same(out, expected, rtol=1e-5, atol=1e-5)
+    assert_same(on_device.weight.grad, layer.weight.grad, rtol=1e-5, atol=1e-5)
