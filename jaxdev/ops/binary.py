@@ -11,7 +11,17 @@ import torch
 
 from jaxdev import dtypes, tensor, tracing
 from jaxdev.ops.registry import aten, register, register_functional, store_into
-from jaxdev.ops.toolkit import apply, float_of, plain, result_type, same_dtype_bodies, typed_bodies, value
+from jaxdev.ops.toolkit import (
+    apply,
+    float_of,
+    jitted,
+    on_views,
+    plain,
+    result_type,
+    same_dtype_bodies,
+    typed_bodies,
+    value,
+)
 
 _ADD, _OR, _SUB, _MUL, _AND, _DIV, _FMOD, _POW = map(
     plain,
@@ -165,7 +175,8 @@ def mul(self, other):
     common = result_type(self, other)
     if common == torch.bool:
         return apply(_AND, common, common, (self, other))
-    return apply(_mul_of_bool if _is_bool(self) or _is_bool(other) else _MUL, common, common, (self, other))
+    fn = _mul_of_bool if _is_bool(self) or _is_bool(other) else _MUL
+    return apply(fn, common, common, (self, other), exact_numbers=True)
 
 
 def _trunc_div(a, b):
@@ -176,7 +187,16 @@ def _trunc_div(a, b):
 
 
 def _floor_div(a, b):
-    return jnp.floor_divide(a, b) if jnp.issubdtype(a.dtype, jnp.integer) else jnp.floor(a / b)
+    if jnp.issubdtype(a.dtype, jnp.integer):
+        return jnp.floor_divide(a, b)
+    # CPU's div_floor_floating: through fmod, so inf // 2 is nan and -5 // inf is -1, as in Python
+    mod = jnp.fmod(a, b)
+    div = (a - mod) / b
+    div = jnp.where((mod != 0) & ((b < 0) != (mod < 0)), div - 1, div)
+    floor = jnp.floor(div)
+    floor = jnp.where(div - floor > 0.5, floor + 1, floor)
+    floor = jnp.where(div != 0, floor, jnp.copysign(jnp.zeros((), a.dtype), a / b))
+    return jnp.where(b == 0, a / b, floor)
 
 
 @register_functional(
@@ -184,7 +204,7 @@ def _floor_div(a, b):
 )
 def div(self, other):
     common = float_of(result_type(self, other))
-    return apply(_DIV, common, common, (self, other))
+    return apply(_DIV, common, common, (self, other), exact_numbers=True)
 
 
 @register_functional(aten.div.Tensor_mode, aten.div.Scalar_mode)
@@ -199,7 +219,7 @@ def div_mode(self, other, *, rounding_mode=None):
     if not (common.is_floating_point or common.is_complex):
         tracing.check_values(jnp.asarray(value(other)) == 0, lambda: RuntimeError("ZeroDivisionError"))
     fn = _trunc_div if rounding_mode == "trunc" else _floor_div
-    return apply(fn, common, common, (self, other))
+    return apply(fn, common, common, (self, other), exact_numbers=True)
 
 
 def _remainder(a, b):
@@ -388,7 +408,21 @@ def _logaddexp(a, b):
 
 _floating_only("logaddexp", _logaddexp)
 _floating_only("logaddexp2", _logaddexp2)
-_floating_only("nextafter", jnp.nextafter)
+
+
+@register_functional(aten.nextafter.default)
+def nextafter(self, other):
+    """The next representable value in the operands' own dtype: half precision computed in float32
+    (opmath) would step by a float32 ulp and round back to the very same half."""
+    common = result_type(self, other)
+    if not common.is_floating_point:
+        raise NotImplementedError(f"\"nextafter_cpu\" not implemented for '{dtypes.scalar_name(common)}'")
+    return on_views(_nextafter(dtypes.to_jax_dtype(common)), (self, other))
+
+
+@jitted
+def _nextafter(jdt):
+    return lambda a, b: jnp.nextafter(a.astype(jdt), b.astype(jdt))
 
 
 def _heaviside(x, values):
@@ -405,7 +439,7 @@ def heaviside(self, values):
 @register_functional(aten.floor_divide.default, aten.floor_divide.Scalar)
 def floor_divide(self, other):
     common = _int_div_check(self, other)
-    return apply(_floor_div, common, common, (self, other))
+    return apply(_floor_div, common, common, (self, other), exact_numbers=True)
 
 
 @register(aten.floor_divide_.Tensor)
@@ -469,9 +503,13 @@ def _left_shift(a, b):
 
 
 def _right_shift(a, b):
-    """CPU's: a shift by a negative amount or by the width or more fills with the sign bit."""
+    """CPU's: a shift by a negative amount or by the width or more fills with the sign bit (so an
+    unsigned value becomes 0)."""
     bits = jnp.iinfo(a.dtype).bits
-    return jnp.right_shift(a, jnp.where((b < 0) | (b >= bits), bits - 1, b).astype(a.dtype))
+    beyond = (b < 0) | (b >= bits)
+    if jnp.issubdtype(a.dtype, jnp.unsignedinteger):
+        return jnp.where(beyond, jnp.zeros((), a.dtype), jnp.right_shift(a, jnp.where(beyond, 0, b).astype(a.dtype)))
+    return jnp.right_shift(a, jnp.where(beyond, bits - 1, b).astype(a.dtype))
 
 
 def _gcd(a, b):

@@ -7,6 +7,8 @@ given; mean needs a floating or complex input; float16/bfloat16 accumulate in fl
 
 from __future__ import annotations
 
+import math
+
 import jax
 import jax.numpy as jnp
 import torch
@@ -221,6 +223,8 @@ def _logical(fn):
 
     def kernel(self, dim=None, keepdim=False):
         result = torch.uint8 if self.dtype == torch.uint8 else torch.bool
+        if isinstance(dim, (list, tuple)) and len(dim) == 0:  # any/all.dims over no dims reduce nothing
+            return (J(self) != 0).astype(dtypes.to_jax_dtype(result))
         return _reduce(nonzero_then, self, dim, keepdim, result, self.dtype)
 
     return kernel
@@ -240,8 +244,11 @@ def _moments(self, dim, correction, keepdim):
     ddof = 1 if correction is None else correction
     ax = axes(dim, self.dim())
     x = J(self).astype(opmath(dtypes.to_jax_dtype(result)))
-    var = jnp.var(x, axis=ax, ddof=ddof, keepdims=bool(keepdim))
-    mean = jnp.mean(x, axis=ax, keepdims=bool(keepdim))
+    mean = jnp.mean(x, axis=ax, keepdims=True)
+    squares = jnp.sum(jnp.abs(x - mean) ** 2, axis=ax, keepdims=bool(keepdim))
+    count = math.prod(x.shape[a] for a in ax)
+    var = squares / max(0, count - ddof)  # CPU's divisor: a correction past the count divides by 0 (inf)
+    mean = mean if keepdim else jnp.squeeze(mean, ax)
     return var.astype(dtypes.to_jax_dtype(real)), mean.astype(dtypes.to_jax_dtype(result))
 
 

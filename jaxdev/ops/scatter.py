@@ -105,6 +105,8 @@ def index_add(self, dim, index, source, *, alpha=1):
     i = any_device(index).reshape(-1)
     check_index_bounds(i, self.shape[d] if self.dim() else 1, d, RuntimeError)
     x, s = J(self), J(source)
+    if isinstance(alpha, float) and not (self.dtype.is_floating_point or self.dtype.is_complex):
+        alpha = int(alpha)  # CPU reads alpha as the tensor's dtype: truncated for integers
     if x.ndim == 0:
         return add_at(x[None].at[i], (s.reshape(-1) * alpha).astype(x.dtype))[0]
     if s.ndim == 0:

@@ -7,7 +7,6 @@ computed eagerly (it cannot be part of a compiled program).
 
 from __future__ import annotations
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 import torch
@@ -20,17 +19,28 @@ from jaxdev.ops.toolkit import J, jitted, sort_key, stable_sort, wrap_dim
 # --- searching -----------------------------------------------------------------------------------
 
 
+def _bisect(seq, v, right):
+    """CPU's cus_lower_bound / cus_upper_bound for every value at once: the same bisection with the
+    same comparisons, so NaN among the boundaries or the values lands where CPU puts it (a NaN value
+    after every boundary, as `!(mid >= NaN)` always moves right). `seq` is 1-dim, or batched like `v`."""
+    n = seq.shape[-1]
+    start = jnp.zeros(v.shape, jnp.int64)
+    end = jnp.full(v.shape, n, jnp.int64)
+    for _ in range(n.bit_length()):  # each step halves every [start, end) still open
+        open_ = start < end
+        mid = start + ((end - start) >> 1)
+        at = jnp.clip(mid, 0, max(n - 1, 0))
+        mid_val = seq[at] if seq.ndim == 1 else jnp.take_along_axis(seq, at, axis=-1)
+        go_right = ~(mid_val > v) if right else ~(mid_val >= v)
+        start = jnp.where(open_ & go_right, mid + 1, start)
+        end = jnp.where(open_ & ~go_right, mid, end)
+    return start
+
+
 @jitted
 def _search(side, batched, result):
-    def one(seq, v):
-        return jnp.searchsorted(sort_key(seq), sort_key(v), side=side, method="compare_all")
-
     def run(seq, v):
-        if batched:
-            lead = seq.shape[:-1]
-            r = jax.vmap(one)(seq.reshape((-1, seq.shape[-1])), v.reshape((-1, v.shape[-1])))
-            return r.reshape(lead + (v.shape[-1],)).astype(result)
-        return one(seq, v).astype(result)
+        return _bisect(seq, v, side == "right").astype(result)
 
     return run
 
@@ -59,6 +69,8 @@ def _searchsorted(seq: torch.Tensor, values, out_int32, side, sorter):
             f"boundaries tensor {list(seq.shape)} and input value tensor {list(v.shape)}"
         )
     common = jnp.promote_types(s.dtype, v.dtype)
+    if common == jnp.bool_:
+        raise NotImplementedError("\"searchsorted_out_cpu\" not implemented for 'Bool'")
     result = jnp.int32 if out_int32 else jnp.int64
     return _search(side, seq.dim() > 1, result)(s.astype(common), v.astype(common))
 

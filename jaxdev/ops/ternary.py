@@ -99,13 +99,21 @@ def _addcdiv(s, a, b, v):
 @register_functional(aten.lerp.Scalar, aten.lerp.Tensor)
 def lerp(self, end, weight):
     common = self.dtype
-    return apply(_lerp, common, common, (self, end, weight))
+    return apply(_lerp, common, common, (self, end, weight), exact_numbers=True)  # CPU: weight.to<opmath_t>()
 
 
 @register_functional(aten.addcmul.default)
 def addcmul(self, tensor1, tensor2, *, value=1):
     common = torch.promote_types(torch.result_type(tensor1, tensor2), self.dtype)
-    return apply(_addcmul, common, common, (self, tensor1, tensor2), (value,))
+    return apply(_addcmul, common, common, (self, tensor1, tensor2), (_as_scalar_t(value, common),))
+
+
+def _as_scalar_t(value, dtype: torch.dtype):
+    """`value` as CPU's kernels read it (value.to<scalar_t>()): truncated toward zero for an integer
+    dtype (addcmul of int64 tensors with value=1.9 multiplies by 1)."""
+    if isinstance(value, float) and not (dtype.is_floating_point or dtype.is_complex or dtype == torch.bool):
+        return int(value)
+    return value
 
 
 @register_functional(aten.addcdiv.default)

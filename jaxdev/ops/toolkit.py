@@ -155,11 +155,24 @@ def applied_body(fn, compute: torch.dtype, result: torch.dtype, nargs: int):
 
 
 @jitted
-def _cast_body(fn, compute: torch.dtype, result: torch.dtype, nargs: int):
-    compute, result = opmath(dtypes.to_jax_dtype(compute)), dtypes.to_jax_dtype(result)
+def _cast_body(fn, compute: torch.dtype, result: torch.dtype, nargs: int, exact_numbers: bool = False):
+    """`fn` on `nargs` operands cast as TensorIterator casts them: each to the common dtype `compute`, then
+    to its opmath dtype for the arithmetic. So a Python number or a float32 0-dim tensor beside half
+    tensors is rounded to half first, as CPU's kernels read it (`x == 1.0001` is True for a half x of 1).
+    `exact_numbers`: the op's CPU kernel reads a Python number, and a 0-dim tensor as its second operand,
+    unrounded, in opmath (mul, the divisions and lerp's weight of reduced-precision floats)."""
+    common = dtypes.to_jax_dtype(compute)
+    wide, result = opmath(common), dtypes.to_jax_dtype(result)
+
+    def operand(a, second):
+        if not hasattr(a, "astype"):  # a Python number
+            return jnp.asarray(a, wide if exact_numbers else common).astype(wide)
+        if exact_numbers and second and a.ndim == 0 and a.dtype != common:
+            return a.astype(wide)
+        return a.astype(common).astype(wide)
 
     def run(*args):
-        cast = [jnp.asarray(a, compute) if not hasattr(a, "astype") else a.astype(compute) for a in args[:nargs]]
+        cast = [operand(a, i == 1) for i, a in enumerate(args[:nargs])]
         return fn(*cast, *args[nargs:]).astype(result)
 
     return run
@@ -194,10 +207,10 @@ def plain(fn):
     return _PLAIN[fn]
 
 
-def apply(fn, compute: torch.dtype, result: torch.dtype, tensors, extra=()):
-    """`fn` jitted on the tensors' values cast to `compute`'s opmath dtype, cast to `result`.
-    `fn` must be a module-level function (or a `plain` ufunc): it keys the cache."""
-    return on_views(_cast_body(fn, compute, result, len(tensors)), tensors, extra)
+def apply(fn, compute: torch.dtype, result: torch.dtype, tensors, extra=(), exact_numbers=False):
+    """`fn` jitted on the tensors' values cast to `compute`, then to its opmath dtype, cast to `result`
+    (_cast_body). `fn` must be a module-level function (or a `plain` ufunc): it keys the cache."""
+    return on_views(_cast_body(fn, compute, result, len(tensors), exact_numbers), tensors, extra)
 
 
 def on_views(body, args, extra=()):

@@ -1,0 +1,120 @@
+"""Edge cases where jax once gave other values than CPU without a word (found by a differential hunt
+against CPU): each case must give CPU's values, dtype and shape exactly, or CPU's error."""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import pytest
+import torch
+from jaxdev_testing import JAX, assert_same
+
+INF, NAN = math.inf, math.nan
+
+
+def t(device, values, dtype=None):
+    return torch.tensor(values, device=device, dtype=dtype)
+
+
+def _halves(device, dtype):
+    return t(device, [1.0, 2.0, 3.0, 256.0, 0.5, -1.0], dtype)
+
+
+# Half and bfloat16 tensors with a Python number or a float32 0-dim tensor: TensorIterator casts the
+# number to the tensor's dtype first (so half 1 == 1.0001), except where CPU's kernel reads it unrounded
+# (mul and the divisions).
+SCALAR_OPS = {
+    "eq": lambda a, b: a == b,
+    "lt": lambda a, b: a < b,
+    "ge": lambda a, b: a >= b,
+    "add": lambda a, b: a + b,
+    "sub": lambda a, b: a - b,
+    "rsub": lambda a, b: b - a,
+    "mul": lambda a, b: a * b,
+    "div": lambda a, b: a / b,
+    "fmod": torch.fmod,
+    "remainder": torch.remainder,
+    "floor_divide": lambda a, b: a // b,
+    "div trunc": lambda a, b: torch.div(a, b, rounding_mode="trunc"),
+    "atan2": torch.atan2,
+    "hypot": torch.hypot,
+}
+
+
+TAKES_TENSORS_ONLY = {"atan2", "hypot"}
+
+
+@pytest.mark.parametrize("number", [1.0001, 1.001, 0.1, 2.7, 3.3333])
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize(
+    "name, as_tensor",
+    [
+        (name, as_tensor)
+        for name in SCALAR_OPS
+        for as_tensor in (False, True)
+        if as_tensor or name not in TAKES_TENSORS_ONLY
+    ],
+)
+def test_numbers_beside_half_tensors(name, as_tensor, dtype, number):
+    outs = []
+    for device in ("cpu", JAX):
+        other = t(device, number) if as_tensor else number
+        outs.append(SCALAR_OPS[name](_halves(device, dtype), other))
+    assert_same(outs[1], outs[0])
+
+
+CASES = {
+    "inf // 2": lambda d: t(d, [INF, -INF]) // 2,
+    "x // inf": lambda d: t(d, [-5.0, 7.5]) // INF,
+    "floor division by +-inf": lambda d: torch.div(t(d, [-5.0, 7.5]), t(d, [INF, -INF]), rounding_mode="floor"),
+    "floor division signs": lambda d: (
+        t(d, [5.0, -5.0, 5.5, -5.5, 0.3, 0.0, -0.0]) // t(d, [-2.0, 2.0, 0.1, -0.1, 0.1, -3.0, 3.0])
+    ),
+    "half floor division by inf": lambda d: t(d, [INF, -3.0], torch.float16) // t(d, [2.0, INF], torch.float16),
+    "uint8 >> 8": lambda d: t(d, [255, 7], torch.uint8) >> t(d, [8, 9], torch.uint8),
+    "uint8 >> 70": lambda d: t(d, [255, 7], torch.uint8) >> 70,
+    "int8 >> 9": lambda d: t(d, [-100, 77], torch.int8) >> t(d, [9, 8], torch.int8),
+    "std, correction past the count": lambda d: torch.std(torch.arange(6.0, device=d).reshape(2, 3), 1, correction=3),
+    "var, correction past the count": lambda d: torch.var(t(d, [1.0, 2.0]), correction=5),
+    "var of a constant, correction past the count": lambda d: torch.var(t(d, [1.0, 1.0]), correction=5),
+    "addcmul of ints, value=1.9": lambda d: torch.addcmul(t(d, [1, 2]), t(d, [1, 2]), t(d, [1, 2]), value=1.9),
+    "addcmul of ints, value=-1.9": lambda d: torch.addcmul(t(d, [1, 2]), t(d, [1, 2]), t(d, [1, 2]), value=-1.9),
+    "index_add of ints, alpha=2.5": lambda d: torch.zeros(3, dtype=torch.long, device=d).index_add(
+        0, t(d, [0, 0]), t(d, [1, 2]), alpha=2.5
+    ),
+    "any over no dims": lambda d: torch.any(t(d, [[0.0, 1.0], [2.0, 0.0]]), dim=()),
+    "all over no dims, keepdim": lambda d: torch.all(t(d, [[0.0, 1.0], [2.0, 0.0]]), dim=[], keepdim=True),
+    "searchsorted, NaN boundary": lambda d: torch.searchsorted(t(d, [1.0, 3.0, NAN]), t(d, [NAN, 4.0, 0.0, 3.0])),
+    "searchsorted right, NaN boundary": lambda d: torch.searchsorted(
+        t(d, [1.0, 3.0, NAN]), t(d, [NAN, 4.0]), right=True
+    ),
+    "searchsorted, no boundaries": lambda d: torch.searchsorted(torch.empty(0, device=d), t(d, [1.0, 2.0])),
+    "searchsorted, bool": lambda d: torch.searchsorted(t(d, [False, True]), t(d, [True])),
+    "searchsorted, sorter": lambda d: torch.searchsorted(
+        t(d, [3.0, 1.0, 2.0]), t(d, [0.0, 1.5, 4.0]), sorter=t(d, [1, 2, 0])
+    ),
+    "nextafter, half": lambda d: torch.nextafter(
+        t(d, [1.0, 2.0, 0.0, -1.0], torch.float16), t(d, [2.0, 1.0, 1.0, -2.0], torch.float16)
+    ),
+    "nextafter, bfloat16": lambda d: torch.nextafter(
+        t(d, [1.0, 2.0, 0.0], torch.bfloat16), t(d, [2.0, 1.0, 1.0], torch.bfloat16)
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_as_on_cpu(name):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # var's "degrees of freedom is <= 0"
+        try:
+            expected = CASES[name]("cpu")
+        except Exception as cpu_error:
+            with pytest.raises(type(cpu_error)) as raised:
+                CASES[name](JAX)
+            assert str(raised.value) == str(cpu_error)
+            return
+        actual = CASES[name](JAX)
+    assert actual.dtype == expected.dtype and actual.shape == expected.shape
+    assert torch.equal(torch.signbit(actual.cpu()), torch.signbit(expected)) if expected.is_floating_point() else True
+    assert_same(actual, expected)
