@@ -19,6 +19,7 @@ import numpy as np
 import torch
 
 from jaxdev import dtypes, tensor, tracing
+from jaxdev.ops import out_dtypes
 from jaxdev.ops.registry import aten, register, register_functional, store_into
 from jaxdev.ops.toolkit import (
     J,
@@ -459,15 +460,6 @@ def index_select_out(self, dim, index, *, out):
     return store_into(out, index_select(self, dim, index), resize=True)
 
 
-def check_out_dtype(expected: torch.dtype, out: torch.Tensor) -> None:
-    """A structured kernel's out= of another dtype than its result's (gather, ...)."""
-    if out.dtype != expected:
-        raise RuntimeError(
-            f"Expected out tensor to have dtype {dtypes.type_meta_name(expected)}, "
-            f"but got {dtypes.type_meta_name(out.dtype)} instead"
-        )
-
-
 def _nonempty_dim(t) -> int:
     return max(t.dim(), 1)
 
@@ -512,7 +504,7 @@ def gather(self, dim, index, *, sparse_grad=False):
 
 @register(aten.gather.out)
 def gather_out(self, dim, index, *, sparse_grad=False, out):
-    check_out_dtype(self.dtype, out)
+    out_dtypes.check_exact(self.dtype, out)
     return store_into(out, gather(self, dim, index, sparse_grad=sparse_grad), resize=True)
 
 

@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from jaxdev import dtypes, tensor, tracing
-from jaxdev.ops import indexing
+from jaxdev.ops import out_dtypes
 from jaxdev.ops.registry import aten, out_variant, register, store_into
 from jaxdev.ops.toolkit import J, jitted
 
@@ -110,54 +110,6 @@ _RESTRIDE_EMPTY_ONLY = frozenset(
 )
 
 
-# The out dtypes CPU's linalg out= kernels take: structured ones (resize_out) only the result's own dtype,
-# the others any it can be cast to, some with their own message.
-_CASTING_OUT = frozenset(
-    {
-        "aten::geqrf",
-        "aten::linalg_householder_product",
-        "aten::cholesky_inverse",
-        "aten::linalg_lstsq",
-        "aten::linalg_matrix_exp",
-        "aten::cholesky",
-    }
-)
-# Those of them that refuse an out no cast reaches in their own words ("cholesky: Expected result to be
-# safely castable from Float dtype, but got result with dtype Bool").
-_SAFELY_CASTABLE = {
-    "aten::cholesky": "cholesky",
-    "aten::cholesky_inverse": "cholesky_inverse",
-    "aten::linalg_householder_product": "torch.linalg.householder_product",
-}
-
-
-def check_out_dtype(op_name: str, name: str, out: torch.Tensor, result: torch.Tensor, first: torch.Tensor) -> None:
-    """CPU's refusal of an out of another dtype than `result` (`first`: the op's first tensor argument)."""
-    scalar_name, want, got = dtypes.scalar_name, result.dtype, out.dtype
-    if op_name in _SAFELY_CASTABLE and not torch.can_cast(want, got):
-        raise RuntimeError(
-            f"{_SAFELY_CASTABLE[op_name]}: Expected result to be safely castable from {scalar_name(want)} dtype, "
-            f"but got result with dtype {scalar_name(got)}"
-        )
-    if got == want or op_name in _CASTING_OUT:
-        return
-    if op_name == "aten::linalg_eig":
-        if not torch.can_cast(want, got):
-            raise RuntimeError(
-                f"torch.linalg.eig: Expected {name} to be safely castable from {scalar_name(want)} dtype, but got "
-                f"{name} with dtype {scalar_name(got)}"
-            )
-    elif op_name == "aten::ormqr":
-        raise RuntimeError(
-            "torch.ormqr: Expected input and result to have the same dtype, but input has dtype"
-            f"{scalar_name(first.dtype)} and result has dtype {scalar_name(got)}"
-        )
-    elif op_name == "aten::linalg_solve_triangular":
-        raise RuntimeError(f"expected scalar type {scalar_name(want)} but found {scalar_name(got)}")
-    else:
-        indexing.check_out_dtype(want, out)
-
-
 def store_out(out: torch.Tensor, result: torch.Tensor, empty_only: bool = False) -> None:
     """`result` written into `out` as CPU's linalg out= kernels write it: an out of another shape is
     resized and takes the result's strides (batched column-major for a matrix LAPACK wrote); an out of
@@ -199,9 +151,8 @@ def kernel(op, *, out=True):
                 outs = [kwargs.pop(n) for n in names]
                 r = functional(*args, **kwargs)
                 rs = r if isinstance(r, tuple) else (r,)
-                first = next(a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor))
-                for n, o, v in zip(names, outs, rs):
-                    check_out_dtype(op.name(), n, o, v, first)
+                inputs = (*args, *kwargs.values())
+                out_dtypes.check(ov.name(), op.name(), outs, rs, inputs, otherwise_exact=True)
                 for o, v in zip(outs, rs):
                     store_out(o, v, empty_only)
                 return tuple(outs) if len(outs) > 1 else outs[0]
@@ -306,6 +257,5 @@ def broadcast_batch(a, b):
 
 
 def jax_dtype(dtype):
-    from jaxdev import dtypes
 
     return dtypes.to_jax_dtype(dtype)

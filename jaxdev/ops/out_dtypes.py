@@ -26,23 +26,31 @@ import torch
 from jaxdev import dtypes
 
 
-def check(out_op: str, functional: str, outs, results, args) -> None:
+def check(out_op: str, functional: str, outs, results, args, *, otherwise_exact: bool = False) -> None:
     """Raise CPU's RuntimeError where an out= tensor of `outs` may not take its result of `results`
-    (jax arrays), before any is written."""
+    (jax arrays or tensors), before any is written. `otherwise_exact`: an op no rule names takes only
+    its result's dtype (the linalg kernels), rather than a safe cast."""
     for position, (out, value) in enumerate(zip(outs, results)):
-        result = dtypes.to_torch_dtype(value.dtype)
+        result = value.dtype if isinstance(value.dtype, torch.dtype) else dtypes.to_torch_dtype(value.dtype)
         if out.dtype != result:
             message = refusal(out_op, functional, position, out.dtype, result, args)
+            if message is None and otherwise_exact and _rule(functional) is None:
+                message = _exact(out.dtype, result)
             if message is not None:
                 raise RuntimeError(message)
+
+
+def check_exact(result: torch.dtype, out: torch.Tensor) -> None:
+    """A structured kernel's out= of another dtype than its result's (gather, ...)."""
+    if out.dtype != result:
+        raise RuntimeError(_exact(out.dtype, result))
 
 
 def refusal(out_op: str, functional: str, position: int, out: torch.dtype, result: torch.dtype, args) -> str | None:
     """CPU's error message for writing a `result`-dtype value into out= tensor number `position` of
     dtype `out` (they differ), or None where CPU casts. `out_op` and `functional` are the qualified
     names of the out= overload and of the functional op it derives from; `args` its arguments."""
-    name = functional.removeprefix("aten::")
-    own = _OWN_WORDS.get(name, _OWN_WORDS.get(name.split(".")[0]))
+    own = _rule(functional)
     if own is not None:
         return own(out, result, args, position)
     if functional in _SAME_DTYPE_UNARY:
@@ -50,6 +58,11 @@ def refusal(out_op: str, functional: str, position: int, out: torch.dtype, resul
     if _built_as(out_op.removeprefix("aten::")) in ("structured", "generated"):
         return _exact(out, result)
     return None
+
+
+def _rule(functional: str):
+    name = functional.removeprefix("aten::")
+    return _OWN_WORDS.get(name, _OWN_WORDS.get(name.split(".")[0]))
 
 
 def _exact(out: torch.dtype, result: torch.dtype) -> str:
@@ -224,6 +237,29 @@ def _words(text):
     return lambda out, result, args, position: text
 
 
+def _safely_castable(prefix, names=("result",)):
+    """CPU's linalg out= kernels that cast into any dtype the result reaches safely, and refuse others
+    naming the output (`names`, by position)."""
+
+    def rule(out, result, args, position):
+        if torch.can_cast(result, out):
+            return None
+        name = names[min(position, len(names) - 1)]
+        return (
+            f"{prefix}: Expected {name} to be safely castable from {dtypes.scalar_name(result)} dtype, "
+            f"but got {name} with dtype {dtypes.scalar_name(out)}"
+        )
+
+    return rule
+
+
+def _ormqr(out, result, args, position):
+    return (
+        "torch.ormqr: Expected input and result to have the same dtype, but input has dtype"
+        f"{dtypes.scalar_name(_first_dtype(args))} and result has dtype {dtypes.scalar_name(out)}"
+    )
+
+
 # functional op name, or its base name for every overload -> rule(out dtype, result dtype, args, output
 # position) -> message or None
 _OWN_WORDS = {
@@ -273,4 +309,16 @@ _OWN_WORDS = {
     "kthvalue": _kthvalue,
     "mode": _mode,
     "logsumexp": _logsumexp,
+    # linalg (jaxdev/ops/lapack.py's out= kernels; any other linalg op takes only its result's dtype)
+    "cholesky": _safely_castable("cholesky"),
+    "cholesky_inverse": _safely_castable("cholesky_inverse"),
+    "linalg_householder_product": _safely_castable("torch.linalg.householder_product"),
+    "linalg_eig": _safely_castable("torch.linalg.eig", ("eigenvalues", "eigenvectors")),
+    "geqrf": _casts,
+    "linalg_lstsq": _casts,
+    "linalg_matrix_exp": _casts,
+    "ormqr": _ormqr,
+    "linalg_solve_triangular": lambda out, result, args, position: (
+        f"expected scalar type {dtypes.scalar_name(result)} but found {dtypes.scalar_name(out)}"
+    ),
 }

@@ -12,7 +12,7 @@ import numpy as np
 import torch
 
 from jaxdev import dtypes, tensor, tracing
-from jaxdev.ops.indexing import check_out_dtype
+from jaxdev.ops import out_dtypes
 from jaxdev.ops.registry import aten, register, register_functional, store_into
 from jaxdev.ops.toolkit import J, jitted, sort_key, stable_sort, wrap_dim
 
@@ -245,7 +245,7 @@ def _unique_dim_out_kernel(fn):
             if o.dtype != dtypes.to_torch_dtype(v.dtype):
                 if tuple(o.shape) != tuple(v.shape):
                     o.resize_(v.shape)
-                check_out_dtype(dtypes.to_torch_dtype(v.dtype), o)
+                out_dtypes.check_exact(dtypes.to_torch_dtype(v.dtype), o)
             store_into(o, v, resize=True)
         return out0, out1, out2
 
