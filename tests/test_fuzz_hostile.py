@@ -53,11 +53,6 @@ def _set_storage_grows(case: Case) -> bool:
 
 KNOWN: list[tuple[str, object]] = [
     (
-        "matmul of bool tensors: CPU has no bool kernels (NotImplementedError from addmm/addmv/bmm/dot, each its "
-        "own name); jax multiplies them",
-        lambda c: c.op == "matmul" and any(t.dtype == torch.bool for t in _tensors(c)),
-    ),
-    (
         "index_put_ with an empty tuple of indices: CPU fails inside (RuntimeError 'sym_strides() called on an "
         "undefined Tensor'); jax puts the values into the whole tensor",
         lambda c: c.op == "index_put_" and len(c.args[1]) == 0,
@@ -69,7 +64,6 @@ KNOWN: list[tuple[str, object]] = [
     ),
 ]
 KNOWN_CASES: dict[str, Case] = {
-    "matmul_bool": Case(0, 0, "matmul", (T((3,), torch.bool, 1), T((3, 5), torch.bool, 2)), {}),
     "index_put_no_indices": Case(
         0, 1, "index_put_", (T((2, 2), torch.float32, 3), (), T((), torch.float32, 4), False), {}
     ),

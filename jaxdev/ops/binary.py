@@ -53,6 +53,29 @@ _INTEGRAL_ONLY = frozenset({"bitwise_and", "bitwise_or", "bitwise_xor"})
 _NOT_COMPLEX = frozenset({"maximum", "minimum", "fmax", "fmin"})
 
 
+def _as_read(x, common: torch.dtype):
+    """A Python int past int64 (PyTorch holds 2**63 <= x < 2**64 as a uint64 Scalar) as CPU's kernels
+    read it in `common`: a float, or its low 64 bits as int64 (which narrower integers wrap further).
+    As it is, it overflowed the jitted body's int64 argument."""
+    if type(x) is int and x >= 2**63:
+        return float(x) if (common.is_floating_point or common.is_complex) else x - 2**64
+    return x
+
+
+def _checked_alpha(common: torch.dtype, alpha):
+    """alpha as CPU's add/sub read it: c10's checked conversion to the result dtype (int8 with alpha=300
+    raises; XLA wrapped it to 44)."""
+    dtypes.check_scalar(alpha, common)
+    return _as_read(alpha, common)
+
+
+def _no_bool_or_complex(name: str, common: torch.dtype) -> None:
+    """The division and remainder kernels of CPU (`<name>_cpu`) have no Bool or complex case (jnp
+    divided bools into a ZeroDivisionError, and refused complex with its own TypeError)."""
+    if common == torch.bool or common.is_complex:
+        raise NotImplementedError(f"\"{name}\" not implemented for '{dtypes.scalar_name(common)}'")
+
+
 def binary(op, fn, *, result=None, float_result=False, compute=None):
     """Binary op with torch's type promotion. `result`: fixed result dtype (comparisons)."""
     fn = plain(fn)
@@ -73,6 +96,7 @@ def binary(op, fn, *, result=None, float_result=False, compute=None):
         refused = _cpu_refuses(name, common)
         if refused is not None:
             raise refused
+        other = _as_read(other, common)
         if float_result:
             common = float_of(common)
         return apply(fn, compute or common, result or common, (self, other))
@@ -119,6 +143,9 @@ def add(self, other, *, alpha=1):
     common = result_type(self, other)
     if type(alpha) is not int:  # the default alpha=1 needs no check
         _no_float_alpha(common, alpha)
+    other = _as_read(other, common)
+    if alpha != 1:
+        alpha = _checked_alpha(common, alpha)
     if common.is_complex:
         return apply(_add_complex, common, common, (self, other), (complex(alpha),))
     if alpha == 1:
@@ -150,10 +177,13 @@ def _check_subtraction(self, other):
 
 @register_functional(aten.sub.Tensor, aten.sub.Scalar, fast={aten.sub.Tensor: same_dtype_bodies(_SUB, 2, _real)})
 def sub(self, other, *, alpha=1):
+    _check_subtraction(self, other)  # before promotion: bool - 2**63 (a uint64 Scalar) is refused as a bool
     common = result_type(self, other)
-    _check_subtraction(self, other)
     if type(alpha) is not int:
         _no_float_alpha(common, alpha)
+    other = _as_read(other, common)
+    if alpha != 1:
+        alpha = _checked_alpha(common, alpha)
     if common.is_complex:
         return apply(_sub_complex, common, common, (self, other), (complex(alpha),))
     if alpha == 1:
@@ -175,6 +205,7 @@ def mul(self, other):
     common = result_type(self, other)
     if common == torch.bool:
         return apply(_AND, common, common, (self, other))
+    other = _as_read(other, common)
     fn = _mul_of_bool if _is_bool(self) or _is_bool(other) else _MUL
     return apply(fn, common, common, (self, other), exact_numbers=True)
 
@@ -204,7 +235,7 @@ def _floor_div(a, b):
 )
 def div(self, other):
     common = float_of(result_type(self, other))
-    return apply(_DIV, common, common, (self, other), exact_numbers=True)
+    return apply(_DIV, common, common, (_as_read(self, common), _as_read(other, common)), exact_numbers=True)
 
 
 @register_functional(aten.div.Tensor_mode, aten.div.Scalar_mode)
@@ -216,6 +247,8 @@ def div_mode(self, other, *, rounding_mode=None):
         raise RuntimeError(
             f"div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '{rounding_mode}'"
         )
+    _no_bool_or_complex("div_trunc_cpu" if rounding_mode == "trunc" else "div_floor_cpu", common)
+    other = _as_read(other, common)
     if not (common.is_floating_point or common.is_complex):
         tracing.check_values(jnp.asarray(value(other)) == 0, lambda: RuntimeError("ZeroDivisionError"))
     fn = _trunc_div if rounding_mode == "trunc" else _floor_div
@@ -229,29 +262,39 @@ def _remainder(a, b):
     return jnp.where((r != 0) & ((r < 0) != (b < 0)), r + b, r)
 
 
-def _int_div_check(self, other):
+def _int_div_check(name, self, other):
+    """(common dtype, other as the kernel reads it), after CPU's refusals and its integer division by
+    zero check."""
     common = result_type(self, other)
+    _no_bool_or_complex(name, common)
+    other = _as_read(other, common)
     if not (common.is_floating_point or common.is_complex):
         tracing.check_values(jnp.asarray(value(other)) == 0, lambda: RuntimeError("ZeroDivisionError"))
-    return common
+    return common, other
 
 
 @register_functional(aten.remainder.Tensor, aten.remainder.Scalar)
 def remainder(self, other):
-    common = _int_div_check(self, other)
+    common, other = _int_div_check("remainder_cpu", self, other)
     return apply(_remainder, common, common, (self, other))
 
 
 @register_functional(aten.fmod.Tensor, aten.fmod.Scalar)
 def fmod(self, other):
-    common = _int_div_check(self, other)
+    common, other = _int_div_check("fmod_cpu", self, other)
     return apply(_FMOD, common, common, (self, other))
 
 
 @register_functional(aten.pow.Tensor_Tensor, aten.pow.Tensor_Scalar)
 def pow_tensor(self, exponent):
     common = result_type(self, exponent)
+    if common == torch.bool and isinstance(exponent, torch.Tensor):  # a bool number exponent copies
+        raise NotImplementedError("\"pow\" not implemented for 'Bool'")
     integral = not (common.is_floating_point or common.is_complex)
+    if not isinstance(exponent, torch.Tensor):
+        if not (common in (torch.float32, torch.float64) or common.is_complex):  # those read a double
+            dtypes.check_scalar(exponent, common)  # c10's checked Scalar::to<scalar_t>: int8 ** 300 raises
+        exponent = _as_read(exponent, common)
     if integral and not isinstance(exponent, torch.Tensor) and exponent < 0:
         raise RuntimeError("Integers to negative integer powers are not allowed.")
     if not isinstance(exponent, torch.Tensor) and not integral:
@@ -351,8 +394,10 @@ def _int_pow(base, e):
 @register_functional(aten.pow.Scalar, inplace=False)
 def pow_scalar(self, exponent):
     common = torch.result_type(exponent, self)
+    if common == torch.bool:
+        raise NotImplementedError("\"pow\" not implemented for 'Bool'")
     integral = not (common.is_floating_point or common.is_complex) and common != torch.bool
-    return apply(_int_pow if integral else _POW, common, common, (self, exponent))
+    return apply(_int_pow if integral else _POW, common, common, (_as_read(self, common), exponent))
 
 
 @register(aten.pow_.Scalar)
@@ -438,7 +483,7 @@ def heaviside(self, values):
 
 @register_functional(aten.floor_divide.default, aten.floor_divide.Scalar)
 def floor_divide(self, other):
-    common = _int_div_check(self, other)
+    common, other = _int_div_check("div_floor_cpu", self, other)
     return apply(_floor_div, common, common, (self, other), exact_numbers=True)
 
 
@@ -457,11 +502,13 @@ def _rsub(a, b, alpha):
 
 @register_functional(aten.rsub.Tensor, aten.rsub.Scalar)
 def rsub(self, other, alpha=1):  # alpha is positional in rsub.Scalar, keyword-only in rsub.Tensor
+    _check_subtraction(self, other)  # before promotion: bool - 2**63 (a uint64 Scalar) is refused as a bool
     common = result_type(self, other)
-    _check_subtraction(self, other)
     if type(alpha) is not int:
         _no_float_alpha(common, alpha)
-    return apply(_rsub, common, common, (self, other), (alpha,))
+    if alpha != 1:
+        alpha = _checked_alpha(common, alpha)
+    return apply(_rsub, common, common, (self, _as_read(other, common)), (alpha,))
 
 
 for _op, _fn in [
@@ -537,7 +584,7 @@ def _integer_op(ops, name, fn):
     def kernel(self, other):
         common = result_type(self, other)
         _integral(name, common)
-        return apply(fn, common, common, (self, other))
+        return apply(fn, common, common, (_as_read(self, common), _as_read(other, common)))
 
     kernel.__qualname__ = ops[0].name()
 

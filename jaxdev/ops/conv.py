@@ -170,11 +170,53 @@ def _check(input, weight, groups):
         )
 
 
+_AXES = {2: ("height", "width"), 3: ("depth", "height", "width")}
+
+
+def _check_geometry(input, weight, params):
+    """CPU's checks that torch's own (negative padding, non-positive stride, negative dilation) leave
+    to the kernels: a zero dilation; for a transposed convolution, an output padding as large as
+    both its stride and its dilation, and an output of no element. CPU runs a 1-d convolution as a
+    2-d one of height 1, and says so."""
+    stride, padding, dilation, transposed, output_padding, _ = params
+    sizes, kernel = tuple(input.shape[2:]), tuple(weight.shape[2:])
+    if len(sizes) == 1:
+        stride, padding, dilation, output_padding = (1, *stride), (0, *padding), (1, *dilation), (0, *output_padding)
+        sizes, kernel = (1, *sizes), (1, *kernel)
+    axes = _AXES.get(len(sizes))
+    if axes is None:
+        return
+    if not transposed:
+        if min(dilation) <= 0:
+            raise RuntimeError(f"dilation should be greater than zero, but got {list(dilation)}")
+        return
+    if min(dilation) <= 0:
+        got = ", ".join(f"dilation_{a}: {d}" for a, d in zip(axes, dilation))
+        raise RuntimeError(f"dilation should be greater than zero, but got {got}")
+    if any(op >= s and op >= d for op, s, d in zip(output_padding, stride, dilation)):
+        got = " ".join(
+            [f"output_padding_{a}: {v}" for a, v in zip(axes, output_padding)]
+            + [f"stride_{a}: {v}" for a, v in zip(axes, stride)]
+            + [f"dilation_{a}: {v}" for a, v in zip(axes, dilation)]
+        )
+        raise RuntimeError(f"output padding must be smaller than either stride or dilation, but got {got}")
+    outs = [
+        (i - 1) * s - 2 * p + d * (k - 1) + op + 1
+        for i, s, p, d, k, op in zip(sizes, stride, padding, dilation, kernel, output_padding)
+    ]
+    if min(outs) < 1:
+        raise RuntimeError(
+            f"Given input size per channel: ({' x '.join(map(str, sizes))}). Calculated output size per channel: "
+            f"({' x '.join(map(str, outs))}). Output size is too small"
+        )
+
+
 @register_functional(aten.convolution_overrideable.default, inplace=False, out=False)
 def convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups):
     _check(input, weight, groups)
     nd = input.dim() - 2
     params = _params(stride, padding, dilation, transposed, output_padding, groups, nd)
+    _check_geometry(input, weight, params)
     jdt = dtypes.to_jax_dtype(input.dtype)
     factory = _compiled_forward
     if params[3] and _cpu_takes_slow_transposed(input.dtype, params[0], params[4]):

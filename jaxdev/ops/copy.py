@@ -12,6 +12,7 @@ from jaxdev import dtypes, layout, tensor, tracing
 from jaxdev.device import _check_index
 from jaxdev.ops import registry
 from jaxdev.ops.registry import aten, register
+from jaxdev.ops.toolkit import jitted
 from jaxdev.tensor import is_jax
 
 
@@ -21,7 +22,14 @@ def _cast(value, dtype: torch.dtype):
         return value
     if jnp.issubdtype(value.dtype, jnp.complexfloating) and not dtype.is_complex and dtype != torch.bool:
         warnings.warn("Casting complex values to real discards the imaginary part", UserWarning, stacklevel=3)
-    return dtypes.convert(value, jdt)  # complex -> bool tests both parts, as CPU's
+    return _converter(value.dtype, jdt)(value)  # complex -> bool tests both parts, as CPU's
+
+
+@jitted
+def _converter(source, target):
+    """dtypes.convert as one program (eagerly even float32 -> bfloat16 took 15-18 us: `.to(dtype)` is
+    autocast's and mixed precision's most frequent op)."""
+    return lambda x: dtypes.convert(x, target)
 
 
 def copy_into(dst: torch.Tensor, src: torch.Tensor) -> torch.Tensor:

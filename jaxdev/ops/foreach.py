@@ -12,7 +12,8 @@ call is one jitted program over every index:
   are bit-identical to the loop (tests/test_foreach.py);
 * the Python numbers (a scalar, alpha, a scalar list: Adam's step sizes change every step) are one
   float64 argument of the program, not constants baked into it: one compile per list structure. Each is
-  rounded to the index's compute dtype, as a number passed to the per-tensor body is;
+  cast as the per-tensor kernel casts a number: to the index's dtype (add, sub), or kept unrounded in
+  opmath where that kernel reads it so (mul, div, lerp's weight);
 * an in-place op writes each result into its tensor's storage, and gives the old buffers to the program
   (XLA donation) when nothing else holds any of them (tensor._sole_holder);
 * `_foreach_norm` (clip_grad_norm_'s per-gradient norms) runs linalg.vector_norm's own value function
@@ -50,10 +51,15 @@ _EXACT_INT = 2**53  # an int beyond this is not exactly a float64: its rounding 
 # or None where that kernel does something else.
 
 
-def _binary(op, with_alpha=None):
+def _binary(op, with_alpha=None, exact_numbers=None):
+    """`exact_numbers`: the function the per-tensor kernel applies with exact numbers (mul, div: their
+    kernels read a Python number unrounded; a number here arrives as a float64 0-dim operand)."""
+
     def body(dtype, alpha_is_one):
         if not alpha_is_one:  # add/sub's kernel: a + b * alpha (binary.add)
             return toolkit.applied_body(with_alpha, dtype, dtype, 2)
+        if exact_numbers is not None:
+            return toolkit.applied_body(exact_numbers, dtype, dtype, 2, exact_numbers=True)
         made = FAST_BODIES[op](dtype)
         return None if made is None else made[0]
 
@@ -75,13 +81,15 @@ def _unary(op):
 _BINARY = {
     "add": _binary(aten.add.Tensor, binary._add_alpha),
     "sub": _binary(aten.sub.Tensor, binary._sub_alpha),
-    "mul": _binary(aten.mul.Tensor),
-    "div": _binary(aten.div.Tensor),
+    "mul": _binary(aten.mul.Tensor, exact_numbers=binary._MUL),
+    "div": _binary(aten.div.Tensor, exact_numbers=binary._DIV),
     "maximum": _binary(aten.maximum.default),
     "minimum": _binary(aten.minimum.default),
 }
 _TERNARY = {
-    "lerp": _ternary(ternary._lerp, 3),  # lerp(self, end, weight): the weight is cast too
+    "lerp": _ternary(ternary._lerp, 3),  # lerp(self, end, weight): a tensor weight is cast too
+    # a number weight is not: lerp.Scalar reads a Python number unrounded (CPU's weight.to<opmath_t>())
+    "lerp by number": _ternary(ternary.lerp_by_number, 2),
     "addcmul": _ternary(ternary._addcmul, 3),  # (self, tensor1, tensor2, value): value as given
     "addcdiv": _ternary(ternary._addcdiv, 3),
 }
@@ -293,7 +301,8 @@ for _name in ("mul", "div"):
     _register_family(_name, _BINARY[_name], {"List": ("L",), "Scalar": ("N",), "ScalarList": ("NL",), "Tensor": ("T",)})
 for _name in ("maximum", "minimum"):
     _register_family(_name, _BINARY[_name], {"List": ("L",)})
-_register_family("lerp", _TERNARY["lerp"], {"List": ("L", "L"), "Scalar": ("L", "N"), "ScalarList": ("L", "NL")})
+_register_family("lerp", _TERNARY["lerp"], {"List": ("L", "L")})
+_register_family("lerp", _TERNARY["lerp by number"], {"Scalar": ("L", "N"), "ScalarList": ("L", "NL")})
 for _name in ("addcmul", "addcdiv"):
     _register_family(_name, _TERNARY[_name], {"Scalar": ("L", "L", "N"), "ScalarList": ("L", "L", "NL")})
 for _name in _UNARY_NAMES:

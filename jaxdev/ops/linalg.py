@@ -30,6 +30,13 @@ def _same_dtype(name, *ts):
     return first
 
 
+def _no_bool_product(name: str, dtype: torch.dtype, out_numel: int, inner: int) -> None:
+    """CPU's product kernels have no Bool case; they return before it when the result is empty or the
+    inner dimension is 0 (a product of no terms: zeros). dot refuses always (`inner` None)."""
+    if dtype == torch.bool and out_numel != 0 and inner != 0:
+        raise NotImplementedError(f"\"{name}\" not implemented for 'Bool'")
+
+
 def matmul(a, b, precision, accumulate):
     """jnp.matmul at the device's product precision (toolkit.product_precision). On XLA's CPU backend a
     half x half -> float32 dot has no kernel for every operand layout (a transposed view read inside
@@ -80,7 +87,9 @@ def _mm_checks(self, mat2):
 @register_functional(aten.mm.default)
 def mm(self, mat2):
     _mm_checks(self, mat2)
-    return _matmul(self, mat2, _same_dtype("mm", self, mat2))
+    dtype = _same_dtype("mm", self, mat2)
+    _no_bool_product("addmm_impl_cpu_", dtype, self.shape[0] * mat2.shape[1], self.shape[1])
+    return _matmul(self, mat2, dtype)
 
 
 def _bmm_checks(self, mat2):
@@ -98,13 +107,16 @@ def _bmm_checks(self, mat2):
 @register_functional(aten.bmm.default)
 def bmm(self, mat2):
     _bmm_checks(self, mat2)
-    return _matmul(self, mat2, _same_dtype("bmm", self, mat2))
+    dtype = _same_dtype("bmm", self, mat2)
+    _no_bool_product("bmm", dtype, self.shape[0] * self.shape[1] * mat2.shape[2], self.shape[2])
+    return _matmul(self, mat2, dtype)
 
 
 @register_functional(aten.addmm.default)
 def addmm(self, mat1, mat2, *, beta=1, alpha=1):
     dtype = _same_dtype("addmm", mat1, mat2, self)
     _mm_checks(mat1, mat2)
+    _no_bool_product("addmm_impl_cpu_", dtype, mat1.shape[0] * mat2.shape[1], mat1.shape[1])
     return _scaled(self, mat1, mat2, beta, alpha, dtype)
 
 
@@ -112,6 +124,7 @@ def addmm(self, mat1, mat2, *, beta=1, alpha=1):
 def baddbmm(self, batch1, batch2, *, beta=1, alpha=1):
     dtype = _same_dtype("baddbmm", batch1, batch2, self)
     _bmm_checks(batch1, batch2)
+    _no_bool_product("baddbmm", dtype, batch1.shape[0] * batch1.shape[1] * batch2.shape[2], batch1.shape[2])
     return _scaled(self, batch1, batch2, beta, alpha, dtype)
 
 
@@ -149,6 +162,7 @@ def dot(self, tensor):
         raise RuntimeError(
             f"dot : expected both vectors to have same dtype, but found {dtypes.scalar_name(dtype)} and {dtypes.scalar_name(tensor.dtype)}"
         )
+    _no_bool_product("dot", dtype, 1, None)
     return _matmul(self, tensor, dtype)
 
 
@@ -160,7 +174,9 @@ def mv(self, vec):
         raise RuntimeError(
             f"size mismatch, got input ({self.shape[0]}), mat ({self.shape[0]}x{self.shape[1]}), vec ({vec.shape[0]})"
         )
-    return _matmul(self, vec, _same_dtype("mv", self, vec))
+    dtype = _same_dtype("mv", self, vec)
+    _no_bool_product("addmv_impl_cpu", dtype, self.shape[0], self.shape[1])
+    return _matmul(self, vec, dtype)
 
 
 @register_functional(aten.vdot.default)
@@ -192,6 +208,7 @@ def addmv(self, mat, vec, *, beta=1, alpha=1):
         raise RuntimeError(
             f"size mismatch, got input ({self.shape[0] if self.dim() else 1}), mat ({mat.shape[0]}x{mat.shape[1]}), vec ({vec.shape[0]})"
         )
+    _no_bool_product("addmv_impl_cpu", dtype, mat.shape[0], mat.shape[1])
     return _scaled(self, mat, vec, beta, alpha, dtype)
 
 

@@ -252,8 +252,10 @@ def _bce_grad(g, x, t, w, reduction):
     return grad * w if w is not None else grad
 
 
-def _pointwise_loss(body, self, target, *static, extra=()):
+def _pointwise_loss(body, self, target, *static, extra=(), kernel=None):
     dtype = torch.result_type(self, target)
+    if kernel is not None and not dtype.is_floating_point:  # CPU's kernel dispatches floating types only
+        raise NotImplementedError(f"\"{kernel}\" not implemented for '{dtypes.scalar_name(dtype)}'")
     jdt = dtypes.to_jax_dtype(dtype)
     c = opmath(jdt)
     arrays = [J(self).astype(c), J(target).astype(c), *extra]
@@ -262,7 +264,7 @@ def _pointwise_loss(body, self, target, *static, extra=()):
 
 @register_functional(aten.mse_loss.default)
 def mse_loss(self, target, reduction=_MEAN):
-    return _pointwise_loss(_mse, self, target, reduction)
+    return _pointwise_loss(_mse, self, target, reduction, kernel="mse_cpu")
 
 
 @register_functional(aten.mse_loss_backward.default)
@@ -274,7 +276,7 @@ def mse_loss_backward(grad_output, self, target, reduction):
 def smooth_l1_loss(self, target, reduction=_MEAN, beta=1.0):
     if beta < 0:
         raise RuntimeError("smooth_l1_loss does not support negative values for beta.")
-    return _pointwise_loss(_smooth_l1, self, target, reduction, beta)
+    return _pointwise_loss(_smooth_l1, self, target, reduction, beta, kernel="smooth_l1_cpu")
 
 
 @register_functional(aten.smooth_l1_loss_backward.default)
@@ -286,7 +288,7 @@ def smooth_l1_loss_backward(grad_output, self, target, reduction, beta):
 def huber_loss(self, target, reduction=_MEAN, delta=1.0):
     if delta <= 0:
         raise RuntimeError("huber_loss does not support non-positive values for delta.")
-    return _pointwise_loss(_huber, self, target, reduction, delta)
+    return _pointwise_loss(_huber, self, target, reduction, delta, kernel="huber_cpu")
 
 
 @register_functional(aten.huber_loss_backward.default)
@@ -307,8 +309,17 @@ def _bce_checks(self, target, weight):
             f"Using a target size ({target.shape}) that is different to the input size "
             f"({self.shape}) is deprecated. Please ensure they have the same size."
         )
-    x = J(self)
-    tracing.check_values((x < 0) | (x > 1), lambda: RuntimeError("all elements of input should be between 0 and 1"))
+    x, t = J(self), J(target)
+    # CPU checks element by element, the input's value and then the target's (NaN fails both), so the
+    # first element with either out of [0, 1] names which
+    bad_x, bad_t = ~((x >= 0) & (x <= 1)), ~((t >= 0) & (t <= 1))
+
+    def error():
+        first = int(jnp.argmax((bad_x | bad_t).reshape(-1)))
+        which = "input" if bool(bad_x.reshape(-1)[first]) else "target"
+        return RuntimeError(f"all elements of {which} should be between 0 and 1")
+
+    tracing.check_values(bad_x | bad_t, error)
     c = opmath(x.dtype)
     return None if weight is None else jnp.broadcast_to(J(weight).astype(c), x.shape)
 

@@ -12,7 +12,7 @@ import jax
 import jax.numpy as jnp
 import torch
 
-from jaxdev import tensor
+from jaxdev import dtypes, tensor
 from jaxdev.ops.registry import aten, register, register_functional
 from jaxdev.ops.toolkit import J, compiled, opmath
 
@@ -35,7 +35,30 @@ def _inv_std(var, eps):
     return jnp.where(var != 0, _rsqrt(var), jnp.zeros((), var.dtype))
 
 
+def _check_batch_norm_dtypes(input, weight, bias, running_mean, running_var):
+    """CPU's batch_norm_cpu dtype rules (mixed_type.h). Parameters share the input's dtype, or, where
+    the first one given (weight, bias, running_mean, running_var in that order) differs from it, they
+    are "mixed": every one float32 and the input bfloat16 or float16."""
+    if not input.dtype.is_floating_point:
+        raise NotImplementedError(f"\"batch_norm\" not implemented for '{dtypes.scalar_name(input.dtype)}'")
+    params = [t for t in (weight, bias, running_mean, running_var) if t is not None]
+    if not params:
+        return
+    if params[0].dtype != input.dtype:
+        if any(t.dtype != torch.float32 for t in params):
+            raise RuntimeError("mixed dtype (CPU): expect parameter to have scalar type of Float")
+        if input.dtype not in (torch.bfloat16, torch.float16):
+            raise RuntimeError("mixed dtype (CPU): all inputs must share same datatype.")
+        return
+    for t in params:
+        if t.dtype != input.dtype:  # the kernel reads it as the input's type
+            raise RuntimeError(
+                f"expected scalar type {dtypes.scalar_name(input.dtype)} but found {dtypes.scalar_name(t.dtype)}"
+            )
+
+
 def _batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps):
+    _check_batch_norm_dtypes(input, weight, bias, running_mean, running_var)
     x = J(input)
     if x.dtype in (jnp.bfloat16, jnp.float16):
         return _batch_norm_half(x, input, weight, bias, running_mean, running_var, training, momentum, eps)

@@ -24,12 +24,16 @@ _ABS, _SIGN = plain(jnp.abs), plain(jnp.sign)
 # --- unary ---------------------------------------------------------------------------------------
 
 
-def unary_float(op, fn):
-    """Float-valued op: integer and bool inputs give the default float dtype."""
+def unary_float(op, fn, *, refuse=lambda dtype: None):
+    """Float-valued op: integer and bool inputs give the default float dtype. `refuse(dtype)`: the
+    error CPU raises for a dtype the op does not take, or None."""
     fn = plain(fn)
 
-    @register_functional(op, fast={op: same_dtype_bodies(fn, 1, lambda d: float_of(d) is d)})
+    @register_functional(op, fast={op: same_dtype_bodies(fn, 1, lambda d: float_of(d) is d and refuse(d) is None)})
     def kernel(self):
+        error = refuse(self.dtype)
+        if error is not None:
+            raise error
         dt = float_of(self.dtype)
         return apply(fn, dt, dt, (self,))
 
@@ -50,11 +54,14 @@ def unary_same(op, fn, *, refuse=lambda dtype: None):
     kernel.__qualname__ = op.name()
 
 
-def unary_bool(op, fn):
+def unary_bool(op, fn, *, refuse=lambda dtype: None):
     fn = plain(fn)
 
-    @register_functional(op, fast={op: typed_bodies(fn, 1, lambda d: (d, torch.bool))})
+    @register_functional(op, fast={op: typed_bodies(fn, 1, lambda d: (d, torch.bool) if refuse(d) is None else None)})
     def kernel(self):
+        error = refuse(self.dtype)
+        if error is not None:
+            raise error
         return apply(fn, self.dtype, torch.bool, (self,))
 
     kernel.__qualname__ = op.name()
@@ -100,6 +107,23 @@ def _erfinv(y):
     return jnp.where(y_abs > 1, jnp.asarray(jnp.nan, t), x)
 
 
+def _no_vml_complex(name):
+    """CPU's erf, erfc and erfinv kernels (`<name>_vml_cpu`) have no complex case."""
+
+    def refuse(dtype):
+        if dtype.is_complex:
+            return NotImplementedError(f"\"{name}_vml_cpu\" not implemented for '{dtypes.scalar_name(dtype)}'")
+        return None
+
+    return refuse
+
+
+_FLOAT_REFUSALS = {
+    aten.erf.default: _no_vml_complex("erf"),
+    aten.erfc.default: _no_vml_complex("erfc"),
+    aten.erfinv.default: _no_vml_complex("erfinv"),
+}
+
 for _op, _fn in [
     (aten.sin.default, jnp.sin),
     (aten.cos.default, jnp.cos),
@@ -128,7 +152,7 @@ for _op, _fn in [
     (aten.erfinv.default, _erfinv),
     (aten.reciprocal.default, jnp.reciprocal),
 ]:
-    unary_float(_op, _fn)
+    unary_float(_op, _fn, refuse=_FLOAT_REFUSALS.get(_op, lambda dtype: None))
 
 
 def _frac(x):
@@ -158,7 +182,44 @@ def _integers_only(dtype):
     return None
 
 
-_REFUSALS = {aten.neg.default: _no_bool_negation, aten.bitwise_not.default: _integers_only}
+def _rounding(name):
+    """floor, ceil, trunc and round: integers are their own value; CPU's `<name>_vml_cpu` has no Bool
+    case, and complex inputs are refused before it (round's with the kernel's words)."""
+
+    def refuse(dtype):
+        if dtype.is_complex and name != "round":
+            return NotImplementedError(f"{name} is not supported for complex inputs")
+        if dtype == torch.bool or dtype.is_complex:
+            return NotImplementedError(f"\"{name}_vml_cpu\" not implemented for '{dtypes.scalar_name(dtype)}'")
+        return None
+
+    return refuse
+
+
+def _floats_only_frac(dtype):
+    if not dtype.is_floating_point:
+        return NotImplementedError(f"\"frac_cpu\" not implemented for '{dtypes.scalar_name(dtype)}'")
+    return None
+
+
+def _no_bool_or_complex_relu(dtype):
+    if dtype == torch.bool:
+        return RuntimeError("Boolean inputs not supported for relu")
+    if dtype.is_complex:  # relu is clamp_min(0) on CPU
+        return NotImplementedError("clamp is not supported for complex types")
+    return None
+
+
+_REFUSALS = {
+    aten.neg.default: _no_bool_negation,
+    aten.bitwise_not.default: _integers_only,
+    aten.floor.default: _rounding("floor"),
+    aten.ceil.default: _rounding("ceil"),
+    aten.trunc.default: _rounding("trunc"),
+    aten.round.default: _rounding("round"),
+    aten.frac.default: _floats_only_frac,
+    aten.relu.default: _no_bool_or_complex_relu,
+}
 
 for _op, _fn in [
     (aten.neg.default, jnp.negative),
@@ -172,6 +233,24 @@ for _op, _fn in [
 ]:
     unary_same(_op, _fn, refuse=_REFUSALS.get(_op, lambda dtype: None))
 
+
+def _no_complex_signbit(dtype):
+    return NotImplementedError("signbit is not implemented for complex tensors.") if dtype.is_complex else None
+
+
+def _no_complex_infinity(name):
+    def refuse(dtype):
+        return RuntimeError(f"{name} does not support complex inputs.") if dtype.is_complex else None
+
+    return refuse
+
+
+_BOOL_REFUSALS = {
+    aten.signbit.default: _no_complex_signbit,
+    aten.isneginf.default: _no_complex_infinity("isneginf"),
+    aten.isposinf.default: _no_complex_infinity("isposinf"),
+}
+
 for _op, _fn in [
     (aten.isnan.default, jnp.isnan),
     (aten.logical_not.default, jnp.logical_not),
@@ -180,11 +259,13 @@ for _op, _fn in [
     (aten.isneginf.default, jnp.isneginf),
     (aten.isposinf.default, jnp.isposinf),
 ]:
-    unary_bool(_op, _fn)
+    unary_bool(_op, _fn, refuse=_BOOL_REFUSALS.get(_op, lambda dtype: None))
 
 
 @register_functional(aten.abs.default)
 def abs_kernel(self):
+    if self.dtype == torch.bool:
+        raise NotImplementedError("\"abs_cpu\" not implemented for 'Bool'")
     result = self.dtype.to_real()
     return apply(_ABS, self.dtype, result, (self,))
 
@@ -205,7 +286,7 @@ def sgn(self):
 @register_functional(aten.sign.default)
 def sign(self):
     if self.dtype.is_complex:
-        raise RuntimeError(
+        raise NotImplementedError(
             "Unlike NumPy, torch.sign is not intended to support complex numbers. Please use torch.sgn instead."
         )
     if self.dtype == torch.bool:
@@ -220,6 +301,9 @@ def _round_to(decimals):
 
 @register_functional(aten.round.decimals)
 def round_decimals(self, *, decimals):
+    if not self.dtype.is_floating_point:  # decimals=0 is round's own kernel, which takes integers neither
+        name = "round_vml_cpu" if decimals == 0 else "round_cpu"
+        raise NotImplementedError(f"\"{name}\" not implemented for '{dtypes.scalar_name(self.dtype)}'")
     return apply(_round_to(decimals), self.dtype, self.dtype, (self,))
 
 

@@ -52,6 +52,13 @@ def _args(self, kernel_size, stride, padding, dilation, nd):
     d = _ntuple(dilation, nd, (1,) * nd)
     if nd == 3 and self.dim() not in (4, 5):
         raise RuntimeError("non-empty 4D or 5D (batch mode) tensor expected for input")
+    if 0 in s:  # pooling_output_shape, before the shape checks (a zero kernel is the default stride)
+        raise RuntimeError("stride should not be zero")
+    names = ("T", "H", "W")[-nd:]
+    for values, what, prefix in ((k, "kernel size", "k"), (s, "stride", "d"), (d, "dilation", "dilation")):
+        if min(values) <= 0:  # pool2d_shape_check / pool3d_shape_check
+            got = " ".join(f"{prefix}{n}: {v}" for n, v in zip(names, values))
+            raise RuntimeError(f"{what} should be greater than zero, but got {got}")
     for pp, kk in zip(p, k):
         if pp > kk // 2:
             if nd == 2:
@@ -306,12 +313,22 @@ def _register(nd: int) -> None:
     def avg_pool(
         self, kernel_size, stride=(), padding=(0,), ceil_mode=False, count_include_pad=True, divisor_override=None
     ):
-        k, s, p, _ = _args(self, kernel_size, stride, padding, (1,), nd)
-        if nd == 3 and divisor_override is not None and divisor_override == 0:
+        if divisor_override is not None and divisor_override == 0:  # CPU checks it before the geometry
             raise RuntimeError("divisor must be not zero")
+        k, s, p, _ = _args(self, kernel_size, stride, padding, (1,), nd)
         jdt = dtypes.to_jax_dtype(self.dtype)
         body = _avg_pool(k, s, p, bool(ceil_mode), bool(count_include_pad), divisor_override, opmath(jdt), jdt)
         return body(J(self))
+
+    def check_not_empty(self, name, first):
+        """CPU's adaptive pools refuse an empty dim past the batch (adaptive_avg_pool2d: past the
+        channels too)."""
+        for i in range(first, self.dim()):
+            if self.shape[i] == 0:
+                raise RuntimeError(
+                    f"{name}(): Expected input to have non-zero size for non-batch dimensions, but input has sizes "
+                    f"{list(self.shape)} with dimension {i} being empty"
+                )
 
     @register_functional(op("_adaptive_avg_pool{nd}d"))
     def adaptive_avg_pool(self, output_size):
@@ -320,6 +337,7 @@ def _register(nd: int) -> None:
                 raise RuntimeError("adaptive_avg_pool3d: output_size must be 3")
             if self.dim() not in (4, 5):
                 raise RuntimeError(f"adaptive_avg_pool3d(): Expected 4D or 5D tensor, but got {list(self.shape)}")
+        check_not_empty(self, f"adaptive_avg_pool{nd}d", max(self.dim() - 2, 0) if nd == 2 else 1)
         jdt = dtypes.to_jax_dtype(self.dtype)
         outs = _ntuple(output_size, nd)
         if nd == 3 and self.dtype in (torch.bfloat16, torch.float16) and min(outs) > 0:
@@ -328,7 +346,12 @@ def _register(nd: int) -> None:
 
     @register_functional(op("adaptive_max_pool{nd}d"))
     def adaptive_max_pool(self, output_size):
-        return _adaptive_max(tuple(self.shape[-nd:]), tuple(output_size))(J(self))
+        check_not_empty(self, f"adaptive_max_pool{nd}d", 1)
+        outs = tuple(output_size)
+        if self.numel() == 0 or 0 in outs:  # an empty batch, or no bins: nothing to reduce
+            shape = tuple(self.shape[:-nd]) + outs
+            return jnp.zeros(shape, dtypes.to_jax_dtype(self.dtype)), jnp.zeros(shape, jnp.int64)
+        return _adaptive_max(tuple(self.shape[-nd:]), outs)(J(self))
 
     @register_functional(op("adaptive_max_pool{nd}d_backward"))
     def adaptive_max_pool_backward(grad_output, self, indices):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import math
+import warnings
 
 import jax
 import jax.numpy as jnp
@@ -16,17 +17,6 @@ from jaxdev import dtypes, rng, tensor, tracing
 from jaxdev.ops import registry
 from jaxdev.ops.registry import aten, register, register_functional, store_into
 from jaxdev.ops.toolkit import J, float_of, opmath
-
-
-def _floating(self, name):
-    if not (self.dtype.is_floating_point or self.dtype.is_complex):
-        raise RuntimeError(
-            f"{name} expects a floating point dtype, got {self.dtype}"
-            if name != "normal_"
-            else f"normal expects floating-point outputs but got dtype={self.dtype}"
-        )
-    jdt = dtypes.to_jax_dtype(self.dtype)
-    return jdt, opmath(jdt)
 
 
 # Compile storms: XLA takes ~0.1-1 s to compile a threefry draw, once per shape. Eager code that draws
@@ -77,11 +67,39 @@ def _draws(self) -> int:
     return self.numel() * (2 if self.dtype.is_complex else 1)
 
 
+def _bounds_name(dtype) -> str:
+    """The C++ type name CPU's random samplers print for a dtype ("signed char", "c10::Half")."""
+    return _UNSIGNED_NAMES.get(dtype) or dtypes.type_meta_name(dtype)
+
+
+_UNSIGNED_NAMES = {torch.uint16: "short unsigned int", torch.uint32: "unsigned int", torch.uint64: "long unsigned int"}
+
+
+def _check_uniform_bounds(dtype, from_, to):
+    """CPU's uniform_impl_ before drawing (DistributionTemplates.h): its dispatch names
+    "check_uniform_bounds" (so integer and bool tensors raise NotImplementedError), both ends within
+    the dtype's finite range (NaN is not), from <= to, and to - from itself finite in the dtype."""
+    if not dtype.is_floating_point:
+        raise NotImplementedError(f"\"check_uniform_bounds\" not implemented for '{dtypes.scalar_name(dtype)}'")
+    top = float(torch.finfo(dtype).max)
+    for value, name in ((from_, "from"), (to, "to")):
+        if not -top <= value <= top:
+            raise RuntimeError(f"{name} is out of bounds for {dtypes.type_meta_name(dtype)}")
+    if from_ > to:
+        raise RuntimeError(f"uniform_ expects to return a [from, to) range, but found from={from_:g} > to={to:g}")
+    if to - from_ > top:
+        raise RuntimeError(
+            f"uniform_ expects to-from <= std::numeric_limits<{dtypes.scalar_name(dtype)}>::max(), but found "
+            f"to={to:g} and from={from_:g} which result in to-from to exceed the limit"
+        )
+
+
 @register(aten.uniform_.default)
 def uniform_(self, from_=0.0, to=1.0, *, generator=None):
-    jdt, c = _floating(self, "uniform_")
-    if from_ > to:
-        raise RuntimeError(f"uniform_ expects to return a [from, to) range, but found from={from_} > to={to}")
+    # a complex tensor is checked as its real view (float/double); CPU checks empty tensors too
+    real = {torch.complex64: torch.float32, torch.complex128: torch.float64}.get(self.dtype, self.dtype)
+    _check_uniform_bounds(real, from_, to)
+    jdt, c = dtypes.to_jax_dtype(self.dtype), opmath(dtypes.to_jax_dtype(self.dtype))
     flat = _flat_uniform(_bucket(_draws(self)), jnp.finfo(c).dtype)(rng.next_key(generator), float(from_), float(to))
     tensor.write(self, _shaped(tuple(self.shape), jdt, self.dtype.is_complex)(flat))
     return self
@@ -89,9 +107,16 @@ def uniform_(self, from_=0.0, to=1.0, *, generator=None):
 
 @register(aten.normal_.default)
 def normal_(self, mean=0.0, std=1.0, *, generator=None):
-    jdt, c = _floating(self, "normal_")
+    # CPU's order: std first, an empty tensor of any dtype then returns, and only then the dtype
+    # ("normal_kernel_cpu" dispatches floating types only)
     if std < 0:
-        raise RuntimeError(f"normal expects std >= 0.0, but found std {std}")
+        raise RuntimeError(f"normal expects std >= 0.0, but found std {std:g}")
+    if self.numel() == 0:
+        return self
+    if not (self.dtype.is_floating_point or self.dtype.is_complex):
+        raise NotImplementedError(f"\"normal_kernel_cpu\" not implemented for '{dtypes.scalar_name(self.dtype)}'")
+    jdt = dtypes.to_jax_dtype(self.dtype)
+    c = opmath(jdt)
     # complex: each part normal(mean, std / sqrt(2)), as CPU, so |z - mean| has std `std`
     scale = std / 2**0.5 if self.dtype.is_complex else std
     flat = _flat_normal(_bucket(_draws(self)), jnp.finfo(c).dtype)(rng.next_key(generator), float(mean), float(scale))
@@ -111,18 +136,62 @@ def _integers(self, low, high, generator=None):
 _DIGITS = {torch.float16: 11, torch.bfloat16: 8, torch.float32: 24, torch.float64: 53}
 
 
+def _check_from_to_in_range(dtype, from_, to_inc):
+    """CPU's check_from_to_in_range: `from` and `to - 1` within the dtype's range (a float's finite
+    range), and a warning where a float cannot hold every integer between them."""
+    name = _bounds_name(dtype)
+    if dtype.is_floating_point:
+        top = float(torch.finfo(dtype).max)
+        low = -top
+    elif dtype == torch.uint64:  # compared as int64, as CPU does, so it cannot wrap
+        low, top = 0, 2**63 - 1
+    elif dtype == torch.bool:
+        low, top = 0, 1
+    elif not dtype.is_complex:
+        low, top = int(torch.iinfo(dtype).min), int(torch.iinfo(dtype).max)
+    else:
+        raise RuntimeError("check_random_bounds handles only integral, floating-point and boolean types")
+    for value, what in ((from_, "from"), (to_inc, "to - 1")):
+        if not low <= value <= top:
+            raise RuntimeError(f"{what} is out of bounds for {name}")
+    if dtype.is_floating_point:
+        digits = _DIGITS[dtype]
+        for value, what in ((from_, "from"), (to_inc, "to - 1")):
+            if not -(1 << digits) <= value <= 1 << digits:
+                warnings.warn(
+                    f"{what} is out of bounds [-(2^{digits}), 2^{digits}]. Due to precision limitations {name} can "
+                    "support discrete uniform distribution only within this range. This warning will become an "
+                    "error in version 1.7 release, please fix the code in advance",
+                    UserWarning,
+                    stacklevel=2,
+                )
+
+
 @register(getattr(aten.random_, "from"))
 def random_from(self, from_, to=None, *, generator=None):
-    if to is None:
-        to = (
-            2**63 - 1
-            if self.dtype == torch.int64
-            else (1 << _DIGITS[self.dtype]) + 1
+    # CPU's random_from_to_impl: the checks run on empty tensors too
+    if to is None:  # [from, the dtype's largest integer]
+        if self.dtype.is_complex:
+            raise RuntimeError("random_from_to_impl handles only integral, floating-point and boolean types")
+        to_inc = (
+            1 << _DIGITS[self.dtype]
             if self.dtype.is_floating_point
-            else int(torch.iinfo(self.dtype).max) + 1
+            else 1
+            if self.dtype == torch.bool
+            else 2**63 - 1
+            if self.dtype == torch.uint64
+            else int(torch.iinfo(self.dtype).max)
         )
+        if self.dtype.is_floating_point and from_ >= to_inc:
+            raise RuntimeError(
+                "random_ expects 'from' casted to dtype to be less than or equal to 'to_inc' casted to dtype, but "
+                f"got from={from_} > to_inc={to_inc}"
+            )
+        _check_from_to_in_range(self.dtype, from_, to_inc)
+        return _integers(self, from_, min(to_inc + 1, 2**63 - 1), generator)
     if from_ >= to:
         raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={from_} >= to={to}")
+    _check_from_to_in_range(self.dtype, from_, to - 1)
     return _integers(self, from_, to, generator)
 
 
@@ -137,6 +206,8 @@ def random_default(self, *, generator=None):
         return _integers(self, 0, 2, generator)
     if self.dtype.is_floating_point:
         return _integers(self, 0, (1 << _DIGITS[self.dtype]) + 1, generator)
+    if self.dtype.is_complex:
+        raise NotImplementedError(f"\"random_kernel_cpu\" not implemented for '{dtypes.scalar_name(self.dtype)}'")
     top = int(torch.iinfo(self.dtype).max) + 1 if self.dtype != torch.int64 else 2**63 - 1
     return _integers(self, 0, top, generator)
 
@@ -145,27 +216,59 @@ def _bernoulli(shape, p, jdt, generator=None):
     return jax.random.bernoulli(rng.next_key(generator), p, shape).astype(jdt)
 
 
+# CPU's bernoulli kernels dispatch on self (any real dtype and bool), then on p (floating only),
+# after an empty self has returned; each probability is then checked as it is read (NaN fails).
+_P_RANGE = (
+    "Expected p_in >= 0 && p_in <= 1 to be true, but got false.  (Could this error message be improved?  "
+    "If so, please report an enhancement request to PyTorch.)"
+)
+
+
+def _check_bernoulli_dtypes(self, p_dtype, p_kernel):
+    if self.numel() == 0:
+        return
+    if self.dtype.is_complex:
+        raise NotImplementedError(f"\"{p_kernel[0]}\" not implemented for '{dtypes.scalar_name(self.dtype)}'")
+    if p_dtype is not None and not p_dtype.is_floating_point:
+        raise NotImplementedError(f"\"{p_kernel[1]}\" not implemented for '{dtypes.scalar_name(p_dtype)}'")
+
+
+def _probabilities(p):
+    probs = J(p)
+    tracing.check_values(~((probs >= 0) & (probs <= 1)), lambda: RuntimeError(_P_RANGE))
+    return probs.astype(jnp.float64)
+
+
 @register(aten.bernoulli_.float)
 def bernoulli_float_(self, p=0.5, *, generator=None):
     if not 0 <= p <= 1:
         raise RuntimeError(f"bernoulli_ expects p to be in [0, 1], but got p={p}")
+    _check_bernoulli_dtypes(self, None, ("bernoulli_scalar_cpu_", None))
     tensor.write(self, _bernoulli(tuple(self.shape), p, dtypes.to_jax_dtype(self.dtype), generator))
     return self
 
 
+_TENSOR_KERNELS = ("bernoulli_tensor_cpu_self_", "bernoulli_tensor_cpu_p_")
+
+
 @register(aten.bernoulli_.Tensor)
 def bernoulli_tensor_(self, p, *, generator=None):
-    probs = jnp.broadcast_to(J(p).astype(jnp.float64), tuple(self.shape))
+    _check_bernoulli_dtypes(self, p.dtype, _TENSOR_KERNELS)
+    if self.numel() == 0:
+        return self
+    probs = jnp.broadcast_to(_probabilities(p), tuple(self.shape))
     tensor.write(self, _bernoulli(tuple(self.shape), probs, dtypes.to_jax_dtype(self.dtype), generator))
     return self
 
 
 @register(aten.bernoulli.default)
 def bernoulli(self, *, generator=None):
-    probs = J(self)
-    if not (self.dtype.is_floating_point):
-        raise RuntimeError(f"bernoulli expects a floating point input, got {self.dtype}")
-    return tensor.wrap(_bernoulli(probs.shape, probs.astype(jnp.float64), probs.dtype, generator))
+    # CPU: empty_like(self).bernoulli_(self), so self is both the output's dtype and the probabilities
+    _check_bernoulli_dtypes(self, self.dtype, _TENSOR_KERNELS)
+    if self.numel() == 0:
+        return tensor.wrap(J(self))
+    probs = _probabilities(self)
+    return tensor.wrap(_bernoulli(probs.shape, probs, dtypes.to_jax_dtype(self.dtype), generator))
 
 
 # --- the other distributions of Tensor's in-place samplers ----------------------------------------
@@ -293,10 +396,30 @@ def normal_float_tensor(mean, std, *, generator=None):
     return _normal(mean, _check_std(std), tuple(std.shape), std.dtype, generator)
 
 
+# CPU's randperm_out_cpu: its check_supported_max_int_with_precision first converts n - 1 to the
+# result's dtype (c10's checked conversion, which refuses what an integer dtype cannot hold), then bounds n where floats stop holding every integer,
+# and its dispatch takes the real types but unsigned ones beyond uint8.
+_RANDPERM_LIMITS = {
+    torch.float16: (1 << 11) + 1,
+    torch.float32: (1 << 24) + 1,
+    torch.float64: (1 << 53) + 1,
+}
+_RANDPERM_LIMIT_WORDS = {torch.float16: "2049", torch.float32: "2^24+1", torch.float64: "2^53+1"}
+
+
 @register(aten.randperm.generator_out)
 def randperm_out(n, *, generator=None, out):
     if n < 0:
         raise RuntimeError(f"n must be non-negative, got{n}")
+    if not out.dtype.is_floating_point:  # (a float conversion is not checked: 70000 is inf in half)
+        dtypes.check_scalar(n - 1 if n > 0 else n, out.dtype)
+    limit = _RANDPERM_LIMITS.get(out.dtype)
+    if limit is not None and n > limit:
+        raise RuntimeError(
+            f"n cannot be greater than {_RANDPERM_LIMIT_WORDS[out.dtype]} for {dtypes.scalar_name(out.dtype)} type."
+        )
+    if out.dtype in (torch.bool, torch.uint16, torch.uint32, torch.uint64) or out.dtype.is_complex:
+        raise NotImplementedError(f"\"randperm\" not implemented for '{dtypes.scalar_name(out.dtype)}'")
     v = jax.random.permutation(rng.next_key(generator), n).astype(dtypes.to_jax_dtype(out.dtype))
     return store_into(out, v, resize=True)
 

@@ -147,15 +147,29 @@ def amin(self, dim=(), keepdim=False):
     return _reduce(jnp.min, self, dim, keepdim, self.dtype, self.dtype)
 
 
+def _no_complex(name: str, dtype: torch.dtype, kernel: str | None = None) -> None:
+    """CPU's max, min, argmax and argmin refuse complex (and argmax/argmin bool) inputs: in their own
+    words, or as their kernel's missing dtype case (`kernel`). jnp ordered complex by real part, or
+    raised its own TypeError."""
+    if dtype.is_complex:
+        if kernel is not None:
+            raise NotImplementedError(f"\"{kernel}\" not implemented for '{dtypes.scalar_name(dtype)}'")
+        raise RuntimeError(f"{name}(): does not support complex input")
+    if dtype == torch.bool and name in ("argmax", "argmin"):
+        raise RuntimeError(f"{name}(): does not support bool input")
+
+
 @register_functional(aten.max.default, out=False)
 def max_all(self):
     _check_nonempty(self, None, "max")
+    _no_complex("max", self.dtype, "max_all")
     return _reduce(jnp.max, self, None, False, self.dtype, self.dtype)
 
 
 @register_functional(aten.min.default, out=False)
 def min_all(self):
     _check_nonempty(self, None, "min")
+    _no_complex("min", self.dtype, "min_all")
     return _reduce(jnp.min, self, None, False, self.dtype, self.dtype)
 
 
@@ -183,19 +197,22 @@ _min_with_index = _with_index(jnp.min, jnp.argmin)
 @register_functional(aten.max.dim)
 def max_dim(self, dim, keepdim=False):
     _check_nonempty(self, dim, "max")
+    _no_complex("max", self.dtype)
     return _indexed(_max_with_index, axes(dim, self.dim()), bool(keepdim))(J(self))
 
 
 @register_functional(aten.min.dim)
 def min_dim(self, dim, keepdim=False):
     _check_nonempty(self, dim, "min")
+    _no_complex("min", self.dtype)
     return _indexed(_min_with_index, axes(dim, self.dim()), bool(keepdim))(J(self))
 
 
 def _arg(fn, self, dim, keepdim, name):
+    _no_complex(name, self.dtype)
     if dim is None:
         if self.numel() == 0:
-            raise RuntimeError(f"{name}(): Expected reduction dim to be specified for input.numel() == 0.")
+            raise IndexError(f"{name}(): Expected reduction dim to be specified for input.numel() == 0.")
         flat = jnp.ravel(J(self))
         r = fn(flat).astype(jnp.int64)
         return r.reshape((1,) * self.dim()) if keepdim else r
@@ -296,10 +313,32 @@ def vector_norm(self, ord=2, dim=None, keepdim=False, *, dtype=None):
         raise RuntimeError(
             f"linalg.vector_norm: Expected a floating point or complex tensor as input. Got {dtypes.scalar_name(self.dtype)}"
         )
+    ax = axes(dim, self.dim())
+    _check_norm_identity(self, ord, dim)
     if dtype is not None:
         _check_norm_dtype(self, dtype)
     src = dtype or self.dtype
-    return vector_norm_value(J(self), ord, axes(dim, self.dim()), keepdim, src)
+    return vector_norm_value(J(self), ord, ax, keepdim, src)
+
+
+def _check_norm_identity(self, ord, dim) -> None:
+    """CPU's error for the inf norm or a negative one (a min or max, or a sum of infinities) over no
+    elements, which has no identity: jnp raised its own ValueError. The dim is named as given (and the
+    missing space after it is CPU's)."""
+    if self.numel() != 0 or not (ord < 0 or ord == float("inf")):
+        return
+    dims = [dim] if isinstance(dim, int) else list(dim or ())
+    if not dims:
+        raise RuntimeError(
+            f"linalg.vector_norm cannot compute the {ord:g} norm on an empty tensor because the operation "
+            "does not have an identity"
+        )
+    for d in dims:
+        if self.dim() > 0 and self.shape[d] == 0:
+            raise RuntimeError(
+                f"linalg.vector_norm cannot compute the {ord:g} norm on the dimension {d}because this dimension "
+                "is empty and the operation does not have an identity"
+            )
 
 
 def vector_norm_value(values, ord, ax: tuple, keepdim: bool, src: torch.dtype) -> jax.Array:
@@ -342,10 +381,14 @@ def count_nonzero_dim(self, dim=None):
 
 @register_functional(aten.aminmax.default)
 def aminmax(self, *, dim=None, keepdim=False):
-    if self.numel() == 0 and (dim is None or self.shape[wrap_dim(dim, self.dim())] == 0):
+    if dim is None and self.numel() == 0:
         raise RuntimeError(
             "aminmax(): cannot compute aminmax over an empty dimension as the operation has no identity."
         )
+    if dim is not None and self.dim() > 0 and self.shape[wrap_dim(dim, self.dim())] == 0:
+        raise IndexError(f"aminmax: Expected reduction dim {wrap_dim(dim, self.dim())} to have non-zero size.")
+    if self.dtype.is_complex:  # refused by its kernel even where the result is empty
+        raise NotImplementedError(f"\"aminmax_cpu\" not implemented for '{dtypes.scalar_name(self.dtype)}'")
     dims = None if dim is None else [dim]
     keep = bool(keepdim) and dim is not None
     low = _reduce(jnp.min, self, dims, keep, self.dtype, self.dtype)

@@ -10,28 +10,68 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import torch
 
 from jaxdev import dtypes, tensor
-from jaxdev.ops.registry import aten, register, register_functional
+from jaxdev.ops.registry import aten, register, register_functional, store_into
 from jaxdev.ops.toolkit import J, accumulate_dtype, jitted, opmath, wrap_dim
 
 
-def _cumulative(fn):
+def _cumulative(fn, name):
     def kernel(self, dim, *, dtype=None):
         result = accumulate_dtype(self.dtype, dtype)
         a = wrap_dim(dim, self.dim())
         x = dtypes.convert(J(self), opmath(dtypes.to_jax_dtype(result)))
-        if x.ndim == 0:
+        if x.ndim == 0:  # copied without the kernel
             return x.astype(dtypes.to_jax_dtype(result))
+        if result == torch.bool:
+            raise NotImplementedError(f"\"{name}_out_cpu\" not implemented for 'Bool'")
         return fn(x, axis=a).astype(dtypes.to_jax_dtype(result))
 
+    kernel.__qualname__ = name
     return kernel
 
 
-register_functional(aten.cumsum.default)(_cumulative(jnp.cumsum))
+def _cumulative_inplace(functional, name):
+    """`x.cumsum_(dim, dtype=)`: computed in x's own dtype, a `dtype=` other than it refused (as derived
+    from the functional kernel, a float64 cumsum_ of a float32 tensor was rounded back into it)."""
+
+    def kernel(self, dim, *, dtype=None):
+        wrap_dim(dim, self.dim())
+        if dtype is not None and dtype != self.dtype:
+            raise RuntimeError(
+                f"Bad in-place call: input tensor dtype {dtypes.type_meta_name(self.dtype)} and output tensor "
+                f"dtype {dtypes.type_meta_name(dtype)} should match"
+            )
+        return store_into(self, functional(self, dim, dtype=self.dtype), resize=False)
+
+    kernel.__qualname__ = name + "_"
+    return kernel
 
 
-register_functional(aten.cumprod.default)(_cumulative(jnp.cumprod))
+def _cumulative_out(functional, name):
+    """cumsum/cumprod with out=: computed in out's dtype (CPU's structured kernel takes it for the
+    result), and a `dtype=` must be out's."""
+
+    def kernel(self, dim, *, dtype=None, out):
+        wrap_dim(dim, self.dim())
+        if dtype is not None and out.dtype != dtype:
+            raise RuntimeError(
+                f"Expected out tensor to have dtype {dtypes.type_meta_name(dtype)}, but got "
+                f"{dtypes.type_meta_name(out.dtype)} instead"
+            )
+        tensor.check_no_partial_overlap(out, (self,))
+        return store_into(out, functional(self, dim, dtype=out.dtype), resize=True)
+
+    kernel.__qualname__ = name + ".out"
+    return kernel
+
+
+for _name in ("cumsum", "cumprod"):
+    _functional = _cumulative(getattr(jnp, _name), _name)
+    register_functional(getattr(aten, _name).default, inplace=False, out=False)(_functional)
+    register(getattr(aten, _name + "_").default)(_cumulative_inplace(_functional, _name))
+    register(getattr(aten, _name).out)(_cumulative_out(_functional, _name))
 
 
 def _pick_later(for_max):
@@ -139,6 +179,9 @@ def _logcumsumexp(axis, acc):
 
 @register_functional(aten._logcumsumexp.default)
 def logcumsumexp(self, dim):
+    if not (self.dtype.is_floating_point or self.dtype.is_complex):  # jnp took them, or overflowed
+        wrap_dim(dim, self.dim())
+        raise NotImplementedError(f"\"logcumsumexp_out_cpu\" not implemented for '{dtypes.scalar_name(self.dtype)}'")
     x = J(self)
     if x.ndim == 0:
         return x

@@ -19,9 +19,19 @@ def _softmax_body(x, fn, axis, compute, result):
     return fn(x, axis=axis).astype(result)
 
 
+def _no_case(name: str, self, axis: int) -> None:
+    """CPU's softmax kernels have floating cases alone (jnp computed integer softmax in the integer
+    dtype, and complex ones); an empty input never reaches them. The kernel's name says whether the
+    dim is the last one."""
+    if self.numel() != 0 and not self.dtype.is_floating_point:
+        kernel = f"{name}_lastdim_kernel_impl" if axis == max(self.dim() - 1, 0) else f"{name}_kernel_impl"
+        raise NotImplementedError(f"\"{kernel}\" not implemented for '{dtypes.scalar_name(self.dtype)}'")
+
+
 def _softmax_like(fn, self, dim, half_to_float):
     result = dtypes.to_jax_dtype(torch.float32 if half_to_float else self.dtype)
     axis = wrap_dim(dim, self.dim())
+    _no_case("softmax" if fn is jax.nn.softmax else "log_softmax", self, axis)
     return on_views(compiled(_softmax_body, fn, axis, opmath(dtypes.to_jax_dtype(self.dtype)), result), (self,))
 
 
@@ -48,6 +58,7 @@ def _log_softmax_lastdim_half(x):
 @register_functional(aten._log_softmax.default)
 def log_softmax(self, dim, half_to_float):
     axis = wrap_dim(dim, self.dim())
+    _no_case("log_softmax", self, axis)
     if self.dtype in (torch.bfloat16, torch.float16) and not half_to_float and axis == max(self.dim() - 1, 0):
         x = J(self)
         return compiled(_log_softmax_lastdim_half)(x.reshape(x.shape or (1,))).reshape(x.shape)

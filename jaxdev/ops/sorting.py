@@ -12,8 +12,15 @@ import jax
 import jax.numpy as jnp
 import torch
 
+from jaxdev import dtypes
 from jaxdev.ops.registry import aten, register_functional
 from jaxdev.ops.toolkit import J, jitted, stable_sort, wrap_dim
+
+
+def _no_case(kernel: str, dtype: torch.dtype) -> None:
+    """CPU's median and kthvalue kernels have no Bool or complex case (jnp sorted them)."""
+    if dtype == torch.bool or dtype.is_complex:
+        raise NotImplementedError(f"\"{kernel}\" not implemented for '{dtypes.scalar_name(dtype)}'")
 
 
 def _check_sortable(self):
@@ -69,11 +76,14 @@ def topk(self, k, dim=-1, largest=True, sorted=True):
 def kthvalue(self, k, dim=-1, keepdim=False):
     a = wrap_dim(dim, self.dim())
     n = self.shape[a] if self.dim() else 1
+    if n == 0:
+        raise IndexError(f"kthvalue(): Expected reduction dim {a} to have non-zero size.")
     if not 1 <= k <= n:
         raise RuntimeError(f"kthvalue(): selected number k out of range for dimension {a}")
     x = J(self)
-    if x.ndim == 0:
+    if x.ndim == 0:  # CPU copies a 0-dim input without its kernel, whatever the dtype
         return x, jnp.zeros((), jnp.int64)
+    _no_case("kthvalue_cpu", self.dtype)
     return _select(a, k - 1, k, False, bool(keepdim))(x)
 
 
@@ -106,13 +116,17 @@ def _median_dim(self, dim, keepdim, ignore_nan, name):
     a = wrap_dim(dim, self.dim())
     x = J(self)
     if x.ndim == 0:
+        _no_case("median_out", self.dtype)
         return x, jnp.zeros((), jnp.int64)
     if x.shape[a] == 0:
         raise IndexError(f"{name}(): Expected reduction dim {a} to have non-zero size.")
+    _no_case("median_out", self.dtype)
     return _median(a, bool(keepdim), ignore_nan)(x)
 
 
 def _median_all(self, ignore_nan, name):
+    if self.numel() != 0:
+        _no_case("median_cpu", self.dtype)
     if self.numel() == 0:
         return jnp.full((), jnp.nan, J(self).dtype) if self.dtype.is_floating_point else jnp.zeros((), J(self).dtype)
     return _median(0, False, ignore_nan)(J(self).reshape(-1))[0]

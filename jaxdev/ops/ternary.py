@@ -96,15 +96,47 @@ def _addcdiv(s, a, b, v):
     return s + v * a / b
 
 
+def _opmath(dtype: torch.dtype) -> torch.dtype:
+    """The dtype CPU's kernels read a Scalar argument in: float for half precision."""
+    return torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
+
+
+def _lerp_checks(self, end, weight) -> None:
+    """CPU's lerp: end (and a weight of 1 or more dims) of self's dtype, a floating or complex self,
+    a number weight that fits self's opmath type (jnp promoted, interpolated integers, and took 0.5j
+    for a real weight)."""
+    for name, other in (("end", end), ("weight", weight)):
+        if isinstance(other, torch.Tensor) and (name == "end" or other.dim() > 0) and other.dtype != self.dtype:
+            raise RuntimeError(
+                f"expected dtype {dtypes.type_meta_name(self.dtype)} for `{name}` but got dtype "
+                f"{dtypes.type_meta_name(other.dtype)}"
+            )
+    if not (self.dtype.is_floating_point or self.dtype.is_complex):
+        kernel = "lerp_kernel_tensor" if isinstance(weight, torch.Tensor) else "lerp_kernel_scalar"
+        raise NotImplementedError(f"\"{kernel}\" not implemented for '{dtypes.scalar_name(self.dtype)}'")
+    if not isinstance(weight, torch.Tensor):
+        dtypes.check_scalar(weight, _opmath(self.dtype))
+
+
+def lerp_by_number(s, e, weight):
+    """_lerp with a number weight taken as it is, in opmath (CPU's weight.to<opmath_t>()): not rounded to
+    a half-precision tensor's dtype first, as a tensor weight is."""
+    return _lerp(s, e, weight.astype(s.dtype))
+
+
 @register_functional(aten.lerp.Scalar, aten.lerp.Tensor)
 def lerp(self, end, weight):
+    _lerp_checks(self, end, weight)
     common = self.dtype
-    return apply(_lerp, common, common, (self, end, weight), exact_numbers=True)  # CPU: weight.to<opmath_t>()
+    if not isinstance(weight, torch.Tensor):
+        return apply(lerp_by_number, common, common, (self, end), (weight,))
+    return apply(_lerp, common, common, (self, end, weight))
 
 
 @register_functional(aten.addcmul.default)
 def addcmul(self, tensor1, tensor2, *, value=1):
     common = torch.promote_types(torch.result_type(tensor1, tensor2), self.dtype)
+    dtypes.check_scalar(value, _opmath(common))  # c10's checked value.to<scalar_t>: int8 with 300 raises
     return apply(_addcmul, common, common, (self, tensor1, tensor2), (_as_scalar_t(value, common),))
 
 

@@ -147,11 +147,11 @@ def zeros(shape: tuple[int, ...], jdt) -> jax.Array:
     return _zeros(tuple(shape), jnp.dtype(jdt))()
 
 
-def applied_body(fn, compute: torch.dtype, result: torch.dtype, nargs: int):
-    """The jitted body `apply(fn, compute, result, tensors, extra)` runs for `nargs` tensors, for a kernel
-    that composes it into a program of its own (jaxdev/ops/foreach.py): the same object, so the same
-    computation."""
-    return _cast_body(fn, compute, result, nargs)
+def applied_body(fn, compute: torch.dtype, result: torch.dtype, nargs: int, exact_numbers: bool = False):
+    """The jitted body `apply(fn, compute, result, tensors, extra, exact_numbers)` runs for `nargs`
+    tensors, for a kernel that composes it into a program of its own (jaxdev/ops/foreach.py): the same
+    object, so the same computation."""
+    return _cast_body(fn, compute, result, nargs, exact_numbers)
 
 
 @jitted
@@ -159,14 +159,14 @@ def _cast_body(fn, compute: torch.dtype, result: torch.dtype, nargs: int, exact_
     """`fn` on `nargs` operands cast as TensorIterator casts them: each to the common dtype `compute`, then
     to its opmath dtype for the arithmetic. So a Python number or a float32 0-dim tensor beside half
     tensors is rounded to half first, as CPU's kernels read it (`x == 1.0001` is True for a half x of 1).
-    `exact_numbers`: the op's CPU kernel reads a Python number, and a 0-dim tensor as its second operand,
-    unrounded, in opmath (mul, the divisions and lerp's weight of reduced-precision floats)."""
+    `exact_numbers`: the op's CPU kernel reads a number second operand (a CPU scalar: a Python number or
+    a 0-dim tensor) unrounded, in opmath (mul and the divisions of reduced-precision floats). A Python
+    number reaches the jitted body as a 0-dim float64 (or int64) array, as a foreach program's numbers do."""
     common = dtypes.to_jax_dtype(compute)
     wide, result = opmath(common), dtypes.to_jax_dtype(result)
 
     def operand(a, second):
-        if not hasattr(a, "astype"):  # a Python number
-            return jnp.asarray(a, wide if exact_numbers else common).astype(wide)
+        a = jnp.asarray(a)
         if exact_numbers and second and a.ndim == 0 and a.dtype != common:
             return a.astype(wide)
         return a.astype(common).astype(wide)

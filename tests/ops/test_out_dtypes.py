@@ -22,8 +22,6 @@ RANDOM = {"bernoulli", "multinomial", "normal", "nn.functional.dropout", "rand_l
 # Known divergences, each a message or an exception type that differs from CPU's (both refuse).
 KNOWN = {
     ("mvlgamma", torch.bool): "CPU prefixes 'mvlgamma: '",
-    ("cumsum", torch.bool): "CPU raises NotImplementedError from its bool kernel",
-    ("cumprod", torch.bool): "CPU raises NotImplementedError from its bool kernel",
     ("nansum", torch.bool): "CPU raises NotImplementedError from its bool kernel",
     ("nanmean", torch.bool): "CPU raises NotImplementedError from its bool kernel",
 }
