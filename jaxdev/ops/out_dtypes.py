@@ -228,7 +228,7 @@ def _mode(out, result, args, position):
 
 
 def _logsumexp(out, result, args, position):
-    if out.is_floating_point() or out.is_complex():
+    if out.is_floating_point or out.is_complex:
         return None
     return f"logsumexp(): Expected floating point type for result tensor, but got: {dtypes.scalar_name(out)}"
 

@@ -1,5 +1,6 @@
 """Edge cases where jax once gave other values than CPU without a word (found by a differential hunt
-against CPU): each case must give CPU's values, dtype and shape exactly, or CPU's error."""
+against CPU), and composites now computed as one program (logsumexp, repeat): each case must give
+CPU's values, dtype and shape exactly, or CPU's error."""
 
 from __future__ import annotations
 
@@ -100,6 +101,32 @@ CASES = {
     "nextafter, bfloat16": lambda d: torch.nextafter(
         t(d, [1.0, 2.0, 0.0], torch.bfloat16), t(d, [2.0, 1.0, 1.0], torch.bfloat16)
     ),
+    # logsumexp: one program rounding each of CPU's steps as its separate ops do
+    "logsumexp, half": lambda d: torch.logsumexp(
+        (torch.randn(4, 50, generator=torch.Generator().manual_seed(0)) * 5).half().to(d), 1
+    ),
+    "logsumexp, bfloat16": lambda d: torch.logsumexp(
+        (torch.randn(4, 50, generator=torch.Generator().manual_seed(0)) * 5).bfloat16().to(d), 1
+    ),
+    "logsumexp of ints": lambda d: torch.logsumexp(torch.arange(6, device=d).reshape(2, 3), 1),
+    "logsumexp with infinities and NaN": lambda d: torch.logsumexp(
+        t(d, [[INF, 1.0], [-INF, -INF], [INF, -INF], [NAN, 1.0]]), 1
+    ),
+    "logsumexp over an empty dim": lambda d: torch.logsumexp(torch.empty(3, 0, device=d), 1),
+    "logsumexp over no dims": lambda d: torch.logsumexp(torch.ones(2, 3, device=d), ()),
+    "logsumexp, complex": lambda d: torch.logsumexp(
+        torch.randn(3, 4, dtype=torch.complex64, generator=torch.Generator().manual_seed(0)).to(d), 1
+    ),
+    # repeat: one tile instead of CPU's empty + strided view + copy
+    "repeat": lambda d: torch.arange(6.0, device=d).reshape(2, 3).repeat(3, 1, 2),
+    "repeat of a transposed view": lambda d: torch.arange(6.0, device=d).reshape(2, 3).t().repeat(2, 1),
+    "repeat of a 0-dim tensor": lambda d: torch.tensor(1.0, device=d).repeat(3),
+    "repeat by zero": lambda d: torch.arange(6.0, device=d).reshape(2, 3).repeat(2, 0),
+    "repeat by fewer dims": lambda d: torch.ones(2, 3, device=d).repeat(2),
+    "repeat by a negative count": lambda d: torch.ones(2, 3, device=d).repeat(-1, 2),
+    "logsumexp into an int64 out=": lambda d: torch.logsumexp(
+        torch.ones(2, 3, device=d), 1, out=torch.empty(2, dtype=torch.long, device=d)
+    ),
 }
 
 
@@ -118,3 +145,12 @@ def test_as_on_cpu(name):
     assert actual.dtype == expected.dtype and actual.shape == expected.shape
     assert torch.equal(torch.signbit(actual.cpu()), torch.signbit(expected)) if expected.is_floating_point() else True
     assert_same(actual, expected)
+
+
+def test_logsumexp_gradient_as_on_cpu():
+    grads = []
+    for device in ("cpu", JAX):
+        x = torch.randn(3, 4, generator=torch.Generator().manual_seed(1)).to(device).requires_grad_()
+        torch.logsumexp(x, 1).pow(2).sum().backward()
+        grads.append(x.grad)
+    assert_same(grads[1], grads[0], rtol=1e-6, atol=1e-7)
