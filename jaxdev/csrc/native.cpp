@@ -900,6 +900,9 @@ int64_t attention_choice(const at::Tensor& query, const at::Tensor& key, const a
                          const std::optional<at::Tensor>& attn_mask, double dropout_p, bool is_causal,
                          std::optional<double> scale, bool enable_gqa) {
   if (!at::globalContext().userEnabledOverrideableSDP() || dropout_p != 0.0) return kMathAttention;
+  // a mask with is_causal: CPU's flash path (4-dim inputs) applies both, its math path (3-dim inputs)
+  // raises; so does jax's choice
+  if (is_causal && attn_mask.has_value() && attn_mask->defined() && query.dim() == 3) return kMathAttention;
   if (query.is_nested() || key.is_nested() || value.is_nested()) return kMathAttention;
   const int64_t dims = query.dim();
   if ((dims != 3 && dims != 4) || key.dim() != dims || value.dim() != dims) return kMathAttention;

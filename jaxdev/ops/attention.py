@@ -9,12 +9,14 @@ ties together, computed below in one jitted program each.
 
 Values are those of CPU's math path: the scale split as sqrt(scale) into both q and k, a causal mask
 aligned top-left, a float mask added, a boolean one already turned into 0/-inf by PyTorch, and rows
-that see nothing giving zeros (_safe_softmax), not NaN. Products run at the device's precision
-(toolkit.product_precision): half inputs multiply as they are and accumulate in float32, with the
-softmax in float32 and its probabilities rounded to the input dtype for the second product, as fused
-kernels on accelerators do (CPU's math path widens everything to float32: the outputs agree within
-half-precision tolerances). The backward recomputes the forward inside jax.vjp rather than keeping the
-attention matrix: the memory of a fused kernel, at the cost of one more pair of products.
+that see nothing giving zeros (_safe_softmax), not NaN. Half inputs are widened to float32 throughout,
+as that path widens them, and rounded once; the products run at the precision setting of their input
+dtype (toolkit.product_precision). (Rounding the probabilities to half for the second product, as
+fused GPU kernels do, put the results 1-2x the OpInfo tolerance farther from float64 than CPU's.)
+Results and gradients are laid out as CPU's math path lays them out eagerly (contiguous, the key's
+gradient transposed), and inside compiled programs as the op's meta function says (the inputs' own
+order of dims, as CUDA's fused kernels), which is what their graphs were planned on. The backward recomputes the forward inside jax.vjp rather than
+keeping the attention matrix: the memory of a fused kernel, at the cost of one more pair of products.
 
 The device chooses this path for 3- and 4-dim inputs of equal batch and head sizes without dropout;
 dropout, grouped-query heads and broadcast batch dims keep the math path (PyTorch's own composite).
@@ -36,14 +38,18 @@ from jaxdev.ops.toolkit import J, jitted, product_precision
 
 def _attend(q, k, v, bias, is_causal, scale, precision, accumulate):
     """(output, logsumexp) of attention over (..., L, E) queries and (..., S, E) keys."""
-    half = accumulate is not None and accumulate != q.dtype
+    dtype = q.dtype
+    if accumulate is not None and accumulate != dtype:
+        # half inputs: in float32 throughout, as CPU's math path widens q, k, v and the mask, rounded
+        # once at the end; the products keep the half inputs' precision setting (a GPU's fast passes)
+        q, k, v = (t.astype(accumulate) for t in (q, k, v))
+        bias = None if bias is None else bias.astype(accumulate)
+        accumulate = None
     factor = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
-    if half:  # scores in float32, scaled once
-        scores = matmul(q, jnp.swapaxes(k, -1, -2), precision, accumulate) * factor
-    else:  # CPU's math path: sqrt(|scale|) into both operands, the sign into q
-        root = math.sqrt(abs(factor))
-        q = q * jnp.asarray(-root if factor < 0 else root, q.dtype)
-        scores = matmul(q, jnp.swapaxes(k * jnp.asarray(root, k.dtype), -1, -2), precision, accumulate)
+    # CPU's math path: sqrt(|scale|) into both operands, the sign into q
+    root = math.sqrt(abs(factor))
+    q = q * jnp.asarray(-root if factor < 0 else root, q.dtype)
+    scores = matmul(q, jnp.swapaxes(k * jnp.asarray(root, k.dtype), -1, -2), precision, accumulate)
     length, source = scores.shape[-2:]
     if is_causal:
         keep = jnp.tril(jnp.ones((length, source), bool))
@@ -56,9 +62,9 @@ def _attend(q, k, v, bias, is_causal, scale, precision, accumulate):
     # an unseen row's total is 0: divided by 1 instead, its 0/0 never makes the gradient NaN
     total = jnp.sum(weights, axis=-1, keepdims=True)
     probabilities = jnp.where(unseen, 0.0, weights / jnp.where(unseen, 1.0, total)).astype(scores.dtype)
-    out = matmul(probabilities.astype(v.dtype) if half else probabilities, v, precision, accumulate)
+    out = matmul(probabilities, v, precision, accumulate)
     logsumexp = (jnp.log(total) + peak)[..., 0]
-    return out.astype(q.dtype), logsumexp.astype(jnp.float32)
+    return out.astype(dtype), logsumexp.astype(jnp.float32)
 
 
 @jitted
@@ -150,14 +156,17 @@ def fused_attention_backward(
     op = aten._scaled_dot_product_fused_attention_overrideable_backward.default
     args = (grad_out, query, key, value, attn_bias, grad_input_mask, out, logsumexp, cum_seq_q, cum_seq_k)
     args += (max_q, max_k, dropout_p, is_causal, philox_seed, philox_offset)
-    return tuple(_laid_out(op, args, {"scale": scale}, grads))
+    return tuple(_laid_out(op, args, {"scale": scale}, grads, transposed=(1,)))
 
 
-def _laid_out(op, args, kwargs, values) -> tuple:
-    """`values` (jax arrays or None) as tensors with the strides PyTorch's meta function gives `op`'s results
-    (layout.result_layouts): the query's order of dims, so a compiled graph that views the output
-    (`out.transpose(1, 2).view(...)`) holds in eager too."""
-    layouts = layout.result_layouts(op, args, kwargs, any(tracing.is_traced(v) for v in values if v is not None))
+def _laid_out(op, args, kwargs, values, transposed=()) -> tuple:
+    """`values` (jax arrays or None) as tensors laid out as PyTorch lays them out. Eagerly, as CPU's math
+    path does, whatever the inputs' layouts: every result contiguous but those at the positions in
+    `transposed` (the key's gradient comes out of a product as the transpose of a contiguous one).
+    Inside a compiled program, as the op's meta function says (layout.result_layouts: the query's and
+    the inputs' own order of dims, as CUDA's fused kernels), since the graph was planned on those."""
+    traced = any(tracing.is_traced(v) for v in values if v is not None)
+    layouts = layout.result_layouts(op, args, kwargs, True) if traced else None
     results = []
     for i, v in enumerate(values):
         laid = layouts[i] if layouts is not None and i < len(layouts) else None
@@ -165,6 +174,10 @@ def _laid_out(op, args, kwargs, values) -> tuple:
             results.append(None)
         elif laid is not None and laid[0] == tuple(v.shape):
             results.append(tensor.wrap_strided(v, laid[1]))
+        elif not traced and i in transposed and v.ndim >= 2:
+            strides = list(tensor.contiguous_strides(v.shape[:-2] + (v.shape[-1], v.shape[-2])))
+            strides[-2], strides[-1] = strides[-1], strides[-2]
+            results.append(tensor.wrap_strided(v, tuple(strides)))
         else:
             results.append(tensor.wrap(v))
     return results

@@ -131,36 +131,55 @@ def _check_nonempty(self, dim, name):
             raise IndexError(f"{name}(): Expected reduction dim {a} to have non-zero size.")
 
 
-@register_functional(aten.logsumexp.default)
+@register_functional(aten.logsumexp.default, out=False)
 def logsumexp(self, dim, keepdim=False):
     """One program for what CPU composes of seven ops (amax of the real part, its infinities zeroed,
     sub, exp, sum, log, add; 350 us here as separate programs), each step rounded to the dtype as
     CPU's separate ops round it. Integer and bool inputs give the default float dtype."""
     integral = not (self.dtype.is_floating_point or self.dtype.is_complex)
-    result = torch.get_default_dtype() if integral else self.dtype
-    ax = axes(dim, self.dim())
+    jdt = dtypes.to_jax_dtype(torch.get_default_dtype() if integral else self.dtype)
+    return _logsumexp(_logsumexp_axes(self, dim, keepdim), bool(keepdim), jdt, jdt)(J(self))
+
+
+def _logsumexp_axes(self, dim, keepdim) -> tuple:
     if not keepdim and len(dim) == 0 and self.dim() > 0 and self.numel() != 0:
         # CPU adds the kept-dims maxima into the reduced result in place: over no dims that fails
         raise RuntimeError(f"output with shape [] doesn't match the broadcast shape {[1] * self.dim()}")
-    return _logsumexp(ax, bool(keepdim), dtypes.to_jax_dtype(result))(J(self))
+    return axes(dim, self.dim())
+
+
+@register(aten.logsumexp.out)
+def logsumexp_out(self, dim, keepdim=False, *, out):
+    """CPU's logsumexp_out: the exponentials in the input's dtype (an integer input's in out's), the
+    sum, log and add in out's dtype."""
+    if not (out.dtype.is_floating_point or out.dtype.is_complex):
+        raise RuntimeError(
+            f"logsumexp(): Expected floating point type for result tensor, but got: {dtypes.scalar_name(out.dtype)}"
+        )
+    integral = not (self.dtype.is_floating_point or self.dtype.is_complex)
+    jdt = dtypes.to_jax_dtype(out.dtype if integral else self.dtype)
+    ax = _logsumexp_axes(self, dim, keepdim)
+    return store_into(out, _logsumexp(ax, bool(keepdim), jdt, dtypes.to_jax_dtype(out.dtype))(J(self)), resize=True)
 
 
 @jitted
-def _logsumexp(ax, keepdim, jdt):
-    wide = opmath(jdt)
+def _logsumexp(ax, keepdim, jdt, out_jdt):
+    """CPU's steps, each rounded as its separate op rounds it: the exponentials in `jdt`, the sum, log
+    and add in `out_jdt` (the functional op's result dtype, or an out= tensor's)."""
 
-    def step(v):  # one of CPU's ops: computed in opmath, rounded to the dtype
-        return v.astype(jdt).astype(wide)
+    def step(v, dtype):  # one of CPU's ops: computed in opmath, rounded to its dtype
+        return v.astype(dtype).astype(opmath(dtype))
 
     def run(x):
-        x = x.astype(jdt).astype(wide)
+        x = step(x, jdt)
         if x.size == 0:
-            return jnp.log(step(jnp.sum(step(jnp.exp(x)), axis=ax, keepdims=keepdim))).astype(jdt)
+            return step(jnp.log(step(jnp.sum(step(jnp.exp(x), jdt), axis=ax, keepdims=keepdim), out_jdt)), out_jdt)
         peak = jnp.max(jnp.real(x), axis=ax, keepdims=True)
         peak = jnp.where(jnp.isinf(peak), jnp.zeros((), peak.dtype), peak)
-        total = step(jnp.sum(step(jnp.exp(step(x - peak))), axis=ax, keepdims=keepdim))
+        exps = step(jnp.exp(step(x - peak, jdt)), jdt)
+        total = step(jnp.sum(exps.astype(opmath(out_jdt)), axis=ax, keepdims=keepdim), out_jdt)
         kept = peak if keepdim else jnp.squeeze(peak, ax)
-        return (step(jnp.log(total)) + kept).astype(jdt)
+        return (step(jnp.log(total), out_jdt) + kept.astype(opmath(out_jdt))).astype(out_jdt)
 
     return run
 
@@ -291,16 +310,29 @@ def _moments(self, dim, correction, keepdim):
     result = self.dtype if (self.dtype.is_floating_point or self.dtype.is_complex) else None
     if result is None:
         raise RuntimeError("std and var only support floating point and complex dtypes")
-    real = result.to_real()
     ddof = 1 if correction is None else correction
     ax = axes(dim, self.dim())
-    x = J(self).astype(opmath(dtypes.to_jax_dtype(result)))
-    mean = jnp.mean(x, axis=ax, keepdims=True)
-    squares = jnp.sum(jnp.abs(x - mean) ** 2, axis=ax, keepdims=bool(keepdim))
-    count = math.prod(x.shape[a] for a in ax)
-    var = squares / max(0, count - ddof)  # CPU's divisor: a correction past the count divides by 0 (inf)
-    mean = mean if keepdim else jnp.squeeze(mean, ax)
-    return var.astype(dtypes.to_jax_dtype(real)), mean.astype(dtypes.to_jax_dtype(result))
+    return _variance_and_mean(ax, ddof, bool(keepdim), dtypes.to_jax_dtype(result))(J(self))
+
+
+@jitted
+def _variance_and_mean(ax, ddof, keepdim, jdt):
+    """(variance, mean) in one program, computed in opmath: the variance divides by max(0, N - ddof), as
+    CPU does (a correction past the count divides by 0: inf, not jnp.var's nan)."""
+    real = jnp.finfo(jdt).dtype if jnp.issubdtype(jdt, jnp.complexfloating) else jdt
+
+    def run(x):
+        x = x.astype(opmath(jdt))
+        mean = jnp.mean(x, axis=ax, keepdims=True)
+        centered = x - mean
+        squares = jnp.real(centered) ** 2 + jnp.imag(centered) ** 2 if jnp.iscomplexobj(x) else centered**2
+        total = jnp.sum(squares, axis=ax, keepdims=keepdim)
+        count = math.prod(x.shape[a] for a in ax)
+        var = total / max(0, count - ddof)
+        mean = mean if keepdim else jnp.squeeze(mean, ax)
+        return var.astype(real), mean.astype(jdt)
+
+    return run
 
 
 @register_functional(aten.var.correction)

@@ -80,7 +80,7 @@ def scatter_reduce(self, dim, index, src, reduce, *, include_self=True):
     x, i = J(self), J(index)
     if i.size == 0:
         return x
-    check_index_bounds(i, self.shape[d] if self.dim() else 1, d)
+    check_index_bounds(i, self.shape[d] if self.dim() else 1, d, RuntimeError)  # CPU: a RuntimeError here
     floor = not (self.dtype.is_floating_point or self.dtype.is_complex)
     s = J(src)
     if x.ndim <= 1:  # 0-dim operands count as one dimension of size 1

@@ -190,7 +190,7 @@ def typed_bodies(fn, nargs: int, dtypes_of: Callable[[torch.dtype], tuple | None
 
     def bodies(dtype):
         chosen = dtypes_of(dtype)
-        return None if chosen is None else (_cast_body(fn, chosen[0], chosen[1], nargs), chosen[1])
+        return None if chosen is None else (_cast_body(fn, chosen[0], chosen[1], nargs, False), chosen[1])
 
     return bodies
 

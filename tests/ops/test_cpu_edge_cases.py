@@ -154,3 +154,14 @@ def test_logsumexp_gradient_as_on_cpu():
         torch.logsumexp(x, 1).pow(2).sum().backward()
         grads.append(x.grad)
     assert_same(grads[1], grads[0], rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("source", [torch.float16, torch.float32, torch.int64])
+@pytest.mark.parametrize("out_dtype", [torch.float32, torch.float64])
+def test_logsumexp_into_a_wider_out_computes_in_its_dtype(source, out_dtype):
+    """CPU sums, logs and adds in out's dtype: computing in the input's and casting lost precision."""
+    x = torch.randn(1000, generator=torch.Generator().manual_seed(0)) * 3
+    outs = [
+        torch.logsumexp(x.to(source).to(d), 0, out=torch.empty((), dtype=out_dtype, device=d)) for d in ("cpu", JAX)
+    ]
+    assert_same(outs[1], outs[0], rtol=1e-9 if out_dtype == torch.float64 else 1e-6)
