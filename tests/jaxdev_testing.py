@@ -4,6 +4,7 @@
   bit-exact unless a tolerance is given), judged by the auditor's own `compare`.
 * `on_both(fn)`: run a scenario once with device="cpu" and once with device="jax"; if CPU raises,
   the jax run must raise the same exception type, otherwise every returned value must match.
+* `same_outcome(fn)`: stricter on errors: the same exception type and CPU's very message.
 * `run_python(code)`: a fresh interpreter, for what must not run in the test process.
 
 (A module of its own, not `conftest`: several conftest.py files live under tests/.)
@@ -15,6 +16,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import warnings
 from pathlib import Path
 
 import pytest
@@ -101,6 +103,33 @@ def on_both(fn, *, rtol=0.0, atol=0.0, check_stride=False, match=None):
     jax_out = fn(JAX)
     _compare(jax_out, cpu_out, "result", rtol, atol, check_stride)
     return jax_out
+
+
+def same_outcome(fn, *, values=True, rtol=0.0):
+    """`fn(device)` raises on jax CPU's exception type with CPU's very words, or gives what CPU gives:
+    the same values (a tuple: each), or with `values=False` (random draws) the same dtype and shape.
+    Warnings either side raises are not the point here and are silenced."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            expected = fn(CPU)
+    except Exception as cpu_error:
+        with pytest.raises(type(cpu_error)) as raised, warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            fn(JAX)
+        assert str(raised.value) == str(cpu_error)
+        return
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        actual = fn(JAX)
+    pairs = zip(actual, expected) if isinstance(expected, tuple) else [(actual, expected)]
+    if isinstance(expected, tuple):
+        assert isinstance(actual, tuple) and len(actual) == len(expected)
+    for a, e in pairs:
+        if values:
+            assert_same(a, e, rtol=rtol)
+        else:
+            assert (a.dtype, a.shape) == (e.dtype, e.shape)
 
 
 # --- child processes --------------------------------------------------------------------------------

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from jaxdev_testing import JAX, assert_same
+from jaxdev_testing import same_outcome
 
 
 def t(device, values, dtype=None):
@@ -312,24 +312,6 @@ CUMULATIVE_CASES = {
     "cumprod_ dtype float64": lambda d: ones(d, 3).cumprod_(0, dtype=torch.float64),
     "cumprod_ int16 dtype uint8": lambda d: ones(d, 3, dtype=torch.int16).cumprod_(0, dtype=torch.uint8),
 }
-
-
-def same_outcome(fn):
-    """fn(device) gives CPU's values, or raises CPU's exception type with CPU's words."""
-    try:
-        expected = fn("cpu")
-    except Exception as cpu_error:
-        with pytest.raises(type(cpu_error)) as raised:
-            fn(JAX)
-        assert str(raised.value) == str(cpu_error)
-        return
-    actual = fn(JAX)
-    if isinstance(expected, tuple):
-        assert isinstance(actual, tuple) and len(actual) == len(expected)
-        for a, e in zip(actual, expected):
-            assert_same(a, e)
-    else:
-        assert_same(actual, expected)
 
 
 @pytest.mark.parametrize("case", list(BOOL_CASES))

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from jaxdev_testing import JAX, assert_same
+from jaxdev_testing import JAX, assert_same, same_outcome
 
 
 def t(device, values, dtype=None):
@@ -79,18 +79,6 @@ INDEX_CASES = {
     "fill: int32 index": lambda d: zeros(d, 2, 3).index_fill(0, t(d, [0], torch.int32), 1.0),
     "fill: out of range": lambda d: zeros(d, 2, 3).index_fill(0, t(d, [-5]), 1.0),
 }
-
-
-def same_outcome(fn):
-    """fn(device) gives CPU's values, or raises CPU's exception type with CPU's words."""
-    try:
-        expected = fn("cpu")
-    except Exception as cpu_error:
-        with pytest.raises(type(cpu_error)) as raised:
-            fn(JAX)
-        assert str(raised.value) == str(cpu_error)
-        return
-    assert_same(fn(JAX), expected)
 
 
 @pytest.mark.parametrize("op", list(SCATTER_OPS))

@@ -8,12 +8,10 @@ from inside the kernels where CPU raises RuntimeError."""
 
 from __future__ import annotations
 
-import warnings
-
 import pytest
 import torch
 import torch.nn.functional as F
-from jaxdev_testing import JAX, assert_same
+from jaxdev_testing import JAX, same_outcome
 
 
 def t(device, values, dtype=None):
@@ -26,27 +24,6 @@ def ones(device, *shape, dtype=None):
 
 def empty(device, *shape, dtype=None):
     return torch.empty(*shape, device=device, dtype=dtype)
-
-
-def same_outcome(fn, values=True, rtol=0.0):
-    """fn(device) raises CPU's exception type with CPU's words, or gives what CPU gives (for random
-    draws: the same dtype and shape)."""
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            expected = fn("cpu")
-    except Exception as cpu_error:
-        with pytest.raises(type(cpu_error)) as raised:
-            fn(JAX)
-        assert str(raised.value) == str(cpu_error)
-        return
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        actual = fn(JAX)
-    if values:
-        assert_same(actual, expected, rtol=rtol)
-    else:
-        assert (actual.dtype, actual.shape) == (expected.dtype, expected.shape)
 
 
 I8, U8 = torch.int8, torch.uint8
