@@ -15,8 +15,9 @@ dtype (toolkit.product_precision). (Rounding the probabilities to half for the s
 fused GPU kernels do, put the results 1-2x the OpInfo tolerance farther from float64 than CPU's.)
 Results and gradients are laid out as CPU's math path lays them out eagerly (contiguous, the key's
 gradient transposed), and inside compiled programs as the op's meta function says (the inputs' own
-order of dims, as CUDA's fused kernels), which is what their graphs were planned on. The backward recomputes the forward inside jax.vjp rather than
-keeping the attention matrix: the memory of a fused kernel, at the cost of one more pair of products.
+order of dims, as CUDA's fused kernels), which is what their graphs were planned on. The backward
+recomputes the forward inside jax.vjp rather than keeping the attention matrix: the memory of a
+fused kernel, at the cost of one more pair of products.
 
 The device chooses this path for 3- and 4-dim inputs of equal batch and head sizes without dropout;
 dropout, grouped-query heads and broadcast batch dims keep the math path (PyTorch's own composite).
