@@ -34,7 +34,7 @@ import jax.numpy as jnp
 from jaxdev import dtypes, layout, tensor, tracing
 from jaxdev.ops.linalg import matmul
 from jaxdev.ops.registry import aten, register
-from jaxdev.ops.toolkit import J, jitted, product_precision
+from jaxdev.ops.toolkit import jitted, on_views, product_precision
 
 
 def _attend(q, k, v, bias, is_causal, scale, precision, accumulate):
@@ -108,8 +108,9 @@ def fused_attention(
 ):
     if dropout_p != 0.0:  # the device never chooses this path with dropout; a direct call is refused
         raise RuntimeError("jaxdev's fused attention runs without dropout; dropout takes the math path")
-    bias = None if attn_bias is None else J(attn_bias)
-    out, logsumexp = _forward(bool(is_causal), scale, *_settings(query))(J(query), J(key), J(value), bias)
+    # views (a head split's transposes, an expanded mask) are read inside the program (toolkit.on_views)
+    body = _forward(bool(is_causal), scale, *_settings(query))
+    out, logsumexp = on_views(body, (query, key, value, attn_bias))
     if query.dim() == 3:  # the logsumexp of (heads, L, E) queries is (1, heads, L)
         logsumexp = logsumexp[None]
     empty, seed = _placeholders(query.dtype)
@@ -150,9 +151,8 @@ def fused_attention_backward(
     *,
     scale=None,
 ):
-    bias = None if attn_bias is None else J(attn_bias)
     run = _backward(bool(is_causal), scale, *_settings(query))
-    grads = run(J(grad_out), J(query), J(key), J(value), bias)
+    grads = on_views(run, (grad_out, query, key, value, attn_bias))  # `.sum()`'s gradient is an expand
     grads = [g if wanted else None for g, wanted in zip(grads, grad_input_mask)]
     op = aten._scaled_dot_product_fused_attention_overrideable_backward.default
     args = (grad_out, query, key, value, attn_bias, grad_input_mask, out, logsumexp, cum_seq_q, cum_seq_k)

@@ -1,11 +1,14 @@
 """Ops that move elements without changing them: flip and roll (also what cumsum's backward and
-fft.fftshift reach), channel_shuffle."""
+fft.fftshift reach), channel_shuffle, repeat."""
 
 from __future__ import annotations
 
+import math
+
 import jax.numpy as jnp
 
-from jaxdev.ops.registry import aten, register_functional
+from jaxdev import tensor
+from jaxdev.ops.registry import aten, register, register_functional
 from jaxdev.ops.toolkit import J, jitted, wrap_dim
 
 
@@ -76,7 +79,7 @@ def channel_shuffle(self, groups):
     return _channel_shuffle(int(groups))(J(self))
 
 
-@register_functional(aten.repeat.default)
+@register(aten.repeat.default)  # repeat.out: PyTorch's generated kernel around this one
 def repeat(self, repeats):
     """`x.repeat(*sizes)` as one tile (CPU's composite: an empty result, a strided view of it and a copy
     into that view, ~40 us as jax programs)."""
@@ -88,7 +91,9 @@ def repeat(self, repeats):
     negative = [n for n in target if n < 0]
     if negative:
         raise RuntimeError(f"Trying to create tensor with negative dimension {negative[0]}: {target}")
-    return _tiled(padded, repeats)(J(self))
+    if math.prod(target) == 0:  # nothing to compute, and XLA aborts on a shape like [2**62, 3, 0]
+        return tensor.empty(target, self.dtype)
+    return tensor.wrap(_tiled(padded, repeats)(J(self)))
 
 
 @jitted
