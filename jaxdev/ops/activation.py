@@ -245,6 +245,8 @@ def hardshrink(self, lambd=0.5):
 
 @register_functional(aten.logit.default)
 def logit(self, eps=None):
+    if self.dtype.is_complex:  # CPU's logit dispatches real floating types only
+        raise NotImplementedError(f"\"logit_cpu\" not implemented for '{dtypes.scalar_name(self.dtype)}'")
     dt = self.dtype if self.dtype.is_floating_point else torch.get_default_dtype()
     body = {torch.bfloat16: _logit_bfloat16, torch.float16: _logit_float16}.get(dt, _logit)
     return apply(body, dt, dt, (self,), (eps,))

@@ -127,8 +127,8 @@ def _median_dim(self, dim, keepdim, ignore_nan, name):
 def _median_all(self, ignore_nan, name):
     if self.numel() != 0:
         _no_case("median_cpu", self.dtype)
-    if self.numel() == 0:
-        return jnp.full((), jnp.nan, J(self).dtype) if self.dtype.is_floating_point else jnp.zeros((), J(self).dtype)
+    if self.numel() == 0:  # CPU's NaN, converted to the dtype as c10 converts it (int64: INT64_MIN)
+        return dtypes.convert(jnp.full((), jnp.nan, jnp.float32), dtypes.to_jax_dtype(self.dtype))
     return _median(0, False, ignore_nan)(J(self).reshape(-1))[0]
 
 

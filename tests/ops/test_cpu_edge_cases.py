@@ -101,6 +101,10 @@ CASES = {
     "nextafter, bfloat16": lambda d: torch.nextafter(
         t(d, [1.0, 2.0, 0.0], torch.bfloat16), t(d, [2.0, 1.0, 1.0], torch.bfloat16)
     ),
+    "median of an empty int64 tensor": lambda d: torch.median(torch.empty(0, dtype=torch.int64, device=d)),
+    "nanmedian of an empty int32 tensor": lambda d: torch.nanmedian(torch.empty(0, dtype=torch.int32, device=d)),
+    "median of an empty bool tensor": lambda d: torch.median(torch.empty(0, dtype=torch.bool, device=d)),
+    "logit of complex": lambda d: torch.logit(t(d, [0.5j])),
     # logsumexp: one program rounding each of CPU's steps as its separate ops do
     "logsumexp, half": lambda d: torch.logsumexp(
         (torch.randn(4, 50, generator=torch.Generator().manual_seed(0)) * 5).half().to(d), 1
