@@ -16,7 +16,7 @@ import torch
 from jaxdev import dtypes, rng, tensor, tracing
 from jaxdev.ops import registry
 from jaxdev.ops.registry import aten, register, register_functional, store_into
-from jaxdev.ops.toolkit import J, float_of, opmath
+from jaxdev.ops.toolkit import J, float_of, jitted, opmath
 
 
 # Compile storms: XLA takes ~0.1-1 s to compile a threefry draw, once per shape. Eager code that draws
@@ -235,8 +235,14 @@ def _check_bernoulli_dtypes(self, p_dtype, p_kernel):
 
 def _probabilities(p):
     probs = J(p)
-    tracing.check_values(~((probs >= 0) & (probs <= 1)), lambda: RuntimeError(_P_RANGE))
+    tracing.check_values(_outside_unit()(probs), lambda: RuntimeError(_P_RANGE))
     return probs.astype(jnp.float64)
+
+
+@jitted
+def _outside_unit():
+    """The flag "a probability lies outside [0, 1] (or is NaN)" as one program (eagerly: four ops)."""
+    return lambda probs: jnp.any(~((probs >= 0) & (probs <= 1)))
 
 
 @register(aten.bernoulli_.float)

@@ -13,6 +13,7 @@ import jax.numpy as jnp
 import torch
 
 from jaxdev import dtypes, tensor
+from jaxdev.ops import out_dtypes
 from jaxdev.ops.registry import aten, register, register_functional, store_into
 from jaxdev.ops.toolkit import J, accumulate_dtype, jitted, opmath, wrap_dim
 
@@ -55,11 +56,8 @@ def _cumulative_out(functional, name):
 
     def kernel(self, dim, *, dtype=None, out):
         wrap_dim(dim, self.dim())
-        if dtype is not None and out.dtype != dtype:
-            raise RuntimeError(
-                f"Expected out tensor to have dtype {dtypes.type_meta_name(dtype)}, but got "
-                f"{dtypes.type_meta_name(out.dtype)} instead"
-            )
+        if dtype is not None:
+            out_dtypes.check_exact(dtype, out)
         tensor.check_no_partial_overlap(out, (self,))
         return store_into(out, functional(self, dim, dtype=out.dtype), resize=True)
 
