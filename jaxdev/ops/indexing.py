@@ -404,6 +404,8 @@ def nonzero_static(self, *, size, fill_value=-1):
     """nonzero padded (with fill_value) or cut to `size` rows: a static shape, so it traces."""
     if size < 0:
         raise RuntimeError("nonzero_static: 'size' must be an non-negative integer")
+    if self.numel() == 0:  # jnp.argwhere pads an empty input with zeros, ignoring fill_value
+        return jnp.full((size, self.dim()), fill_value, jnp.int64)
     return jnp.argwhere(J(self) != 0, size=size, fill_value=fill_value).astype(jnp.int64)
 
 

@@ -105,6 +105,14 @@ CASES = {
     "nanmedian of an empty int32 tensor": lambda d: torch.nanmedian(torch.empty(0, dtype=torch.int32, device=d)),
     "median of an empty bool tensor": lambda d: torch.median(torch.empty(0, dtype=torch.bool, device=d)),
     "logit of complex": lambda d: torch.logit(t(d, [0.5j])),
+    # nonzero_static of an empty input: jnp.argwhere padded with zeros whatever fill_value said
+    "nonzero_static of an empty input": lambda d: torch.nonzero_static(torch.empty(5, 0, 5, device=d), size=1),
+    "nonzero_static of an empty input, fill_value": lambda d: torch.nonzero_static(
+        torch.empty(0, device=d), size=3, fill_value=7
+    ),
+    "nonzero_static of an empty input, size 0": lambda d: torch.nonzero_static(torch.empty(0, 2, device=d), size=0),
+    "nonzero_static of a 0-dim input": lambda d: torch.nonzero_static(t(d, 0.0), size=2, fill_value=4),
+    "nonzero_static, padded": lambda d: torch.nonzero_static(t(d, [[0, 1], [3, 0]]), size=4, fill_value=-9),
     # logsumexp: one program rounding each of CPU's steps as its separate ops do
     "logsumexp, half": lambda d: torch.logsumexp(
         (torch.randn(4, 50, generator=torch.Generator().manual_seed(0)) * 5).half().to(d), 1
