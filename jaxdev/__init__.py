@@ -64,6 +64,9 @@ if not _cli_help_only():
         unshard,
     )
 
+    from jaxdev import eager_modes as _eager_modes
+    from jaxdev.eager_modes import eager_mode, get_eager_mode
+
     _accelerators.install()
     _executables.install()
     _storage.install()
@@ -76,6 +79,7 @@ if not _cli_help_only():
     from jaxdev import distributed as _distributed
 
     _distributed.register()  # the torch.distributed backend "jax" (gloo on host copies)
+    _eager_modes.install()
 
 
 __all__ = [
@@ -83,9 +87,11 @@ __all__ = [
     "UnsupportedError",
     "UnsupportedLayoutError",
     "distribute",
+    "eager_mode",
     "fallback_counts",
     "from_jax",
     "from_process_local",
+    "get_eager_mode",
     "get_mesh",
     "is_sharded",
     "mesh",

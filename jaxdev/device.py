@@ -87,9 +87,10 @@ def _make_module() -> types.ModuleType:
     def synchronize(device=None) -> None:
         """Waits for all pending JAX work on the device to finish."""
         _check_index(_index_of(device))
-        from jaxdev import tracing
+        from jaxdev import eager_modes, tracing
         from jaxdev.tensor import BOXES
 
+        eager_modes.flush()  # fused eager's pending ops run now
         tracing.resolve_checks()
         for box in list(BOXES.values()):
             array = box.pending()  # a box holding a logical value is not transposed to wait for it

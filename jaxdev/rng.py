@@ -30,7 +30,16 @@ class _State:
 _state = _State()
 
 
+def _settle_pending() -> None:
+    """Fused eager's pending random ops draw from the state as it is now, as they would have eagerly."""
+    from jaxdev import eager_modes
+
+    if eager_modes.ACTIVE.name == "fused":
+        eager_modes.flush()
+
+
 def manual_seed(seed: int) -> None:
+    _settle_pending()
     seed = int(seed)
     # torch.manual_seed accepts any 64-bit value (negative ones wrap): keep the same range.
     _state.seed = seed & 0xFFFF_FFFF_FFFF_FFFF
@@ -109,10 +118,12 @@ def advance(draws: int) -> None:
 
 def get_state() -> torch.Tensor:
     """The state as a CPU uint8 tensor, as `torch.cuda.get_rng_state` returns it."""
+    _settle_pending()
     return torch.tensor([_state.seed, _state.offset], dtype=torch.int64).view(torch.uint8)
 
 
 def set_state(state: torch.Tensor) -> None:
+    _settle_pending()
     if not isinstance(state, torch.Tensor) or state.dtype != torch.uint8 or state.numel() != 16:
         raise RuntimeError("jax RNG state must be a uint8 tensor of 16 bytes, as get_rng_state() returns")
     seed_, offset = state.cpu().view(torch.int64).tolist()

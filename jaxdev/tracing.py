@@ -26,16 +26,31 @@ Tracer = jax.core.Tracer
 
 
 class _Checks:
-    """The traced checks of the program being traced now (None outside tracing)."""
+    """The traced checks of the program being traced now (None outside tracing); `depth`: traces
+    under way that collect no checks (a VJP body, jaxdev.fused's abstract evaluation)."""
 
     pending: list | None = None
+    depth = 0
+    eager_layouts = False  # fused eager traces its ops as eager mode lays them out, not as AOTAutograd plans
 
 
 _checks = _Checks()
 
 
+def tracing_now() -> bool:
+    """Kernels are being traced into a program now (their tensors hold tracers)."""
+    return _checks.pending is not None or _checks.depth > 0
+
+
 def is_traced(x) -> bool:
     return isinstance(x, Tracer)
+
+
+def compiled_layout(x) -> bool:
+    """Results made from `x` are laid out as a compiled graph planned them (the meta functions'
+    strides), not as eager CPU lays them out: `x` is traced, and not by fused eager (jaxdev/fused),
+    whose programs replay eager ops with eager layouts."""
+    return isinstance(x, Tracer) and not _checks.eager_layouts
 
 
 def check_values(bad, error: Callable[[], Exception]) -> None:

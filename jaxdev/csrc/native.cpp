@@ -576,8 +576,16 @@ at::Tensor wrap_result(PyObject* result, PyObject* dtype) {
 
 // Runs `attempt` (the native path) with the GIL; its output replaces the op's `nargs` arguments on
 // the stack, or, when it gives none (or throws), `slow` (the Python kernel) runs the op instead.
+// Set by set_python_kernels (jaxdev/eager_modes.py): every native kernel takes its Python slow path, so
+// that the fused and sync eager modes see every op (the fast paths would run it at once, unrecorded).
+bool g_python_kernels = false;
+
 template <typename Attempt>
 void run_native(Attempt attempt, size_t nargs, const c10::OperatorHandle& slow, torch::jit::Stack* stack) {
+  if (g_python_kernels) {
+    slow.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), stack);
+    return;
+  }
   at::Tensor out;
   {
     PyGILState_STATE gil = PyGILState_Ensure();
@@ -924,7 +932,15 @@ PyObject* install_attention_choice(PyObject*, PyObject*) {
   Py_RETURN_NONE;
 }
 
+PyObject* set_python_kernels(PyObject*, PyObject* flag) {
+  int on = PyObject_IsTrue(flag);
+  if (on < 0) return nullptr;
+  g_python_kernels = on != 0;
+  Py_RETURN_NONE;
+}
+
 PyMethodDef methods[] = {
+    {"set_python_kernels", set_python_kernels, METH_O, "every native kernel takes its Python slow path (or not)"},
     {"install_attention_choice", install_attention_choice, METH_NOARGS,
      "scaled_dot_product_attention's backend choice for the jax device"},
     {"install_device_guard", install_device_guard, METH_NOARGS, "the jax device's DeviceGuardImpl in C++"},

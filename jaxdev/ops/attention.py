@@ -166,7 +166,7 @@ def _laid_out(op, args, kwargs, values, transposed=()) -> tuple:
     `transposed` (the key's gradient comes out of a product as the transpose of a contiguous one).
     Inside a compiled program, as the op's meta function says (layout.result_layouts: the query's and
     the inputs' own order of dims, as CUDA's fused kernels), since the graph was planned on those."""
-    traced = any(tracing.is_traced(v) for v in values if v is not None)
+    traced = any(tracing.compiled_layout(v) for v in values if v is not None)
     layouts = layout.result_layouts(op, args, kwargs, True) if traced else None
     results = []
     for i, v in enumerate(values):

@@ -23,7 +23,7 @@ import jax
 import torch
 from torch._ops import OpOverload
 
-from jaxdev import dtypes, layout, native, tensor, tracing
+from jaxdev import dtypes, eager_modes, layout, native, tensor, tracing
 from jaxdev.ops import inplace, out_dtypes
 from jaxdev.ops.toolkit import J, jitted
 from jaxdev.tensor import is_jax
@@ -167,13 +167,31 @@ def _register(
         fn = _relaid_kernel(op, fn)
     if fast is not None:
         FAST_BODIES[op] = fast
+    installed = fn if on_cpu else _in_mode(op, fn)
     if on_cpu:
         native.module.register_cpu_kernels([name.removeprefix("aten::")])
     elif (fast is not None or native_kernel is not None) and native.module is not None:
-        _register_native(op, fn, native_kernel or _fast_kernel(op, fast))
+        _register_native(op, installed, native_kernel or _fast_kernel(op, fast))
     else:
-        _LIB.impl(op, fn, "PrivateUse1")
+        _LIB.impl(op, installed, "PrivateUse1")
     KERNELS[name] = fn
+
+
+def _in_mode(op: OpOverload, fn: Callable) -> Callable:
+    """`fn` as the dispatcher calls it: itself in the default eager mode; recorded (fused) or waited
+    for (sync) in the other modes (jaxdev/eager_modes.py). One attribute test per op otherwise."""
+    active = eager_modes.ACTIVE
+    in_mode = eager_modes.dispatch
+
+    def kernel(*args, **kwargs):
+        if active.on:
+            return in_mode(op, fn, args, kwargs)
+        return fn(*args, **kwargs)
+
+    kernel.__qualname__ = fn.__qualname__
+    kernel.__name__ = getattr(fn, "__name__", "kernel")
+    kernel.__wrapped__ = fn
+    return kernel
 
 
 # `register`ed kernels whose new results are re-laid out as PyTorch lays them out (`register_functional`
@@ -340,7 +358,7 @@ def _wrap_result(r):
 def _wrap_laid_out(r, op: OpOverload, args, kwargs):
     """The results as new jax tensors with the strides PyTorch gives them (see jaxdev/layout.py)."""
     first = r[0] if isinstance(r, tuple) else r
-    layouts = layout.result_layouts(op, args, kwargs, tracing.is_traced(first))
+    layouts = layout.result_layouts(op, args, kwargs, tracing.compiled_layout(first))
     if layouts is None:
         return _wrap_result(r)
     rs = r if isinstance(r, tuple) else (r,)
@@ -350,7 +368,7 @@ def _wrap_laid_out(r, op: OpOverload, args, kwargs):
         if a is None:
             out.append(None)
         elif laid is None or laid[0] != tuple(a.shape):  # a cached answer for other shapes: ask again
-            fresh = layout.computed_layouts(op, args, kwargs, tracing.is_traced(a)) if laid is not None else None
+            fresh = layout.computed_layouts(op, args, kwargs, tracing.compiled_layout(a)) if laid is not None else None
             laid = fresh[i] if fresh and i < len(fresh) else None
             ok = laid is not None and laid[0] == tuple(a.shape)
             out.append(tensor.wrap_strided(a, laid[1]) if ok else tensor.wrap(a))
@@ -367,7 +385,7 @@ def relaid(op: OpOverload, args, kwargs, results):
     first = next((t for t in rs if isinstance(t, torch.Tensor)), None)
     if first is None:
         return results
-    layouts = layout.result_layouts(op, args, kwargs, tracing.is_traced(tensor.box_of(first).pending()))
+    layouts = layout.result_layouts(op, args, kwargs, tracing.compiled_layout(tensor.box_of(first).pending()))
     if layouts is None:
         return results
     out = []
@@ -449,7 +467,7 @@ def _out_kernel(fn, out_names, op: OpOverload, out_op: OpOverload):
             strides = None
             if resize and pointwise and tuple(o.shape) != tuple(v.shape):
                 # TensorIterator lays a resized output out as its inputs lie (x.t() + 1 into an empty out)
-                layouts = layouts or layout.result_layouts(op, args, kwargs, tracing.is_traced(v)) or ()
+                layouts = layouts or layout.result_layouts(op, args, kwargs, tracing.compiled_layout(v)) or ()
                 laid = layouts[i] if i < len(layouts) else None
                 strides = laid[1] if laid is not None and laid[0] == tuple(v.shape) else None
             store_into(o, v, resize=resize, strides=strides)

@@ -1,0 +1,107 @@
+"""Storage boxes whose values the pending fused program will give.
+
+Both classes add no slots to `tensor.Box`, so a box changes class in place (`box.__class__ = Box`)
+once its value exists, and the native module, which only takes plain `Box`es on its fast paths,
+sends every op on them to the Python kernels.
+
+* `PendingBox`: a result of a recorded op; its array does not exist yet.
+* `WrittenBox`: an existing storage that a recorded op writes into (an optimizer's in-place update);
+  its array is the value before the pending writes.
+
+Anything that touches either (its array, its logical form) first runs the pending program, so no
+code ever sees a value that is not there yet, or an old one.
+"""
+
+from __future__ import annotations
+
+from jaxdev import tensor
+from jaxdev.tensor import Box
+
+_ARRAY = Box.__dict__["array"]
+_LOGICAL = Box.__dict__["logical"]  # the slot's descriptor
+
+
+class _Unset:
+    """What a PendingBox holds until the program gives its value."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: str | None = None):
+        self.error = error
+
+
+PENDING = _Unset()
+
+
+def _flush(box: Box) -> None:
+    from jaxdev.fused import recorder
+
+    recorder.flush()
+    held = box._array
+    if type(held) is _Unset:  # the flush failed before this value was computed
+        raise RuntimeError(
+            "jaxdev fused eager: this tensor's value was never computed because an earlier op failed"
+            + (f" ({held.error})" if held.error else "")
+        )
+
+
+class _Deferred(Box):
+    __slots__ = ()
+
+    @property
+    def array(self):
+        _flush(self)
+        return _ARRAY.__get__(self)
+
+    @array.setter
+    def array(self, value) -> None:
+        _flush(self)
+        _ARRAY.__set__(self, value)
+
+    @property
+    def logical(self):
+        _flush(self)
+        return _LOGICAL.__get__(self)
+
+    @logical.setter
+    def logical(self, value) -> None:
+        _flush(self)
+        _LOGICAL.__set__(self, value)
+
+    def pending(self):
+        return self.array
+
+
+class PendingBox(_Deferred):
+    __slots__ = ()
+
+
+class WrittenBox(_Deferred):
+    __slots__ = ()
+
+
+def new_pending(numel: int, dtype) -> tuple[PendingBox, object]:
+    """A box with no value yet and its new storage."""
+    box = Box(None, numel, dtype)
+    box.__class__ = PendingBox
+    box._array = PENDING  # the slot itself: the `array` setter would ask for the value first
+    return box, tensor.new_storage(box)
+
+
+def settle(box: Box, array) -> None:
+    """The program gave `box`'s value: it is a plain Box from now on."""
+    box.__class__ = Box
+    box._array = array
+
+
+def fail(box: Box, error: str) -> None:
+    """The program could not give `box`'s value: reading it says why."""
+    box._array = _Unset(error)
+
+
+def unwritten(box: Box) -> None:
+    box.__class__ = Box
+
+
+def is_deferred(box) -> bool:
+    return isinstance(box, _Deferred)

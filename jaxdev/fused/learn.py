@@ -1,0 +1,134 @@
+"""What one recorded op gives, learned by evaluating its kernel abstractly.
+
+The kernel runs once under `jax.eval_shape`, on twins of its tensor arguments: same sizes, strides and
+offsets, on storages whose boxes hold tracers. That runs every check the kernel makes on shapes,
+dtypes and arguments (a wrong call raises here, at the call, as eagerly), and gives the layout of its
+results and which argument storages it writes, with no XLA work. What it learns is kept in the trie
+(recorder.Trie) for every later call with the same key.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import torch
+
+from jaxdev import dtypes, rng, tensor, tracing
+from jaxdev.tensor import BOXES, Box
+
+_DATA_DEPENDENT = (torch.Tag.dynamic_output_shape, torch.Tag.data_dependent_output)
+
+
+class NotRecordable(Exception):
+    pass
+
+
+class Learned:
+    """`eager`: the op runs eagerly, after the pending work. Otherwise:
+    `out`: ("one", spec) | ("none", None) | (tuple or list, [spec, ...]), a spec being None,
+    ("arg", i) (the i-th tensor argument itself, as in-place ops return) or ("new", m, dtype, shape,
+    stride, offset) (a tensor on the op's m-th new storage); `storages[m]`: (numel, dtype) of that
+    storage; `firsts[m]`: (position in the output or None, (dtype, shape, stride, offset)) of the first
+    result on it; `writes`: the tensor arguments whose storages the op writes."""
+
+    __slots__ = ("eager", "firsts", "out", "reason", "storages", "writes")
+
+    def __init__(self, eager=False, reason=""):
+        self.eager, self.reason = eager, reason
+        self.out, self.storages, self.firsts, self.writes = ("none", None), [], {}, []
+
+
+def learn(op, fn, args, kwargs, tensors: list) -> Learned:
+    if any(tag in op.tags for tag in _DATA_DEPENDENT):
+        return Learned(eager=True, reason="its results' shapes depend on values")
+    try:
+        return _abstract(fn, args, kwargs, tensors)
+    except Exception as e:  # it cannot be evaluated without values: it runs eagerly, which raises if it must
+        return Learned(eager=True, reason=f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
+
+
+def _abstract(fn, args, kwargs, tensors: list) -> Learned:
+    index: dict[int, int] = {}
+    stored: list[tuple[int, torch.dtype]] = []
+    for t in tensors:
+        address = t.untyped_storage().data_ptr()
+        if address not in index:
+            index[address] = len(stored)
+            box = BOXES[address]
+            stored.append((box.numel, box.dtype))
+    structs = [jax.ShapeDtypeStruct((numel,), dtypes.to_jax_dtype(dtype)) for numel, dtype in stored]
+    learned = Learned()
+    positions = [index[t.untyped_storage().data_ptr()] for t in tensors]
+
+    def abstract(arrays, base):
+        made = [Box(a, numel, dtype) for a, (numel, dtype) in zip(arrays, stored)]
+        storages = [tensor.new_storage(b) for b in made]
+        twins = [
+            tensor.tensor_on_storage(storages[p], t.dtype, t.shape, t.stride(), t.storage_offset())
+            for t, p in zip(tensors, positions)
+        ]
+        before = [_where(t) for t in twins]
+        swap = iter(twins)
+        targs = _swapped(args, swap)
+        tkwargs = {k: _swapped(v, swap) for k, v in kwargs.items()}
+        with rng.traced(base):
+            out = fn(*targs, **tkwargs)
+        if [_where(t) for t in twins] != before:
+            raise NotRecordable("it changes an argument's sizes, strides or storage")
+        _describe(learned, out, twins, {s.data_ptr() for s in storages})
+        learned.writes = [i for i, p in enumerate(positions) if made[p].writes]
+
+    tracing._checks.depth += 1
+    was, tracing._checks.eager_layouts = tracing._checks.eager_layouts, True
+    try:
+        with tensor.scratch(), torch.no_grad(), torch.autocast("jax", enabled=False):
+            jax.eval_shape(abstract, structs, jax.ShapeDtypeStruct((3,), jnp.int64))
+    finally:
+        tracing._checks.depth -= 1
+        tracing._checks.eager_layouts = was
+    return learned
+
+
+def _where(t: torch.Tensor) -> tuple:
+    return (t.untyped_storage().data_ptr(), t.shape, t.stride(), t.storage_offset())
+
+
+def _swapped(a, twins):
+    if isinstance(a, torch.Tensor):
+        return next(twins)
+    if type(a) is list or type(a) is tuple:
+        return type(a)(_swapped(x, twins) for x in a)
+    return a
+
+
+def _describe(learned: Learned, out, twins: list, inputs: set) -> None:
+    new: dict[int, int] = {}
+
+    def spec(o, position):
+        if o is None:
+            return None
+        if not isinstance(o, torch.Tensor):
+            raise NotRecordable(f"it returns a {type(o).__name__}")
+        for i, t in enumerate(twins):
+            if o is t:
+                return ("arg", i)
+        address = o.untyped_storage().data_ptr()
+        if o.device.type != "jax" or o.is_conj() or o.is_neg() or address in inputs:
+            raise NotRecordable("it returns a view of an argument, a tensor on another device or a conj/neg bit")
+        m = new.get(address)
+        meta = (o.dtype, o.shape, o.stride(), o.storage_offset())
+        if m is None:
+            m = new[address] = len(learned.storages)
+            box = BOXES[address]
+            learned.storages.append((box.numel, box.dtype))
+            learned.firsts[m] = (position, meta)
+        return ("new", m, *meta)
+
+    if out is None:
+        learned.out = ("none", None)
+    elif isinstance(out, torch.Tensor):
+        learned.out = ("one", spec(out, None))
+    elif type(out) is tuple or type(out) is list:
+        learned.out = (type(out), [spec(o, i) for i, o in enumerate(out)])
+    else:
+        raise NotRecordable(f"it returns a {type(out).__name__}")

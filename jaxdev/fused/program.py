@@ -1,0 +1,188 @@
+"""A recorded segment as one cached XLA program.
+
+The segment's ops become an FX graph over its inputs (each op called through the dispatcher, as a
+compiled graph's ops are), and `jaxdev/compiler/program.py` traces and jits it: inputs that share a
+storage share one traced box, writes into inputs come back as the storages' new values, random ops
+draw from the device's state as eagerly, value checks are deferred to the next sync. The graph
+returns the first result on each new storage that is still alive at the flush; intermediates that
+died are never materialised. A program is cached on the trie node where its segment ended, per set
+of live results, and per input layout inside (GraphProgram's specialisations).
+
+Each op is checked while tracing: its results must have the layout recorded for them (recorder's
+results were made from it). A segment that cannot run as one program runs op by op, with one warning.
+"""
+
+from __future__ import annotations
+
+import functools
+import operator
+import warnings
+
+import torch
+import torch.fx
+
+from jaxdev import rng, tensor, tracing
+from jaxdev.compiler import program as compiled
+from jaxdev.fused.learn import NotRecordable
+
+aten = torch.ops.aten
+_BELOW_AUTOGRAD = torch._C.DispatchKeySet(torch._C.DispatchKey.PrivateUse1)
+
+
+class FusedGraphWarning(UserWarning):
+    """Pending fused-eager ops ran one by one because they could not run as one program."""
+
+
+def run(seg, alive: tuple) -> list:
+    """The values of the segment's live new storages, in the order of `seg.pending`."""
+    fused = seg.trie.programs.get(alive)
+    if fused is None:
+        fused = seg.trie.programs[alive] = _Fused(seg, alive)
+    return fused.run(seg, alive)
+
+
+class _Fused:
+    def __init__(self, seg, alive):
+        self.reason = None
+        try:
+            self.graph = compiled.GraphProgram(_graph(seg, alive), name="fused eager")
+        except NotRecordable as e:
+            self._give_up(str(e))
+
+    def _give_up(self, reason: str) -> None:
+        self.reason = reason
+        warnings.warn(f"jaxdev fused eager: pending ops run one by one: {reason}", FusedGraphWarning, stacklevel=5)
+
+    def run(self, seg, alive) -> list:
+        if self.reason is None:
+            args = _inputs(seg)
+            try:
+                inputs = compiled._Inputs(args)
+                spec = self.graph.specialisations.get(inputs.key)
+                if spec is None:
+                    spec = self.graph.specialisations[inputs.key] = compiled._Specialisation(self.graph, args, inputs)
+                return _call(spec, inputs)
+            except compiled.UntraceableGraph as e:
+                self.graph.specialisations.pop(inputs.key, None)
+                self._give_up(str(e).splitlines()[0])
+        return _eagerly(seg, alive)
+
+
+def _call(spec, inputs) -> list:
+    arrays = inputs.arrays()
+    for i, (a, shape) in enumerate(zip(arrays, spec.array_shapes)):
+        if a.shape != shape:
+            arrays[i] = a.reshape(shape)
+    base = rng.traced_base()
+    was, tracing._checks.eager_layouts = tracing._checks.eager_layouts, True
+    try:
+        new_arrays, mutated, flag = spec.jitted(arrays, base)
+    finally:
+        tracing._checks.eager_layouts = was
+    if any(o[0] != "new" or o[1] != i for i, o in enumerate(spec.outputs)):
+        raise compiled.UntraceableGraph(None, "a result came out on an input's storage")
+    if spec.draws:
+        rng.advance(spec.draws)
+    if flag is not None and compiled.checks_enabled():
+        tracing.defer_check(spec, flag, functools.partial(_raise_eagerly, spec, arrays, base))
+    if spec.mutated:
+        inputs.store(spec.mutated, mutated)  # version counters were bumped when the ops were recorded
+    return list(new_arrays)
+
+
+def _raise_eagerly(spec, arrays, base) -> None:
+    from jaxdev import eager_modes
+
+    with eager_modes.as_is():
+        spec._raise_eagerly(arrays, base)
+
+
+def _inputs(seg) -> list:
+    """The placeholders' tensors, as they were when recorded (an alias if a tensor was restrided since)."""
+    args = []
+    for t, (storage, meta) in zip(seg.inputs, seg.input_metas):
+        if (t.untyped_storage().data_ptr(), t.dtype, t.shape, t.stride(), t.storage_offset()) != (
+            storage.data_ptr(),
+            *meta,
+        ):
+            t = tensor.tensor_on_storage(storage, *meta)
+        args.append(t)
+    return args
+
+
+# --- the graph -------------------------------------------------------------------------------------
+
+
+def _checked(op, learned, n):
+    """Node `n`'s call: the op, and a check that its new results are laid out as recorded."""
+
+    def call(*args, **kwargs):
+        out = op(*args, **kwargs)
+        for m, (position, meta) in learned.firsts.items():
+            o = out if position is None else out[position]
+            if (o.dtype, o.shape, o.stride(), o.storage_offset()) != meta:
+                raise NotRecordable(f"{op.name()} gave a result laid out otherwise than recorded")
+        return out
+
+    call.__name__ = call.__qualname__ = f"fused_{n}_{op.name().replace('::', '_').replace('.', '_')}"
+    return call
+
+
+def _graph(seg, alive) -> torch.fx.GraphModule:
+    g = torch.fx.Graph()
+    placeholders = [g.placeholder(f"input_{i}") for i in range(len(seg.inputs))]
+    firsts: dict[tuple, tuple] = {}
+
+    def value(ref):
+        if type(ref) is list or type(ref) is tuple:
+            return type(ref)(value(r) for r in ref)
+        kind = type(ref).__name__
+        if kind == "In":
+            return placeholders[ref.index]
+        if kind == "Made":
+            base, meta = firsts[(ref.node, ref.m)]
+            if ref.meta == meta:
+                return base
+            if ref.meta[0] != meta[0]:
+                raise NotRecordable("a pending result is read as another dtype")
+            _, shape, stride, offset = ref.meta
+            return g.call_function(aten.as_strided.default, (base, list(shape), list(stride), offset))
+        return ref
+
+    for n, (op, refs, krefs, learned) in enumerate(seg.nodes):
+        v = g.call_function(_checked(op, learned, n), value(refs), {k: value(r) for k, r in krefs.items()})
+        for m, (position, meta) in learned.firsts.items():
+            firsts[(n, m)] = (v if position is None else g.call_function(operator.getitem, (v, position)), meta)
+    g.output([firsts[(node, m)][0] for (_, node, m), live in zip(seg.pending, alive) if live])
+    return torch.fx.GraphModule(torch.nn.Module(), g)
+
+
+# --- op by op --------------------------------------------------------------------------------------
+
+
+def _eagerly(seg, alive) -> list:
+    """The segment's ops one by one, below autograd (the dispatcher already did its part when they were
+    recorded: version counters, autograd's graph)."""
+    inputs = _inputs(seg)
+    firsts: dict[tuple, torch.Tensor] = {}
+
+    def value(ref):
+        if type(ref) is list or type(ref) is tuple:
+            return type(ref)(value(r) for r in ref)
+        kind = type(ref).__name__
+        if kind == "In":
+            return inputs[ref.index]
+        if kind == "Made":
+            base = firsts[(ref.node, ref.m)]
+            _, shape, stride, offset = ref.meta
+            return torch.as_strided(base, shape, stride, offset)
+        return ref
+
+    with torch.no_grad(), torch.autocast("jax", enabled=False):
+        for n, (op, refs, krefs, learned) in enumerate(seg.nodes):
+            out = op._handle.redispatch_boxed(
+                _BELOW_AUTOGRAD, *value(refs), **{k: value(r) for k, r in krefs.items()}
+            )
+            for m, (position, _) in learned.firsts.items():
+                firsts[(n, m)] = out if position is None else out[position]
+    return [tensor.box_of(firsts[(node, m)]).array for (_, node, m), live in zip(seg.pending, alive) if live]

@@ -1,0 +1,228 @@
+"""Recording ops into the pending segment, and flushing it (see jaxdev/fused/__init__.py)."""
+
+from __future__ import annotations
+
+import threading
+import warnings
+
+import torch
+
+from jaxdev import eager_modes, tensor
+from jaxdev.fused import boxes, learn, program
+from jaxdev.tensor import BOXES, Box
+
+# A segment this long is flushed: a loop that never reads a value still runs in bounded programs.
+MAX_OPS = 4096
+# A place in the trie followed by this many different ops keeps changing from call to call (a Python
+# number that changes every step): what follows it runs op by op instead of compiling every time.
+MAX_BRANCHES = 24
+
+_SCALARS = frozenset(
+    {int, float, bool, complex, str, type(None), torch.dtype, torch.device, torch.layout, torch.memory_format}
+)
+_lock = threading.RLock()
+
+
+class NotRecordable(Exception):
+    pass
+
+
+class In:
+    """An argument that is an input of the program: placeholder `index`."""
+
+    __slots__ = ("index",)
+
+    def __init__(self, index: int):
+        self.index = index
+
+
+class Made:
+    """An argument on a storage that node `node` made (its `m`-th new storage), with its own layout."""
+
+    __slots__ = ("m", "meta", "node")
+
+    def __init__(self, node: int, m: int, meta: tuple):
+        self.node, self.m, self.meta = node, m, meta
+
+
+class Trie:
+    """What was learned about an op reached by one path of ops (see learn.Learned), and what follows."""
+
+    __slots__ = ("children", "learned", "programs", "storming")
+
+    def __init__(self, learned=None):
+        self.children: dict = {}
+        self.learned = learned
+        self.programs: dict = {}
+        self.storming = False
+
+
+ROOT = Trie()
+
+
+class Segment:
+    """The ops recorded since the last flush."""
+
+    def __init__(self):
+        self.trie = ROOT
+        self.nodes: list[tuple] = []  # (op, args refs, kwargs refs, learned)
+        self.inputs: list[torch.Tensor] = []  # one per placeholder
+        self.input_metas: list[tuple] = []  # (storage, (dtype, shape, stride, offset)) when recorded
+        self.placeholders: dict[tuple, int] = {}
+        self.slots: dict[int, tuple] = {}  # storage address -> ("i", k) | ("p", node, m)
+        self.pending: list[tuple[Box, int, int]] = []  # (box, node, m), in order of creation
+        self.written: list[Box] = []
+        self.stored = 0  # input storages so far
+
+    # --- building an op's key -----------------------------------------------------------------
+
+    def ref(self, a, key: list, tensors: list):
+        if isinstance(a, torch.Tensor):
+            tensors.append(a)
+            return self._tensor_ref(a, key)
+        cls = type(a)
+        if cls is list or cls is tuple:
+            key.append((cls, len(a)))
+            return cls(self.ref(x, key, tensors) for x in a)
+        if cls in _SCALARS:
+            key.append((cls, a))
+            return a
+        raise NotRecordable(f"an argument of type {cls.__name__}")
+
+    def _tensor_ref(self, t: torch.Tensor, key: list):
+        if t.device.type != "jax" or t.is_conj() or t.is_neg():
+            raise NotRecordable("a tensor on another device, or with a conj/neg bit")
+        storage = t.untyped_storage()
+        address = storage.data_ptr()
+        meta = (t.dtype, t.shape, t.stride(), t.storage_offset())
+        slot = self.slots.get(address)
+        if slot is None:
+            box = BOXES.get(address)
+            if type(box) is not Box and type(box) is not boxes.WrittenBox:
+                raise NotRecordable("a storage jaxdev does not hold as one box")
+            slot = self.slots[address] = ("i", self.stored)
+            self.stored += 1
+        key.append((slot, meta))
+        if slot[0] == "p":
+            return Made(slot[1], slot[2], meta)
+        index = self.placeholders.get((slot, meta))
+        if index is None:
+            index = self.placeholders[(slot, meta)] = len(self.inputs)
+            self.inputs.append(t)
+            self.input_metas.append((storage, meta))
+        return In(index)
+
+    # --- the results of a recorded op -----------------------------------------------------------
+
+    def results(self, learned, tensors: list):
+        node = len(self.nodes)
+        made: dict[int, object] = {}
+
+        def build(spec):
+            if spec is None:
+                return None
+            if spec[0] == "arg":
+                return tensors[spec[1]]
+            _, m, dtype, shape, stride, offset = spec
+            storage = made.get(m)
+            if storage is None:
+                numel, storage_dtype = learned.storages[m]
+                box, storage = boxes.new_pending(numel, storage_dtype)
+                made[m] = storage
+                self.slots[storage.data_ptr()] = ("p", node, m)
+                self.pending.append((box, node, m))
+            return tensor.tensor_on_storage(storage, dtype, shape, stride, offset)
+
+        for i in learned.writes:
+            box = BOXES.get(tensors[i].untyped_storage().data_ptr())
+            if type(box) is Box:
+                box.__class__ = boxes.WrittenBox
+                self.written.append(box)
+        kind, specs = learned.out
+        if kind == "one":
+            return build(specs)
+        if kind == "none":
+            return None
+        return kind(build(s) for s in specs)
+
+
+_segment = Segment()
+
+
+def record(op, fn, args, kwargs):
+    """A kernel call in fused mode: recorded, or run eagerly after the pending work."""
+    global _segment
+    with _lock:
+        seg = _segment
+        key: list = [op]
+        tensors: list = []
+        try:
+            refs = seg.ref(args, key, tensors)
+            krefs = {k: seg.ref(v, key, tensors) for k, v in kwargs.items()} if kwargs else {}
+        except NotRecordable:
+            return _eagerly(fn, args, kwargs)
+        key = tuple(key) if not kwargs else (*key, tuple(kwargs))
+        child = seg.trie.children.get(key)
+        if child is None:
+            if seg.trie.storming:
+                return _eagerly(fn, args, kwargs)
+            child = Trie(learn.learn(op, fn, args, kwargs, tensors))
+            _add_child(seg.trie, key, child, op)
+        if child.learned.eager:
+            return _eagerly(fn, args, kwargs)
+        seg.trie = child
+        out = seg.results(child.learned, tensors)
+        seg.nodes.append((op, refs, krefs, child.learned))
+        if len(seg.nodes) >= MAX_OPS:
+            flush()
+        return out
+
+
+def _add_child(parent: Trie, key, child: Trie, op) -> None:
+    parent.children[key] = child
+    if len(parent.children) > MAX_BRANCHES and not parent.storming:
+        parent.storming = True
+        warnings.warn(
+            f"jaxdev fused eager: the op after this point keeps changing from call to call ({op.name()} most "
+            "recently: a Python number that changes every step?); it and what follows run op by op there",
+            stacklevel=4,
+        )
+
+
+def _eagerly(fn, args, kwargs):
+    flush()
+    with eager_modes.as_is():
+        return fn(*args, **kwargs)
+
+
+def flush() -> None:
+    """Run the pending ops as one program and give every live result its value."""
+    global _segment
+    with _lock:
+        seg = _segment
+        _segment = Segment()
+        if not seg.nodes:
+            return
+        for box in seg.written:
+            boxes.unwritten(box)
+        alive = tuple(_alive(box) for box, _, _ in seg.pending)
+        with eager_modes.as_is():
+            try:
+                values = program.run(seg, alive)
+            except BaseException as error:
+                for box, _, _ in seg.pending:
+                    if boxes.is_deferred(box):
+                        boxes.fail(box, f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}")
+                raise
+        given = iter(values)
+        for (box, _, _), live in zip(seg.pending, alive):
+            boxes.settle(box, next(given) if live else None)
+
+
+def _alive(box: Box) -> bool:
+    # The native module releases a dead storage's weak reference and sets it to None.
+    return box.weak is not None and not torch.UntypedStorage._expired(box.weak)
+
+
+def pending_ops() -> int:
+    return len(_segment.nodes)
