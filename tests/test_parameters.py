@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import weakref
+
+import pytest
 import torch
 from jaxdev_testing import JAX
 from torch import nn
@@ -82,3 +85,76 @@ def test_conversions_without_jax_are_left_to_pytorch():
     model.double()
     assert model.weight is weight  # PyTorch's own set_data route, untouched
     assert not torch.__future__.get_swap_module_params_on_conversion()
+
+
+def _trained_on_cpu(model):
+    """Gradients on every parameter, as a model has them mid-training."""
+    model(torch.randint(0, 50, (2, 8))).sum().backward()
+    return {name: (p.detach().clone(), p.grad.clone()) for name, p in model.named_parameters()}
+
+
+def _assert_moved_like_cpu(model, expected, before):
+    """Same Parameter objects (so the tie), on jax with CPU's values and gradients; then training on jax
+    follows a CPU twin, gradients through the moved Parameters included."""
+    assert model.wte.weight is before and model.lm_head.weight is model.wte.weight
+    for name, p in model.named_parameters():
+        assert p.device.type == "jax" and p.grad.device.type == "jax", name
+        torch.testing.assert_close((p.cpu(), p.grad.cpu()), expected[name], rtol=0, atol=0, msg=name)
+    twin = TiedLM()
+    twin.load_state_dict({name: p.cpu() for name, p in model.state_dict().items()})
+    cpu_losses = _steps(twin, "cpu", torch.optim.SGD(twin.parameters(), lr=0.1))
+    jax_losses = _steps(model, JAX, torch.optim.SGD(model.parameters(), lr=0.1))
+    torch.testing.assert_close(jax_losses, cpu_losses, rtol=1e-5, atol=1e-5)
+
+
+def test_move_while_a_weakref_is_held():
+    # swap_tensors refuses any weakref; CUDA's `param.data = ...` does not care, nor does jaxdev.
+    model = TiedLM()
+    expected = _trained_on_cpu(model)
+    weight, grad = model.wte.weight, model.wte.weight.grad
+    refs = [weakref.ref(weight), weakref.ref(grad)]
+    model.to("jax")
+    assert refs[0]() is weight and refs[1]() is weight.grad  # they see the moved tensors, as on CUDA
+    _assert_moved_like_cpu(model, expected, weight)
+
+
+def test_move_while_a_cpu_graph_is_alive():
+    # The live graph saved the LayerNorm weight: a second owner of its TensorImpl, which swap_tensors refuses.
+    model = TiedLM()
+    expected = _trained_on_cpu(model)
+    weight = model.wte.weight
+    ref = model(torch.randint(0, 50, (2, 8)))
+    model.to("jax")
+    assert ref.device.type == "cpu"  # computed before the move, it keeps its values
+    with pytest.raises(RuntimeError, match=r"recorded before its module's parameters moved|poisoned by swap_tensors"):
+        ref.sum().backward()  # its gradients would land in CPU tensors no module holds any more;
+        # PyTorch's own swap refuses it too
+    _assert_moved_like_cpu(model, expected, weight)
+
+
+def test_move_after_compiling_on_cpu():
+    model = TiedLM()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+    @torch.compile(backend="eager")
+    def step(tokens):
+        opt.zero_grad()
+        model(tokens).sum().backward()
+        opt.step()
+
+    step(torch.randint(0, 50, (2, 8)))
+    weight = model.wte.weight
+    assert weakref.getweakrefs(weight), "the compiled step no longer holds weakrefs: this test tests nothing"
+    expected = _trained_on_cpu(model)
+    model.to("jax")
+    _assert_moved_like_cpu(model, expected, weight)
+    model.cpu()  # and back, still the same objects
+    assert model.wte.weight is weight is model.lm_head.weight and weight.device.type == "cpu"
+
+
+def test_swap_tensors_refuses_as_before_outside_jax_conversions():
+    first, second = torch.zeros(2), torch.ones(2)
+    ref = weakref.ref(first)
+    with pytest.raises(RuntimeError, match="weakref"):
+        torch.utils.swap_tensors(first, second)
+    assert ref() is first and first.sum() == 0
