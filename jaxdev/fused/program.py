@@ -23,6 +23,7 @@ import torch.fx
 
 from jaxdev import rng, tensor, tracing
 from jaxdev.compiler import program as compiled
+from jaxdev.fused import recorder
 from jaxdev.fused.learn import NotRecordable
 
 aten = torch.ops.aten
@@ -61,6 +62,7 @@ class _Fused:
                 spec = self.graph.specialisations.get(inputs.key)
                 if spec is None:
                     spec = self.graph.specialisations[inputs.key] = compiled._Specialisation(self.graph, args, inputs)
+                    recorder.STATS.programs += 1
                 return _call(spec, inputs)
             except compiled.UntraceableGraph as e:
                 self.graph.specialisations.pop(inputs.key, None)

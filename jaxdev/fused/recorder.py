@@ -15,7 +15,7 @@ from jaxdev.tensor import BOXES, Box
 MAX_OPS = 4096
 # A place in the trie followed by this many different ops keeps changing from call to call (a Python
 # number that changes every step): what follows it runs op by op instead of compiling every time.
-MAX_BRANCHES = 24
+MAX_BRANCHES = 4
 
 _SCALARS = frozenset(
     {int, float, bool, complex, str, type(None), torch.dtype, torch.device, torch.layout, torch.memory_format}
@@ -25,6 +25,21 @@ _lock = threading.RLock()
 
 class NotRecordable(Exception):
     pass
+
+
+class STATS:
+    """What fused eager did in this process: ops recorded, ops run eagerly (by op and reason), flushes
+    of at least one op, programs built (traced and compiled) for them."""
+
+    recorded = 0
+    flushes = 0
+    programs = 0
+    eager: dict = {}
+
+    @classmethod
+    def reset(cls) -> None:
+        cls.recorded = cls.flushes = cls.programs = 0
+        cls.eager = {}
 
 
 class In:
@@ -48,13 +63,14 @@ class Made:
 class Trie:
     """What was learned about an op reached by one path of ops (see learn.Learned), and what follows."""
 
-    __slots__ = ("children", "learned", "programs", "storming")
+    __slots__ = ("children", "learned", "programs", "storming", "variants")
 
     def __init__(self, learned=None):
         self.children: dict = {}
         self.learned = learned
         self.programs: dict = {}
-        self.storming = False
+        self.variants: dict = {}  # op -> how many children it has here
+        self.storming: set = set()  # ops that run eagerly here: they change from call to call
 
 
 ROOT = Trie()
@@ -159,17 +175,18 @@ def record(op, fn, args, kwargs):
         try:
             refs = seg.ref(args, key, tensors)
             krefs = {k: seg.ref(v, key, tensors) for k, v in kwargs.items()} if kwargs else {}
-        except NotRecordable:
-            return _eagerly(fn, args, kwargs)
+        except NotRecordable as e:
+            return _eagerly(fn, args, kwargs, op, str(e))
         key = tuple(key) if not kwargs else (*key, tuple(kwargs))
         child = seg.trie.children.get(key)
         if child is None:
-            if seg.trie.storming:
-                return _eagerly(fn, args, kwargs)
+            if op in seg.trie.storming:
+                return _eagerly(fn, args, kwargs, op, "the ops here change from call to call")
             child = Trie(learn.learn(op, fn, args, kwargs, tensors))
             _add_child(seg.trie, key, child, op)
         if child.learned.eager:
-            return _eagerly(fn, args, kwargs)
+            return _eagerly(fn, args, kwargs, op, child.learned.reason)
+        STATS.recorded += 1
         seg.trie = child
         out = seg.results(child.learned, tensors)
         seg.nodes.append((op, refs, krefs, child.learned))
@@ -179,17 +196,24 @@ def record(op, fn, args, kwargs):
 
 
 def _add_child(parent: Trie, key, child: Trie, op) -> None:
+    """A new op after `parent`. The same op met there with ever new arguments (a Python number that
+    changes every step, as Adam's bias corrections) would compile a new program every time: past
+    MAX_BRANCHES variants it runs eagerly there instead (the ops before it stay one program)."""
     parent.children[key] = child
-    if len(parent.children) > MAX_BRANCHES and not parent.storming:
-        parent.storming = True
-        warnings.warn(
-            f"jaxdev fused eager: the op after this point keeps changing from call to call ({op.name()} most "
-            "recently: a Python number that changes every step?); it and what follows run op by op there",
-            stacklevel=4,
-        )
+    variants = parent.variants[op] = parent.variants.get(op, 0) + 1
+    if variants > MAX_BRANCHES and op not in parent.storming:
+        parent.storming.add(op)
+        if parent is not ROOT:
+            warnings.warn(
+                f"jaxdev fused eager: {op.name()} is called with other arguments every time here (a Python "
+                "number that changes every step?); it runs op by op there, the ops around it stay fused",
+                stacklevel=4,
+            )
 
 
-def _eagerly(fn, args, kwargs):
+def _eagerly(fn, args, kwargs, op, reason: str):
+    where = (op.name(), reason)
+    STATS.eager[where] = STATS.eager.get(where, 0) + 1
     flush()
     with eager_modes.as_is():
         return fn(*args, **kwargs)
@@ -206,6 +230,7 @@ def flush() -> None:
         for box in seg.written:
             boxes.unwritten(box)
         alive = tuple(_alive(box) for box, _, _ in seg.pending)
+        STATS.flushes += 1
         with eager_modes.as_is():
             try:
                 values = program.run(seg, alive)
