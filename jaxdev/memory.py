@@ -95,7 +95,7 @@ def memory_stats(device=None) -> collections.OrderedDict:
 def empty_cache() -> None:
     from jaxdev import tensor
 
-    tensor._sweep()
+    tensor.sweep()
 
 
 def get_device_name(device=None) -> str:

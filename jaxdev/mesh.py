@@ -36,7 +36,8 @@ import numpy as np
 import torch
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from jaxdev import dtypes, tensor
+from jaxdev import dtypes, tensor, tracing
+from jaxdev.core import placement
 
 __all__ = [
     "PartitionSpec",
@@ -82,7 +83,7 @@ def set_mesh(m, axis_names=None) -> Mesh | None:
     device keep their placement until `shard`/`distribute` places them."""
     global _MESH
     _MESH = _as_mesh(m, axis_names)
-    tensor.HOST_PLACEMENT = None if _MESH is None else NamedSharding(_MESH, PartitionSpec())
+    placement.set_host_placement(None if _MESH is None else NamedSharding(_MESH, PartitionSpec()))
     return _MESH
 
 
@@ -136,7 +137,7 @@ def shard(t: torch.Tensor, spec=None, *, mesh=None) -> torch.Tensor:
             "jaxdev.shard places a whole storage: this tensor is a view that does not span its storage "
             "contiguously (shard its base, or a .clone())"
         )
-    if tensor.tracing.is_traced(box.array):
+    if tracing.is_traced(box.array):
         raise RuntimeError("jaxdev.shard cannot place a tensor while a compiled program is traced")
     target = _sharding_for(spec, mesh)
     shape = tuple(t.shape)
@@ -285,7 +286,7 @@ def view_sharding(box, shape, strides) -> NamedSharding | None:
     return NamedSharding(sh.mesh, PartitionSpec(*out))
 
 
-tensor.VIEW_SHARDING = view_sharding
+placement.set_view_sharding(view_sharding)
 
 
 def reshard_like(result: jax.Array, inputs) -> jax.Array:

@@ -151,16 +151,14 @@ def _resize(self, nbytes):
     if nbytes % item:
         item = 1
     dtype = source.dtype if item > 1 else torch.uint8
-    box = tensor.Box(tensor._bitcast_flat(raw, dtype) if item > 1 else raw, nbytes // item, dtype)
+    box = tensor.Box(tensor.bitcast_flat(raw, dtype) if item > 1 else raw, nbytes // item, dtype)
     box.untyped = item == 1
     fresh = tensor.new_storage(box)
     # `_swap_data_ptr_` swaps buffers and sizes between storages of equal size, or with an empty one.
     if old:
         self._swap_data_ptr_(_empty_storage(0))
     self._swap_data_ptr_(fresh)
-    # The box now belongs to `self`'s StorageImpl: sweeps must follow that one.
-    tensor._free_weak_ref(box.weak)
-    box.weak = self._weak_ref()
+    tensor.reattach(box, self)  # the box now belongs to `self`'s StorageImpl: sweeps must follow that one
     return self
 
 
@@ -186,20 +184,20 @@ class SliceBox(tensor.Box):
         return (self.root.numel * self.root.dtype.itemsize - self.start) // self.dtype.itemsize
 
     def _root_bytes(self):
-        return tensor._to_bytes(self.root.flat())
+        return tensor.to_bytes(self.root.flat())
 
     @property
     def array(self):
         raw = self._root_bytes()[self.start : self.start + self.numel * self.dtype.itemsize]
-        return tensor._bitcast_flat(raw, self.dtype) if self.dtype != torch.uint8 else raw
+        return tensor.bitcast_flat(raw, self.dtype) if self.dtype != torch.uint8 else raw
 
     @array.setter
     def array(self, value):
         if value is None:
             return
-        raw = tensor._to_bytes(jnp.asarray(value).reshape(-1))
+        raw = tensor.to_bytes(jnp.asarray(value).reshape(-1))
         root = self._root_bytes().at[self.start : self.start + raw.shape[0]].set(raw)
-        self.root.array = tensor._bitcast_flat(root, self.root.dtype) if self.root.dtype != torch.uint8 else root
+        self.root.array = tensor.bitcast_flat(root, self.root.dtype) if self.root.dtype != torch.uint8 else root
 
     @property
     def logical(self):
@@ -208,7 +206,7 @@ class SliceBox(tensor.Box):
     @logical.setter
     def logical(self, value):
         if value is not None:  # a whole-storage write kept in logical form: store it physically
-            self.array = tensor._transpose(value[3])(value[0])
+            self.array = tensor.transpose_program(value[3])(value[0])
 
     def pending(self):
         return self.array

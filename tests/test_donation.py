@@ -1,5 +1,5 @@
 """Writes into part of a storage give the storage's buffer to the result when nothing else can see it
-(tensor._sole_holder), and never otherwise: an array a user holds, an alias of one, a tensor sharing
+(tensor.sole_holder), and never otherwise: an array a user holds, an alias of one, a tensor sharing
 the array, and a computation still reading the buffer all keep their values."""
 
 import jax

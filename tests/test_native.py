@@ -113,14 +113,16 @@ def test_all_plain_equals_layout_plain(name):
 @needs_native
 def test_native_wrap_makes_what_the_python_path_makes():
     t = tensor.wrap(jnp.ones((3, 4), jnp.float32))
-    ref = tensor._create_empty((3, 4), torch.float32)
+    ref = torch._C._acc.create_empty_tensor((3, 4), torch.float32)
     assert t.device == torch.device("jax", 0) and t.stride() == (4, 1) and t.dtype == torch.float32
     assert torch._C._dispatch_keys(t) == torch._C._dispatch_keys(ref)
     assert t.untyped_storage().nbytes() == 48 and not t.requires_grad
     with torch.inference_mode():
         inner = tensor.wrap(jnp.ones((2,), jnp.float32))
         assert inner.is_inference()
-        assert torch._C._dispatch_keys(inner) == torch._C._dispatch_keys(tensor._create_empty((2,), torch.float32))
+        assert torch._C._dispatch_keys(inner) == torch._C._dispatch_keys(
+            torch._C._acc.create_empty_tensor((2,), torch.float32)
+        )
 
 
 @needs_native
@@ -220,7 +222,7 @@ def test_training_steps_leave_no_boxes_behind():
     for _ in range(40):
         m.zero_grad(set_to_none=True)
         m(x).square().mean().backward()
-        tensor._sweep()
+        tensor.sweep()
         sizes.append(len(tensor.BOXES))
     assert max(sizes[10:]) == sizes[9], sizes
 
@@ -346,11 +348,15 @@ def test_native_clone_reads_views_at_every_offset_and_after_writes():
 @needs_native
 def test_native_clone_of_a_sharded_storage_takes_the_python_path(monkeypatch):
     from jaxdev import tensor
+    from jaxdev.core import placement
 
     calls = []
     x = torch.randn(4, 4, device="jax")
     box = tensor.box_of(x)
     monkeypatch.setitem(tensor.SHARDED, box, (tuple(box.array.shape), box.array.sharding))
-    monkeypatch.setattr(tensor, "VIEW_SHARDING", lambda *a: calls.append(a) or None)
-    assert torch.equal(x.t().contiguous().cpu(), x.cpu().t().contiguous())
+    previous = placement.set_view_sharding(lambda *a: calls.append(a) or None)
+    try:
+        assert torch.equal(x.t().contiguous().cpu(), x.cpu().t().contiguous())
+    finally:
+        placement.set_view_sharding(previous)
     assert calls  # the Python read asked for the view's sharding

@@ -25,7 +25,7 @@ def test_temporaries_are_released_within_a_few_megabytes():
     are swept every 4 MiB), not after 256 MiB: a loop that keeps nothing keeps no memory, and the
     next result can reuse the freed buffer."""
     x = torch.ones(256, 1024, device="jax")  # 1 MiB
-    tensor._sweep()
+    tensor.sweep()
     before = len(tensor.BOXES)
     for _ in range(64):
         x + 0
@@ -177,7 +177,7 @@ def test_storage_resize_works_in_place_as_on_cuda():
     grown = torch.tensor([], device="jax").untyped_storage().resize_(4)
     assert grown.tolist() == [0, 0, 0, 0]  # jax has no uninitialised memory: new bytes are zero
     gc.collect()
-    tensor._sweep()  # the swapped-in box follows the storage that holds it
+    tensor.sweep()  # the swapped-in box follows the storage that holds it
     assert grown.tolist() == [0, 0, 0, 0]
 
 

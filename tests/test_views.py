@@ -678,7 +678,7 @@ def test_structured_views_at_every_offset_read_and_write_like_cpu():
             continue
         offset = rs.randrange(numel - span + 1)
         box = tensor.box_of(base_jax)
-        recipe = tensor._view_recipe(tuple(sizes), tuple(strides), torch.float32, box.numel, box.dtype, offset)
+        recipe = tensor.view_recipe(tuple(sizes), tuple(strides), torch.float32, box.numel, box.dtype, offset)
         seen[recipe[3]] += 1
         view_cpu = base_cpu.as_strided(sizes, strides, offset)
         view_jax = base_jax.as_strided(sizes, strides, offset)

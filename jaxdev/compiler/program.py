@@ -39,6 +39,7 @@ import torch
 import torch.fx
 
 from jaxdev import dtypes, rng, tensor, tracing
+from jaxdev.core import placement
 from jaxdev.tensor import BOXES, Box
 
 _JAX_TYPE = "jax"
@@ -136,8 +137,8 @@ class _Inputs:
     def arrays(self) -> list:
         arrays = [b.array for b in self.boxes]
         if self.cpu:
-            # HOST_PLACEMENT: replicated over the mesh when one is set (jaxdev/mesh.py), else the default device
-            moved = jax.device_put([dtypes.cpu_to_numpy(t) for t in self.cpu.values()], tensor.HOST_PLACEMENT)
+            # host placement: replicated over the mesh when one is set (jaxdev/mesh.py), else the default device
+            moved = jax.device_put([dtypes.cpu_to_numpy(t) for t in self.cpu.values()], placement.host_placement())
             for g, a in zip(self.cpu, moved):
                 arrays[g] = a
         return arrays

@@ -15,7 +15,7 @@ call is one jitted program over every index:
   cast as the per-tensor kernel casts a number: to the index's dtype (add, sub), or kept unrounded in
   opmath where that kernel reads it so (mul, div, lerp's weight);
 * an in-place op writes each result into its tensor's storage, and gives the old buffers to the program
-  (XLA donation) when nothing else holds any of them (tensor._sole_holder);
+  (XLA donation) when nothing else holds any of them (tensor.sole_holder);
 * `_foreach_norm` (clip_grad_norm_'s per-gradient norms) runs linalg.vector_norm's own value function
   (reductions.vector_norm_value) for every tensor in one program.
 
@@ -157,8 +157,8 @@ def _run(name: str, body, inplace: bool, selfs, slots: list, alpha=1):
         ):
             return None
         boxes = _boxes(selfs)
-        arrays.clear()  # _sole_holder counts references: the boxes' own alone
-        donate = all(map(tensor._sole_holder, boxes))
+        arrays.clear()  # sole_holder counts references: the boxes' own alone
+        donate = all(map(tensor.sole_holder, boxes))
         arrays = [b.array for b in boxes]
     program = _program(name, body, tuple(kinds), computes, donate)
     try:
@@ -175,7 +175,7 @@ def _run(name: str, body, inplace: bool, selfs, slots: list, alpha=1):
 
 def _column(tensors, arrays: list):
     """The arrays of a tensor list argument, each of its index's shape and dtype; else None. (A function
-    of its own, so no loop variable of _run keeps a reference to a self array: see _sole_holder.)"""
+    of its own, so no loop variable of _run keeps a reference to a self array: see tensor.sole_holder.)"""
     if not isinstance(tensors, (list, tuple)) or len(tensors) != len(arrays):
         return None
     column = [tensor.plain_array(t) for t in tensors]
@@ -189,7 +189,7 @@ def _may_take(tensors, inplace: bool) -> bool:
     """Whether a program may take the call at all: a non-empty list, no storage placed over a mesh, not
     traced (torch.compile: the loop's kernels trace themselves), and no inference tensor written outside
     inference mode (the loop's per-tensor ops raise PyTorch's error)."""
-    if not isinstance(tensors, (list, tuple)) or not tensors or tensor.SHARDED_ENTRIES or tensor._tracing:
+    if not isinstance(tensors, (list, tuple)) or not tensors or tensor.SHARDED_ENTRIES or tensor.in_scratch():
         return False
     return not (inplace and not torch.is_inference_mode_enabled() and any(t.is_inference() for t in tensors))
 

@@ -11,7 +11,7 @@ written where `self`'s values were, as a CUDA in-place kernel writes them.
 Only where that cannot change what the user sees:
 * the op is pointwise and draws no random numbers (its traced body reads no global state a user may
   change between calls, such as the generator or the matmul precision);
-* `self` spans its storage, nothing but its box holds the buffer (tensor._sole_holder), and it is
+* `self` spans its storage, nothing but its box holds the buffer (tensor.sole_holder), and it is
   large enough for the saved copy to matter (DONATE_BYTES);
 * every other tensor argument is a jax tensor on another storage;
 * the traced body states no value checks (an integer division by zero is checked on values: a failed
@@ -82,7 +82,7 @@ def try_donated(fn, op_name: str, self: torch.Tensor, args: tuple, kwargs: dict)
     except TypeError:  # an argument no signature can hold
         return False
     arrays = [tensor.read(t) for t in tensors]
-    if not tensor._sole_holder(box):  # after the reads: they hold other storages' arrays only
+    if not tensor.sole_holder(box):  # after the reads: they hold other storages' arrays only
         return False
     program = _PROGRAMS.get(key)
     if program is None:
@@ -100,7 +100,7 @@ def try_donated(fn, op_name: str, self: torch.Tensor, args: tuple, kwargs: dict)
         _REFUSED.add(key)
         return False
     box.writes += 1
-    box.array = result  # never a sharded box's (_sole_holder): no placement to keep
+    box.array = result  # never a sharded box's (sole_holder): no placement to keep
     return True
 
 

@@ -1,0 +1,92 @@
+"""Where arrays are placed: JAX's device, host values' placement (a mesh's replicated sharding while
+one is set), the storages placed over a mesh (`SHARDED`: writes keep them so), and the hooks
+jaxdev/mesh.py installs (`set_host_placement`, `set_view_sharding`)."""
+
+from __future__ import annotations
+
+import weakref
+
+import jax
+import numpy as np
+import torch
+
+from jaxdev import dtypes, tracing
+from jaxdev.core.boxes import Box, alias
+from jaxdev.core.limits import out_of_memory_as_torch
+
+# --- placement over a mesh (jaxdev/mesh.py) -----------------------------------------------------
+#
+# A storage placed with `jaxdev.shard` keeps its layout over the mesh: box -> (the array's shape, its
+# jax Sharding). Writes (eager, CPU fallback, compiled programs) put the new array back in that layout,
+# so a sharded storage stays sharded; kernels themselves need no change (XLA propagates shardings).
+SHARDED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+# SHARDED's own dict (weak reference -> layout), never rebound: `if SHARDED_ENTRIES` is one C-level test
+# on the hot paths, where the WeakKeyDictionary's `len` and `in` are Python calls (0.2-0.3 us each). It
+# may still hold a dead key awaiting removal; the test is then only a cue to look closer.
+SHARDED_ENTRIES: dict = SHARDED.data
+# Where arrays made from host values go: None = JAX's default device (uncommitted, so they mix with
+# sharded arrays); `jaxdev.set_mesh` sets the mesh's replicated sharding (set_host_placement).
+_host_placement = None
+# (box, view shape, view strides) -> the sharding a view of a sharded box is read in, or None; set by
+# jaxdev/mesh.py (set_view_sharding).
+_view_sharding = None
+
+
+def set_host_placement(placement) -> object:
+    """Place arrays made from host values with `placement` (a jax Sharding or device; None: JAX's
+    default device, uncommitted). Returns the previous one."""
+    global _host_placement
+    previous, _host_placement = _host_placement, placement
+    return previous
+
+
+def host_placement():
+    """Where arrays made from host values go (see set_host_placement)."""
+    return _host_placement
+
+
+def set_view_sharding(fn) -> object:
+    """Install `fn(box, shape, strides) -> Sharding | None`, the sharding a view of a sharded box is
+    read in (jaxdev/mesh.py). Returns the previous one."""
+    global _view_sharding
+    previous, _view_sharding = _view_sharding, fn
+    return previous
+
+
+def view_sharding(box: Box, shape, strides):
+    """The sharding the (shape, strides) view of sharded `box` is read in; None: as XLA places it."""
+    return None if _view_sharding is None else _view_sharding(box, shape, strides)
+
+
+def keep_sharding(box: Box) -> None:
+    """Put `box.array` back in the layout `jaxdev.shard` gave it (nothing to do when unsharded)."""
+    kept = SHARDED.get(box)
+    if kept is None or tracing.is_traced(box.array):
+        return
+    shape, sharding = kept
+    a = box.array
+    if a.size != np.prod(shape, dtype=np.int64):  # the storage was resized: its placement is gone
+        del SHARDED[box]
+        return
+    if a.shape != shape:
+        a = a.reshape(shape)
+    if not a.sharding.is_equivalent_to(sharding, len(shape)):
+        a = alias(a, jax.device_put(a, sharding))
+    box.array = a
+
+
+# --- moving data between CPU and jax ------------------------------------------------------------
+
+
+def jax_device(index: int = 0):
+    return jax.devices()[index]
+
+
+def from_cpu(t: torch.Tensor) -> jax.Array:
+    return jax.device_put(dtypes.cpu_to_numpy(t), _host_placement)  # None: the default device, uncommitted
+
+
+def to_cpu(array: jax.Array, dtype: torch.dtype) -> torch.Tensor:
+    tracing.resolve_checks()  # values leave the device: compiled programs' checks are read first
+    with out_of_memory_as_torch():  # an allocation that failed asynchronously surfaces here
+        return dtypes.numpy_to_cpu(np.asarray(array), dtype)
