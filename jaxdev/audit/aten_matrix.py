@@ -286,62 +286,26 @@ def build(
     on_trial: Callable[[str, dict], None] | None = None,
 ) -> dict:
     """Aggregate `matrix_path`'s cells per overload, try the rest directly, write `out_path`, and
-    return the document. `patterns`: only these aten overloads (names.aten_overloads' forms).
+    return the document. `patterns`: only these aten overloads (names.aten_overloads' forms); where
+    `out_path` already holds an aten matrix, their nodes replace the same nodes in it and every
+    other node stays (`meta.this_run` describes the scoped run; `meta.direct` stays the full run's).
     `on_start(aggregated, to_try)` before the trials, `on_trial(name, result)` after each."""
-    from jaxdev.audit import dispatch, names, samples, schema_samples
+    from jaxdev.audit import dispatch, schema_samples
 
     m = matrix.load(matrix_path)
-    all_names = dispatch.all_op_names("aten")
-    if patterns:
-        chosen: set[str] = set()
-        for p in patterns:
-            hits = [n for n in names.aten_overloads(p) if n.startswith("aten::")]
-            if not hits:
-                raise AuditError(f"no aten overload named {p!r}")
-            chosen.update(hits)
-        all_names = sorted(chosen)
+    kept = None
+    if patterns and os.path.exists(out_path):
+        kept = load(out_path)  # before any trial: a file that cannot take the nodes fails at once
+        matrix.check_versions(kept["meta"].get("versions") or {}, out_path, "a scoped --aten run")
+    all_names = _chosen(patterns) if patterns else dispatch.all_op_names("aten")
     reach = reaching(m.ops)
-    db = samples.op_db()
-    overloads: dict[str, dict] = {}
-    todo: list[str] = []
-    for name in all_names:
-        st = dispatch.status(name)
-        route = {"PrivateUse1": st.device, "AutogradPrivateUse1": st.autograd}
-        reached_by = [op for op in reach.get(name, []) if op in m.ops]
-        b = names.base(name)
-        namesakes = [op for op in reached_by if op in db and names.namesake(op, getattr(db[op], "name", op), b)]
-        node = from_opinfos(name, m.ops, reached_by, namesakes) if reached_by else None
-        if node is not None and node["verdict"] == "fails" and not namesakes:
-            todo.append(name)  # indirect evidence only: a direct trial decides (see the docstring)
-        if node is None:
-            static = schema_samples.static_untriable(name)
-            if static:
-                node = from_trial({"status": "untriable", "category": static[0], "reason": static[1]})
-            else:
-                todo.append(name)
-                node = {}
-        overloads[name] = {"route": route, "opinfos": reached_by, **node}
+    overloads, todo = _judge(all_names, m.ops, reach)
     if on_start:
         on_start(len(all_names) - len(todo), len(todo))
     start = time.monotonic()
 
     def got(name: str, result: dict) -> None:
-        node = overloads[name]
-        trial = from_trial(result)
-        if node.get("evidence") == "opinfo":  # an indirect failure, tried to see whose it is
-            if trial["verdict"] == "untriable":
-                node["reason"] += f"; a direct trial was not possible ({trial['reason'][:120]})"
-                if on_trial:
-                    on_trial(name, result)
-                return
-            trial["reason"] += f"; its OpInfo cells: {node['reason']}"
-            if trial["verdict"] != "fails":
-                node.pop("repro", None)
-                node.pop("category", None)
-        opinfo_cells = node.get("cells", {})
-        for dtype, dirs in trial.pop("cells").items():
-            opinfo_cells.setdefault(dtype, {}).update(dirs)
-        node.update(trial, cells=opinfo_cells)
+        _take_trial(overloads[name], result)
         if on_trial:
             on_trial(name, result)
 
@@ -353,22 +317,83 @@ def build(
         on_result=got,
         cache_dir=cache_dir,
     )
+    direct = {
+        "tried": len(todo),
+        "jobs": jobs,
+        "timeout_s": timeout or schema_samples.DEFAULT_TIMEOUT_S,
+        "wall_s": round(time.monotonic() - start, 1),
+    }
+    meta = {"versions": matrix.versions(), "source": matrix_path, "direct": direct}
+    if patterns:
+        meta["scope"] = list(patterns)
+    if kept is not None:
+        this_run = {**meta, "overloads": len(overloads), "verdicts": counts(overloads)["verdicts"]}
+        this_run.pop("versions")
+        meta = {**kept["meta"], "this_run": this_run}
+        if "scope" in kept["meta"]:  # the file itself held a scope: it now holds both
+            meta["scope"] = list(dict.fromkeys([*kept["meta"]["scope"], *patterns]))
+        overloads = {**kept["overloads"], **overloads}
     doc = {
         "schema": SCHEMA,
-        "meta": {
-            "versions": matrix.versions(),
-            "source": matrix_path,
-            "counts": counts(overloads),
-            "direct": {
-                "tried": len(todo),
-                "jobs": jobs,
-                "timeout_s": timeout or schema_samples.DEFAULT_TIMEOUT_S,
-                "wall_s": round(time.monotonic() - start, 1),
-            },
-        },
-        "overloads": overloads,
+        "meta": {**meta, "counts": counts(overloads)},
+        "overloads": dict(sorted(overloads.items())),
     }
-    if patterns:
-        doc["meta"]["scope"] = list(patterns)
     save(doc, out_path)
     return doc
+
+
+def _chosen(patterns) -> list[str]:
+    """The aten overloads `patterns` name; a pattern that names none is an AuditError."""
+    from jaxdev.audit import names
+
+    chosen: set[str] = set()
+    for p in patterns:
+        hits = [n for n in names.aten_overloads(p) if n.startswith("aten::")]
+        if not hits:
+            raise AuditError(f"no aten overload named {p!r}")
+        chosen.update(hits)
+    return sorted(chosen)
+
+
+def _judge(all_names: list[str], ops: dict, reach: dict[str, list[str]]) -> tuple[dict[str, dict], list[str]]:
+    """(overload -> node from the OpInfo cells or a static verdict, the overloads to try directly)."""
+    from jaxdev.audit import dispatch, names, samples, schema_samples
+
+    db = samples.op_db()
+    overloads: dict[str, dict] = {}
+    todo: list[str] = []
+    for name in all_names:
+        st = dispatch.status(name)
+        route = {"PrivateUse1": st.device, "AutogradPrivateUse1": st.autograd}
+        reached_by = [op for op in reach.get(name, []) if op in ops]
+        b = names.base(name)
+        namesakes = [op for op in reached_by if op in db and names.namesake(op, getattr(db[op], "name", op), b)]
+        node = from_opinfos(name, ops, reached_by, namesakes) if reached_by else None
+        if node is not None and node["verdict"] == "fails" and not namesakes:
+            todo.append(name)  # indirect evidence only: a direct trial decides (see the docstring)
+        if node is None:
+            static = schema_samples.static_untriable(name)
+            if static:
+                node = from_trial({"status": "untriable", "category": static[0], "reason": static[1]})
+            else:
+                todo.append(name)
+                node = {}
+        overloads[name] = {"route": route, "opinfos": reached_by, **node}
+    return overloads, todo
+
+
+def _take_trial(node: dict, result: dict) -> None:
+    """A direct trial's result into the overload's node (the module docstring's rule)."""
+    trial = from_trial(result)
+    if node.get("evidence") == "opinfo":  # an indirect failure, tried to see whose it is
+        if trial["verdict"] == "untriable":
+            node["reason"] += f"; a direct trial was not possible ({trial['reason'][:120]})"
+            return
+        trial["reason"] += f"; its OpInfo cells: {node['reason']}"
+        if trial["verdict"] != "fails":
+            node.pop("repro", None)
+            node.pop("category", None)
+    opinfo_cells = node.get("cells", {})
+    for dtype, dirs in trial.pop("cells").items():
+        opinfo_cells.setdefault(dtype, {}).update(dirs)
+    node.update(trial, cells=opinfo_cells)

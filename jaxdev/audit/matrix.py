@@ -188,6 +188,61 @@ def load(path: str) -> Matrix:
     return Matrix(versions=data.get("versions") or {}, run=data.get("run") or {}, ops=data["ops"])
 
 
+def check_versions(recorded: dict, path: str, how: str = "a scoped run", now: dict | None = None) -> None:
+    """New cells may join a matrix only when measured with its torch and jax (`now`, default this
+    process's): the file states one version for all its cells."""
+    now = now or versions()
+    for key in ("torch", "jax"):
+        if recorded.get(key) and now.get(key) and recorded[key] != now[key]:
+            raise AuditError(
+                f"{path} was measured with {key} {recorded[key]} and this is {key} {now[key]}; {how} would mix "
+                "the two in one file: run the full sweep, or write elsewhere with --out DIR"
+            )
+
+
+def cell_count(m: Matrix) -> int:
+    return sum(len(dirs or {}) for node in m.ops.values() for dirs in node.get("results", {}).values())
+
+
+def recount_samples(m: Matrix) -> None:
+    """run.samples from the cells, for a file whose cells come from more than one run."""
+    m.run["samples"] = sum(entry.get("samples", 0) for *_, entry in m.cells())
+
+
+def full_sweep(matrices: list[Matrix]) -> bool:
+    """Do these matrices make one full sweep: complete, run without a scope, and either unsharded
+    or together every shard K/N of one N?"""
+    if not matrices or any(not m.run.get("complete") or m.run.get("scope") for m in matrices):
+        return False
+    shards = [m.run.get("shard") for m in matrices]
+    if not any(shards):
+        return True
+    if not all(shards):
+        return False
+    parts = {tuple(int(x) for x in s.split("/")) for s in shards}
+    n = {total for _, total in parts}
+    return len(n) == 1 and {k for k, _ in parts} == set(range(1, n.pop() + 1))
+
+
+def combine(matrices: list[Matrix], existing: Matrix | None, path: str) -> Matrix:
+    """`coverage --merge`: `matrices` into the matrix at `path` (`existing`; None when there is none).
+    A full sweep's matrices (full_sweep) replace the directions they hold, as a full run does;
+    anything less is merged over `existing`, whose other cells stay."""
+    merged = merge(matrices)
+    if existing is None:
+        return merged
+    if full_sweep(matrices):
+        merged.keep_directions(existing, {c.direction for c in merged.cells()})
+        return merged
+    for m in matrices:
+        check_versions(existing.versions, path, "merging these matrices", now=m.versions)
+    for cell in merged.cells():
+        existing.put(*cell, merged.aten(cell.op))
+    recount_samples(existing)
+    existing.run["this_run"] = {"merged": len(matrices), "cells": cell_count(merged)}
+    return existing
+
+
 def merge(matrices: list[Matrix]) -> Matrix:
     """Shards -> one matrix; later matrices win where cells overlap."""
     out = empty({"complete": all(m.run.get("complete", False) for m in matrices), "merged": len(matrices)})

@@ -48,45 +48,41 @@ def sweep(
     options: SweepOptions,
     *,
     resume: bool = False,
+    merge: bool = False,
     run_info: dict | None = None,
     on_start: Callable[[int, int], None] | None = None,
     on_unit: Callable[[runner.UnitResult], None] | None = None,
     on_sample: Callable[[], None] | None = None,
-) -> dict:
-    """Runs the units, writes `out_path` as it goes, and returns the final matrix."""
+) -> matrix.Matrix:
+    """Runs the units, writes `out_path` as it goes, and returns the final matrix (see `start` for
+    what it keeps of a matrix already at `out_path`). `run_info` goes into the file's `run`, or,
+    when a merge keeps that run's facts, into `run.this_run`."""
     problem = options.problems()
     if problem:
         raise AuditError(problem)
-    max_samples = options.max_samples
-    info = {"max_samples": max_samples, "timeout_s": options.timeout, **(run_info or {})}
-    if resume and os.path.exists(out_path):
-        m = matrix.load(out_path)
-        if m.run.get("max_samples") not in (None, max_samples):
-            raise AuditError(
-                f"{out_path} was run with --max-samples {m.run['max_samples']}; resume with the same value"
-            )
-        todo = [u for u in units if m.get(u.op, u.dtype, u.direction) is None]
-    else:
-        m = matrix.empty()
-        todo = list(units)
-        if os.path.exists(out_path):
-            # A run replaces the directions it runs: an eager sweep keeps the compile cells of the
-            # matrix it overwrites, a compile sweep keeps the eager ones.
-            with contextlib.suppress(AuditError):  # not a readable matrix: this run replaces it
-                m.keep_directions(matrix.load(out_path), {u.direction for u in units})
+    m, todo, kept_whole = start(units, out_path, options.max_samples, resume=resume, merge=merge)
+    # A merge leaves the facts of the sweep that made the file (complete, wall_s, max_samples) as
+    # they were: they describe most of its cells. Its samples are recounted from the cells. A
+    # resume of the same scope (a full sweep's, or the scoped run that made the file) continues it.
+    owns_run = not kept_whole or (resume and m.run.get("scope") == (run_info or {}).get("scope"))
     previous_wall = m.run.get("wall_s", 0.0) if resume else 0.0
     previous_samples = m.run.get("samples", 0) if resume else 0
-    m.run.update(info, complete=False)
+    if owns_run:
+        m.run.update({"max_samples": options.max_samples, "timeout_s": options.timeout, **(run_info or {})})
+        m.run["complete"] = False
     if on_start:
         on_start(len(units) - len(todo), len(todo))
-    start = time.monotonic()
-    last_save = [start]
+    start_time = time.monotonic()
+    last_save = [start_time]
     save_cost = [0.0]
 
     def save(complete: bool):
         began = time.monotonic()
-        m.run["wall_s"] = round(previous_wall + began - start, 1)
-        m.run["complete"] = complete
+        if owns_run:
+            m.run["wall_s"] = round(previous_wall + began - start_time, 1)
+            m.run["complete"] = complete
+        else:
+            matrix.recount_samples(m)
         matrix.save(m, out_path)
         last_save[0] = time.monotonic()
         save_cost[0] = last_save[0] - began
@@ -96,7 +92,8 @@ def sweep(
     def on_result(r: runner.UnitResult):
         m.put(r.unit.op, r.unit.dtype, r.unit.direction, r.entry, r.aten)
         done_samples[0] += r.samples
-        m.run["samples"] = previous_samples + done_samples[0]
+        if owns_run:
+            m.run["samples"] = previous_samples + done_samples[0]
         if on_unit:
             on_unit(r)
         if time.monotonic() - last_save[0] > max(SAVE_EVERY_S, SAVE_SHARE * save_cost[0]):
@@ -106,12 +103,43 @@ def sweep(
     try:
         runner.run(todo, options, on_result=on_result, on_sample=on_sample)
     except BaseException:
-        save(False)  # Ctrl-C or kill: a partial matrix that --resume completes
+        save(False)  # Ctrl-C or kill: a partial matrix that --resume completes (a merge: earlier cells kept)
         raise
-    m.run["this_run"] = {
-        "units": len(todo),
-        "samples": done_samples[0],
-        "wall_s": round(time.monotonic() - start, 1),
-    }
+    this = {"units": len(todo), "samples": done_samples[0], "wall_s": round(time.monotonic() - start_time, 1)}
+    m.run["this_run"] = this if owns_run else {**this, **(run_info or {})}
     save(True)
     return m
+
+
+def start(
+    units: list[samples.Unit], out_path: str, max_samples: int, *, resume: bool, merge: bool
+) -> tuple[matrix.Matrix, list[samples.Unit], bool]:
+    """(the matrix the run writes into, the units to run, whether `out_path`'s matrix is kept whole).
+
+    Where `out_path` holds a matrix: `resume` runs only the units it lacks; `merge` (a scoped run:
+    some OpInfos, dtypes or a shard) replaces only the cells of `units` and keeps every other cell,
+    each earlier cell staying until its new result arrives, so an interrupted merge loses nothing;
+    otherwise (a full run) the directions the units run are replaced whole and the others kept.
+    Both keep the whole file, so a file they cannot read, or one measured with another
+    --max-samples or torch/jax, is an error rather than replaced."""
+    if not os.path.exists(out_path):
+        return matrix.empty(), list(units), False
+    if resume or merge:
+        old = matrix.load(out_path)
+        ran_with = old.run.get("max_samples")
+        if ran_with not in (None, max_samples):
+            how = "resume" if resume else "a scoped run merges into it, so run it"
+            raise AuditError(
+                f"{out_path} was run with --max-samples {ran_with}; {how} with the same value"
+                + ("" if resume else ", or write elsewhere with --out DIR")
+            )
+        if merge:
+            matrix.check_versions(old.versions, out_path)
+        todo = [u for u in units if old.get(u.op, u.dtype, u.direction) is None] if resume else list(units)
+        return old, todo, True
+    m = matrix.empty()
+    # A full run replaces the directions it runs: an eager sweep keeps the compile cells of the
+    # matrix it overwrites, a compile sweep keeps the eager ones.
+    with contextlib.suppress(AuditError):  # not a readable matrix: this run replaces it
+        m.keep_directions(matrix.load(out_path), {u.direction for u in units})
+    return m, list(units), False

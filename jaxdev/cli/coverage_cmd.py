@@ -50,10 +50,13 @@ def _clock(seconds: float) -> str:
     return f"{m // 60}:{m % 60:02d}:{s:02d}" if m >= 60 else f"{m}:{s:02d}"
 
 
-def run_sweep(units, out_path, options, *, resume=False, run_info=None, quiet=False):
+def run_sweep(units, out_path, options, *, resume=False, merge=False, run_info=None, quiet=False, temporary=False):
     """The sweep with a progress bar (in a terminal) or a progress line every 10 s (in a log);
-    prints wall time and samples/s. Shared with `gate`."""
+    prints wall time and samples/s. Shared with `gate`, whose matrix is `temporary`: its path is
+    never printed (it is gone when gate exits)."""
     from jaxdev.audit import sweep
+
+    merging = merge and not resume and os.path.exists(out_path)
 
     signal.signal(signal.SIGTERM, _term_as_interrupt)
     bar = not quiet and console.is_terminal
@@ -95,6 +98,7 @@ def run_sweep(units, out_path, options, *, resume=False, run_info=None, quiet=Fa
                 out_path,
                 options,
                 resume=resume,
+                merge=merge,
                 run_info=run_info,
                 on_start=on_start,
                 on_unit=on_unit,
@@ -102,19 +106,29 @@ def run_sweep(units, out_path, options, *, resume=False, run_info=None, quiet=Fa
             )
         except KeyboardInterrupt:
             progress.stop()
-            console.print(
-                f"[yellow]interrupted[/yellow]: partial matrix in {out_path}; "
-                "complete it with the same command and --resume"
-            )
+            console.print(f"[yellow]interrupted[/yellow]: {_left_behind(out_path, temporary, merging)}", soft_wrap=True)
             sys.exit(130)
     this = m.run["this_run"]
     rate = this["samples"] / this["wall_s"] if this["wall_s"] else 0.0
     if not quiet:
+        where = "" if temporary else f" -> {out_path}" + (" (merged: its other cells kept)" if merging else "")
         console.print(
-            f"{this['units']} units, {this['samples']} samples in {this['wall_s']:.1f} s "
-            f"({rate:.1f} samples/s) -> {out_path}"
+            f"{this['units']} units, {this['samples']} samples in {this['wall_s']:.1f} s ({rate:.1f} samples/s){where}",
+            soft_wrap=True,
         )
     return m
+
+
+def _left_behind(out_path: str, temporary: bool, merging: bool) -> str:
+    """What an interrupted sweep leaves on disk, and how to finish it."""
+    if temporary:
+        return "nothing was recorded"
+    if merging:
+        return (
+            f"{out_path} holds the cells this run finished and its earlier results for the rest; "
+            "run the same command again to finish"
+        )
+    return f"partial matrix in {out_path}; complete it with the same command and --resume"
 
 
 def share_text(share: dict) -> str:
@@ -124,18 +138,42 @@ def share_text(share: dict) -> str:
     return f"pass {share['pass']:.1%}, fallback {share['fallback']:.1%} of {share['measured']} measured cells"
 
 
-def print_summary(m):
-    shares = m.shares
-    for direction, counts in m.summary.items():
+def print_summary(m, path: str | None = None, units=None):
+    """With `units`: their cells (what this run measured); then every cell of `m`, what the file at
+    `path` now holds (a scoped run keeps the cells it did not run)."""
+    from jaxdev.audit import matrix
+    from jaxdev.audit.facts import DIRECTIONS
+
+    if units is not None:
+        ran: dict[str, dict[str, int]] = {d: {} for d in DIRECTIONS}
+        for u in units:
+            entry = m.get(u.op, u.dtype, u.direction)
+            if entry is not None:
+                counts = ran[u.direction]
+                counts[entry["status"]] = counts.get(entry["status"], 0) + 1
+        console.print(f"this run, {sum(sum(c.values()) for c in ran.values()):,} cells:")
+        _print_counts(ran)
+    if path:
+        console.print(f"{path} now holds {matrix.cell_count(m):,} cells:", soft_wrap=True)
+    _print_counts(m.summary)
+
+
+def _print_counts(summary: dict[str, dict[str, int]]) -> None:
+    from jaxdev.audit.facts import shares
+
+    for direction, counts in summary.items():
         if counts:
             console.print(
-                f"{direction:9}"
+                f"  {direction:9}"
                 + "  ".join(f"{coloured(k)} {v}" for k, v in sorted(counts.items()))
-                + f"  ({share_text(shares[direction])})"
+                + f"  ({share_text(shares(counts))})",
+                soft_wrap=True,
             )
-    if any(counts.get(s) for counts in m.summary.values() for s in ("unsupported", "skip")):
+    if any(counts.get(s) for counts in summary.values() for s in ("unsupported", "skip")):
         console.print(
-            "shares leave out unsupported cells (jaxdev cannot hold the tensors) and skipped ones", style="dim"
+            "  shares leave out unsupported cells (jaxdev cannot hold the tensors) and skipped ones",
+            style="dim",
+            soft_wrap=True,
         )
 
 
@@ -193,7 +231,9 @@ def run_aten(patterns, out_dir, matrix_path, jobs, timeout, cache_dir):
     )
 
     def on_start(aggregated, todo):
-        console.print(f"{aggregated} overloads judged from {source} or untriable by construction; {todo} to try")
+        console.print(
+            f"{aggregated} overloads judged from {source} or untriable by construction; {todo} to try", soft_wrap=True
+        )
         log.total = todo
         progress.update(task, total=todo)
 
@@ -214,16 +254,39 @@ def run_aten(patterns, out_dir, matrix_path, jobs, timeout, cache_dir):
             on_start=on_start,
             on_trial=on_trial,
         )
-    c, direct = doc["meta"]["counts"], doc["meta"]["direct"]
+    print_aten_counts(doc, out_path)
+
+
+def print_aten_counts(doc: dict, out_path: str) -> None:
+    """This run's verdicts (a scoped run merged into an existing file), then what the file holds."""
+    meta = doc["meta"]
+    this = meta.get("this_run")
+    direct = (this or meta)["direct"]
+    trials = f"{direct['tried']} direct trials in {direct['wall_s']:.1f} s"
+    if this:
+        console.print(
+            f"this run, {this['overloads']} overloads: "
+            + "  ".join(f"{coloured(k)} {v}" for k, v in this["verdicts"].items())
+            + f"; {trials}",
+            soft_wrap=True,
+        )
+    c = meta["counts"]
     console.print(
-        f"{c['overloads']} overloads -> {out_path}: "
-        + "  ".join(f"{coloured(k)} {v}" for k, v in c["verdicts"].items())
+        f"{out_path} now holds {c['overloads']} overloads: " if this else f"{c['overloads']} overloads -> {out_path}: ",
+        end="",
+        soft_wrap=True,
+    )
+    console.print(
+        "  ".join(f"{coloured(k)} {v}" for k, v in c["verdicts"].items())
         + f"; tried {c['tried_share']:.1%} of all, {c['tried_share_dense']:.1%} of the {c['dense']} neither sparse, "
-        f"quantized nor nested, {c['tried_share_comparable']:.1%} of the {c['comparable']} of those with a CPU kernel; "
-        f"{direct['tried']} direct trials in {direct['wall_s']:.1f} s"
+        f"quantized nor nested, {c['tried_share_comparable']:.1%} of the {c['comparable']} of those with a CPU kernel"
+        + ("" if this else f"; {trials}"),
+        soft_wrap=True,
     )
     if c["untriable"]:
-        console.print("untriable: " + ", ".join(f"{k} {v}" for k, v in c["untriable"].items()), markup=False)
+        console.print(
+            "untriable: " + ", ".join(f"{k} {v}" for k, v in c["untriable"].items()), markup=False, soft_wrap=True
+        )
 
 
 @click.command("coverage")
@@ -236,7 +299,7 @@ def run_aten(patterns, out_dir, matrix_path, jobs, timeout, cache_dir):
     default="coverage",
     show_default=True,
     type=click.Path(file_okay=False),
-    help="Folder for matrix.yaml.",
+    help="Folder for matrix.yaml (and aten.yaml with --aten); a scoped run merges into the matrix there.",
 )
 @click.option(
     "--merge",
@@ -254,7 +317,8 @@ def run_aten(patterns, out_dir, matrix_path, jobs, timeout, cache_dir):
     "--aten",
     is_flag=True,
     help="Write OUT/aten.yaml instead: the OpInfo matrix's cells per aten overload, and a direct trial "
-    "(inputs built from the schema) for each overload no sample reaches. OPS then limit the overloads.",
+    "(inputs built from the schema) for each overload no sample reaches. OPS then limit the overloads, "
+    "whose verdicts replace theirs in an existing OUT/aten.yaml (the others are kept).",
 )
 @click.option(
     "--matrix",
@@ -291,8 +355,12 @@ def command(
     exception, wrong, dtype_mismatch, shape_mismatch, stride_mismatch (values right, strides not
     CPU's), crash, timeout, unsupported (jaxdev cannot hold the tensors by design: complex32, sparse
     layouts; left out of the shares) or skip. Directions: forward
-    and backward (eager), compile (--mode compile). A run replaces the directions it runs and
-    keeps the others already in OUT/matrix.yaml.
+    and backward (eager), compile (--mode compile).
+
+    What a run keeps of OUT/matrix.yaml: a run narrowed by OPS, --dtype or --shard replaces only
+    the cells it runs and keeps every other cell (the file must come from the same torch, jax and
+    --max-samples); a run of everything replaces the directions it runs and keeps the others. The
+    summary gives this run's cells, then what the file now holds. --out DIR writes elsewhere.
 
     \b
     Examples:
@@ -304,18 +372,16 @@ def command(
       jaxdev coverage --mode compile             # add torch.compile coverage beside the eager cells
       jaxdev coverage --aten --jobs 2            # coverage/aten.yaml: a verdict for every aten overload
     """
-    from jaxdev.audit import facts, matrix, names, sweep
+    from jaxdev.audit import AuditError, facts, names, sweep
 
+    if out_dir.endswith((".yaml", ".yml")):
+        raise AuditError(f"--out is a folder (matrix.yaml and aten.yaml are written in it), not a file: {out_dir}")
     if aten:
         run_aten(ops, out_dir, matrix_path, jobs, timeout if timeout != facts.DEFAULT_TIMEOUT_S else None, cache_dir)
         return
-
     out_path = os.path.join(out_dir, facts.MATRIX_FILE)
     if merge_files:
-        merged = matrix.merge([matrix.load(p) for p in merge_files])
-        matrix.save(merged, out_path)
-        console.print(f"merged {len(merge_files)} matrices -> {out_path}")
-        print_summary(merged)
+        merge_into(merge_files, out_path)
         return
     parsed_shard = sweep.parse_shard(shard)
     selections = resolve_ops(ops, all_reaching)
@@ -323,6 +389,30 @@ def command(
     if not units:
         raise click.UsageError("nothing to run: no (op, dtype) pair matches these options")
     options = facts.SweepOptions(jobs=jobs, timeout=timeout, max_samples=max_samples, cache_dir=cache_dir)
-    m = run_sweep(units, out_path, options, resume=resume, run_info={"shard": shard} if shard else None)
-    print_summary(m)
+    # A run narrowed to some OpInfos, dtypes or a shard merges into the matrix already there: only
+    # a run of everything may replace it (its directions) whole.
+    scope = {k: list(v) for k, v in (("ops", ops), ("dtypes", dtypes)) if v}
+    info = {**({"shard": shard} if shard else {}), **({"scope": scope} if scope else {})}
+    m = run_sweep(units, out_path, options, resume=resume, merge=bool(scope or shard), run_info=info or None)
+    print_summary(m, out_path, units)
     print_aten_results(selections, m)
+
+
+def merge_into(files, out_path: str) -> None:
+    """`--merge`: the matrices in `files` into `out_path` (matrix.combine's rule), with what it now holds."""
+    from jaxdev.audit import matrix
+
+    inputs = [matrix.load(p) for p in files]
+    same = os.path.exists(out_path) and any(os.path.samefile(p, out_path) for p in files if os.path.exists(p))
+    existing = matrix.load(out_path) if os.path.exists(out_path) and not same else None
+    combined = matrix.combine(inputs, existing, out_path)
+    matrix.save(combined, out_path)
+    how = (
+        ""
+        if existing is None
+        else " (replacing its directions: a full sweep)"
+        if matrix.full_sweep(inputs)
+        else " (merged: its other cells kept)"
+    )
+    console.print(f"merged {len(files)} matrices -> {out_path}{how}", soft_wrap=True)
+    print_summary(combined, out_path)
