@@ -16,9 +16,11 @@ __version__ = "0.1.0"
 
 
 def _autoload() -> None:
-    """PyTorch's `torch.backends` entry point: `import torch` imports jaxdev, which registers the
-    device; nothing is left to do here. Defined before any import: when `import jaxdev` comes first,
-    its own `import torch` calls this on the half-initialised package."""
+    """The `torch.backends` entry point of installs made before `_jaxdev_autoload` took that role: an
+    editable install keeps its entry-point metadata until it is reinstalled, and `import torch` must
+    not fail there in the meantime. Importing jaxdev registered the device; nothing is left to do.
+    Defined before any import: when `import jaxdev` comes first, its own `import torch` calls this
+    on the half-initialised package."""
 
 
 def _cli_help_only() -> bool:
