@@ -101,7 +101,7 @@ def command(
         max_samples or baseline.run.get("max_samples") or facts.DEFAULT_MAX_SAMPLES,
     )
     with tempfile.TemporaryDirectory(prefix="jaxdev-gate-") as tmp:
-        run_sweep(units, os.path.join(tmp, "matrix.yaml"), options)
+        run_sweep(units, os.path.join(tmp, "matrix.yaml"), options, temporary=True)  # its path: gone at exit
         fresh = matrix.load(os.path.join(tmp, "matrix.yaml"))  # as written: what --accept records
     changes = gate.compare(baseline, fresh)
     for c in changes:

@@ -16,6 +16,8 @@ def test_gate_red_on_broken_kernel_green_after_accept(cli, tmp_path):
     code, out = cli("gate", "--baseline", base, "--jobs", "1", env=broken)
     assert code == 1
     assert f"new failure     {GOOD} float32 forward: pass -> wrong" in out
+    # the fresh matrix lives in a temporary folder deleted before gate exits: no path to it is shown
+    assert "1 units, 3 samples in" in out and "jaxdev-gate-" not in out and "matrix.yaml" not in out
     assert "gate failed: 1 changes over 1 cells (1 new failure)" in out
 
     code, out = cli("gate", "--baseline", base, "--jobs", "1", "--accept", env=broken)
