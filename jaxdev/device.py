@@ -72,6 +72,7 @@ def _make_module() -> types.ModuleType:
 
     m.is_available = lambda: True
     m.is_initialized = lambda: True
+    m._initialized = True  # torch.utils.checkpoint saves a device's RNG state only when this is set
     m._is_in_bad_fork = lambda: False
     m.device_count = device_count
     m.current_device = lambda: 0
@@ -130,9 +131,24 @@ def _make_module() -> types.ModuleType:
 module = _make_module()
 
 
-# torch.accelerator's memory and synchronization calls go to C++ allocator and stream hooks that a
-# Python backend cannot provide (they raise an internal assert); when jax is the accelerator they are
-# answered by the torch.jax module instead.
+def _empty_host_cache() -> None:
+    """Pinned host memory goes back to the system when its storage dies (jaxdev/pinned.py): nothing is
+    cached to release."""
+
+
+def _device_capability(device=None, /) -> dict:
+    """torch.accelerator.get_device_capability: the dtypes a jax tensor can hold."""
+    _check_index(_index_of(device))
+    from jaxdev import dtypes
+
+    return {"supported_dtypes": set(dtypes.TORCH_TO_JAX)}
+
+
+# torch.accelerator's memory and synchronization calls (and torch.accelerator.memory's, separate
+# functions of the same names) go to C++ allocator and stream hooks that a Python backend cannot
+# provide: an internal assert, a "not supported", and for empty_host_cache without the native hooks a
+# segmentation fault. When jax is the accelerator they are answered by the torch.jax module (a name)
+# or by the function given instead.
 _ACCELERATOR_CALLS = {
     "synchronize": "synchronize",
     "memory_allocated": "memory_allocated",
@@ -144,6 +160,8 @@ _ACCELERATOR_CALLS = {
     "reset_accumulated_memory_stats": "reset_peak_memory_stats",
     "empty_cache": "empty_cache",
     "get_memory_info": "mem_get_info",
+    "empty_host_cache": _empty_host_cache,
+    "get_device_capability": _device_capability,
 }
 
 
@@ -159,17 +177,19 @@ def _route_accelerator_calls() -> None:
     import functools
 
     import torch.accelerator as accelerator
+    import torch.accelerator.memory as memory
 
-    for name, ours in _ACCELERATOR_CALLS.items():
-        original = getattr(accelerator, name, None)
-        if original is None or getattr(original, "_jaxdev", False):
-            continue
+    for namespace in (accelerator, memory):
+        for name, ours in _ACCELERATOR_CALLS.items():
+            original = getattr(namespace, name, None)
+            if original is None or getattr(original, "_jaxdev", False):
+                continue
 
-        call = _routed(accelerator, original, getattr(module, ours))
+            call = _routed(accelerator, original, getattr(module, ours) if isinstance(ours, str) else ours)
 
-        functools.update_wrapper(call, original)
-        call._jaxdev = True
-        setattr(accelerator, name, call)
+            functools.update_wrapper(call, original)
+            call._jaxdev = True
+            setattr(namespace, name, call)
 
 
 class PrivateUse1Taken(ImportError):
@@ -233,9 +253,15 @@ def register() -> None:
             f"jaxdev cannot register the 'jax' device: PyTorch's PrivateUse1 slot already belongs to "
             f"'{current}' in this process"
         )
+    from jaxdev import pinned
+
+    # A process registers PrivateUse1 hooks once: the native ones (pinned memory) go first, and PyTorch
+    # then keeps them over the Python `_Hooks`, which stay for a process without the native module.
+    pinned.install_native_hooks()
     _backend_registration._setup_privateuseone_for_python_backend(
         rename=NAME, backend_module=module, hook=_Hooks(), device_guard=_Guard()
     )
+    pinned.install_fallback()
     _route_accelerator_calls()
     _native_device_guard()
     run_backward_on_calling_thread()

@@ -43,17 +43,25 @@
 //                                program each way, where it applies; the math composite elsewhere.
 //                                No Python twin: without this module attention takes the math path.
 //
+//   install_hooks()              the jax device's PrivateUse1 hooks in C++, registered before PyTorch's
+//                                Python ones (a process has one): they answer what those answer, and
+//                                give pinned host memory (Tensor.pin_memory, DataLoader(pin_memory=
+//                                True)) and is_pinned(). Python twin: jaxdev/pinned.py's fallback.
+//
 // The CPython API is used directly (no pybind11): the module compiles in seconds.
 
 #include <Python.h>
 #include <structmember.h>
 
 #include <ATen/Context.h>
+#include <ATen/core/CachingHostAllocator.h>
+#include <ATen/detail/PrivateUse1HooksInterface.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/native/transformers/attention.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/core/StorageImpl.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <c10/core/impl/alloc_cpu.h>
 #include <c10/core/TensorImpl.h>
 #include <torch/csrc/Dtype.h>
 #include <torch/csrc/Storage.h>
@@ -62,6 +70,7 @@
 #include <ATen/core/stack.h>
 #include <torch/library.h>
 
+#include <map>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -895,6 +904,102 @@ PyObject* install_device_guard(PyObject*, PyObject*) {
   Py_RETURN_NONE;
 }
 
+// --- pinned host memory: the jax device's hooks ---------------------------------------------------
+//
+// With jaxdev installed, jax is every process's current accelerator, and PyTorch asks its hooks for a
+// pinned-memory allocator (pin_memory(), DataLoader(pin_memory=True), empty(pin_memory=True)) and
+// whether a pointer is pinned (is_pinned()). The hooks torch/csrc/acc registers for a Python backend
+// raise NotImplementedError for both, and hooks can be registered once per process: so these replace
+// them, registered first. "Pinned" means allocated here: 64-byte aligned host memory, not page-locked
+// (JAX's GPU client stages host buffers itself); what it buys is that jaxdev may hand the buffer to
+// jax.device_put without copying it first, so on an accelerator `.to("jax", non_blocking=True)`
+// returns while the transfer runs (jaxdev/pinned.py). The allocator is also the device's host
+// allocator: torch.accelerator.empty_host_cache() reads that registry and crashed (a null pointer)
+// while it was empty.
+std::mutex g_pinned_mutex;
+std::map<uintptr_t, size_t> g_pinned;  // start -> size of each live pinned block
+
+void free_pinned(void* data) {
+  {
+    std::lock_guard<std::mutex> lock(g_pinned_mutex);
+    g_pinned.erase(reinterpret_cast<uintptr_t>(data));
+  }
+  c10::free_cpu(data);
+}
+
+// Any address inside a live block, as CUDA answers for its pinned blocks.
+bool is_pinned_address(const void* data) {
+  if (data == nullptr) return false;
+  const auto address = reinterpret_cast<uintptr_t>(data);
+  std::lock_guard<std::mutex> lock(g_pinned_mutex);
+  auto block = g_pinned.upper_bound(address);
+  if (block == g_pinned.begin()) return false;
+  --block;
+  return address < block->first + block->second;
+}
+
+struct JaxPinnedAllocator final : public at::HostAllocator {
+  c10::DataPtr allocate(size_t nbytes) override {
+    const c10::Device cpu(c10::DeviceType::CPU);
+    if (nbytes == 0) return {nullptr, nullptr, &free_pinned, cpu};  // as CUDA's: nothing to pin
+    void* data = c10::alloc_cpu(nbytes);
+    {
+      std::lock_guard<std::mutex> lock(g_pinned_mutex);
+      g_pinned[reinterpret_cast<uintptr_t>(data)] = nbytes;
+    }
+    return {data, data, &free_pinned, cpu};
+  }
+  c10::DeleterFnPtr raw_deleter() const override { return &free_pinned; }
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    default_copy_data(dest, src, count);
+  }
+  // Nothing is cached (a block goes back to the system when its storage dies) and there are no
+  // streams to wait for, so the caching allocator's questions have nothing to do.
+  bool record_event(void* data, void*, c10::Stream) override { return is_pinned_address(data); }
+  void empty_cache() override {}
+  at::HostStats get_stats() override { return {}; }
+  void reset_accumulated_stats() override {}
+  void reset_peak_stats() override {}
+};
+
+JaxPinnedAllocator& pinned_allocator() {
+  static JaxPinnedAllocator allocator;
+  return allocator;
+}
+
+// What torch/csrc/acc's PythonHooks answers (built, available, a primary context; the generator and
+// pointer questions PyTorch's default raises for), plus the two pinned-memory answers.
+// The device questions get the device guard's answers (one device, jax:0).
+struct JaxHooks final : public at::PrivateUse1HooksInterface {
+  bool isBuilt() const override { return true; }
+  bool isAvailable() const override { return true; }
+  bool hasPrimaryContext(c10::DeviceIndex) const override { return true; }
+  bool isPinnedPtr(const void* data) const override { return is_pinned_address(data); }
+  at::Allocator* getPinnedMemoryAllocator() const override { return &pinned_allocator(); }
+  c10::DeviceIndex deviceCount() const override { return 1; }
+  c10::DeviceIndex getCurrentDevice() const override { return 0; }
+  void setCurrentDevice(c10::DeviceIndex device) const override { check_device(device); }
+  c10::DeviceIndex exchangeDevice(c10::DeviceIndex device) const override { return check_device(device); }
+  c10::DeviceIndex maybeExchangeDevice(c10::DeviceIndex device) const override { return check_device(device); }
+  static c10::DeviceIndex check_device(c10::DeviceIndex device) {
+    TORCH_CHECK(device == 0 || device == -1, "jax:", static_cast<int>(device),
+                " is not a device jaxdev places tensors on: it uses jax:0 only");
+    return 0;
+  }
+};
+
+// True when installed; False when hooks were registered already (then PyTorch keeps those).
+PyObject* install_hooks(PyObject*, PyObject*) {
+  if (at::isPrivateUse1HooksRegistered()) Py_RETURN_FALSE;
+  static JaxHooks hooks;
+  at::RegisterPrivateUse1HooksInterface(&hooks);
+  at::setHostAllocator(c10::DeviceType::PrivateUse1, &pinned_allocator());
+  // is_pinned() answers False for a device PyTorch has not initialised, and only pin_memory() does
+  // that: torch.empty(n, pin_memory=True).is_pinned() would say False. Our init does nothing.
+  at::globalContext().lazyInitDevice(c10::DeviceType::PrivateUse1);
+  Py_RETURN_TRUE;
+}
+
 // --- scaled_dot_product_attention's backend ----------------------------------------------------
 //
 // sdp::SDPBackend's values (torch.nn.attention.SDPBackend): MATH is 0, OVERRIDEABLE 4.
@@ -961,6 +1066,7 @@ PyMethodDef methods[] = {
     {"plain_value", plain_value, METH_O, "the array of a tensor that is its whole storage, else None"},
     {"plain_values", plain_values, METH_O, "plain_value of each tensor, or None"},
     {"all_plain", all_plain, METH_O, "every tensor contiguous with default strides"},
+    {"install_hooks", install_hooks, METH_NOARGS, "the jax device's PrivateUse1 hooks, with pinned memory"},
     {nullptr, nullptr, 0, nullptr}};
 
 PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "_jaxdev_native", nullptr, -1, methods};

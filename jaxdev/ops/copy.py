@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import torch
 
-from jaxdev import dtypes, layout, tensor, tracing
+from jaxdev import dtypes, layout, pinned, tensor, tracing
 from jaxdev.device import _check_index
 from jaxdev.ops import registry
 from jaxdev.ops.registry import aten, register
@@ -32,10 +32,17 @@ def _converter(source, target):
     return lambda x: dtypes.convert(x, target)
 
 
-def copy_into(dst: torch.Tensor, src: torch.Tensor) -> torch.Tensor:
+def _from_cpu(src: torch.Tensor, non_blocking: bool):
+    """A CPU tensor's values as a jax array: from pinned memory with non_blocking, the transfer is left
+    running (jaxdev/pinned.py); otherwise copied first, so the source may change as soon as we return."""
+    value = pinned.to_jax_async(src) if non_blocking else None
+    return tensor.from_cpu(src) if value is None else value
+
+
+def copy_into(dst: torch.Tensor, src: torch.Tensor, non_blocking: bool = False) -> torch.Tensor:
     if is_jax(dst):
         tensor.check_no_partial_overlap(dst, (src,))
-        value = tensor.read(src) if is_jax(src) else tensor.from_cpu(src)
+        value = tensor.read(src) if is_jax(src) else _from_cpu(src, non_blocking)
         shape = tuple(dst.shape)
         try:
             if value.shape != shape:  # eager broadcast_to costs microseconds even when it has nothing to do
@@ -54,12 +61,12 @@ def copy_into(dst: torch.Tensor, src: torch.Tensor) -> torch.Tensor:
 
 @register(aten.copy_.default)
 def copy_(self, src, non_blocking=False):
-    return copy_into(self, src)
+    return copy_into(self, src, non_blocking)
 
 
 @register(aten._copy_from.default)
 def _copy_from(self, dst, non_blocking=False):
-    return copy_into(dst, self)
+    return copy_into(dst, self, non_blocking)
 
 
 @register(aten._copy_from_and_resize.default)
@@ -112,9 +119,9 @@ def _to_copy(self, *, dtype=None, layout=None, device=None, pin_memory=None, non
         if device.index:
             _check_index(device.index)
         # BackendSelect routes CPU -> jax here too (the `device` argument picks the backend).
-        value = tensor.read(self) if is_jax(self) else tensor.from_cpu(self)
+        value = tensor.read(self) if is_jax(self) else _from_cpu(self, non_blocking)
         return _jax_copy(self, value, dtype, memory_format)
-    # To CPU (non_blocking is honoured as a blocking copy: there is no pinned memory to use).
+    # To CPU, non_blocking or not, the copy is done when this returns: np.asarray waits for the values.
     strides = _strides_for(self, memory_format)
     if self.numel() == 0:  # nothing to read (and XLA may not hold the shape: [2**62, 3, 0])
         return torch.empty_strided(
