@@ -44,6 +44,7 @@ if not _cli_help_only():
     from jaxdev import accelerators as _accelerators
     from jaxdev import autocast as _autocast
     from jaxdev import compiler as _compiler
+    from jaxdev import eager_modes as _eager_modes
     from jaxdev import executables as _executables
     from jaxdev import fallback as _fallback  # noqa: F401  (registers the CPU fallback; needs the device)
     from jaxdev import generator as _generator
@@ -52,6 +53,7 @@ if not _cli_help_only():
     from jaxdev import parameters as _parameters
     from jaxdev import storage as _storage
     from jaxdev.dtypes import UnsupportedDtypeError, UnsupportedError, UnsupportedLayoutError
+    from jaxdev.eager_modes import eager_mode, get_eager_mode
     from jaxdev.fallback import fallback_counts, reset_fallback_counts
     from jaxdev.interop import from_jax, to_jax
     from jaxdev.mesh import (
@@ -65,9 +67,6 @@ if not _cli_help_only():
         sharding,
         unshard,
     )
-
-    from jaxdev import eager_modes as _eager_modes
-    from jaxdev.eager_modes import eager_mode, get_eager_mode
 
     _accelerators.install()
     _executables.install()

@@ -65,7 +65,7 @@ def _set(name: str) -> None:
         native.module.set_python_kernels(ACTIVE.on)
 
 
-class eager_mode:  # noqa: N801 (used as a function: a setter, and a context manager)
+class eager_mode:
     """`jaxdev.eager_mode("fused")` sets the mode now; `with jaxdev.eager_mode("fused"):` sets it for a
     block and restores the previous one after (flushing pending work when leaving "fused")."""
 
@@ -96,7 +96,7 @@ def inside() -> bool:
     return getattr(_local, "depth", 0) > 0
 
 
-class as_is:  # noqa: N801
+class as_is:
     """Kernels called inside run as they are, whatever the mode (a kernel's own nested ops, a flush)."""
 
     def __enter__(self):
@@ -121,9 +121,10 @@ def dispatch(op, fn, args, kwargs):
 
 
 def _tracing() -> bool:
-    from jaxdev import tracing
+    """Kernels are being traced (a compiled program, a VJP body, fused's own evaluation): run them."""
+    from jaxdev import tensor, tracing
 
-    return tracing.tracing_now()
+    return tracing.tracing_now() or tensor.in_scratch()
 
 
 def _wait(out) -> None:

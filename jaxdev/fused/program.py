@@ -120,7 +120,7 @@ def _checked(op, learned, n):
 
     def call(*args, **kwargs):
         out = op(*args, **kwargs)
-        for m, (position, meta) in learned.firsts.items():
+        for position, meta in learned.firsts.values():
             o = out if position is None else out[position]
             if (o.dtype, o.shape, o.stride(), o.storage_offset()) != meta:
                 raise NotRecordable(f"{op.name()} gave a result laid out otherwise than recorded")
@@ -182,9 +182,7 @@ def _eagerly(seg, alive) -> list:
 
     with torch.no_grad(), torch.autocast("jax", enabled=False):
         for n, (op, refs, krefs, learned) in enumerate(seg.nodes):
-            out = op._handle.redispatch_boxed(
-                _BELOW_AUTOGRAD, *value(refs), **{k: value(r) for k, r in krefs.items()}
-            )
+            out = op._handle.redispatch_boxed(_BELOW_AUTOGRAD, *value(refs), **{k: value(r) for k, r in krefs.items()})
             for m, (position, _) in learned.firsts.items():
                 firsts[(n, m)] = out if position is None else out[position]
     return [tensor.box_of(firsts[(node, m)]).array for (_, node, m), live in zip(seg.pending, alive) if live]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import typing
 import warnings
 
 import torch
@@ -15,7 +16,7 @@ from jaxdev.tensor import BOXES, Box
 MAX_OPS = 4096
 # A place in the trie followed by this many different ops keeps changing from call to call (a Python
 # number that changes every step): what follows it runs op by op instead of compiling every time.
-MAX_BRANCHES = 4
+MAX_BRANCHES = 3
 
 _SCALARS = frozenset(
     {int, float, bool, complex, str, type(None), torch.dtype, torch.device, torch.layout, torch.memory_format}
@@ -34,7 +35,7 @@ class STATS:
     recorded = 0
     flushes = 0
     programs = 0
-    eager: dict = {}
+    eager: typing.ClassVar[dict] = {}
 
     @classmethod
     def reset(cls) -> None:
@@ -63,17 +64,18 @@ class Made:
 class Trie:
     """What was learned about an op reached by one path of ops (see learn.Learned), and what follows."""
 
-    __slots__ = ("children", "learned", "programs", "storming", "variants")
+    __slots__ = ("children", "learned", "programs", "storming")
 
     def __init__(self, learned=None):
         self.children: dict = {}
         self.learned = learned
         self.programs: dict = {}
-        self.variants: dict = {}  # op -> how many children it has here
         self.storming: set = set()  # ops that run eagerly here: they change from call to call
 
 
 ROOT = Trie()
+_CHANGING: set = set()  # ops that were called with ever new numbers somewhere (warned about once)
+_VARIANTS: dict = {}  # (op, its tensors' keys) -> the sets of numbers it was recorded with
 
 
 class Segment:
@@ -196,17 +198,28 @@ def record(op, fn, args, kwargs):
 
 
 def _add_child(parent: Trie, key, child: Trie, op) -> None:
-    """A new op after `parent`. The same op met there with ever new arguments (a Python number that
-    changes every step, as Adam's bias corrections) would compile a new program every time: past
-    MAX_BRANCHES variants it runs eagerly there instead (the ops before it stay one program)."""
+    """A new op after `parent`. The same op on the same tensors met with ever new numbers (Adam's step
+    sizes change every step) would compile a new program every time: once it has had more than
+    MAX_BRANCHES sets of numbers anywhere, a new place it reaches runs it eagerly instead (the ops
+    around it stay fused). Places already learned keep their programs."""
     parent.children[key] = child
-    variants = parent.variants[op] = parent.variants.get(op, 0) + 1
-    if variants > MAX_BRANCHES and op not in parent.storming:
+    tensors, numbers = [op], []
+    for part in key[1:]:
+        if type(part) is tuple and type(part[0]) is tuple:
+            tensors.append(part[1])  # the layout alone: which storage it is depends on where the segment began
+        else:
+            numbers.append(part)
+    seen = _VARIANTS.setdefault(tuple(tensors), set())
+    if len(seen) <= MAX_BRANCHES:
+        seen.add(tuple(numbers))
+    limit = 1 if op in _CHANGING else MAX_BRANCHES  # seen changing once: taken at its second set here
+    if len(seen) > limit and op not in parent.storming:
         parent.storming.add(op)
-        if parent is not ROOT:
+        if op not in _CHANGING:
+            _CHANGING.add(op)
             warnings.warn(
-                f"jaxdev fused eager: {op.name()} is called with other arguments every time here (a Python "
-                "number that changes every step?); it runs op by op there, the ops around it stay fused",
+                f"jaxdev fused eager: {op.name()} is called with other numbers every time (a step size that "
+                "changes every step?); it runs op by op where it does, the ops around it stay fused",
                 stacklevel=4,
             )
 

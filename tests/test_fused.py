@@ -1,0 +1,187 @@
+"""Fused eager mode (jaxdev/fused): recorded ops run as cached programs, with per-op mode's results."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import warnings
+
+import pytest
+import torch
+from torch import nn
+
+import jaxdev
+from jaxdev.fused import recorder
+
+STATS = recorder.STATS
+
+
+@pytest.fixture(autouse=True)
+def _per_op_after():
+    yield
+    jaxdev.eager_mode("op")  # flushes anything a failed test left pending
+    torch.jax.synchronize()
+
+
+def _mlp():
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(12, 32), nn.ReLU(), nn.Dropout(0.2), nn.Linear(32, 5))
+
+
+def _train(mode: str, optimizer, steps: int = 14):
+    model = _mlp().to("jax")
+    torch.manual_seed(1)
+    x, y = torch.randn(8, 12).to("jax"), torch.randint(0, 5, (8,)).to("jax")
+    opt = optimizer(model.parameters())
+    losses = []
+    programs = []  # programs built before each step
+    with jaxdev.eager_mode(mode):
+        for _ in range(steps):
+            programs.append(STATS.programs)
+            opt.zero_grad()
+            loss = nn.functional.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())
+    programs.append(STATS.programs)
+    return losses, [p.detach().cpu() for p in model.parameters()], programs
+
+
+@pytest.mark.parametrize(
+    "optimizer",
+    [
+        lambda ps: torch.optim.SGD(ps, lr=0.1, momentum=0.9),
+        lambda ps: torch.optim.Adam(ps, lr=0.01),
+        lambda ps: torch.optim.AdamW(ps, lr=0.01, foreach=False),
+    ],
+    ids=["sgd", "adam", "adamw-single-tensor"],
+)
+def test_training_matches_per_op_mode(optimizer):
+    """Dropout included: fused programs draw what per-op dropout draws for the same seed."""
+    losses, weights, _ = _train("op", optimizer)
+    STATS.reset()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the storm guard's note about Adam's step sizes
+        fused_losses, fused_weights, programs = _train("fused", optimizer)
+    assert fused_losses == pytest.approx(losses, rel=1e-6, abs=1e-7)
+    for a, b in zip(weights, fused_weights):
+        torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-6)
+    # forward, backward and the optimizer were recorded, not run op by op: what ran eagerly is the loss's
+    # .item(), and (Adam) the ops whose step sizes change every step, once the storm guard took them
+    assert STATS.recorded > 15 * 14
+    eager = {name for name, _ in STATS.eager}
+    assert eager <= {
+        "aten::_local_scalar_dense",
+        "aten::_foreach_div_.ScalarList",
+        "aten::_foreach_addcdiv_.ScalarList",
+        "aten::div.Tensor",
+        "aten::addcdiv_",
+    }, STATS.eager
+    assert programs[-1] == programs[-3]  # steady state: the last two steps replayed cached programs
+
+
+def test_results_are_pending_until_read():
+    x = torch.randn(4, 8, device="jax")
+    with jaxdev.eager_mode("fused"):
+        y = (x * 2 + 1).relu()
+        z = y.t().sum(1)
+        assert recorder.pending_ops() >= 3
+        got = z.cpu()  # a host read flushes
+        assert recorder.pending_ops() == 0
+    torch.testing.assert_close(got, (x.cpu() * 2 + 1).relu().t().sum(1))
+
+
+def test_aliasing_views_and_in_place_writes():
+    base = torch.arange(24.0, device="jax").reshape(4, 6)
+    expected = base.cpu().clone()
+    with jaxdev.eager_mode("fused"):
+        view = base[:, 1:4]
+        view.mul_(10)  # writes through a view into an existing storage
+        row = base[2]
+        row.add_(1)
+        t = base.t().contiguous()
+        s = t[3:].sum()
+        version = base._version
+    expected[:, 1:4] *= 10
+    expected[2] += 1
+    assert version > 0
+    torch.testing.assert_close(base.cpu(), expected)
+    torch.testing.assert_close(t.cpu(), expected.t())
+    torch.testing.assert_close(s.cpu(), expected.t()[3:].sum())
+
+
+def test_autograd_errors_still_raise_at_the_call():
+    a = torch.randn(3, device="jax", requires_grad=True)
+    with jaxdev.eager_mode("fused"):
+        b = a.sigmoid()
+        b.mul_(2)  # sigmoid saved its result: backward must refuse, as eagerly
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            b.sum().backward()
+
+
+def test_shape_errors_raise_at_the_call():
+    with jaxdev.eager_mode("fused"):
+        a, b = torch.ones(2, 3, device="jax"), torch.ones(4, 5, device="jax")
+        with pytest.raises(RuntimeError) as fused_error:
+            a @ b
+    with pytest.raises(RuntimeError) as eager_error:
+        a.cpu() @ b.cpu()
+    assert str(fused_error.value) == str(eager_error.value)
+
+
+def test_value_errors_surface_at_the_next_sync():
+    """Like CUDA's asynchronous errors: an index out of range is found when values are read."""
+    weights = torch.randn(5, 3, device="jax")
+    with jaxdev.eager_mode("fused"):
+        out = nn.functional.embedding(torch.tensor([1, 7], device="jax"), weights)
+        with pytest.raises((IndexError, RuntimeError)):
+            out.cpu()
+            torch.jax.synchronize()
+
+
+def test_values_needed_mid_segment_flush_it():
+    x = torch.tensor([3.0, -1.0, 2.0, -5.0], device="jax")
+    with jaxdev.eager_mode("fused"):
+        y = x * 2
+        positives = y[y > 0]  # a data-dependent shape: runs after the pending work
+        total = positives.sum().item()
+    assert total == 10.0
+
+
+def test_dead_intermediates_are_not_outputs():
+    x = torch.randn(64, 64, device="jax")
+    with jaxdev.eager_mode("fused"):
+        for _ in range(2):
+            y = ((x + 1) * 2).exp().sum()  # three intermediates die before the flush
+            y.cpu()
+    program = next(iter(recorder.ROOT.children.values()))
+    assert program is not None
+    assert y.cpu().numel() == 1
+
+
+def test_mode_api_and_environment():
+    assert jaxdev.get_eager_mode() == "op"
+    with jaxdev.eager_mode("sync"):
+        assert jaxdev.get_eager_mode() == "sync"
+        assert torch.ones(2, device="jax").add(1).cpu().tolist() == [2.0, 2.0]
+    assert jaxdev.get_eager_mode() == "op"
+    with pytest.raises(ValueError, match="must be one of op, fused, sync"):
+        jaxdev.eager_mode("lazy")
+    code = "import torch, jaxdev; print(jaxdev.get_eager_mode(), torch.ones(2, device='jax').sum().item())"
+    env = dict(os.environ, JAXDEV_EAGER="fused")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert out.stdout.split() == ["fused", "2.0"], out.stderr
+
+
+def test_changing_numbers_compile_a_bounded_number_of_programs():
+    x = torch.randn(16, device="jax")
+    with jaxdev.eager_mode("fused"), warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        before = STATS.programs
+        for step in range(12):
+            y = (x * 2).add(step * 0.5).sin()  # a number that changes every time
+            y.cpu()
+    assert STATS.programs - before <= recorder.MAX_BRANCHES + 3
+    assert any("runs op by op" in str(w.message) for w in seen)
+    torch.testing.assert_close(y.cpu(), (x.cpu() * 2).add(11 * 0.5).sin())
