@@ -9,9 +9,6 @@ Importing registers the `jax` device (PrivateUse1), its kernels, the CPU fallbac
 
 from __future__ import annotations
 
-import os as _os
-import sys as _sys
-
 __version__ = "0.1.0"
 
 
@@ -23,64 +20,53 @@ def _autoload() -> None:
     on the half-initialised package."""
 
 
-def _cli_help_only() -> bool:
-    """The `jaxdev` command asked only for help: it needs no device, and importing torch and jax
-    would make `jaxdev --help` take seconds."""
-    argv = _sys.argv
-    return (
-        bool(argv)
-        and _os.path.basename(argv[0]) == "jaxdev"
-        and (len(argv) == 1 or any(a in ("-h", "--help") for a in argv[1:]))
-    )
+# ruff: noqa: E402  (_autoload must exist before the first import, and registration runs between imports)
+from jaxdev import cache as _cache
+from jaxdev import device as _device
 
+_cache.configure()
+_device.register()
 
-if not _cli_help_only():
-    from jaxdev import cache as _cache
-    from jaxdev import device as _device
+from jaxdev import accelerators as _accelerators
+from jaxdev import autocast as _autocast
+from jaxdev import compiler as _compiler
+from jaxdev import eager_modes as _eager_modes
+from jaxdev import executables as _executables
+from jaxdev import fallback as _fallback  # noqa: F401  (registers the CPU fallback; needs the device)
+from jaxdev import generator as _generator
+from jaxdev import layout as _layout
+from jaxdev import ops as _ops  # noqa: F401
+from jaxdev import parameters as _parameters
+from jaxdev import storage as _storage
+from jaxdev.dtypes import UnsupportedDtypeError, UnsupportedError, UnsupportedLayoutError
+from jaxdev.eager_modes import eager_mode, get_eager_mode
+from jaxdev.fallback import fallback_counts, reset_fallback_counts
+from jaxdev.interop import from_jax, to_jax
+from jaxdev.mesh import (
+    distribute,
+    from_process_local,
+    get_mesh,
+    is_sharded,
+    mesh,
+    set_mesh,
+    shard,
+    sharding,
+    unshard,
+)
 
-    _cache.configure()
-    _device.register()
+_accelerators.install()
+_executables.install()
+_storage.install()
+_autocast.install()
+_parameters.install()
+_generator.install()
+_layout.install_fake_convolution()
+_compiler.register()
 
-    from jaxdev import accelerators as _accelerators
-    from jaxdev import autocast as _autocast
-    from jaxdev import compiler as _compiler
-    from jaxdev import eager_modes as _eager_modes
-    from jaxdev import executables as _executables
-    from jaxdev import fallback as _fallback  # noqa: F401  (registers the CPU fallback; needs the device)
-    from jaxdev import generator as _generator
-    from jaxdev import layout as _layout
-    from jaxdev import ops as _ops  # noqa: F401
-    from jaxdev import parameters as _parameters
-    from jaxdev import storage as _storage
-    from jaxdev.dtypes import UnsupportedDtypeError, UnsupportedError, UnsupportedLayoutError
-    from jaxdev.eager_modes import eager_mode, get_eager_mode
-    from jaxdev.fallback import fallback_counts, reset_fallback_counts
-    from jaxdev.interop import from_jax, to_jax
-    from jaxdev.mesh import (
-        distribute,
-        from_process_local,
-        get_mesh,
-        is_sharded,
-        mesh,
-        set_mesh,
-        shard,
-        sharding,
-        unshard,
-    )
+from jaxdev import distributed as _distributed
 
-    _accelerators.install()
-    _executables.install()
-    _storage.install()
-    _autocast.install()
-    _parameters.install()
-    _generator.install()
-    _layout.install_fake_convolution()
-    _compiler.register()
-
-    from jaxdev import distributed as _distributed
-
-    _distributed.register()  # the torch.distributed backend "jax" (gloo on host copies)
-    _eager_modes.install()
+_distributed.register()  # the torch.distributed backend "jax" (gloo on host copies)
+_eager_modes.install()
 
 
 __all__ = [

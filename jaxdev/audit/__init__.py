@@ -2,7 +2,9 @@
 
 One module per concern: `dispatch` (dispatcher introspection), `samples` (OpInfo samples),
 `runner` (worker processes), `matrix` (the YAML coverage matrix), `explain`, `gate`, `report`.
-The CLI in `jaxdev.cli` only parses arguments and renders what these return.
+`lookup` (entries of the committed YAML), `schemas` (torch's operator schemas, cached) and
+`listing` let `explain` and `ops` answer without the device. The CLI in `jaxdev.cli` only parses
+arguments and renders what these return.
 """
 
 

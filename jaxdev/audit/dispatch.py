@@ -15,26 +15,8 @@ import re
 import torch
 
 import jaxdev  # noqa: F401  (registers the device, its kernels and its fallback)
+from jaxdev.audit.facts import AUTOGRAD_STATUSES, DEVICE_STATUSES
 from jaxdev.ops import registry
-
-# PrivateUse1 statuses, best first.
-DEVICE_STATUSES = ("native", "decomposed", "composite", "fallback", "missing")
-# AutogradPrivateUse1 statuses.
-AUTOGRAD_STATUSES = ("autograd", "math", "lost", "missing")
-
-DEVICE_MEANING = {
-    "native": "a jax kernel registered by jaxdev",
-    "decomposed": "CompositeImplicitAutograd: decomposes into other ops before reaching the device",
-    "composite": "CompositeExplicitAutograd / default backend kernel: generic code calling other ops on the device",
-    "fallback": "no jax kernel: runs on CPU through jaxdev's fallback, results copied back",
-    "missing": "nothing can run it on the device",
-}
-AUTOGRAD_MEANING = {
-    "autograd": "an autograd kernel (derivative formula) wraps the device kernel",
-    "math": "CompositeImplicitAutograd: gradients come from the decomposition",
-    "lost": "backend fallback: the op runs but its gradients are silently lost",
-    "missing": "no autograd kernel: backward raises",
-}
 
 _LINE = re.compile(
     r"^(?P<key>\w+): (?P<fallthrough>fallthrough )?registered at (?P<where>.*?) \[(?P<kind>[^\]]+)\]\s*$", re.M

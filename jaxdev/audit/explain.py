@@ -1,32 +1,40 @@
-"""`explain`: everything the dispatcher and the coverage matrix know about one op, in plain words."""
+"""`explain`: one op in plain words, in two voices.
+
+For a user (the default): does it work on jax, in which dtypes and directions it passes or fails,
+and what to do. Read from the committed coverage files (coverage/aten.yaml's verdict per overload,
+coverage/matrix.yaml's cells per OpInfo) and the installed torch's schemas (jaxdev.audit.schemas):
+no jax, no op_db, no device, so it answers in well under a second.
+
+For a kernel author (`dev=True`, jaxdev.audit.explain_dev): the routes through this checkout's
+dispatcher, where its kernels are registered, what registering one would take away, and the ops its
+OpInfo's samples reach. That reads the live registry, so it loads the device (seconds).
+"""
 
 from __future__ import annotations
 
 import os
 import re
 
-import torch
-
-from jaxdev.audit import AuditError, dispatch
-from jaxdev.audit.facts import UNSUPPORTED_MEANING
-
-CIA_RULE = (
-    "{name} is CompositeImplicitAutograd: it decomposes into other ops before reaching the device, "
-    "and gets its gradients from that decomposition for free. Registering a PrivateUse1 (jax) kernel for it "
-    "takes the decomposition away from AutogradPrivateUse1 too (dispatcher rule 2.3), so its gradients are "
-    "silently lost unless an AutogradPrivateUse1 kernel is registered with it."
-)
-
-FIX = {
-    "fallback": "write a jax kernel: `@register_functional(aten.{op})` in the matching jaxdev/ops/<family>.py "
-    "(in-place and out= variants are derived)",
-    "missing": "write a jax kernel for {name} (or for the op its composite kernel needs): nothing can run it on jax",
-    "lost": "drop the PrivateUse1 kernel and let the op decompose (its CompositeImplicitAutograd kernel "
-    "carries the gradients)",
-    "composite": "nothing required; a direct jax kernel would be faster than the generic composite",
-}
+from jaxdev.audit import AuditError, lookup, names, schemas
+from jaxdev.audit.facts import DIRECTIONS, FAILURES, UNSUPPORTED_MEANING
 
 MAX_GLOB_OVERLOADS = 12
+
+# What the route means for someone using the op on jax tensors.
+RUNS = {
+    "native": "runs on jax (jaxdev's own kernel)",
+    "decomposed": "decomposes into other ops, which run on jax",
+    "composite": "runs PyTorch's generic kernel, which calls other ops on jax",
+    "fallback": "has no jax kernel: computed on CPU and copied back (slow; warned once per op)",
+    "missing": "cannot run on jax",
+}
+GRADIENTS = {
+    "autograd": "gradients work (a derivative formula)",
+    "math": "gradients come from its decomposition",
+    "lost": "gradients are silently LOST: backward through it gives none",
+    "missing": "backward through it raises",
+}
+UNTRIABLE_BY_DESIGN = ("sparse", "quantized", "nested")
 
 _ERROR_PATTERNS = (
     r"Could not run '(?P<op>[\w:.]+)' with arguments from the '(?P<key>\w+)' backend",
@@ -47,185 +55,210 @@ def op_from_error(text: str) -> str:
     raise AuditError("found no operator name (like aten::add.Tensor) in the pasted error text")
 
 
-def resolve(name: str) -> tuple[list[str], str | None]:
-    """(dispatcher overloads, OpInfo name) that `name` refers to: an overload (`aten::add.Tensor`,
-    `add.Tensor`), an op (`aten::add`: all its overloads), a glob on aten names, or an OpInfo name
-    (whose namesake overloads come with it); an unknown name is an AuditError with near names."""
-    from jaxdev.audit import names, samples
+# ---------------------------------------------------------------------------------------------
+# Names
 
-    db = samples.op_db()
-    overloads = names.aten_overloads(name)
-    opinfo = name if name in db else None
+
+def _opinfo_bases(opinfo: str) -> list[str]:
+    """The op names an OpInfo key may stand for without op_db: `linalg.norm.subgradients_at_zero`
+    is OpInfo `linalg.norm` with a variant, `nn.functional.relu` has none."""
+    parts = opinfo.split(".")
+    return [".".join(parts[:i]) for i in range(len(parts), 0, -1)]
+
+
+def _named_after(opinfo: str, aten_base: str) -> bool:
+    return any(names.namesake(opinfo, b, aten_base) for b in _opinfo_bases(opinfo))
+
+
+def resolve(name: str, index: dict[str, frozenset[str]] | None = None) -> tuple[list[str], str | None]:
+    """(aten overloads, OpInfo) that `name` refers to: an overload (`aten::add.Tensor`, `add.Tensor`),
+    an op (`aten::add`: all its overloads), a glob on aten names, or an OpInfo name (its namesake
+    overloads come with it). An unknown name is an AuditError with the nearest names, ranked."""
+    aten = set(schemas.table())
+    index = names.load_index() if index is None else index
+    if "::" in name and not name.startswith("aten::"):
+        aten = names.dispatcher_names()  # another namespace (prims::, a library's): torch's own list
+    overloads = names.aten_overloads(name, aten)
+    opinfo = name if name in index else None
     if opinfo is None and overloads and not names.is_glob(name):
-        # the OpInfo named after the op (`add` for aten::add.Tensor), for its decomposition
         b = names.base(overloads[0])
-        same = [n for n in db if names.namesake(n, getattr(db[n], "name", n), b)]
-        opinfo = min(same, key=lambda n: (n.replace(".", "_") != b.strip("_"), len(n), n), default=None)
+        wanted = set(overloads)
+        same = [op for op in index if _named_after(op, b)]
+        reaching = [op for op in same if index[op] & wanted]  # named after it and reaching it: the one
+        opinfo = min(reaching or same, key=lambda n: (n.replace(".", "_") != b.strip("_"), len(n), n), default=None)
     if not overloads and opinfo:
-        op_name = getattr(db[opinfo], "name", opinfo)
-        overloads = names.aten_overloads(op_name.replace(".", "_")) or names.aten_overloads(op_name.split(".")[-1])
+        for b in _opinfo_bases(opinfo):
+            overloads = names.aten_overloads(b.replace(".", "_"), aten) or names.aten_overloads(b.split(".")[-1], aten)
+            if overloads:
+                break
     if names.is_glob(name) and len(overloads) > MAX_GLOB_OVERLOADS:
         raise AuditError(
             f"{name!r} matches {len(overloads)} overloads; explain takes at most {MAX_GLOB_OVERLOADS} "
-            f"(`jaxdev ops {name}` lists them all)"
+            f"(`jaxdev ops '{name}'` lists them all)"
         )
     if not overloads and not opinfo:
-        raise AuditError(
-            f"{name!r} is neither an aten operator nor an OpInfo name{names.hint(name, names._candidates(db))}"
-        )
+        raise AuditError(f"{name!r} is neither an aten operator nor an OpInfo name{suggest(name, aten, index)}")
     return overloads, opinfo
 
 
-def describe(name: str) -> dict:
-    """Schema, kernels with provenance, statuses, the CIA rule and the fix for one overload."""
-    from jaxdev.ops import registry
-
-    s = dispatch.status(name)
-    op = dispatch.overload(name)
-    info = {
-        "name": name,
-        "schema": str(op._schema) if op is not None else None,
-        "device": s.device,
-        "device_meaning": dispatch.DEVICE_MEANING[s.device],
-        "autograd": s.autograd,
-        "autograd_meaning": dispatch.AUTOGRAD_MEANING[s.autograd],
-        "kernels": {
-            "PrivateUse1": {
-                "direct": torch._C._dispatch_has_kernel_for_dispatch_key(name, "PrivateUse1"),
-                "computed": str(s.device_entry) if s.device_entry else None,
-            },
-            "AutogradPrivateUse1": {
-                "direct": torch._C._dispatch_has_kernel_for_dispatch_key(name, "AutogradPrivateUse1"),
-                "computed": str(s.autograd_entry) if s.autograd_entry else None,
-            },
-        },
-        "jaxdev": {
-            k: v
-            for k, v in {
-                "kernel": _kernel_where(name, s.device_entry),
-                "derived_from": registry.DERIVED.get(name),
-                "vjp_of": registry.BACKWARD.get(name),
-            }.items()
-            if v
-        },
-        "tags": list(s.tags),
-    }
-    cia = torch._C._dispatch_has_kernel_for_dispatch_key(name, "CompositeImplicitAutograd")
-    if cia:
-        info["rule"] = CIA_RULE.format(name=name)
-    short = name.split("::", 1)[-1]
-    if s.autograd == "lost" and cia:
-        info["fix"] = "BUG (the origin bug of this project): " + FIX["lost"]
-    elif s.autograd == "lost":
-        info["fix"] = "gradients are lost: " + FIX["lost"]
-    elif s.device in FIX:
-        info["fix"] = FIX[s.device].format(op=short, name=name)
-    return info
+def suggest(name: str, aten, opinfos) -> str:
+    """'; nearest: reshape, reshape_as, ...' or a pointer to `jaxdev ops` when nothing is near."""
+    near = ranked(name, aten, opinfos)
+    if near:
+        return f"; nearest: {', '.join(near)}"
+    return f" (nothing near it; `jaxdev ops '*{names.base(name).strip('*')}*'` lists aten names by glob)"
 
 
-def _kernel_where(name: str, entry) -> str | None:
-    """Where jaxdev's kernel for `name` is: its Python function, or the native C++ redispatch the
-    dispatcher runs in its place (jaxdev/native.py), with the Python twin used without the module."""
-    from jaxdev.ops import registry
-
-    where = _where(registry.KERNELS.get(name))
-    if where and entry is not None and "csrc/native.cpp" in entry.where:
-        return f"native C++ (jaxdev/csrc/native.cpp; Python twin {where})"
-    return where
+def ranked(name: str, aten, opinfos, n: int = 5) -> list[str]:
+    """Near names, best first: the same base name (`add` for `add.Tensr`), then by difflib's
+    similarity, shorter names first among equals. Aten names without their namespace."""
+    return names.nearest(name, names.short_names(aten) | set(opinfos), n)
 
 
-def _where(fn) -> str | None:
-    """module.qualname:line of a Python kernel (the dispatcher only knows registry.py)."""
-    if fn is None:
+# ---------------------------------------------------------------------------------------------
+# The user's answer
+
+
+def aten_path() -> str | None:
+    from jaxdev.audit import aten_matrix
+
+    return aten_matrix.default_path()
+
+
+def matrix_path(given: str | None) -> str | None:
+    """The coverage matrix to read cells from: the one given, else coverage/matrix.yaml (then
+    baseline.yaml) where the index is read from."""
+    if given:
+        if not os.path.exists(given):
+            raise AuditError(f"no coverage matrix at {given}")
+        return given
+    index = names.index_path()
+    return index if index and os.path.exists(index) else None
+
+
+def overload_answer(name: str, node: dict | None) -> dict:
+    """Schema, how it runs, its verdict and cells, and what to do, for one overload."""
+    info = schemas.table().get(name, {})
+    out: dict = {"name": name, "schema": info.get("schema")}
+    if node is None:
+        out["todo"] = "no verdict in coverage/aten.yaml for it; `jaxdev coverage --aten NAME` tries it"
+        return out
+    route = node.get("route") or {}
+    device, autograd = route.get("PrivateUse1", "missing"), route.get("AutogradPrivateUse1", "missing")
+    out.update(device=device, autograd=autograd, runs=RUNS.get(device, device), gradients=GRADIENTS.get(autograd))
+    for key in ("verdict", "category", "evidence", "reason", "repro", "cells"):
+        if node.get(key) not in (None, "", {}):
+            out[key] = node[key]
+    out["by_status"] = by_status(node.get("cells") or {})
+    out["todo"] = what_to_do(out)
+    return out
+
+
+def by_status(cells: dict) -> dict[str, list[str]]:
+    """{status: ['float32 forward, backward', ...]}: which dtypes and directions have each status."""
+    out: dict[str, dict[str, list[str]]] = {}
+    for dtype, dirs in cells.items():
+        for direction in DIRECTIONS:
+            if direction in (dirs or {}):
+                out.setdefault(dirs[direction], {}).setdefault(dtype, []).append(direction)
+    return {s: [f"{d} {', '.join(ds)}" for d, ds in per.items()] for s, per in out.items()}
+
+
+def what_to_do(a: dict) -> str:
+    verdict, category = a.get("verdict"), a.get("category")
+    if a["autograd"] == "lost":
+        return "forward works, but do not train through it on jax: compute it on CPU where gradients matter"
+    if verdict == "fails" and category == "stride_mismatch":
+        return (
+            "values are right, but the result is laid out with other strides than on CPU: call "
+            "`.contiguous()` on it before `.view()` or code that reads `.stride()`"
+        )
+    if verdict == "fails":
+        bad = "; ".join(x for s, xs in a["by_status"].items() if s in FAILURES or s == "stride_mismatch" for x in xs)
+        return (
+            f"avoid it on jax where it fails ({bad or category}): run that call on CPU (`.cpu()`, then "
+            "`.to('jax')`), and report it with the repro"
+        )
+    if verdict == "fallback" or a["device"] == "fallback":
+        return "nothing required: results are right; for speed keep it off hot paths (JAXDEV_FALLBACK=error finds each use)"
+    if a["device"] == "missing":
+        return "run it on CPU: move its inputs with `.cpu()` and the result back with `.to('jax')`"
+    if verdict == "untriable":
+        if category in UNTRIABLE_BY_DESIGN:
+            return f"jax tensors cannot hold {category} layouts (by design): use CPU for it"
+        return "no verdict (it could not be tried automatically); try your call on jax against CPU"
+    return "nothing: use it on jax"
+
+
+def opinfo_cells(opinfo: str, path: str) -> dict | None:
+    """The OpInfo's cells from the coverage matrix: a dtype x direction grid of statuses, and the
+    cells that are not plain passes with their reasons and repros (one note for unsupported ones)."""
+    node = lookup.entry(path, "ops", opinfo)
+    if not node:
         return None
-    code = getattr(fn, "__code__", None)
-    line = f":{code.co_firstlineno}" if code else ""
-    return f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', repr(fn))}{line}"
+    grid: dict[str, dict[str, str]] = {}
+    problems, unsupported = [], []
+    for dtype in sorted(node.get("results") or {}):
+        dirs = node["results"][dtype] or {}
+        for direction in DIRECTIONS:
+            entry = dirs.get(direction)
+            if entry is None:
+                continue
+            status = entry.get("status")
+            grid.setdefault(dtype, {})[direction] = status
+            if status == "unsupported":
+                unsupported.append(f"{dtype} {direction}")
+            elif status not in ("pass", "skip") or entry.get("arbitrated"):
+                keys = ("status", "reason", "repro", "max_abs", "max_rel", "arbitrated")
+                row = {k: entry[k] for k in keys if entry.get(k) not in (None, "")}
+                problems.append({"dtype": dtype, "direction": direction, **row})
+    out = {"opinfo": opinfo, "source": path, "grid": grid, "problems": problems}
+    if unsupported:
+        out["unsupported"] = {"cells": unsupported, "meaning": UNSUPPORTED_MEANING}
+    return out
 
 
-def decomposition(opinfo: str) -> list[dict]:
-    """The aten overloads one CPU sample of the OpInfo reaches after decomposition, with their
-    device status; the first that the device lacks is flagged."""
-    from jaxdev.audit import check, samples
+def explain(name: str, matrix: str | None = None, *, dev: bool = False) -> dict:
+    """Everything `jaxdev explain NAME` prints, as data (see the module docstring)."""
+    index = names.load_index(matrix_path(matrix)) if matrix else None
+    overloads, opinfo = resolve(name, index)
+    path = aten_path()
+    report: dict = {
+        "query": name,
+        "opinfo": opinfo,
+        "sources": {"aten": path, "matrix": matrix_path(matrix)},
+        "overloads": [overload_answer(n, lookup.entry(path, "overloads", n) if path else None) for n in overloads],
+    }
+    if path:
+        built, now = (lookup.meta(path).get("versions") or {}).get("torch"), schemas.torch_version()
+        if built and now and built != now:
+            report["stale"] = f"{path} was built with torch {built}; this is torch {now}"
+    source = report["sources"]["matrix"]
+    report["coverage"] = opinfo_cells(opinfo, source) if opinfo and source else None
+    if dev:
+        from jaxdev.audit import explain_dev
 
-    unit = samples.Unit(opinfo, "float32", "forward")
-    op = samples.op_db()[opinfo]
-    if torch.float32 not in op.supported_dtypes("cpu"):
-        unit = samples.Unit(opinfo, samples.dtype_name(sorted(op.supported_dtypes("cpu"), key=str)[0]), "forward")
-    try:
-        sample = samples.samples(unit)[0]
-        trace = check.Trace()
-        with trace:
-            op(sample.input, *sample.args, **sample.kwargs)
-    except Exception:  # an OpInfo without usable samples: nothing to trace
-        return []
-    rows, flagged = [], False
-    for name in sorted(trace.ops):
-        st = dispatch.status(name).device
-        lacks = st in ("fallback", "missing") and not flagged
-        flagged = flagged or lacks
-        rows.append({"op": name, "device": st, "first_missing": lacks})
-    return rows
-
-
-def coverage(opinfo: str | None, overloads: list[str], matrix_path: str | None) -> list[dict]:
-    """Latest matrix cells for the OpInfo, or for OpInfos that reached one of the overloads."""
-    from jaxdev.audit import matrix
-
-    paths = [matrix_path] if matrix_path else [os.path.join("coverage", f) for f in ("matrix.yaml", "baseline.yaml")]
-    for path in paths:
-        if os.path.exists(path):
-            m = matrix.load(path)
-            break
-    else:
-        return []
-    wanted = set(overloads)
-    rows = []
-    for op, dtype, direction, entry in m.cells():
-        if op == opinfo or wanted & set(m.aten(op)):
-            rows.append(
-                {
-                    "opinfo": op,
-                    "dtype": dtype,
-                    "direction": direction,
-                    **{
-                        k: entry.get(k)
-                        for k in ("status", "reason", "repro", "max_abs", "max_rel", "arbitrated")
-                        if entry.get(k) not in (None, "")
-                    },
-                }
-            )
-    rows.sort(key=lambda row: row["opinfo"] != opinfo)  # the explained OpInfo's cells first (stable)
-    for row in rows:
-        if row.get("status") == "unsupported":
-            row["meaning"] = UNSUPPORTED_MEANING
-    return rows[:40]
+        report["dev"] = explain_dev.section(overloads, opinfo, source, path)
+    return report
 
 
 def aten_verdicts(overloads: list[str], path: str | None = None) -> dict[str, dict]:
     """The aten matrix's verdicts (coverage/aten.yaml, when there is one) for these overloads:
     {name: {verdict, category, reason, evidence, cells, repro}} (keys present when known)."""
-    from jaxdev.audit import aten_matrix
-
-    path = path or aten_matrix.default_path()
+    path = path or aten_path()
     if not path or not os.path.exists(path):
         return {}
-    nodes = aten_matrix.load(path)["overloads"]
     keys = ("verdict", "category", "reason", "evidence", "cells", "repro")
-    return {n: {k: nodes[n][k] for k in keys if k in nodes[n]} for n in overloads if n in nodes}
+    out = {}
+    for n in overloads:
+        node = lookup.entry(path, "overloads", n)
+        if node is not None:
+            out[n] = {k: node[k] for k in keys if k in node}
+    return out
 
 
-def explain(name: str, matrix_path: str | None = None) -> dict:
-    overloads, opinfo = resolve(name)
-    verdicts = aten_verdicts(overloads)
-    described = [describe(n) for n in overloads]
-    for info in described:
-        if info["name"] in verdicts:
-            info["aten_matrix"] = verdicts[info["name"]]
-    return {
-        "query": name,
-        "opinfo": opinfo,
-        "overloads": described,
-        "decomposition": decomposition(opinfo) if opinfo else [],
-        "coverage": coverage(opinfo, overloads, matrix_path),
-    }
+def describe(name: str) -> dict:
+    """The live dispatcher's view of one overload (loads the device): see explain_dev.describe."""
+    from jaxdev.audit import explain_dev
+
+    return explain_dev.describe(name)

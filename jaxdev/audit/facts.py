@@ -56,6 +56,25 @@ UNSUPPORTED_MEANING = (
 # Cells with no measurement of the device's kernels: out of the denominators of the shares.
 UNMEASURED = ("unsupported", "skip")
 
+# How an aten overload reaches the device (dispatch.py reads them from the dispatcher's tables;
+# coverage/aten.yaml records them as `route`). PrivateUse1 statuses, best first:
+DEVICE_STATUSES = ("native", "decomposed", "composite", "fallback", "missing")
+# AutogradPrivateUse1 statuses.
+AUTOGRAD_STATUSES = ("autograd", "math", "lost", "missing")
+DEVICE_MEANING = {
+    "native": "a jax kernel registered by jaxdev",
+    "decomposed": "CompositeImplicitAutograd: decomposes into other ops before reaching the device",
+    "composite": "CompositeExplicitAutograd / default backend kernel: generic code calling other ops on the device",
+    "fallback": "no jax kernel: runs on CPU through jaxdev's fallback, results copied back",
+    "missing": "nothing can run it on the device",
+}
+AUTOGRAD_MEANING = {
+    "autograd": "an autograd kernel (derivative formula) wraps the device kernel",
+    "math": "CompositeImplicitAutograd: gradients come from the decomposition",
+    "lost": "backend fallback: the op runs but its gradients are silently lost",
+    "missing": "no autograd kernel: backward raises",
+}
+
 # forward and backward run the op eagerly; compile runs the forward through torch.compile.
 DIRECTIONS = ("forward", "backward", "compile")
 # What `--mode` runs: eager is forward on every CPU dtype and backward on every dtype the OpInfo

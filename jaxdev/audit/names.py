@@ -12,6 +12,7 @@ backward) when none is, or when asked (`all_reaching`).
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import fnmatch
 import functools
 import os
@@ -88,45 +89,14 @@ def index_path() -> str | None:
     return None
 
 
-_OP_LINE = re.compile(r"^  (?P<op>[^\s-].*):$")
-_ITEM = re.compile(r"^    - (?P<item>.+)$")
-
-
 @functools.cache
 def _read_index(path: str, mtime: float) -> dict[str, frozenset[str]]:
-    """OpInfo -> the aten overloads its samples reached, read from a matrix's `aten:` lists. A line
-    scan of the canonical layout matrix.save writes (~30x faster than parsing the ~100k lines)."""
-    import yaml
+    """OpInfo -> the aten overloads its samples reached, read from a matrix's `aten:` lists (a scan
+    of the canonical layout matrix.save writes: ~100x faster than parsing the ~77k lines)."""
+    from jaxdev.audit import lookup
 
-    out: dict[str, frozenset[str]] = {}
-    try:
-        with open(path) as f:
-            lines = f.read().splitlines()
-    except OSError as e:
-        raise AuditError(f"cannot read the op index {path}: {e.strerror}") from e
-    in_ops, op, items, in_aten = False, None, [], False
-    for line in lines:
-        if not in_ops:
-            in_ops = line == "ops:"
-            continue
-        if line and not line.startswith(" "):
-            break  # the next top-level key
-        m = _OP_LINE.match(line)
-        if m:
-            if op is not None:
-                out[op] = frozenset(items)
-            op, items, in_aten = str(yaml.safe_load(m["op"])), [], False
-            continue
-        if line.startswith("    ") and not line.startswith("     ") and not line.startswith("    - "):
-            in_aten = line.strip() == "aten:"
-            continue
-        if in_aten:
-            item = _ITEM.match(line)
-            if item:
-                items.append(str(yaml.safe_load(item["item"])))
-    if op is not None:
-        out[op] = frozenset(items)
-    return out
+    body = lookup.text(path)
+    return {op: frozenset(lookup.items(body[s:e], "aten")) for op, (s, e) in lookup.entries(path, "ops").items()}
 
 
 def load_index(path: str | None = None) -> dict[str, frozenset[str]]:
@@ -240,40 +210,37 @@ def opinfos(selections: list[Selection]) -> list[str]:
 
 def _candidates(opinfo_names) -> list[str]:
     """OpInfo names and the aten names (op and overload, namespace left off)."""
-    aten = {n.split("::", 1)[1] for n in dispatcher_names() if n.startswith("aten::")}
-    return sorted(set(opinfo_names) | aten | {a.split(".")[0] for a in aten})
+    return sorted(set(opinfo_names) | short_names(dispatcher_names()))
 
 
-def distance(a: str, b: str, limit: int | None = None) -> int:
-    """Levenshtein distance (insertions, deletions, substitutions); stops early past `limit`."""
-    if abs(len(a) - len(b)) > (limit if limit is not None else len(a) + len(b)):
-        return abs(len(a) - len(b))
-    prev = list(range(len(b) + 1))
-    for i, ca in enumerate(a, 1):
-        cur = [i]
-        for j, cb in enumerate(b, 1):
-            cur.append(min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (ca != cb)))
-        if limit is not None and min(cur) > limit:
-            return min(cur)
-        prev = cur
-    return prev[-1]
+def short_names(operators) -> set[str]:
+    """Aten operator names as people write them: overloads and ops without the namespace."""
+    aten = {n.split("::", 1)[1] for n in operators if n.startswith("aten::")}
+    return aten | {a.split(".")[0] for a in aten}
 
 
-def nearest(name: str, candidates, n: int = 5) -> list[str]:
-    """The obvious candidates first: the same base name (`add` for `add.Tensor`), then by edit
-    distance (`add` for `ad`), shorter names first among equals."""
+def nearest(name: str, candidates, n: int = 5, cutoff: float = 0.6) -> list[str]:
+    """Names of the same base when there are any (`add.Tensor`, `add` for `add.Tensr`: the op is
+    right, the overload is not), else by difflib's similarity ratio (`add` for `ad`, at least
+    `cutoff`); the most similar first, shorter names first among equals."""
     short = name.split("::", 1)[-1]
     low = short.lower()
     want = low.split(".")[0]
-    limit = max(2, len(low) // 3)
     scored = []
+    matcher = difflib.SequenceMatcher(b=low, autojunk=False)
     for c in set(candidates):
         cl = c.lower()
         same = cl.split(".")[0] == want or cl.split(".")[-1] == want
-        d = distance(low, cl, limit)
-        if same or d <= limit:
-            scored.append((0 if same else 1, d, len(c), c))
-    return [c for *_, c in sorted(scored)[:n]]
+        matcher.set_seq1(cl)
+        if not same and (matcher.real_quick_ratio() < cutoff or matcher.quick_ratio() < cutoff):
+            continue
+        ratio = matcher.ratio()
+        if same or ratio >= cutoff:
+            scored.append((0 if same else 1, -ratio, len(c), c))
+    best = sorted(scored)
+    if best and best[0][0] == 0:
+        best = [s for s in best if s[0] == 0]
+    return [c for *_, c in best[:n]]
 
 
 def hint(name: str, candidates) -> str:
@@ -281,19 +248,21 @@ def hint(name: str, candidates) -> str:
     return f"; nearest: {', '.join(near)}" if near else ""
 
 
-def overloads_named(patterns, db_loader) -> tuple[list[str], list[str]]:
+def overloads_named(patterns, db_loader, known=None) -> tuple[list[str], list[str]]:
     """(aten overloads, notes) for `jaxdev ops` PATTERNS: aten names and globs, and OpInfo names
-    or globs (the overloads their samples reach, per the index). `db_loader()` gives op_db, loaded
-    only when a pattern is no aten name."""
+    or globs (the overloads their samples reach, per the index). `db_loader()` gives the OpInfo
+    names (op_db, or the index's), loaded only when a pattern is no aten name; `known`: the
+    operator names to match (default: the dispatcher's now)."""
     found: set[str] = set()
     notes = []
     for p in patterns:
-        hits = aten_overloads(p)
+        hits = aten_overloads(p, known)
         if not hits:
             db = db_loader()
             ops = [n for n in sorted(db) if n == p or fnmatch.fnmatchcase(n, p)]
             if not ops:
-                raise AuditError(f"no aten operator or OpInfo named {p!r}{hint(p, _candidates(db))}")
+                pool = _candidates(db) if known is None else short_names(known) | set(db)
+                raise AuditError(f"no aten operator or OpInfo named {p!r}{hint(p, pool)}")
             idx = load_index()
             hits = sorted(set().union(*(idx.get(n, frozenset()) for n in ops)))
             if not hits:

@@ -1,10 +1,11 @@
-"""`jaxdev explain`: one op, in plain words."""
+"""`jaxdev explain`: one op, in plain words; `--dev` adds what a kernel author needs."""
 
 from __future__ import annotations
 
 import click
+from rich.markup import escape
 
-from jaxdev.cli.render import coloured, console, dump
+from jaxdev.cli.render import coloured, console, dump, shown
 
 
 @click.command("explain")
@@ -16,12 +17,19 @@ from jaxdev.cli.render import coloured, console, dump
     "--matrix",
     "matrix_path",
     type=click.Path(dir_okay=False),
-    help="Coverage matrix to read results from (default coverage/matrix.yaml, then coverage/baseline.yaml).",
+    help="Coverage matrix to read cells from (default coverage/matrix.yaml, then coverage/baseline.yaml).",
+)
+@click.option(
+    "--dev",
+    is_flag=True,
+    help="Add the kernel author's section: routes through this checkout's dispatcher, where the kernels are "
+    "registered, what registering one implies, the ops the OpInfo reaches (loads the device: seconds).",
 )
 @click.option("--format", "fmt", type=click.Choice(["text", "yaml", "json"]), default="text", show_default=True)
-def command(op, error_text, matrix_path, fmt):
-    """Explain how OP reaches the jax device: schema, kernels and where they were registered,
-    the CompositeImplicitAutograd rule, what its decomposition lacks, coverage results and the fix.
+def command(op, error_text, matrix_path, dev, fmt):
+    """Explain OP on the jax device: whether it works, in which dtypes and directions it passes or
+    fails, and what to do. Read from coverage/aten.yaml, coverage/matrix.yaml and torch's schemas
+    (no device: under a second); --dev adds the kernel author's view, live from this checkout.
 
     OP is an aten overload (`aten::add.Tensor`), an op (`aten::reshape`, `reshape`) or an OpInfo
     name (`nn.functional.relu`).
@@ -30,7 +38,7 @@ def command(op, error_text, matrix_path, fmt):
     Examples:
       jaxdev explain aten::reshape
       jaxdev explain add
-      jaxdev explain nn.functional.conv2d
+      jaxdev explain nn.functional.conv2d --dev
       jaxdev explain --from-error "Could not run 'aten::reshape' with arguments from the 'Autogradjax' backend"
     """
     from jaxdev.audit import explain
@@ -39,59 +47,89 @@ def command(op, error_text, matrix_path, fmt):
         raise click.UsageError("give an OP or --from-error TEXT (one of them)")
     if error_text:
         op = explain.op_from_error(error_text)
-        console.print(f"the error is about [bold]{op}[/bold]")
-    report = explain.explain(op, matrix_path)
+        if fmt == "text":
+            console.print(f"the error is about [bold]{escape(op)}[/bold]")
+    report = explain.explain(op, matrix_path, dev=dev)
     if fmt != "text":
         click.echo(dump(report, fmt))
         return
-    for info in report["overloads"]:
-        console.rule(f"[bold]{info['name']}[/bold]")
-        if info["schema"]:
-            console.print(f"schema    {info['schema']}", markup=False)
-        console.print(f"jax       {coloured(info['device'])}: {info['device_meaning']}")
-        console.print(f"autograd  {coloured(info['autograd'])}: {info['autograd_meaning']}")
-        for key, k in info["kernels"].items():
-            console.print(
-                f"  {key}: direct kernel {'yes' if k['direct'] else 'no'}; runs {k['computed'] or 'nothing'}",
-                markup=False,
-            )
-        if info["jaxdev"]:
-            console.print(
-                "  jaxdev registry: " + ", ".join(f"{k}={v}" for k, v in info["jaxdev"].items()), markup=False
-            )
-        verdict = info.get("aten_matrix")
-        if verdict:
-            category = f" ({verdict['category']})" if verdict.get("category") else ""
-            console.print(
-                f"aten.yaml {coloured(verdict['verdict'])}{category} [{verdict['evidence']}]: ",
-                end="",
-            )
-            console.print(verdict.get("reason", ""), markup=False)
-            for dtype, dirs in verdict.get("cells", {}).items():
-                console.print(f"  {dtype}: " + "  ".join(f"{d} {coloured(s)}" for d, s in dirs.items()))
-            if verdict.get("repro") and verdict["verdict"] != "pass":
-                console.print(f"  repro: {verdict['repro']}", markup=False)
-        if info.get("rule"):
-            console.print(f"[cyan]rule[/cyan]      {info['rule']}")
-        if info.get("fix"):
-            console.print(f"[yellow]fix[/yellow]       {info['fix']}")
-    if report["opinfo"]:
-        console.rule(f"[bold]OpInfo {report['opinfo']}[/bold]")
-        if report["decomposition"]:
-            console.print("reaches (CPU trace of one sample):")
-            for row in report["decomposition"]:
-                mark = "  <- first op the device lacks" if row["first_missing"] else ""
-                console.print(f"  {row['op']:40} {coloured(row['device'])}{mark}")
+    if report.get("stale"):
+        _line(f"[yellow]note[/yellow]: {escape(report['stale'])}; its verdicts may be out of date")
+    for answer in report["overloads"]:
+        print_answer(answer)
     if report["coverage"]:
-        console.rule("coverage")
-        for row in report["coverage"]:
-            console.print(
-                f"{row['opinfo']} {row['dtype']} {row['direction']}: {coloured(row['status'])} {row.get('reason', '')}",
-                markup="[" not in row.get("reason", ""),
-            )
-            if row.get("meaning"):
-                console.print(f"    {row['meaning']}", markup=False)
-            elif row["status"] not in ("pass", "skip") and row.get("repro"):
-                console.print(f"    repro: {row['repro']}", markup=False)
-    elif not report["coverage"]:
-        console.print("no coverage results yet (run `jaxdev coverage`)", style="dim")
+        print_cells(report["coverage"])
+    elif report["opinfo"]:
+        _line(f"[dim]no cells of OpInfo {escape(report['opinfo'])} in the coverage matrix[/dim]")
+    if report.get("dev"):
+        print_dev(report["dev"])
+    else:
+        _line(f"[dim]for kernel authors: jaxdev explain {escape(op)} --dev[/dim]")
+
+
+def _line(text: str = "") -> None:
+    console.print(text, soft_wrap=True)  # never wrapped by rich: a path or a repro stays whole
+
+
+def print_answer(a: dict) -> None:
+    verdict = a.get("verdict")
+    head = f"[bold]{escape(a['name'])}[/bold]" + (f"  {coloured(verdict)}" if verdict else "")
+    if a.get("category"):
+        head += f" ({coloured(a['category'])})"
+    _line(head)
+    if a.get("schema"):
+        _line(f"  schema    {escape(a['schema'])}")
+    if a.get("runs"):
+        _line(f"  on jax    {escape(a['runs'])}; {escape(a['gradients'] or '')}")
+    if a.get("reason"):
+        _line(f"  why       {escape(a['reason'])}" + (escape(f" [{a['evidence']}]") if a.get("evidence") else ""))
+    for status, where in (a.get("by_status") or {}).items():
+        _line(f"  {coloured(status)}{' ' * max(1, 10 - len(status))}{escape('; '.join(where))}")
+    if a.get("repro") and verdict not in (None, "pass"):
+        _line(f"  repro     {escape(a['repro'])}")
+    _line(f"  [bold]to do[/bold]     {escape(a['todo'])}")
+    _line()
+
+
+def print_cells(c: dict) -> None:
+    _line(f"[bold]OpInfo {escape(c['opinfo'])}[/bold] ({escape(shown(c['source']))}), status per dtype and direction:")
+    directions = [d for d in ("forward", "backward", "compile") if any(d in dirs for dirs in c["grid"].values())]
+    width = max(len(d) for d in c["grid"]) + 2
+    _line("  " + " " * width + "".join(f"{d:13}" for d in directions))
+    for dtype, dirs in c["grid"].items():
+        cells = "".join(coloured(dirs[d]) + " " * (13 - len(dirs[d])) if d in dirs else " " * 13 for d in directions)
+        _line(f"  {dtype:{width}}{cells.rstrip()}")
+    for p in c["problems"]:
+        detail = f": {escape(p['reason'])}" if p.get("reason") else ""
+        _line(f"  {p['dtype']} {p['direction']} {coloured(p['status'])}{detail}")
+        if p.get("repro") and p["status"] != "pass":
+            _line(f"    repro: {escape(p['repro'])}")
+    if c.get("unsupported"):
+        u = c["unsupported"]
+        _line(f"  {coloured('unsupported')} ({escape(', '.join(u['cells']))}): {escape(u['meaning'])}")
+    _line()
+
+
+def print_dev(d: dict) -> None:
+    console.rule("[bold]for kernel authors[/bold] (this checkout's dispatcher and registry, live)")
+    for info in d["overloads"]:
+        _line(f"[bold]{escape(info['name'])}[/bold]  tags: {escape(', '.join(info['tags']) or 'none')}")
+        _line(f"  PrivateUse1          {coloured(info['device'])}: {escape(info['device_meaning'])}")
+        _line(f"  AutogradPrivateUse1  {coloured(info['autograd'])}: {escape(info['autograd_meaning'])}")
+        for key, k in info["kernels"].items():
+            registered = "a kernel registered for it" if k["direct"] else "no kernel of its own"
+            _line(f"    {key}: {registered}; runs {escape(k['runs'] or 'nothing')}")
+        for key, value in info["jaxdev"].items():
+            _line(f"  jaxdev {key.replace('_', ' ')}: {escape(value)}")
+        if info.get("changed"):
+            _line(f"  [yellow]changed[/yellow]  {escape(info['changed'])}")
+        if info.get("rule"):
+            _line(f"  [cyan]rule[/cyan]     {escape(info['rule'])}")
+        if info.get("fix"):
+            _line(f"  [yellow]fix[/yellow]      {escape(info['fix'])}")
+    r = d.get("reaches")
+    if r:
+        _line(f"OpInfo {escape(r['opinfo'])}'s samples reach (recorded on CPU over its cells):")
+        for row in r["ops"]:
+            mark = "  <- first op the device lacks" if row["first_missing"] else ""
+            _line(f"  {escape(row['op']):40} {coloured(row['device'])}{mark}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 import click
@@ -18,6 +19,9 @@ class Group(click.Group):
             return super().main(args, prog_name, complete_var, standalone_mode, **extra)
         try:
             rv = super().main(args, prog_name, complete_var, False, **extra)
+        except BrokenPipeError:  # `jaxdev ops | head`: the reader has what it wanted
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+            sys.exit(0)
         except click.exceptions.NoArgsIsHelpError as e:  # bare `jaxdev`: the help, as asked
             click.echo(e.ctx.get_help())
             sys.exit(0)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import yaml
 from rich.console import Console
@@ -30,6 +31,8 @@ COLOURS = {
     "timeout": "magenta",
     "unsupported": "cyan",
     "skip": "dim",
+    "fails": "red",  # aten.yaml's verdicts
+    "untriable": "dim",
 }
 
 
@@ -42,3 +45,11 @@ def dump(data, fmt: str) -> str:
     if fmt == "json":
         return json.dumps(data, indent=2, sort_keys=True)
     return yaml.safe_dump(data, sort_keys=True, default_flow_style=False)
+
+
+def shown(path: str | None) -> str | None:
+    """A path as the user would type it: relative to the working directory when inside it."""
+    if not path:
+        return path
+    rel = os.path.relpath(path)
+    return path if rel.startswith("..") else rel

@@ -5,6 +5,17 @@ import yaml
 from jaxdev.audit import dispatch
 
 
+def test_ops_from_aten_yaml_agrees_with_the_live_dispatcher(cli):
+    picks = ("aten::add.Tensor", "reshape", "sin", "*pool2d*", "--format", "json")
+    code, recorded = cli("ops", *picks)
+    assert code == 0, recorded
+    code, live = cli("ops", *picks, "--live")
+    assert code == 0, live
+    strip = lambda out: {r["name"]: (r["device"], r["autograd"], r["tags"]) for r in json.loads(out)["ops"]}
+    assert strip(recorded) == strip(live)
+    assert json.loads(recorded)["source"].endswith("aten.yaml")
+
+
 def test_ops_reports_each_overload_with_device_and_autograd_status(cli):
     code, out = cli("ops", "aten::add.Tensor", "reshape", "sin", "--format", "json")
     assert code == 0
@@ -31,12 +42,24 @@ def test_fallback_and_missing_statuses_follow_the_dispatcher():
     assert fallback and all(s.device_entry.kind == "backend fallback" for s in fallback)
 
 
-def test_explain_cia_op_states_the_rule(cli):
+def test_explain_answers_the_user_and_keeps_the_rule_for_kernel_authors(cli):
     code, out = cli("explain", "aten::reshape")
     assert code == 0
     assert "aten::reshape(Tensor(a) self, SymInt[] shape)" in out
-    assert "CompositeImplicitAutograd" in out and "silently lost" in out
-    assert "aten::view" in out  # the decomposition traced from the reshape OpInfo
+    assert "decomposes into other ops, which run on jax" in out and "to do     nothing: use it on jax" in out
+    assert "silently lost" not in out and "dispatcher rule" not in out  # the kernel author's words: --dev only
+    assert out.count("not supported by design") == 1  # complex32's note once, not per cell
+    code, dev = cli("explain", "aten::reshape", "--dev")
+    assert code == 0 and dev.startswith(out.rsplit("for kernel authors:", 1)[0])
+    assert "CompositeImplicitAutograd" in dev and "silently lost" in dev
+    assert "aten::view" in dev  # what the reshape OpInfo's samples reach
+    assert "PyTorch's build: aten/src/ATen/RegisterCompositeImplicitAutograd" in dev and "/__w/" not in dev
+
+
+def test_explain_dev_points_at_this_checkout(cli):
+    code, out = cli("explain", "aten::relu", "--dev")
+    assert code == 0
+    assert "jaxdev kernel: jaxdev/ops/" in out  # a path in this checkout, relative to it
 
 
 def test_explain_overload_and_opinfo_names(cli):
@@ -46,10 +69,12 @@ def test_explain_overload_and_opinfo_names(cli):
     assert code == 0 and "OpInfo nn.functional.relu" in out
 
 
-def test_explain_unknown_name_is_one_sentence_with_nearest_names(cli):
+def test_explain_unknown_name_is_one_sentence_with_ranked_names(cli):
     code, out = cli("explain", "reshpe")
     assert code == 2
-    assert "nearest: reshape" in out and "Traceback" not in out
+    assert "nearest: reshape," in out and "Traceback" not in out and out.count("\n") == 1
+    code, out = cli("explain", "nosuchop")
+    assert code == 2 and "nothing near it" in out and "jaxdev ops '*nosuchop*'" in out
 
 
 def test_explain_from_error(cli):
