@@ -46,6 +46,11 @@ def is_traced(x) -> bool:
     return isinstance(x, Tracer)
 
 
+def fused_trace() -> bool:
+    """Fused eager (jaxdev/fused) is evaluating or tracing its ops now."""
+    return _checks.eager_layouts
+
+
 def compiled_layout(x) -> bool:
     """Results made from `x` are laid out as a compiled graph planned them (the meta functions'
     strides), not as eager CPU lays them out: `x` is traced, and not by fused eager (jaxdev/fused),

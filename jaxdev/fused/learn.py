@@ -16,6 +16,7 @@ import torch
 from jaxdev import dtypes, rng, tensor, tracing
 from jaxdev.tensor import BOXES, Box
 
+_LOGICAL = Box.__dict__["logical"]  # the slot's descriptor
 _DATA_DEPENDENT = (torch.Tag.dynamic_output_shape, torch.Tag.data_dependent_output)
 
 
@@ -26,7 +27,8 @@ class NotRecordable(Exception):
 class Learned:
     """`eager`: the op runs eagerly, after the pending work. Otherwise:
     `out`: ("one", spec) | ("none", None) | (tuple or list, [spec, ...]), a spec being None,
-    ("arg", i) (the i-th tensor argument itself, as in-place ops return) or ("new", m, dtype, shape,
+    ("arg", i) (the i-th tensor argument itself, as in-place ops return), ("value", v) (a Python number
+    computed from shapes alone) or ("new", m, dtype, shape,
     stride, offset) (a tensor on the op's m-th new storage); `storages[m]`: (numel, dtype) of that
     storage; `firsts[m]`: (position in the output or None, (dtype, shape, stride, offset)) of the first
     result on it; `writes`: the tensor arguments whose storages the op writes."""
@@ -50,13 +52,15 @@ def learn(op, fn, args, kwargs, tensors: list) -> Learned:
 def _abstract(fn, args, kwargs, tensors: list) -> Learned:
     index: dict[int, int] = {}
     stored: list[tuple[int, torch.dtype]] = []
+    shapes = []
     for t in tensors:
         address = t.untyped_storage().data_ptr()
         if address not in index:
             index[address] = len(stored)
             box = BOXES[address]
             stored.append((box.numel, box.dtype))
-    structs = [jax.ShapeDtypeStruct((numel,), dtypes.to_jax_dtype(dtype)) for numel, dtype in stored]
+            shapes.append(_stored_shape(box, t))
+    structs = [jax.ShapeDtypeStruct(shape, dtypes.to_jax_dtype(d)) for shape, (_, d) in zip(shapes, stored)]
     learned = Learned()
     positions = [index[t.untyped_storage().data_ptr()] for t in tensors]
 
@@ -89,6 +93,18 @@ def _abstract(fn, args, kwargs, tensors: list) -> Learned:
     return learned
 
 
+def _stored_shape(box: Box, t: torch.Tensor) -> tuple:
+    """The shape of the array `box` holds (or will hold): kernels take a tensor that is its whole box's
+    array as it is (tensor.plain_array), so the twin's box must hold it in the same shape."""
+    held = box._array  # the slots themselves: `array` or `logical` of a deferred box would run the segment
+    if type(box) is not Box and type(held).__name__ == "_Unset":
+        whole = t.dtype is box.dtype and not t.storage_offset() and t.is_contiguous() and t.numel() == box.numel
+        return tuple(t.shape) if whole else (box.numel,)
+    if held is None or _LOGICAL.__get__(box) is not None:
+        return (box.numel,)
+    return tuple(held.shape)
+
+
 def _where(t: torch.Tensor) -> tuple:
     return (t.untyped_storage().data_ptr(), t.shape, t.stride(), t.storage_offset())
 
@@ -107,6 +123,8 @@ def _describe(learned: Learned, out, twins: list, inputs: set) -> None:
     def spec(o, position):
         if o is None:
             return None
+        if type(o) in (int, float, bool):  # a number the kernel computed from shapes (attention's max_q)
+            return ("value", o)
         if not isinstance(o, torch.Tensor):
             raise NotRecordable(f"it returns a {type(o).__name__}")
         for i, t in enumerate(twins):

@@ -18,6 +18,8 @@ import functools
 import operator
 import warnings
 
+import jax
+import numpy as np
 import torch
 import torch.fx
 
@@ -100,7 +102,8 @@ def _raise_eagerly(spec, arrays, base) -> None:
 
 
 def _inputs(seg) -> list:
-    """The placeholders' tensors, as they were when recorded (an alias if a tensor was restrided since)."""
+    """The placeholders' tensors, as they were when recorded (an alias if a tensor was restrided since),
+    then the segment's lifted numbers as one float64 tensor (an input, so new values reuse the program)."""
     args = []
     for t, (storage, meta) in zip(seg.inputs, seg.input_metas):
         if (t.untyped_storage().data_ptr(), t.dtype, t.shape, t.stride(), t.storage_offset()) != (
@@ -109,17 +112,19 @@ def _inputs(seg) -> list:
         ):
             t = tensor.tensor_on_storage(storage, *meta)
         args.append(t)
+    if seg.numbers:
+        args.append(tensor.wrap(jax.device_put(np.asarray(seg.numbers, np.float64))))
     return args
 
 
 # --- the graph -------------------------------------------------------------------------------------
 
 
-def _checked(op, learned, n):
+def _checked(call_op, learned, n, op):
     """Node `n`'s call: the op, and a check that its new results are laid out as recorded."""
 
     def call(*args, **kwargs):
-        out = op(*args, **kwargs)
+        out = call_op(*args, **kwargs)
         for position, meta in learned.firsts.values():
             o = out if position is None else out[position]
             if (o.dtype, o.shape, o.stride(), o.storage_offset()) != meta:
@@ -130,15 +135,49 @@ def _checked(op, learned, n):
     return call
 
 
+def _with_numbers(fn, learned, n, op):
+    """Node `n`'s call when some of its arguments are lifted numbers: the kernel itself, called with
+    them as traced float64 scalars read from the numbers input (the dispatcher takes no tracer for a
+    Scalar); its kernel reads numbers as program data (registry.DYNAMIC_NUMBERS)."""
+    check = _checked(lambda *a, **k: fn(*a, **k), learned, n, op)
+
+    def call(numbers, *args, **kwargs):
+        values = tensor.read(numbers)
+        return check(*_numbered(args, values), **{k: _numbered(v, values) for k, v in kwargs.items()})
+
+    call.__name__ = call.__qualname__ = check.__name__ + "_numbers"
+    return call
+
+
+_NUMBER = "__jaxdev_fused_number__"  # a lifted number in the graph (FX writes its arguments as Python source)
+
+
+def _numbered(a, values):
+    if isinstance(a, (list, tuple)):  # FX hands lists over as its immutable_list
+        return (tuple if isinstance(a, tuple) else list)(_numbered(x, values) for x in a)
+    return values[int(a[len(_NUMBER) :])] if type(a) is str and a.startswith(_NUMBER) else a
+
+
+def _has_numbers(ref) -> bool:
+    if type(ref) is list or type(ref) is tuple:
+        return any(map(_has_numbers, ref))
+    if type(ref) is dict:
+        return any(map(_has_numbers, ref.values()))
+    return type(ref).__name__ == "Number"
+
+
 def _graph(seg, alive) -> torch.fx.GraphModule:
     g = torch.fx.Graph()
     placeholders = [g.placeholder(f"input_{i}") for i in range(len(seg.inputs))]
+    numbers = g.placeholder("numbers") if seg.numbers else None
     firsts: dict[tuple, tuple] = {}
 
     def value(ref):
         if type(ref) is list or type(ref) is tuple:
             return type(ref)(value(r) for r in ref)
         kind = type(ref).__name__
+        if kind == "Number":
+            return f"{_NUMBER}{ref.index}"
         if kind == "In":
             return placeholders[ref.index]
         if kind == "Made":
@@ -151,8 +190,12 @@ def _graph(seg, alive) -> torch.fx.GraphModule:
             return g.call_function(aten.as_strided.default, (base, list(shape), list(stride), offset))
         return ref
 
-    for n, (op, refs, krefs, learned) in enumerate(seg.nodes):
-        v = g.call_function(_checked(op, learned, n), value(refs), {k: value(r) for k, r in krefs.items()})
+    for n, (op, refs, krefs, learned, fn) in enumerate(seg.nodes):
+        args, kwargs = value(refs), {k: value(r) for k, r in krefs.items()}
+        if _has_numbers(refs) or _has_numbers(krefs):
+            v = g.call_function(_with_numbers(fn, learned, n, op), (numbers, *args), kwargs)
+        else:
+            v = g.call_function(_checked(op, learned, n, op), args, kwargs)
         for m, (position, meta) in learned.firsts.items():
             firsts[(n, m)] = (v if position is None else g.call_function(operator.getitem, (v, position)), meta)
     g.output([firsts[(node, m)][0] for (_, node, m), live in zip(seg.pending, alive) if live])
@@ -172,6 +215,8 @@ def _eagerly(seg, alive) -> list:
         if type(ref) is list or type(ref) is tuple:
             return type(ref)(value(r) for r in ref)
         kind = type(ref).__name__
+        if kind == "Number":
+            return seg.numbers[ref.index]
         if kind == "In":
             return inputs[ref.index]
         if kind == "Made":
@@ -181,7 +226,7 @@ def _eagerly(seg, alive) -> list:
         return ref
 
     with torch.no_grad(), torch.autocast("jax", enabled=False):
-        for n, (op, refs, krefs, learned) in enumerate(seg.nodes):
+        for n, (op, refs, krefs, learned, _) in enumerate(seg.nodes):
             out = op._handle.redispatch_boxed(_BELOW_AUTOGRAD, *value(refs), **{k: value(r) for k, r in krefs.items()})
             for m, (position, _) in learned.firsts.items():
                 firsts[(n, m)] = out if position is None else out[position]

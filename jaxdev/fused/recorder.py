@@ -10,6 +10,7 @@ import torch
 
 from jaxdev import eager_modes, tensor
 from jaxdev.fused import boxes, learn, program
+from jaxdev.ops.registry import DYNAMIC_NUMBERS
 from jaxdev.tensor import BOXES, Box
 
 # A segment this long is flushed: a loop that never reads a value still runs in bounded programs.
@@ -61,6 +62,15 @@ class Made:
         self.node, self.m, self.meta = node, m, meta
 
 
+class Number:
+    """A float argument passed to the program as data (registry.DYNAMIC_NUMBERS): `seg.numbers[index]`."""
+
+    __slots__ = ("index",)
+
+    def __init__(self, index: int):
+        self.index = index
+
+
 class Trie:
     """What was learned about an op reached by one path of ops (see learn.Learned), and what follows."""
 
@@ -83,7 +93,7 @@ class Segment:
 
     def __init__(self):
         self.trie = ROOT
-        self.nodes: list[tuple] = []  # (op, args refs, kwargs refs, learned)
+        self.nodes: list[tuple] = []  # (op, args refs, kwargs refs, learned, kernel)
         self.inputs: list[torch.Tensor] = []  # one per placeholder
         self.input_metas: list[tuple] = []  # (storage, (dtype, shape, stride, offset)) when recorded
         self.placeholders: dict[tuple, int] = {}
@@ -91,6 +101,7 @@ class Segment:
         self.pending: list[tuple[Box, int, int]] = []  # (box, node, m), in order of creation
         self.written: list[Box] = []
         self.stored = 0  # input storages so far
+        self.numbers: list[float] = []  # the values of the Number arguments
 
     # --- building an op's key -----------------------------------------------------------------
 
@@ -99,6 +110,9 @@ class Segment:
             tensors.append(a)
             return self._tensor_ref(a, key)
         cls = type(a)
+        if cls is Number:
+            key.append((Number,))
+            return a
         if cls is list or cls is tuple:
             key.append((cls, len(a)))
             return cls(self.ref(x, key, tensors) for x in a)
@@ -130,6 +144,22 @@ class Segment:
             self.input_metas.append((storage, meta))
         return In(index)
 
+    def lift(self, args: tuple, positions: tuple) -> tuple:
+        """`args` with the floats at `positions` (a number, or a list of them) as Number arguments."""
+        lifted = list(args)
+        for p in positions:
+            if p < len(lifted):
+                lifted[p] = self._lifted(lifted[p])
+        return tuple(lifted)
+
+    def _lifted(self, v):
+        if type(v) is float:
+            self.numbers.append(v)
+            return Number(len(self.numbers) - 1)
+        if (type(v) is list or type(v) is tuple) and all(type(x) is float for x in v):
+            return type(v)(self._lifted(x) for x in v)
+        return v
+
     # --- the results of a recorded op -----------------------------------------------------------
 
     def results(self, learned, tensors: list):
@@ -141,6 +171,8 @@ class Segment:
                 return None
             if spec[0] == "arg":
                 return tensors[spec[1]]
+            if spec[0] == "value":
+                return spec[1]
             _, m, dtype, shape, stride, offset = spec
             storage = made.get(m)
             if storage is None:
@@ -174,24 +206,31 @@ def record(op, fn, args, kwargs):
         seg = _segment
         key: list = [op]
         tensors: list = []
+        given = args
+        positions = DYNAMIC_NUMBERS.get(op)
+        if positions:
+            args = seg.lift(args, positions)
         try:
             refs = seg.ref(args, key, tensors)
             krefs = {k: seg.ref(v, key, tensors) for k, v in kwargs.items()} if kwargs else {}
         except NotRecordable as e:
-            return _eagerly(fn, args, kwargs, op, str(e))
+            return _eagerly(fn, given, kwargs, op, str(e))
         key = tuple(key) if not kwargs else (*key, tuple(kwargs))
         child = seg.trie.children.get(key)
         if child is None:
             if op in seg.trie.storming:
-                return _eagerly(fn, args, kwargs, op, "the ops here change from call to call")
-            child = Trie(learn.learn(op, fn, args, kwargs, tensors))
+                return _eagerly(fn, given, kwargs, op, "the ops here change from call to call")
+            child = Trie(learn.learn(op, fn, given, kwargs, tensors))
+            if _segment is not seg:  # learning ran the segment (it must not): record into the new one
+                _add_child(seg.trie, key, child, op)
+                return record(op, fn, given, kwargs)
             _add_child(seg.trie, key, child, op)
         if child.learned.eager:
-            return _eagerly(fn, args, kwargs, op, child.learned.reason)
+            return _eagerly(fn, given, kwargs, op, child.learned.reason)
         STATS.recorded += 1
         seg.trie = child
         out = seg.results(child.learned, tensors)
-        seg.nodes.append((op, refs, krefs, child.learned))
+        seg.nodes.append((op, refs, krefs, child.learned, fn))
         if len(seg.nodes) >= MAX_OPS:
             flush()
         return out

@@ -36,9 +36,9 @@ import jax
 import numpy as np
 import torch
 
-from jaxdev import dtypes, tensor
+from jaxdev import dtypes, tensor, tracing
 from jaxdev.ops import binary, reductions, ternary, toolkit
-from jaxdev.ops.registry import FAST_BODIES, aten, register
+from jaxdev.ops.registry import DYNAMIC_NUMBERS, FAST_BODIES, aten, register
 
 _CPU = torch._C.DispatchKeySet(torch._C.DispatchKey.CPU)
 _FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
@@ -113,7 +113,7 @@ def _run(name: str, body, inplace: bool, selfs, slots: list, alpha=1):
     alpha_is_one = alpha == 1 and type(alpha) in (int, float)
     if not (alpha_is_one or _real_number(alpha)):
         return None
-    arrays = [tensor.plain_array(t) for t in selfs]
+    arrays = [_whole(t) for t in selfs]
     if any(a is None for a in arrays):
         return None
     kinds, numbers, other, shared = [], [], [], []
@@ -162,7 +162,7 @@ def _run(name: str, body, inplace: bool, selfs, slots: list, alpha=1):
         arrays = [b.array for b in boxes]
     program = _program(name, body, tuple(kinds), computes, donate)
     try:
-        results = program(arrays, other, shared, np.asarray(numbers, np.float64))
+        results = program(arrays, other, shared, _numbers_argument(numbers))
     except Exception:
         if donate and any(a.is_deleted() for a in arrays):  # it failed running, after the buffers went
             raise
@@ -178,18 +178,33 @@ def _column(tensors, arrays: list):
     of its own, so no loop variable of _run keeps a reference to a self array: see tensor.sole_holder.)"""
     if not isinstance(tensors, (list, tuple)) or len(tensors) != len(arrays):
         return None
-    column = [tensor.plain_array(t) for t in tensors]
+    column = [_whole(t) for t in tensors]
     for b, a in zip(column, arrays):
         if b is None or b.shape != a.shape or b.dtype != a.dtype:
             return None
     return column
 
 
+def _whole(t):
+    """The array of jax tensor `t` when `t` is its whole storage, row-major (tensor.plain_array), also where
+    the box holds it in another shape (a bias's gradient, a view of a [1, n] sum: the read reshapes
+    the box's array in place); else None."""
+    array = tensor.plain_array(t)
+    if array is not None or not tensor.is_jax(t) or t.storage_offset() or not t.is_contiguous() or t.is_conj():
+        return array
+    box = tensor.BOXES.get(t.untyped_storage().data_ptr())
+    if type(box) is not tensor.Box or box.dtype is not t.dtype or box.numel != t.numel() or t.is_neg():
+        return None
+    return tensor.read(t)
+
+
 def _may_take(tensors, inplace: bool) -> bool:
     """Whether a program may take the call at all: a non-empty list, no storage placed over a mesh, not
     traced (torch.compile: the loop's kernels trace themselves), and no inference tensor written outside
     inference mode (the loop's per-tensor ops raise PyTorch's error)."""
-    if not isinstance(tensors, (list, tuple)) or not tensors or tensor.SHARDED_ENTRIES or tensor.in_scratch():
+    if not isinstance(tensors, (list, tuple)) or not tensors or tensor.SHARDED_ENTRIES:
+        return False
+    if tensor.in_scratch() and not tracing.fused_trace():  # fused eager's programs take it whole, as eagerly
         return False
     return not (inplace and not torch.is_inference_mode_enabled() and any(t.is_inference() for t in tensors))
 
@@ -210,7 +225,15 @@ def _store(selfs, boxes: list, results) -> None:
 
 
 def _real_number(v) -> bool:
-    return type(v) is float or (type(v) is int and -_EXACT_INT <= v <= _EXACT_INT)
+    """A float, an int a float64 holds exactly, or a float64 scalar traced into a fused eager program (a
+    step size that changes every step: jaxdev/fused lifts them out of the program's key)."""
+    return type(v) is float or (type(v) is int and -_EXACT_INT <= v <= _EXACT_INT) or tracing.is_traced(v)
+
+
+def _numbers_argument(numbers: list):
+    if any(map(tracing.is_traced, numbers)):
+        return jax.numpy.stack([jax.numpy.asarray(n, jax.numpy.float64) for n in numbers])
+    return np.asarray(numbers, np.float64)
 
 
 # A floating dtype -> the dtype a number is rounded to before index i's body sees it: the per-tensor
@@ -288,6 +311,9 @@ def _register_family(name: str, body, overloads: dict, alpha_overloads=()):
                 continue
             op = getattr(packet, overload)
             register(op)(_kernel(op, name, body, inplace, kinds, overload in alpha_overloads))
+            numbers = tuple(1 + i for i, kind in enumerate(kinds) if kind in ("N", "NL"))
+            if numbers:  # the program takes them as data: fused eager need not key on their values
+                DYNAMIC_NUMBERS[op] = numbers
 
 
 for _name in ("add", "sub"):

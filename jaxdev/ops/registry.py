@@ -37,6 +37,10 @@ KERNELS: dict[str, Callable] = {}
 FAST_BODIES: dict[OpOverload, Callable] = {}
 FUNCTIONAL: dict[str, Callable] = {}
 DERIVED: dict[str, str] = {}
+# op -> positions of its number arguments (a Scalar, a Scalar[]) that its kernel reads as data of its
+# program, traced numbers included: fused eager (jaxdev/fused) passes floats there as program inputs,
+# so a step size that changes every step does not make a new program every step.
+DYNAMIC_NUMBERS: dict[OpOverload, tuple[int, ...]] = {}
 BACKWARD: dict[str, str] = {}
 
 _LIB = torch.library.Library("aten", "IMPL")

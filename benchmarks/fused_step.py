@@ -1,0 +1,125 @@
+"""Fused eager against per-op eager, the compiled path, hand-written `jax.jit` and torch CPU eager:
+training steps, interleaved round by round in one process (medians).
+
+The models are benchmarks/compile_step.py's: MLP 784-512-512-10 (batch 128, Adam) and the 2-layer
+Transformer LM (AdamW). The fused variant is the unchanged eager step run under
+`jaxdev.eager_mode("fused")`; after its first step it runs warm-up steps until it builds no new
+program (Adam's step sizes change every step: the storm guard takes those ops out within a few
+steps), and reports its programs per step, ops recorded and ops run eagerly per step.
+
+    python benchmarks/fused_step.py [--rounds 5] [--steps 5] [--only mlp|transformer]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+import warnings
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import compile_step  # noqa: E402  (sets the benchmark's own compilation cache first)
+import jax  # noqa: E402
+import torch  # noqa: E402
+
+import jaxdev  # noqa: E402
+from jaxdev.fused import recorder  # noqa: E402
+
+
+def fused(step):
+    def run():
+        with jaxdev.eager_mode("fused"):
+            return step()
+
+    return run
+
+
+def _settle(step, limit: int = 20) -> int:
+    """Steps until one builds no program; returns how many ran."""
+    for n in range(1, limit + 1):
+        before = recorder.STATS.programs
+        step()
+        if recorder.STATS.programs == before:
+            return n
+    return limit
+
+
+def _per_step(step, steps: int = 3) -> tuple[float, float, float]:
+    s = recorder.STATS
+    p, r, e, f = s.programs, s.recorded, sum(s.eager.values()), s.flushes
+    for _ in range(steps):
+        step()
+    return (
+        (s.programs - p) / steps,
+        (s.recorded - r) / steps,
+        (sum(s.eager.values()) - e) / steps,
+        (s.flushes - f) / steps,
+    )
+
+
+def run(title: str, build_torch, build_jax, rounds: int, steps: int) -> None:
+    print(f"\n{title}")
+    variants = {
+        "jaxdev fused eager": fused(compile_step.torch_step(build_torch, "jax", compiled=False)),
+        "jaxdev per-op eager": compile_step.torch_step(build_torch, "jax", compiled=False),
+        "jaxdev compiled": compile_step.torch_step(build_torch, "jax", compiled=True),
+        "torch CPU eager": compile_step.torch_step(build_torch, "cpu", compiled=False),
+    }
+    jax_run, _ = build_jax()
+    variants["JAX jit (hand-written)"] = jax_run
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the storm guard's note on Adam's step sizes
+        first = {name: compile_step.first_step_seconds(step) for name, step in variants.items()}
+        for name, step in variants.items():
+            if name != "jaxdev fused eager":
+                step()
+        settled = _settle(variants["jaxdev fused eager"])
+        programs, recorded, eager, flushes = _per_step(variants["jaxdev fused eager"])
+        per_step = compile_step.interleaved(variants, rounds, steps)
+    base = per_step["jaxdev compiled"]
+    print(f"{'variant':<26} {'ms/step':>9} {'first step s':>13} {'this / compiled':>16}")
+    for name, t in per_step.items():
+        print(f"{name:<26} {t * 1e3:>9.2f} {first[name]:>13.2f} {t / base:>16.2f}")
+    f = per_step["jaxdev fused eager"]
+    print(
+        f"fused / per-op eager: {f / per_step['jaxdev per-op eager']:.2f}; fused / compiled: {f / base:.2f}; "
+        f"fused / torch CPU eager: {f / per_step['torch CPU eager']:.2f}; "
+        f"fused / JAX jit: {f / per_step['JAX jit (hand-written)']:.2f}"
+    )
+    print(
+        f"fused, per step once settled ({settled} steps to settle): {flushes:.0f} flushes, {programs:.0f} new programs, "
+        f"{recorded:.0f} ops recorded, {eager:.0f} ops run eagerly ({sorted({n for n, _ in recorder.STATS.eager})})"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--steps", type=int, default=5)
+    parser.add_argument("--only", choices=["mlp", "transformer"])
+    args = parser.parse_args()
+    print(f"torch {torch.__version__}, jax {jax.__version__} on {jax.devices()[0].platform}")
+    t0 = time.perf_counter()
+    if args.only != "transformer":
+        run(
+            f"MLP {'-'.join(map(str, compile_step.MLP_SIZES))}, batch {compile_step.MLP_BATCH}, Adam",
+            compile_step.torch_mlp,
+            lambda: compile_step.jax_step(compile_step.jax_mlp),
+            args.rounds,
+            args.steps,
+        )
+    if args.only != "mlp":
+        run(
+            "Transformer LM (2 layers, d=256, seq 128, batch 8), AdamW",
+            compile_step.torch_lm,
+            lambda: compile_step.jax_step(compile_step.jax_lm),
+            args.rounds,
+            args.steps,
+        )
+    print(f"\n{time.perf_counter() - t0:.0f} s in all")
+
+
+if __name__ == "__main__":
+    main()
