@@ -20,12 +20,12 @@ import warnings
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import compile_step  # noqa: E402  (sets the benchmark's own compilation cache first)
-import jax  # noqa: E402
-import torch  # noqa: E402
+import compile_step
+import jax
+import torch
 
-import jaxdev  # noqa: E402
-from jaxdev.fused import recorder  # noqa: E402
+import jaxdev
+from jaxdev.fused import recorder
 
 
 def fused(step):
