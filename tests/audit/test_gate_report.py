@@ -85,7 +85,9 @@ def test_shares_leave_out_unsupported_and_skipped_cells(cli, tmp_path):
     assert forward.get("failures") == "1" and forward.get("skipped") == "3"
     code, out = cli("explain", "abs", "--matrix", str(path))
     assert code == 0, out
-    assert "abs complex32 forward: unsupported" in out and "not supported by design" in out
+    text = " ".join(out.split())
+    assert "complex32 unsupported" in text and "unsupported (complex32 forward): not supported by design" in text
+    assert "float64 forward fallback: CPU fallback for aten::abs" in text and "float32 pass" in text
 
 
 def test_gate_refuses_bad_baselines_and_overwrites_nothing(cli, tmp_path):
