@@ -27,6 +27,8 @@ LIGHT = frozenset(
         "jaxdev.audit.lookup",
         "jaxdev.audit.matrix",
         "jaxdev.audit.names",
+        "jaxdev.audit.report",
+        "jaxdev.audit.report_html",
         "jaxdev.audit.schemas",
     }
 )
