@@ -10,7 +10,7 @@ jaxdev against `jax.jit` and against torch's own accelerator (CUDA) when there i
 * An AdamW step over 100 tensors (benchmarks/optimizer_step.py): jaxdev's foreach ops (one program
   per call) and per-tensor ops, against the whole update in one `jax.jit` and torch CUDA's foreach.
 * The Transformer LM of benchmarks/compile_step.py: one training step (forward, backward, AdamW) in
-  float32 and under bfloat16 autocast, eager and through `torch.compile(backend="jax")`, against torch
+  float32 and under bfloat16 autocast, eager (per-op and fused) and through `torch.compile(backend="jax")`, against torch
   CUDA eager: ms per step and ratios.
 
 Made to be run once where a device is lent: put the checkout on PYTHONPATH (jaxdev's native fast paths
@@ -82,7 +82,20 @@ def _product_row(n: int, dtype: torch.dtype, setting: str, repeat: int) -> str:
     return line
 
 
-def _lm_step(device: str, compiled: bool, autocast: bool):
+def _lm_step(device: str, mode: str, autocast: bool):
+    """mode: "eager" (per-op), "fused" (jaxdev.eager_mode("fused")) or "compiled"."""
+    step = _lm_step_of(device, mode == "compiled", autocast)
+    if mode != "fused":
+        return step
+
+    def fused_step():
+        with jaxdev.eager_mode("fused"):
+            return step()
+
+    return fused_step
+
+
+def _lm_step_of(device: str, compiled: bool, autocast: bool):
     torch.manual_seed(0)
     model, (x, y), make_opt, loss_fn = torch_lm()
     model, x, y = model.to(device), x.to(device), y.to(device)
@@ -114,16 +127,18 @@ def lm(steps: int) -> None:
     for autocast in (False, True):
         label = "bf16 autocast" if autocast else "float32"
         cuda_ms = None
-        variants = [("cuda", False)] if ON_CUDA else []
-        variants += [("jax", False), ("jax", True)]
-        for device, compiled in variants:
-            name = f"{'torch CUDA' if device == 'cuda' else 'jaxdev'} {'compiled' if compiled else 'eager'} {label}"
+        variants = [("cuda", "eager")] if ON_CUDA else []
+        variants += [("jax", "eager"), ("jax", "fused"), ("jax", "compiled")]
+        for device, mode in variants:
+            name = f"{'torch CUDA' if device == 'cuda' else 'jaxdev'} {mode} {label}"
             sync = (lambda r: torch.cuda.synchronize()) if device == "cuda" else _sync_jax
             try:
-                step = _lm_step(device, compiled, autocast)
+                step = _lm_step(device, mode, autocast)
                 t0 = time.perf_counter()
                 sync(step())
                 first = time.perf_counter() - t0
+                for _ in range(2 if mode == "fused" else 0):  # fused settles in two steps (its programs cached)
+                    sync(step())
                 ms = median_seconds(step, sync, steps) * 1e3
             except Exception as e:  # report and go on: a cut-short run still says what it measured
                 print(f"{name:<34} failed: {type(e).__name__}: {str(e).splitlines()[0][:80]}", flush=True)

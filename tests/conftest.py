@@ -12,6 +12,7 @@ import functools
 from pathlib import Path
 
 import pytest
+import torch
 from jaxdev_testing import describe_exit, run_python
 
 import jaxdev
@@ -22,6 +23,33 @@ import jaxdev
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "crashprone: run first in a child process, so a segfault fails only this test")
+    config.addinivalue_line(
+        "markers",
+        "per_op_mode(why): tests per-op eager's own mechanics or timing of errors (an error raised at the op,"
+        " a program cache, buffer donation); under JAXDEV_EAGER=fused it is skipped, saying why",
+    )
+
+
+def pytest_collection_modifyitems(config, items):
+    """Under JAXDEV_EAGER=fused (the CI's fused-mode run of a subset), per-op-only tests are skipped."""
+    if jaxdev.get_eager_mode() != "fused":
+        return
+    for item in items:
+        marker = item.get_closest_marker("per_op_mode")
+        if marker is not None:
+            item.add_marker(pytest.mark.skip(reason="per-op mode only: " + marker.args[0]))
+
+
+@pytest.fixture(autouse=True)
+def _settle_fused_mode():
+    """In fused mode, a test's pending work (and a value error it deferred) ends with the test."""
+    yield
+    if jaxdev.get_eager_mode() == "fused":
+        jaxdev.eager_modes.flush()
+        try:
+            torch.jax.synchronize()
+        except Exception:  # a deferred error of a test that ended already: it is that test's, not the next one's
+            pass
 
 
 @pytest.fixture

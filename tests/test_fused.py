@@ -74,9 +74,12 @@ def test_training_matches_per_op_mode(optimizer, request):
     # .item(), and (single-tensor AdamW) the ops whose step sizes change every step, once the storm guard
     # took them
     assert STATS.recorded > 15 * 14
-    # (the foreach optimizers' step sizes are program inputs: registry.DYNAMIC_NUMBERS)
+    # (the foreach optimizers' step sizes are program inputs: registry.DYNAMIC_NUMBERS; copies from CPU run
+    # eagerly: under JAXDEV_EAGER=fused the model moves to jax in fused mode too)
     eager = {name for name, _ in STATS.eager}
-    allowed = {"aten::_local_scalar_dense"} | ({"aten::div.Tensor", "aten::addcdiv_"} if single_tensor else set())
+    allowed = {"aten::_local_scalar_dense", "aten::_to_copy"} | (
+        {"aten::div.Tensor", "aten::addcdiv_"} if single_tensor else set()
+    )
     assert eager <= allowed, STATS.eager
     assert programs[-1] == programs[-3]  # steady state: the last two steps replayed cached programs
 

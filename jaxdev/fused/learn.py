@@ -33,18 +33,25 @@ class Learned:
     storage; `firsts[m]`: (position in the output or None, (dtype, shape, stride, offset)) of the first
     result on it; `writes`: the tensor arguments whose storages the op writes."""
 
-    __slots__ = ("eager", "firsts", "out", "reason", "storages", "writes")
+    __slots__ = ("bumps", "eager", "firsts", "out", "reason", "storages", "writes")
 
     def __init__(self, eager=False, reason=""):
         self.eager, self.reason = eager, reason
         self.out, self.storages, self.firsts, self.writes = ("none", None), [], {}, []
+        self.bumps = False  # the kernel bumps its arguments' versions itself (no ADInplaceOrView kernel)
 
 
 def learn(op, fn, args, kwargs, tensors: list) -> Learned:
     if any(tag in op.tags for tag in _DATA_DEPENDENT):
         return Learned(eager=True, reason="its results' shapes depend on values")
     try:
-        return _abstract(fn, args, kwargs, tensors)
+        learned = _abstract(fn, args, kwargs, tensors)
+        # In-place foreach ops have no ADInplaceOrView kernel: their kernel bumps the written tensors'
+        # versions, so the recorder must, or autograd misses the write (a silently wrong gradient).
+        learned.bumps = bool(learned.writes) and not torch._C._dispatch_has_kernel_for_dispatch_key(
+            op.name(), "ADInplaceOrView"
+        )
+        return learned
     except Exception as e:  # it cannot be evaluated without values: it runs eagerly, which raises if it must
         return Learned(eager=True, reason=f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
 

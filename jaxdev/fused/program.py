@@ -28,9 +28,6 @@ from jaxdev.compiler import program as compiled
 from jaxdev.fused import recorder
 from jaxdev.fused.learn import NotRecordable
 
-aten = torch.ops.aten
-_BELOW_AUTOGRAD = torch._C.DispatchKeySet(torch._C.DispatchKey.PrivateUse1)
-
 
 class FusedGraphWarning(UserWarning):
     """Pending fused-eager ops ran one by one because they could not run as one program."""
@@ -125,9 +122,10 @@ def _checked(call_op, learned, n, op):
 
     def call(*args, **kwargs):
         out = call_op(*args, **kwargs)
-        for position, meta in learned.firsts.values():
+        for m, (position, meta) in learned.firsts.items():
             o = out if position is None else out[position]
-            if (o.dtype, o.shape, o.stride(), o.storage_offset()) != meta:
+            numel = tensor.box_of(o).numel
+            if (o.dtype, o.shape, o.stride(), o.storage_offset()) != meta or numel != learned.storages[m][0]:
                 raise NotRecordable(f"{op.name()} gave a result laid out otherwise than recorded")
         return out
 
@@ -135,11 +133,21 @@ def _checked(call_op, learned, n, op):
     return call
 
 
+def _view_of(base: torch.Tensor, dtype, shape, stride, offset) -> torch.Tensor:
+    """A tensor on `base`'s storage with the layout a recorded argument had (any view of it: a slice, a
+    transpose, `.real` of a complex result)."""
+    return tensor.tensor_on_storage(base.untyped_storage(), dtype, tuple(shape), tuple(stride), offset)
+
+
+def _kernel_of(fn):
+    return lambda *args, **kwargs: fn(*args, **kwargs)
+
+
 def _with_numbers(fn, learned, n, op):
     """Node `n`'s call when some of its arguments are lifted numbers: the kernel itself, called with
     them as traced float64 scalars read from the numbers input (the dispatcher takes no tracer for a
     Scalar); its kernel reads numbers as program data (registry.DYNAMIC_NUMBERS)."""
-    check = _checked(lambda *a, **k: fn(*a, **k), learned, n, op)
+    check = _checked(_kernel_of(fn), learned, n, op)
 
     def call(numbers, *args, **kwargs):
         values = tensor.read(numbers)
@@ -184,18 +192,18 @@ def _graph(seg, alive) -> torch.fx.GraphModule:
             base, meta = firsts[(ref.node, ref.m)]
             if ref.meta == meta:
                 return base
-            if ref.meta[0] != meta[0]:
-                raise NotRecordable("a pending result is read as another dtype")
-            _, shape, stride, offset = ref.meta
-            return g.call_function(aten.as_strided.default, (base, list(shape), list(stride), offset))
+            dtype, shape, stride, offset = ref.meta
+            return g.call_function(_view_of, (base, dtype, list(shape), list(stride), offset))
         return ref
 
     for n, (op, refs, krefs, learned, fn) in enumerate(seg.nodes):
         args, kwargs = value(refs), {k: value(r) for k, r in krefs.items()}
+        # The kernel itself, with the arguments it was given when recorded (the dispatcher would refuse
+        # some: a wrapped number arrives as a Python number, a lifted number as a tracer).
         if _has_numbers(refs) or _has_numbers(krefs):
             v = g.call_function(_with_numbers(fn, learned, n, op), (numbers, *args), kwargs)
         else:
-            v = g.call_function(_checked(op, learned, n, op), args, kwargs)
+            v = g.call_function(_checked(_kernel_of(fn), learned, n, op), args, kwargs)
         for m, (position, meta) in learned.firsts.items():
             firsts[(n, m)] = (v if position is None else g.call_function(operator.getitem, (v, position)), meta)
     g.output([firsts[(node, m)][0] for (_, node, m), live in zip(seg.pending, alive) if live])
@@ -206,8 +214,8 @@ def _graph(seg, alive) -> torch.fx.GraphModule:
 
 
 def _eagerly(seg, alive) -> list:
-    """The segment's ops one by one, below autograd (the dispatcher already did its part when they were
-    recorded: version counters, autograd's graph)."""
+    """The segment's ops one by one, their kernels called as when recorded (the dispatcher already did
+    its part then: version counters, autograd's graph)."""
     inputs = _inputs(seg)
     firsts: dict[tuple, torch.Tensor] = {}
 
@@ -220,14 +228,12 @@ def _eagerly(seg, alive) -> list:
         if kind == "In":
             return inputs[ref.index]
         if kind == "Made":
-            base = firsts[(ref.node, ref.m)]
-            _, shape, stride, offset = ref.meta
-            return torch.as_strided(base, shape, stride, offset)
+            return _view_of(firsts[(ref.node, ref.m)], *ref.meta)
         return ref
 
     with torch.no_grad(), torch.autocast("jax", enabled=False):
-        for n, (op, refs, krefs, learned, _) in enumerate(seg.nodes):
-            out = op._handle.redispatch_boxed(_BELOW_AUTOGRAD, *value(refs), **{k: value(r) for k, r in krefs.items()})
+        for n, (_, refs, krefs, learned, fn) in enumerate(seg.nodes):
+            out = fn(*value(refs), **{k: value(r) for k, r in krefs.items()})
             for m, (position, _) in learned.firsts.items():
                 firsts[(n, m)] = out if position is None else out[position]
     return [tensor.box_of(firsts[(node, m)]).array for (_, node, m), live in zip(seg.pending, alive) if live]

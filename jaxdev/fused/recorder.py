@@ -85,7 +85,7 @@ class Trie:
 
 ROOT = Trie()
 _CHANGING: set = set()  # ops that were called with ever new numbers somewhere (warned about once)
-_VARIANTS: dict = {}  # (op, its tensors' keys) -> the sets of numbers it was recorded with
+_VARIANTS: dict = {}  # (op, its tensors' layouts and non-float arguments) -> the sets of floats it had
 
 
 class Segment:
@@ -144,6 +144,19 @@ class Segment:
             self.input_metas.append((storage, meta))
         return In(index)
 
+    def mark(self) -> tuple:
+        return len(self.inputs), len(self.slots), len(self.placeholders), self.stored, len(self.numbers)
+
+    def undo(self, mark: tuple) -> None:
+        """Forget what building a key added since `mark` (the op is not recorded after all): a program
+        is cached by its segment's trie path, and must not meet placeholders that path does not have."""
+        inputs, slots, placeholders, self.stored, numbers = mark
+        del self.inputs[inputs:], self.input_metas[inputs:], self.numbers[numbers:]
+        for key in list(self.slots)[slots:]:
+            del self.slots[key]
+        for key in list(self.placeholders)[placeholders:]:
+            del self.placeholders[key]
+
     def lift(self, args: tuple, positions: tuple) -> tuple:
         """`args` with the floats at `positions` (a number, or a list of them) as Number arguments."""
         lifted = list(args)
@@ -183,6 +196,8 @@ class Segment:
                 self.pending.append((box, node, m))
             return tensor.tensor_on_storage(storage, dtype, shape, stride, offset)
 
+        if learned.bumps:
+            torch._C._increment_version([tensors[i] for i in learned.writes])
         for i in learned.writes:
             box = BOXES.get(tensors[i].untyped_storage().data_ptr())
             if type(box) is Box:
@@ -204,9 +219,9 @@ def record(op, fn, args, kwargs):
     global _segment
     with _lock:
         seg = _segment
-        key: list = [op]
+        key: list = [op, torch.get_default_dtype()]  # kernels read it for Python floats (int.eq_(0.5))
         tensors: list = []
-        given = args
+        given, mark = args, seg.mark()
         positions = DYNAMIC_NUMBERS.get(op)
         if positions:
             args = seg.lift(args, positions)
@@ -214,19 +229,23 @@ def record(op, fn, args, kwargs):
             refs = seg.ref(args, key, tensors)
             krefs = {k: seg.ref(v, key, tensors) for k, v in kwargs.items()} if kwargs else {}
         except NotRecordable as e:
+            seg.undo(mark)
             return _eagerly(fn, given, kwargs, op, str(e))
         key = tuple(key) if not kwargs else (*key, tuple(kwargs))
         child = seg.trie.children.get(key)
         if child is None:
             if op in seg.trie.storming:
+                seg.undo(mark)
                 return _eagerly(fn, given, kwargs, op, "the ops here change from call to call")
             child = Trie(learn.learn(op, fn, given, kwargs, tensors))
             if _segment is not seg:  # learning ran the segment (it must not): record into the new one
                 _add_child(seg.trie, key, child, op)
                 return record(op, fn, given, kwargs)
             _add_child(seg.trie, key, child, op)
-        if child.learned.eager:
-            return _eagerly(fn, given, kwargs, op, child.learned.reason)
+        if child.learned.eager or (child.learned.writes and _writes_inference_tensor(child.learned, tensors)):
+            seg.undo(mark)
+            reason = child.learned.reason or "it writes an inference tensor (the kernel refuses that)"
+            return _eagerly(fn, given, kwargs, op, reason)
         STATS.recorded += 1
         seg.trie = child
         out = seg.results(child.learned, tensors)
@@ -236,18 +255,26 @@ def record(op, fn, args, kwargs):
         return out
 
 
+def _writes_inference_tensor(learned, tensors: list) -> bool:
+    """Outside inference mode, a write into an inference tensor raises PyTorch's error in the kernel
+    (foreach ops) or the dispatcher; the twins abstract evaluation ran on carry no such flag."""
+    return not torch.is_inference_mode_enabled() and any(tensors[i].is_inference() for i in learned.writes)
+
+
 def _add_child(parent: Trie, key, child: Trie, op) -> None:
-    """A new op after `parent`. The same op on the same tensors met with ever new numbers (Adam's step
-    sizes change every step) would compile a new program every time: once it has had more than
-    MAX_BRANCHES sets of numbers anywhere, a new place it reaches runs it eagerly instead (the ops
+    """A new op after `parent`. The same op on the same tensors met with ever new floats (single-tensor
+    Adam's step sizes change every step) would compile a new program every time: once it has had more
+    than MAX_BRANCHES sets of floats anywhere, a new place it reaches runs it eagerly instead (the ops
     around it stay fused). Places already learned keep their programs."""
     parent.children[key] = child
     tensors, numbers = [op], []
-    for part in key[1:]:
+    for part in key[2:]:
         if type(part) is tuple and type(part[0]) is tuple:
             tensors.append(part[1])  # the layout alone: which storage it is depends on where the segment began
+        elif type(part) is tuple and part[0] is float:
+            numbers.append(part)  # a float that changes (a step size, a scale) makes a variant
         else:
-            numbers.append(part)
+            tensors.append(part)  # sizes, dims, flags: a new one is a new computation, compiled as per-op would
     seen = _VARIANTS.setdefault(tuple(tensors), set())
     if len(seen) <= MAX_BRANCHES:
         seen.add(tuple(numbers))

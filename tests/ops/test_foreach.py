@@ -126,6 +126,7 @@ def test_one_program_is_the_loop_bit_for_bit_and_close_to_cpu(case, dtype, ran):
         torch.testing.assert_close(a.cpu(), c, rtol=tol, atol=tol, equal_nan=True)
 
 
+@pytest.mark.per_op_mode("per-op buffer donation")
 def test_in_place_results_take_the_old_buffers_unless_something_else_holds_them(ran):
     # Made on the device: a buffer copied in from host memory may be the host's, which XLA copies from.
     xs = [torch.randn(64, 64, device=JAX) for _ in range(3)]
@@ -150,6 +151,7 @@ def host(a) -> torch.Tensor:
     return torch.from_numpy(np.array(a))
 
 
+@pytest.mark.per_op_mode("per-op program cache counts")
 def test_a_changing_scalar_list_does_not_compile_a_program_per_call(ran):
     """Adam's step sizes change every step: they are the program's arguments, not its constants."""
     xs = [torch.randn(8).to(JAX) for _ in range(4)]
@@ -174,6 +176,7 @@ def test_a_changing_scalar_list_does_not_compile_a_program_per_call(ran):
         torch.testing.assert_close(x.cpu(), c)
 
 
+@pytest.mark.per_op_mode("which path per-op mode takes (the order of results is checked against CPU in any mode)")
 def test_self_aliasing_an_argument_takes_the_loop_and_its_order(ran):
     def scenario(device):
         a = torch.arange(4.0, device=device)
