@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from pathlib import Path
 
@@ -46,10 +47,9 @@ def _settle_fused_mode():
     yield
     if jaxdev.get_eager_mode() == "fused":
         jaxdev.eager_modes.flush()
-        try:
+        # a deferred error of a test that ended already is that test's, not the next one's
+        with contextlib.suppress(Exception):
             torch.jax.synchronize()
-        except Exception:  # a deferred error of a test that ended already: it is that test's, not the next one's
-            pass
 
 
 @pytest.fixture
