@@ -38,6 +38,7 @@ from jaxdev import layout as _layout
 from jaxdev import ops as _ops  # noqa: F401
 from jaxdev import parameters as _parameters
 from jaxdev import storage as _storage
+from jaxdev.custom_ops import jax_op
 from jaxdev.dtypes import UnsupportedDtypeError, UnsupportedError, UnsupportedLayoutError
 from jaxdev.eager_modes import eager_mode, get_eager_mode
 from jaxdev.fallback import fallback_counts, reset_fallback_counts
@@ -81,6 +82,7 @@ __all__ = [
     "get_eager_mode",
     "get_mesh",
     "is_sharded",
+    "jax_op",
     "mesh",
     "reset_fallback_counts",
     "set_mesh",
