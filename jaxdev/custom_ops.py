@@ -293,7 +293,7 @@ class _Call:
         # int() of a symbolic size specializes it: XLA programs have static shapes anyway.
         structs = [jax.ShapeDtypeStruct(tuple(int(s) for s in t.shape), dtypes.to_jax_dtype(t.dtype)) for t in tensors]
         outs = jax.eval_shape(self.program(key), *structs)
-        device = tensors[0].device
+        device = tensors[0].device if tensors else torch.device("cpu")  # none given: the CPU kernel runs
         return self.results_of(
             outs, lambda o: torch.empty(o.shape, dtype=dtypes.to_torch_dtype(o.dtype), device=device)
         )
@@ -322,10 +322,13 @@ def _vjp_schema(namespace: str, short: str, schema: torch._C.FunctionSchema) -> 
     return f"jaxdev_vjp::{namespace}__{short}", f"({', '.join([*cotangents, *forward, 'bool[] _wanted'])}) -> {returns}"
 
 
+# PyTorch's complex gradient is the conjugate of JAX's cotangent (conjugate Wirtinger against JAX's
+# plain transpose): the VJP runs on conjugated cotangents and its results are conjugated back, which
+# for real dtypes changes nothing.
 def _cotangent(c, o):
     if not jnp.issubdtype(o.dtype, jnp.inexact):
         return np.zeros(o.shape, jax.dtypes.float0)  # integer results carry no gradient
-    return jnp.zeros(o.shape, o.dtype) if c is None else c.astype(o.dtype)
+    return jnp.zeros(o.shape, o.dtype) if c is None else jnp.conj(c.astype(o.dtype))
 
 
 def _vjp_function(call: _Call) -> Callable:
@@ -355,7 +358,8 @@ def _vjp_function(call: _Call) -> Callable:
                 f"{call.name}: JAX cannot differentiate its function ({first}); register a backward with "
                 f"torch.library.register_autograd({call.name!r}, ...)"
             ) from e
-        grads = dict(zip(diff, pullback(tuple(_cotangent(c, o) for c, o in zip(cotangents, outs)))))
+        grads = pullback(tuple(_cotangent(c, o) for c, o in zip(cotangents, outs)))
+        grads = dict(zip(diff, (jnp.conj(g) for g in grads)))
         return tuple(grads.get(i, jnp.zeros((0,), jnp.float32)) for i in positions)
 
     return vjp

@@ -173,6 +173,18 @@ def test_backward_matches_torch(device):
     _close(x.grad, torch.full_like(x, 1 / 6).cpu())
 
 
+def test_complex_gradients_follow_pytorch():
+    # PyTorch's gradient is the conjugate of JAX's cotangent; abs is not holomorphic
+    op = jaxdev.jax_op(
+        "jaxdev_test::complex_fn", lambda z: z * z * jnp.sin(z) + jnp.abs(z), schema="(Tensor z) -> Tensor"
+    )
+    z, g = torch.randn(5, dtype=torch.complex128), torch.randn(5, dtype=torch.complex128)
+    mine, ref = z.to("jax").requires_grad_(), z.clone().requires_grad_()
+    op(mine).backward(g.to("jax"))
+    (ref * ref * ref.sin() + ref.abs()).backward(g)
+    _close(mine.grad, ref.grad, 1e-12)
+
+
 def test_backward_against_finite_differences():
     x = torch.randn(3, 4, dtype=torch.float64, device="jax", requires_grad=True)
     assert torch.autograd.gradcheck(lambda t: gelu_tanh(t, 1.3), (x,))
