@@ -230,7 +230,7 @@ class _Call:
         return values
 
     def split(self, values: list) -> tuple[tuple, list]:
-        """(the program's key: None at given tensors, the value elsewhere; the given tensors)."""
+        """(the program's key: _TENSOR at given tensors, the value elsewhere; the given tensors)."""
         key, tensors = [], []
         for v, is_tensor in zip(values, self.tensor):
             if is_tensor and v is not None:
@@ -255,14 +255,15 @@ class _Call:
 
     def program(self, key: tuple) -> Callable:
         """`fn` jitted for this key: takes the tensor arguments' arrays, returns a tuple of arrays."""
-        program = self._programs.get(key)
+        lookup = tuple(map(_exact, key))
+        program = self._programs.get(lookup)
         if program is None:
 
             def body(*arrays):
                 given = iter(arrays)
                 return self.invoke([next(given) if k is _TENSOR else k for k in key])
 
-            program = self._programs[key] = jax.jit(body)
+            program = self._programs[lookup] = jax.jit(body)
         return program
 
     def results_of(self, outs: tuple, wrap: Callable):
@@ -307,6 +308,13 @@ class _Tensor:
 
 
 _TENSOR = _Tensor()
+
+
+def _exact(v):
+    """`v` as a dict key that tells apart what equality merges: 0.0 and -0.0, and NaN finds itself."""
+    if isinstance(v, float):
+        return (float, v.hex())
+    return tuple(map(_exact, v)) if isinstance(v, tuple) else v
 
 
 # --- backward -----------------------------------------------------------------------------------

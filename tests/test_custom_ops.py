@@ -221,6 +221,29 @@ def test_fused_eager_records_the_op_and_its_vjp():
     _close(grad, xc.grad, 1e-5)
 
 
+def test_fused_training_loop_matches_per_op():
+    def losses(mode):
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Linear(16, 1)).to("jax")
+        opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+        x, y = torch.randn(32, 8, device="jax"), torch.randn(32, 1, device="jax")
+        out = []
+        with jaxdev.eager_mode(mode):
+            for _ in range(4):
+                opt.zero_grad()
+                loss = (model[1](gelu_tanh(model[0](x))) - y).square().mean()
+                loss.backward()
+                opt.step()
+                out.append(loss.item())
+        return out
+
+    per_op = losses("op")
+    recorder.STATS.reset()
+    fused = losses("fused")
+    assert recorder.STATS.programs <= 3, recorder.STATS.programs  # the step compiles once, then replays
+    assert fused == pytest.approx(per_op, rel=1e-6)
+
+
 def _counting_backend(graphs):
     jax_backend = torch._dynamo.lookup_backend("jax")
 
