@@ -38,20 +38,14 @@ class Learned:
     def __init__(self, eager=False, reason=""):
         self.eager, self.reason = eager, reason
         self.out, self.storages, self.firsts, self.writes = ("none", None), [], {}, []
-        self.bumps = False  # the kernel bumps its arguments' versions itself (no ADInplaceOrView kernel)
+        self.bumps: list = []  # tensor arguments whose version the kernel itself bumps
 
 
 def learn(op, fn, args, kwargs, tensors: list) -> Learned:
     if any(tag in op.tags for tag in _DATA_DEPENDENT):
         return Learned(eager=True, reason="its results' shapes depend on values")
     try:
-        learned = _abstract(fn, args, kwargs, tensors)
-        # In-place foreach ops have no ADInplaceOrView kernel: their kernel bumps the written tensors'
-        # versions, so the recorder must, or autograd misses the write (a silently wrong gradient).
-        learned.bumps = bool(learned.writes) and not torch._C._dispatch_has_kernel_for_dispatch_key(
-            op.name(), "ADInplaceOrView"
-        )
-        return learned
+        return _abstract(fn, args, kwargs, tensors)
     except Exception as e:  # it cannot be evaluated without values: it runs eagerly, which raises if it must
         return Learned(eager=True, reason=f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
 
@@ -79,6 +73,7 @@ def _abstract(fn, args, kwargs, tensors: list) -> Learned:
             for t, p in zip(tensors, positions)
         ]
         before = [_where(t) for t in twins]
+        versions = [t._version for t in twins]
         swap = iter(twins)
         targs = _swapped(args, swap)
         tkwargs = {k: _swapped(v, swap) for k, v in kwargs.items()}
@@ -88,6 +83,9 @@ def _abstract(fn, args, kwargs, tensors: list) -> Learned:
             raise NotRecordable("it changes an argument's sizes, strides or storage")
         _describe(learned, out, twins, {s.data_ptr() for s in storages})
         learned.writes = [i for i, p in enumerate(positions) if made[p].writes]
+        # In-place foreach kernels bump their tensors' versions themselves (they have no ADInplaceOrView
+        # kernel): the recorder does what the kernel did, or autograd would miss the write.
+        learned.bumps = [i for i, (t, v) in enumerate(zip(twins, versions)) if t._version != v]
 
     tracing._checks.depth += 1
     was, tracing._checks.eager_layouts = tracing._checks.eager_layouts, True

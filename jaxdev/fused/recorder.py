@@ -85,6 +85,7 @@ class Trie:
 
 ROOT = Trie()
 _CHANGING: set = set()  # ops that were called with ever new numbers somewhere (warned about once)
+_LEARNED: dict = {}  # an op's local key -> what learn.learn found (see _learned)
 _VARIANTS: dict = {}  # (op, its tensors' layouts and non-float arguments) -> the sets of floats it had
 
 
@@ -197,7 +198,7 @@ class Segment:
             return tensor.tensor_on_storage(storage, dtype, shape, stride, offset)
 
         if learned.bumps:
-            torch._C._increment_version([tensors[i] for i in learned.writes])
+            torch._C._increment_version([tensors[i] for i in learned.bumps])
         for i in learned.writes:
             box = BOXES.get(tensors[i].untyped_storage().data_ptr())
             if type(box) is Box:
@@ -237,7 +238,7 @@ def record(op, fn, args, kwargs):
             if op in seg.trie.storming:
                 seg.undo(mark)
                 return _eagerly(fn, given, kwargs, op, "the ops here change from call to call")
-            child = Trie(learn.learn(op, fn, given, kwargs, tensors))
+            child = Trie(_learned(key, op, fn, given, kwargs, tensors))
             if _segment is not seg:  # learning ran the segment (it must not): record into the new one
                 _add_child(seg.trie, key, child, op)
                 return record(op, fn, given, kwargs)
@@ -253,6 +254,28 @@ def record(op, fn, args, kwargs):
         if len(seg.nodes) >= MAX_OPS:
             flush()
         return out
+
+
+def _learned(key: tuple, op, fn, args, kwargs, tensors: list):
+    """What the op gives (learn.learn), asked once per local key: the op's key with its storages numbered
+    by first appearance among its own arguments, with their sizes. What an op gives depends on its own
+    arguments alone, not on where in a segment it comes, so an op met at a new place (the next token of
+    a decoding loop) is not evaluated again."""
+    local, storages = [], {}
+    tensor_parts = iter(tensors)
+    for part in key:
+        if type(part) is tuple and part and type(part[0]) is tuple:
+            t = next(tensor_parts)
+            slot = storages.setdefault(part[0], len(storages))
+            box = BOXES.get(t.untyped_storage().data_ptr())
+            local.append((slot, part[1], box.numel if box is not None else None))
+        else:
+            local.append(part)
+    local = tuple(local)
+    found = _LEARNED.get(local)
+    if found is None:
+        found = _LEARNED[local] = learn.learn(op, fn, args, kwargs, tensors)
+    return found
 
 
 def _writes_inference_tensor(learned, tensors: list) -> bool:
