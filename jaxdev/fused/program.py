@@ -70,16 +70,24 @@ class _Fused:
 
 
 def _call(spec, inputs) -> list:
+    donated = _donated(spec, inputs)  # decided before this call's own references to the arrays exist
     arrays = inputs.arrays()
     for i, (a, shape) in enumerate(zip(arrays, spec.array_shapes)):
         if a.shape != shape:
             arrays[i] = a.reshape(shape)
+            donated = ()
     base = rng.traced_base()
     was, tracing._checks.eager_layouts = tracing._checks.eager_layouts, True
     try:
-        new_arrays, mutated, flag = spec.jitted(arrays, base)
+        if donated:
+            kept = [a for g, a in enumerate(arrays) if g not in donated]
+            new_arrays, mutated, flag = _donating(spec, donated)([arrays[g] for g in donated], kept, base)
+            arrays = None  # given to the program: the deferred checks' rerun cannot have them (there are none)
+        else:
+            new_arrays, mutated, flag = spec.jitted(arrays, base)
     finally:
         tracing._checks.eager_layouts = was
+    spec.fused_checks = flag is not None
     if any(o[0] != "new" or o[1] != i for i, o in enumerate(spec.outputs)):
         raise compiled.UntraceableGraph(None, "a result came out on an input's storage")
     if spec.draws:
@@ -89,6 +97,31 @@ def _call(spec, inputs) -> list:
     if spec.mutated:
         inputs.store(spec.mutated, mutated)  # version counters were bumped when the ops were recorded
     return list(new_arrays)
+
+
+def _donated(spec, inputs) -> tuple:
+    """The input storages a call may give to its program (XLA donation): those it overwrites (known once
+    traced) whose buffer nothing else can see, in a program without value checks (a failed check reruns
+    the call on its inputs). An optimizer step then updates its parameters and state in place."""
+    if getattr(spec, "fused_checks", True) or not spec.mutated:
+        return ()
+    return tuple(g for g in spec.mutated if g not in inputs.cpu and tensor.sole_holder(inputs.boxes[g]))
+
+
+def _donating(spec, donated: tuple):
+    """spec's program with the storages `donated` given to it; one jit per set, traced once each."""
+    cache = spec.__dict__.setdefault("fused_donating", {})
+    run = cache.get(donated)
+    if run is None:
+        order = [("d", donated.index(g)) if g in donated else ("k", None) for g in range(len(spec.storage_meta))]
+
+        def merged(given, kept, base):
+            rest = iter(kept)
+            return spec._trace([given[i] if kind == "d" else next(rest) for kind, i in order], base)
+
+        run = cache[donated] = jax.jit(merged, donate_argnums=(0,))
+        recorder.STATS.programs += 1
+    return run
 
 
 def _raise_eagerly(spec, arrays, base) -> None:
