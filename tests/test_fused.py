@@ -214,3 +214,14 @@ def test_parameters_are_updated_in_their_own_buffers():
         model(x).square().mean().backward()
         opt.step()
         assert pointers() & before
+
+
+def test_a_compiled_function_inside_fused_mode():
+    """A torch.compile(backend="jax") graph called on pending tensors reads them (the segment runs
+    first) and its results join the next segment."""
+    x = torch.randn(8, 8, device="jax")
+    f = torch.compile(lambda a: (a @ a).relu().sum(0), backend="jax")
+    expected = (f(x) + 1).cpu()
+    with jaxdev.eager_mode("fused"):
+        z = f(x * 1.0) + 1
+        torch.testing.assert_close(z.cpu(), expected)
