@@ -1,12 +1,14 @@
 """Run one OpInfo sample on CPU and on `jax`, and classify what the device did (the statuses and
 their order are in facts.py). Directions: forward and backward run the op eagerly; compile runs the
-forward through `torch.compile(backend="jax", fullgraph=True)`.
+forward through `torch.compile(backend="jax", fullgraph=True)`; fused runs it in fused eager mode
+(calls.py), and is judged as forward is.
 """
 
 from __future__ import annotations
 
 import math
 import warnings
+from typing import NamedTuple
 
 import torch
 from torch.testing._comparison import default_tolerances
@@ -14,7 +16,9 @@ from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_mod
 from torch.utils._pytree import tree_flatten, tree_map
 
 import jaxdev
+from jaxdev.audit import calls
 from jaxdev.audit import samples as sample_db
+from jaxdev.audit.calls import Uncapturable, layouts, short, to_cpu
 from jaxdev.audit.facts import (
     ARBITRATED_DTYPES,
     ARBITRATION_CPU_BOUND,
@@ -53,11 +57,6 @@ class Trace(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
-def _short(e: BaseException) -> str:
-    text = str(e).strip().splitlines()
-    return f"{type(e).__name__}: {text[0][:300] if text else ''}"
-
-
 def _call(op, sample, backward: bool, grad_outputs=None):
     """Forward: the op's outputs. Backward: (grads w.r.t. differentiable inputs, the seeds used)."""
     out = op(sample.input, *sample.args, **sample.kwargs)
@@ -89,49 +88,6 @@ def _call(op, sample, backward: bool, grad_outputs=None):
 
 class _LostAutograd(Exception):
     pass
-
-
-class _Uncapturable(Exception):
-    """torch.compile(fullgraph=True) cannot run the sample on CPU either: no backend could."""
-
-
-def _compiled(op, backend: str):
-    import torch._dynamo  # only compile-mode workers pay for importing dynamo
-
-    torch._dynamo.reset()  # a fresh cache: every sample is its own compile, never a cache-limit hit
-
-    def call(input, *args, **kwargs):
-        return op(input, *args, **kwargs)
-
-    return torch.compile(call, backend=backend, fullgraph=True)
-
-
-def _call_compiled(op, sample, fresh_sample):
-    """The op's outputs through torch.compile(backend="jax", fullgraph=True). When that raises, the
-    same compile with AOTAutograd's reference backend tells whose failure it is: on CPU too ->
-    _Uncapturable (torch.compile itself cannot run it); on jax but not CPU -> the failure happens
-    before jaxdev's backend runs, and the reason says so."""
-    try:
-        return _compiled(op, "jax")(sample.input, *sample.args, **sample.kwargs)
-    except Exception as e:
-        try:
-            cpu = fresh_sample("cpu")
-            _compiled(op, "aot_eager")(cpu.input, *cpu.args, **cpu.kwargs)
-        except Exception as cpu_error:
-            raise _Uncapturable(_short(cpu_error)) from None
-        try:
-            dev = fresh_sample("jax")
-            _compiled(op, "aot_eager")(dev.input, *dev.args, **dev.kwargs)
-        except Exception:
-            raise RuntimeError(
-                f"torch.compile fails on jax tensors before jaxdev's backend runs "
-                f"(backend='aot_eager' too; CPU compiles): {_short(e)}"
-            ) from e
-        raise
-
-
-def _cpu(x):
-    return x.cpu() if isinstance(x, torch.Tensor) and x.device.type != "cpu" else x
 
 
 def _errors(actual: torch.Tensor, expected: torch.Tensor) -> tuple[float, float]:
@@ -343,8 +299,44 @@ def run_sample(unit: sample_db.Unit, sample, repro: str | None = None) -> dict:
     uninitialised, arbitrated]}: `arbitrated` when values CPU disagrees with passed by float64
     arbitration (see arbitrate). `repro`: describe(unit, sample), when the caller already has it."""
     op = sample_db.op_db()[unit.op]
-    backward = unit.direction == "backward"
     result: dict = {"repro": repro or describe(unit, sample)}
+    ref = _reference(unit, op, sample, result)
+    if isinstance(ref, dict):
+        return ref
+    jaxdev.reset_fallback_counts()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            actual, laid = _on_jax(unit, op, sample, ref.seeds)
+        except Uncapturable as e:
+            return {
+                **result,
+                "status": "skip",
+                "reason": f"torch.compile(fullgraph=True) cannot run it on CPU either: {e}",
+            }
+        except Exception as e:
+            result["fallback"] = sorted(jaxdev.fallback_counts())
+            return {**result, "status": _exception_status(e), "reason": short(e)}
+    result["fallback"] = sorted(jaxdev.fallback_counts())
+    return _judge(unit, op, result, ref, actual, laid, caught)
+
+
+class _Reference(NamedTuple):
+    """CPU's run of a sample: its CPU copy, the outputs (backward: the grads) and grad-output seeds,
+    a second untraced run (`again`: strides as a program sees them), and what cannot be compared."""
+
+    sample: object
+    expected: object
+    seeds: list | None
+    again: object
+    random: bool
+    uninitialised: bool
+
+
+def _reference(unit, op, sample, result: dict) -> _Reference | dict:
+    """The sample on CPU, or the `skip` verdict when CPU gives nothing to compare with. Fills
+    result's aten (the overloads reached), random and uninitialised."""
+    backward = unit.direction == "backward"
     trace = Trace()
     try:
         cpu_sample = sample_db.to_device(sample, "cpu")
@@ -354,7 +346,7 @@ def run_sample(unit: sample_db.Unit, sample, repro: str | None = None) -> dict:
         sample_db.seed_all(1)
         again, _ = _call(op, sample_db.to_device(sample, "cpu"), backward)
     except Exception as e:
-        return {**result, "status": "skip", "reason": f"CPU raised {_short(e)}", "aten": sorted(trace.ops)}
+        return {**result, "status": "skip", "reason": f"CPU raised {short(e)}", "aten": sorted(trace.ops)}
     result["aten"] = sorted(trace.ops)
     if backward and expected is None:
         return {**result, "status": "skip", "reason": "no differentiable output on CPU"}
@@ -368,29 +360,26 @@ def run_sample(unit: sample_db.Unit, sample, repro: str | None = None) -> dict:
         result["random"] = True
     if uninitialised:
         result["uninitialised"] = True
+    return _Reference(cpu_sample, expected, seeds, again, random, uninitialised)
 
-    jaxdev.reset_fallback_counts()
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        try:
-            device_sample = sample_db.to_device(sample, "jax", unit.op)
-            sample_db.seed_all(0)
-            if unit.direction == "compile":
-                actual = _call_compiled(op, device_sample, lambda device: sample_db.to_device(sample, device, unit.op))
-            else:
-                actual, _ = _call(op, device_sample, backward, seeds)
-            layouts = _layouts(actual)
-            actual = tree_map(_cpu, actual)
-        except _Uncapturable as e:
-            return {
-                **result,
-                "status": "skip",
-                "reason": f"torch.compile(fullgraph=True) cannot run it on CPU either: {e}",
-            }
-        except Exception as e:
-            result["fallback"] = sorted(jaxdev.fallback_counts())
-            return {**result, "status": _exception_status(e), "reason": _short(e)}
-    result["fallback"] = sorted(jaxdev.fallback_counts())
+
+def _on_jax(unit, op, sample, seeds) -> tuple[object, list]:
+    """The sample on jax in the unit's direction: (its outputs as CPU tensors, their layouts on jax)."""
+    device_sample = sample_db.to_device(sample, "jax", unit.op)
+    sample_db.seed_all(0)
+    if unit.direction == "compile":
+        return calls.compiled(op, device_sample, lambda device: sample_db.to_device(sample, device, unit.op))
+    if unit.direction == "fused":
+        return calls.fused(op, device_sample)
+    actual, _ = _call(op, device_sample, unit.direction == "backward", seeds)
+    laid = layouts(actual)
+    return tree_map(to_cpu, actual), laid
+
+
+def _judge(unit, op, result: dict, ref: _Reference, actual, laid: list, caught) -> dict:
+    """The verdict on outputs the device gave (`laid`: their layouts on jax; `caught`: the warnings)."""
+    backward = unit.direction == "backward"
+    expected, unchecked = ref.expected, ref.random or ref.uninitialised
     untraced = [str(w.message) for w in caught if issubclass(w.category, jaxdev.compiler.program.EagerGraphWarning)]
     lost = [str(w.message) for w in caught if any(t in str(w.message) for t in _LOST_AUTOGRAD_TEXT)]
     if lost:
@@ -401,19 +390,19 @@ def run_sample(unit: sample_db.Unit, sample, repro: str | None = None) -> dict:
                 return {**result, "status": "lost_autograd", "reason": f"grad of input {i} is None on jax"}
     atol, rtol = sample_db.tolerance(unit)
     tied = TIED_INDICES.get(unit.op)
-    if tied and not (random or uninitialised):
+    if tied and not unchecked:
         judge = compare_tied_grads if backward else compare_tied
-        bad = judge(tied, cpu_sample, actual, expected, atol, rtol)
+        bad = judge(tied, ref.sample, actual, expected, atol, rtol)
     else:
-        bad = compare(actual, expected, atol, rtol, values=not (random or uninitialised))
+        bad = compare(actual, expected, atol, rtol, values=not unchecked)
     gauge = ""
-    if bad and not backward and _gauge_free(cpu_sample, actual, expected, atol, rtol):
+    if bad and not backward and _gauge_free(ref.sample, actual, expected, atol, rtol):
         # PyTorch's own test_compare_cpu compares outputs after the sample's output_process_fn_grad,
         # which removes what the op leaves unspecified (the signs of eigen- and singular vectors)
         bad, gauge = None, "equal to CPU up to what the op leaves unspecified (OpInfo's output_process_fn_grad)"
     arbitrated = ""
-    if bad and bad["status"] == "wrong" and not (random or uninitialised):
-        passed, note = arbitrate(unit, op, cpu_sample, actual, expected, seeds, atol, rtol)
+    if bad and bad["status"] == "wrong" and not unchecked:
+        passed, note = arbitrate(unit, op, ref.sample, actual, expected, ref.seeds, atol, rtol)
         if passed:
             bad, arbitrated = None, note
             result["arbitrated"] = True
@@ -423,12 +412,17 @@ def run_sample(unit: sample_db.Unit, sample, repro: str | None = None) -> dict:
         if result["fallback"]:
             bad["reason"] += f" (CPU fallback used for {', '.join(result['fallback'])})"
         return {**result, **bad}
+    return _correct(result, ref, laid, untraced, gauge or arbitrated)
+
+
+def _correct(result: dict, ref: _Reference, laid: list, untraced: list, note: str) -> dict:
+    """The verdict on values that are right: stride_mismatch, untraced, fallback or pass."""
     # Strides are CPU's as a program sees them: the untraced run's (`again`). Under the Trace mode,
     # composite-compliant formulas take their out-of-place branches (areAnyTensorSubclassLike is true
     # whenever a Python dispatch mode is active): householder_product_backward then builds the input's
     # grad with cat (contiguous) instead of zeros_like(input) (the input's layout), and jax, which runs
     # without the mode, takes the in-place branch as CPU does outside the audit.
-    misplaced = _stride_mismatch(layouts, again)
+    misplaced = _stride_mismatch(laid, ref.again)
     if misplaced:
         return {**result, "status": "stride_mismatch", "reason": misplaced}
     if untraced:
@@ -439,12 +433,8 @@ def run_sample(unit: sample_db.Unit, sample, repro: str | None = None) -> dict:
             "status": "fallback",
             "reason": f"correct only through the CPU fallback for {', '.join(result['fallback'])}",
         }
-    unchecked = "random op" if random else "uninitialised memory" if uninitialised else ""
-    return {
-        **result,
-        "status": "pass",
-        "reason": f"values unchecked: {unchecked}" if unchecked else gauge or arbitrated,
-    }
+    unchecked = "random op" if ref.random else "uninitialised memory" if ref.uninitialised else ""
+    return {**result, "status": "pass", "reason": f"values unchecked: {unchecked}" if unchecked else note}
 
 
 def _wide_dtype(dtype: torch.dtype) -> torch.dtype | None:
@@ -555,7 +545,7 @@ def arbitrate(unit, op, cpu_sample, actual, expected, seeds, atol: float, rtol: 
         sample_db.seed_all(0)
         wide, _ = _call(op, _wide_sample(cpu_sample), backward, wide_seeds)
     except Exception as e:
-        return False, f"not arbitrated: the float64 run raised {_short(e)}"
+        return False, f"not arbitrated: the float64 run raised {short(e)}"
     if not backward:
         # what the op leaves unspecified (signs of eigenvectors) is removed from all three, as
         # _gauge_free removes it before comparing with CPU
@@ -621,12 +611,6 @@ def _gauge_free(sample, actual, expected, atol, rtol) -> bool:
         return compare(process(actual), process(expected), atol, rtol) is None
     except Exception:
         return False
-
-
-def _layouts(outputs) -> list:
-    """(shape, strides) of each output leaf as the device made it (None for a non-tensor)."""
-    leaves, _ = tree_flatten(outputs)
-    return [(tuple(t.shape), t.stride()) if isinstance(t, torch.Tensor) else None for t in leaves]
 
 
 def _stride_mismatch(layouts: list, expected) -> str | None:

@@ -75,16 +75,29 @@ AUTOGRAD_MEANING = {
     "missing": "no autograd kernel: backward raises",
 }
 
-# forward and backward run the op eagerly; compile runs the forward through torch.compile.
-DIRECTIONS = ("forward", "backward", "compile")
+# forward and backward run the op eagerly; compile runs the forward through torch.compile; fused
+# runs the eager forward in fused eager mode (jaxdev.eager_mode("fused")), judged as forward is.
+DIRECTIONS = ("forward", "backward", "compile", "fused")
 # What `--mode` runs: eager is forward on every CPU dtype and backward on every dtype the OpInfo
 # differentiates on CPU (supported_backward_dtypes("cpu"): 2,731 backward cells, 5x float32's 540;
 # ~+40% on a warm full sweep, measured on samples of ops: a backward sample costs ~1.5 forward
 # samples); compile is the forward through torch.compile(backend="jax", fullgraph=True), in float32
 # unless dtypes are named (a compile per sample: ~0.1 s each, every dtype would make the main job an
-# hour longer).
-MODES = ("eager", "compile", "both")
+# hour longer). fused is the eager forward recorded and run as one cached program per sample (the
+# results read inside the mode, then torch.jax.synchronize(): a value error deferred to the sync is
+# the sample's exception, as it is the op's in per-op mode), in float32 unless dtypes are named: a
+# fused sample costs ~1.3 eager forward samples (a warm shard of 361 samples: 21.0 s against 16.4 s),
+# and every dtype took 14.5 min cold, 10.8 min warm on 2 cores (6,109 cells) against float32's 178 s
+# and 106 s (677 cells). Not part of `both`, so the main job keeps its time.
+MODES = ("eager", "compile", "fused", "both")
+MODE_DIRECTIONS = {
+    "eager": ("forward", "backward"),
+    "compile": ("compile",),
+    "fused": ("fused",),
+    "both": ("forward", "backward", "compile"),
+}
 COMPILE_DEFAULT_DTYPE = "float32"
+FUSED_DEFAULT_DTYPE = "float32"
 
 MATRIX_FILE = "matrix.yaml"
 DEFAULT_BASELINE = "coverage/baseline.yaml"

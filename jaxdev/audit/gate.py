@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 
 from jaxdev.audit import AuditError, matrix, samples
+from jaxdev.audit.facts import DIRECTIONS, MODE_DIRECTIONS
 
 GOOD = ("pass",)
 UNSUPPORTED = "unsupported"
@@ -51,13 +52,6 @@ def load_baseline(path: str) -> dict:
         raise AuditError(f"cannot use baseline: {e}") from e
 
 
-MODE_DIRECTIONS = {
-    "eager": ("forward", "backward"),
-    "compile": ("compile",),
-    "both": ("forward", "backward", "compile"),
-}
-
-
 @dataclasses.dataclass
 class Scope:
     """What a gate run checks: `units` to rerun, and the cells of the named OPS that the baseline
@@ -83,7 +77,7 @@ def scope(
     (what `jaxdev coverage OPS` would run) are `not_in_baseline`, and rerun too when strict."""
     from jaxdev.audit import names
 
-    directions = set(MODE_DIRECTIONS[mode] if mode else MODE_DIRECTIONS["both"])
+    directions = set(MODE_DIRECTIONS[mode] if mode else DIRECTIONS)
     if not backward:
         directions.discard("backward")
     wanted_dtypes = {samples.dtype_name(samples.parse_dtype(d)) for d in dtypes}

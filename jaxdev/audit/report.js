@@ -14,7 +14,7 @@
     float8_e5m2: "f8e5m2", float8_e5m2fnuz: "f8e5m2z",
   };
   const short = (dt) => SHORT[dt] || dt;
-  const DIR_SHORT = { forward: "fwd", backward: "bwd", compile: "cmp" };
+  const DIR_SHORT = { forward: "fwd", backward: "bwd", compile: "cmp", fused: "fus" };
 
   function cellsOf(row, flat) {
     const out = [];
@@ -153,7 +153,7 @@
   const KNOWN = new Set(["reason", "repro", "counts", "max_abs", "max_rel", "fallback", "limited", "random", "arbitrated"]);
   function rerun(name, dt, dir) {
     if (name.startsWith("aten::")) return `jaxdev explain ${name}`;
-    const mode = dir === "compile" ? " --mode compile" : dir === "forward" ? " --no-backward" : "";
+    const mode = dir === "compile" || dir === "fused" ? ` --mode ${dir}` : dir === "forward" ? " --no-backward" : "";
     return `jaxdev coverage '${name}' --dtype ${dt}${mode} --jobs 1 --out /tmp/cov\njaxdev explain ${name}`;
   }
   function cmd(label, text) {

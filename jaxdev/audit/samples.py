@@ -19,7 +19,7 @@ import torch
 from torch.utils._pytree import tree_map
 
 from jaxdev.audit import AuditError
-from jaxdev.audit.facts import COMPILE_DEFAULT_DTYPE, CPU_ARGS, MODES
+from jaxdev.audit.facts import COMPILE_DEFAULT_DTYPE, CPU_ARGS, FUSED_DEFAULT_DTYPE, MODE_DIRECTIONS, MODES
 
 PLUGINS_ENV = "JAXDEV_AUDIT_PLUGINS"
 
@@ -107,7 +107,7 @@ class Unit:
 
     op: str
     dtype: str
-    direction: str  # "forward" | "backward" (eager) | "compile" (forward through torch.compile)
+    direction: str  # "forward" | "backward" (eager) | "compile" (torch.compile) | "fused" (fused eager forward)
 
 
 def units(names, dtypes=(), backward=True, mode: str = "eager") -> list[Unit]:
@@ -115,20 +115,22 @@ def units(names, dtypes=(), backward=True, mode: str = "eager") -> list[Unit]:
     if mode not in MODES:
         raise AuditError(f"--mode must be one of {', '.join(MODES)}, not {mode!r}")
     wanted = {parse_dtype(d) for d in dtypes}
+    directions = MODE_DIRECTIONS[mode]
     db = op_db()
     out = []
     for name in names:
         op = db[name]
         supported = sorted(op.supported_dtypes("cpu"), key=dtype_name)
-        if mode != "compile":
+        if "forward" in directions:
             out += [Unit(name, dtype_name(d), "forward") for d in supported if not wanted or d in wanted]
-            if backward and op.supports_autograd:
-                # every dtype the OpInfo differentiates on CPU (and runs forward there)
-                grads = set(op.supported_backward_dtypes("cpu")) & set(supported)
-                out += [Unit(name, dtype_name(d), "backward") for d in grads if not wanted or d in wanted]
-        if mode != "eager":
-            chosen = wanted or {DTYPES[COMPILE_DEFAULT_DTYPE]}
-            out += [Unit(name, dtype_name(d), "compile") for d in supported if d in chosen]
+        if "backward" in directions and backward and op.supports_autograd:
+            # every dtype the OpInfo differentiates on CPU (and runs forward there)
+            grads = set(op.supported_backward_dtypes("cpu")) & set(supported)
+            out += [Unit(name, dtype_name(d), "backward") for d in grads if not wanted or d in wanted]
+        for direction, default in (("compile", COMPILE_DEFAULT_DTYPE), ("fused", FUSED_DEFAULT_DTYPE)):
+            if direction in directions:
+                chosen = wanted or {DTYPES[default]}
+                out += [Unit(name, dtype_name(d), direction) for d in supported if d in chosen]
     return sorted(out)
 
 

@@ -355,7 +355,8 @@ def command(
     exception, wrong, dtype_mismatch, shape_mismatch, stride_mismatch (values right, strides not
     CPU's), crash, timeout, unsupported (jaxdev cannot hold the tensors by design: complex32, sparse
     layouts; left out of the shares) or skip. Directions: forward
-    and backward (eager), compile (--mode compile).
+    and backward (eager), compile (--mode compile), fused (--mode fused: the forward in fused eager
+    mode, judged as forward is; a value error deferred to the sync counts as the sample's).
 
     What a run keeps of OUT/matrix.yaml: a run narrowed by OPS, --dtype or --shard replaces only
     the cells it runs and keeps every other cell (the file must come from the same torch, jax and
@@ -370,6 +371,7 @@ def command(
       jaxdev coverage --shard 1/4 --out shard1   # then: jaxdev coverage --merge shard*/matrix.yaml
       jaxdev coverage --resume                   # finish an interrupted sweep
       jaxdev coverage --mode compile             # add torch.compile coverage beside the eager cells
+      jaxdev coverage --mode fused --dtype float32   # fused eager's forward cells, merged beside them
       jaxdev coverage --aten --jobs 2            # coverage/aten.yaml: a verdict for every aten overload
     """
     from jaxdev.audit import AuditError, facts, names, sweep

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 from rich.markup import escape
 
+from jaxdev.audit.facts import DIRECTIONS
 from jaxdev.cli.render import coloured, console, dump, shown
 
 
@@ -93,7 +94,7 @@ def print_answer(a: dict) -> None:
 
 def print_cells(c: dict) -> None:
     _line(f"[bold]OpInfo {escape(c['opinfo'])}[/bold] ({escape(shown(c['source']))}), status per dtype and direction:")
-    directions = [d for d in ("forward", "backward", "compile") if any(d in dirs for dirs in c["grid"].values())]
+    directions = [d for d in DIRECTIONS if any(d in dirs for dirs in c["grid"].values())]
     width = max(len(d) for d in c["grid"]) + 2
     _line("  " + " " * width + "".join(f"{d:13}" for d in directions))
     for dtype, dirs in c["grid"].items():

@@ -29,7 +29,8 @@ def scope_options(*, defaults_from_baseline: bool = False):
             default=None if defaults_from_baseline else "eager",
             show_default=not defaults_from_baseline,
             help="eager: forward (every CPU dtype) and backward (every dtype the OpInfo differentiates) op by op; compile: the forward through "
-            f"torch.compile(backend='jax', fullgraph=True), {facts.COMPILE_DEFAULT_DTYPE} unless --dtype; both"
+            f"torch.compile(backend='jax', fullgraph=True), {facts.COMPILE_DEFAULT_DTYPE} unless --dtype; fused: the forward in fused "
+            f"eager mode (jaxdev.eager_mode('fused')), {facts.FUSED_DEFAULT_DTYPE} unless --dtype; both: eager and compile"
             + (" (default: every direction the baseline holds)." if defaults_from_baseline else "."),
         ),
         click.option(
