@@ -786,7 +786,7 @@ def trial(name: str, on_phase: Callable[[str], None] = lambda phase: None, donor
     from torch.utils._pytree import tree_flatten, tree_map
 
     import jaxdev
-    from jaxdev.audit import check, dispatch, samples
+    from jaxdev.audit import calls, check, dispatch, samples
 
     op = dispatch.overload(name)
     if op is None:
@@ -873,7 +873,7 @@ def trial(name: str, on_phase: Callable[[str], None] = lambda phase: None, donor
             dev_kwargs, _ = build("jax", 0)
             samples.seed_all(0)
             actual = _outputs(op(**dev_kwargs), dev_kwargs, written)
-            layouts = check._layouts(actual)
+            layouts = calls.layouts(actual)
             actual = tree_map(lambda x: x.cpu() if isinstance(x, torch.Tensor) else x, actual)
         except Exception as e:
             status = check._exception_status(e)
