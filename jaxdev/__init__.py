@@ -69,6 +69,10 @@ from jaxdev import distributed as _distributed
 _distributed.register()  # the torch.distributed backend "jax" (gloo on host copies)
 _eager_modes.install()
 
+from jaxdev import shutdown as _shutdown
+
+_shutdown.install()  # last: freezes the import-time heap, so exit's collections skip it (jaxdev/shutdown.py)
+
 
 __all__ = [
     "UnsupportedDtypeError",
