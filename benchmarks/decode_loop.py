@@ -102,6 +102,8 @@ def main() -> None:
         "jaxdev compiled": decoder("jax", args.layers, args.d, "compiled"),
         "torch CPU eager": decoder("cpu", args.layers, args.d, "op"),
     }
+    if torch.cuda.is_available():  # where a GPU is lent: torch's own accelerator eager
+        variants["torch CUDA eager"] = decoder("cuda", args.layers, args.d, "op")
     first, tokens = {}, {}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

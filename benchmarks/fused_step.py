@@ -67,6 +67,8 @@ def run(title: str, build_torch, build_jax, rounds: int, steps: int) -> None:
         "jaxdev compiled": compile_step.torch_step(build_torch, "jax", compiled=True),
         "torch CPU eager": compile_step.torch_step(build_torch, "cpu", compiled=False),
     }
+    if torch.cuda.is_available():  # where a GPU is lent: torch's own accelerator eager, the bar to beat
+        variants["torch CUDA eager"] = compile_step.torch_step(build_torch, "cuda", compiled=False)
     jax_run, _ = build_jax()
     variants["JAX jit (hand-written)"] = jax_run
     with warnings.catch_warnings():
@@ -87,6 +89,11 @@ def run(title: str, build_torch, build_jax, rounds: int, steps: int) -> None:
         f"fused / per-op eager: {f / per_step['jaxdev per-op eager']:.2f}; fused / compiled: {f / base:.2f}; "
         f"fused / torch CPU eager: {f / per_step['torch CPU eager']:.2f}; "
         f"fused / JAX jit: {f / per_step['JAX jit (hand-written)']:.2f}"
+        + (
+            f"; fused / torch CUDA eager: {f / per_step['torch CUDA eager']:.2f}"
+            if "torch CUDA eager" in per_step
+            else ""
+        )
     )
     print(
         f"fused, per step once settled ({settled} steps to settle): {flushes:.0f} flushes, {programs:.0f} new programs, "
