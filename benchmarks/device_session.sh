@@ -22,7 +22,9 @@ run() {  # run NAME SECONDS COMMAND...: one section, its output to the screen an
     echo "=== $name: exit ${PIPESTATUS[0]} after $((SECONDS - t0)) s ==="
 }
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null || true
-$PY -c "import jaxdev, torch, jax; print('jaxdev', jaxdev.__file__, 'torch', torch.__version__, 'jax', jax.__version__, jax.devices())" 2>&1 | tail -3
+# Stop at once when jaxdev does not import under this machine's torch and jax: every section needs it.
+$PY -c "import jaxdev, torch, jax; print('jaxdev', jaxdev.__file__, 'torch', torch.__version__, 'jax', jax.__version__, jax.devices())" 2>&1 | tail -4
+[ "${PIPESTATUS[0]}" = 0 ] || { echo "jaxdev does not import here"; exit 1; }
 run accelerator_check 160 $PY benchmarks/accelerator_check.py $ACC
 run fused_step 130 $PY benchmarks/fused_step.py $FUSED
 run decode_loop 90 $PY benchmarks/decode_loop.py $DEC

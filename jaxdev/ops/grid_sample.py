@@ -309,4 +309,8 @@ def grid_sampler_2d_cpu_fallback(input, grid, interpolation_mode, padding_mode, 
     return _sampler(interpolation_mode, padding_mode, bool(align_corners))(J(input), J(grid))
 
 
-register_backward(aten._grid_sampler_2d_cpu_fallback_backward.default, _FALLBACK)
+# A backend kernel from torch 2.12 on; before (2.11) it is CompositeImplicitAutograd and decomposes.
+if not torch._C._dispatch_has_kernel_for_dispatch_key(
+    aten._grid_sampler_2d_cpu_fallback_backward.default.name(), "CompositeImplicitAutograd"
+):
+    register_backward(aten._grid_sampler_2d_cpu_fallback_backward.default, _FALLBACK)
