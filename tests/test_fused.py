@@ -217,8 +217,8 @@ def test_parameters_are_updated_in_their_own_buffers():
 
 
 def test_a_compiled_function_inside_fused_mode():
-    """A torch.compile(backend="jax") graph called on pending tensors reads them (the segment runs
-    first) and its results join the next segment."""
+    """A torch.compile(backend="jax") graph called on pending tensors joins their segment as one op
+    (tests/test_fused_compiled.py has more)."""
     x = torch.randn(8, 8, device="jax")
     f = torch.compile(lambda a: (a @ a).relu().sum(0), backend="jax")
     expected = (f(x) + 1).cpu()

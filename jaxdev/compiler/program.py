@@ -30,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import threading
 import time
 import warnings
 
@@ -38,7 +39,7 @@ import jax.numpy as jnp
 import torch
 import torch.fx
 
-from jaxdev import dtypes, rng, tensor, tracing
+from jaxdev import dtypes, eager_modes, rng, tensor, tracing
 from jaxdev.core import placement
 from jaxdev.tensor import BOXES, Box
 
@@ -56,6 +57,10 @@ _STATIC_TYPES = (
     torch.memory_format,
     torch.layout,
 )
+
+
+# A program whose value check failed is being rerun eagerly, where its kernels raise (thread-local).
+_rerun = threading.local()
 
 
 class EagerGraphWarning(UserWarning):
@@ -83,6 +88,7 @@ class STATS:
 
     programs = 0
     seconds = 0.0
+    calls = 0  # graph calls that ran as their own program (not joined to fused eager's segment)
 
 
 def checks_enabled() -> bool:
@@ -290,8 +296,12 @@ class _Specialisation:
         inputs = [
             s if m is None else _on_storage(storages[m[0]], m[1:]) for m, s in zip(self.arg_meta, self.static_args)
         ]
-        with _plain_dispatch(), rng.traced(jnp.asarray(base)):
-            self.program.gm(*inputs)
+        _rerun.on = True  # graphs recorded into it (fused eager) rerun op by op too, so they raise
+        try:
+            with _plain_dispatch(), rng.traced(jnp.asarray(base)):
+                self.program.gm(*inputs)
+        finally:
+            _rerun.on = False
         raise RuntimeError(
             f"jaxdev: the compiled {self.program.name} program flagged invalid input values that its eager run accepted"
         )
@@ -328,6 +338,24 @@ def _on_storage(storage, meta) -> torch.Tensor:
     return t
 
 
+def _nested() -> bool:
+    """Inside a kernel, a flush or a trace: a graph called there runs as it is."""
+    return eager_modes.inside() or tracing.tracing_now() or tensor.in_scratch()
+
+
+class _GraphOp:
+    """What fused eager's recorder keys, names and tags a compiled graph's call by (an op's stand-in)."""
+
+    __slots__ = ("_name",)
+    tags = ()
+
+    def __init__(self, program: GraphProgram):
+        self._name = f"compiled {program.name} graph"
+
+    def name(self) -> str:
+        return self._name
+
+
 class GraphProgram:
     """A boxed callable for AOTAutograd: `program(args) -> list of outputs`."""
 
@@ -338,9 +366,38 @@ class GraphProgram:
         self.output_devices = _expected_devices(gm)
         self.specialisations: dict[tuple, _Specialisation] = {}
         self.eager_reason: str | None = None
+        self.op = _GraphOp(self)
 
     def __call__(self, args):
         args = list(args)
+        if eager_modes.ACTIVE.name == "fused" and self.eager_reason is None and not _nested():
+            # Fused eager: the graph joins the pending segment as one op, so a compiled step's
+            # forward, backward and optimizer graphs run as one XLA program (jaxdev/fused/).
+            from jaxdev.fused import recorder
+
+            return recorder.record(self.op, self._recorded, tuple(args), {})
+        return self._run(args)
+
+    def _recorded(self, *args):
+        """The graph as fused eager calls it: its ops inline while fused eager traces or evaluates it,
+        else (it could not be recorded) the compiled program as outside fused mode."""
+        if tracing.tracing_now() or tensor.in_scratch():
+            # Through fx's interpreter, not gm's own forward: a flush can come inside a compiled frame,
+            # where dynamo would compile the graph module's forward as user code.
+            # Its ops lay out their results as the graph planned them (meta strides), as when compiled alone.
+            was, tracing._checks.eager_layouts = tracing._checks.eager_layouts, False
+            try:
+                with _plain_dispatch():
+                    out = torch.fx.Interpreter(self.gm).run(*args)
+            finally:
+                tracing._checks.eager_layouts = was
+            return list(out) if isinstance(out, (list, tuple)) else [out]
+        if getattr(_rerun, "on", False):
+            return self.run_eagerly(list(args))
+        return self._run(list(args))
+
+    def _run(self, args):
+        STATS.calls += 1
         if self.eager_reason is None:
             try:
                 inputs = _Inputs(args)

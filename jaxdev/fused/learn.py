@@ -27,7 +27,8 @@ class NotRecordable(Exception):
 class Learned:
     """`eager`: the op runs eagerly, after the pending work. Otherwise:
     `out`: ("one", spec) | ("none", None) | (tuple or list, [spec, ...]), a spec being None,
-    ("arg", i) (the i-th tensor argument itself, as in-place ops return), ("value", v) (a Python number
+    ("arg", i) (the i-th tensor argument itself, as in-place ops return), ("view", i, dtype, shape, stride,
+    offset) (a tensor on the i-th tensor argument's storage), ("value", v) (a Python number
     computed from shapes alone) or ("new", m, dtype, shape,
     stride, offset) (a tensor on the op's m-th new storage); `storages[m]`: (numel, dtype) of that
     storage; `firsts[m]`: (position in the output or None, (dtype, shape, stride, offset)) of the first
@@ -136,8 +137,11 @@ def _describe(learned: Learned, out, twins: list, inputs: set) -> None:
             if o is t:
                 return ("arg", i)
         address = o.untyped_storage().data_ptr()
-        if o.device.type != "jax" or o.is_conj() or o.is_neg() or address in inputs:
-            raise NotRecordable("it returns a view of an argument, a tensor on another device or a conj/neg bit")
+        if o.device.type != "jax" or o.is_conj() or o.is_neg():
+            raise NotRecordable("it returns a tensor on another device or with a conj/neg bit")
+        if address in inputs:  # a view of an argument (a compiled forward graph saves `t(weight)`)
+            i = next(i for i, t in enumerate(twins) if t.untyped_storage().data_ptr() == address)
+            return ("view", i, o.dtype, o.shape, o.stride(), o.storage_offset())
         m = new.get(address)
         meta = (o.dtype, o.shape, o.stride(), o.storage_offset())
         if m is None:

@@ -187,6 +187,8 @@ class Segment:
                 return tensors[spec[1]]
             if spec[0] == "value":
                 return spec[1]
+            if spec[0] == "view":
+                return tensor.tensor_on_storage(tensors[spec[1]].untyped_storage(), *spec[2:])
             _, m, dtype, shape, stride, offset = spec
             storage = made.get(m)
             if storage is None:

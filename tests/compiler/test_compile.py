@@ -188,6 +188,9 @@ def test_dynamic_shapes_specialise_per_size():
         torch.testing.assert_close(compiled(x).cpu(), f(x).cpu())
 
 
+@pytest.mark.per_op_mode(
+    "when a program's deferred check is read: at its next call in op mode, at the next sync in fused mode"
+)
 def test_value_checks_raise_the_eager_error():
     def f(logits, target):
         return nn.functional.cross_entropy(logits, target)
