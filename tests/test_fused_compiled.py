@@ -10,6 +10,7 @@ import torch
 from torch import nn
 
 import jaxdev
+from jaxdev import tensor as tensor_module
 from jaxdev.compiler import program as compiled
 from jaxdev.fused import recorder
 
@@ -104,3 +105,33 @@ def test_a_value_error_in_a_recorded_graph_raises_at_the_read():
         out = f(table, torch.tensor([1, 7], device="jax"))
         with pytest.raises(IndexError):
             out.cpu()
+
+
+def test_a_compiled_steps_updates_land_in_the_old_buffers():
+    """The one program gets the parameters' and momentum's buffers (XLA donation), as fused eager's own
+    steps do: no second copy of the state is alive during the step."""
+    model = nn.Linear(64, 64).to("jax")
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    x = torch.randn(8, 64).to("jax")
+
+    @torch.compile(backend="jax")
+    def forward_backward():
+        model(x).square().mean().backward()
+
+    step_opt = torch.compile(opt.step, backend="jax")
+
+    def pointers():
+        held = [*model.parameters(), *(opt.state[p]["momentum_buffer"] for p in model.parameters())]
+        return {tensor_module.box_of(t)._array.unsafe_buffer_pointer() for t in held}
+
+    with jaxdev.eager_mode("fused"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        for _ in range(4):  # the first steps trace, and learn what a step overwrites
+            opt.zero_grad(set_to_none=False)
+            forward_backward()
+            step_opt()
+        before = pointers()
+        opt.zero_grad(set_to_none=False)
+        forward_backward()
+        step_opt()
+        assert pointers() & before
