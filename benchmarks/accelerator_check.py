@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import subprocess
 import sys
 import time
 
@@ -83,9 +84,10 @@ def _product_row(n: int, dtype: torch.dtype, setting: str, repeat: int) -> str:
 
 
 def _lm_step(device: str, mode: str, autocast: bool):
-    """mode: "eager" (per-op), "fused" (jaxdev.eager_mode("fused")) or "compiled"."""
-    step = _lm_step_of(device, mode == "compiled", autocast)
-    if mode != "fused":
+    """mode: "eager" (per-op), "fused" (jaxdev.eager_mode("fused")), "compiled", or "compiled+fused" (the
+    compiled step under fused eager: one program per step)."""
+    step = _lm_step_of(device, mode.startswith("compiled"), autocast)
+    if "fused" not in mode:
         return step
 
     def fused_step():
@@ -121,30 +123,45 @@ def _lm_step_of(device: str, compiled: bool, autocast: bool):
     return step
 
 
+def _cuda_rows(steps: int) -> dict[str, float]:
+    """torch CUDA eager's LM steps (ms), measured in a process without jaxdev (cuda_reference.py)."""
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "cuda_reference.py")
+    try:
+        done = subprocess.run(
+            [sys.executable, script, "--steps", str(steps)], capture_output=True, text=True, timeout=300
+        )
+    except subprocess.TimeoutExpired:
+        return {}
+    rows = {}
+    for line in done.stdout.splitlines():
+        name, ms, first = line.split("\t")
+        rows[name] = float(ms)
+        print(f"{'torch CUDA eager ' + name:<34} {float(ms):>9.2f} {float(first):>8.2f} {'1.00':>14}", flush=True)
+    return rows
+
+
 def lm(steps: int) -> None:
     print(f"\nTransformer LM training step (ms, median of {steps}; first step s in brackets)")
     print(f"{'variant':<34} {'ms/step':>9} {'first s':>8} {'vs torch CUDA':>14}")
+    cuda = _cuda_rows(steps) if ON_CUDA else {}
     for autocast in (False, True):
         label = "bf16 autocast" if autocast else "float32"
-        cuda_ms = None
-        variants = [("cuda", "eager")] if ON_CUDA else []
-        variants += [("jax", "eager"), ("jax", "fused"), ("jax", "compiled")]
-        for device, mode in variants:
-            name = f"{'torch CUDA' if device == 'cuda' else 'jaxdev'} {mode} {label}"
-            sync = (lambda r: torch.cuda.synchronize()) if device == "cuda" else _sync_jax
+        cuda_ms = cuda.get(f"LM {label}")
+        # per-op last: its first step compiles a program per op (80 s on an H200), so a run cut short
+        # still has the fused and compiled rows
+        for mode in ("fused", "compiled+fused", "compiled", "eager"):
+            name = f"jaxdev {mode} {label}"
             try:
-                step = _lm_step(device, mode, autocast)
+                step = _lm_step("jax", mode, autocast)
                 t0 = time.perf_counter()
-                sync(step())
+                _sync_jax(step())
                 first = time.perf_counter() - t0
-                for _ in range(2 if mode == "fused" else 0):  # fused settles in two steps (its programs cached)
-                    sync(step())
-                ms = median_seconds(step, sync, steps) * 1e3
+                for _ in range(2 if "fused" in mode else 0):  # fused settles in two steps (its programs cached)
+                    _sync_jax(step())
+                ms = median_seconds(step, _sync_jax, steps) * 1e3
             except Exception as e:  # report and go on: a cut-short run still says what it measured
                 print(f"{name:<34} failed: {type(e).__name__}: {str(e).splitlines()[0][:80]}", flush=True)
                 continue
-            if device == "cuda":
-                cuda_ms = ms
             ratio = f"{ms / cuda_ms:>14.2f}" if cuda_ms else f"{'-':>14}"
             print(f"{name:<34} {ms:>9.2f} {first:>8.2f} {ratio}", flush=True)
 
