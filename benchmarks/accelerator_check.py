@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -142,7 +143,7 @@ def _cuda_rows(steps: int) -> dict[str, float]:
 
 def lm(steps: int) -> None:
     print(f"\nTransformer LM training step (ms, median of {steps}; first step s in brackets)")
-    print(f"{'variant':<34} {'ms/step':>9} {'first s':>8} {'vs torch CUDA':>14}")
+    print(f"{'variant':<34} {'ms/step':>9} {'first s':>8} {'vs torch CUDA':>14} {'host ms':>8}")
     cuda = _cuda_rows(steps) if ON_CUDA else {}
     for autocast in (False, True):
         label = "bf16 autocast" if autocast else "float32"
@@ -159,11 +160,24 @@ def lm(steps: int) -> None:
                 for _ in range(2 if "fused" in mode else 0):  # fused settles in two steps (its programs cached)
                     _sync_jax(step())
                 ms = median_seconds(step, _sync_jax, steps) * 1e3
+                host = _host_ms(step, steps)
             except Exception as e:  # report and go on: a cut-short run still says what it measured
                 print(f"{name:<34} failed: {type(e).__name__}: {str(e).splitlines()[0][:80]}", flush=True)
                 continue
             ratio = f"{ms / cuda_ms:>14.2f}" if cuda_ms else f"{'-':>14}"
-            print(f"{name:<34} {ms:>9.2f} {first:>8.2f} {ratio}", flush=True)
+            print(f"{name:<34} {ms:>9.2f} {first:>8.2f} {ratio} {host:>8.2f}", flush=True)
+
+
+def _host_ms(step, steps: int) -> float:
+    """Median ms of the step's call alone, its result waited for outside the timing: the host's part
+    (dispatch, autograd, recording, guards) when nothing inside the step waits for the device."""
+    times = []
+    for _ in range(steps):
+        t0 = time.perf_counter()
+        r = step()
+        times.append(time.perf_counter() - t0)
+        _sync_jax(r)
+    return statistics.median(times) * 1e3
 
 
 def writes(repeat: int) -> None:
