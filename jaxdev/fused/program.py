@@ -57,7 +57,7 @@ class _Fused:
         if self.reason is None:
             args = _inputs(seg)
             try:
-                inputs = compiled._Inputs(args)
+                inputs = compiled.Inputs(args)
                 spec = self.graph.specialisations.get(inputs.key)
                 if spec is None:
                     spec = self.graph.specialisations[inputs.key] = compiled._Specialisation(self.graph, args, inputs)
