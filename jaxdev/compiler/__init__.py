@@ -37,7 +37,7 @@ def _register_now() -> None:
         skipped = ("jax", "jaxlib", *_device_modules())
         for module in skipped:
             trace_rules.add(module)
-        pass  # frames.skip_recursively(skipped)  # and the frames they call (logging, from JAX)
+        frames.skip_recursively(skipped)  # and the frames they call (logging, from JAX)
         _capturable_like_cuda()
 
 
