@@ -225,3 +225,37 @@ def test_a_compiled_function_inside_fused_mode():
     with jaxdev.eager_mode("fused"):
         z = f(x * 1.0) + 1
         torch.testing.assert_close(z.cpu(), expected)
+
+
+def test_host_to_device_copies_do_not_cut_the_segment():
+    """`torch.tensor(..., device="jax")` and `cpu_tensor.to("jax")` copy at once (a later change of the
+    host tensor is not seen) without running the pending ops, so a decoding loop stays one segment."""
+    x = torch.randn(6, device="jax")
+    host = torch.arange(6.0)
+    with jaxdev.eager_mode("fused"):
+        before = STATS.flushes
+        y = x * 2
+        position = torch.tensor([3], device="jax")
+        moved = host.to("jax")
+        host.add_(100)  # after the copy: not seen
+        z = y.index_select(0, position) + moved[position]
+        assert STATS.flushes == before and recorder.pending_ops() >= 3
+        assert STATS.uploads >= 2
+        got = z.cpu()
+    torch.testing.assert_close(got, x.cpu()[3:4] * 2 + 3.0)
+
+
+def test_integer_indexing_is_recorded_and_masks_are_not():
+    """`x[idx]` with integer indices has a size known from shapes (recorded; a bad index raises CPU's
+    error at the read); with a boolean mask its size depends on values (run at once, after a flush)."""
+    x = torch.randn(5, 3, device="jax")
+    with jaxdev.eager_mode("fused"):
+        before = STATS.flushes
+        rows = (x + 1)[torch.tensor([4, 0], device="jax")]
+        assert STATS.flushes == before
+        torch.testing.assert_close(rows.cpu(), x.cpu()[[4, 0]] + 1)
+        bad = x[torch.tensor([7], device="jax")]
+        with pytest.raises(IndexError, match="out of bounds"):
+            bad.cpu()
+        masked = (x * 2)[x > 0]
+        torch.testing.assert_close(masked.cpu(), (x.cpu() * 2)[x.cpu() > 0])

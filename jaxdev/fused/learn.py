@@ -43,12 +43,28 @@ class Learned:
 
 
 def learn(op, fn, args, kwargs, tensors: list) -> Learned:
-    if any(tag in op.tags for tag in _DATA_DEPENDENT):
+    if any(tag in op.tags for tag in _DATA_DEPENDENT) and not _integer_index(op, args):
         return Learned(eager=True, reason="its results' shapes depend on values")
     try:
         return _abstract(fn, args, kwargs, tensors)
     except Exception as e:  # it cannot be evaluated without values: it runs eagerly, which raises if it must
         return Learned(eager=True, reason=f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
+
+
+_INDEX = torch.ops.aten.index.Tensor
+
+
+def _integer_index(op, args) -> bool:
+    """`x[idx]` with integer index tensors: tagged dynamic (a boolean mask's result size depends on its
+    values) but its size is known from the shapes alone, so it is recorded (`cache[position]`)."""
+    return (
+        op is _INDEX
+        and len(args) == 2
+        and all(i is None or (isinstance(i, torch.Tensor) and i.dtype not in _MASKS) for i in args[1])
+    )
+
+
+_MASKS = (torch.bool, torch.uint8)
 
 
 def _abstract(fn, args, kwargs, tensors: list) -> Learned:

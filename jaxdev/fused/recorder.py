@@ -36,11 +36,12 @@ class STATS:
     recorded = 0
     flushes = 0
     programs = 0
+    uploads = 0  # host-to-device copies run at once without a flush (_upload)
     eager: typing.ClassVar[dict] = {}
 
     @classmethod
     def reset(cls) -> None:
-        cls.recorded = cls.flushes = cls.programs = 0
+        cls.recorded = cls.flushes = cls.programs = cls.uploads = 0
         cls.eager = {}
 
 
@@ -233,6 +234,8 @@ def record(op, fn, args, kwargs):
             krefs = {k: seg.ref(v, key, tensors) for k, v in kwargs.items()} if kwargs else {}
         except NotRecordable as e:
             seg.undo(mark)
+            if op is _TO_COPY and _uploads(given, kwargs):
+                return _upload(fn, given, kwargs)
             return _eagerly(fn, given, kwargs, op, str(e))
         key = tuple(key) if not kwargs else (*key, tuple(kwargs))
         child = seg.trie.children.get(key)
@@ -313,6 +316,30 @@ def _add_child(parent: Trie, key, child: Trie, op) -> None:
                 "changes every step?); it runs op by op where it does, the ops around it stay fused",
                 stacklevel=4,
             )
+
+
+_TO_COPY = torch.ops.aten._to_copy.default
+
+
+def _uploads(args, kwargs) -> bool:
+    """`_to_copy` of a CPU tensor onto jax (`torch.tensor([i], device="jax")`, `x.to("jax")`)."""
+    device = kwargs.get("device")
+    return (
+        len(args) == 1
+        and isinstance(args[0], torch.Tensor)
+        and args[0].device.type == "cpu"
+        and device is not None
+        and torch.device(device).type == "jax"
+    )
+
+
+def _upload(fn, args, kwargs):
+    """A host-to-device copy runs at once and needs no flush: it reads host memory alone and makes a
+    new storage no pending op can read, so the segment goes on (a decoding loop's position tensor
+    does not cut every token into its own program). STATS.uploads counts them."""
+    STATS.uploads += 1
+    with eager_modes.as_is():
+        return fn(*args, **kwargs)
 
 
 def _eagerly(fn, args, kwargs, op, reason: str):
