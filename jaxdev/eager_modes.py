@@ -122,9 +122,19 @@ def dispatch(op, fn, args, kwargs):
 
 def _tracing() -> bool:
     """Kernels are being traced (a compiled program, a VJP body, fused's own evaluation): run them."""
+    if _probes is None:
+        _find_probes()
+    return _probes[0]() or _probes[1]()
+
+
+_probes = None  # (tracing.tracing_now, tensor.in_scratch): imported at the first op (they import this module)
+
+
+def _find_probes() -> None:
+    global _probes
     from jaxdev import tensor, tracing
 
-    return tracing.tracing_now() or tensor.in_scratch()
+    _probes = (tracing.tracing_now, tensor.in_scratch)
 
 
 def _wait(out) -> None:

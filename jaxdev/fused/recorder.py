@@ -124,8 +124,10 @@ class Segment:
         raise NotRecordable(f"an argument of type {cls.__name__}")
 
     def _tensor_ref(self, t: torch.Tensor, key: list):
-        if t.device.type != "jax" or t.is_conj() or t.is_neg():
-            raise NotRecordable("a tensor on another device, or with a conj/neg bit")
+        # No device test (the hot path's dearest call): only jax storages have jaxdev's fake addresses
+        # (above 2**52, beyond any real mapping), so a tensor elsewhere has no slot and no box.
+        if t.is_conj() or t.is_neg():
+            raise NotRecordable("a tensor with a conj/neg bit")
         storage = t.untyped_storage()
         address = storage.data_ptr()
         meta = (t.dtype, t.shape, t.stride(), t.storage_offset())
@@ -133,6 +135,8 @@ class Segment:
         if slot is None:
             box = BOXES.get(address)
             if type(box) is not Box and type(box) is not boxes.WrittenBox:
+                if t.device.type != "jax":
+                    raise NotRecordable("a tensor on another device")
                 raise NotRecordable("a storage jaxdev does not hold as one box")
             slot = self.slots[address] = ("i", self.stored)
             self.stored += 1
