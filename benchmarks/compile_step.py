@@ -70,7 +70,7 @@ def torch_lm():
     return LM(), data, lambda p: torch.optim.AdamW(p, lr=1e-3), loss_fn
 
 
-def torch_step(build, device: str, compiled: bool):
+def torch_step(build, device: str, compiled: bool, backend: str = "jax"):
     torch.manual_seed(0)
     model, (x, y), make_opt, loss_fn = build()
     model = model.to(device)
@@ -83,8 +83,8 @@ def torch_step(build, device: str, compiled: bool):
         return loss
 
     if compiled:
-        forward_backward = torch.compile(forward_backward, backend="jax")
-        opt_step = torch.compile(opt.step, backend="jax")
+        forward_backward = torch.compile(forward_backward, backend=backend)
+        opt_step = torch.compile(opt.step, backend=backend)
     else:
         opt_step = opt.step
 

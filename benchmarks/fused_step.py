@@ -1,5 +1,5 @@
-"""Fused eager against per-op eager, the compiled path, hand-written `jax.jit` and torch CPU eager:
-training steps, interleaved round by round in one process (medians).
+"""Fused eager against per-op eager, the compiled path, hand-written `jax.jit`, torch CPU eager and
+torch.compile's inductor on CPU: training steps, interleaved round by round in one process (medians).
 
 The models are benchmarks/compile_step.py's: MLP 784-512-512-10 (batch 128, Adam) and the 2-layer
 Transformer LM (AdamW). The fused variant is the unchanged eager step run under
@@ -74,6 +74,8 @@ def run(title: str, build_torch, build_jax, rounds: int, steps: int) -> None:
         # the same compiled step under fused eager: its graphs join one program per step (issue 28)
         "jaxdev compiled, fused": fused(compile_step.torch_step(build_torch, "jax", compiled=True)),
         "torch CPU eager": compile_step.torch_step(build_torch, "cpu", compiled=False),
+        # torch.compile's own CPU compiler: the bar issue 28 sets for the compiled path
+        "torch CPU inductor": compile_step.torch_step(build_torch, "cpu", compiled=True, backend="inductor"),
     }
     # No torch CUDA row: a CUDA backward cannot run in a process that imported jaxdev (jaxdev/accelerators.py).
     jax_run, _ = build_jax()
@@ -93,7 +95,8 @@ def run(title: str, build_torch, build_jax, rounds: int, steps: int) -> None:
         f"fused / per-op eager: {f / per_step['jaxdev per-op eager']:.2f}; fused / compiled: {f / base:.2f}; "
         f"fused / torch CPU eager: {f / per_step['torch CPU eager']:.2f}; "
         f"fused / JAX jit: {f / per_step['JAX jit (hand-written)']:.2f}; "
-        f"compiled, fused / compiled: {per_step['jaxdev compiled, fused'] / base:.2f}"
+        f"compiled, fused / compiled: {per_step['jaxdev compiled, fused'] / base:.2f}; "
+        f"compiled / torch CPU inductor: {base / per_step['torch CPU inductor']:.2f}"
     )
     for name, c in counts.items():
         print(
