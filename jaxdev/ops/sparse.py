@@ -109,6 +109,8 @@ def _scatter_dense(shape, linear_index_parts, values, jdt):
     out = jnp.zeros(shape, jdt)
     if values.shape[0] == 0 or 0 in shape:
         return out
+    if not linear_index_parts:  # no sparse dims (a 0-dim tensor): the values add up in place
+        return out + values.sum(0).astype(jdt)
     return out.at[tuple(linear_index_parts)].add(values.astype(jdt), mode="drop")
 
 
@@ -205,9 +207,11 @@ def _dense_to_coo(self, sparse_dim):
     flat = x.reshape((*sparse_shape, -1)) if self.dim() > sparse_dim else x
     nonzero = flat != 0 if self.dim() == sparse_dim else jnp.any(flat != 0, axis=-1)
     count = int(jnp.sum(nonzero))  # nnz: read from the device, as CPU's nonzero does
-    where = jnp.nonzero(nonzero, size=count)
-    indices = jnp.stack(where) if sparse_dim else jnp.zeros((0, count), jnp.int64)
-    values = x[where] if sparse_dim else x[None]
+    if sparse_dim:
+        where = jnp.nonzero(nonzero, size=count)
+        indices, values = jnp.stack(where), x[where]
+    else:  # a 0-dim tensor: one value if it is nonzero, none if it is zero (CPU's nnz)
+        indices, values = jnp.zeros((0, count), jnp.int64), x.reshape(1)[:count]
     return _make_coo(
         self,
         sparse_dim,
