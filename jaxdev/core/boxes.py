@@ -82,7 +82,8 @@ class Box:
 
 BOXES: dict[int, Box] = {}  # never rebound: the native module reads this dict
 # With the native module (jaxdev/native.py) every storage jaxdev makes reports its own death (a deleter
-# on its data pointer) and its box goes at the next native read, wrap or new storage; what follows is
+# on its data pointer) and its box goes with it (or, for a death off the GIL, at the next native read,
+# wrap or new storage); what follows is
 # the pure-Python path, and the full sweep stays as a backstop. There a box outlives its storage until a
 # sweep finds the storage gone (PyTorch gives no callback when a storage dies). Most storages are
 # temporaries that die within a few ops, and an array kept alive past its use costs more than memory:
@@ -117,6 +118,17 @@ def sweep() -> None:
     _aging.clear()
     _sweep_above = max(4096, 2 * len(BOXES))
     _bytes_since_sweep = _young_bytes = 0
+
+
+def release_dead() -> None:
+    """Drop the boxes of dead storages now, for an answer about memory (torch.jax.memory_allocated).
+    Natively a storage that dies on a thread holding the GIL takes its box with it; only those that died
+    elsewhere (autograd's device threads) wait for the next op, and go here. The Python path has no
+    death notice: a full sweep."""
+    if _native is not None:
+        _native.drop_dead()
+    else:
+        sweep()
 
 
 def _sweep_young() -> None:

@@ -9,14 +9,16 @@
 //   wrap(array, dtype, address)  a contiguous jax tensor of `array`'s shape on a new storage named by a
 //                                fake address, its Box (holding `array`)
 //                                made and entered in BOXES: tensor.wrap's hot path. The storage
-//                                tells when it dies (its data pointer's deleter), and the next wrap
-//                                or drop_dead() removes its box: no weak-reference sweep needed.
+//                                tells when it dies (its data pointer's deleter), which removes its
+//                                box at once (or, off the GIL, the next wrap or drop_dead() does):
+//                                no weak-reference sweep needed.
 //   new_storage(address, nbytes) a storage at a fake address that reports its death as wrap's do
 //                                (tensor.new_storage: strided, empty and copied results).
-//   drop_dead()                  remove the boxes of the storages wrap made that have died (the
-//                                readers below do it first too: a dead result's buffer is free
-//                                before the next op allocates, so a loop reuses it while it is hot;
-//                                measured, a 1024x1024 expand().contiguous() loop 76 -> 38 us).
+//   drop_dead()                  remove the boxes of the storages wrap made that died on a thread
+//                                without the GIL (the readers below do it first too: a dead result's
+//                                buffer is free before the next op allocates, so a loop reuses it
+//                                while it is hot; measured, a 1024x1024 expand().contiguous() loop
+//                                76 -> 38 us).
 //   set_boxes(BOXES, Box)        the storage -> Box dictionary that the readers below look in, and
 //                                the Box class (a subclass, such as a storage slice's, is left to Python).
 //   plain_value(t)               the jax.Array of a tensor that is its whole storage, row-major (the
@@ -132,14 +134,33 @@ PyObject* register_cpu_kernels(PyObject*, PyObject* names) {
   Py_RETURN_NONE;
 }
 
-// Fake addresses of storages made by wrap that have died. A storage may die on any thread (autograd's
-// device threads free saved tensors) and without the GIL, so its deleter only records the address;
-// the boxes are removed under the GIL by the next wrap or drop_dead. Allocated once and never freed:
-// storages still die during interpreter shutdown, after static destructors have run.
+// Fake addresses of storages made by wrap that died on a thread without the GIL (autograd's device
+// threads free saved tensors): their boxes are removed under the GIL by the next wrap or drop_dead.
+// Allocated once and never freed: storages still die during interpreter shutdown, after static
+// destructors have run.
 std::mutex* g_dead_mutex = new std::mutex;
 std::vector<void*>* g_dead = new std::vector<void*>;
 
+bool drop_box(void* address);
+
+// A storage's data pointer's deleter. Where its thread holds the GIL (`del t`, a collected cycle, a
+// kernel's temporaries) the box goes at once, so the buffer is free when the tensor is, as CUDA's
+// allocator frees a block: torch.jax.memory_allocated() drops at `del t`, not at the next op. The
+// deleter runs inside whatever Python code let the tensor go, so the exception being raised there,
+// if any, is kept, and a failure here is reported as unraisable rather than raised into that code.
 void storage_died(void* address) {
+#if PY_VERSION_HEX >= 0x030D0000
+  bool finalizing = Py_IsFinalizing();
+#else
+  bool finalizing = _Py_IsFinalizing();
+#endif
+  if (g_boxes && !finalizing && PyGILState_Check()) {
+    PyObject *type, *value, *traceback;
+    PyErr_Fetch(&type, &value, &traceback);
+    if (!drop_box(address)) PyErr_WriteUnraisable(g_boxes);
+    PyErr_Restore(type, value, traceback);
+    return;
+  }
   std::lock_guard<std::mutex> guard(*g_dead_mutex);
   g_dead->push_back(address);
 }
@@ -214,8 +235,32 @@ PyObject* new_box(PyObject* array, int64_t numel, PyObject* dtype, void* weak) {
   return box;
 }
 
-// Removes the boxes of dead storages from BOXES (under the GIL), releasing each box's weak reference.
-// Returns false with a Python error set if removing one failed.
+// Removes the box of the dead storage at `address` from BOXES (under the GIL), releasing its weak
+// reference; no box is fine (forgotten already: a trace's scratch boxes). False with a Python error set
+// if removing it failed.
+bool drop_box(void* address) {
+  PyObject* key = PyLong_FromVoidPtr(address);
+  if (!key) return false;
+  PyObject* box = PyDict_GetItemWithError(g_boxes, key);  // borrowed
+  bool ok = box || !PyErr_Occurred();
+  if (box && PyObject_TypeCheck(box, reinterpret_cast<PyTypeObject*>(g_box_type))) {  // Box or a subclass
+    // The box's weak reference (box.weak) may name another StorageImpl by now (a storage resized in
+    // place keeps its StorageImpl and takes a new box): release whatever it names.
+    PyObject* weak = *reinterpret_cast<PyObject**>(reinterpret_cast<char*>(box) + g_slots.weak);
+    if (weak && PyLong_Check(weak)) {
+      auto* impl = static_cast<c10::StorageImpl*>(PyLong_AsVoidPtr(weak));
+      if (impl) c10::raw::weak_intrusive_ptr::decref(impl);
+      Py_INCREF(Py_None);
+      set_slot(box, g_slots.weak, Py_None);
+    }
+    ok = PyDict_DelItem(g_boxes, key) == 0;
+  }
+  Py_DECREF(key);
+  return ok;
+}
+
+// Removes the boxes of the storages that died without the GIL. Returns false with a Python error set
+// if removing one failed.
 bool drop_dead_boxes() {
   std::vector<void*> dead;
   {
@@ -224,28 +269,7 @@ bool drop_dead_boxes() {
     dead.swap(*g_dead);
   }
   for (void* address : dead) {
-    PyObject* key = PyLong_FromVoidPtr(address);
-    if (!key) return false;
-    PyObject* box = PyDict_GetItemWithError(g_boxes, key);  // borrowed
-    if (box && PyObject_TypeCheck(box, reinterpret_cast<PyTypeObject*>(g_box_type))) {  // Box or a subclass
-      // The box's weak reference (box.weak) may name another StorageImpl by now (a storage resized in
-      // place keeps its StorageImpl and takes a new box): release whatever it names.
-      PyObject* weak = *reinterpret_cast<PyObject**>(reinterpret_cast<char*>(box) + g_slots.weak);
-      if (weak && PyLong_Check(weak)) {
-        auto* impl = static_cast<c10::StorageImpl*>(PyLong_AsVoidPtr(weak));
-        if (impl) c10::raw::weak_intrusive_ptr::decref(impl);
-        Py_INCREF(Py_None);
-        set_slot(box, g_slots.weak, Py_None);
-      }
-      if (PyDict_DelItem(g_boxes, key) != 0) {
-        Py_DECREF(key);
-        return false;
-      }
-    } else if (PyErr_Occurred()) {
-      Py_DECREF(key);
-      return false;
-    }
-    Py_DECREF(key);  // no box: forgotten already (a trace's scratch boxes)
+    if (!drop_box(address)) return false;
   }
   return true;
 }
