@@ -13,6 +13,7 @@ from jaxdev.ops import (  # noqa: F401
     creation,
     decompositions,
     distance,
+    distributions,
     embedding_bag,
     fft,
     fold,
