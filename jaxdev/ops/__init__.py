@@ -2,6 +2,7 @@
 
 from jaxdev.ops import (  # noqa: F401
     activation,
+    advanced_indexing,
     amp,
     attention,
     bessel,
@@ -40,6 +41,7 @@ from jaxdev.ops import (  # noqa: F401
     scans,
     scatter,
     searching,
+    segment_reduce,
     softmax,
     sorting,
     sparse,

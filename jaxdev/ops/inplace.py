@@ -1,7 +1,7 @@
 """In-place pointwise ops that write into their own buffer: `x.add_(y)`, an optimizer's `lerp_`,
 `addcmul_`, `mul_` on large tensors.
 
-An in-place op's derived kernel (registry._inplace_kernel) computes the functional result into a new
+An in-place op's derived kernel (derived.inplace_kernel) computes the functional result into a new
 buffer and then hands it to `self`'s storage: two buffers of `self`'s size live at once, and the new
 one lands in memory nobody has touched lately (measured on this project's 2-core CPU machine, `x.add_(y)`
 of 1 MiB: median 208 us copying, 70 us donated). Here the functional kernel runs once more,

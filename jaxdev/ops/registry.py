@@ -5,7 +5,8 @@ table per concern:
   KERNELS     the Python kernel registered at PrivateUse1
   FUNCTIONAL  a functional overload -> its body `fn(*args) -> jax.Array(s)` (what `register_functional`
               decorates): the source every derived kernel below is made from
-  DERIVED     in-place / out= overloads derived from a functional kernel -> that functional overload
+  DERIVED     in-place / out= overloads derived from a functional kernel (ops/derived.py) -> that
+              functional overload
   BACKWARD    `*_backward` overloads derived as the VJP of a functional kernel -> that forward overload
 and FAST_BODIES, keyed by the OpOverload: an elementwise op's per-dtype jitted bodies (`fast=`).
 
@@ -16,17 +17,26 @@ bug of this project). Such ops decompose into ops that have kernels here.
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable
 
 import jax
 import torch
 from torch._ops import OpOverload
 
-from jaxdev import dtypes, eager_modes, layout, native, tensor, tracing
-from jaxdev.ops import inplace, out_dtypes
+from jaxdev import eager_modes, layout, native, tensor, tracing
+from jaxdev.ops.derived import (  # noqa: F401  (check_cast, store_into, broadcast_shapes: imported from here)
+    as_shape_error,
+    broadcast_shapes,
+    check_cast,
+    inplace_kernel,
+    inplace_variant,
+    out_args,
+    out_kernel,
+    out_variant,
+    shape_errors_as_torch,
+    store_into,
+)
 from jaxdev.ops.toolkit import J, jitted
-from jaxdev.tensor import is_jax
 
 aten = torch.ops.aten
 
@@ -211,74 +221,9 @@ def _relaid_kernel(op: OpOverload, fn: Callable) -> Callable:
     return kernel
 
 
-# --- in-place and out= variants derived from a functional kernel ---------------------------------
-
-
-def check_cast(result: torch.dtype, target: torch.dtype) -> None:
-    if not torch.can_cast(result, target):
-        raise RuntimeError(
-            f"result type {dtypes.scalar_name(result)} can't be cast to the desired output "
-            f"type {dtypes.scalar_name(target)}"
-        )
-
-
-def store_into(out: torch.Tensor, value: jax.Array, *, resize: bool, strides=None) -> torch.Tensor:
-    """Write a result into an existing tensor (in-place or out=), with PyTorch's checks. `strides`: the
-    layout a resized out= takes (TensorIterator restrides the outputs it resizes as its inputs lie)."""
-    if not is_jax(out):
-        raise tensor.mixed_devices(out.device)
-    check_cast(dtypes.to_torch_dtype(value.dtype), out.dtype)
-    shape = tuple(value.shape)
-    if tuple(out.shape) != shape:
-        if not resize:
-            raise RuntimeError(f"output with shape {list(out.shape)} doesn't match the broadcast shape {list(shape)}")
-        if out.numel() != 0:
-            warnings.warn(
-                f"An output with one or more elements was resized since it had shape "
-                f"{list(out.shape)}, which does not match the required output shape {list(shape)}. "
-                "This behavior is deprecated, and in a future PyTorch release outputs will not be "
-                "resized unless they have zero elements. You can explicitly reuse an out tensor t "
-                "by resizing it, inplace, to zero elements with t.resize_(0).",
-                UserWarning,
-                stacklevel=2,
-            )
-        out.resize_(shape)
-        if strides is not None and tuple(strides) != out.stride():
-            out.as_strided_(shape, strides)
-    tensor.write(out, value)
-    return out
-
-
-def _out_args(op: OpOverload) -> list[str]:
-    return [a.name for a in op._schema.arguments if a.kwarg_only and a.alias_info is not None and a.alias_info.is_write]
-
-
-def _same_inputs(a: OpOverload, b: OpOverload) -> bool:
-    strip = lambda op: [
-        (x.name, str(x.type))
-        for x in op._schema.arguments
-        if not (x.alias_info and x.alias_info.is_write and x.kwarg_only)
-    ]
-    return strip(a) == strip(b)
-
-
-def out_variant(op: OpOverload) -> OpOverload | None:
-    packet = getattr(aten, op._schema.name.split("::")[1])
-    for overload in packet.overloads():
-        candidate = getattr(packet, overload)
-        if _out_args(candidate) and _same_inputs(op, candidate):
-            return candidate
-    return None
-
-
-def inplace_variant(op: OpOverload) -> OpOverload | None:
-    packet = getattr(aten, op._schema.name.split("::")[1] + "_", None)
-    if packet is None or op._overloadname not in packet.overloads():
-        return None
-    return getattr(packet, op._overloadname)
-
-
-def register_functional(*ops: OpOverload, inplace: bool = True, out: bool = True, fast: dict | None = None):
+def register_functional(
+    *ops: OpOverload, inplace: bool = True, out: bool = True, fast: dict | None = None, indexed: bool = False
+):
     """Decorator for `fn(*args, **kwargs) -> jax.Array | tuple[jax.Array, ...]`.
 
     Registers the functional overloads, and derives their in-place (`op_`) and out= overloads:
@@ -288,69 +233,27 @@ def register_functional(*ops: OpOverload, inplace: bool = True, out: bool = True
     `fast`: {op: bodies} for elementwise overloads whose common case runs natively (_fast_kernel):
     `bodies(dtype)` is the jitted body `fn` itself would run on plain tensors of that dtype with every
     other argument at its default (None where the result has another dtype or `fn` would raise).
+
+    `indexed`: an indexed write (scatter, index_copy...) whose `fn` ends in `indexed_writes.into`: the
+    in-place kernel gives `self`'s buffer to that program where nothing else can see it.
     """
 
     def deco(fn):
-        body = _shape_errors_as_torch(fn)
+        body = shape_errors_as_torch(fn)
         for op in ops:
             _register(op, _functional_kernel(fn, op), fast=(fast or {}).get(op))
             FUNCTIONAL[op.name()] = fn
             ip = inplace_variant(op) if inplace else None
             if ip is not None:
-                _register(ip, _inplace_kernel(body, op, ip))
+                _register(ip, inplace_kernel(body, op, ip, indexed))
                 DERIVED[ip.name()] = op.name()
             ov = out_variant(op) if out else None
             if ov is not None:
-                _register(ov, _out_kernel(body, _out_args(ov), op, ov))
+                _register(ov, out_kernel(body, out_args(ov), op, ov))
                 DERIVED[ov.name()] = op.name()
         return fn
 
     return deco
-
-
-def broadcast_shapes(*shapes) -> tuple[int, ...]:
-    """TensorIterator's broadcast of the operands' shapes, in order, with its error (infer_size)."""
-    out: tuple[int, ...] = ()
-    for b in shapes:
-        a, n = out, max(len(out), len(b))
-        res = []
-        for i in reversed(range(n)):  # from the last dim, as infer_size: its error names the last mismatch
-            x = a[i - n + len(a)] if i - n + len(a) >= 0 else 1
-            y = b[i - n + len(b)] if i - n + len(b) >= 0 else 1
-            if x != y and x != 1 and y != 1:
-                raise RuntimeError(
-                    f"The size of tensor a ({x}) must match the size of tensor b ({y}) at non-singleton dimension {i}"
-                )
-            res.append(y if x == 1 else x)
-        out = tuple(reversed(res))
-    return out
-
-
-def _as_shape_error(e: TypeError | ValueError, args, kwargs) -> RuntimeError | None:
-    """JAX's broadcasting error as PyTorch's RuntimeError: CPU's message where the tensor arguments
-    do not broadcast, else JAX's first line. None: not a broadcasting error."""
-    text = str(e)
-    if "broadcast" not in text:
-        return None
-    broadcast_shapes(*(tuple(t.shape) for t in _tensor_args(args, kwargs)))
-    return RuntimeError(text.splitlines()[0] if text else type(e).__name__)
-
-
-def _shape_errors_as_torch(fn):
-    """`fn` raising JAX's broadcasting errors (TypeError/ValueError) as PyTorch's RuntimeError."""
-
-    def body(*args, **kwargs):
-        try:
-            return fn(*args, **kwargs)
-        except (TypeError, ValueError) as e:
-            error = _as_shape_error(e, args, kwargs)
-            if error is None:
-                raise
-            raise error from None
-
-    body.__qualname__ = fn.__qualname__
-    body.__name__ = getattr(fn, "__name__", "kernel")
-    return body
 
 
 def _wrap_result(r):
@@ -420,64 +323,12 @@ def _functional_kernel(fn, op):
             tensor.raise_if_out_of_memory(error)
             raise
         except (TypeError, ValueError) as e:
-            error = _as_shape_error(e, args, kwargs)
+            error = as_shape_error(e, args, kwargs)
             if error is None:
                 raise
             raise error from None
 
     kernel.__qualname__ = fn.__qualname__
-    return kernel
-
-
-def _tensor_args(args, kwargs):
-    for a in (*args, *kwargs.values()):
-        if isinstance(a, torch.Tensor):
-            yield a
-        elif isinstance(a, (list, tuple)):
-            yield from (x for x in a if isinstance(x, torch.Tensor))
-
-
-def _inplace_kernel(fn, functional: OpOverload, op: OpOverload):
-    donating = inplace.eligible(functional, op)  # pointwise: large ones compute into self's own buffer
-    name = op.name()
-
-    def kernel(self, *args, **kwargs):
-        tensor.check_no_partial_overlap(self, _tensor_args(args, kwargs))
-        if donating and is_jax(self) and inplace.try_donated(fn, name, self, args, kwargs):
-            return self
-        store_into(self, fn(self, *args, **kwargs), resize=False)
-        return self
-
-    kernel.__qualname__ = fn.__qualname__ + "_"
-    return kernel
-
-
-def _out_kernel(fn, out_names, op: OpOverload, out_op: OpOverload):
-    pointwise = torch.Tag.pointwise in op.tags
-
-    def kernel(*args, **kwargs):
-        outs = [kwargs.pop(n) for n in out_names]
-        for o in outs:
-            tensor.check_no_partial_overlap(o, _tensor_args(args, kwargs))
-        r = fn(*args, **kwargs)
-        rs = r if isinstance(r, tuple) else (r,)
-        out_dtypes.check(out_op.name(), op.name(), outs, rs, args)
-        inputs = list(_tensor_args(args, kwargs))
-        layouts = None
-        for i, (o, v) in enumerate(zip(outs, rs)):
-            # An out= that is also an input is never resized (TensorIterator's read-write rule):
-            # `x.ldexp_(y)` is mul(x, 2**y, out=x), which raises when y broadcasts x bigger.
-            resize = not any(o is a for a in inputs)
-            strides = None
-            if resize and pointwise and tuple(o.shape) != tuple(v.shape):
-                # TensorIterator lays a resized output out as its inputs lie (x.t() + 1 into an empty out)
-                layouts = layouts or layout.result_layouts(op, args, kwargs, tracing.compiled_layout(v)) or ()
-                laid = layouts[i] if i < len(layouts) else None
-                strides = laid[1] if laid is not None and laid[0] == tuple(v.shape) else None
-            store_into(o, v, resize=resize, strides=strides)
-        return tuple(outs) if len(outs) > 1 else outs[0]
-
-    kernel.__qualname__ = fn.__qualname__ + ".out"
     return kernel
 
 

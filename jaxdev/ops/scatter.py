@@ -1,5 +1,7 @@
-"""Accumulating writes beyond indexing.py: scatter_reduce.two (sum/prod/mean/amax/amin,
-include_self), index_add, masked_scatter, index_copy/index_fill/index_reduce, put/take.
+"""Indexed writes: scatter (src, value, add, multiply), scatter_add, scatter_reduce.two
+(sum/prod/mean/amax/amin, include_self), index_add, masked_scatter, index_copy/index_fill/index_reduce,
+put (and its read, take). Their in-place variants write into self's own buffer where they may
+(ops/indexed_writes.py).
 
 Their backward formulas are composites of ops that already run on jax (gather, index_select,
 masked_select, scatter_add, ...).
@@ -11,16 +13,108 @@ import jax.numpy as jnp
 import torch
 
 from jaxdev import dtypes, tracing
-from jaxdev.ops.indexing import scatter_shape_check
+from jaxdev.ops.indexed_writes import into
+from jaxdev.ops.indexing import bounds_error, check_in_range, index_dtype_check, nonempty_dim, nonempty_size
+from jaxdev.ops.reduce_at import positions, reduce_at
 from jaxdev.ops.registry import aten, register, register_functional, store_into
 from jaxdev.ops.toolkit import J, add_at, any_device, check_index_bounds, jitted, multiply_at, opmath, wrap_dim
 
+# --- scatter_ (src, value, add, multiply), scatter_add, scatter_reduce -----------------------------
 
-def _positions(i, d):
-    """Full index tuple for a scatter along `d` with index array `i` (other dims: their own position)."""
-    grids = list(jnp.meshgrid(*[jnp.arange(n) for n in i.shape], indexing="ij"))
-    grids[d] = i
-    return tuple(grids)
+
+def _scatter_checks(self, d, index, src, name="scatter") -> None:
+    """CPU's scatter_meta_impl: dtypes, then shapes (only for a non-empty index)."""
+    index_dtype_check(name, index)
+    tensor_src = isinstance(src, torch.Tensor)
+    if tensor_src and self.dtype != src.dtype:
+        raise RuntimeError(f"{name}(): Expected self.dtype to be equal to src.dtype")
+    scatter_shape_check(self, d, index, src if tensor_src else None)
+    if not tensor_src and index.numel() != 0:
+        dtypes.check_scalar(src, self.dtype)
+
+
+def scatter_shape_check(self, d, index, src) -> None:
+    """CPU's scatter_shape_check, then its scatter kernel's own check of src (a tensor, or None for a
+    number), for a non-empty index. A 0-dim operand counts as one dimension of size 1; a src of fewer
+    (but some) dimensions than self fails on its first missing one, as CPU's ensure_nonempty_size does."""
+    if index.numel() == 0:
+        return
+    if nonempty_dim(self) != nonempty_dim(index):
+        raise RuntimeError("Index tensor must have the same number of dimensions as self tensor")
+    dims = range(nonempty_dim(self))
+    wrong = any(k != d and nonempty_size(index, k) > nonempty_size(self, k) for k in dims)
+    if not wrong and src is not None:
+        wrong = any(nonempty_size(index, k) > (src.shape[wrap_dim(k, src.dim())] if src.dim() else 1) for k in dims)
+    if wrong:
+        message = (
+            f"Expected index {list(index.shape)} to be no larger than self {list(self.shape)} apart from dimension {d}"
+        )
+        raise RuntimeError(
+            message + (f" and to be no larger size than src {list(src.shape)}" if src is not None else "")
+        )
+    if src is not None and nonempty_dim(src) != nonempty_dim(index):
+        raise RuntimeError("Index tensor must have the same number of dimensions as src tensor")
+
+
+def _scatter(self, dim, index, src, reduce=None):
+    d = wrap_dim(dim, self.dim())
+    _scatter_checks(self, d, index, src)
+    if reduce is not None and reduce not in ("add", "multiply"):
+        raise RuntimeError("reduce argument must be either add or multiply.")
+    if index.numel() == 0:
+        return J(self)
+    if self.dim() == 0 or index.dim() == 0:  # 0-dim operands (each one dimension of size 1) as vectors
+        src = src.reshape(-1) if isinstance(src, torch.Tensor) else src
+        return _scatter(self.reshape(-1), 0, index.reshape(-1), src, reduce).reshape(self.shape)
+    x = J(self)
+    i = J(index)
+    check_in_range(i, self.shape[d], bounds_error(i, self.shape[d], d))
+    if reduce not in (None, "add", "sum", "multiply", "prod"):
+        raise RuntimeError(f"reduce argument must be either add or multiply, got {reduce}")
+    tensor_src = isinstance(src, torch.Tensor)
+    if not tensor_src and type(src) is int and not -(2**63) <= src < 2**63:  # past a jit argument's int64
+        src = jnp.asarray(src, x.dtype)
+    return into(_scattered(d, reduce, tensor_src), x, i, J(src) if tensor_src else src)
+
+
+@jitted
+def _scattered(d, reduce, tensor_src):
+    """scatter's values in one program (as eager jnp ops, a small scatter_add took ~500 us)."""
+
+    def run(x, i, src):
+        if tensor_src and src.ndim < i.ndim:  # CPU reads a src of fewer dims (a 0-dim one) as size 1 there
+            src = src.reshape(src.shape + (1,) * (i.ndim - src.ndim))
+        s = src[tuple(slice(0, n) for n in i.shape)] if tensor_src else jnp.full(i.shape, src)
+        s = s.astype(x.dtype)
+        grids = list(jnp.meshgrid(*[jnp.arange(n) for n in i.shape], indexing="ij"))
+        grids[d] = jnp.where(i < 0, i + x.shape[d], i)
+        if reduce is None:
+            return x.at[tuple(grids)].set(s)
+        # CPU's scatter kernels accumulate half and bfloat16 in float and round once (scatter_add of 3000
+        # float16 ones is 3000, not the 2048 a float16 accumulator stops at); cummax/cummin's gradient is
+        # such a scatter_add
+        acc = opmath(x.dtype)
+        total = reduce in ("add", "sum")
+        if acc != x.dtype:  # without a float32 copy of x where few values are written
+            return reduce_at(x, tuple(grids), s, "sum" if total else "prod", acc=acc)
+        return add_at(x.at[tuple(grids)], s) if total else multiply_at(x.at[tuple(grids)], s)
+
+    return run
+
+
+@register_functional(aten.scatter.src, aten.scatter.value, indexed=True)
+def scatter(self, dim, index, src):
+    return _scatter(self, dim, index, src)
+
+
+@register_functional(aten.scatter.reduce, aten.scatter.value_reduce, indexed=True)
+def scatter_reduce_legacy(self, dim, index, src, *, reduce):
+    return _scatter(self, dim, index, src, reduce)
+
+
+@register_functional(aten.scatter_add.default, indexed=True)
+def scatter_add(self, dim, index, src):
+    return _scatter(self, dim, index, src, "add")
 
 
 @jitted
@@ -31,43 +125,13 @@ def _scatter_reduce(d, reduce, include_self, floor_mean, wide=False):
     def run(x, i, s):
         i = jnp.where(i < 0, i + x.shape[d], i)
         s = s[tuple(slice(0, n) for n in i.shape)].astype(x.dtype)
-        pos = _positions(i, d)
-        hit = jnp.zeros(x.shape, bool).at[pos].set(True)
         acc = opmath(x.dtype) if wide else x.dtype
-        if reduce in ("sum", "mean"):
-            base = x if include_self else jnp.where(hit, jnp.zeros((), x.dtype), x)
-            total = add_at(base.astype(acc).at[pos], s.astype(acc)).astype(x.dtype)
-            if reduce == "sum":
-                return total
-            count = jnp.zeros(x.shape, jnp.int64).at[pos].add(1) + (1 if include_self else 0)
-            count = jnp.maximum(count, 1).astype(x.dtype)
-            mean = jnp.floor_divide(total, count) if floor_mean else total / count
-            return jnp.where(hit, mean, x)
-        if reduce == "prod":
-            base = x if include_self else jnp.where(hit, jnp.ones((), x.dtype), x)
-            return multiply_at(base.astype(acc).at[pos], s.astype(acc)).astype(x.dtype)
-        lowest = _extreme(x.dtype, reduce == "amax")
-        base = x if include_self else jnp.where(hit, lowest, x)
-        ref = base.at[pos]
-        out = ref.max(s) if reduce == "amax" else ref.min(s)
-        if jnp.issubdtype(x.dtype, jnp.floating):  # NaN propagates, as on CPU
-            nan = jnp.zeros(x.shape, bool).at[pos].max(jnp.isnan(s)) | jnp.isnan(base)
-            out = jnp.where(nan, jnp.asarray(jnp.nan, x.dtype), out)
-        return out
+        return reduce_at(x, positions(i, d), s, reduce, include_self, floor_mean, acc)
 
     return run
 
 
-def _extreme(dtype, for_max):
-    if jnp.issubdtype(dtype, jnp.floating):
-        return jnp.asarray(-jnp.inf if for_max else jnp.inf, dtype)
-    if dtype == jnp.bool_:
-        return jnp.asarray(not for_max)
-    info = jnp.iinfo(dtype)
-    return jnp.asarray(info.min if for_max else info.max, dtype)
-
-
-@register_functional(aten.scatter_reduce.two)
+@register_functional(aten.scatter_reduce.two, indexed=True)
 def scatter_reduce(self, dim, index, src, reduce, *, include_self=True):
     if reduce not in ("sum", "prod", "mean", "amax", "amin"):
         raise RuntimeError(f"reduce argument must be either sum, prod, mean, amax or amin, got {reduce}")
@@ -81,24 +145,40 @@ def scatter_reduce(self, dim, index, src, reduce, *, include_self=True):
     if i.size == 0:
         return x
     check_index_bounds(i, self.shape[d] if self.dim() else 1, d, RuntimeError)  # CPU: a RuntimeError here
+    if (self.dtype.is_complex and reduce in ("amax", "amin")) or (self.dtype == torch.bool and reduce == "mean"):
+        raise _not_on_cpu(self, f"scatter_gather_tensor_cpu_reduce_{reduce}")
     floor = not (self.dtype.is_floating_point or self.dtype.is_complex)
     s = J(src)
-    if x.ndim <= 1:  # 0-dim operands count as one dimension of size 1
-        out = _scatter_reduce(0, reduce, bool(include_self), floor, True)(x.reshape(-1), i.reshape(-1), s.reshape(-1))
-        return out.reshape(x.shape)
-    return _scatter_reduce(d, reduce, bool(include_self), floor, True)(x, i, s)
+    program = _scatter_reduce(d if x.ndim > 1 else 0, reduce, bool(include_self), floor, True)
+    if x.ndim == 0:  # 0-dim operands count as one dimension of size 1
+        return program(x.reshape(-1), i.reshape(-1), s.reshape(-1)).reshape(())
+    if x.ndim == 1:
+        i, s = i.reshape(-1), s.reshape(-1)
+    return into(program, x, i, s)
+
+
+def _not_on_cpu(self, kernel: str) -> NotImplementedError:
+    """The error of a CPU kernel (named `kernel`) that has no case for self's dtype."""
+    return NotImplementedError(f"\"{kernel}\" not implemented for '{dtypes.scalar_name(self.dtype)}'")
 
 
 @jitted
-def _index_add(d):
+def _index_add(d, c):
+    """x[..., i, ...] += alpha * s along d, computed in `c` (opmath) and rounded once."""
+
     def run(x, i, s, alpha):
         i = jnp.where(i < 0, i + x.shape[d], i)
-        return add_at(x.at[(slice(None),) * d + (i,)], (s * alpha).astype(x.dtype))
+        s = (s.astype(c) * alpha).astype(c)
+        if c == x.dtype:
+            return add_at(x.at[(slice(None),) * d + (i,)], s)
+        shape = [1] * s.ndim
+        shape[d] = -1
+        return reduce_at(x, positions(jnp.broadcast_to(i.reshape(shape), s.shape), d), s, "sum", acc=c)
 
     return run
 
 
-@register_functional(aten.index_add.default)
+@register_functional(aten.index_add.default, indexed=True)
 def index_add(self, dim, index, source, *, alpha=1):
     d = wrap_dim(dim, self.dim())
     _index_func_check(self, d, index, source, "index_add")
@@ -111,8 +191,7 @@ def index_add(self, dim, index, source, *, alpha=1):
         return add_at(x[None].at[i], (s.reshape(-1) * alpha).astype(x.dtype))[0]
     if s.ndim == 0:
         s = s.reshape((1,))
-    c = opmath(x.dtype)
-    return _index_add(d)(x.astype(c), i, s.astype(c), alpha).astype(x.dtype)
+    return into(_index_add(d, opmath(x.dtype)), x, i, s, alpha)
 
 
 def _index_func_check(self, d, index, source, func) -> None:
@@ -151,7 +230,7 @@ def _index_func_check(self, d, index, source, func) -> None:
         )
 
 
-@register_functional(aten.masked_scatter.default)
+@register_functional(aten.masked_scatter.default, indexed=True)
 def masked_scatter(self, mask, source):
     if mask.dtype != torch.bool:
         raise RuntimeError(
@@ -163,14 +242,30 @@ def masked_scatter(self, mask, source):
         )
     x, m, s = J(self), J(mask), J(source)
     shape = jnp.broadcast_shapes(x.shape, m.shape)
-    x, m = jnp.broadcast_to(x, shape), jnp.broadcast_to(m, shape)
-    flat_m = m.reshape(-1)
     tracing.check_values(
-        jnp.sum(flat_m) > s.size, lambda: RuntimeError("Number of elements of source < number of ones in mask")
+        _mask_count(shape)(m) > s.size, lambda: RuntimeError("Number of elements of source < number of ones in mask")
     )
-    take = jnp.clip(jnp.cumsum(flat_m) - 1, 0, max(s.size - 1, 0))
-    values = s.reshape(-1)[take] if s.size else jnp.zeros_like(x.reshape(-1))
-    return jnp.where(flat_m, values, x.reshape(-1)).reshape(shape)
+    if shape != x.shape:  # a broadcast self: a new array (and an in-place call refuses it after)
+        return _masked_scatter(shape)(x, m, s)
+    return into(_masked_scatter(shape), x, m, s)
+
+
+@jitted
+def _mask_count(shape):
+    return lambda m: jnp.sum(jnp.broadcast_to(m, shape))
+
+
+@jitted
+def _masked_scatter(shape):
+    """The i-th true position of the mask takes the source's i-th element."""
+
+    def run(x, m, s):
+        flat_m = jnp.broadcast_to(m, shape).reshape(-1)
+        take = jnp.clip(jnp.cumsum(flat_m) - 1, 0, max(s.size - 1, 0))
+        values = s.reshape(-1)[take] if s.size else jnp.zeros(flat_m.shape, x.dtype)
+        return jnp.where(flat_m, values, jnp.broadcast_to(x, shape).reshape(-1)).reshape(shape)
+
+    return run
 
 
 # --- whole-slice writes along a dim: index_copy, index_fill, index_reduce; flat put ----------------
@@ -184,7 +279,19 @@ def _slice_positions(self, d, index, error_of=None):
     return jnp.where(i < 0, i + size, i)
 
 
-@register_functional(aten.index_copy.default)
+@jitted
+def _slice_set(d):
+    """x's slices i along d set to v (a scalar, or slices shaped as x's at d)."""
+
+    def run(x, i, v):
+        if v.ndim:
+            v = v.reshape(x.shape[:d] + i.shape + x.shape[d + 1 :])
+        return x.at[(slice(None),) * d + (i,)].set(v.astype(x.dtype))
+
+    return run
+
+
+@register_functional(aten.index_copy.default, indexed=True)
 def index_copy(self, dim, index, source):
     d = wrap_dim(dim, self.dim())
     _index_copy_check(self, d, index, source)
@@ -192,7 +299,7 @@ def index_copy(self, dim, index, source):
     x, s = J(self), J(source)
     if x.ndim == 0:
         return s.reshape(()) if i.size else x
-    return x.at[(slice(None),) * d + (i,)].set(s.reshape(x.shape[:d] + (i.shape[0],) + x.shape[d + 1 :]))
+    return into(_slice_set(d), x, i, s)
 
 
 def _index_copy_check(self, d, index, source) -> None:
@@ -230,7 +337,7 @@ def _index_copy_check(self, d, index, source) -> None:
         )
 
 
-@register_functional(aten.index_fill.int_Scalar, aten.index_fill.int_Tensor)
+@register_functional(aten.index_fill.int_Scalar, aten.index_fill.int_Tensor, indexed=True)
 def index_fill(self, dim, index, value):
     d = wrap_dim(dim, self.dim())
     if index.dim() > 1:
@@ -248,16 +355,18 @@ def index_fill(self, dim, index, value):
     v = jnp.asarray(value).astype(x.dtype)
     if x.ndim == 0:
         return v if i.size else x
-    return x.at[(slice(None),) * d + (i,)].set(v)
+    return into(_slice_set(d), x, i, v)
 
 
-@register_functional(aten.index_reduce.default)
+@register_functional(aten.index_reduce.default, indexed=True)
 def index_reduce(self, dim, index, source, reduce, *, include_self=True):
     if reduce not in ("prod", "mean", "amax", "amin"):
         raise RuntimeError(f"index_reduce(): Expected reduce to be one of prod, mean, amax or amin but got {reduce}.")
     d = wrap_dim(dim, self.dim())
     _index_func_check(self, d, index, source, "index_reduce")
     i = _slice_positions(self, d, index, lambda message: IndexError("index out of range in self"))
+    if self.dtype.is_complex or self.dtype == torch.bool:
+        raise _not_on_cpu(self, "index_func_" if include_self else "index_reduce_func_exclude_input_init")
     x, s = J(self), J(source)
     if x.ndim == 0:
         x, s = x[None], s.reshape(-1)
@@ -266,11 +375,12 @@ def index_reduce(self, dim, index, source, reduce, *, include_self=True):
     shape[d] = -1
     full = jnp.broadcast_to(i.reshape(shape), s.shape)
     floor = not (self.dtype.is_floating_point or self.dtype.is_complex)
-    r = _scatter_reduce(d, reduce, bool(include_self), floor)(x, full, s)
-    return r.reshape(tuple(self.shape))
+    if self.dim() == 0:
+        return _scatter_reduce(d, reduce, bool(include_self), floor)(x, full, s).reshape(())
+    return into(_scatter_reduce(d, reduce, bool(include_self), floor), x, full, s)
 
 
-@register_functional(aten.put.default)
+@register_functional(aten.put.default, indexed=True)
 def put(self, index, source, accumulate=False):
     if index.dtype != torch.int64:
         raise RuntimeError(f"put_(): Expected a long tensor for index, but got {dtypes.scalar_name(index.dtype)}")
@@ -287,10 +397,19 @@ def put(self, index, source, accumulate=False):
     n = x.size
     if i.size:
         tracing.check_values((i >= n) | (i < -n), lambda: _out_of_range(i, n))
-    i = jnp.where(i < 0, i + n, i)
-    flat, s = x.reshape(-1), J(source).reshape(-1).astype(x.dtype)
-    flat = add_at(flat.at[i], s) if accumulate else flat.at[i].set(s)
-    return flat.reshape(x.shape)
+    return into(_put(bool(accumulate)), x, i, J(source))
+
+
+@jitted
+def _put(accumulate):
+    """x's flat positions i (negative from the end) set to, or added, the source's values."""
+
+    def run(x, i, s):
+        flat, s = x.reshape(-1), s.reshape(-1).astype(x.dtype)
+        ref = flat.at[jnp.where(i < 0, i + flat.size, i)]
+        return (add_at(ref, s) if accumulate else ref.set(s)).reshape(x.shape)
+
+    return run
 
 
 @register(aten.take.out)
@@ -318,179 +437,3 @@ def take(self, index):
 def _out_of_range(i, n) -> IndexError:
     bad = int(jnp.max(i)) if n == 0 or int(jnp.max(i)) >= n else int(jnp.min(i))
     return IndexError(f"out of range: tried to access index {bad} on a tensor of {n} elements.")
-
-
-# --- segment_reduce (CPU: SegmentReduce.cpp) --------------------------------------------------------
-
-_SEGMENT_REDUCTIONS = {
-    "max": "max",
-    "amax": "max",
-    "min": "min",
-    "amin": "min",
-    "sum": "sum",
-    "mean": "mean",
-    "prod": "prod",
-}
-
-
-def _segment_reduction(reduce: str) -> str:
-    if reduce not in _SEGMENT_REDUCTIONS:
-        raise RuntimeError(f"reduce argument must be either sum, prod, mean, amax or amin, got {reduce}")
-    return _SEGMENT_REDUCTIONS[reduce]
-
-
-def _segment_bounds(lengths, offsets, axis):
-    """(offsets as (outer, S + 1), kind): CPU's lengths become offsets by a running sum."""
-    if offsets is not None:
-        o = J(offsets)
-        return o.reshape(-1, o.shape[-1]).astype(jnp.int64)
-    n = J(lengths)
-    n = n.reshape(-1, n.shape[-1]).astype(jnp.int64)
-    return jnp.concatenate([jnp.zeros((n.shape[0], 1), jnp.int64), jnp.cumsum(n, axis=1)], axis=1)
-
-
-def _segment_membership(off, length):
-    """(member (outer, S, L), per-segment length (outer, S)): position p is in segment s when
-    offsets[s] <= p < offsets[s + 1]."""
-    p = jnp.arange(length)
-    member = (p[None, None, :] >= off[:, :-1, None]) & (p[None, None, :] < off[:, 1:, None])
-    return member, off[:, 1:] - off[:, :-1]
-
-
-@jitted
-def _segment_reduce_body(reduce: str, initial, jdt):
-    c = opmath(jnp.dtype(jdt))
-
-    def body(x, off):
-        x = x.astype(c)  # (outer, L, inner)
-        member, n = _segment_membership(off, x.shape[1])
-        m = member[..., None]  # (outer, S, L, 1)
-        xs = x[:, None]  # (outer, 1, L, inner)
-        if initial is not None:
-            init = jnp.asarray(initial, jdt).astype(c)
-        else:
-            init = {"max": -jnp.inf, "min": jnp.inf, "sum": 0, "mean": 0, "prod": 1}[reduce]
-            init = jnp.asarray(init, c)
-        if reduce == "max":
-            r = jnp.maximum(init, jnp.max(jnp.where(m, xs, -jnp.inf), axis=2))
-        elif reduce == "min":
-            r = jnp.minimum(init, jnp.min(jnp.where(m, xs, jnp.inf), axis=2))
-        elif reduce == "prod":
-            r = init * jnp.prod(jnp.where(m, xs, 1), axis=2)
-        else:
-            r = init + jnp.sum(jnp.where(m, xs, 0), axis=2)
-        if reduce == "mean":
-            count = n[..., None].astype(c)
-            if initial is None:
-                r = jnp.where(count == 0, jnp.nan, r / jnp.maximum(count, 1))
-            else:
-                r = jnp.where(count > 0, r / jnp.maximum(count, 1), r)
-        return r.astype(jdt)
-
-    return body
-
-
-def _segment_layout(data, axis):
-    shape = tuple(data.shape)
-    outer = 1
-    for s in shape[:axis]:
-        outer *= s
-    inner = 1
-    for s in shape[axis + 1 :]:
-        inner *= s
-    return shape, outer, inner
-
-
-def _segment_checks(data, reduce, lengths, indices, offsets, axis, unsafe=True):
-    if data.dtype not in (torch.float32, torch.float64, torch.float16, torch.bfloat16):
-        raise NotImplementedError(f"\"_segment_reduce_cpu\" not implemented for '{dtypes.scalar_name(data.dtype)}'")
-    axis = wrap_dim(axis, data.dim())
-    if indices is not None:
-        raise RuntimeError("segment_reduce(): indices based reduction is not supported yet.")
-    if lengths is None and offsets is None:
-        raise RuntimeError("segment_reduce(): Either lengths or offsets must be defined.")
-    reduction = _segment_reduction(reduce)
-    bounds, name = (offsets, "offsets") if offsets is not None else (lengths, "lengths")
-    if data.dim() < bounds.dim():
-        raise RuntimeError(f"segment_reduce(): Expected {name} to have at most data's dimensions")
-    if axis != bounds.dim() - 1:
-        raise RuntimeError(f"segment_reduce(): Expected axis to be the last dimension of {name} but got {axis}.")
-    if bounds.dtype not in (torch.int32, torch.int64):
-        kernel = "_segment_reduce_lengths_cpu_kernel1" if offsets is None else "_segment_reduce_offsets_cpu_kernel1"
-        raise NotImplementedError(f"\"{kernel}\" not implemented for '{dtypes.scalar_name(bounds.dtype)}'")
-    if offsets is None and not unsafe:
-        n = J(lengths)
-        tracing.check_values(n < 0, lambda: RuntimeError("lengths contains negative value!"))
-        tracing.check_values(
-            jnp.sum(n, axis=-1) != data.shape[axis],
-            lambda: RuntimeError(
-                "segment_reduce(): Expected all rows of lengths along axis to sum to data.size(lengths.dim()-1) "
-                "when !unsafe."
-            ),
-        )
-    return axis, reduction
-
-
-def _initial_value(initial):
-    if initial is None or isinstance(initial, (bool, int, float)):
-        return initial
-    return complex(initial) if isinstance(initial, complex) else float(initial)
-
-
-@register_functional(aten.segment_reduce.default)
-def segment_reduce(data, reduce, *, lengths=None, indices=None, offsets=None, axis=0, unsafe=False, initial=None):
-    """CPU's rule per segment: start from `initial` (or -inf / inf / 0 / 1), fold the elements in
-    (max and min propagate NaN), mean divides by the length unless the segment is empty (NaN then,
-    or `initial` when given)."""
-    axis, reduction = _segment_checks(data, reduce, lengths, indices, offsets, axis, unsafe)
-    shape, outer, inner = _segment_layout(data, axis)
-    off = _segment_bounds(lengths, offsets, axis)
-    x = J(data).reshape(outer, shape[axis], inner)
-    r = _segment_reduce_body(reduction, _initial_value(initial), x.dtype)(x, off)
-    return r.reshape(shape[:axis] + (off.shape[1] - 1,) + shape[axis + 1 :])
-
-
-@jitted
-def _segment_grad_body(reduce: str, initial, jdt):
-    c = opmath(jnp.dtype(jdt))
-
-    def body(g, out, x, off):
-        g, out, x = g.astype(c), out.astype(c), x.astype(c)  # (outer, S, inner), (outer, S, inner), (outer, L, inner)
-        member, n = _segment_membership(off, x.shape[1])
-        inside = jnp.any(member, axis=1)  # (outer, L)
-        seg = jnp.argmax(member, axis=1)  # (outer, L): the segment of each position
-        take = lambda v: jnp.take_along_axis(v, seg[..., None], axis=1)  # (outer, L, inner)
-        gp, op = take(g), take(out)
-        if reduce in ("max", "min"):
-            match = (jnp.isnan(x) | (x == op)) & inside[..., None]
-            gi = jnp.where(match, gp, 0)
-            counter = jnp.einsum("osl,oli->osi", member.astype(c), match.astype(c))
-            cp = take(counter)
-            gi = jnp.where((cp >= 2) & (gi > 0), gi / jnp.maximum(cp, 1), gi)  # CPU divides positive ones only
-        elif reduce == "mean":
-            gi = gp / take(n[..., None].astype(c))
-        elif reduce == "sum":
-            gi = gp
-        else:
-            same = member[:, :, :, None] & member[:, :, None, :]  # (outer, S, L, L)
-            same = jnp.any(same, axis=1) & ~jnp.eye(x.shape[1], dtype=bool)  # (outer, L, L): q in p's segment
-            start = jnp.asarray(1 if initial is None else initial, jdt).astype(c)
-            excl = start * jnp.prod(jnp.where(same[..., None], x[:, None], 1), axis=2)
-            gi = jnp.where(jnp.isnan(x) | (x == 0), gp * excl, gp * op / x)
-        return jnp.where(inside[..., None], gi, 0).astype(jdt)
-
-    return body
-
-
-@register_functional(aten._segment_reduce_backward.default)
-def segment_reduce_backward(grad, output, data, reduce, *, lengths=None, offsets=None, axis=0, initial=None):
-    axis, reduction = _segment_checks(data, reduce, lengths, None, offsets, axis)
-    shape, outer, inner = _segment_layout(data, axis)
-    off = _segment_bounds(lengths, offsets, axis)
-    segments = off.shape[1] - 1
-    x = J(data).reshape(outer, shape[axis], inner)
-    g = J(grad).reshape(outer, segments, inner)
-    out = J(output).reshape(outer, segments, inner)
-    if segments == 0 or x.size == 0:
-        return jnp.zeros(shape, x.dtype)
-    return _segment_grad_body(reduction, _initial_value(initial), x.dtype)(g, out, x, off).reshape(shape)
