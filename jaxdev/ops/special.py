@@ -8,8 +8,8 @@ defined for a negative non-integer q, where JAX's zeta is off (by 3.5e-2 at zeta
 (CPU gives inf at q a non-positive integer).
 
 Values follow PyTorch's conventions where JAX's differ: digamma(+0) is -inf; xlogy(0, y) is 0 unless
-y is NaN; igamma at a = +inf; integer inputs give the default float dtype; half precision computes in
-float32. Gradients come from PyTorch's own derivative formulas.
+y is NaN; igamma/igammac run CPU's own algorithm (igamma.py); integer inputs give the default float
+dtype; half precision computes in float32. Gradients come from PyTorch's own derivative formulas.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import jax.scipy.special as jss
 import torch
 
 from jaxdev import dtypes, layout, tensor
+from jaxdev.ops import igamma
 from jaxdev.ops.registry import aten, register, register_functional, store_into
 from jaxdev.ops.toolkit import J, apply, float_of, jitted, opmath
 
@@ -210,19 +211,10 @@ _binary((aten.xlogy.Tensor, aten.xlogy.Scalar_Other, aten.xlogy.Scalar_Self), _x
 _binary((aten.special_xlog1py.default, aten.special_xlog1py.other_scalar, aten.special_xlog1py.self_scalar), _xlog1py)
 
 
-def _infinite_order(fn, limit):
-    """CPU's values at a = +inf: the limit (0 for igamma, 1 for igammac), NaN when x is +inf too."""
-
-    def run(a, x):
-        at_inf = jnp.where(jnp.isposinf(x), jnp.asarray(jnp.nan, a.dtype), jnp.asarray(limit, a.dtype))
-        return jnp.where(jnp.isposinf(a), at_inf, fn(a, x))
-
-    return run
-
-
-_igamma, _igammac = _infinite_order(jss.gammainc, 0.0), _infinite_order(jss.gammaincc, 1.0)
-_binary((aten.igamma.default,), _igamma)
-_binary((aten.igammac.default,), _igammac)
+# CPU's calc_igamma/calc_igammac ported (jaxdev/ops/igamma.py): JAX's gammainc is NaN at a = 0 < x
+# and off for large a near x
+_binary((aten.igamma.default,), igamma.igamma)
+_binary((aten.igammac.default,), igamma.igammac)
 
 
 @jitted
