@@ -1,8 +1,9 @@
 """Sorting: sort, topk, kthvalue, median/nanmedian, mode.
 
 Ordering is PyTorch's: NaN compares greater than every number (last ascending, first descending),
--0.0 equals 0.0, and ties keep their original order (a stable sort underlies every op here; CPU's
-topk/kthvalue pick among tied indices by quickselect, so tied *indices* may differ, never values).
+-0.0 equals 0.0, and ties keep their original order (a stable sort underlies every op here but mode;
+CPU's topk/kthvalue pick among tied indices by quickselect, so tied *indices* may differ, never
+values). mode returns CPU's very index: that of libstdc++'s std::sort order (introsort.py).
 Sorts run along the last axis of a moved view; indices are int64.
 """
 
@@ -13,6 +14,7 @@ import jax.numpy as jnp
 import torch
 
 from jaxdev import dtypes
+from jaxdev.ops.introsort import std_sort
 from jaxdev.ops.registry import aten, register_functional
 from jaxdev.ops.toolkit import J, jitted, stable_sort, wrap_dim
 
@@ -154,22 +156,26 @@ def nanmedian(self):
 
 @jitted
 def _mode(axis, keepdim):
-    """Most frequent value (the smallest among equally frequent ones) and its last index."""
+    """Most frequent value (the smallest among equally frequent ones) and the index CPU gives: the last
+    of the value's run in std::sort's order (introsort.py), as mode_kernel_impl reads it."""
 
     def run(x):
-        vals, idx = stable_sort(x.ndim - 1, False)(jnp.moveaxis(x, axis, -1))
-        n = vals.shape[-1]
+        moved = jnp.moveaxis(x, axis, -1)
+        rows = moved.reshape(-1, moved.shape[-1])
+        idx = jnp.broadcast_to(jnp.arange(rows.shape[-1], dtype=jnp.int64), rows.shape)
+        key = rows.astype(jnp.uint8) if rows.dtype == jnp.bool_ else rows
+        key, (idx,) = std_sort(key, [idx])
+        vals = jnp.take_along_axis(rows, idx, axis=-1)  # -0.0 and 0.0 as they come
+        n = key.shape[-1]
         pos = jnp.arange(n)
-        new_run = jnp.concatenate([jnp.ones(vals.shape[:-1] + (1,), bool), vals[..., 1:] != vals[..., :-1]], axis=-1)
-        start = jax.lax.cummax(jnp.where(new_run, pos, 0), axis=vals.ndim - 1)
-        length = pos - start + 1
-        # Best run: longest, then smallest value (earliest in sorted order) -> first argmax.
-        end = jnp.argmax(length, axis=-1, keepdims=True)
-        v = jnp.take_along_axis(vals, end, axis=-1)
-        first = jnp.take_along_axis(start, end, axis=-1)
-        in_run = (pos >= first) & (pos <= end)
-        i = jnp.max(jnp.where(in_run, idx, -1), axis=-1, keepdims=True)
-        v, i = jnp.moveaxis(v, -1, axis), jnp.moveaxis(i, -1, axis)
+        new_run = jnp.concatenate([jnp.ones(key.shape[:-1] + (1,), bool), key[..., 1:] != key[..., :-1]], axis=-1)
+        start = jax.lax.cummax(jnp.where(new_run, pos, 0), axis=1)
+        # the run ending at `end` that is longest, the first (smallest value) among equally long ones
+        run_end = jnp.concatenate([new_run[..., 1:], jnp.ones(key.shape[:-1] + (1,), bool)], axis=-1)
+        end = jnp.argmax(jnp.where(run_end, pos - start + 1, 0), axis=-1, keepdims=True)
+        v, i = jnp.take_along_axis(vals, end, axis=-1), jnp.take_along_axis(idx, end, axis=-1)
+        shape = moved.shape[:-1] + (1,)
+        v, i = jnp.moveaxis(v.reshape(shape), -1, axis), jnp.moveaxis(i.reshape(shape), -1, axis)
         if not keepdim:
             v, i = jnp.squeeze(v, axis), jnp.squeeze(i, axis)
         return v, i
