@@ -138,6 +138,20 @@ def _local_scalar_dense(self):
     return np.asarray(tensor.read(self)).item()
 
 
+@register(aten._assert_async.default, aten._assert_async.msg)
+def _assert_async(self, assert_msg=None):
+    """CPU's check that a one-element tensor is nonzero, which compiled graphs state for torch._check and
+    for decompositions (one_hot's class range): eagerly it raises at once as CPU does; traced, its flag
+    is an output of the program, read later (tracing.check_values), so the graph stays one program
+    where the CPU fallback, which needs the value, made it run op by op."""
+    if self.numel() != 1:
+        raise RuntimeError(
+            f"Boolean value of Tensor with {'no values' if self.numel() == 0 else 'more than one value'} is ambiguous"
+        )
+    message = assert_msg or "Expected Tensor with single nonzero value, but got zero"
+    tracing.check_values(tensor.read(self).reshape(()) == 0, lambda: RuntimeError(message))
+
+
 @register(aten._lazy_clone.default)
 def _lazy_clone(self):
     """A copy-on-write clone on CPU: a tensor with self's sizes, strides and storage offset over a storage

@@ -1,0 +1,61 @@
+"""aten::_assert_async on jax: CPU's errors eagerly, and inside a compiled graph a deferred check, so the
+graph stays one program (the CPU fallback needed the value, and made the graph run op by op: the
+auditor's nn.functional.one_hot int64 compile cell was `untraced` for it)."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+
+import jaxdev
+from jaxdev.compiler.program import EagerGraphWarning
+
+CASES = [
+    (torch.tensor(False), ()),
+    (torch.tensor(False), ("boom",)),
+    (torch.tensor(0.0), ()),
+    (torch.tensor(2), ()),
+    (torch.tensor(1 + 0j), ()),
+    (torch.tensor([True, True]), ()),
+    (torch.tensor([]), ()),
+]
+
+
+def _outcome(fn):
+    try:
+        fn()
+    except RuntimeError as e:
+        return str(e)
+    return "ok"
+
+
+@pytest.mark.per_op_mode("a failed check raises at the op; fused mode defers it to the sync")
+@pytest.mark.parametrize(("x", "msg"), CASES)
+def test_eager_assert_async_raises_what_cpu_raises_without_the_fallback(x, msg):
+    jaxdev.reset_fallback_counts()
+    want = _outcome(lambda: torch._assert_async(x, *msg))
+    assert _outcome(lambda: torch._assert_async(x.to("jax"), *msg)) == want
+    assert not jaxdev.fallback_counts()
+
+
+def test_a_compiled_assert_is_one_program_and_its_failure_is_read_later():
+    torch._dynamo.reset()
+    fn = torch.compile(
+        lambda x: torch._assert_async(x > 0, "x must be positive") or x * 2, backend="jax", fullgraph=True
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", EagerGraphWarning)
+        assert fn(torch.tensor(3.0, device="jax")).item() == 6.0
+        y = fn(torch.tensor(-3.0, device="jax"))
+    with pytest.raises(RuntimeError, match="x must be positive"):
+        y.cpu()
+
+
+def test_in_fused_mode_a_failed_assert_raises_at_the_sync():
+    x = torch.tensor(-3.0, device="jax")
+    with jaxdev.eager_mode("fused"):
+        torch._assert_async(x > 0, "x must be positive")  # recorded: the value is not there yet
+    with pytest.raises(RuntimeError, match="x must be positive"):
+        torch.jax.synchronize()
