@@ -58,7 +58,9 @@ UNTRIABLE = {
     "unsupported": "jaxdev cannot hold these tensors by design (UnsupportedError)",
     "python": "no Python OpOverload for it (torch.ops cannot call it)",
     "nested": "nested tensors: jax tensors are dense and strided by design",
+    "host_only": "pins host memory: it takes CPU tensors on every device (a CUDA tensor's raises too)",
 }
+_HOST_ONLY = frozenset({"pin_memory", "_pin_memory"})
 
 SHAPES = ((3, 3), (2, 3, 3), (5,), (), (2, 3, 4, 4), (2, 3, 4), (1, 2, 3, 4, 4), (4, 1))
 DTYPE_NAMES = ("float32", "int64", "bool", "complex64", "float64")
@@ -124,6 +126,8 @@ def static_untriable(name: str) -> tuple[str, str] | None:
         return "sparse", UNTRIABLE["sparse"] + f" ({base})"
     if "nested" in base:
         return "nested", UNTRIABLE["nested"] + f" ({base})"
+    if base in _HOST_ONLY:
+        return "host_only", UNTRIABLE["host_only"]
     schema = str(op._schema)
     quant_name = ("quantize" in base and "fake_quantize" not in base) or base.startswith(("q_", "_make_per_"))
     if quant_name or base in ("int_repr", "qscheme") or (has("QuantizedCPU") and not dense) or "QScheme" in schema:

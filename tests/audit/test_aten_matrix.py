@@ -74,6 +74,12 @@ def test_counts_and_trial_nodes():
     assert c["comparable"] == 3 and c["untriable"] == {"no_valid_sample": 1, "sparse": 1}
 
 
+def test_pinning_host_memory_is_untriable_as_on_cuda():
+    # pin_memory takes CPU tensors on every device: a jax tensor's raises, as a CUDA tensor's does
+    for name in ("aten::pin_memory", "aten::_pin_memory", "aten::_pin_memory.out"):
+        assert schema_samples.static_untriable(name)[0] == "host_only", name
+
+
 def test_direct_trial_passes_on_an_out_variant():
     result = schema_samples.trial("aten::sinh.out")
     assert result["status"] == "pass", result
