@@ -37,8 +37,8 @@ Layout (keys sorted, canonical YAML like matrix.yaml):
 Aggregation rule (evidence `opinfo`). An OpInfo reaches an overload when the overload is in its
 `aten:` list (the overloads its CPU samples reached, over all its cells). The overload's cells
 come from the OpInfos named after it (names.namesake: `add` for aten::add.Tensor) when any reach
-it, else from every OpInfo that reaches it; a `*_backward` overload takes only their backward
-cells. Cell (dtype, direction) = the worst status (facts.SEVERITY) of those OpInfos' cells in that
+it, else from every OpInfo that reaches it; a `*_backward` overload takes only their backward and
+compile-backward cells. Cell (dtype, direction) = the worst status (facts.SEVERITY) of those OpInfos' cells in that
 dtype and direction, with one attribution: an OpInfo cell of status `fallback` whose fallback list
 does not name this overload ran it on jax kernels, and counts as `pass` for it. So a cell is `pass`
 only if every judging OpInfo's cell passes (or fell back on other ops only). The verdict is the
@@ -64,7 +64,7 @@ import time
 from collections.abc import Callable
 
 from jaxdev.audit import AuditError, matrix
-from jaxdev.audit.facts import DIRECTIONS, FAILURES, SEVERITY, UNMEASURED, worst
+from jaxdev.audit.facts import BACKWARD_DIRECTIONS, DIRECTIONS, FAILURES, SEVERITY, UNMEASURED, worst
 
 SCHEMA = 1
 ATEN_FILE = "aten.yaml"
@@ -102,14 +102,14 @@ def aggregate(overload: str, ops: dict, judges: list[str]) -> tuple[dict, dict |
     for op in judges:
         for dtype, dirs in (ops[op].get("results") or {}).items():
             for direction, entry in (dirs or {}).items():
-                if backward_only and direction != "backward":
+                if backward_only and direction not in BACKWARD_DIRECTIONS:
                     continue
                 status = _attributed(entry, overload)
                 slot = cells.setdefault(dtype, {})
                 slot[direction] = worst([slot[direction], status]) if direction in slot else status
                 if status in UNMEASURED:
                     continue
-                if deciding is None or SEVERITY.index(status) < SEVERITY.index(deciding["status"]):
+                if deciding is None or _rank(status) < _rank(deciding["status"]):
                     deciding = {
                         "opinfo": op,
                         "dtype": dtype,
@@ -120,6 +120,13 @@ def aggregate(overload: str, ops: dict, judges: list[str]) -> tuple[dict, dict |
                     }
     ordered = {d: {k: cells[d][k] for k in DIRECTIONS if k in cells[d]} for d in sorted(cells)}
     return ordered, deciding
+
+
+def _rank(status: str) -> int:
+    """A status's place when the worst cell decides the verdict: SEVERITY's, but untraced (its verdict
+    is pass: correct, the graph ran op by op) as pass, so a fallback in an eager cell is not hidden
+    behind a compiled cell's untraced (matrix_exp's half precision: fallback eagerly, untraced compiled)."""
+    return SEVERITY.index("pass" if status == "untraced" else status)
 
 
 def verdict_of(status: str) -> tuple[str, str | None]:

@@ -75,15 +75,23 @@ AUTOGRAD_MEANING = {
     "missing": "no autograd kernel: backward raises",
 }
 
-# forward and backward run the op eagerly; compile runs the forward through torch.compile; fused
-# runs the eager forward in fused eager mode (jaxdev.eager_mode("fused")), judged as forward is.
-DIRECTIONS = ("forward", "backward", "compile", "fused")
+# forward and backward run the op eagerly; compile runs the forward through torch.compile and
+# compile-backward its gradients (torch.autograd.grad through the compiled forward's backward
+# graph), each judged against CPU's eager run as its eager twin is; fused runs the eager forward in
+# fused eager mode (jaxdev.eager_mode("fused")), judged as forward is.
+DIRECTIONS = ("forward", "backward", "compile", "compile-backward", "fused")
+BACKWARD_DIRECTIONS = ("backward", "compile-backward")  # dropped by --no-backward; samples need grads
+COMPILED_DIRECTIONS = ("compile", "compile-backward")  # through torch.compile(backend="jax")
 # What `--mode` runs: eager is forward on every CPU dtype and backward on every dtype the OpInfo
 # differentiates on CPU (supported_backward_dtypes("cpu"): 2,731 backward cells, 5x float32's 540;
 # ~+40% on a warm full sweep, measured on samples of ops: a backward sample costs ~1.5 forward
-# samples); compile is the forward through torch.compile(backend="jax", fullgraph=True), in float32
-# unless dtypes are named (a compile per sample: ~0.1 s each, every dtype would make the main job an
-# hour longer). fused is the eager forward recorded and run as one cached program per sample (the
+# samples); compile is the forward through torch.compile(backend="jax", fullgraph=True) and its
+# backward, in float32 unless dtypes are named (--dtype all: every dtype forward and backward run
+# in). Float32's 677 compile and 540 compile-backward cells took 708 s on 2 cores shared with other
+# jobs; on one shard of 8 the backward added 28 s to the forward's 55 s (the main job: about +3.5
+# min). Every dtype is ~6x float32's cells: the main job runs float32, and the other dtypes' cells
+# come from scoped runs, which a full run keeps (it replaces only the dtypes it runs). fused is the
+# eager forward recorded and run as one cached program per sample (the
 # results read inside the mode, then torch.jax.synchronize(): a value error deferred to the sync is
 # the sample's exception, as it is the op's in per-op mode), in float32 unless dtypes are named: a
 # fused sample costs ~1.3 eager forward samples (a warm shard of 361 samples: 21.0 s against 16.4 s),
@@ -92,10 +100,12 @@ DIRECTIONS = ("forward", "backward", "compile", "fused")
 MODES = ("eager", "compile", "fused", "both")
 MODE_DIRECTIONS = {
     "eager": ("forward", "backward"),
-    "compile": ("compile",),
+    "compile": ("compile", "compile-backward"),
     "fused": ("fused",),
-    "both": ("forward", "backward", "compile"),
+    "both": ("forward", "backward", "compile", "compile-backward"),
 }
+# `--dtype all`: every dtype (the compiled and fused directions otherwise run float32 only).
+ALL_DTYPES = "all"
 COMPILE_DEFAULT_DTYPE = "float32"
 FUSED_DEFAULT_DTYPE = "float32"
 

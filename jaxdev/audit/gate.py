@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 
 from jaxdev.audit import AuditError, matrix, samples
-from jaxdev.audit.facts import DIRECTIONS, MODE_DIRECTIONS
+from jaxdev.audit.facts import BACKWARD_DIRECTIONS, DIRECTIONS, MODE_DIRECTIONS
 
 GOOD = ("pass",)
 UNSUPPORTED = "unsupported"
@@ -79,8 +79,9 @@ def scope(
 
     directions = set(MODE_DIRECTIONS[mode] if mode else DIRECTIONS)
     if not backward:
-        directions.discard("backward")
-    wanted_dtypes = {samples.dtype_name(samples.parse_dtype(d)) for d in dtypes}
+        directions -= set(BACKWARD_DIRECTIONS)
+    parsed = samples.parse_dtypes(dtypes)
+    wanted_dtypes = {samples.dtype_name(d) for d in parsed} if parsed is not None else set()
     db = samples.op_db()
     selections = []
     chosen = None

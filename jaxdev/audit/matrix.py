@@ -102,10 +102,12 @@ class Matrix:
         """direction -> {measured, pass, fallback}: unsupported and skipped cells are not measured."""
         return {d: shares(counts) for d, counts in self.summary.items() if counts}
 
-    def keep_directions(self, old: Matrix, replaced: set[str]) -> None:
-        """Copy in the cells of `old` whose direction is not in `replaced`."""
+    def keep_others(self, old: Matrix, replaced: set[tuple[str, str]]) -> None:
+        """Copy in the cells of `old` whose (direction, dtype) is not in `replaced`: what a full run
+        replaces is every slice it runs (all of forward; compile in float32 only, unless it ran more),
+        so the compiled directions' other dtypes, measured by scoped runs, stay."""
         for cell in old.cells():
-            if cell.direction not in replaced:
+            if (cell.direction, cell.dtype) not in replaced:
                 self.put(*cell, old.aten(cell.op))
 
     def to_yaml(self) -> dict:
@@ -226,13 +228,13 @@ def full_sweep(matrices: list[Matrix]) -> bool:
 
 def combine(matrices: list[Matrix], existing: Matrix | None, path: str) -> Matrix:
     """`coverage --merge`: `matrices` into the matrix at `path` (`existing`; None when there is none).
-    A full sweep's matrices (full_sweep) replace the directions they hold, as a full run does;
+    A full sweep's matrices (full_sweep) replace the (direction, dtype) slices they hold, as a full run does;
     anything less is merged over `existing`, whose other cells stay."""
     merged = merge(matrices)
     if existing is None:
         return merged
     if full_sweep(matrices):
-        merged.keep_directions(existing, {c.direction for c in merged.cells()})
+        merged.keep_others(existing, {(c.direction, c.dtype) for c in merged.cells()})
         return merged
     for m in matrices:
         check_versions(existing.versions, path, "merging these matrices", now=m.versions)

@@ -14,7 +14,10 @@
     float8_e5m2: "f8e5m2", float8_e5m2fnuz: "f8e5m2z",
   };
   const short = (dt) => SHORT[dt] || dt;
-  const DIR_SHORT = { forward: "fwd", backward: "bwd", compile: "cmp", fused: "fus" };
+  const DIR_SHORT = { forward: "fwd", backward: "bwd", compile: "cmp", "compile-backward": "cbw", fused: "fus" };
+  // the coverage options that rerun one direction (compile-backward is --mode compile's second direction)
+  const DIR_MODE = { forward: " --no-backward", backward: "", compile: " --mode compile --no-backward",
+    "compile-backward": " --mode compile", fused: " --mode fused" };
 
   function cellsOf(row, flat) {
     const out = [];
@@ -153,8 +156,7 @@
   const KNOWN = new Set(["reason", "repro", "counts", "max_abs", "max_rel", "fallback", "limited", "random", "arbitrated"]);
   function rerun(name, dt, dir) {
     if (name.startsWith("aten::")) return `jaxdev explain ${name}`;
-    const mode = dir === "compile" || dir === "fused" ? ` --mode ${dir}` : dir === "forward" ? " --no-backward" : "";
-    return `jaxdev coverage '${name}' --dtype ${dt}${mode} --jobs 1 --out /tmp/cov\njaxdev explain ${name}`;
+    return `jaxdev coverage '${name}' --dtype ${dt}${DIR_MODE[dir] || ""} --jobs 1 --out /tmp/cov\njaxdev explain ${name}`;
   }
   function cmd(label, text) {
     return `<div class="cmd"><span>${label}</span><pre>${esc(text)}</pre><button data-copy="${esc(text)}">copy</button></div>`;

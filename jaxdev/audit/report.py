@@ -132,8 +132,18 @@ def summary_rows(m: matrix.Matrix) -> list[list[str]]:
     return rows
 
 
+# Directions whose counts reports also break down by dtype: backward is measured in every dtype the
+# OpInfo differentiates, the compiled directions in float32 by default and in the dtypes scoped runs add.
+BY_DTYPE = ("backward", "compile", "compile-backward")
+
+
+def by_dtype_tables(m: matrix.Matrix) -> list[tuple[str, list[list[str]]]]:
+    """(title, rows) of each BY_DTYPE direction the matrix holds."""
+    return [(f"{d} by dtype", rows) for d in BY_DTYPE if (rows := by_dtype_rows(m, d))]
+
+
 def by_dtype_rows(m: matrix.Matrix, direction: str) -> list[list[str]]:
-    """status x dtype counts for one direction (backward is measured in every dtype the OpInfo differentiates)."""
+    """status x dtype counts for one direction."""
     counts: dict[str, dict[str, int]] = {}
     for _, dtype, d, entry in m.cells():
         if d == direction:
@@ -170,9 +180,8 @@ def markdown(m: matrix.Matrix, source: str, baseline: tuple[str, matrix.Matrix] 
     lines = ["# jaxdev coverage report", "", headline(m, source), ""]
     lines += _md_table(summary_rows(m))
     lines += ["", f"Shares are of measured cells: {' and '.join(UNMEASURED)} cells are left out.", ""]
-    backward = by_dtype_rows(m, "backward")
-    if backward:
-        lines += ["## backward by dtype", ""] + _md_table(backward)
+    for i, (title, rows) in enumerate(by_dtype_tables(m)):
+        lines += ([""] if i else []) + [f"## {title}", ""] + _md_table(rows)
     for status, cells in failures(m).items():
         lines += ["", f"## {status} ({len(cells)})", ""]
         if status == "unsupported":

@@ -337,9 +337,8 @@ def page(src: report.Sources) -> str:
     d = data(src)
     m = src.matrix
     counts = _table(report.summary_rows(m))
-    backward = report.by_dtype_rows(m, "backward")
-    if backward:
-        counts += "<h3>backward by dtype</h3>" + _table(backward)
+    for title, rows in report.by_dtype_tables(m):
+        counts += f"<h3>{html.escape(title)}</h3>" + _table(rows)
     sources = [f"baseline <code>{html.escape(src.baseline_path)}</code>" if src.baseline is not None else "no baseline"]
     sources.append(
         f"aten matrix <code>{html.escape(src.aten_path)}</code>" if src.aten is not None else "no aten matrix"

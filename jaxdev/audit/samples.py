@@ -19,7 +19,15 @@ import torch
 from torch.utils._pytree import tree_map
 
 from jaxdev.audit import AuditError
-from jaxdev.audit.facts import COMPILE_DEFAULT_DTYPE, CPU_ARGS, FUSED_DEFAULT_DTYPE, MODE_DIRECTIONS, MODES
+from jaxdev.audit.facts import (
+    ALL_DTYPES,
+    BACKWARD_DIRECTIONS,
+    COMPILE_DEFAULT_DTYPE,
+    CPU_ARGS,
+    FUSED_DEFAULT_DTYPE,
+    MODE_DIRECTIONS,
+    MODES,
+)
 
 PLUGINS_ENV = "JAXDEV_AUDIT_PLUGINS"
 
@@ -50,10 +58,18 @@ def dtype_name(d: torch.dtype) -> str:
     return str(d).removeprefix("torch.")
 
 
+def parse_dtypes(names) -> set[torch.dtype] | None:
+    """--dtype's values as dtypes (empty: none named); None for `all` (facts.ALL_DTYPES): every dtype
+    an OpInfo runs in, the float8 ones that have no name here included."""
+    if ALL_DTYPES in names:
+        return None
+    return {parse_dtype(d) for d in names}
+
+
 def parse_dtype(name: str) -> torch.dtype:
     if name not in DTYPES:
         near = difflib.get_close_matches(name, DTYPES, n=3)
-        hint = f"; did you mean {', '.join(near)}?" if near else f"; known: {', '.join(DTYPES)}"
+        hint = f"; did you mean {', '.join(near)}?" if near else f"; known: {', '.join(DTYPES)} (or {ALL_DTYPES})"
         raise AuditError(f"unknown dtype {name!r}{hint}")
     return DTYPES[name]
 
@@ -107,30 +123,39 @@ class Unit:
 
     op: str
     dtype: str
-    direction: str  # "forward" | "backward" (eager) | "compile" (torch.compile) | "fused" (fused eager forward)
+    direction: str  # forward, backward (eager); compile, compile-backward (torch.compile); fused (fused eager forward)
+
+
+# The directions that run a subset of dtypes unless dtypes are named, and that subset's dtype.
+_DEFAULT_DTYPE = {
+    "compile": COMPILE_DEFAULT_DTYPE,
+    "compile-backward": COMPILE_DEFAULT_DTYPE,
+    "fused": FUSED_DEFAULT_DTYPE,
+}
 
 
 def units(names, dtypes=(), backward=True, mode: str = "eager") -> list[Unit]:
-    """The work for these OpInfos in this mode (see facts.MODES)."""
+    """The work for these OpInfos in this mode (see facts.MODES): forward directions in every dtype
+    the OpInfo runs on CPU, backward ones in every dtype it differentiates there (and runs forward
+    in), narrowed to `dtypes` when named; compiled and fused directions in facts' default dtype
+    unless dtypes are named."""
     if mode not in MODES:
         raise AuditError(f"--mode must be one of {', '.join(MODES)}, not {mode!r}")
-    wanted = {parse_dtype(d) for d in dtypes}
-    directions = MODE_DIRECTIONS[mode]
+    wanted = parse_dtypes(dtypes)
+    directions = [d for d in MODE_DIRECTIONS[mode] if backward or d not in BACKWARD_DIRECTIONS]
     db = op_db()
     out = []
     for name in names:
         op = db[name]
-        supported = sorted(op.supported_dtypes("cpu"), key=dtype_name)
-        if "forward" in directions:
-            out += [Unit(name, dtype_name(d), "forward") for d in supported if not wanted or d in wanted]
-        if "backward" in directions and backward and op.supports_autograd:
-            # every dtype the OpInfo differentiates on CPU (and runs forward there)
-            grads = set(op.supported_backward_dtypes("cpu")) & set(supported)
-            out += [Unit(name, dtype_name(d), "backward") for d in grads if not wanted or d in wanted]
-        for direction, default in (("compile", COMPILE_DEFAULT_DTYPE), ("fused", FUSED_DEFAULT_DTYPE)):
-            if direction in directions:
-                chosen = wanted or {DTYPES[default]}
-                out += [Unit(name, dtype_name(d), direction) for d in supported if d in chosen]
+        supported = set(op.supported_dtypes("cpu"))
+        # every dtype the OpInfo differentiates on CPU (and runs forward there)
+        grads = set(op.supported_backward_dtypes("cpu")) & supported if op.supports_autograd else set()
+        for direction in directions:
+            chosen = wanted
+            if not wanted and wanted is not None:  # none named: the direction's default (None: all)
+                chosen = {DTYPES[_DEFAULT_DTYPE[direction]]} if direction in _DEFAULT_DTYPE else None
+            pool = grads if direction in BACKWARD_DIRECTIONS else supported
+            out += [Unit(name, dtype_name(d), direction) for d in pool if chosen is None or d in chosen]
     return sorted(out)
 
 
@@ -140,7 +165,9 @@ def samples(unit: Unit, limit: int | None = None, seed: int = 0) -> list:
     op = op_db()[unit.op]
     seed_all(seed)
     return list(
-        itertools.islice(op.sample_inputs("cpu", DTYPES[unit.dtype], requires_grad=unit.direction == "backward"), limit)
+        itertools.islice(
+            op.sample_inputs("cpu", DTYPES[unit.dtype], requires_grad=unit.direction in BACKWARD_DIRECTIONS), limit
+        )
     )
 
 

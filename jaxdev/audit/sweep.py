@@ -119,7 +119,8 @@ def start(
     Where `out_path` holds a matrix: `resume` runs only the units it lacks; `merge` (a scoped run:
     some OpInfos, dtypes or a shard) replaces only the cells of `units` and keeps every other cell,
     each earlier cell staying until its new result arrives, so an interrupted merge loses nothing;
-    otherwise (a full run) the directions the units run are replaced whole and the others kept.
+    otherwise (a full run) the (direction, dtype) slices the units run are replaced whole and the
+    others kept.
     Both keep the whole file, so a file they cannot read, or one measured with another
     --max-samples or torch/jax, is an error rather than replaced."""
     if not os.path.exists(out_path):
@@ -138,8 +139,9 @@ def start(
         todo = [u for u in units if old.get(u.op, u.dtype, u.direction) is None] if resume else list(units)
         return old, todo, True
     m = matrix.empty()
-    # A full run replaces the directions it runs: an eager sweep keeps the compile cells of the
-    # matrix it overwrites, a compile sweep keeps the eager ones.
+    # A full run replaces the slices it runs: an eager sweep keeps the compile cells of the matrix
+    # it overwrites, a compile sweep the eager ones, and a float32 compile sweep the compile cells of
+    # other dtypes (scoped runs measure those: every dtype is too long for the main job).
     with contextlib.suppress(AuditError):  # not a readable matrix: this run replaces it
-        m.keep_directions(matrix.load(out_path), {u.direction for u in units})
+        m.keep_others(matrix.load(out_path), {(u.direction, u.dtype) for u in units})
     return m, list(units), False

@@ -161,10 +161,11 @@ def print_summary(m, path: str | None = None, units=None):
 def _print_counts(summary: dict[str, dict[str, int]]) -> None:
     from jaxdev.audit.facts import shares
 
+    width = max((len(d) for d, counts in summary.items() if counts), default=0) + 1
     for direction, counts in summary.items():
         if counts:
             console.print(
-                f"  {direction:9}"
+                f"  {direction:{width}}"
                 + "  ".join(f"{coloured(k)} {v}" for k, v in sorted(counts.items()))
                 + f"  ({share_text(shares(counts))})",
                 soft_wrap=True,
@@ -355,8 +356,10 @@ def command(
     exception, wrong, dtype_mismatch, shape_mismatch, stride_mismatch (values right, strides not
     CPU's), crash, timeout, unsupported (jaxdev cannot hold the tensors by design: complex32, sparse
     layouts; left out of the shares) or skip. Directions: forward
-    and backward (eager), compile (--mode compile), fused (--mode fused: the forward in fused eager
-    mode, judged as forward is; a value error deferred to the sync counts as the sample's).
+    and backward (eager), compile and compile-backward (--mode compile: the forward through
+    torch.compile(backend='jax'), and torch.autograd.grad through the compiled forward's backward
+    graph; float32 unless --dtype, --dtype all for every dtype), fused (--mode fused: the forward in
+    fused eager mode, judged as forward is; a value error deferred to the sync counts as the sample's).
 
     What a run keeps of OUT/matrix.yaml: a run narrowed by OPS, --dtype or --shard replaces only
     the cells it runs and keeps every other cell (the file must come from the same torch, jax and
@@ -371,6 +374,7 @@ def command(
       jaxdev coverage --shard 1/4 --out shard1   # then: jaxdev coverage --merge shard*/matrix.yaml
       jaxdev coverage --resume                   # finish an interrupted sweep
       jaxdev coverage --mode compile             # add torch.compile coverage beside the eager cells
+      jaxdev coverage --mode compile --dtype all --jobs 2   # compiled, forward and backward, every dtype
       jaxdev coverage --mode fused --dtype float32   # fused eager's forward cells, merged beside them
       jaxdev coverage --aten --jobs 2            # coverage/aten.yaml: a verdict for every aten overload
     """

@@ -96,9 +96,12 @@ def print_cells(c: dict) -> None:
     _line(f"[bold]OpInfo {escape(c['opinfo'])}[/bold] ({escape(shown(c['source']))}), status per dtype and direction:")
     directions = [d for d in DIRECTIONS if any(d in dirs for dirs in c["grid"].values())]
     width = max(len(d) for d in c["grid"]) + 2
-    _line("  " + " " * width + "".join(f"{d:13}" for d in directions))
+    col = {d: max(13, len(d) + 2) for d in directions}  # a status fits 13 (stride_mismatch), a name may not
+    _line("  " + " " * width + "".join(f"{d:{col[d]}}" for d in directions))
     for dtype, dirs in c["grid"].items():
-        cells = "".join(coloured(dirs[d]) + " " * (13 - len(dirs[d])) if d in dirs else " " * 13 for d in directions)
+        cells = "".join(
+            coloured(dirs[d]) + " " * (col[d] - len(dirs[d])) if d in dirs else " " * col[d] for d in directions
+        )
         _line(f"  {dtype:{width}}{cells.rstrip()}")
     for p in c["problems"]:
         detail = f": {escape(p['reason'])}" if p.get("reason") else ""

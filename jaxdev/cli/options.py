@@ -21,15 +21,22 @@ def scope_options(*, defaults_from_baseline: bool = False):
             is_flag=True,
             help="An aten name in OPS selects every OpInfo whose samples reach it, not only those named after it.",
         ),
-        click.option("--dtype", "dtypes", multiple=True, help="Only this dtype (float32, int64, ...). Repeatable."),
-        click.option("--no-backward", is_flag=True, help="Forward only."),
+        click.option(
+            "--dtype",
+            "dtypes",
+            multiple=True,
+            help=f"Only this dtype (float32, int64, ...). Repeatable; {facts.ALL_DTYPES}: every dtype (for --mode "
+            "compile and fused, which run float32 otherwise).",
+        ),
+        click.option("--no-backward", is_flag=True, help="Forward only (no backward, no compile-backward)."),
         click.option(
             "--mode",
             type=click.Choice(facts.MODES),
             default=None if defaults_from_baseline else "eager",
             show_default=not defaults_from_baseline,
             help="eager: forward (every CPU dtype) and backward (every dtype the OpInfo differentiates) op by op; compile: the forward through "
-            f"torch.compile(backend='jax', fullgraph=True), {facts.COMPILE_DEFAULT_DTYPE} unless --dtype; fused: the forward in fused "
+            "torch.compile(backend='jax', fullgraph=True) (compile) and torch.autograd.grad through its compiled backward graph "
+            f"(compile-backward), {facts.COMPILE_DEFAULT_DTYPE} unless --dtype; fused: the forward in fused "
             f"eager mode (jaxdev.eager_mode('fused')), {facts.FUSED_DEFAULT_DTYPE} unless --dtype; both: eager and compile"
             + (" (default: every direction the baseline holds)." if defaults_from_baseline else "."),
         ),

@@ -6,6 +6,10 @@ hang   sleeps forever on the 2-element sample only
 slow   sleeps 2 s per sample (for killing a sweep mid-way)
 rounding  3 * x where CPU's float32 is off by a relative 8e-6 (a rounding error ~6 tolerances at
        these values) and jax's by JAXDEV_TEST_ERROR (default 4e-6: closer to the float64 result)
+twice  2 * x in float32, bfloat16 and float64, differentiable (its backward is the op twice_grad);
+       right eagerly, and broken only while a compiled graph is traced, as named in
+       JAXDEV_TEST_BREAK_TRACED (comma-separated): `forward-DTYPE` makes the traced forward 3 * x
+       in that dtype, `backward` the traced twice_grad 3 * g
 """
 
 import os
@@ -15,6 +19,8 @@ import time
 import torch
 from torch.testing._internal.common_dtype import _dispatch_dtypes
 from torch.testing._internal.opinfo.core import OpInfo, SampleInput
+
+from jaxdev import tracing
 
 NS = "jaxdev_audit_test"
 _LIB = torch.library.Library(NS, "DEF")
@@ -95,6 +101,44 @@ OPINFOS.append(
         dtypes=_dispatch_dtypes((torch.float32,)),
         sample_inputs_func=_rounding_samples,
         supports_autograd=False,
+        supports_out=False,
+    )
+)
+
+
+def _broken_traced(what: str) -> bool:
+    return tracing.tracing_now() and what in os.environ.get("JAXDEV_TEST_BREAK_TRACED", "").split(",")
+
+
+def _twice_jax(x):
+    return x * (3 if _broken_traced(f"forward-{str(x.dtype).removeprefix('torch.')}") else 2)
+
+
+def _twice_grad_jax(g):
+    return g * (3 if _broken_traced("backward") else 2)
+
+
+def _twice_samples(op_info, device, dtype, requires_grad, **kwargs):
+    for n in (2, 3):
+        yield SampleInput(torch.arange(1, n + 1, device=device, dtype=dtype, requires_grad=requires_grad))
+
+
+for _name, _kernel in (("twice", _twice_jax), ("twice_grad", _twice_grad_jax)):
+    _LIB.define(f"{_name}(Tensor x) -> Tensor")
+    _LIB.impl(_name, lambda x: x * 2, "CPU")
+    _LIB.impl(_name, torch.empty_like, "Meta")
+    _LIB.impl(_name, _kernel, "PrivateUse1")
+torch.library.register_autograd(
+    f"{NS}::twice",
+    lambda ctx, g: torch.ops.jaxdev_audit_test.twice_grad(g),
+    setup_context=lambda ctx, inputs, output: None,
+)
+OPINFOS.append(
+    OpInfo(
+        f"{NS}.twice",
+        op=torch.ops.jaxdev_audit_test.twice,
+        dtypes=_dispatch_dtypes((torch.float32, torch.bfloat16, torch.float64)),
+        sample_inputs_func=_twice_samples,
         supports_out=False,
     )
 )
