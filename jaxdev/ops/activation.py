@@ -15,6 +15,7 @@ import jax.numpy as jnp
 import torch
 
 from jaxdev import dtypes, rng, tensor
+from jaxdev.ops.cpu_numerics import round_to
 from jaxdev.ops.registry import aten, register, register_backward, register_functional, store_into
 from jaxdev.ops.toolkit import J, apply, each_location_once, jitted, opmath, wrap_dim
 
@@ -120,9 +121,7 @@ def _logit_rounded(x, eps, half):
     """CPU's bfloat16/float16 logit is Vectorized<half> arithmetic: 1 - x, the division and the log
     each round to the half dtype (as do eps and 1 - eps, the clamp bounds)."""
 
-    def rounded(v):
-        return v.astype(half).astype(x.dtype)
-
+    rounded = round_to(half)
     if eps is not None:
         lo = jnp.asarray(eps, half).astype(x.dtype)
         x = jnp.clip(x, lo, rounded(1 - lo))
@@ -202,15 +201,11 @@ def _unary(op, fn, name):
         _floating(name, self)
         return apply(fn, self.dtype, self.dtype, (self,), scalars)
 
-    kernel.__qualname__ = op.name()
-
 
 def _unary_backward(op, fn):
     @register_functional(op)
     def kernel(grad_output, self, *scalars):
         return apply(fn, self.dtype, self.dtype, (grad_output, self), scalars)
-
-    kernel.__qualname__ = op.name()
 
 
 _unary(aten.hardsigmoid.default, _hardsigmoid, "hardsigmoid_cpu")

@@ -10,6 +10,7 @@ import jax.numpy as jnp
 import torch
 
 from jaxdev import dtypes, tensor, tracing
+from jaxdev.ops.cpu_numerics import opaque, round_to
 from jaxdev.ops.registry import aten, register, register_functional, store_into
 from jaxdev.ops.toolkit import (
     apply,
@@ -100,8 +101,6 @@ def binary(op, fn, *, result=None, float_result=False, compute=None):
         if float_result:
             common = float_of(common)
         return apply(fn, compute or common, result or common, (self, other))
-
-    kernel.__qualname__ = op.name()
 
 
 def _no_float_alpha(common, alpha):
@@ -194,7 +193,7 @@ def sub(self, other, *, alpha=1):
 def _mul_of_bool(a, b):
     # XLA's simplifier rewrites x * convert(bool) into select(bool, x, 0), which loses inf * 0 = NaN
     # (CPU: inf * False is nan, (-inf+0j) * False is nan+nanj); the barrier keeps the product.
-    a, b = jax.lax.optimization_barrier((a, b))
+    a, b = opaque((a, b))
     return a * b
 
 
@@ -327,7 +326,7 @@ def _inverse_square(x):
 
 
 def _bf16(x):
-    return x.astype(jnp.bfloat16).astype(x.dtype)
+    return round_to(jnp.bfloat16)(x)
 
 
 def _cube_bf16(x):
@@ -433,8 +432,6 @@ def _floating_only(name, fn):
         if not (common.is_floating_point or common.is_complex):
             raise NotImplementedError(f"\"{name}_cpu\" not implemented for '{dtypes.scalar_name(common)}'")
         return apply(fn, common, common, (self, other))
-
-    kernel.__qualname__ = name
 
 
 def _logaddexp2(a, b):
@@ -585,8 +582,6 @@ def _integer_op(ops, name, fn):
         common = result_type(self, other)
         _integral(name, common)
         return apply(fn, common, common, (_as_read(self, common), _as_read(other, common)))
-
-    kernel.__qualname__ = ops[0].name()
 
 
 _SHIFT_OVERLOADS = ("Tensor", "Tensor_Scalar", "Scalar_Tensor")

@@ -87,7 +87,6 @@ def _out_kernel(fn):
         value = fn(self, *args)
         return store_into(out, _cast(value, out.dtype), resize=out is not self)
 
-    kernel.__qualname__ = fn.__qualname__ + ".out"
     return kernel
 
 

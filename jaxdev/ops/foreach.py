@@ -299,7 +299,6 @@ def _kernel(op, name: str, body, inplace: bool, kinds: tuple, has_alpha: bool):
                 return None if inplace else done
         return slow.redispatch_boxed(_CPU, self, *args, **kwargs)
 
-    kernel.__qualname__ = f"foreach_kernel[{op.name()}]"
     return kernel
 
 

@@ -342,7 +342,6 @@ def _register(nd: int) -> None:
         _check(input, grid, interpolation_mode, padding_mode, nd)
         return _sampler(interpolation_mode, padding_mode, bool(align_corners))(J(input), J(grid))
 
-    grid_sampler.__qualname__ = forward.name()
     register_backward(getattr(aten, f"grid_sampler_{nd}d_backward").default, forward)
 
 

@@ -169,7 +169,6 @@ def _pad_ops(mode, nd, forward, backward):
     def pad(self, padding):
         return _padder(_pad_key(self, padding, nd, mode), mode)(J(self))
 
-    pad.__qualname__ = forward.name()
     register_backward(backward, forward)
 
 

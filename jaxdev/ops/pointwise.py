@@ -37,8 +37,6 @@ def unary_float(op, fn, *, refuse=lambda dtype: None):
         dt = float_of(self.dtype)
         return apply(fn, dt, dt, (self,))
 
-    kernel.__qualname__ = op.name()
-
 
 def unary_same(op, fn, *, refuse=lambda dtype: None):
     """`refuse(dtype)`: the error CPU raises for a dtype the op does not take, or None."""
@@ -51,8 +49,6 @@ def unary_same(op, fn, *, refuse=lambda dtype: None):
             raise error
         return apply(fn, self.dtype, self.dtype, (self,))
 
-    kernel.__qualname__ = op.name()
-
 
 def unary_bool(op, fn, *, refuse=lambda dtype: None):
     fn = plain(fn)
@@ -63,8 +59,6 @@ def unary_bool(op, fn, *, refuse=lambda dtype: None):
         if error is not None:
             raise error
         return apply(fn, self.dtype, torch.bool, (self,))
-
-    kernel.__qualname__ = op.name()
 
 
 def _erfinv(y):

@@ -56,7 +56,6 @@ def _on_cpu(op):
     def kernel(*args, **kwargs):
         return fallback.run_on_cpu(op, *args, **kwargs)
 
-    kernel.__qualname__ = f"on_cpu[{op.name()}]"
     return kernel
 
 
@@ -68,7 +67,6 @@ def _refused(op):
             f"{name} uses weights packed by fbgemm, a CPU object that a jax tensor cannot hold; run it on CPU tensors"
         )
 
-    kernel.__qualname__ = f"refused[{name}]"
     return kernel
 
 

@@ -107,7 +107,6 @@ def _reduction_out(fn):
         tensor.check_no_partial_overlap(out, (self,))
         return store_into(out, fn(self, *args, dtype=out.dtype, **kwargs), resize=True)
 
-    kernel.__qualname__ = fn.__qualname__ + ".out"
     return kernel
 
 

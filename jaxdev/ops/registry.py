@@ -158,6 +158,22 @@ def register_clone(op: OpOverload, fn: Callable, reader: Callable) -> None:
     )
 
 
+def named(fn: Callable, op: OpOverload) -> Callable:
+    """`fn`, named after `op` if a factory made it: a closure (`_unary.<locals>.kernel`) takes the name of
+    the first op it is registered for, so that `jaxdev explain --dev` and the registry's errors say which
+    op it is; a module-level function keeps its own name. Every registration goes through here."""
+    if "<locals>" in getattr(fn, "__qualname__", ""):
+        fn.__qualname__ = op.name()
+    return fn
+
+
+def register_layout_kernel(op: OpOverload, fn: Callable, key: str) -> None:
+    """`fn` becomes `op`'s kernel for jax tensors of a sparse layout (`key`: SparsePrivateUse1 or
+    SparseCsrPrivateUse1, jaxdev/ops/sparse/). These are not PrivateUse1 kernels: KERNELS does not hold
+    them."""
+    _LIB.impl(op, named(fn, op), key)
+
+
 def _register(
     op: OpOverload,
     fn: Callable,
@@ -168,6 +184,7 @@ def _register(
     """`fn` becomes `op`'s PrivateUse1 kernel: itself, or the slow path of a native kernel (`fast`
     bodies for an elementwise op, or `native_kernel` installing another) when the module is in use."""
     name = op.name()
+    named(fn, op)
     formula = name in FORMULA_COMPOSITES and torch._C._dispatch_has_kernel_for_dispatch_key(name, "Autograd")
     if is_composite_implicit(op) and name not in RAW_MEMORY_COMPOSITES and not formula:
         raise RegistrationError(
@@ -239,6 +256,7 @@ def register_functional(
     """
 
     def deco(fn):
+        named(fn, ops[0])  # before the derived kernels take their names from it
         body = shape_errors_as_torch(fn)
         for op in ops:
             _register(op, _functional_kernel(fn, op), fast=(fast or {}).get(op))

@@ -29,7 +29,6 @@ def _cumulative(fn, name):
             raise NotImplementedError(f"\"{name}_out_cpu\" not implemented for 'Bool'")
         return fn(x, axis=a).astype(dtypes.to_jax_dtype(result))
 
-    kernel.__qualname__ = name
     return kernel
 
 
@@ -46,7 +45,6 @@ def _cumulative_inplace(functional, name):
             )
         return store_into(self, functional(self, dim, dtype=self.dtype), resize=False)
 
-    kernel.__qualname__ = name + "_"
     return kernel
 
 
@@ -61,7 +59,6 @@ def _cumulative_out(functional, name):
         tensor.check_no_partial_overlap(out, (self,))
         return store_into(out, functional(self, dim, dtype=out.dtype), resize=True)
 
-    kernel.__qualname__ = name + ".out"
     return kernel
 
 

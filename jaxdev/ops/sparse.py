@@ -18,10 +18,9 @@ import torch
 from torch.utils._pytree import tree_map
 
 from jaxdev import dtypes, fallback, tensor
-from jaxdev.ops.registry import aten, register, store_into
+from jaxdev.ops.registry import aten, register, register_layout_kernel, store_into
 from jaxdev.ops.toolkit import J
 
-_SPARSE_LIB = torch.library.Library("aten", "IMPL")
 _FALLBACK_LIB = torch.library.Library("_", "IMPL")
 _SPARSE_CPU = torch._C.DispatchKeySet(torch._C.DispatchKey.SparseCPU)
 _SPARSE_CSR_CPU = torch._C.DispatchKeySet(torch._C.DispatchKey.SparseCsrCPU)
@@ -71,7 +70,6 @@ def _redispatch(op, keys):
     def kernel(*args, **kwargs):
         return handle.redispatch_boxed(keys, *args, **kwargs)
 
-    kernel.__qualname__ = f"sparse_metadata_kernel[{op.name()}]"
     return kernel
 
 
@@ -482,26 +480,27 @@ def sparse_fallback(op, *args, **kwargs):
 
 
 def _install() -> None:
+    coo, csr = "SparsePrivateUse1", "SparseCsrPrivateUse1"
     for op in COO_METADATA:
-        _SPARSE_LIB.impl(op, _redispatch(op, _SPARSE_CPU), "SparsePrivateUse1")
+        register_layout_kernel(op, _redispatch(op, _SPARSE_CPU), coo)
     for op in CSR_METADATA:
-        _SPARSE_LIB.impl(op, _redispatch(op, _SPARSE_CSR_CPU), "SparseCsrPrivateUse1")
-    _SPARSE_LIB.impl(aten._to_dense.default, _to_dense_coo, "SparsePrivateUse1")
-    _SPARSE_LIB.impl(aten._to_dense.default, _to_dense_csr, "SparseCsrPrivateUse1")
-    _SPARSE_LIB.impl(aten._coalesce.default, _coalesce, "SparsePrivateUse1")
-    _SPARSE_LIB.impl(aten._to_sparse.default, _coo_layout_change, "SparsePrivateUse1")
-    _SPARSE_LIB.impl(aten._to_sparse_csr.default, _coo_to_csr, "SparsePrivateUse1")
-    _SPARSE_LIB.impl(aten._to_sparse_csc.default, _coo_to_csc, "SparsePrivateUse1")
-    _SPARSE_LIB.impl(aten._to_sparse.default, _compressed_to_coo, "SparseCsrPrivateUse1")
-    _SPARSE_LIB.impl(aten._to_sparse.sparse_dim, _compressed_to_coo, "SparseCsrPrivateUse1")
-    _SPARSE_LIB.impl(aten.mm.default, _mm(_coo_rows_cols), "SparsePrivateUse1")
-    _SPARSE_LIB.impl(aten.mv.default, _redispatch(aten.mv.default, _SPARSE_CPU), "SparsePrivateUse1")
-    _SPARSE_LIB.impl(aten.mm.default, _mm(_compressed_parts), "SparseCsrPrivateUse1")
-    _SPARSE_LIB.impl(aten.addmm.default, _addmm(_coo_rows_cols), "SparsePrivateUse1")
-    _SPARSE_LIB.impl(aten.addmm.default, _addmm(_compressed_parts), "SparseCsrPrivateUse1")
-    _SPARSE_LIB.impl(aten.addmv.out, _addmv_out(_compressed_parts), "SparseCsrPrivateUse1")
-    _FALLBACK_LIB.fallback(sparse_fallback, "SparsePrivateUse1")
-    _FALLBACK_LIB.fallback(sparse_fallback, "SparseCsrPrivateUse1")
+        register_layout_kernel(op, _redispatch(op, _SPARSE_CSR_CPU), csr)
+    register_layout_kernel(aten._to_dense.default, _to_dense_coo, coo)
+    register_layout_kernel(aten._to_dense.default, _to_dense_csr, csr)
+    register_layout_kernel(aten._coalesce.default, _coalesce, coo)
+    register_layout_kernel(aten._to_sparse.default, _coo_layout_change, coo)
+    register_layout_kernel(aten._to_sparse_csr.default, _coo_to_csr, coo)
+    register_layout_kernel(aten._to_sparse_csc.default, _coo_to_csc, coo)
+    register_layout_kernel(aten._to_sparse.default, _compressed_to_coo, csr)
+    register_layout_kernel(aten._to_sparse.sparse_dim, _compressed_to_coo, csr)
+    register_layout_kernel(aten.mm.default, _mm(_coo_rows_cols), coo)
+    register_layout_kernel(aten.mv.default, _redispatch(aten.mv.default, _SPARSE_CPU), coo)
+    register_layout_kernel(aten.mm.default, _mm(_compressed_parts), csr)
+    register_layout_kernel(aten.addmm.default, _addmm(_coo_rows_cols), coo)
+    register_layout_kernel(aten.addmm.default, _addmm(_compressed_parts), csr)
+    register_layout_kernel(aten.addmv.out, _addmv_out(_compressed_parts), csr)
+    _FALLBACK_LIB.fallback(sparse_fallback, coo)
+    _FALLBACK_LIB.fallback(sparse_fallback, csr)
 
 
 _install()

@@ -183,7 +183,6 @@ def _register(nd, mode, forward, backward, has_align):
                 raise NotImplementedError(f"\"{kernel}\" not implemented for '{dtypes.scalar_name(self.dtype)}'")
         return _kernels(mode, self.dtype, in_sizes, out_sizes, align, scales)(J(self))
 
-    upsample.__qualname__ = forward.name()
     register_backward(backward, forward, prepare=_at_zeros)
 
 

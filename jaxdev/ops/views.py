@@ -35,7 +35,6 @@ def _on_cpu_metadata(op):
     def kernel(*args, **kwargs):
         return handle.redispatch_boxed(_CPU, *args, **kwargs)
 
-    kernel.__qualname__ = f"metadata_kernel[{op.name()}]"
     return kernel
 
 
