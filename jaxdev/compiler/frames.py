@@ -47,13 +47,15 @@ def skip_recursively(modules) -> bool:
         original._jaxdev_roots += roots(modules)
         return True
     paths = roots(modules)
+    # torch 2.13's ConvertFrameReturn says why a frame was skipped; torch 2.11's has no such field
+    fields = getattr(ConvertFrameReturn, "__dataclass_fields__", {})
+    why = {"skip_reason": "jax and jaxdev run without dynamo (jaxdev/compiler/frames.py)"}
+    why = why if "skip_reason" in fields else {}
 
     def __call__(self, frame, cache_entry, frame_state):
         if frame.f_code.co_filename.startswith(__call__._jaxdev_roots):
-            return ConvertFrameReturn(
-                frame_exec_strategy=FrameExecStrategy(FrameAction.SKIP, FrameAction.SKIP),
-                skip_reason="jax and jaxdev run without dynamo (jaxdev/compiler/frames.py)",
-            )
+            strategy = FrameExecStrategy(FrameAction.SKIP, FrameAction.SKIP)
+            return ConvertFrameReturn(frame_exec_strategy=strategy, **why)
         return original(self, frame, cache_entry, frame_state)
 
     __call__._jaxdev_roots = paths

@@ -90,3 +90,36 @@ def test_frames_of_jax_and_jaxdev_are_skipped_with_what_they_call():
     roots = wrapper._jaxdev_roots
     assert frames.roots(["jax"])[0] in roots and frames.roots(["jaxdev.ops"])[0] in roots
     assert not any("/jaxdev/audit" in r or "/jaxdev/cli" in r for r in roots)  # traced like user code
+
+
+def test_frames_skip_on_a_dynamo_without_skip_reasons(monkeypatch):
+    """torch 2.11's ConvertFrameReturn has no `skip_reason` field (2.13's has): the skip must not pass it
+    there (on an H200 with torch 2.11 every compiled step failed with a TypeError from this hook)."""
+    import dataclasses
+    import types
+
+    from torch._dynamo import convert_frame
+    from torch._dynamo import types as dynamo_types
+
+    from jaxdev.compiler import frames
+
+    @dataclasses.dataclass
+    class OldReturn:  # the fields of torch 2.11's ConvertFrameReturn
+        frame_exec_strategy: object = None
+        apply_to_code: bool = True
+        guarded_code: object = None
+
+    class Wrapper:
+        def __call__(self, frame, cache_entry, frame_state):
+            return "compiled"
+
+    monkeypatch.setattr(dynamo_types, "ConvertFrameReturn", OldReturn)
+    monkeypatch.setattr(convert_frame, "CatchErrorsWrapper", Wrapper)
+    assert frames.skip_recursively(["jax"])
+    jax_file = frames.roots(["jax"])[0] + "numpy/__init__.py"
+    frame = types.SimpleNamespace(f_code=types.SimpleNamespace(co_filename=jax_file))
+    skipped = Wrapper()(frame, None, None)
+    assert isinstance(skipped, OldReturn)
+    assert skipped.frame_exec_strategy.recursive_action == dynamo_types.FrameAction.SKIP
+    user = types.SimpleNamespace(f_code=types.SimpleNamespace(co_filename="/home/user/train.py"))
+    assert Wrapper()(user, None, None) == "compiled"
