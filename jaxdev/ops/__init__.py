@@ -25,6 +25,7 @@ from jaxdev.ops import (  # noqa: F401
     ldl,
     linalg,
     loss,
+    nested,
     lstsq,
     lu,
     matrix_exp,
@@ -47,6 +48,7 @@ from jaxdev.ops import (  # noqa: F401
     sparse,
     special,
     ternary,
+    transformer,
     upsample,
     views,
 )

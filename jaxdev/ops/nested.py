@@ -1,0 +1,305 @@
+"""Strided nested tensors on `jax`: PyTorch's own NestedTensorImpl over a jax buffer, and what
+nn.TransformerEncoder's fast path runs on them.
+
+The choice (issue 26 item 3): nested tensors work rather than being refused, since CPU's eval-mode
+TransformerEncoder with a padding mask takes this path by default (enable_nested_tensor=True) and zeroes
+the padded positions of its output, which the regular path does not: declining the fast path would give
+other values there than CPU. So, as on CPU: `_nested_tensor_from_mask_left_aligned` (the encoder's mask
+check), `_nested_tensor_from_mask` (the padded batch packed into a nested tensor),
+`_transformer_encoder_layer_fwd` on the nested batch (each layer), and `to_padded_tensor` (back to a
+padded batch, zeros where CPU puts them) are jax kernels. A nested tensor's buffer is an ordinary jax
+tensor's storage, so PyTorch's NestedTensorCPU kernels that only read or write metadata and call ops on
+the buffer (sizes, unbind, transpose, copies between devices, ...) run as they are, redispatched, and
+their buffers stay on jax. Every other op on a jax nested tensor runs on CPU under the CPU fallback's
+policy (JAXDEV_FALLBACK: counted and warned once, or refused in one sentence), never a dispatcher
+error: jagged-layout tensors (torch.jagged) are jax values under PyTorch's Python subclass, and their
+scaled_dot_product_attention converts to strided nested tensors, whose products and softmax take
+that fallback.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import torch
+from torch.utils._pytree import tree_map
+
+from jaxdev import dtypes, fallback, tensor
+from jaxdev.ops import transformer
+from jaxdev.ops.registry import aten, register, register_layout_kernel
+from jaxdev.ops.toolkit import J, jitted
+
+NESTED = "NestedTensorPrivateUse1"
+_FALLBACK_LIB = torch.library.Library("_", "IMPL")
+_NESTED_CPU = torch._C.DispatchKeySet(torch._C.DispatchKey.NestedTensorCPU)
+_CPU = torch._C.DispatchKeySet(torch._C.DispatchKey.CPU)
+
+# NestedTensorCPU kernels that only read or write a nested tensor's metadata and call ops on its buffer.
+METADATA = [
+    aten._nested_tensor_size.default,
+    aten._nested_tensor_strides.default,
+    aten._nested_tensor_storage_offsets.default,
+    aten.values.default,
+    aten.unbind.int,
+    aten.select.int,
+    aten.transpose.int,
+    aten.unsqueeze.default,
+    aten.narrow.default,
+    aten.detach.default,
+    aten.alias.default,
+    aten.is_same_size.default,
+    aten.empty_like.default,
+    aten._to_copy.default,
+    aten.copy_.default,
+    aten.clone.default,
+]
+
+SUPPORTED = "from a padding mask, TransformerEncoder layers, to_padded_tensor, unbind, transpose and copies"
+
+
+def _redispatch(op, keys):
+    handle = op._handle
+
+    def kernel(*args, **kwargs):
+        return handle.redispatch_boxed(keys, *args, **kwargs)
+
+    return kernel
+
+
+def _metadata(nt) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(sizes, strides, offsets) of a nested tensor's components, as numpy int64 arrays."""
+    return tuple(
+        op._handle.redispatch_boxed(_NESTED_CPU, nt).numpy()
+        for op in (
+            aten._nested_tensor_size.default,
+            aten._nested_tensor_strides.default,
+            aten._nested_tensor_storage_offsets.default,
+        )
+    )
+
+
+def _flat(nt) -> jax.Array:
+    return J(aten.values.default._handle.redispatch_boxed(_NESTED_CPU, nt)).reshape(-1)
+
+
+def _grid(sizes, strides, offsets, shape):
+    """For a padded batch of `shape` (components, *dims): where each element is in the buffer, and
+    whether it is one (False: padding)."""
+    dims = shape[1:]
+    grid = np.indices(dims).reshape(len(dims), -1)
+    where = offsets[:, None] + strides @ grid
+    valid = np.all(grid[None] < sizes[:, :, None], axis=1)
+    extra = shape[0] - len(sizes)  # an output_size with more components than there are: padding
+    where = np.concatenate([np.where(valid, where, 0), np.zeros((extra, grid.shape[1]), np.int64)])
+    valid = np.concatenate([valid, np.zeros((extra, grid.shape[1]), bool)])
+    return where.reshape(shape), valid.reshape(shape)
+
+
+@jitted
+def _pad_program():
+    return lambda flat, where, valid, pad: jnp.where(valid, flat[where], pad.astype(flat.dtype))
+
+
+@jitted
+def _pack_program():
+    return lambda padded, where: padded.reshape(-1)[where]
+
+
+def padded(nt, padding, shape=None):
+    """(padded batch as a jax array, valid mask as numpy) of nested tensor `nt`."""
+    sizes, strides, offsets = _metadata(nt)
+    if sizes.size == 0 and nt.size(0) > 0:  # components of no dims
+        sizes = sizes.reshape(nt.size(0), 0)
+    top = tuple(int(s) for s in sizes.max(axis=0)) if len(sizes) else (0,) * (nt.dim() - 1)
+    shape = (len(sizes), *top) if shape is None else tuple(shape)
+    where, valid = _grid(sizes, strides, offsets, shape)
+    flat = _flat(nt)
+    pad = jnp.asarray(padding, dtype=jnp.float64 if jnp.issubdtype(flat.dtype, jnp.inexact) else jnp.int64)
+    return _pad_program()(flat, where, valid, pad), valid
+
+
+def nested_from(flat: jax.Array, sizes: np.ndarray) -> torch.Tensor:
+    """A new contiguous nested tensor over the buffer `flat` with components of `sizes`."""
+    sizes = np.asarray(sizes, dtype=np.int64)
+    strides = np.ones_like(sizes)
+    for d in range(sizes.shape[1] - 2, -1, -1):
+        strides[:, d] = strides[:, d + 1] * sizes[:, d + 1]
+    counts = np.prod(sizes, axis=1)
+    offsets = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
+    view = aten._nested_view_from_buffer.default._handle
+    return view.redispatch_boxed(_CPU, tensor.wrap(flat), *(torch.from_numpy(a) for a in (sizes, strides, offsets)))
+
+
+# --- the encoder's fast path -----------------------------------------------------------------------
+
+
+def _check_mask(t, mask):
+    if mask.dtype != torch.bool:
+        raise RuntimeError(f"Expected mask to be of type bool, got {dtypes.scalar_name(mask.dtype)}")
+    if mask.dim() != 2:
+        raise RuntimeError("Padding mask should be 2D")
+    if t.dim() != 3:
+        raise RuntimeError("Input should be a 3D tensor, N * L * D")
+    if tuple(mask.shape) != tuple(t.shape[:2]):
+        raise RuntimeError("Mask size should match input size")
+
+
+@jitted
+def _mask_lengths():
+    def run(mask):
+        lengths = jnp.sum(mask, axis=1)
+        first_gap = jnp.argmin(jnp.concatenate([mask, jnp.zeros((mask.shape[0], 1), bool)], axis=1), axis=1)
+        return lengths, jnp.all(lengths == first_gap)
+
+    return run
+
+
+@register(aten._nested_tensor_from_mask_left_aligned.default)
+def nested_tensor_from_mask_left_aligned(t, mask):
+    _check_mask(t, mask)
+    return bool(_mask_lengths()(J(mask))[1])
+
+
+@register(aten._nested_tensor_from_mask.default)
+def nested_tensor_from_mask(t, mask, mask_check=True):
+    _check_mask(t, mask)
+    lengths, aligned = (np.asarray(a) for a in _mask_lengths()(J(mask)))
+    if mask_check and not aligned:
+        raise RuntimeError("Mask must be left-aligned without gaps")
+    batch, length, width = t.shape
+    sizes = np.stack([lengths, np.full_like(lengths, width)], axis=1).astype(np.int64)
+    valid = np.arange(length)[None, :, None] < lengths[:, None, None]
+    where = np.flatnonzero(np.broadcast_to(valid, (batch, length, width)))
+    return nested_from(_pack_program()(J(t), where), sizes)
+
+
+def nested_encoder_layer(
+    src,
+    embed_dim,
+    num_heads,
+    qkv_weight,
+    qkv_bias,
+    proj_weight,
+    proj_bias,
+    use_gelu,
+    norm_first,
+    eps,
+    *norms_and_ffn,
+    mask=None,
+    mask_type=None,
+):
+    """_transformer_encoder_layer_fwd on a nested batch: the layer on the padded batch, its padding
+    hidden from every query as a key padding mask, and the components packed back."""
+    if len(norms_and_ffn) > 8:  # mask (and mask_type, unused without a mask) given positionally
+        norms_and_ffn, mask = norms_and_ffn[:8], norms_and_ffn[8]
+    if mask is not None:
+        raise RuntimeError("NestedTensor with mask is not supported yet")
+    weights = (qkv_weight, qkv_bias, proj_weight, proj_bias, *norms_and_ffn)
+    sizes = _metadata(src)[0]
+    if sizes.ndim != 2 or sizes.shape[1] != 2 or np.any(sizes[:, 1] != embed_dim):
+        raise RuntimeError(f"expected a nested tensor of (length, {embed_dim}) components")
+    if src.size(0) == 0 or not sizes[:, 0].any():
+        return src.clone()
+    batch, valid = padded(src, 0.0)
+    program = transformer.layer_program(src.dtype, embed_dim, num_heads, use_gelu, norm_first, eps, 1)
+    out = program(batch, *transformer.layer_arrays(weights), jnp.asarray(~valid[:, :, 0]))
+    return nested_from(_pack_program()(out, np.flatnonzero(valid)), sizes)
+
+
+def to_padded_tensor(self, padding, output_size=None):
+    sizes = _metadata(self)[0]
+    shape = None
+    if output_size is not None:
+        if len(output_size) != self.dim():
+            raise RuntimeError("Length of output_size does not match NestedTensor dims. Broadcasting is not supported.")
+        if len(sizes) and (output_size[0] < len(sizes) or np.any(np.asarray(output_size[1:]) < sizes.max(axis=0))):
+            raise RuntimeError(
+                "Value in output_size is less than NestedTensor padded size. Truncation is not supported."
+            )
+        shape = tuple(output_size)
+    return tensor.wrap(padded(self, padding, shape)[0])
+
+
+# --- everything else: CPU, under the fallback's policy ---------------------------------------------
+
+
+def nested_fallback(op, *args, **kwargs):
+    """Runs a nested-tensor op without a jax kernel on CPU (as the dense fallback does): counted, warned
+    once, refused under JAXDEV_FALLBACK=error."""
+    if fallback.mode() == "error":
+        raise fallback.FallbackError(
+            f"{op.name()} has no jax kernel for nested tensors (jax runs {SUPPORTED}), and "
+            "JAXDEV_FALLBACK=error forbids running it on CPU"
+        )
+    fallback.admit(op, args, kwargs, view_of="a nested tensor", kernel="jax kernel for nested tensors")
+    originals: dict[int, torch.Tensor] = {}
+
+    def to_cpu(x):
+        if tensor.is_jax(x):
+            # CPU's copy between devices needs a contiguous nested tensor (one buffer)
+            c = (x.contiguous() if x.is_nested else x).detach().to("cpu")
+            originals[id(c)] = x
+            return c
+        if isinstance(x, torch.device) and x.type == "jax":
+            return torch.device("cpu")
+        return x
+
+    cpu_args, cpu_kwargs = tree_map(to_cpu, args), tree_map(to_cpu, kwargs)
+    result = op(*cpu_args, **cpu_kwargs)
+    for i, arg in enumerate(op._schema.arguments):
+        if arg.alias_info is not None and arg.alias_info.is_write:
+            changed = fallback._schema_value(op._schema, i, cpu_args, cpu_kwargs)
+            for c in changed if isinstance(changed, (list, tuple)) else [changed]:
+                if isinstance(c, torch.Tensor) and id(c) in originals:
+                    with torch.no_grad():
+                        originals[id(c)].copy_(c.to("jax"))
+
+    def to_jax(x):
+        if isinstance(x, torch.Tensor):
+            return originals[id(x)] if id(x) in originals else x.to("jax")
+        return x
+
+    return tree_map(to_jax, result)
+
+
+def _composites_with_nested_kernels():
+    """CompositeImplicitAutograd ops with a NestedTensorCPU kernel and an AutogradNestedTensor kernel of
+    their own (matmul, linear, ...). Without a kernel at NestedTensorPrivateUse1 their decomposition runs
+    on the nested tensor and fails inside PyTorch ("NestedTensorImpl doesn't support sizes"); the fallback
+    registered there loses no gradient, since AutogradNestedTensor keeps its own kernel."""
+    for name in torch._C._dispatch_get_all_op_names():
+        if not name.startswith("aten::"):
+            continue
+        has = functools.partial(torch._C._dispatch_has_kernel_for_dispatch_key, name)
+        if has("NestedTensorCPU") and has("CompositeImplicitAutograd") and _own_nested_autograd(name):
+            base, _, overload = name.removeprefix("aten::").partition(".")
+            yield getattr(getattr(aten, base), overload or "default")
+
+
+def _own_nested_autograd(name: str) -> bool:
+    table = torch._C._dispatch_dump_table(name)
+    return any(line.startswith("AutogradNestedTensor:") and "[autograd kernel]" in line for line in table.splitlines())
+
+
+def _on_cpu(op):
+    def kernel(*args, **kwargs):
+        return nested_fallback(op, *args, **kwargs)
+
+    return kernel
+
+
+def _install() -> None:
+    for op in _composites_with_nested_kernels():
+        if op not in METADATA:
+            register_layout_kernel(op, _on_cpu(op), NESTED)
+    for op in METADATA:
+        register_layout_kernel(op, _redispatch(op, _NESTED_CPU), NESTED)
+    register_layout_kernel(aten._transformer_encoder_layer_fwd.default, nested_encoder_layer, NESTED)
+    register_layout_kernel(aten.to_padded_tensor.default, to_padded_tensor, NESTED)
+    _FALLBACK_LIB.fallback(nested_fallback, NESTED)
+
+
+_install()

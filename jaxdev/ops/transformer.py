@@ -1,0 +1,251 @@
+"""The fused inference kernels of nn.MultiheadAttention's and nn.TransformerEncoderLayer's fast paths:
+aten::_native_multi_head_attention and aten::_transformer_encoder_layer_fwd, each one jitted program.
+
+PyTorch takes these paths in eval mode (or under no_grad) when no input needs a gradient; neither op
+has a derivative (CPU raises for one too). Values are those of CPU's native_multi_head_attention
+(attention.cpp): q, k and v projected without bias, the bias added and q scaled by 1/sqrt(head dim)
+(_transform_bias_rescale_qkv), q k^T, a masked softmax over the last dim, the product with v, the output
+projection. A mask element that is nonzero (True, or -inf in a float mask) hides that key, and a row
+that sees no key is NaN, as CPU's _masked_softmax gives; mask_type says the mask's shape: 0 (L, L),
+1 a key padding mask (B, L), otherwise one that broadcasts to (B, heads, L, L). The encoder layer is
+CPU's transformer_encoder_layer_forward: attention, residual, layer norm (before or after, norm_first),
+a ReLU or exact GELU feed-forward, residual, layer norm. Half inputs compute in float32 and round once.
+
+The nested (padded-by-mask) forms of both ops live in ops/nested.py and call `attend` / `encoder_layer`.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import torch
+
+from jaxdev import dtypes, tensor
+from jaxdev.ops.linalg import matmul
+from jaxdev.ops.normalization import _layer_norm
+from jaxdev.ops.registry import aten, register
+from jaxdev.ops.toolkit import J, jitted, product_precision
+
+
+def _linear(x, w, b, precision, accumulate):
+    y = matmul(x, w.T, precision, accumulate)
+    return y if b is None else y + b.astype(y.dtype)
+
+
+def _masked(scores, mask, mask_type):
+    """`scores` (B, heads, L, S) with the keys `mask` hides set to -inf."""
+    if mask is None:
+        return scores
+    hide = mask != 0
+    if mask_type == 1:  # a key padding mask (B, S)
+        hide = hide[:, None, None, :]
+    return jnp.where(jnp.broadcast_to(hide, scores.shape), -jnp.inf, scores)
+
+
+def attend(query, key, value, w, b, proj_w, proj_b, mask, *, heads, need_weights, average, mask_type, settings):
+    """(output (B, L, E), attention weights or None) of CPU's native_multi_head_attention."""
+    precision, accumulate = settings
+    dtype = query.dtype
+    c = jnp.promote_types(dtype, jnp.float32)
+    query, key, value, w, b, proj_w, proj_b = (t.astype(c) for t in (query, key, value, w, b, proj_w, proj_b))
+    batch, length, embed = query.shape
+    head = embed // heads
+    wq, wk, wv = jnp.split(w, 3)
+    bq, bk, bv = jnp.split(b, 3)
+
+    def split_heads(x, weight, bias):  # (B, L, E) -> (B, heads, L, head)
+        y = _linear(x, weight, None, precision, accumulate) + bias
+        return y.reshape(batch, -1, heads, head).transpose(0, 2, 1, 3)
+
+    q = split_heads(query, wq, bq) / jnp.sqrt(jnp.asarray(head, c))
+    k, v = split_heads(key, wk, bk), split_heads(value, wv, bv)
+    scores = _masked(matmul(q, jnp.swapaxes(k, -1, -2), precision, accumulate), mask, mask_type)
+    peak = jnp.max(scores, axis=-1, keepdims=True)
+    weights = jnp.exp(scores - peak)  # a row every key is hidden from: -inf - -inf, NaN as on CPU
+    weights = weights / jnp.sum(weights, axis=-1, keepdims=True)
+    context = matmul(weights, v, precision, accumulate).transpose(0, 2, 1, 3).reshape(batch, length, embed)
+    out = _linear(context, proj_w, proj_b, precision, accumulate).astype(dtype)
+    if not need_weights:
+        return out, None
+    if average:
+        weights = jnp.sum(weights, axis=1) / heads
+    return out, weights.astype(dtype)
+
+
+def encoder_layer(src, attention, norms, ffn, mask, *, heads, gelu, norm_first, eps, mask_type, settings):
+    """CPU's transformer_encoder_layer_forward on a dense (B, L, E) `src`."""
+    precision, accumulate = settings
+    (w1, b1), (w2, b2) = norms
+    (fw1, fb1), (fw2, fb2) = ffn
+    axes = (src.ndim - 1,)
+
+    def norm(x, w, b):
+        return _layer_norm(x, w, b, axes, eps)[0]
+
+    x = norm(src, w1, b1) if norm_first else src
+    x = attend(
+        x, x, x, *attention, mask, heads=heads, need_weights=False, average=True, mask_type=mask_type, settings=settings
+    )[0]
+    x = x + src
+    if not norm_first:
+        x = norm(x, w1, b1)
+    residual = x
+    if norm_first:
+        x = norm(x, w2, b2)
+    c = jnp.promote_types(x.dtype, jnp.float32)
+    hidden = _linear(x.astype(c), fw1.astype(c), fb1.astype(c), precision, accumulate)
+    hidden = jax.nn.gelu(hidden, approximate=False) if gelu else jax.nn.relu(hidden)
+    x = _linear(hidden, fw2.astype(c), fb2.astype(c), precision, accumulate).astype(x.dtype) + residual
+    return norm(x, w2, b2) if not norm_first else x
+
+
+@jitted
+def _attention_program(heads, need_weights, average, mask_type, settings):
+    def run(query, key, value, w, b, proj_w, proj_b, mask):
+        return attend(
+            query,
+            key,
+            value,
+            w,
+            b,
+            proj_w,
+            proj_b,
+            mask,
+            heads=heads,
+            need_weights=need_weights,
+            average=average,
+            mask_type=mask_type,
+            settings=settings,
+        )
+
+    return run
+
+
+@jitted
+def _layer_program(heads, gelu, norm_first, eps, mask_type, settings):
+    def run(src, attention, norms, ffn, mask):
+        return encoder_layer(
+            src,
+            attention,
+            norms,
+            ffn,
+            mask,
+            heads=heads,
+            gelu=gelu,
+            norm_first=norm_first,
+            eps=eps,
+            mask_type=mask_type,
+            settings=settings,
+        )
+
+    return run
+
+
+def settings_for(dtype: torch.dtype) -> tuple:
+    return product_precision(dtypes.to_jax_dtype(dtype))
+
+
+def check_attention(query, key, value, embed_dim, num_head, qkv_weight, qkv_bias):
+    """CPU's argument checks of native_multi_head_attention (dense query)."""
+    for name, t in (("query", query), ("key", key), ("value", value)):
+        if t.dim() != 3:
+            raise RuntimeError(f"expected 3-D `{name}`, got {t.dim()}-D tensor")
+    if not query.is_nested and query.shape[2] != embed_dim:
+        raise RuntimeError(f"passed-in embed_dim {embed_dim} didn't match last dim of query {query.shape[2]}")
+    if not (query.is_nested or key.is_nested or value.is_nested) and not query.shape == key.shape == value.shape:
+        raise RuntimeError("expected `query`/`key`/`value` shapes to match")
+    if qkv_weight.dim() != 2 or tuple(qkv_weight.shape) != (3 * embed_dim, embed_dim):
+        raise RuntimeError(
+            f"expected `qkv_weight` of shape ({3 * embed_dim}, {embed_dim}), got {tuple(qkv_weight.shape)}"
+        )
+    if qkv_bias.dim() != 1 or qkv_bias.shape[0] != 3 * embed_dim:
+        raise RuntimeError(f"expected `qkv_bias` of shape ({3 * embed_dim},), got {tuple(qkv_bias.shape)}")
+    if embed_dim % num_head != 0:
+        raise RuntimeError("`embed_dim` must divide evenly by `num_heads`")
+
+
+def _opt(t):
+    return None if t is None else J(t)
+
+
+@register(aten._native_multi_head_attention.default)
+def native_multi_head_attention(
+    query,
+    key,
+    value,
+    embed_dim,
+    num_head,
+    qkv_weight,
+    qkv_bias,
+    proj_weight,
+    proj_bias,
+    mask=None,
+    need_weights=True,
+    average_attn_weights=True,
+    mask_type=None,
+):
+    check_attention(query, key, value, embed_dim, num_head, qkv_weight, qkv_bias)
+    if query.numel() == 0:
+        return torch.empty_like(query), None
+    program = _attention_program(
+        num_head, bool(need_weights), bool(average_attn_weights), mask_type, settings_for(query.dtype)
+    )
+    arrays = [J(t) for t in (query, key, value, qkv_weight, qkv_bias, proj_weight, proj_bias)]
+    out, weights = program(*arrays, _opt(mask))
+    return tensor.wrap(out), None if weights is None else tensor.wrap(weights)
+
+
+def layer_arrays(args):
+    """The encoder layer's weights as the program's (attention, norms, ffn) pytrees."""
+    (qkv_w, qkv_b, proj_w, proj_b, n1w, n1b, n2w, n2b, f1w, f1b, f2w, f2b) = (J(t) for t in args)
+    return (qkv_w, qkv_b, proj_w, proj_b), ((n1w, n1b), (n2w, n2b)), ((f1w, f1b), (f2w, f2b))
+
+
+def layer_program(dtype, embed_dim, num_heads, use_gelu, norm_first, eps, mask_type):
+    if embed_dim % num_heads != 0:
+        raise RuntimeError("`embed_dim` must divide evenly by `num_heads`")
+    return _layer_program(num_heads, bool(use_gelu), bool(norm_first), float(eps), mask_type, settings_for(dtype))
+
+
+@register(aten._transformer_encoder_layer_fwd.default)
+def transformer_encoder_layer_fwd(
+    src,
+    embed_dim,
+    num_heads,
+    qkv_weight,
+    qkv_bias,
+    proj_weight,
+    proj_bias,
+    use_gelu,
+    norm_first,
+    eps,
+    norm_weight_1,
+    norm_bias_1,
+    norm_weight_2,
+    norm_bias_2,
+    ffn_weight_1,
+    ffn_bias_1,
+    ffn_weight_2,
+    ffn_bias_2,
+    mask=None,
+    mask_type=None,
+):
+    if src.numel() == 0:
+        return src.clone()
+    check_attention(src, src, src, embed_dim, num_heads, qkv_weight, qkv_bias)
+    weights = (
+        qkv_weight,
+        qkv_bias,
+        proj_weight,
+        proj_bias,
+        norm_weight_1,
+        norm_bias_1,
+        norm_weight_2,
+        norm_bias_2,
+        ffn_weight_1,
+        ffn_bias_1,
+        ffn_weight_2,
+        ffn_bias_2,
+    )
+    program = layer_program(src.dtype, embed_dim, num_heads, use_gelu, norm_first, eps, mask_type)
+    return tensor.wrap(program(J(src), *layer_arrays(weights), _opt(mask)))
