@@ -1,0 +1,205 @@
+"""CPU-fidelity numerics: the one place kernels get CPU PyTorch's rounding from.
+
+Policy. A kernel emulates CPU step by step only where the auditor's float64 arbitration cannot settle
+it: the auditor accepts a result that is at least as close to the float64 answer as CPU's is, so an
+ordinary kernel computes the way XLA likes and is judged that way. A kernel follows CPU operation by
+operation (with the helpers below) when CPU's own rounding is what users see and compare bit for
+bit: half-precision kernels whose every step rounds to the half dtype (c10::Half / BFloat16 scalar
+code, Vectorized<Half>), results that round-trip through a narrower type in CPU's source, special
+functions whose float32 answer is a float32 computation (Cephes in the input's precision, libm's
+nearly correctly rounded expf/logf), and kernels whose result depends on which elements CPU's loop
+computes with its vector or its scalar op. Such a kernel must then also stop XLA from improving on
+CPU: its simplifier rewrites a / c into a * (1 / c) and 1 / sqrt(b) into rsqrt(b) (``opaque``,
+``divide_by``, ``sqrt_divisor``), and its float32 exp/log/lgamma are not libm's (``widened``).
+
+What XLA keeps (settled by tests/ops/test_cpu_numerics.py, on XLA's CPU backend, under jit and
+eagerly): a round trip a program writes, float32 -> float16/bfloat16 -> float32 or float64 ->
+float32 -> float64, is kept, and equals the correctly rounded value. What it does not give: a
+bfloat16 operation whose result the same program converts to float32 keeps float32's precision (the
+operation's own rounding is dropped: XLA computes bfloat16 in float32); a division by a constant
+becomes a multiplication; converting float64 to a half rounds twice (through float32), and to
+float32 flushes subnormals. ``round_to`` takes the path that is exact for each case.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import torch
+from jax import lax
+
+from jaxdev import layout
+
+_HALVES = (jnp.dtype(jnp.float16), jnp.dtype(jnp.bfloat16))
+
+
+# --- rounding ----------------------------------------------------------------------------------------
+
+
+def round_to(dtype):
+    """The function v -> v rounded once to `dtype`'s grid (subnormals kept), staying in v's dtype: the
+    rounding a C++ value of type `dtype` gets after each operation.
+
+    A value already of a half dtype is pinned with reduce_precision (XLA may compute a chain of half
+    operations in float32); float32 and float64 values of their own dtype are left as they are. A
+    float64 value goes through reduce_precision with subnormals rounded by hand, since XLA's convert
+    from float64 rounds twice to a half and flushes float32 subnormals (reduce_precision flushes
+    them too); the gradient passes straight through there. A narrower value (float32 to a half)
+    round-trips through `dtype`, which XLA keeps."""
+    target = jnp.dtype(dtype)
+    info = jnp.finfo(target)
+
+    def rounded(v):
+        if v.dtype == target:
+            return lax.reduce_precision(v, info.nexp, info.nmant) if target in _HALVES else v
+        if v.dtype == jnp.float64:
+            kept = lax.reduce_precision(v, exponent_bits=info.nexp, mantissa_bits=info.nmant)
+            step = float(info.smallest_subnormal)
+            subnormal = v + lax.stop_gradient(jnp.round(v / step) * step - v)
+            return jnp.where(jnp.abs(v) < float(info.smallest_normal), subnormal, kept)
+        return v.astype(target).astype(v.dtype)
+
+    return rounded
+
+
+def widened(fn):
+    """fn taken in float64 and rounded once to its first argument's dtype (float64 as it is): how a
+    float32 result of the C library CPU calls (expf, logf, log1pf, expm1f, erfcf, lgammaf, all
+    nearly correctly rounded) is reached, where XLA's float32 versions are an ulp or more off."""
+
+    def run(*args):
+        dt = args[0].dtype
+        if dt == jnp.float64:
+            return fn(*args)
+        return fn(*(a.astype(jnp.float64) for a in args)).astype(dt)
+
+    return run
+
+
+exp_wide, log_wide = widened(jnp.exp), widened(jnp.log)
+
+
+def const(value, like):
+    """C++'s T(value): a constant in `like`'s dtype."""
+    return jnp.asarray(value, like.dtype)
+
+
+def opaque(x):
+    """`x` (an array or a tuple of arrays) hidden from XLA's algebraic simplifier, which would
+    otherwise compute differently from CPU: a / c into a * (1 / c), a / sqrt(b) into a * rsqrt(b),
+    (a / b) / c into a / (b * c), x * convert(bool) into a select that loses inf * 0 = NaN."""
+    return lax.optimization_barrier(x)
+
+
+def sqrt_divisor(x):
+    """sqrt(x) for use as a divisor: a rounded square root, kept from becoming rsqrt."""
+    return opaque(jnp.sqrt(x))
+
+
+def divide_by(x, constant):
+    """x / constant as a true division (a constant divisor must be a full array behind the barrier)."""
+    return x / opaque(jnp.full_like(x, constant))
+
+
+def log_half(x):
+    """log(0.5 * x) with 0.5 * x subnormal as CPU has it: XLA flushes subnormals to zero (log would
+    give -inf at the smallest normal x). float32 halves in float64 and rounds to float32's
+    subnormal grid; float64, having no wider type, takes log(x * 2^52) - 53 log 2 there."""
+    if x.dtype == jnp.float32:
+        y = 0.5 * x.astype(jnp.float64)
+        y = jnp.round(y * 2.0**149) * 2.0**-149
+        return jnp.log(y).astype(jnp.float32)
+    subnormal = x < 2 * jnp.finfo(x.dtype).tiny
+    scaled = jnp.log(x * 2.0**52) - 53 * np.log(2.0)
+    return jnp.where(subnormal, scaled, jnp.log(0.5 * x))
+
+
+# --- polynomial evaluation ---------------------------------------------------------------------------
+
+
+def horner(coefficients, z, *, from_zero=False):
+    """sum c_i z^(n-i), highest power first, as CPU's loop computes it: acc = acc * z + c. Cephes'
+    polevl (and ratevl) starts from acc = c_0; PyTorch's own Bessel loops (Math.h) start from
+    acc = 0 (`from_zero`), which gives NaN rather than an infinity at an infinite z."""
+    acc = jnp.zeros_like(z) if from_zero else jnp.full_like(z, coefficients[0])
+    for c in coefficients if from_zero else coefficients[1:]:
+        acc = acc * z + c
+    return acc
+
+
+def chebyshev(coefficients, y, rounded=None):
+    """Cephes' chbevl recurrence b0 = y * b1 - b2 + c; returns (b0, b2), the series being
+    0.5 * (b0 - b2). `rounded` is applied to each coefficient and after every operation (CPU's
+    c10::Half / BFloat16 scalar arithmetic); without it the dtype's own arithmetic rounds."""
+    if rounded is None:
+        p = q = jnp.zeros_like(y)
+        b = jnp.full_like(y, coefficients[0])
+        for c in coefficients[1:]:
+            p, q = q, b
+            b = y * q - p + c
+        return b, p
+    cs = [rounded(jnp.asarray(c, y.dtype)) for c in coefficients]
+    b2 = b1 = jnp.zeros_like(y)
+    b0 = jnp.full_like(y, cs[0])
+    for c in cs[1:]:
+        b2, b1 = b1, b0
+        b0 = rounded(rounded(rounded(y * b1) - b2) + c)
+    return b0, b2
+
+
+# --- CPU's elementwise loop --------------------------------------------------------------------------
+
+# TensorIterator hands more than GRAIN_SIZE elements to at::parallel_for, one chunk per thread.
+GRAIN_SIZE = 32768
+
+
+def cpu_threads() -> int:
+    """The number of threads CPU PyTorch's loops split work over in this process
+    (torch.get_num_threads()). Where CPU's result depends on it (which elements a chunk leaves to
+    the scalar op), so does jaxdev's: it reproduces this process's CPU, and torch.set_num_threads(n)
+    reproduces a host with n threads."""
+    return torch.get_num_threads()
+
+
+def iteration_order(shape, strides):
+    """TensorIterator's order for a unary op with a fresh output: its dims fastest first (reorder_dimensions:
+    an insertion sort by the input's strides, a broadcast dim deciding nothing, equal strides the larger
+    size last), then the first coalesced dim's size and the input's stride there (coalesce_dimensions)."""
+    ndim = len(shape)
+    perm = layout.iteration_order(shape, [strides])
+    size0, stride0 = (1, 1) if ndim == 0 else (shape[perm[0]], strides[perm[0]])
+    for d in perm[1:]:
+        if size0 == 1 or shape[d] == 1 or size0 * stride0 == strides[d]:
+            if size0 == 1:
+                stride0 = strides[d]
+            size0 *= shape[d]
+        else:
+            break
+    return perm, size0, stride0
+
+
+def scalar_lanes(shape, strides, block, threads):
+    """Where CPU's elementwise loop (Loops.h vectorized_loop) computes an element with the scalar op
+    (True) rather than the vector one, for an input of this layout and `threads` threads. The loop
+    walks the output in TensorIterator's order; each run of the first coalesced dim (cut by the
+    per-thread chunks past GRAIN_SIZE) goes `block` elements at a time through the vector op when
+    the input's stride there is 1 or 0, its remainder (or, for another stride, the whole run)
+    through the scalar op."""
+    n = 1
+    for s in shape:
+        n *= s
+    perm, size0, stride0 = iteration_order(shape, strides)
+    if stride0 not in (0, 1):
+        return jnp.ones(shape, bool)
+    # each element's position in the output's memory order (the output is laid out in `perm`)
+    linear, step = jnp.zeros(shape, jnp.int64), 1
+    for d in perm:
+        linear = linear + jax.lax.broadcasted_iota(jnp.int64, shape, d) * step
+        step *= shape[d]
+    chunks = 1 if n < GRAIN_SIZE or threads == 1 else min(threads, -(-n // GRAIN_SIZE))
+    chunk = max(-(-n // chunks), 1)
+    row = linear // size0 * size0
+    first = jnp.maximum(row, linear // chunk * chunk)
+    length = jnp.minimum(row + size0, (linear // chunk + 1) * chunk) - first
+    return linear - first >= length // block * block
