@@ -20,13 +20,17 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 os.environ.setdefault("JAXDEV_CACHE_DIR", tempfile.mkdtemp(prefix="jaxdev-benchmark-cache-"))
 
 import jax
 import jax.numpy as jnp
+import quiet
+import resnet
 import torch
 from torch import nn
 
@@ -94,7 +98,9 @@ def torch_step(build, device: str, compiled: bool, backend: str = "jax"):
         opt_step()
         return loss.item()
 
-    return step
+    # dynamo's and inductor's log notes stay out of the benchmark's output (issue 28 item 5); inductor's
+    # warnings too, jaxdev's show
+    return quiet.quietly(step, warnings_too=backend != "jax") if compiled else step
 
 
 # --- the same steps hand-written in JAX --------------------------------------------------------
@@ -255,6 +261,7 @@ def run(title: str, build_torch, build_jax, rounds: int, steps: int, with_cpu: b
     }
     if with_cpu:
         variants["torch CPU eager"] = torch_step(build_torch, "cpu", compiled=False)
+        variants["torch CPU inductor"] = torch_step(build_torch, "cpu", compiled=True, backend="inductor")
     jax_run, jax_compile = build_jax()
     variants["JAX jit (hand-written)"] = jax_run
     before = STATS.seconds
@@ -276,6 +283,7 @@ def run(title: str, build_torch, build_jax, rounds: int, steps: int, with_cpu: b
     print(
         f"compiled jaxdev / JAX jit: {base / per_step['JAX jit (hand-written)']:.2f}; "
         f"eager jaxdev / compiled jaxdev: {per_step['jaxdev eager'] / base:.2f}"
+        + (f"; compiled jaxdev / torch CPU inductor: {base / per_step['torch CPU inductor']:.2f}" if with_cpu else "")
     )
     print(f"CPU fallbacks: {sum(jaxdev.fallback_counts().values())}")
 
@@ -284,10 +292,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--steps", type=int, default=5)
-    parser.add_argument("--only", choices=["mlp", "transformer"])
+    parser.add_argument("--only", choices=["mlp", "transformer", "resnet"])
     args = parser.parse_args()
     print(f"torch {torch.__version__}, jax {jax.__version__} on {jax.devices()[0].platform}")
-    if args.only != "transformer":
+    if args.only in (None, "mlp"):
         run(
             f"MLP {'-'.join(map(str, MLP_SIZES))}, batch {MLP_BATCH}, Adam",
             torch_mlp,
@@ -296,7 +304,7 @@ def main() -> None:
             args.steps,
             with_cpu=True,
         )
-    if args.only != "mlp":
+    if args.only in (None, "transformer"):
         run(
             f"Transformer LM: {LAYERS} layers, d={D}, seq {SEQ}, batch {BATCH}, AdamW",
             torch_lm,
@@ -305,7 +313,14 @@ def main() -> None:
             max(1, args.steps // 2),
             with_cpu=True,
         )
+    if args.only in (None, "resnet"):
+        run(RESNET_TITLE, resnet.torch_resnet, resnet.jax_step, args.rounds, max(1, args.steps // 2), with_cpu=True)
 
+
+RESNET_TITLE = (
+    f"ResNet-18, batch {resnet.BATCH}, 3x{resnet.SIDE}x{resnet.SIDE}, {resnet.CLASSES} classes, "
+    "SGD momentum 0.9, weight decay 1e-4 (BatchNorm in training mode)"
+)
 
 if __name__ == "__main__":
     main()

@@ -1,12 +1,14 @@
 """A GPT-2-like decoder generating tokens one at a time (batch 1, a static KV cache): the
-latency-bound case. Per-op eager, fused eager and compiled jaxdev against torch CPU eager, interleaved
-round by round in one process (medians of ms per token).
+latency-bound case. Per-op eager, fused eager and compiled jaxdev against torch CPU eager and
+torch.compile's inductor on CPU, interleaved round by round in one process (medians of ms per token).
 
 The model is written here in plain PyTorch (pre-LayerNorm blocks, GELU MLP, tied embeddings), the way
 a static-cache generate loop runs it: each step writes one position of every layer's key and value
 cache in place and attends over the whole cache with a mask of the positions written so far, so every
 step has the same shapes and the same ops. Fused mode runs a step's ~100 ops as one cached program;
-per-op mode runs each as its own; the compiled variant is `torch.compile(step, backend="jax")`.
+per-op mode runs each as its own; the compiled variant is `torch.compile(step, backend="jax")`, the
+inductor one the same step under `torch.compile(step)` on CPU, its compiler's log notes and warnings
+kept out of the output (quiet.quiet_compilers).
 
     python benchmarks/decode_loop.py [--layers 4] [--d 256] [--tokens 32] [--rounds 5]
 """
@@ -14,11 +16,16 @@ per-op mode runs each as its own; the compiled variant is `torch.compile(step, b
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
+import sys
 import time
 import warnings
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
 import jax
+import quiet
 import torch
 from torch import nn
 
@@ -69,7 +76,12 @@ def decoder(device: str, layers: int, d: int, mode: str):
     def step(token, caches, position, mask):
         return model(token, caches, position, mask).argmax(-1)
 
-    run = torch.compile(step, backend="jax") if mode == "compiled" else step
+    if mode == "compiled":
+        run = torch.compile(step, backend="jax")
+    elif mode == "inductor":
+        run = torch.compile(step, backend="inductor")
+    else:
+        run = step
 
     @torch.no_grad()
     def generate(n: int) -> list[int]:
@@ -84,7 +96,7 @@ def decoder(device: str, layers: int, d: int, mode: str):
                 out.append(token)
             return [int(t) for t in out]  # one read at the end: nothing waits between tokens
 
-    return generate
+    return quiet.quietly(generate) if mode == "inductor" else generate
 
 
 def main() -> None:
@@ -93,6 +105,12 @@ def main() -> None:
     parser.add_argument("--d", type=int, default=256)
     parser.add_argument("--tokens", type=int, default=32)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument(
+        "--inductor",
+        choices=["auto", "yes", "no"],
+        default="auto",
+        help="the torch.compile inductor row on CPU (auto: yes unless a GPU is lent, whose time is scarce)",
+    )
     args = parser.parse_args()
     print(f"torch {torch.__version__}, jax {jax.__version__} on {jax.devices()[0].platform}")
     print(f"decoder: {args.layers} layers, d={args.d}, {HEADS} heads, context {CONTEXT}; {args.tokens} tokens, batch 1")
@@ -102,6 +120,8 @@ def main() -> None:
         "jaxdev compiled": decoder("jax", args.layers, args.d, "compiled"),
         "torch CPU eager": decoder("cpu", args.layers, args.d, "op"),
     }
+    if args.inductor == "yes" or (args.inductor == "auto" and not torch.cuda.is_available()):
+        variants["torch CPU inductor"] = decoder("cpu", args.layers, args.d, "inductor")
     if torch.cuda.is_available():  # where a GPU is lent: torch's own accelerator eager
         variants["torch CUDA eager"] = decoder("cuda", args.layers, args.d, "op")
     first, tokens = {}, {}
@@ -125,6 +145,10 @@ def main() -> None:
     for name, t in per_token.items():
         print(f"{name:<22} {t * 1e3:>9.3f} {first[name]:>12.2f} {t / per_token['jaxdev per-op eager']:>14.2f}")
     print(f"same tokens in every variant: {same}; fused programs built while timed: {recorder.STATS.programs - before}")
+    ratios = f"fused / compiled: {per_token['jaxdev fused eager'] / per_token['jaxdev compiled']:.2f}"
+    if "torch CPU inductor" in per_token:
+        ratios += f"; compiled jaxdev / torch CPU inductor: {per_token['jaxdev compiled'] / per_token['torch CPU inductor']:.2f}"
+    print(ratios)
 
 
 if __name__ == "__main__":

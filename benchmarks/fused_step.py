@@ -1,13 +1,14 @@
 """Fused eager against per-op eager, the compiled path, hand-written `jax.jit`, torch CPU eager and
 torch.compile's inductor on CPU: training steps, interleaved round by round in one process (medians).
 
-The models are benchmarks/compile_step.py's: MLP 784-512-512-10 (batch 128, Adam) and the 2-layer
-Transformer LM (AdamW). The fused variant is the unchanged eager step run under
+The models are benchmarks/compile_step.py's: MLP 784-512-512-10 (batch 128, Adam), the 2-layer
+Transformer LM (AdamW) and ResNet-18 (benchmarks/resnet.py: batch 8, 32x32, SGD with momentum,
+BatchNorm in training mode). The fused variant is the unchanged eager step run under
 `jaxdev.eager_mode("fused")`; after its first step it runs warm-up steps until it builds no new
 program (Adam's step sizes change every step: the storm guard takes those ops out within a few
 steps), and reports its programs per step, ops recorded and ops run eagerly per step.
 
-    python benchmarks/fused_step.py [--rounds 5] [--steps 5] [--only mlp|transformer]
+    python benchmarks/fused_step.py [--rounds 5] [--steps 5] [--only mlp|transformer|resnet]
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import compile_step
 import jax
+import resnet
 import torch
 
 import jaxdev
@@ -51,12 +53,13 @@ def _per_step(step, steps: int = 3) -> dict:
     """What one settled step does: XLA programs run (fused flushes and compiled graphs run on their
     own), new programs built, ops recorded into fused segments, ops run eagerly."""
     s, c = recorder.STATS, compiled_program.STATS
-    p, r, e, f, g = s.programs, s.recorded, sum(s.eager.values()), s.flushes, c.calls
+    p, r, e, f, g, h = s.programs, s.recorded, sum(s.eager.values()), s.flushes, c.calls, s.hits
     for _ in range(steps):
         step()
     return {
         "runs": (s.flushes - f + c.calls - g) / steps,
         "built": (s.programs - p) / steps,
+        "hits": (s.hits - h) / steps,
         "recorded": (s.recorded - r) / steps,
         "eager": (sum(s.eager.values()) - e) / steps,
     }
@@ -101,7 +104,7 @@ def run(title: str, build_torch, build_jax, rounds: int, steps: int) -> None:
     for name, c in counts.items():
         print(
             f"{name}, per step once settled ({settled[name]} steps to settle): {c['runs']:.0f} XLA programs run, "
-            f"{c['built']:.0f} built, {c['recorded']:.0f} ops recorded, {c['eager']:.0f} run eagerly"
+            f"{c['built']:.0f} built, {c['hits']:.0f} fused cache hits, {c['recorded']:.0f} ops recorded, {c['eager']:.0f} run eagerly"
         )
     print(f"ops run eagerly by fused eager: {sorted({n for n, _ in recorder.STATS.eager})}")
 
@@ -110,11 +113,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--steps", type=int, default=5)
-    parser.add_argument("--only", choices=["mlp", "transformer"])
+    parser.add_argument("--only", choices=["mlp", "transformer", "resnet"])
     args = parser.parse_args()
     print(f"torch {torch.__version__}, jax {jax.__version__} on {jax.devices()[0].platform}")
     t0 = time.perf_counter()
-    if args.only != "transformer":
+    if args.only in (None, "mlp"):
         run(
             f"MLP {'-'.join(map(str, compile_step.MLP_SIZES))}, batch {compile_step.MLP_BATCH}, Adam",
             compile_step.torch_mlp,
@@ -122,7 +125,7 @@ def main() -> None:
             args.rounds,
             args.steps,
         )
-    if args.only != "mlp":
+    if args.only in (None, "transformer"):
         run(
             "Transformer LM (2 layers, d=256, seq 128, batch 8), AdamW",
             compile_step.torch_lm,
@@ -130,6 +133,8 @@ def main() -> None:
             args.rounds,
             args.steps,
         )
+    if args.only in (None, "resnet"):
+        run(compile_step.RESNET_TITLE, resnet.torch_resnet, resnet.jax_step, args.rounds, args.steps)
     print(f"\n{time.perf_counter() - t0:.0f} s in all")
 
 

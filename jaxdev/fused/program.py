@@ -62,6 +62,8 @@ class _Fused:
                 if spec is None:
                     spec = self.graph.specialisations[inputs.key] = compiled._Specialisation(self.graph, args, inputs)
                     recorder.STATS.programs += 1
+                else:
+                    recorder.STATS.hits += 1
                 return _call(spec, inputs)
             except compiled.UntraceableGraph as e:
                 self.graph.specialisations.pop(inputs.key, None)

@@ -31,17 +31,19 @@ class NotRecordable(Exception):
 
 class STATS:
     """What fused eager did in this process: ops recorded, ops run eagerly (by op and reason), flushes
-    of at least one op, programs built (traced and compiled) for them."""
+    of at least one op, programs built (traced and compiled) for them, flushes that replayed a cached
+    program (hits)."""
 
     recorded = 0
     flushes = 0
     programs = 0
+    hits = 0
     uploads = 0  # host-to-device copies run at once without a flush (_upload)
     eager: typing.ClassVar[dict] = {}
 
     @classmethod
     def reset(cls) -> None:
-        cls.recorded = cls.flushes = cls.programs = cls.uploads = 0
+        cls.recorded = cls.flushes = cls.programs = cls.hits = cls.uploads = 0
         cls.eager = {}
 
 
