@@ -18,6 +18,7 @@ from jaxdev.ops import (  # noqa: F401
     embedding_bag,
     fft,
     fold,
+    gamma,
     grid_sample,
     group_norm,
     indexing,
@@ -51,6 +52,7 @@ from jaxdev.ops import (  # noqa: F401
     transformer,
     upsample,
     views,
+    weight_norm,
 )
 
 # isort: split

@@ -1,0 +1,41 @@
+"""Weight normalization's fused op: aten::_weight_norm_interface and its backward.
+
+torch._weight_norm (nn.utils.weight_norm, parametrizations.weight_norm) calls the fused op for
+float32/float64/bfloat16 when `dim` is the first or the last dim: w = v * (g / ||v||), the norm taken
+over every dim but `dim` and returned beside w (float32 for a bfloat16 g, as CPU keeps it). The
+backward is the VJP of the same function (registry.register_backward), fed from the saved v and g.
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+
+from jaxdev.ops.registry import aten, register_backward, register_functional
+from jaxdev.ops.toolkit import J, compiled, opmath
+
+
+def _weight_norm(v, g, dim):
+    c = opmath(v.dtype)
+    axes = tuple(a for a in range(v.ndim) if a != dim)
+    norm = jnp.sqrt(jnp.sum(jnp.square(v.astype(c)), axis=axes, keepdims=True))
+    w = v.astype(c) * (g.astype(c).reshape(norm.shape) / norm)  # CPU's order: the factor g / norm first
+    norm_dtype = jnp.float32 if g.dtype == jnp.bfloat16 else g.dtype
+    return w.astype(v.dtype), norm.reshape(g.shape).astype(norm_dtype)
+
+
+@register_functional(aten._weight_norm_interface.default, inplace=False, out=False)
+def weight_norm_interface(v, g, dim=0):
+    if v.device != g.device:
+        raise RuntimeError(f"Expected all tensors to be on the same device, but found {v.device} and {g.device}")
+    if dim not in (0, v.dim() - 1):  # CPU asserts the same (WeightNormKernel.cpp); -1 is not wrapped
+        raise RuntimeError("weight norm: fused kernels can only be applied for first or last dim")
+    if g.numel() != (v.shape[dim] if v.dim() else 1):
+        raise RuntimeError(f"weight norm: g of {g.numel()} elements does not match dim {dim} of v, {tuple(v.shape)}")
+    return compiled(_weight_norm, dim)(J(v), J(g))
+
+
+def _saved(bound, grad_w):
+    return {"v": bound["saved_v"], "g": bound["saved_g"], "dim": bound["dim"]}
+
+
+register_backward(aten._weight_norm_interface_backward.default, aten._weight_norm_interface.default, prepare=_saved)
