@@ -40,6 +40,7 @@ import torch
 import torch.fx
 
 from jaxdev import eager_modes, rng, tensor, tracing
+from jaxdev.compiler import planned
 from jaxdev.compiler.inputs import Inputs, UntraceableGraph
 from jaxdev.tensor import BOXES, Box
 
@@ -81,15 +82,25 @@ def checks_enabled() -> bool:
 
 
 class _NodeRunner(torch.fx.Interpreter):
-    """Runs the graph node by node, so a failure names the op that caused it."""
+    """Runs the graph node by node, so a failure names the op that caused it, each new result laid out
+    as the graph was planned (compiler/planned.py)."""
+
+    def __init__(self, gm):
+        super().__init__(gm)
+        self.seen: set[int] = set()  # storages of the inputs and of the results so far
 
     def run_node(self, n):
         try:
-            return super().run_node(n)
+            out = super().run_node(n)
         except UntraceableGraph:
             raise
         except Exception as e:  # any failure while tracing: the eager run is the reference
             raise UntraceableGraph(n, f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from e
+        if n.op == "call_function":
+            return planned.as_planned(n, out, self.seen)
+        if isinstance(out, torch.Tensor):
+            self.seen.add(out.untyped_storage().data_ptr())
+        return out
 
 
 @contextlib.contextmanager

@@ -1,0 +1,75 @@
+"""Intermediates of a compiled graph laid out as the graph was planned.
+
+AOTAutograd plans a graph on fake tensors: every node's result has the strides its meta function gave
+(`node.meta["val"]`), and later nodes rely on them: a `view` is valid only on those strides, and an
+`as_strided` (AOTAutograd replays views with it) reads the storage through them. jaxdev's kernels lay
+out their results as CPU does, and inside a compiled program as the meta function says where they
+know to ask; where a kernel and the meta function disagree, the graph either stops tracing (a `view`
+that no longer fits: on an H200 with torch 2.11 the Transformer LM's backward graph ran op by op, 21.5
+ms a step against `jax.jit`'s 4.1, on 'view_45') or, worse, an `as_strided` reads the wrong elements.
+So while a graph is traced, a node's result that owns a new storage and whose strides differ from the
+plan is copied into the planned strides: inside the XLA program that is a transpose XLA fuses into its
+consumers, and a node whose layout already agrees (every one on the models tested) costs nothing.
+Views of an earlier tensor are left alone: a copy would break the aliasing the graph may write through.
+"""
+
+from __future__ import annotations
+
+import torch
+
+STATS = {"restrided": 0}  # results copied into their planned strides in this process (for tests)
+
+
+def _dense(shape, strides) -> bool:
+    """Whether (shape, strides) covers a storage of numel elements once each (a permutation of a
+    contiguous layout): empty_strided can make it."""
+    expected = 1
+    for size, stride in sorted(zip(shape, strides), key=lambda p: p[1]):
+        if size != 1:
+            if stride != expected:
+                return False
+            expected *= size
+    return True
+
+
+def _plan(val) -> tuple | None:
+    """The planned (shape, strides) of a fake result, where they are plain ints and dense."""
+    if not isinstance(val, torch.Tensor):
+        return None
+    shape, strides = tuple(val.shape), val.stride()
+    if not all(type(s) is int for s in (*shape, *strides)):  # symbolic sizes: no fixed plan
+        return None
+    return (shape, strides) if _dense(shape, strides) else None
+
+
+def _restrided(out: torch.Tensor, plan: tuple, seen: set) -> torch.Tensor:
+    shape, strides = plan
+    if out.device.type != "jax" or tuple(out.shape) != shape or out.stride() == strides:
+        return out
+    if out.untyped_storage().data_ptr() in seen or out.numel() < 2:  # a view, or nothing to lay out
+        return out
+    laid = torch.empty_strided(shape, strides, dtype=out.dtype, device=out.device)
+    laid.copy_(out)
+    STATS["restrided"] += 1
+    return laid
+
+
+def as_planned(node, out, seen: set):
+    """`out`, the traced result of `node`, with each new tensor laid out as `node.meta["val"]` says;
+    `seen` holds the storages of the graph's inputs and earlier results, and gains this node's."""
+    val = node.meta.get("val")
+    if isinstance(out, torch.Tensor):
+        plan = _plan(val)
+        out = _restrided(out, plan, seen) if plan is not None else out
+        seen.add(out.untyped_storage().data_ptr())
+    elif isinstance(out, (tuple, list)) and isinstance(val, (tuple, list)) and len(val) == len(out):
+        items = []
+        for o, v in zip(out, val):
+            plan = _plan(v) if isinstance(o, torch.Tensor) else None
+            o = _restrided(o, plan, seen) if plan is not None else o
+            items.append(o)
+        for o in items:
+            if isinstance(o, torch.Tensor):
+                seen.add(o.untyped_storage().data_ptr())
+        out = type(out)(items)
+    return out

@@ -1,0 +1,59 @@
+"""A compiled graph's intermediates are laid out as the graph was planned (jaxdev/compiler/planned.py),
+even where a kernel and its meta function disagree (on torch 2.11 on an H200 the Transformer LM's
+backward graph stopped tracing on a `view` and ran op by op)."""
+
+import warnings
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import jaxdev  # noqa: F401
+from jaxdev import layout
+from jaxdev.compiler import planned
+
+ATTENTION = torch.ops.aten._scaled_dot_product_fused_attention_overrideable.default
+
+
+def heads_attention(x):
+    b, length, width = x.shape
+    q = x.view(b, length, 4, width // 4).transpose(1, 2)  # (b, heads, L, d) over (b, L, heads, d) memory
+    out = F.scaled_dot_product_attention(q, q, q, is_causal=True)
+    # valid on the planned layout only (the meta function lays `out` out in the query's order of dims)
+    return out.transpose(1, 2).view(b, length, width).sum(-1)
+
+
+@pytest.fixture
+def contiguous_attention(monkeypatch):
+    """The attention kernel laying out its traced results contiguously, against its meta function."""
+    real = layout.result_layouts
+
+    def result_layouts(op, args, kwargs, traced):
+        return None if op is ATTENTION and traced else real(op, args, kwargs, traced)
+
+    monkeypatch.setattr(layout, "result_layouts", result_layouts)
+
+
+def test_a_result_against_its_plan_is_laid_out_as_planned(contiguous_attention):
+    torch._dynamo.reset()
+    x = torch.randn(2, 8, 32)
+    want = heads_attention(x)
+    before = planned.STATS["restrided"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # an EagerGraphWarning (the graph run op by op) fails the test
+        got = torch.compile(heads_attention, backend="jax")(x.to("jax"))
+    assert planned.STATS["restrided"] > before
+    torch.testing.assert_close(got.cpu(), want, rtol=1e-5, atol=1e-5)
+
+
+def test_views_are_not_copied():
+    """A view of an input keeps its aliasing: an in-place write through it reaches the input."""
+    torch._dynamo.reset()
+
+    def write_through(x):
+        x.t()[0].add_(1)
+        return x
+
+    x = torch.zeros(3, 2)
+    got = torch.compile(write_through, backend="jax")(x.to("jax").clone())
+    torch.testing.assert_close(got.cpu(), write_through(x.clone()))
