@@ -32,12 +32,13 @@ class Learned:
     computed from shapes alone) or ("new", m, dtype, shape,
     stride, offset) (a tensor on the op's m-th new storage); `storages[m]`: (numel, dtype) of that
     storage; `firsts[m]`: (position in the output or None, (dtype, shape, stride, offset)) of the first
-    result on it; `writes`: the tensor arguments whose storages the op writes."""
+    result on it; `writes`: the tensor arguments whose storages the op writes; `cut`: the size bound
+    once cut a segment after this op (recorder._cut)."""
 
-    __slots__ = ("bumps", "eager", "firsts", "out", "reason", "storages", "writes")
+    __slots__ = ("bumps", "cut", "eager", "firsts", "out", "reason", "storages", "writes")
 
     def __init__(self, eager=False, reason=""):
-        self.eager, self.reason = eager, reason
+        self.eager, self.reason, self.cut = eager, reason, False
         self.out, self.storages, self.firsts, self.writes = ("none", None), [], {}, []
         self.bumps: list = []  # tensor arguments whose version the kernel itself bumps
 

@@ -13,7 +13,8 @@ from jaxdev.fused import boxes, learn, program
 from jaxdev.ops.registry import DYNAMIC_NUMBERS
 from jaxdev.tensor import BOXES, Box
 
-# A segment this long is flushed: a loop that never reads a value still runs in bounded programs.
+# A segment this long is flushed: a loop that never reads a value still runs in bounded programs. From
+# half of it on, a segment is cut after an op where an earlier segment was cut by the bound (see _cut).
 MAX_OPS = 4096
 # A place in the trie followed by this many different ops keeps changing from call to call (a Python
 # number that changes every step): what follows it runs op by op instead of compiling every time.
@@ -260,11 +261,22 @@ def record(op, fn, args, kwargs):
             return _eagerly(fn, given, kwargs, op, reason)
         STATS.recorded += 1
         seg.trie = child
-        out = seg.results(child.learned, tensors)
-        seg.nodes.append((op, refs, krefs, child.learned, fn))
-        if len(seg.nodes) >= MAX_OPS:
-            flush()
+        learned = child.learned
+        out = seg.results(learned, tensors)
+        seg.nodes.append((op, refs, krefs, learned, fn))
+        if len(seg.nodes) >= MAX_OPS >> 1 and (learned.cut or len(seg.nodes) >= MAX_OPS):
+            _cut(learned)
         return out
+
+
+def _cut(learned) -> None:
+    """The size bound. Cut at the MAX_OPS-th op, a loop that never flushes (no read, no optimizer.step())
+    would end each segment at another op of its body (a 7-op body and a bound of 64: 7 cut points), and
+    each would be a new program. So an op where the bound once cut is marked (its Learned: the op with its
+    arguments' layouts, wherever it comes), and a segment past half the bound is cut right after a marked
+    op: the next segments start where the last began, hold the same ops and replay its program."""
+    learned.cut = True
+    flush()
 
 
 def _learned(key: tuple, op, fn, args, kwargs, tensors: list):
