@@ -47,6 +47,7 @@ from jaxdev.ops import (  # noqa: F401
     softmax,
     sorting,
     sparse,
+    sparse_add,
     special,
     ternary,
     transformer,
