@@ -28,6 +28,7 @@ LIGHT = frozenset(
         "jaxdev.audit.matrix",
         "jaxdev.audit.names",
         "jaxdev.audit.report",
+        "jaxdev.audit.report_files",
         "jaxdev.audit.report_html",
         "jaxdev.audit.schemas",
     }

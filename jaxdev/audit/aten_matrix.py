@@ -14,7 +14,7 @@ Layout (keys sorted, canonical YAML like matrix.yaml):
         verdicts: {pass, fails, fallback, untriable}
         evidence: {opinfo, direct, none}     # where the verdict came from
         fails: {category: n}                 # worst status of the failing overloads
-        untriable: {category: n}             # why (schema_samples.UNTRIABLE)
+        untriable: {category: n}             # why (facts.aten.UNTRIABLE)
         tried: n                             # verdict pass, fails or fallback
         tried_share: 0.9                     # tried / overloads
         dense: n                             # overloads neither sparse, quantized nor nested (NOT_DENSE)

@@ -3,6 +3,12 @@ their order are in facts.py). Directions: forward and backward run the op eagerl
 forward through `torch.compile(backend="jax", fullgraph=True)` and compile-backward its gradients
 through the compiled forward and backward graphs, each judged as its eager twin is (against CPU's
 eager run); fused runs the forward in fused eager mode (calls.py), and is judged as forward is.
+
+The judging API, which run_sample and the direct trials (trials.py) both use: `call` (an OpInfo
+sample run forward or backward), `layouts` (the outputs' shapes and strides on the device),
+`compare` (values, dtypes and shapes within tolerances), `exception_status` (what a raise on the
+device means), `stride_mismatch` (where the device lays a result out otherwise than CPU) and
+`UNINITIALISED` (allocations compared by shape and dtype only).
 """
 
 from __future__ import annotations
@@ -22,24 +28,11 @@ from jaxdev.audit import samples as sample_db
 # the judges' own modules' (arbitration.py, compare.py); check.X still names them, as callers know them.
 from jaxdev.audit.arbitration import arbitrate, tolerance_units  # noqa: F401
 from jaxdev.audit.calls import LostAutograd as _LostAutograd
-from jaxdev.audit.calls import Uncapturable, layouts, short, to_cpu
-from jaxdev.audit.calls import call as _call
+from jaxdev.audit.calls import Uncapturable, call, layouts, short, to_cpu
 from jaxdev.audit.compare import arrangement_problem, compare, compare_tied, compare_tied_grads  # noqa: F401
 from jaxdev.audit.facts import BACKWARD_DIRECTIONS, COMPILED_DIRECTIONS, TIED_INDICES
+from jaxdev.audit.facts.aten import UNINITIALISED
 from jaxdev.tensor import is_non_overlapping_and_dense
-
-# Allocations whose values are whatever was in memory (any overload): a sample that reaches only
-# these is compared by shape and dtype, like a random op.
-UNINITIALISED = frozenset(
-    {
-        "aten::empty",
-        "aten::empty_like",
-        "aten::empty_strided",
-        "aten::empty_permuted",
-        "aten::new_empty",
-        "aten::new_empty_strided",
-    }
-)
 
 _LOST_AUTOGRAD_TEXT = ("an autograd kernel was not registered", "does not require grad and does not have a grad_fn")
 
@@ -56,7 +49,8 @@ class Trace(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
-def _exception_status(e: BaseException) -> str:
+def exception_status(e: BaseException) -> str:
+    """The status of a raise on the device: unsupported, lost_autograd, missing or exception."""
     text = str(e)
     # By type only: jaxdev raises UnsupportedError for what it cannot hold by design (complex32,
     # sparse layouts); a dtype's name never decides, so a bug raising anything else stays a failure.
@@ -96,7 +90,7 @@ def run_sample(unit: sample_db.Unit, sample, repro: str | None = None) -> dict:
             }
         except Exception as e:
             result["fallback"] = sorted(jaxdev.fallback_counts())
-            return {**result, "status": _exception_status(e), "reason": short(e)}
+            return {**result, "status": exception_status(e), "reason": short(e)}
     result["fallback"] = sorted(jaxdev.fallback_counts())
     return _judge(unit, op, result, ref, (actual, laid), caught, sample)
 
@@ -122,9 +116,9 @@ def _reference(unit, op, sample, result: dict) -> _Reference | dict:
         cpu_sample = sample_db.to_device(sample, "cpu")
         sample_db.seed_all(0)
         with trace:
-            expected, seeds = _call(op, cpu_sample, backward)
+            expected, seeds = call(op, cpu_sample, backward)
         sample_db.seed_all(1)
-        again, _ = _call(op, sample_db.to_device(sample, "cpu"), backward)
+        again, _ = call(op, sample_db.to_device(sample, "cpu"), backward)
     except Exception as e:
         return {**result, "status": "skip", "reason": f"CPU raised {short(e)}", "aten": sorted(trace.ops)}
     result["aten"] = sorted(trace.ops)
@@ -154,7 +148,7 @@ def _on_jax(unit, op, sample, seeds) -> tuple[object, list]:
         return calls.compiled_backward(op, device_sample, seeds, fresh)
     if unit.direction == "fused":
         return calls.fused(op, device_sample)
-    actual, _ = _call(op, device_sample, unit.direction == "backward", seeds)
+    actual, _ = call(op, device_sample, unit.direction == "backward", seeds)
     laid = layouts(actual)
     return tree_map(to_cpu, actual), laid
 
@@ -242,7 +236,7 @@ def _misplaced(unit, op, sample, ref: _Reference, laid: list) -> tuple[str | Non
     mul's meta strides that its eager kernel does not give: tensordot); where they differ from CPU's
     eager run, torch.compile's own run on CPU (calls.compiled_on_cpu: its graphs' outputs as their
     meta lays them out) is the reference: its layouts are not jaxdev's to change."""
-    misplaced = _stride_mismatch(laid, ref.again)
+    misplaced = stride_mismatch(laid, ref.again)
     if not misplaced or unit.direction not in COMPILED_DIRECTIONS:
         return misplaced, ""
     try:
@@ -285,7 +279,7 @@ def _gauge_free(sample, actual, expected, atol, rtol) -> bool:
         return False
 
 
-def _stride_mismatch(layouts: list, expected) -> str | None:
+def stride_mismatch(layouts: list, expected) -> str | None:
     """Where a dense, non-overlapping CPU result of more than one element has other strides on jax
     (dims of length 1 reach no other element: their strides do not count)."""
     e_leaves, _ = tree_flatten(expected)

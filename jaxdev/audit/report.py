@@ -6,7 +6,6 @@ given, adds the per-overload view."""
 from __future__ import annotations
 
 import dataclasses
-import os
 import xml.etree.ElementTree as ET
 
 import yaml
@@ -23,22 +22,6 @@ from jaxdev.audit.facts import (
 )
 from jaxdev.audit.facts import shares as facts_shares
 
-COLOURS = {
-    "pass": "#5aa95d",
-    "fallback": "#f9a825",
-    "untraced": "#ef6c00",
-    "missing": "#c62828",
-    "lost_autograd": "#ad1457",
-    "exception": "#e53935",
-    "wrong": "#6a1b9a",
-    "dtype_mismatch": "#8e24aa",
-    "shape_mismatch": "#5e35b1",
-    "stride_mismatch": "#c0ca33",
-    "crash": "#000000",
-    "timeout": "#424242",
-    "unsupported": "#90a4ae",
-    "skip": "#bdbdbd",
-}
 # OpInfo name prefixes that are torch namespaces: an OpInfo's family is its namespace ("torch" else).
 NAMESPACES = ("nn.functional", "linalg", "special", "fft", "masked", "signal", "sparse", "_refs", "torch")
 
@@ -239,24 +222,3 @@ def junit(m: matrix.Matrix) -> str:
                 ET.SubElement(case, "system-out").text = e.get("reason", "")
     ET.indent(root)
     return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
-
-
-def write(src: Sources, out_dir: str) -> list[str]:
-    from jaxdev.audit import report_html
-
-    os.makedirs(out_dir, exist_ok=True)
-    baseline = (src.baseline_path, src.baseline) if src.baseline is not None else None
-    files = {
-        "summary.md": markdown(src.matrix, src.matrix_path, baseline),
-        "index.html": report_html.page(src),
-        "junit.xml": junit(src.matrix),
-    }
-    paths = []
-    for name, text in files.items():
-        path = os.path.join(out_dir, name)
-        tmp = path + ".tmp"
-        with open(tmp, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
-        paths.append(path)
-    return paths

@@ -13,7 +13,7 @@ import json
 from importlib import resources
 
 from jaxdev.audit import report
-from jaxdev.audit.facts import DIRECTIONS, SEVERITY, UNMEASURED, UNSUPPORTED_MEANING
+from jaxdev.audit.facts import DIRECTIONS, SEVERITY, STATUSES, UNMEASURED, Status
 
 # Column order; dtypes not named here follow, sorted.
 DTYPE_ORDER = (
@@ -38,39 +38,6 @@ DTYPE_ORDER = (
     "complex64",
     "complex128",
 )
-# A letter or two in each cell, so the grid reads without telling colours apart.
-GLYPHS = {
-    "crash": "X",
-    "timeout": "T",
-    "missing": "M",
-    "lost_autograd": "G",
-    "exception": "E",
-    "shape_mismatch": "Sh",
-    "dtype_mismatch": "Dt",
-    "wrong": "W",
-    "stride_mismatch": "St",
-    "unsupported": "–",
-    "untraced": "U",
-    "fallback": "F",
-    "pass": "",
-    "skip": "·",
-}
-MEANING = {
-    "crash": "the worker died on a sample",
-    "timeout": "a sample hung past the timeout",
-    "missing": "no kernel can run the op on jax",
-    "lost_autograd": "forward ran, but the gradients are gone",
-    "exception": "a kernel raised",
-    "shape_mismatch": "result shape differs from CPU's",
-    "dtype_mismatch": "result dtype differs from CPU's",
-    "wrong": "values differ from CPU's beyond tolerance",
-    "stride_mismatch": "values right, strides not CPU's",
-    "unsupported": UNSUPPORTED_MEANING.split(":")[0],
-    "untraced": "compiled: correct, but the graph ran op by op",
-    "fallback": "correct only through the CPU fallback",
-    "pass": "correct on jax kernels alone",
-    "skip": "no verdict possible (CPU raised, nothing differentiable, ...)",
-}
 # Aten overload name prefixes that say their family; others take the families of the OpInfos reaching them.
 ATEN_FAMILIES = {
     "linalg_": "linalg",
@@ -93,6 +60,7 @@ LABELS = {
     "evidence": "evidence",
 }
 MAX_STATIC_CHANGES = 500
+UNKNOWN = Status("", "", "#78909c", "?")  # a status this jaxdev does not know (a newer matrix)
 _NOT_SCALAR = object()
 
 
@@ -262,9 +230,9 @@ def data(src: report.Sources) -> dict:
     return {
         "headline": report.headline(m, src.matrix_path),
         "statuses": b.statuses,
-        "colours": {s: report.COLOURS.get(s, "#78909c") for s in b.statuses},
-        "glyphs": {s: GLYPHS.get(s, "?") for s in b.statuses},
-        "meaning": {s: MEANING.get(s, "") for s in b.statuses},
+        "colours": {s: STATUSES[s].html if s in STATUSES else UNKNOWN.html for s in b.statuses},
+        "glyphs": {s: STATUSES[s].glyph if s in STATUSES else UNKNOWN.glyph for s in b.statuses},
+        "meaning": {s: STATUSES[s].meaning if s in STATUSES else UNKNOWN.meaning for s in b.statuses},
         "unmeasured": list(UNMEASURED),
         "directions": b.directions,
         "dtypes": b.dtype_list,
@@ -344,7 +312,7 @@ def page(src: report.Sources) -> str:
         f"aten matrix <code>{html.escape(src.aten_path)}</code>" if src.aten is not None else "no aten matrix"
     )
     style = "".join(
-        f".s-{s}{{background:{c};color:{'#222' if s in ('skip', 'unsupported', 'fallback', 'stride_mismatch') else '#fff'}}}"
+        f".s-{s}{{background:{c};color:{'#222' if s in STATUSES and STATUSES[s].dark_text else '#fff'}}}"
         for s, c in d["colours"].items()
     )
     payload = json.dumps(d, separators=(",", ":"), ensure_ascii=False, default=str).replace("<", "\\u003c")

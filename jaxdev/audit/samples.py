@@ -23,10 +23,10 @@ from jaxdev.audit.facts import (
     ALL_DTYPES,
     BACKWARD_DIRECTIONS,
     COMPILE_DEFAULT_DTYPE,
-    CPU_ARGS,
     FUSED_DEFAULT_DTYPE,
     MODE_DIRECTIONS,
     MODES,
+    cpu_args,
 )
 
 PLUGINS_ENV = "JAXDEV_AUDIT_PLUGINS"
@@ -180,7 +180,7 @@ def seed_all(seed: int) -> None:
 
 def to_device(sample, device: str, op: str | None = None):
     """A copy of the sample's tensors on `device` (requires_grad kept); device kwargs follow. The
-    arguments PyTorch requires on CPU for OpInfo `op` (facts.CPU_ARGS) are copied but stay on CPU."""
+    arguments PyTorch requires on CPU for OpInfo `op` (facts.cpu_args) are copied but stay on CPU."""
     from torch.testing._internal.opinfo.core import SampleInput
 
     def move_to(target):
@@ -194,7 +194,7 @@ def to_device(sample, device: str, op: str | None = None):
         return move
 
     move, stay = move_to(device), move_to("cpu")
-    positions, names = CPU_ARGS.get(op, ((), ()))
+    names, positions = cpu_args(op) if op else ((), ())
     args = tuple(tree_map(stay if i in positions else move, a) for i, a in enumerate(sample.args))
     kwargs = {
         k: device if k == "device" and v == "cpu" else tree_map(stay if k in names else move, v)

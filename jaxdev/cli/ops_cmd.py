@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import click
 
+from jaxdev.audit import facts
 from jaxdev.audit.facts import AUTOGRAD_STATUSES, DEVICE_STATUSES
-from jaxdev.cli.render import COLOURS, dump, shown
+from jaxdev.cli.render import dump, shown
 
 STATUSES = tuple(dict.fromkeys(DEVICE_STATUSES + AUTOGRAD_STATUSES))
 
@@ -85,7 +86,7 @@ def _live(patterns, tags, statuses):
 
 def _styled(status: str, width: int = 0) -> str:
     """`status` padded to `width`, coloured as the rich output colours it (plain when piped)."""
-    colour = COLOURS.get(status)
+    colour = facts.colour(status)
     padded = status.ljust(width)
     if colour == "dim":
         return click.style(padded, dim=True)

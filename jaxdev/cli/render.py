@@ -1,4 +1,4 @@
-"""Shared rendering helpers: one rich console, colours per status, machine formats."""
+"""Shared rendering helpers: one rich console, statuses in their colours, machine formats."""
 
 from __future__ import annotations
 
@@ -8,36 +8,14 @@ import os
 import yaml
 from rich.console import Console
 
-console = Console(highlight=False)
+from jaxdev.audit import facts
 
-COLOURS = {
-    "native": "green",
-    "pass": "green",
-    "autograd": "green",
-    "math": "cyan",
-    "decomposed": "cyan",
-    "composite": "blue",
-    "fallback": "yellow",
-    "untraced": "yellow",
-    "lost": "red",
-    "lost_autograd": "red",
-    "missing": "red",
-    "wrong": "red",
-    "dtype_mismatch": "red",
-    "shape_mismatch": "red",
-    "stride_mismatch": "yellow",
-    "exception": "red",
-    "crash": "magenta",
-    "timeout": "magenta",
-    "unsupported": "cyan",
-    "skip": "dim",
-    "fails": "red",  # aten.yaml's verdicts
-    "untriable": "dim",
-}
+console = Console(highlight=False)
 
 
 def coloured(status: str) -> str:
-    colour = COLOURS.get(status)
+    """The word in its colour from the status table (facts.STATUSES, facts.WORD_COLOURS)."""
+    colour = facts.colour(status)
     return f"[{colour}]{status}[/{colour}]" if colour else status
 
 

@@ -36,7 +36,7 @@ def command(matrix_path, out_dir, baseline_path, aten_path):
       jaxdev report
       jaxdev report /tmp/cov/matrix.yaml --out /tmp/cov/report --baseline coverage/baseline.yaml
     """
-    from jaxdev.audit import AuditError, matrix, report
+    from jaxdev.audit import AuditError, matrix, report, report_files
 
     src = report.Sources(matrix.load(matrix_path), matrix_path)
     if baseline_path is None and os.path.exists(facts.DEFAULT_BASELINE):
@@ -50,5 +50,5 @@ def command(matrix_path, out_dir, baseline_path, aten_path):
     src.aten_path = aten_path or os.path.join(os.path.dirname(matrix_path), "aten.yaml")
     if os.path.exists(src.aten_path):
         src.aten = report.load_aten(src.aten_path)
-    for path in report.write(src, out_dir):
+    for path in report_files.write(src, out_dir):
         console.print(f"wrote {path}")

@@ -157,7 +157,7 @@ def test_cli_writes_aten_yaml_for_a_scope(cli, tmp_path, tiny_matrix):
 
 
 # ---------------------------------------------------------------------------------------------
-# Argument builders (arg_hints), out= dtypes from the functional overload, gauge-free decompositions
+# Argument builders (facts.arguments), out= dtypes from the functional overload, gauge-free decompositions
 
 
 @pytest.mark.parametrize(
@@ -186,14 +186,14 @@ def test_out_dtypes_follow_the_functional_overload_and_cpu_only_outs_stay_on_cpu
 def test_fit_keeps_what_the_overload_can_take():
     import torch
 
-    from jaxdev.audit import arg_hints
+    from jaxdev.audit.facts import arguments
 
-    fit = schema_samples._fit
+    fit = schema_samples.fit
     assert fit(0.01, "Tensor")[0] and torch.equal(fit(0.01, "Tensor")[1], torch.tensor(0.01))  # _fused_adam lr
     assert torch.equal(fit([6, 5], "Tensor")[1], torch.tensor([6, 5]))  # ctc_loss lengths as a tensor
     assert not fit([0, 0], "str")[0] and fit("valid", "str") == (True, "valid")  # _convolution_mode's padding
     assert not fit(True, "int")[0] and not fit(None, "Tensor")[0] and fit(None, "Optional[int]")[0]
-    spacing = arg_hints.ByType({"List[number]": [2.0], "List[Tensor]": ["coords"]})
+    spacing = arguments.ByType({"List[number]": [2.0], "List[Tensor]": ["coords"]})
     assert fit(spacing, "List[number]") == (True, [2.0]) and fit(spacing, "List[Tensor]") == (True, ["coords"])
     assert fit(spacing, "List[int]") == (False, None)
 

@@ -22,15 +22,15 @@ def test_an_output_of_another_dtype_gets_at_least_its_own_tolerance():
 def test_unsupported_is_judged_by_the_exception_type_never_by_the_dtype_name():
     import jaxdev
 
-    assert check._exception_status(jaxdev.UnsupportedDtypeError("no JAX type")) == "unsupported"
-    assert check._exception_status(jaxdev.UnsupportedLayoutError("sparse")) == "unsupported"
+    assert check.exception_status(jaxdev.UnsupportedDtypeError("no JAX type")) == "unsupported"
+    assert check.exception_status(jaxdev.UnsupportedLayoutError("sparse")) == "unsupported"
     # the same words from any other exception are a failure: a bug is never hidden by its message
     text = "dtype torch.complex32 is not supported on device 'jax': JAX has no equivalent type"
-    assert check._exception_status(TypeError(text)) == "exception"
-    assert check._exception_status(KeyError(torch.complex32)) == "exception"
+    assert check.exception_status(TypeError(text)) == "exception"
+    assert check.exception_status(KeyError(torch.complex32)) == "exception"
     wrapped = RuntimeError("backend failed")
     wrapped.__cause__ = jaxdev.UnsupportedDtypeError(text)
-    assert check._exception_status(wrapped) == "unsupported"  # torch.compile raises `from` the backend's error
+    assert check.exception_status(wrapped) == "unsupported"  # torch.compile raises `from` the backend's error
 
 
 def test_complex32_samples_are_unsupported_not_exceptions():
@@ -48,7 +48,7 @@ def test_a_sparse_result_is_checked_and_an_unheld_layout_is_unsupported_in_one_s
     try:
         torch.eye(2, device="jax").to_sparse_bsr((1, 1))
     except jaxdev.UnsupportedLayoutError as e:
-        assert check._exception_status(e) == "unsupported"
+        assert check.exception_status(e) == "unsupported"
         assert str(e).startswith("layout sparse_bsr is not supported on jax")
     else:
         raise AssertionError("a BSR tensor on jax did not raise UnsupportedLayoutError")
@@ -74,8 +74,8 @@ def test_strides_are_compared_with_cpu_outside_the_trace_mode():
     assert sample.input.stride() == (1, 5) and sample.kwargs == {"left": True, "transpose": True}
     cpu_sample = samples.to_device(sample, "cpu")
     with check.Trace():
-        traced, seeds = check._call(samples.op_db()["ormqr"], cpu_sample, True)
-    plain, _ = check._call(samples.op_db()["ormqr"], samples.to_device(sample, "cpu"), True, seeds)
+        traced, seeds = check.call(samples.op_db()["ormqr"], cpu_sample, True)
+    plain, _ = check.call(samples.op_db()["ormqr"], samples.to_device(sample, "cpu"), True, seeds)
     assert traced[0].stride() == (5, 1) and plain[0].stride() == (1, 5)  # PyTorch's two branches
     verdict = check.run_sample(unit, sample)
     assert verdict["status"] == "pass", verdict

@@ -57,7 +57,7 @@ ATEN = {
 @pytest.fixture(scope="module")
 def pages(tmp_path_factory):
     """Two reports of a tiny matrix: with a baseline and an aten matrix, and without either."""
-    from jaxdev.audit import report
+    from jaxdev.audit import report, report_files
 
     tmp = tmp_path_factory.mktemp("report")
     m = matrix.empty({"complete": True, "samples": 6})
@@ -78,8 +78,8 @@ def pages(tmp_path_factory):
     full = report.Sources(
         m, "matrix.yaml", base, "baseline.yaml", report.load_aten(str(tmp / "aten.yaml")), "aten.yaml"
     )
-    report.write(full, str(tmp / "full"))
-    report.write(report.Sources(m, "matrix.yaml"), str(tmp / "bare"))
+    report_files.write(full, str(tmp / "full"))
+    report_files.write(report.Sources(m, "matrix.yaml"), str(tmp / "bare"))
     return tmp
 
 

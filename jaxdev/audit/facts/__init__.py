@@ -29,30 +29,68 @@ Statuses, worst first; a cell takes the worst status of its samples:
 from __future__ import annotations
 
 import dataclasses
+from typing import NamedTuple
 
-SEVERITY = (
-    "crash",
-    "timeout",
-    "missing",
-    "lost_autograd",
-    "exception",
-    "shape_mismatch",
-    "dtype_mismatch",
-    "wrong",
-    "stride_mismatch",
-    "unsupported",
-    "untraced",
-    "fallback",
-    "pass",
-    "skip",
-)
-FAILURES = frozenset(SEVERITY[: SEVERITY.index("wrong") + 1])
-# Correct, but not the device's own kernels in one program: listed in reports beside the failures.
-DEGRADED = ("stride_mismatch", "untraced", "fallback")
 UNSUPPORTED_MEANING = (
     "not supported by design: jaxdev cannot hold these tensors (JAX has no complex32 type; jax tensors are "
     "dense and strided, so no sparse layouts); not a failure, and left out of the pass/fallback shares"
 )
+
+
+class Status(NamedTuple):
+    """How a status reads everywhere: its meaning (one line), its terminal colour (rich), and in
+    the HTML report its colour, text colour and glyph (the letters in a grid cell)."""
+
+    meaning: str
+    colour: str
+    html: str
+    glyph: str
+    dark_text: bool = False  # the HTML badge's text is dark (a light background)
+
+
+# The one status table, worst first (its order is SEVERITY): the CLI, the Markdown and JUnit
+# reports and the HTML page read it.
+STATUSES: dict[str, Status] = {
+    "crash": Status("the worker died on a sample", "magenta", "#000000", "X"),
+    "timeout": Status("a sample hung past the timeout", "magenta", "#424242", "T"),
+    "missing": Status("no kernel can run the op on jax", "red", "#c62828", "M"),
+    "lost_autograd": Status("forward ran, but the gradients are gone", "red", "#ad1457", "G"),
+    "exception": Status("a kernel raised", "red", "#e53935", "E"),
+    "shape_mismatch": Status("result shape differs from CPU's", "red", "#5e35b1", "Sh"),
+    "dtype_mismatch": Status("result dtype differs from CPU's", "red", "#8e24aa", "Dt"),
+    "wrong": Status("values differ from CPU's beyond tolerance", "red", "#6a1b9a", "W"),
+    "stride_mismatch": Status("values right, strides not CPU's", "yellow", "#c0ca33", "St", dark_text=True),
+    "unsupported": Status(UNSUPPORTED_MEANING.split(":")[0], "cyan", "#90a4ae", "–", dark_text=True),
+    "untraced": Status("compiled: correct, but the graph ran op by op", "yellow", "#ef6c00", "U"),
+    "fallback": Status("correct only through the CPU fallback", "yellow", "#f9a825", "F", dark_text=True),
+    "pass": Status("correct on jax kernels alone", "green", "#5aa95d", ""),
+    "skip": Status(
+        "no verdict possible (CPU raised, nothing differentiable, ...)", "dim", "#bdbdbd", "·", dark_text=True
+    ),
+}
+SEVERITY = tuple(STATUSES)
+# The other words the CLI colours: the dispatcher's routes (DEVICE_STATUSES, AUTOGRAD_STATUSES; a
+# route named like a status, `missing` or `fallback`, takes the status's) and aten.yaml's verdicts.
+WORD_COLOURS = {
+    "native": "green",
+    "autograd": "green",
+    "math": "cyan",
+    "decomposed": "cyan",
+    "composite": "blue",
+    "lost": "red",
+    "fails": "red",
+    "untriable": "dim",
+}
+
+
+def colour(word: str) -> str | None:
+    """The terminal colour of a status, route or verdict; None for any other word."""
+    return STATUSES[word].colour if word in STATUSES else WORD_COLOURS.get(word)
+
+
+FAILURES = frozenset(SEVERITY[: SEVERITY.index("wrong") + 1])
+# Correct, but not the device's own kernels in one program: listed in reports beside the failures.
+DEGRADED = ("stride_mismatch", "untraced", "fallback")
 # Cells with no measurement of the device's kernels: out of the denominators of the shares.
 UNMEASURED = ("unsupported", "skip")
 
@@ -191,12 +229,29 @@ TIED_INDICES = {
 }
 
 
-# Arguments PyTorch requires on CPU whatever the op's device (tensor_split: "tensor_indices_or_sections
-# must be on cpu"): OpInfo -> (positions among sample.args after the input, kwarg names). The
-# auditor moves every other tensor of a sample to jax.
-CPU_ARGS: dict[str, tuple[tuple[int, ...], tuple[str, ...]]] = {
-    "tensor_split": ((0,), ("tensor_indices_or_sections",)),
+class CpuArgs(NamedTuple):
+    """Arguments PyTorch requires on CPU whatever the op's device ("tensor_indices_or_sections must
+    be on cpu"): by name (an aten schema's arguments and out= tensors, an OpInfo sample's kwargs)
+    and, for an OpInfo of the op's name, by position among the sample's args after the input."""
+
+    names: tuple[str, ...]
+    positions: tuple[int, ...] = ()
+
+
+# Op (an aten op's name without namespace and overload, which is also its OpInfo's) -> its CPU-only
+# arguments. The auditor moves every other tensor to jax: an OpInfo's samples (samples.to_device)
+# and a direct trial's arguments (schema_samples).
+CPU_ARGS: dict[str, CpuArgs] = {
+    "tensor_split": CpuArgs(("tensor_indices_or_sections",), positions=(0,)),
+    "randint_like": CpuArgs(("high",)),
+    # _pack_padded_sequence.out's batch_sizes: its functional form returns it on CPU on any device
+    "_pack_padded_sequence": CpuArgs(("out1",)),
 }
+
+
+def cpu_args(op: str) -> CpuArgs:
+    """The CPU-only arguments of an OpInfo (`tensor_split`) or an aten overload (`aten::tensor_split.tensor_indices_or_sections`)."""
+    return CPU_ARGS.get(op.split("::", 1)[-1].split(".")[0] if "::" in op else op, CpuArgs(()))
 
 
 # Float64 arbitration (check.arbitrate). A `wrong` sample of these dtypes is run once more on CPU
