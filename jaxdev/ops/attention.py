@@ -13,8 +13,8 @@ that see nothing giving zeros (_safe_softmax), not NaN. Half inputs are widened 
 as that path widens them, and rounded once; the products run at the precision setting of their input
 dtype (toolkit.product_precision). (Rounding the probabilities to half for the second product, as
 fused GPU kernels do, put the results 1-2x the OpInfo tolerance farther from float64 than CPU's.)
-Results and gradients are laid out as CPU's math path lays them out eagerly (contiguous, the key's
-gradient transposed), and inside compiled programs as the op's meta function says (the inputs' own
+Results and gradients are laid out eagerly as the path CPU would take lays them out (its flash kernel
+or its math path: attention_layouts.py), and inside compiled programs as the op's meta function says (the inputs' own
 order of dims, as CUDA's fused kernels), which is what their graphs were planned on. The backward
 recomputes the forward inside jax.vjp rather than keeping the attention matrix: the memory of a
 fused kernel, at the cost of one more pair of products.
@@ -32,6 +32,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxdev import dtypes, layout, tensor, tracing
+from jaxdev.ops import attention_layouts
 from jaxdev.ops.linalg import matmul
 from jaxdev.ops.registry import aten, register
 from jaxdev.ops.toolkit import jitted, on_views, product_precision
@@ -116,7 +117,9 @@ def fused_attention(
     empty, seed = _placeholders(query.dtype)
     op = aten._scaled_dot_product_fused_attention_overrideable.default
     args = (query, key, value, attn_bias, dropout_p, is_causal, return_debug_mask)
-    out, logsumexp = _laid_out(op, args, {"scale": scale}, (out, logsumexp))
+    flash = attention_layouts.cpu_takes_flash(query, key, value, attn_bias, is_causal, scale)
+    eager = attention_layouts.forward_strides(query, out.shape, logsumexp.shape) if flash else None
+    out, logsumexp = _laid_out(op, args, {"scale": scale}, (out, logsumexp), eager=eager)
     return (
         out,
         logsumexp,
@@ -157,12 +160,16 @@ def fused_attention_backward(
     op = aten._scaled_dot_product_fused_attention_overrideable_backward.default
     args = (grad_out, query, key, value, attn_bias, grad_input_mask, out, logsumexp, cum_seq_q, cum_seq_k)
     args += (max_q, max_k, dropout_p, is_causal, philox_seed, philox_offset)
-    return tuple(_laid_out(op, args, {"scale": scale}, grads, transposed=(1,)))
+    eager = None
+    if attention_layouts.cpu_takes_flash(query, key, value, attn_bias, is_causal, scale):
+        eager = [attention_layouts.backward_strides(g.shape) if g is not None else None for g in grads[:3]]
+    return tuple(_laid_out(op, args, {"scale": scale}, grads, transposed=(1,), eager=eager))
 
 
-def _laid_out(op, args, kwargs, values, transposed=()) -> tuple:
-    """`values` (jax arrays or None) as tensors laid out as PyTorch lays them out. Eagerly, as CPU's math
-    path does, whatever the inputs' layouts: every result contiguous but those at the positions in
+def _laid_out(op, args, kwargs, values, transposed=(), eager=None) -> tuple:
+    """`values` (jax arrays or None) as tensors laid out as PyTorch lays them out. Eagerly, as the path
+    CPU would take: its flash kernel's strides `eager` (attention_layouts) where given, else as its math
+    path, whatever the inputs' layouts: every result contiguous but those at the positions in
     `transposed` (the key's gradient comes out of a product as the transpose of a contiguous one).
     Inside a compiled program, as the op's meta function says (layout.result_layouts: the query's and
     the inputs' own order of dims, as CUDA's fused kernels), since the graph was planned on those."""
@@ -175,6 +182,8 @@ def _laid_out(op, args, kwargs, values, transposed=()) -> tuple:
             results.append(None)
         elif laid is not None and laid[0] == tuple(v.shape):
             results.append(tensor.wrap_strided(v, laid[1]))
+        elif not traced and eager is not None and i < len(eager) and eager[i] is not None:
+            results.append(tensor.wrap_strided(v, eager[i]))  # as CPU's flash kernel (attention_layouts)
         elif not traced and i in transposed and v.ndim >= 2:
             strides = list(tensor.contiguous_strides(v.shape[:-2] + (v.shape[-1], v.shape[-2])))
             strides[-2], strides[-1] = strides[-1], strides[-2]

@@ -111,6 +111,24 @@ def test_results_and_gradients_laid_out_as_cpus():
     assert layouts[1] == layouts[0]
 
 
+def test_results_laid_out_as_cpus_flash_kernel_where_cpu_takes_it():
+    """With PyTorch's default backends CPU takes its flash kernel for 4-dim inputs: the output in the
+    query's order of dims, so `out.transpose(1, 2).view(...)` after a heads split works (it raised on
+    jax while jax laid out as the math path), and the gradients over (batch, L, heads, d) memory."""
+    got = {}
+    for device in ("cpu", JAX):
+        x = torch.randn(2, 8, 32, generator=torch.Generator().manual_seed(0)).to(device).requires_grad_()
+        q = x.view(2, 8, 4, 8).transpose(1, 2)
+        k = x.detach().view(2, 8, 4, 8).permute(2, 0, 1, 3).contiguous().permute(1, 0, 2, 3).requires_grad_()
+        v = torch.randn(2, 4, 8, 8, generator=torch.Generator().manual_seed(1)).to(device).requires_grad_()
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        merged = out.transpose(1, 2).view(2, 8, 32)
+        grads = torch.autograd.grad(merged.sum(), (x, k, v))
+        got[device] = (merged, [out.stride(), *(g.stride() for g in grads)])
+    assert got[JAX][1] == got["cpu"][1]
+    assert_same(got[JAX][0], got["cpu"][0], rtol=1e-5, atol=1e-5)
+
+
 def test_compiled_attention_matches_eager():
     torch.manual_seed(0)
     layer = torch.nn.Linear(16, 48)
