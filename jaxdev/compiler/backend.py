@@ -7,12 +7,16 @@ what the forward saved), functionalization, and the epilogue that applies input 
 graphs and regenerates outputs that alias inputs. Inference graphs keep their input mutations inside
 (`keep_inference_input_mutations`), so a BatchNorm in eval-with-update or a buffer `copy_` is one
 program, written back by the program's runner.
+
+AOTAutograd's results are cached on disk between processes (`aot_cache.py`): a second process
+compiling the same model skips AOTAutograd's tracing and partitioning.
 """
 
 from __future__ import annotations
 
 import functools
 
+from jaxdev.compiler import aot_cache
 from jaxdev.compiler.program import GraphProgram
 
 NAME = "jax"
@@ -20,10 +24,11 @@ NAME = "jax"
 
 def _compiler(kind: str):
     def compile_graph(gm, example_inputs):
-        return GraphProgram(gm, kind)
+        aot_cache.STATS.compiled += kind != "backward"
+        return aot_cache.wrap(GraphProgram(gm, kind))
 
     compile_graph.__name__ = f"jax_{kind}_compiler"
-    return compile_graph
+    return aot_cache.serializable(compile_graph)
 
 
 @functools.cache
@@ -40,4 +45,5 @@ def _aot_backend():
 
 def jax_backend(gm, example_inputs, **kwargs):
     """Dynamo backend: compile the graph dynamo captured into jitted JAX programs."""
-    return _aot_backend()(gm, example_inputs, **kwargs)
+    with aot_cache.caching():
+        return _aot_backend()(gm, example_inputs, **kwargs)

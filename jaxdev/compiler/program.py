@@ -40,7 +40,7 @@ import torch
 import torch.fx
 
 from jaxdev import eager_modes, rng, tensor, tracing
-from jaxdev.compiler import planned
+from jaxdev.compiler import planned, program_cache
 from jaxdev.compiler.inputs import Inputs, UntraceableGraph
 from jaxdev.tensor import BOXES, Box
 
@@ -198,12 +198,14 @@ class _Specialisation:
         flag = jnp.any(jnp.stack([jnp.asarray(c) for c in checks])) if checks else None
         return new_arrays, [boxes[g].array for g in mutated], flag
 
-    def run(self, args, inputs: Inputs):
+    def run(self, args, inputs: Inputs, first: bool = False):
         arrays = inputs.arrays()
         for i, (a, shape) in enumerate(zip(arrays, self.array_shapes)):
             if a.shape != shape:
                 arrays[i] = a.reshape(shape)
         base = rng.traced_base()
+        if first:  # the program from jaxdev's disk cache, or traced, exported and stored there
+            program_cache.install(self, inputs, arrays, base)
         new_arrays, mutated, flag = self.jitted(arrays, base)
         if self.draws:
             rng.advance(self.draws)
@@ -293,6 +295,15 @@ class GraphProgram:
         self.limit_warned = False
         self.op = _GraphOp(self)
 
+    def __getstate__(self):
+        """AOTAutograd's cache pickles a program as its graph: nothing traced or compiled (node
+        metadata does not survive pickling, so the output devices it gave are kept)."""
+        return {"gm": self.gm, "name": self.name, "output_devices": self.output_devices}
+
+    def __setstate__(self, state):
+        self.__init__(state["gm"], state["name"])
+        self.output_devices = state["output_devices"]
+
     def __call__(self, args):
         args = list(args)
         if eager_modes.ACTIVE.name == "fused" and self.eager_reason is None and not _nested():
@@ -333,7 +344,7 @@ class GraphProgram:
                         return self.run_eagerly(args)
                     began = time.perf_counter()
                     spec = self.specialisations[inputs.key] = _Specialisation(self, args, inputs)
-                    out = spec.run(args, inputs)  # traces and compiles
+                    out = spec.run(args, inputs, first=True)  # traces (or loads) and compiles
                     STATS.programs += 1
                     STATS.seconds += time.perf_counter() - began
                     return out

@@ -1,0 +1,139 @@
+"""A second process compiling the same model loads AOTAutograd's graphs (jaxdev/compiler/aot_cache.py)
+and their programs (program_cache.py) from jaxdev's cache instead of tracing them again, and computes
+the same bits. Asserted by the caches' counters, not by timing."""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+
+import pytest
+import torch
+from jaxdev_testing import describe_exit, run_python
+
+import jaxdev  # noqa: F401
+from jaxdev.compiler import aot_cache, program_cache
+from jaxdev.compiler.program import GraphProgram
+
+# A training step (forward+backward graph, then the optimizer's graphs) and an inference graph with
+# an input mutation; prints the cache counters and every value as exact hex.
+_CHILD = """
+import json, sys, torch, jaxdev
+from torch import nn
+from jaxdev.compiler import aot_cache, program_cache
+{patch}
+torch.manual_seed(0)
+model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4)).to("jax")
+opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+x, y = torch.randn({batch}, 8).to("jax"), torch.randint(0, 4, ({batch},)).to("jax")
+
+@torch.compile(backend="jax")
+def forward_backward():
+    loss = nn.functional.cross_entropy(model(x), y)
+    loss.backward()
+    return loss
+
+opt_step = torch.compile(opt.step, backend="jax")
+losses = []
+for _ in range(3):
+    opt.zero_grad(set_to_none=True)
+    losses.append(forward_backward().item())
+    opt_step()
+
+buf = torch.zeros(4, device="jax")
+@torch.compile(backend="jax")
+def infer(v):
+    buf.add_(v.sum(0))
+    return (v * 2).tanh()
+with torch.no_grad():
+    out = infer(x[:, :4])
+
+values = [*losses, *out.cpu().flatten().tolist(), *buf.cpu().tolist()]
+values += [v for p in model.parameters() for v in p.detach().cpu().flatten().tolist()]
+print(json.dumps({{"hits": aot_cache.STATS.hits, "compiled": aot_cache.STATS.compiled,
+                   "loaded": program_cache.STATS.hits, "saved": program_cache.STATS.saves,
+                   "values": [float(v).hex() for v in values]}}))
+"""
+
+
+def _run(cache_dir, patch: str = "", batch: int = 5, **env) -> dict:
+    proc = run_python(
+        _CHILD.format(patch=patch, batch=batch),
+        env={"JAXDEV_CACHE_DIR": str(cache_dir), "TORCHINDUCTOR_CACHE_DIR": str(cache_dir / "inductor"), **env},
+        timeout=600,
+    )
+    assert proc.returncode == 0, describe_exit(proc)
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_a_second_process_loads_the_graphs_and_computes_the_same_bits(tmp_path):
+    first = _run(tmp_path)
+    assert first["hits"] == 0 and first["compiled"] >= 3  # forward+backward, optimizer, inference
+    assert first["loaded"] == 0 and first["saved"] >= 4  # their programs (the backward is one too)
+    entries = os.path.join(tmp_path, aot_cache.SUBDIR)
+    assert os.listdir(entries), "no cache entries written"
+    assert not os.path.exists(os.path.join(tmp_path, "inductor", "aotautograd"))  # jaxdev's own place
+
+    second = _run(tmp_path)
+    assert second["compiled"] == 0, second
+    assert second["hits"] == first["compiled"]
+    assert second["loaded"] == first["saved"] and second["saved"] == 0
+    assert second["values"] == first["values"]
+
+
+def test_another_layout_traces_its_own_program(tmp_path):
+    """Another batch size: the forward, backward and inference graphs and programs are new; the
+    optimizer's (same parameters) come from the cache."""
+    first = _run(tmp_path)
+    other = _run(tmp_path, batch=6)
+    assert other["compiled"] >= 2 and other["compiled"] + other["hits"] == first["compiled"]
+    assert other["saved"] >= 3 and other["saved"] + other["loaded"] == first["saved"]
+
+
+def test_the_cache_can_be_turned_off(tmp_path):
+    """Off, nothing is read or written; and the values are those of the cached path."""
+    off = _run(tmp_path, JAXDEV_COMPILE_CACHE="off")
+    assert off["hits"] == 0 and off["compiled"] >= 3 and off["loaded"] == off["saved"] == 0
+    assert not os.path.exists(os.path.join(tmp_path, aot_cache.SUBDIR))
+    assert not os.path.exists(os.path.join(tmp_path, program_cache.SUBDIR))
+    on = _run(tmp_path)
+    assert on["hits"] == 0 and on["compiled"] == off["compiled"] and on["saved"] >= 4
+    assert on["values"] == off["values"]
+
+
+def test_another_jaxdev_misses(tmp_path):
+    """Entries are keyed by jaxdev's source, torch, jax and jaxlib (the fingerprint)."""
+    first = _run(tmp_path)
+    other = _run(tmp_path, patch="aot_cache.fingerprint = lambda: 'another-jaxdev'")
+    assert other["hits"] == 0 and other["compiled"] == first["compiled"]
+    assert other["loaded"] == 0 and other["saved"] == first["saved"]
+    assert other["values"] == first["values"]
+    assert len(os.listdir(os.path.join(tmp_path, aot_cache.SUBDIR))) == 2
+    assert len(os.listdir(os.path.join(tmp_path, program_cache.SUBDIR))) == 2
+
+
+def test_the_fingerprint_follows_the_source():
+    fp = aot_cache.fingerprint()
+    assert len(fp) == 16 and fp == aot_cache.fingerprint()
+
+
+def test_a_program_pickles_as_its_graph():
+    def f(x):
+        return x.sin().cpu(), x.cos()
+
+    gm = torch.fx.symbolic_trace(f)
+    program = GraphProgram(gm, "inference")
+    program.output_devices = ["cpu", "jax"]  # what FakeTensor's metadata gives; lost by pickling the graph
+    program.specialisations[("layout",)] = object()  # compiled state is not pickled
+    again = pickle.loads(pickle.dumps(program))
+    assert again.name == "inference" and again.output_devices == ["cpu", "jax"]
+    assert again.specialisations == {} and again._boxed_call
+    x = torch.randn(3)
+    torch.testing.assert_close(again.gm(x)[1], x.cos())
+
+
+@pytest.mark.parametrize("value", ["off", "0", ""])
+def test_off_values(monkeypatch, value):
+    monkeypatch.setenv(aot_cache.ENV, value)
+    assert not aot_cache.enabled()
