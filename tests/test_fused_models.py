@@ -130,3 +130,25 @@ def test_the_size_bound_cuts_a_loop_at_a_stable_point(monkeypatch):
                 h = torch.tanh(h @ w) * 0.5 + x
                 w.sub_(h.t() * 1e-3)
     torch.testing.assert_close(fused_w.cpu(), op_w.cpu(), rtol=1e-5, atol=1e-6)
+
+
+def test_lifted_numbers_reach_the_program_and_a_failed_check_reruns_with_them():
+    """A segment's lifted numbers (a foreach op's scalar) go to its program as host data beside a stand-in
+    tensor; each step's new scalar gives the per-op values from one program, and a deferred value check
+    that fails in such a segment reruns it with those numbers and raises CPU's exception."""
+    ws = [torch.ones(3).to("jax") for _ in range(2)]
+    x = torch.arange(5.0).to("jax")
+    STATS.reset()
+    with jaxdev.eager_mode("fused"):
+        for step in range(4):
+            if step == 2:  # the first call, then its donating form: then only replays
+                built = STATS.programs
+            torch._foreach_add_(ws, 0.1 * (step + 1))
+            ws[0].cpu()
+        assert STATS.programs == built
+        torch._foreach_add_(ws, 0.5)
+        y = x[torch.tensor([7]).to("jax")]
+        with pytest.raises(IndexError, match="index 7 is out of bounds for dimension 0 with size 5"):
+            y.cpu()
+    expected = 1 + 0.1 + 0.2 + 0.3 + 0.4 + 0.5
+    torch.testing.assert_close(ws[1].cpu(), torch.full((3,), expected), rtol=1e-6, atol=1e-6)

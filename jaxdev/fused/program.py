@@ -27,6 +27,7 @@ from jaxdev import rng, tensor, tracing
 from jaxdev.compiler import program as compiled
 from jaxdev.fused import recorder
 from jaxdev.fused.learn import NotRecordable
+from jaxdev.tensor import BOXES
 
 
 class FusedGraphWarning(UserWarning):
@@ -55,25 +56,26 @@ class _Fused:
 
     def run(self, seg, alive) -> list:
         if self.reason is None:
-            args = _inputs(seg)
+            args, inputs = _layout(seg)
             try:
-                inputs = compiled.Inputs(args)
                 spec = self.graph.specialisations.get(inputs.key)
                 if spec is None:
                     spec = self.graph.specialisations[inputs.key] = compiled._Specialisation(self.graph, args, inputs)
                     recorder.STATS.programs += 1
                 else:
                     recorder.STATS.hits += 1
-                return _call(spec, inputs)
+                return _call(spec, inputs, seg.numbers)
             except compiled.UntraceableGraph as e:
                 self.graph.specialisations.pop(inputs.key, None)
                 self._give_up(str(e).splitlines()[0])
         return _eagerly(seg, alive)
 
 
-def _call(spec, inputs) -> list:
+def _call(spec, inputs, numbers: list) -> list:
     donated = _donated(spec, inputs)  # decided before this call's own references to the arrays exist
     arrays = inputs.arrays()
+    if numbers:  # the last storage is the numbers' stand-in: the values go in as host data (see _numbers)
+        arrays[-1] = np.asarray(numbers, np.float64)
     for i, (a, shape) in enumerate(zip(arrays, spec.array_shapes)):
         if a.shape != shape:
             arrays[i] = a.reshape(shape)
@@ -129,24 +131,61 @@ def _donating(spec, donated: tuple):
 def _raise_eagerly(spec, arrays, base) -> None:
     from jaxdev import eager_modes
 
+    arrays = [jax.device_put(a) if isinstance(a, np.ndarray) else a for a in arrays]  # the numbers
     with eager_modes.as_is():
         spec._raise_eagerly(arrays, base)
 
 
 def _inputs(seg) -> list:
     """The placeholders' tensors, as they were when recorded (an alias if a tensor was restrided since),
-    then the segment's lifted numbers as one float64 tensor (an input, so new values reuse the program)."""
-    args = []
+    then the stand-in of the segment's lifted numbers (_numbers)."""
+    return _layout(seg)[0]
+
+
+def _layout(seg) -> tuple[list, compiled.Inputs]:
+    """_inputs' tensors and their compiled.Inputs, built from what the recorder saw rather than asked of
+    every tensor again: each input is on the storage and at the place recorded (an alias is made where
+    it no longer is), a jax storage with its box and no conj/neg bit (the recorder took no other)."""
+    args, metas, storages, boxes, index, unboxed = [], [], [], [], {}, False
     for t, (storage, meta) in zip(seg.inputs, seg.input_metas):
-        if (t.untyped_storage().data_ptr(), t.dtype, t.shape, t.stride(), t.storage_offset()) != (
-            storage.data_ptr(),
-            *meta,
-        ):
+        address = storage.data_ptr()
+        if t.untyped_storage().data_ptr() != address or (t.dtype, t.shape, t.stride(), t.storage_offset()) != meta:
             t = tensor.tensor_on_storage(storage, *meta)
         args.append(t)
+        g = index.get(address)
+        if g is None:
+            box = BOXES.get(address)
+            unboxed = unboxed or box is None  # not a jax storage (cannot be while the segment holds it)
+            g = index[address] = len(storages)
+            storages.append(storage)
+            boxes.append(box)
+        metas.append((g, *meta, False, False))
+    if unboxed:
+        args = [*args, _numbers(len(seg.numbers))] if seg.numbers else args
+        return args, compiled.Inputs(args)
     if seg.numbers:
-        args.append(tensor.wrap(jax.device_put(np.asarray(seg.numbers, np.float64))))
-    return args
+        t = _numbers(len(seg.numbers))
+        args.append(t)
+        metas.append((len(storages), t.dtype, t.shape, t.stride(), 0, False, False))
+        storages.append(t.untyped_storage())
+        boxes.append(tensor.box_of(t))
+    inputs = compiled.Inputs.__new__(compiled.Inputs)
+    inputs.key = (*metas, *((b.numel, b.dtype, False) for b in boxes))
+    inputs.metas, inputs.storages, inputs.boxes, inputs.cpu = metas, storages, boxes, {}
+    return args, inputs
+
+
+_NUMBERS: dict[int, torch.Tensor] = {}
+
+
+def _numbers(n: int) -> torch.Tensor:
+    """The stand-in for a segment's n lifted numbers in its program's layout: a float64 tensor of n.
+    The call gives the program the values themselves as a NumPy array (_call), which jit moves with
+    the other arguments: a jax.device_put of them cost more than the rest of a small flush."""
+    t = _NUMBERS.get(n)
+    if t is None:
+        t = _NUMBERS[n] = tensor.wrap(jax.device_put(np.zeros(n, np.float64)))
+    return t
 
 
 # --- the graph -------------------------------------------------------------------------------------
@@ -186,6 +225,8 @@ def _with_numbers(fn, learned, n, op):
 
     def call(numbers, *args, **kwargs):
         values = tensor.read(numbers)
+        if not isinstance(values, jax.core.Tracer):  # a failed check's eager rerun: the kernels take numbers
+            values = values.tolist()
         return check(*_numbered(args, values), **{k: _numbered(v, values) for k, v in kwargs.items()})
 
     call.__name__ = call.__qualname__ = check.__name__ + "_numbers"
