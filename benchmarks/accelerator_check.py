@@ -30,6 +30,7 @@ import statistics
 import subprocess
 import sys
 import time
+import traceback
 
 os.environ.setdefault("JAXDEV_FALLBACK", "warn")
 
@@ -141,7 +142,7 @@ def _cuda_rows(steps: int) -> dict[str, float]:
     return rows
 
 
-def lm(steps: int) -> None:
+def lm(steps: int, modes=("fused", "compiled+fused", "compiled", "eager")) -> None:
     print(f"\nTransformer LM training step (ms, median of {steps}; first step s in brackets)")
     print(f"{'variant':<34} {'ms/step':>9} {'first s':>8} {'vs torch CUDA':>14} {'host ms':>8}")
     cuda = _cuda_rows(steps) if ON_CUDA else {}
@@ -150,7 +151,7 @@ def lm(steps: int) -> None:
         cuda_ms = cuda.get(f"LM {label}")
         # per-op last: its first step compiles a program per op (80 s on an H200), so a run cut short
         # still has the fused and compiled rows
-        for mode in ("fused", "compiled+fused", "compiled", "eager"):
+        for mode in modes:
             name = f"jaxdev {mode} {label}"
             try:
                 step = _lm_step("jax", mode, autocast)
@@ -163,6 +164,8 @@ def lm(steps: int) -> None:
                 host = _host_ms(step, steps)
             except Exception as e:  # report and go on: a cut-short run still says what it measured
                 print(f"{name:<34} failed: {type(e).__name__}: {str(e).splitlines()[0][:80]}", flush=True)
+                # the whole cause to stderr: a lease is too short to rerun for it
+                print("".join(traceback.format_exception(e)[-40:]), file=sys.stderr, flush=True)
                 continue
             ratio = f"{ms / cuda_ms:>14.2f}" if cuda_ms else f"{'-':>14}"
             print(f"{name:<34} {ms:>9.2f} {first:>8.2f} {ratio} {host:>8.2f}", flush=True)
@@ -211,6 +214,8 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=20)
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--skip-lm", action="store_true")
+    parser.add_argument("--only-lm", action="store_true", help="the LM rows alone")
+    parser.add_argument("--lm-modes", default="fused,compiled+fused,compiled,eager", help="comma-separated")
     args = parser.parse_args()
     print(
         f"jax {jax.__version__} on {jax.devices()[0].device_kind} ({jax.default_backend()}); torch {torch.__version__}"
@@ -219,11 +224,12 @@ def main() -> None:
     print(f"torch CUDA: {torch.cuda.get_device_name() if ON_CUDA else 'not available'}")
     native = jaxdev.native.module is not None
     print(f"jaxdev native fast paths: {'in use' if native else jaxdev.native.unavailable}", flush=True)
-    products(args.size, args.repeat)
-    writes(10 * args.repeat)
-    optimizer(args.steps)
+    if not args.only_lm:
+        products(args.size, args.repeat)
+        writes(10 * args.repeat)
+        optimizer(args.steps)
     if not args.skip_lm:
-        lm(args.steps)
+        lm(args.steps, args.lm_modes.split(","))
     print(f"\nCPU fallbacks: {sum(jaxdev.fallback_counts().values())}", file=sys.stdout)
 
 
