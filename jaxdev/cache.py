@@ -21,10 +21,15 @@ runs the cache unbounded (entries are written whole and read without a lock; a r
 entry still being written fails to decompress, and JAX warns and compiles instead), and jaxdev trims
 the directory to JAXDEV_CACHE_MAX_BYTES, least recently used entries first, in a background thread
 at most once an hour.
+
+The compiled path (`torch.compile(backend="jax")`) keeps AOTAutograd's graphs and jaxdev's traced
+programs in the same directory, under `aotautograd/` and `programs/` (jaxdev/compiler/aot_cache.py):
+the trim counts and deletes their files with JAX's, and removes the folders it empties.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
@@ -38,6 +43,7 @@ DEFAULT_DIR = os.path.join(os.path.expanduser("~"), ".cache", "jaxdev", "xla")
 TRIM_EVERY_S = 3600
 _STAMP = ".jaxdev-trimmed"
 _OFF = ("", "0", "off", "none", "false")
+COMPILED_SUBDIRS = ("aotautograd", "programs")  # torch.compile(backend="jax")'s caches, trimmed with JAX's
 
 
 def directory() -> str | None:
@@ -77,13 +83,14 @@ def trim(path: str, limit: int) -> int:
     kept). Safe beside other processes: a deleted entry is compiled again by whoever needs it."""
     entries, total = [], 0
     try:
-        with os.scandir(path) as listing:
-            for item in listing:
-                if item.name.startswith(".") or not item.is_file(follow_symlinks=False):
-                    continue
-                stat = item.stat(follow_symlinks=False)
-                entries.append((max(stat.st_atime, stat.st_mtime), stat.st_size, item.path))
-                total += stat.st_size
+        for folder in _folders(path):
+            with os.scandir(folder) as listing:
+                for item in listing:
+                    if item.name.startswith(".") or not item.is_file(follow_symlinks=False):
+                        continue
+                    stat = item.stat(follow_symlinks=False)
+                    entries.append((max(stat.st_atime, stat.st_mtime), stat.st_size, item.path))
+                    total += stat.st_size
         os.makedirs(path, exist_ok=True)
         with open(os.path.join(path, _STAMP), "w"):
             pass
@@ -98,4 +105,18 @@ def trim(path: str, limit: int) -> int:
             deleted += size
         except OSError:
             pass  # another process removed it first
+    for folder in reversed(_folders(path)[1:]):
+        with contextlib.suppress(OSError):
+            os.rmdir(folder)  # emptied (a fingerprint nothing uses any more); a folder in use keeps files
     return deleted
+
+
+def _folders(path: str) -> list[str]:
+    """`path` and, below it, the compiled path's caches (jaxdev/compiler/aot_cache.py and
+    program_cache.py: one folder per jaxdev fingerprint, AOTAutograd's a folder per key), parents first."""
+    folders = [path]
+    for sub in COMPILED_SUBDIRS:
+        for folder, dirs, _ in os.walk(os.path.join(path, sub)):
+            dirs.sort()
+            folders.append(folder)
+    return folders

@@ -67,3 +67,23 @@ def test_jax_runs_the_cache_unbounded_and_jaxdev_trims_it(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("jit_")) == ["jit_mid-cache", "jit_new-cache"]
     assert not cache._due(str(tmp_path))  # trimmed just now: the next process leaves it alone
     assert cache.trim(str(tmp_path), 10**9) == 0
+
+
+def test_trim_covers_the_compiled_paths_caches(tmp_path):
+    """The compiled path's entries (aotautograd/, programs/, a folder per fingerprint) are trimmed with
+    JAX's, oldest first, and a folder left empty goes too."""
+    from jaxdev import cache
+
+    now = time.time()
+    stale = tmp_path / "programs" / "old-fingerprint"
+    live = tmp_path / "aotautograd" / "fingerprint" / "key"
+    for folder in (stale, live):
+        folder.mkdir(parents=True)
+    files = [(tmp_path / "jit_a-cache", 0), (live / "entry", 1000), (stale / "program", 3000)]
+    for file, age in files:
+        file.write_bytes(b"x" * 1000)
+        os.utime(file, (now - age, now - age))
+    assert cache.trim(str(tmp_path), 2000) == 1000
+    assert not stale.exists() and (live / "entry").exists() and (tmp_path / "jit_a-cache").exists()
+    assert cache.trim(str(tmp_path), 1000) == 1000  # the AOTAutograd entry is older than JAX's
+    assert not (tmp_path / "aotautograd" / "fingerprint").exists() and (tmp_path / "jit_a-cache").exists()
