@@ -18,7 +18,17 @@ from jaxdev import dtypes
 from jaxdev.ops.registry import aten, register_functional
 from jaxdev.ops.toolkit import J, apply, float_of, plain, same_dtype_bodies, typed_bodies
 
-_ABS, _SIGN = plain(jnp.abs), plain(jnp.sign)
+
+def _abs(x):
+    """|x|; for complex x, C99's hypot rule as CPU's std::abs: an infinite part gives inf even beside a
+    NaN one (XLA's complex abs gives NaN there)."""
+    if not jnp.iscomplexobj(x):
+        return jnp.abs(x)
+    infinite = jnp.isinf(x.real) | jnp.isinf(x.imag)
+    return jnp.where(infinite, jnp.array(jnp.inf, x.real.dtype), jnp.abs(x))
+
+
+_ABS, _SIGN = plain(_abs), plain(jnp.sign)
 
 
 # --- unary ---------------------------------------------------------------------------------------
