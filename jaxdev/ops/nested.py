@@ -12,9 +12,9 @@ tensor's storage, so PyTorch's NestedTensorCPU kernels that only read or write m
 the buffer (sizes, unbind, transpose, copies between devices, ...) run as they are, redispatched, and
 their buffers stay on jax. Every other op on a jax nested tensor runs on CPU under the CPU fallback's
 policy (JAXDEV_FALLBACK: counted and warned once, or refused in one sentence), never a dispatcher
-error: jagged-layout tensors (torch.jagged) are jax values under PyTorch's Python subclass, and their
-scaled_dot_product_attention converts to strided nested tensors, whose products and softmax take
-that fallback.
+error. Jagged-layout tensors (torch.jagged) are jax values under PyTorch's Python subclass; their
+scaled_dot_product_attention converts to strided nested tensors on jax, whose scaling, products and
+softmax are computed here component by component (COMPONENTWISE), with no fallback.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from torch.utils._pytree import tree_map
 
 from jaxdev import dtypes, fallback, tensor
 from jaxdev.ops import transformer
+from jaxdev.ops.linalg import matmul
 from jaxdev.ops.registry import aten, register, register_layout_kernel
 from jaxdev.ops.toolkit import J, jitted
 
@@ -57,7 +58,10 @@ METADATA = [
     aten.clone.default,
 ]
 
-SUPPORTED = "from a padding mask, TransformerEncoder layers, to_padded_tensor, unbind, transpose and copies"
+SUPPORTED = (
+    "from a padding mask, TransformerEncoder layers, to_padded_tensor, attention's products and softmax, "
+    "unbind, transpose and copies"
+)
 
 
 def _redispatch(op, keys):
@@ -223,6 +227,87 @@ def to_padded_tensor(self, padding, output_size=None):
     return tensor.wrap(padded(self, padding, shape)[0])
 
 
+# --- attention on nested tensors, component by component ------------------------------------------
+# What scaled_dot_product_attention's math path runs on them (jagged tensors convert to these on jax):
+# each component is a dense jax array, computed as the dense op computes it.
+
+
+def _parts(nt) -> list[jax.Array]:
+    return [J(t) for t in aten.unbind.int._handle.redispatch_boxed(_NESTED_CPU, nt, 0)]
+
+
+def _nested_of(parts: list[jax.Array]) -> torch.Tensor:
+    sizes = np.array([p.shape for p in parts], dtype=np.int64).reshape(len(parts), -1)
+    return nested_from(jnp.concatenate([p.reshape(-1) for p in parts]), sizes)
+
+
+def _component_dim(nt, dim: int) -> int:
+    dim = dim % nt.dim()
+    if dim == 0:
+        raise RuntimeError("softmax over the batch dimension of a nested tensor is not supported")
+    return dim - 1
+
+
+def nested_mul_scalar(self, other):
+    jdt = dtypes.to_jax_dtype(torch.result_type(self, other))
+    return _nested_of([(p * other).astype(jdt) for p in _parts(self)])
+
+
+def nested_mul_tensor(self, other):
+    """A nested tensor times a number (a 0-dim tensor) or a nested tensor of the same components; other
+    forms run on CPU under the fallback's policy."""
+    jdt = dtypes.to_jax_dtype(torch.result_type(self, other))
+    if not isinstance(other, torch.Tensor):  # a Python number, as the dispatcher may pass it
+        return nested_mul_scalar(self, other)
+    if self.is_nested and other.is_nested and self.size(0) == other.size(0):
+        return _nested_of([(a * b).astype(jdt) for a, b in zip(_parts(self), _parts(other))])
+    nested, number = (self, other) if self.is_nested else (other, self)
+    if number.dim() == 0:
+        value = J(number) if tensor.is_jax(number) else number.item()
+        return _nested_of([(p * value).astype(jdt) for p in _parts(nested)])
+    return nested_fallback(aten.mul.Tensor, self, other)
+
+
+def nested_matmul(self, other):
+    if not (self.is_nested and other.is_nested and self.size(0) == other.size(0)):
+        raise RuntimeError("matmul of jax nested tensors takes two nested tensors of as many components")
+    jdt = dtypes.to_jax_dtype(self.dtype)
+    precision, accumulate = transformer.settings_for(self.dtype)
+    pairs = zip(_parts(self), _parts(other))
+    return _nested_of([matmul(a, b, precision, accumulate).astype(jdt) for a, b in pairs])
+
+
+def _softmax_of(p, axis, safe):
+    c = jnp.promote_types(p.dtype, jnp.float32)
+    x = p.astype(c)
+    peak = jnp.max(x, axis=axis, keepdims=True)
+    unseen = peak == -jnp.inf
+    weights = jnp.exp(x - jnp.where(unseen, 0.0, peak))
+    out = weights / jnp.sum(weights, axis=axis, keepdims=True)
+    return jnp.where(unseen, 0.0, out) if safe else out
+
+
+def nested_safe_softmax(self, dim, dtype=None):
+    jdt = dtypes.to_jax_dtype(dtype or self.dtype)
+    axis = _component_dim(self, dim)
+    return _nested_of([_softmax_of(p, axis, True).astype(jdt) for p in _parts(self)])
+
+
+def nested_softmax(self, dim, half_to_float):
+    jdt = jnp.float32 if half_to_float else dtypes.to_jax_dtype(self.dtype)
+    axis = _component_dim(self, dim)
+    return _nested_of([_softmax_of(p, axis, False).astype(jdt) for p in _parts(self)])
+
+
+COMPONENTWISE = {
+    aten.mul.Scalar: nested_mul_scalar,
+    aten.mul.Tensor: nested_mul_tensor,
+    aten.matmul.default: nested_matmul,
+    aten._safe_softmax.default: nested_safe_softmax,
+    aten._softmax.default: nested_softmax,
+}
+
+
 # --- everything else: CPU, under the fallback's policy ---------------------------------------------
 
 
@@ -293,8 +378,10 @@ def _on_cpu(op):
 
 def _install() -> None:
     for op in _composites_with_nested_kernels():
-        if op not in METADATA:
+        if op not in METADATA and op not in COMPONENTWISE:
             register_layout_kernel(op, _on_cpu(op), NESTED)
+    for op, kernel in COMPONENTWISE.items():
+        register_layout_kernel(op, kernel, NESTED)
     for op in METADATA:
         register_layout_kernel(op, _redispatch(op, _NESTED_CPU), NESTED)
     register_layout_kernel(aten._transformer_encoder_layer_fwd.default, nested_encoder_layer, NESTED)

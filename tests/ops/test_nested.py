@@ -80,28 +80,47 @@ def test_encoder_layer_on_a_nested_batch(no_fallback):
 
 def test_other_ops_run_on_cpu_or_are_refused(fallback_mode):
     x = _x()
-    expected = torch._nested_tensor_from_mask(x, MASK) * 2 + 1
+    expected = torch.sin(torch._nested_tensor_from_mask(x, MASK)) + 1
     fallback_mode("silent")
     nt = torch._nested_tensor_from_mask(x.to(JAX), MASK.to(JAX))
-    actual = nt * 2 + 1
+    actual = torch.sin(nt) + 1
     assert actual.is_nested and actual.device == JAX
     assert torch.equal(actual.to_padded_tensor(0.0).cpu(), expected.to_padded_tensor(0.0))
-    assert jaxdev.fallback_counts() == {"aten::mul.Tensor": 1, "aten::add.Tensor": 1}
+    assert jaxdev.fallback_counts() == {"aten::sin": 1, "aten::add.Tensor": 1}
     fallback_mode("error")
-    with pytest.raises(FallbackError, match=r"^aten::mul.Tensor has no jax kernel for nested tensors .*forbids"):
-        nt * 2
+    with pytest.raises(FallbackError, match=r"^aten::sin has no jax kernel for nested tensors .*forbids"):
+        torch.sin(nt)
 
 
-def test_jagged_scaled_dot_product_attention(fallback_mode):
+def test_attention_math_on_strided_nested_tensors(no_fallback):
+    g = torch.Generator().manual_seed(4)
+    parts = [torch.randn(2, n, 4, generator=g) for n in (3, 5, 1)]
+    cpu = torch.nested.as_nested_tensor(parts)
+    on_jax = torch.nested.as_nested_tensor([p.to(JAX) for p in parts])
+    cases = [
+        lambda t: t * 0.5,
+        lambda t: t * torch.tensor(2.0, device=t.device),
+        lambda t: t * t,
+        lambda t: torch.matmul(t, t.transpose(-2, -1)),
+        lambda t: torch.softmax(torch.matmul(t, t.transpose(-2, -1)), -1),
+        lambda t: torch._safe_softmax(t, -1),
+    ]
+    for case in cases:
+        for a, e in zip(case(on_jax).unbind(), case(cpu).unbind()):
+            assert a.device == JAX
+            torch.testing.assert_close(a.cpu(), e, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"scale": 0.3}])
+def test_jagged_scaled_dot_product_attention(no_fallback, kwargs):
     """Jagged tensors hold jax values under PyTorch's subclass; their attention converts to strided nested
-    tensors, whose products take the CPU fallback (counted), with CPU's values."""
-    fallback_mode("silent")
+    tensors on jax, whose scaling, products and softmax run here: CPU's values, no fallback."""
     g = torch.Generator().manual_seed(3)
     parts = [torch.randn(n, 2, 4, generator=g) for n in (3, 5)]
 
     def attend(device):
         nt = torch.nested.nested_tensor([p.to(device) for p in parts], layout=torch.jagged).transpose(1, 2)
-        out = torch.nn.functional.scaled_dot_product_attention(nt, nt, nt)
+        out = torch.nn.functional.scaled_dot_product_attention(nt, nt, nt, **kwargs)
         return [t.cpu() for t in out.transpose(1, 2).unbind()]
 
     for a, e in zip(attend(JAX), attend("cpu")):
