@@ -29,8 +29,9 @@ class Learned:
     `out`: ("one", spec) | ("none", None) | (tuple or list, [spec, ...]), a spec being None,
     ("arg", i) (the i-th tensor argument itself, as in-place ops return), ("view", i, dtype, shape, stride,
     offset) (a tensor on the i-th tensor argument's storage), ("value", v) (a Python number
-    computed from shapes alone) or ("new", m, dtype, shape,
-    stride, offset) (a tensor on the op's m-th new storage); `storages[m]`: (numel, dtype) of that
+    computed from shapes alone), ("new", m, dtype, shape,
+    stride, offset) (a tensor on the op's m-th new storage) or ("fresh", m, dtype, shape) (the first
+    tensor on it, contiguous and spanning it all, of the storage's dtype); `storages[m]`: (numel, dtype) of that
     storage; `firsts[m]`: (position in the output or None, (dtype, shape, stride, offset)) of the first
     result on it; `writes`: the tensor arguments whose storages the op writes; `cut`: the size bound
     once cut a segment after this op (recorder._cut)."""
@@ -166,6 +167,8 @@ def _describe(learned: Learned, out, twins: list, inputs: set) -> None:
             box = BOXES[address]
             learned.storages.append((box.numel, box.dtype))
             learned.firsts[m] = (position, meta)
+            if _whole(o, box):  # the common case, made at the call in one native step (boxes.new_pending_tensor)
+                return ("fresh", m, o.dtype, tuple(o.shape))
         return ("new", m, *meta)
 
     if out is None:
@@ -176,3 +179,19 @@ def _describe(learned: Learned, out, twins: list, inputs: set) -> None:
         learned.out = (type(out), [spec(o, i) for i, o in enumerate(out)])
     else:
         raise NotRecordable(f"it returns a {type(out).__name__}")
+
+
+def _whole(o: torch.Tensor, box: Box) -> bool:
+    """`o` is a contiguous tensor of its box's dtype spanning the whole box from offset 0, with the strides
+    a new contiguous tensor gets (a size-1 dim's stride included), and not empty."""
+    shape = tuple(o.shape)
+    strides, step = [], 1
+    for n in reversed(shape):
+        strides.append(step)
+        step *= n
+    return (
+        o.dtype == box.dtype
+        and o.storage_offset() == 0
+        and 0 < step == box.numel
+        and o.stride() == tuple(reversed(strides))
+    )

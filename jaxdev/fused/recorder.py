@@ -120,7 +120,9 @@ class Segment:
             return a
         if cls is list or cls is tuple:
             key.append((cls, len(a)))
-            return cls(self.ref(x, key, tensors) for x in a)
+            ref = self.ref
+            out = [ref(x, key, tensors) for x in a]
+            return out if cls is list else tuple(out)
         if cls in _SCALARS:
             key.append((cls, a))
             return a
@@ -187,6 +189,7 @@ class Segment:
     def results(self, learned, tensors: list):
         node = len(self.nodes)
         made: dict[int, object] = {}
+        kind, specs = learned.out
 
         def build(spec):
             if spec is None:
@@ -197,6 +200,14 @@ class Segment:
                 return spec[1]
             if spec[0] == "view":
                 return tensor.tensor_on_storage(tensors[spec[1]].untyped_storage(), *spec[2:])
+            if spec[0] == "fresh":
+                _, m, dtype, shape = spec
+                box, t, address = boxes.new_pending_tensor(shape, dtype)
+                if kind != "one":  # later results of the op may be on it
+                    made[m] = t.untyped_storage()
+                self.slots[address] = ("p", node, m)
+                self.pending.append((box, node, m))
+                return t
             _, m, dtype, shape, stride, offset = spec
             storage = made.get(m)
             if storage is None:
@@ -214,7 +225,6 @@ class Segment:
             if type(box) is Box:
                 box.__class__ = boxes.WrittenBox
                 self.written.append(box)
-        kind, specs = learned.out
         if kind == "one":
             return build(specs)
         if kind == "none":
