@@ -9,6 +9,7 @@ running past it plus a grace period is killed and not counted.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -63,21 +64,17 @@ def _seen_keys(results: str) -> set[str]:
 
 
 def _mark_unreached(results: str, key_nodeid: tuple[str, str]) -> None:
-    import json
-
     with open(results, "a") as f:
         f.write(json.dumps({"key": key_nodeid[0], "nodeid": key_nodeid[1], "when": "teardown", "outcome": UNREACHED}))
         f.write("\n")
 
 
-def _in_flight(results: str) -> tuple[str, str] | None:
-    """The test a dead process was running: started, never torn down."""
+def _crashed(results: str) -> dict[str, str]:
+    """The tests a dead process was running (started, never torn down): key -> node id."""
     if not os.path.exists(results):
-        return None
+        return {}
     with open(results) as f:
-        outcomes = read_outcomes(f)
-    crashed = [o for o in outcomes.values() if o.outcome == "crashed"]
-    return (crashed[-1].key, crashed[-1].nodeid) if crashed else None
+        return {o.key: o.nodeid for o in read_outcomes(f).values() if o.outcome == "crashed"}
 
 
 def run_pass(suite: Suite, files_dir: str, run_dir: str, result: PassResult, opts) -> PassResult:
@@ -92,6 +89,7 @@ def run_pass(suite: Suite, files_dir: str, run_dir: str, result: PassResult, opt
     env["SUITES_DEADLINE"] = str(start + opts.time_limit)
     log_path = os.path.join(run_dir, f"{suite.name}-{result.label.replace(' ', '-')}.log")
     skip_path = result.results + ".skip"
+    known = set(_crashed(result.results))  # crashes of an earlier pass into the same file, if any
     while True:
         remaining = start + opts.time_limit + GRACE_S - time.time()
         with open(log_path, "a") as log:
@@ -103,16 +101,17 @@ def run_pass(suite: Suite, files_dir: str, run_dir: str, result: PassResult, opt
                 code = proc.returncode
             except subprocess.TimeoutExpired:
                 code = None
-        in_flight = _in_flight(result.results)
+        new = {k: v for k, v in _crashed(result.results).items() if k not in known}
         if code is None:
             result.stopped_by_time = True
-            if in_flight:
-                _mark_unreached(result.results, in_flight)
+            for key, nodeid in new.items():
+                _mark_unreached(result.results, (key, nodeid))
             break
-        if in_flight is None or code in (0, 1, 5) or result.restarts >= MAX_RESTARTS:
+        if not new or result.restarts >= MAX_RESTARTS:
             result.stopped_by_time = time.time() > start + opts.time_limit
             break
-        result.restarts += 1  # the process died in `in_flight`: go on past everything reached
+        result.restarts += 1  # the process died in a test: go on past everything reached
+        known.update(new)
         with open(skip_path, "w") as f:
             f.writelines(key + "\n" for key in sorted(_seen_keys(result.results)))
         env["SUITES_SKIP"] = skip_path
