@@ -1,16 +1,21 @@
 """CPU-fidelity numerics: the one place kernels get CPU PyTorch's rounding from.
 
-Policy. A kernel emulates CPU step by step only where the auditor's float64 arbitration cannot settle
-it: the auditor accepts a result that is at least as close to the float64 answer as CPU's is, so an
-ordinary kernel computes the way XLA likes and is judged that way. A kernel follows CPU operation by
-operation (with the helpers below) when CPU's own rounding is what users see and compare bit for
-bit: half-precision kernels whose every step rounds to the half dtype (c10::Half / BFloat16 scalar
-code, Vectorized<Half>), results that round-trip through a narrower type in CPU's source, special
-functions whose float32 answer is a float32 computation (Cephes in the input's precision, libm's
-nearly correctly rounded expf/logf), and kernels whose result depends on which elements CPU's loop
-computes with its vector or its scalar op. Such a kernel must then also stop XLA from improving on
-CPU: its simplifier rewrites a / c into a * (1 / c) and 1 / sqrt(b) into rsqrt(b) (``opaque``,
-``divide_by``, ``sqrt_divisor``), and its float32 exp/log/lgamma are not libm's (``widened``).
+Policy. The auditor judges a float32, complex64, float16 or bfloat16 result that differs from CPU's
+beyond tolerance by float64 arbitration (audit/arbitration.py): it passes when it is within tolerance
+of the exact (float64) result of the same inputs, or no farther from it than CPU is. So a kernel
+computes the way XLA likes by default, and is right when its own error is within tolerance. It
+follows CPU step by step, with the helpers below, only where that does not settle it:
+- where arbitration does not apply: integer, bool and float64 outputs, and the ops facts.NOT_ARBITRATED
+  and facts.DTYPE_DEPENDENT name (a result that depends on the dtype itself, or on its epsilon);
+- where one rounding difference is amplified past any tolerance (an ulp of a coordinate moves
+  grid_sample's bicubic by up to 255 ulps; a branch, bin or index chosen by a rounded value);
+- where CPU's result is not the exact one rounded and users compare against it bit for bit: half
+  precision whose every operation rounds to the half dtype (c10::Half / BFloat16 scalar code,
+  Vectorized<Half>), Cephes special functions evaluated in the input's own precision, libm's float32
+  exp/log/lgamma, and the elements CPU's loop hands to its scalar op rather than its vector one.
+A kernel that emulates must also stop XLA from improving on CPU: its simplifier rewrites a / c into
+a * (1 / c) and 1 / sqrt(b) into rsqrt(b) (``opaque``, ``divide_by``, ``sqrt_divisor``), and its
+float32 exp/log/lgamma are not libm's (``widened``). Families call these; none writes its own.
 
 What XLA keeps (settled by tests/ops/test_cpu_numerics.py, on XLA's CPU backend, under jit and
 eagerly): a round trip a program writes, float32 -> float16/bfloat16 -> float32 or float64 ->

@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 from jaxdev_testing import JAX, assert_same
 
-from jaxdev.ops import linalg
+from jaxdev.ops.linalg import products as linalg
 from jaxdev.ops.toolkit import product_precision
 
 P = jax.lax.Precision

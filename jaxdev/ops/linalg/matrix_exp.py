@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import torch
 
 from jaxdev import fallback
-from jaxdev.ops.lapack import HIGHEST, LAPACK_DTYPES, kernel, meta, present
+from jaxdev.ops.linalg.lapack import HIGHEST, LAPACK_DTYPES, kernel, meta, present
 from jaxdev.ops.registry import aten
 from jaxdev.ops.toolkit import J, jitted
 

@@ -23,6 +23,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxdev.ops.cpu_numerics import horner, round_to, widened
+
 # Cephes' coefficients d[k][n] of the asymptotic expansion, as Math.h lists them (25 rows of 25).
 _D = np.array(
     """
@@ -185,26 +187,19 @@ def _libm(fn, *args):
     are correctly rounded but for rare cases; XLA's float32 versions are off by an ulp or more (its
     lgamma by up to 5.5e-6 on (0.001, 10), which moved Q(0.5, 0.9) by 1.5e-6), so float32 takes them
     in float64 and rounds."""
-    return fn(*(_wide(v) for v in args)).astype(args[0].dtype)
+    return widened(fn)(*args)
 
 
 def _lgamma(v):
     return _libm(jax.lax.lgamma, v)
 
 
-def _horner(y, coefficients):
-    out = jnp.full_like(y, coefficients[0])
-    for c in coefficients[1:]:
-        out = out * y + c
-    return out
-
-
 def _lanczos_sum_expg_scaled(a):
     """Math.h's ratevl: the rational function in a, or in 1/a with the coefficients reversed past 1."""
     big = jnp.abs(a) > 1
     y = jnp.where(big, 1 / a, a)
-    forward = _horner(y, _LANCZOS_NUM) / _horner(y, _LANCZOS_DENOM)
-    backward = _horner(y, _LANCZOS_NUM[::-1]) / _horner(y, _LANCZOS_DENOM[::-1])
+    forward = horner(_LANCZOS_NUM, y) / horner(_LANCZOS_DENOM, y)
+    backward = horner(_LANCZOS_NUM[::-1], y) / horner(_LANCZOS_DENOM[::-1], y)
     return jnp.where(big, backward, forward)
 
 
@@ -215,9 +210,7 @@ def _exp_times_power(d, q, a):
     float32's grid (subnormals included) and rounds their product."""
     if a.dtype != jnp.float32:
         return jnp.exp(d) * jnp.power(q, a)
-    power = jnp.power(_wide(q), _wide(a))
-    tiny = float(np.finfo(np.float32).tiny)
-    power = jnp.where(power < tiny, jnp.round(power * 2.0**149) * 2.0**-149, _wide(power.astype(jnp.float32)))
+    power = round_to(jnp.float32)(jnp.power(_wide(q), _wide(a)))
     return (_wide(_libm(jnp.exp, d)) * power).astype(jnp.float32)
 
 

@@ -33,10 +33,10 @@ from __future__ import annotations
 import torch
 
 from jaxdev import dtypes
-from jaxdev.ops.bessel.airy import airy_ai, spherical_j0
-from jaxdev.ops.bessel.i_k import modified_i0, modified_i1, modified_k0, modified_k1, scaled_k0, scaled_k1
-from jaxdev.ops.bessel.j_y import bessel_j0, bessel_j1, bessel_y0, bessel_y1
 from jaxdev.ops.registry import aten, register_functional
+from jaxdev.ops.special.bessel.airy import airy_ai, spherical_j0
+from jaxdev.ops.special.bessel.i_k import modified_i0, modified_i1, modified_k0, modified_k1, scaled_k0, scaled_k1
+from jaxdev.ops.special.bessel.j_y import bessel_j0, bessel_j1, bessel_y0, bessel_y1
 from jaxdev.ops.toolkit import apply, float_of
 
 
@@ -50,8 +50,6 @@ def _unary(op, fn, name):
         if dt not in (torch.float32, torch.float64):
             raise NotImplementedError(f"\"{name}_cpu\" not implemented for '{dtypes.scalar_name(dt)}'")
         return apply(fn, dt, dt, (self,))
-
-    kernel.__qualname__ = op.name()
 
 
 for _name, _fn in [

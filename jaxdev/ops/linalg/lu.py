@@ -12,7 +12,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxdev import tensor, tracing
-from jaxdev.ops.lapack import broadcast_batch, check_info, empty, kernel, meta, mH, mT, present
+from jaxdev.ops.linalg.lapack import broadcast_batch, check_info, empty, kernel, meta, mH, mT, present
 from jaxdev.ops.registry import aten
 from jaxdev.ops.toolkit import J, jitted
 

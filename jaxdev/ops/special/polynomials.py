@@ -274,8 +274,6 @@ def _register(name, fn):
             raise NotImplementedError(f"\"{name}_cpu\" not implemented for '{dtypes.scalar_name(common)}'")
         return apply(body, common, common, (x, n))
 
-    kernel.__qualname__ = "special_" + name
-
 
 for _name, _fn in _POLYNOMIALS.items():
     _register(_name, _fn)

@@ -6,13 +6,13 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from jaxdev.ops.bessel.numerics import (
+from jaxdev.ops.cpu_numerics import (
     const,
     divide_by,
-    exp_,
+    exp_wide,
     horner,
     opaque,
-    sqrt_,
+    sqrt_divisor,
 )
 
 # --- spherical J0 -----------------------------------------------------------------------------------
@@ -110,20 +110,20 @@ def _airy_negative(x):
     zeta = opaque(divide_by(-2.0 * x * jnp.sqrt(-x), 3.0))
     z = 1.0 / zeta
     zz = z * z
-    afn, afd = horner(_AI_AFN, zz), horner(_AI_AFD, zz)
-    agn, agd = horner(_AI_AGN, zz), horner(_AI_AGD, zz)
+    afn, afd = horner(_AI_AFN, zz, from_zero=True), horner(_AI_AFD, zz, from_zero=True)
+    agn, agd = horner(_AI_AGN, zz, from_zero=True), horner(_AI_AGD, zz, from_zero=True)
     t = zeta + 0.25 * np.asarray(np.pi, x.dtype)
     f = 1.0 + zz * afn / afd
     g = z * agn / agd
-    return _SQRT_1_PI / sqrt_(jnp.sqrt(-x)) * (jnp.sin(t) * f - jnp.cos(t) * g)
+    return _SQRT_1_PI / sqrt_divisor(jnp.sqrt(-x)) * (jnp.sin(t) * f - jnp.cos(t) * g)
 
 
 def _airy_positive(x):
     """x >= 2.09: the decaying asymptotic form."""
     zeta = opaque(divide_by(2.0 * x * jnp.sqrt(x), 3.0))
     w = 1.0 / zeta
-    an, ad = horner(_AI_AN, w), horner(_AI_AD, w)
-    return _SQRT_1_PI * (an / ad) / (2.0 * jnp.sqrt(jnp.sqrt(x)) * exp_(zeta))
+    an, ad = horner(_AI_AN, w, from_zero=True), horner(_AI_AD, w, from_zero=True)
+    return _SQRT_1_PI * (an / ad) / (2.0 * jnp.sqrt(jnp.sqrt(x)) * exp_wide(zeta))
 
 
 def _airy_series(x):

@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import torch
 
 from jaxdev import tracing
-from jaxdev.ops.lapack import (
+from jaxdev.ops.linalg.lapack import (
     LAPACK_DTYPES,
     check_info,
     cpu_error,

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
-from jaxdev.ops.bessel.numerics import (
+from jaxdev.ops.cpu_numerics import (
     chebyshev,
     const,
-    exp_,
+    exp_wide,
     log_half,
-    sqrt_,
+    sqrt_divisor,
 )
 
 # --- I0, I1, K0, K1 ---------------------------------------------------------------------------------
@@ -217,8 +217,8 @@ def modified_i0(x):
     ax = jnp.abs(x)
     a, pa = chebyshev(_I0_A, ax / 2.0 - 2.0)
     b, pb = chebyshev(_I0_B, 32.0 / ax - 2.0)
-    small = exp_(ax) * (0.5 * (a - pa))
-    large = exp_(ax) * (0.5 * (b - pb)) / sqrt_(ax)
+    small = exp_wide(ax) * (0.5 * (a - pa))
+    large = exp_wide(ax) * (0.5 * (b - pb)) / sqrt_divisor(ax)
     return jnp.where(ax <= 8.0, small, large)
 
 
@@ -226,8 +226,8 @@ def modified_i1(x):
     ax = jnp.abs(x)
     a, pa = chebyshev(_I1_A, ax / 2.0 - 2.0)
     b, pb = chebyshev(_I1_B, 32.0 / ax - 2.0)
-    small = 0.5 * (a - pa) * ax * exp_(ax)
-    large = exp_(ax) * (0.5 * (b - pb)) / sqrt_(ax)
+    small = 0.5 * (a - pa) * ax * exp_wide(ax)
+    large = exp_wide(ax) * (0.5 * (b - pb)) / sqrt_divisor(ax)
     r = jnp.where(ax <= 8.0, small, large)
     return jnp.where(x < 0, -r, r)
 
@@ -259,24 +259,24 @@ def _k_large(coefficients, x):
 
 
 def modified_k0(x):
-    large = exp_(-x) * _k_large(_K0_B, x) / sqrt_(x)
+    large = exp_wide(-x) * _k_large(_K0_B, x) / sqrt_divisor(x)
     return _k_domain(x, jnp.where(x <= 2.0, _k0_small(x), large))
 
 
 def modified_k1(x):
-    large = exp_(-x) * _k_large(_K1_B, x) / sqrt_(x)
+    large = exp_wide(-x) * _k_large(_K1_B, x) / sqrt_divisor(x)
     return _k_domain(x, jnp.where(x <= 2.0, _k1_small(x), large))
 
 
 def scaled_k0(x):
     # Unlike K0, CPU's scaled K0 writes T(0.5): its log term stays in the input's precision.
     a, p = chebyshev(_K0_A, x * x - 2.0)
-    small = (0.5 * (a - p) - log_half(x) * modified_i0(x)) * exp_(x)
-    large = _k_large(_K0_B, x) / sqrt_(x)
+    small = (0.5 * (a - p) - log_half(x) * modified_i0(x)) * exp_wide(x)
+    large = _k_large(_K0_B, x) / sqrt_divisor(x)
     return _k_domain(x, jnp.where(x <= 2.0, small, large))
 
 
 def scaled_k1(x):
-    small = _k1_small(x) * exp_(x)
-    large = _k_large(_K1_B, x) / sqrt_(x)
+    small = _k1_small(x) * exp_wide(x)
+    large = _k_large(_K1_B, x) / sqrt_divisor(x)
     return _k_domain(x, jnp.where(x <= 2.0, small, large))

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
-from jaxdev.ops.bessel.numerics import (
+from jaxdev.ops.cpu_numerics import (
     const,
     horner,
-    log_,
-    sqrt_,
+    log_wide,
+    sqrt_divisor,
 )
 
 # --- J0, J1, Y0, Y1 ---------------------------------------------------------------------------------
@@ -163,20 +163,25 @@ def _asymptotic(x, order: int, bessel_j: bool):
     else:
         w = 5.0 / x * (5.0 / x)
         pp, pq, qp, qq, phase = _PP1, _PQ1, _QP1, _QQ1, _3PIO4
-    p = horner(pp, w) / horner(pq, w)
-    q = 5.0 / x * (horner(qp, w) / horner(qq, w))
+    p = horner(pp, w, from_zero=True) / horner(pq, w, from_zero=True)
+    q = 5.0 / x * (horner(qp, w, from_zero=True) / horner(qq, w, from_zero=True))
     shifted = x - phase
     if bessel_j:
         combined = p * jnp.cos(shifted) - q * jnp.sin(shifted)
     else:
         combined = p * jnp.sin(shifted) + q * jnp.cos(shifted)
-    return combined * _SQ2OPI / sqrt_(x)
+    return combined * _SQ2OPI / sqrt_divisor(x)
 
 
 def _j0_nonnegative(x):
     xx = x * x
     tiny = 1.0 - xx / 4.0
-    small = (xx - 5.78318596294678452118e00) * (xx - 3.04712623436620863991e01) * horner(_RP0, xx) / horner(_RQ0, xx)
+    small = (
+        (xx - 5.78318596294678452118e00)
+        * (xx - 3.04712623436620863991e01)
+        * horner(_RP0, xx, from_zero=True)
+        / horner(_RQ0, xx, from_zero=True)
+    )
     large = _asymptotic(x, 0, True)
     return jnp.where(x <= 5.0, jnp.where(x < 0.00001, tiny, small), large)
 
@@ -188,7 +193,11 @@ def bessel_j0(x):
 def _j1_nonnegative(x):
     xx = x * x
     small = (
-        horner(_RP1, xx) / horner(_RQ1, xx) * x * (xx - 1.46819706421238932572e01) * (xx - 4.92184563216946036703e01)
+        horner(_RP1, xx, from_zero=True)
+        / horner(_RQ1, xx, from_zero=True)
+        * x
+        * (xx - 1.46819706421238932572e01)
+        * (xx - 4.92184563216946036703e01)
     )
     return jnp.where(x <= 5.0, small, _asymptotic(x, 1, True))
 
@@ -202,7 +211,9 @@ def bessel_j1(x):
 
 def bessel_y0(x):
     xx = x * x
-    small = horner(_YP0, xx) / horner(_YQ0, xx) + _TWOOPI * log_(x) * _j0_nonnegative(x)
+    small = horner(_YP0, xx, from_zero=True) / horner(_YQ0, xx, from_zero=True) + _TWOOPI * log_wide(
+        x
+    ) * _j0_nonnegative(x)
     small = jnp.where(x < 0, const(jnp.nan, x), small)
     small = jnp.where(x == 0, const(-jnp.inf, x), small)
     return jnp.where(x <= 5.0, small, _asymptotic(x, 0, False))
@@ -210,7 +221,9 @@ def bessel_y0(x):
 
 def bessel_y1(x):
     xx = x * x
-    small = x * (horner(_YP1, xx) / horner(_YQ1, xx)) + _TWOOPI * (_j1_nonnegative(x) * log_(x) - 1.0 / x)
+    small = x * (horner(_YP1, xx, from_zero=True) / horner(_YQ1, xx, from_zero=True)) + _TWOOPI * (
+        _j1_nonnegative(x) * log_wide(x) - 1.0 / x
+    )
     small = jnp.where(x < 0, const(jnp.nan, x), small)
     small = jnp.where(x == 0, const(-jnp.inf, x), small)
     return jnp.where(x <= 5.0, small, _asymptotic(x, 1, False))

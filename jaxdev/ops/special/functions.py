@@ -1,0 +1,88 @@
+"""The special functions taken from JAX with PyTorch's conventions (i0, i1, i1e, entr, erfcx, log_ndtr,
+ndtri, digamma, lgamma, sinc, xlogy/xlog1py, mvlgamma) and igamma/igammac through CPU's algorithm
+(igamma.py)."""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+import jax.scipy.special as jss
+import torch
+
+from jaxdev import dtypes
+from jaxdev.ops.registry import aten, register_functional
+from jaxdev.ops.special import igamma
+from jaxdev.ops.toolkit import J, apply, float_of, jitted, opmath
+
+
+def _unary(op, fn):
+    @register_functional(op)
+    def kernel(self):
+        dt = float_of(self.dtype)
+        return apply(fn, dt, dt, (self,))
+
+
+def digamma(x):
+    """PyTorch's: digamma(+0) = -inf, digamma(-0) = +inf (the limit from each side)."""
+    pole = jnp.where(jnp.signbit(x), jnp.asarray(jnp.inf, x.dtype), jnp.asarray(-jnp.inf, x.dtype))
+    return jnp.where(x == 0, pole, jss.digamma(x))
+
+
+for _op, _fn in [
+    (aten.i0.default, jss.i0),
+    (aten.special_i1.default, jss.i1),
+    (aten.special_i1e.default, jss.i1e),
+    (aten.special_entr.default, jss.entr),
+    (aten.special_erfcx.default, jss.erfcx),
+    (aten.special_log_ndtr.default, jss.log_ndtr),
+    (aten.special_ndtri.default, jss.ndtri),
+    (aten.digamma.default, digamma),
+    (aten.lgamma.default, jss.gammaln),
+    (aten.sinc.default, jnp.sinc),
+]:
+    _unary(_op, _fn)
+
+
+def register_binary(ops, fn):
+    """Float-valued binary op: Tensor/Scalar overloads, torch's promotion, ints -> default float."""
+
+    @register_functional(*ops)
+    def kernel(self, other):
+        dt = float_of(torch.result_type(self, other))
+        return apply(fn, dt, dt, (self, other))
+
+
+def _xlogy(x, y):
+    out = jnp.where(x == 0, jnp.zeros((), x.dtype), x * jnp.log(y))
+    return jnp.where(jnp.isnan(y), y, out)
+
+
+def _xlog1py(x, y):
+    out = jnp.where(x == 0, jnp.zeros((), x.dtype), x * jnp.log1p(y))
+    return jnp.where(jnp.isnan(y), y, out)
+
+
+register_binary((aten.xlogy.Tensor, aten.xlogy.Scalar_Other, aten.xlogy.Scalar_Self), _xlogy)
+register_binary(
+    (aten.special_xlog1py.default, aten.special_xlog1py.other_scalar, aten.special_xlog1py.self_scalar), _xlog1py
+)
+
+
+# CPU's calc_igamma/calc_igammac ported (special/igamma.py): JAX's gammainc is NaN at a = 0 < x
+# and off for large a near x
+register_binary((aten.igamma.default,), igamma.igamma)
+register_binary((aten.igammac.default,), igamma.igammac)
+
+
+@jitted
+def with_order(fn, order, compute, result):
+    """`fn(x, order)` with the integer order static (polygamma's n, mvlgamma's p)."""
+    compute, result = opmath(dtypes.to_jax_dtype(compute)), dtypes.to_jax_dtype(result)
+    return lambda x: fn(x.astype(compute), order).astype(result)
+
+
+@register_functional(aten.mvlgamma.default)
+def mvlgamma(self, p):
+    if p < 1:
+        raise RuntimeError("p has to be greater than or equal to 1")
+    dt = float_of(self.dtype)
+    return with_order(jss.multigammaln, int(p), dt, dt)(J(self))
