@@ -16,6 +16,7 @@ import jax.numpy as jnp
 import torch
 
 from jaxdev import dtypes
+from jaxdev.ops.cpu_numerics import round_to
 from jaxdev.ops.registry import aten, register_backward, register_functional
 from jaxdev.ops.toolkit import J, jitted, product_precision, zeros
 
@@ -87,8 +88,7 @@ def _slow_transposed(params, has_bias, jdt, precision, accumulate):
     exact = _compiled_forward(params, has_bias, jdt, precision, accumulate)
     f32 = jnp.float32
 
-    def rounded(v):
-        return v.astype(jdt).astype(f32)
+    rounded = round_to(jdt)
 
     def emulate(x, w, b):
         nd = x.ndim - 2

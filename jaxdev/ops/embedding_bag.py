@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from jaxdev import dtypes, tracing
+from jaxdev.ops.cpu_numerics import cpu_threads
 from jaxdev.ops.registry import aten, register_functional
 from jaxdev.ops.toolkit import J, any_device, jitted, opmath
 
@@ -62,7 +63,7 @@ def _fast_path_error(offsets, indices, rows: int, include_last_offset: bool) -> 
     fail, CPU's threads race to report; here the first chunk reports.)"""
     o = [int(v) for v in offsets] + ([] if include_last_offset else [len(indices)])
     bags = len(o) - 1
-    threads = torch.get_num_threads()
+    threads = cpu_threads()
     team = min(threads, bags) if bags > 1 and threads > 1 else 1
     size = -(-bags // team) if bags else 0
     for start in range(0, bags, max(size, 1)):

@@ -16,6 +16,7 @@ import jax.numpy as jnp
 import torch
 
 from jaxdev import dtypes
+from jaxdev.ops.cpu_numerics import round_to
 from jaxdev.ops.registry import aten, register_backward, register_functional
 from jaxdev.ops.toolkit import J, jitted, opmath
 
@@ -75,15 +76,7 @@ def _rounding(dtype):
     in float64, each step rounded by reduce_precision, subnormals kept; float64 is left to XLA."""
     if dtype == jnp.float64:
         return dtype, lambda v: v
-    info = jnp.finfo(dtype)
-    tiny, step = float(info.smallest_normal), float(info.smallest_subnormal)
-
-    def r(v):  # reduce_precision flushes what would be subnormal; the gradient passes straight through
-        kept = jax.lax.reduce_precision(v, exponent_bits=info.nexp, mantissa_bits=info.nmant)
-        subnormal = v + jax.lax.stop_gradient(jnp.round(v / step) * step - v)
-        return jnp.where(jnp.abs(v) < tiny, subnormal, kept)
-
-    return jnp.float64, r
+    return jnp.float64, round_to(dtype)  # from float64: one rounding, subnormals kept
 
 
 def _bicubic(img, grid, padding_mode, align_corners):
@@ -177,9 +170,7 @@ def _sample_half_2d(img, grid, mode, padding_mode, align_corners):
     sw_val * sw) + se_val * se; nearest reads at nearbyint(x)."""
     half, f32 = img.dtype, jnp.float32
 
-    def r(v):
-        return v.astype(half).astype(f32)
-
+    r = round_to(half)
     img, grid = img.astype(f32), grid.astype(f32)
     H, W = img.shape[2:]
 
@@ -226,9 +217,7 @@ def _sample_half_3d(img, grid, mode, padding_mode, align_corners):
     (tnw, tne, tsw, tse, bnw, bne, bsw, bse); nearest reads at nearbyint."""
     half, f32 = img.dtype, jnp.float32
 
-    def r(v):
-        return v.astype(half).astype(f32)
-
+    r = round_to(half)
     img, grid = img.astype(f32), grid.astype(f32)
     D, H, W = img.shape[2:]
 

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import math
 
-import jax
 import jax.numpy as jnp
 import torch
 
 from jaxdev import dtypes, tensor
+from jaxdev.ops.cpu_numerics import round_to, sqrt_divisor
 from jaxdev.ops.registry import aten, register, register_functional
 from jaxdev.ops.toolkit import J, compiled, opmath
 
@@ -25,7 +25,7 @@ def _rsqrt(v):
     """1 / sqrt(v) as CPU computes it: a rounded square root, then a rounded division. XLA turns
     1 / sqrt into its rsqrt, which is 1 ulp off for about a third of float32 inputs (measured:
     32531 of 100000); the barrier keeps the two operations apart."""
-    return 1.0 / jax.lax.optimization_barrier(jnp.sqrt(v))
+    return 1.0 / sqrt_divisor(v)
 
 
 def _inv_std(var, eps):
@@ -109,7 +109,7 @@ def _batch_norm_half(x, input, weight, bias, running_mean, running_var, training
     per_op = pdt == jnp.bfloat16  # bfloat16 parameters: every statistic step rounds
 
     def rounded(v, dt=pdt):
-        return v.astype(dt).astype(f32)
+        return round_to(dt)(v)
 
     xc = x.astype(f32)
     axes = (0,) + tuple(range(2, x.ndim))

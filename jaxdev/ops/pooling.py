@@ -19,6 +19,7 @@ import numpy as np
 import torch
 
 from jaxdev import dtypes, tracing
+from jaxdev.ops.cpu_numerics import round_to
 from jaxdev.ops.registry import aten, register_backward, register_functional
 from jaxdev.ops.toolkit import J, jitted, opmath
 
@@ -200,10 +201,10 @@ def _adaptive_avg_half_3d(sizes, outs, half):
             v = x[..., jnp.asarray(di)[:, a], :, :][..., jnp.asarray(hi)[:, b], :][..., jnp.asarray(wi)[:, c]]
             mask = jnp.asarray(dm)[:, a][:, None, None] & jnp.asarray(hm)[:, b][None, :, None]
             mask = mask & jnp.asarray(wm)[:, c][None, None, :]
-            return jnp.where(mask, (acc + v.astype(f32)).astype(half).astype(f32), acc)
+            return jnp.where(mask, round_to(half)(acc + v.astype(f32)), acc)
 
         acc = jax.lax.fori_loop(0, di.shape[1] * kh * kw, add, jnp.zeros(x.shape[:-3] + tuple(outs), f32))
-        return (acc / jnp.asarray(count).astype(half).astype(f32)).astype(half)
+        return (acc / round_to(half)(jnp.asarray(count))).astype(half)
 
     return run
 

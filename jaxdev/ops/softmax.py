@@ -8,6 +8,7 @@ import jax.numpy as jnp
 import torch
 
 from jaxdev import dtypes
+from jaxdev.ops.cpu_numerics import round_to
 from jaxdev.ops.registry import aten, register_functional
 from jaxdev.ops.toolkit import J, compiled, on_views, opmath, wrap_dim
 
@@ -46,9 +47,7 @@ def _log_softmax_lastdim_half(x):
     rounds again, and only then x - max - log(sum) is taken in float32 and rounded."""
     f32 = jnp.float32
 
-    def rounded(v):
-        return v.astype(x.dtype).astype(f32)
-
+    rounded = round_to(x.dtype)
     xf = x.astype(f32)
     m = jnp.max(xf, axis=-1, keepdims=True)
     log_sum = rounded(jnp.log(rounded(jnp.sum(jnp.exp(xf - m), axis=-1, keepdims=True))))

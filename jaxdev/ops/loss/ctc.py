@@ -7,6 +7,7 @@ import jax.numpy as jnp
 import torch
 
 from jaxdev import dtypes
+from jaxdev.ops.cpu_numerics import exp_wide, log_wide
 from jaxdev.ops.registry import aten, register_functional
 from jaxdev.ops.toolkit import J, compiled
 
@@ -102,13 +103,8 @@ def _ctc_labels(flat_targets, offsets, target_lengths, longest, blank):
     return jnp.where(odd, labels, blank).astype(jnp.int64)
 
 
-def _exp(x):
-    """exp as CPU's libm gives it for float32 (correctly rounded): in double, rounded once."""
-    return jnp.exp(x.astype(jnp.float64)).astype(x.dtype)
-
-
-def _log(x):
-    return jnp.log(x.astype(jnp.float64)).astype(x.dtype)
+# exp and log as CPU's libm gives them for float32 (correctly rounded): in double, rounded once.
+_exp, _log = exp_wide, log_wide
 
 
 def _log3(a, b, c):
