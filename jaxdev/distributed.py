@@ -30,7 +30,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
-from torch._C._distributed_c10d import _create_work_from_future
+from torch._C._distributed_c10d import AllgatherOptions, _create_work_from_future
 from torch.futures import Future
 
 from jaxdev import tensor
@@ -53,14 +53,14 @@ def _flat(tensors):
             yield t
 
 
-_REDUCERS = {"SUM": jnp.sum, "MAX": jnp.max, "MIN": jnp.min, "PRODUCT": jnp.prod}
+_REDUCERS = {"SUM": jnp.sum, "MAX": jnp.max, "MIN": jnp.min, "PRODUCT": jnp.prod, "AVG": jnp.mean}
 
 
 class _XlaCollectives:
-    """all_reduce and broadcast of jax tensors as XLA programs over one device per process: for when
-    `jax.distributed` spans exactly this group's processes, in rank order. No host copies: the
-    tensors' arrays form one global array sharded over the processes, reduced by XLA's collectives
-    (gloo between CPU processes, NCCL between GPUs)."""
+    """all_reduce, broadcast, all_gather_into_tensor and reduce_scatter_tensor of jax tensors as XLA
+    programs over one device per process: for when `jax.distributed` spans exactly this group's
+    processes, in rank order. No host copies: the tensors' arrays form one global array sharded over
+    the processes, combined by XLA's collectives (gloo between CPU processes, NCCL between GPUs)."""
 
     def __init__(self, size: int):
         first: dict[int, jax.Device] = {}
@@ -77,30 +77,42 @@ class _XlaCollectives:
     def available(rank: int, size: int) -> bool:
         return size > 1 and jax.process_count() == size and jax.process_index() == rank
 
-    def reducer(self, op) -> str | None:
-        return next((n for n in _REDUCERS if op == getattr(dist.ReduceOp, n)), None)
+    def reducer(self, op, dtype: torch.dtype) -> str | None:
+        name = next((n for n in _REDUCERS if op == getattr(dist.ReduceOp, n)), None)
+        return None if name == "AVG" and not dtype.is_floating_point else name
 
     def _program(self, kind, arg):
         key = (kind, arg)
         if key not in self._programs:
+            out = self.replicated
             if kind == "reduce":
                 fn = functools.partial(_REDUCERS[arg], axis=0)
-            else:
-                fn = lambda g: g[arg]  # broadcast from rank `arg`
-            self._programs[key] = jax.jit(fn, out_shardings=self.replicated)
+            elif kind == "broadcast":
+                fn = lambda g: g[arg]  # from rank `arg`
+            elif kind == "gather":
+                fn = lambda g: g.reshape(-1)  # every rank's values, in rank order
+            else:  # "scatter": reduced, and each rank keeps its block
+                reduce = _REDUCERS[arg]
+                fn = lambda g: reduce(g, axis=0).reshape(self.size, -1)
+                out = self.stacked
+            self._programs[key] = jax.jit(fn, out_shardings=out)
         return self._programs[key]
 
-    def run(self, t: torch.Tensor, kind: str, arg) -> None:
-        local = jax.device_put(tensor.read(t), self.device)[None]
-        stacked = jax.make_array_from_single_device_arrays((self.size, *t.shape), self.stacked, [local])
+    def run(self, t: torch.Tensor, kind: str, arg, source: torch.Tensor | None = None) -> None:
+        """`t` <- the collective `kind` over every rank's `source` (default: `t` itself)."""
+        source = t if source is None else source
+        local = jax.device_put(tensor.read(source), self.device)[None]
+        stacked = jax.make_array_from_single_device_arrays((self.size, *source.shape), self.stacked, [local])
         result = self._program(kind, arg)(stacked).addressable_data(0)
         with torch.no_grad():
-            t.copy_(tensor.wrap(result))
+            t.copy_(tensor.wrap(result.reshape(tuple(t.shape))))
 
 
 class JaxProcessGroup(dist.ProcessGroup):
     """A process group for jax (and CPU) tensors: gloo on host copies, or, for all_reduce and
     broadcast when `jax.distributed` spans the group's processes, XLA collectives (`via`)."""
+
+    _jax_collectives = True  # the functional collectives' jax kernels take this group
 
     def __init__(self, store, rank: int, size: int, timeout):
         super().__init__(rank, size)
@@ -145,7 +157,7 @@ class JaxProcessGroup(dist.ProcessGroup):
 
     def allreduce(self, tensors, opts=None):
         opts = opts or dist.AllreduceOptions()
-        if self._through_xla(tensors) and (name := self._xla.reducer(opts.reduceOp)) is not None:
+        if self._through_xla(tensors) and (name := self._xla.reducer(opts.reduceOp, tensors[0].dtype)) is not None:
             for t in tensors:
                 self._xla.run(t, "reduce", name)
             return _done(tensors)
@@ -166,16 +178,22 @@ class JaxProcessGroup(dist.ProcessGroup):
         return self._run("reduce", tensors, None, opts or dist.ReduceOptions())
 
     def allgather(self, output_lists, input_list, opts=None):
-        return self._run("allgather", output_lists, input_list, opts or dist.AllgatherOptions())
+        return self._run("allgather", output_lists, input_list, opts or AllgatherOptions())
 
     def _allgather_base(self, output, input, opts=None):
-        return self._run("_allgather_base", output, input, opts or dist.AllgatherOptions())
+        if self._through_xla([output, input]) and output.numel() == input.numel() * self.size():
+            self._xla.run(output, "gather", None, input)
+            return _done(output)
+        if output.dim() == input.dim() + 1 and output.is_contiguous():  # the stacked form: gloo takes
+            self._run("_allgather_base", output.view(-1, *input.shape[1:]), input, opts or AllgatherOptions())
+            return _done(output)  # the concatenated form only
+        return self._run("_allgather_base", output, input, opts or AllgatherOptions())
 
-    def all_gather_single(self, output, input, opts=None):
-        return self._run("_allgather_base", output, input, opts or dist.AllgatherOptions())
+    def all_gather_single(self, output, input, opts=None):  # FSDP2's all-gather
+        return self._allgather_base(output, input, opts)
 
-    def reduce_scatter_single(self, output, input, opts=None):
-        return self._run("_reduce_scatter_base", output, input, opts or dist.ReduceScatterOptions())
+    def reduce_scatter_single(self, output, input, opts=None):  # FSDP2's reduce-scatter
+        return self._reduce_scatter_base(output, input, opts)
 
     def all_to_all_single(self, output, input, output_split_sizes, input_split_sizes, opts=None):
         return self.alltoall_base(output, input, output_split_sizes, input_split_sizes, opts)
@@ -190,7 +208,15 @@ class JaxProcessGroup(dist.ProcessGroup):
         return self._run("reduce_scatter", output_list, input_lists, opts or dist.ReduceScatterOptions())
 
     def _reduce_scatter_base(self, output, input, opts=None):
-        return self._run("_reduce_scatter_base", output, input, opts or dist.ReduceScatterOptions())
+        opts = opts or dist.ReduceScatterOptions()
+        if (
+            self._through_xla([output, input])
+            and input.numel() == output.numel() * self.size()
+            and (name := self._xla.reducer(opts.reduceOp, input.dtype)) is not None
+        ):
+            self._xla.run(output, "scatter", name, input)
+            return _done(output)
+        return self._run("_reduce_scatter_base", output, input, opts)
 
     def gather(self, output_lists, input_list, opts=None):
         return self._run("gather", output_lists, input_list, opts or dist.GatherOptions())
@@ -209,6 +235,9 @@ class JaxProcessGroup(dist.ProcessGroup):
 
 
 def _create(opts, backend_options=None):
+    from jaxdev import distributed_functional
+
+    distributed_functional.register()  # DTensor's and FSDP2's functional collectives on jax tensors
     pg = JaxProcessGroup(opts.store, opts.group_rank, opts.group_size, opts.timeout)
     pg._set_group_name(opts.group_id)  # the functional collectives find groups by name
     return pg
