@@ -81,8 +81,8 @@ def _unary(op):
 _BINARY = {
     "add": _binary(aten.add.Tensor, binary._add_alpha),
     "sub": _binary(aten.sub.Tensor, binary._sub_alpha),
-    "mul": _binary(aten.mul.Tensor, exact_numbers=binary._MUL),
-    "div": _binary(aten.div.Tensor, exact_numbers=binary._DIV),
+    "mul": _binary(aten.mul.Tensor, exact_numbers=binary.MUL),
+    "div": _binary(aten.div.Tensor, exact_numbers=binary.DIV),
     "maximum": _binary(aten.maximum.default),
     "minimum": _binary(aten.minimum.default),
 }

@@ -1,4 +1,4 @@
-"""jaxdev/ops/sparse.py against CPU: dense <-> sparse conversions."""
+"""jaxdev/ops/sparse/ against CPU: dense <-> sparse conversions."""
 
 from __future__ import annotations
 

@@ -1,0 +1,199 @@
+"""add, sub, rsub, mul, the divisions (true, trunc and floor rounding, floor_divide) and the
+remainders: alpha checked and read as CPU reads it; integer division by zero raises as on CPU
+(deferred inside compiled programs)."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import torch
+
+from jaxdev import tensor, tracing
+from jaxdev.ops.binary.rules import (
+    ADD,
+    AND,
+    DIV,
+    FMOD,
+    MUL,
+    OR,
+    SUB,
+    as_read,
+    check_subtraction,
+    checked_alpha,
+    int_div_check,
+    is_bool,
+    no_bool_or_complex,
+    no_float_alpha,
+    real_dtype,
+)
+from jaxdev.ops.cpu_numerics import opaque
+from jaxdev.ops.registry import aten, register, register_functional, store_into
+from jaxdev.ops.toolkit import apply, float_of, result_type, same_dtype_bodies, value
+
+
+def _add_alpha(a, b, alpha):
+    return a + b * alpha if a.dtype != jnp.bool_ else jnp.logical_or(a, jnp.logical_and(b, alpha))
+
+
+def _times_complex_alpha(b, alpha):
+    """b * alpha as c10::complex multiplies (CPU's add/sub compute a + alpha * b even for alpha 1:
+    (1+0j) + (inf+0j) is inf+nanj there), spelled out so that XLA cannot drop the multiply."""
+    ar, ai = jnp.real(alpha), jnp.imag(alpha)
+    br, bi = jnp.real(b), jnp.imag(b)
+    return jax.lax.complex(br * ar - bi * ai, br * ai + bi * ar)
+
+
+def _add_complex(a, b, alpha):
+    return a + _times_complex_alpha(b, alpha)
+
+
+def _sub_complex(a, b, alpha):
+    return a - _times_complex_alpha(b, alpha)
+
+
+@register_functional(aten.add.Tensor, aten.add.Scalar, fast={aten.add.Tensor: same_dtype_bodies(ADD, 2, real_dtype)})
+def add(self, other, *, alpha=1):
+    common = result_type(self, other)
+    if type(alpha) is not int:  # the default alpha=1 needs no check
+        no_float_alpha(common, alpha)
+    other = as_read(other, common)
+    if alpha != 1:
+        alpha = checked_alpha(common, alpha)
+    if common.is_complex:
+        return apply(_add_complex, common, common, (self, other), (complex(alpha),))
+    if alpha == 1:
+        return apply(ADD if common != torch.bool else OR, common, common, (self, other))
+    return apply(_add_alpha, common, common, (self, other), (alpha,))
+
+
+def _sub_alpha(a, b, alpha):
+    return a - b * alpha
+
+
+@register_functional(aten.sub.Tensor, aten.sub.Scalar, fast={aten.sub.Tensor: same_dtype_bodies(SUB, 2, real_dtype)})
+def sub(self, other, *, alpha=1):
+    check_subtraction(self, other)  # before promotion: bool - 2**63 (a uint64 Scalar) is refused as a bool
+    common = result_type(self, other)
+    if type(alpha) is not int:
+        no_float_alpha(common, alpha)
+    other = as_read(other, common)
+    if alpha != 1:
+        alpha = checked_alpha(common, alpha)
+    if common.is_complex:
+        return apply(_sub_complex, common, common, (self, other), (complex(alpha),))
+    if alpha == 1:
+        return apply(SUB, common, common, (self, other))
+    return apply(_sub_alpha, common, common, (self, other), (alpha,))
+
+
+def _mul_of_bool(a, b):
+    # XLA's simplifier rewrites x * convert(bool) into select(bool, x, 0), which loses inf * 0 = NaN
+    # (CPU: inf * False is nan, (-inf+0j) * False is nan+nanj); the barrier keeps the product.
+    a, b = opaque((a, b))
+    return a * b
+
+
+@register_functional(
+    aten.mul.Tensor, aten.mul.Scalar, fast={aten.mul.Tensor: same_dtype_bodies(MUL, 2, lambda d: d != torch.bool)}
+)
+def mul(self, other):
+    common = result_type(self, other)
+    if common == torch.bool:
+        return apply(AND, common, common, (self, other))
+    other = as_read(other, common)
+    fn = _mul_of_bool if is_bool(self) or is_bool(other) else MUL
+    return apply(fn, common, common, (self, other), exact_numbers=True)
+
+
+def _trunc_div(a, b):
+    if jnp.issubdtype(a.dtype, jnp.integer):
+        q = jnp.abs(a) // jnp.abs(b)
+        return jnp.where((a < 0) != (b < 0), -q, q)
+    return jnp.trunc(a / b)
+
+
+def _floor_div(a, b):
+    if jnp.issubdtype(a.dtype, jnp.integer):
+        return jnp.floor_divide(a, b)
+    # CPU's div_floor_floating: through fmod, so inf // 2 is nan and -5 // inf is -1, as in Python
+    mod = jnp.fmod(a, b)
+    div = (a - mod) / b
+    div = jnp.where((mod != 0) & ((b < 0) != (mod < 0)), div - 1, div)
+    floor = jnp.floor(div)
+    floor = jnp.where(div - floor > 0.5, floor + 1, floor)
+    floor = jnp.where(div != 0, floor, jnp.copysign(jnp.zeros((), a.dtype), a / b))
+    return jnp.where(b == 0, a / b, floor)
+
+
+@register_functional(
+    aten.div.Tensor, aten.div.Scalar, fast={aten.div.Tensor: same_dtype_bodies(DIV, 2, lambda d: float_of(d) is d)}
+)
+def div(self, other):
+    common = float_of(result_type(self, other))
+    return apply(DIV, common, common, (as_read(self, common), as_read(other, common)), exact_numbers=True)
+
+
+@register_functional(aten.div.Tensor_mode, aten.div.Scalar_mode)
+def div_mode(self, other, *, rounding_mode=None):
+    common = result_type(self, other)
+    if rounding_mode is None:
+        return div(self, other)
+    if rounding_mode not in ("trunc", "floor"):
+        raise RuntimeError(
+            f"div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '{rounding_mode}'"
+        )
+    no_bool_or_complex("div_trunc_cpu" if rounding_mode == "trunc" else "div_floor_cpu", common)
+    other = as_read(other, common)
+    if not (common.is_floating_point or common.is_complex):
+        tracing.check_values(jnp.asarray(value(other)) == 0, lambda: RuntimeError("ZeroDivisionError"))
+    fn = _trunc_div if rounding_mode == "trunc" else _floor_div
+    return apply(fn, common, common, (self, other), exact_numbers=True)
+
+
+def _remainder(a, b):
+    if jnp.issubdtype(a.dtype, jnp.integer):
+        return jnp.remainder(a, b)
+    r = jnp.fmod(a, b)
+    return jnp.where((r != 0) & ((r < 0) != (b < 0)), r + b, r)
+
+
+@register_functional(aten.remainder.Tensor, aten.remainder.Scalar)
+def remainder(self, other):
+    common, other = int_div_check("remainder_cpu", self, other)
+    return apply(_remainder, common, common, (self, other))
+
+
+@register_functional(aten.fmod.Tensor, aten.fmod.Scalar)
+def fmod(self, other):
+    common, other = int_div_check("fmod_cpu", self, other)
+    return apply(FMOD, common, common, (self, other))
+
+
+@register_functional(aten.floor_divide.default, aten.floor_divide.Scalar)
+def floor_divide(self, other):
+    common, other = int_div_check("div_floor_cpu", self, other)
+    return apply(_floor_div, common, common, (self, other), exact_numbers=True)
+
+
+@register(aten.floor_divide_.Tensor)
+def floor_divide_(self, other):
+    """`x //= y`: floor_divide.default in place (its overload name, Tensor, does not pair it with the
+    functional overload `default`, so it was not derived and ran on the CPU fallback)."""
+    tensor.check_no_partial_overlap(self, [other])
+    store_into(self, floor_divide(self, other), resize=False)
+    return self
+
+
+def _rsub(a, b, alpha):
+    return b - a * alpha
+
+
+@register_functional(aten.rsub.Tensor, aten.rsub.Scalar)
+def rsub(self, other, alpha=1):  # alpha is positional in rsub.Scalar, keyword-only in rsub.Tensor
+    check_subtraction(self, other)  # before promotion: bool - 2**63 (a uint64 Scalar) is refused as a bool
+    common = result_type(self, other)
+    if type(alpha) is not int:
+        no_float_alpha(common, alpha)
+    if alpha != 1:
+        alpha = checked_alpha(common, alpha)
+    return apply(_rsub, common, common, (self, as_read(other, common)), (alpha,))

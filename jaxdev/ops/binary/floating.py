@@ -1,0 +1,76 @@
+"""Float-valued binary ops: logaddexp, logaddexp2, nextafter, heaviside, atan2, hypot, copysign."""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+
+from jaxdev import dtypes
+from jaxdev.ops.binary.rules import binary
+from jaxdev.ops.registry import aten, register_functional
+from jaxdev.ops.toolkit import apply, jitted, on_views, result_type
+
+
+def _floating_only(name, fn):
+    """A float-only binary op: integer inputs raise CPU's NotImplementedError."""
+
+    @register_functional(getattr(aten, name).default)
+    def kernel(self, other):
+        common = result_type(self, other)
+        if not (common.is_floating_point or common.is_complex):
+            raise NotImplementedError(f"\"{name}_cpu\" not implemented for '{dtypes.scalar_name(common)}'")
+        return apply(fn, common, common, (self, other))
+
+
+def _logaddexp2(a, b):
+    return jnp.logaddexp2(a, b)
+
+
+def _logaddexp(a, b):
+    if not jnp.iscomplexobj(a):
+        return jnp.logaddexp(a, b)
+    # CPU's complex formula: the operand with the larger real part plus log1p(exp(difference)),
+    # which keeps that operand's imaginary part where a principal-branch log would wrap it by 2*pi
+    larger = jnp.real(a) >= jnp.real(b)
+    m, n = jnp.where(larger, a, b), jnp.where(larger, b, a)
+    return m + jnp.log1p(jnp.exp(n - m))
+
+
+_floating_only("logaddexp", _logaddexp)
+
+
+_floating_only("logaddexp2", _logaddexp2)
+
+
+@register_functional(aten.nextafter.default)
+def nextafter(self, other):
+    """The next representable value in the operands' own dtype: half precision computed in float32
+    (opmath) would step by a float32 ulp and round back to the very same half."""
+    common = result_type(self, other)
+    if not common.is_floating_point:
+        raise NotImplementedError(f"\"nextafter_cpu\" not implemented for '{dtypes.scalar_name(common)}'")
+    return on_views(_nextafter(dtypes.to_jax_dtype(common)), (self, other))
+
+
+@jitted
+def _nextafter(jdt):
+    return lambda a, b: jnp.nextafter(a.astype(jdt), b.astype(jdt))
+
+
+def _heaviside(x, values):
+    return jnp.where(x == 0, values, (x > 0).astype(x.dtype))
+
+
+@register_functional(aten.heaviside.default)
+def heaviside(self, values):
+    if self.dtype != values.dtype:
+        raise RuntimeError("heaviside is not yet implemented for tensors with different dtypes.")
+    return apply(_heaviside, self.dtype, self.dtype, (self, values))
+
+
+for _op, _fn in [
+    (aten.atan2.default, jnp.arctan2),
+    (aten.hypot.default, jnp.hypot),
+    (aten.copysign.Tensor, jnp.copysign),
+    (aten.copysign.Scalar, jnp.copysign),
+]:
+    binary(_op, _fn, float_result=True)
