@@ -33,9 +33,8 @@ import jax.numpy as jnp
 
 from jaxdev import dtypes, layout, tensor, tracing
 from jaxdev.ops import attention_layouts
-from jaxdev.ops.linalg import matmul
 from jaxdev.ops.registry import aten, register
-from jaxdev.ops.toolkit import jitted, on_views, product_precision
+from jaxdev.ops.toolkit import jitted, matmul, on_views, product_precision
 
 
 def _attend(q, k, v, bias, is_causal, scale, precision, accumulate):

@@ -2,34 +2,16 @@
 
 from __future__ import annotations
 
-import warnings
-
 import jax.numpy as jnp
 import numpy as np
 import torch
 
-from jaxdev import dtypes, layout, pinned, tensor, tracing
+from jaxdev import layout, pinned, tensor, tracing
 from jaxdev.device import _check_index
 from jaxdev.ops import registry
 from jaxdev.ops.registry import aten, register
-from jaxdev.ops.toolkit import jitted
+from jaxdev.ops.toolkit import cast
 from jaxdev.tensor import is_jax
-
-
-def _cast(value, dtype: torch.dtype):
-    jdt = dtypes.to_jax_dtype(dtype)
-    if value.dtype == jdt:
-        return value
-    if jnp.issubdtype(value.dtype, jnp.complexfloating) and not dtype.is_complex and dtype != torch.bool:
-        warnings.warn("Casting complex values to real discards the imaginary part", UserWarning, stacklevel=3)
-    return _converter(value.dtype, jdt)(value)  # complex -> bool tests both parts, as CPU's
-
-
-@jitted
-def _converter(source, target):
-    """dtypes.convert as one program (eagerly even float32 -> bfloat16 took 15-18 us: `.to(dtype)` is
-    autocast's and mixed precision's most frequent op)."""
-    return lambda x: dtypes.convert(x, target)
 
 
 def _from_cpu(src: torch.Tensor, non_blocking: bool):
@@ -52,7 +34,7 @@ def copy_into(dst: torch.Tensor, src: torch.Tensor, non_blocking: bool = False) 
                 f"The size of tensor a ({list(dst.shape)}) must match the size of tensor b "
                 f"({list(src.shape)}) for copy_"
             ) from None
-        tensor.write(dst, _cast(value, dst.dtype))
+        tensor.write(dst, cast(value, dst.dtype))
         return dst
     # jax -> CPU (or another device): bring the values to CPU, then use that device's copy_.
     dst.copy_(tensor.to_cpu(tensor.read(src), src.dtype))
@@ -92,7 +74,7 @@ def _strides_for(self, memory_format):
 def _jax_copy(self, value, dtype, memory_format):
     strides = _strides_for(self, memory_format)
     if dtype is not self.dtype:
-        value = _cast(value, dtype)
+        value = cast(value, dtype)
     if strides is None:
         return tensor.wrap(value)
     out = tensor.empty(self.shape, dtype, strides)

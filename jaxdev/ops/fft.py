@@ -14,9 +14,8 @@ import math
 import jax.numpy as jnp
 
 from jaxdev import dtypes, tensor
-from jaxdev.ops.copy import _cast
 from jaxdev.ops.registry import aten, register, register_functional, store_into
-from jaxdev.ops.toolkit import J, jitted, wrap_dim
+from jaxdev.ops.toolkit import J, cast, jitted, wrap_dim
 
 
 def _scaled(y, n, normalization):
@@ -85,7 +84,7 @@ def _out_kernel(fn):
     def kernel(self, *args, out):
         tensor.check_no_partial_overlap(out, (self,))
         value = fn(self, *args)
-        return store_into(out, _cast(value, out.dtype), resize=out is not self)
+        return store_into(out, cast(value, out.dtype), resize=out is not self)
 
     return kernel
 

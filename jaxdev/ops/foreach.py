@@ -17,7 +17,7 @@ call is one jitted program over every index:
 * an in-place op writes each result into its tensor's storage, and gives the old buffers to the program
   (XLA donation) when nothing else holds any of them (tensor.sole_holder);
 * `_foreach_norm` (clip_grad_norm_'s per-gradient norms) runs linalg.vector_norm's own value function
-  (reductions.vector_norm_value) for every tensor in one program.
+  (formulas.vector_norm_value) for every tensor in one program.
 
 Only where the loop would compute that: every tensor a jax tensor that is its whole storage, all
 tensors of one index of the same floating dtype and shape, a single tensor argument (`_foreach_mul_(grads,
@@ -37,7 +37,7 @@ import numpy as np
 import torch
 
 from jaxdev import dtypes, tensor, tracing
-from jaxdev.ops import binary, reductions, ternary, toolkit
+from jaxdev.ops import formulas, toolkit
 from jaxdev.ops.registry import DYNAMIC_NUMBERS, FAST_BODIES, aten, register
 
 _CPU = torch._C.DispatchKeySet(torch._C.DispatchKey.CPU)
@@ -79,19 +79,19 @@ def _unary(op):
 
 
 _BINARY = {
-    "add": _binary(aten.add.Tensor, binary._add_alpha),
-    "sub": _binary(aten.sub.Tensor, binary._sub_alpha),
-    "mul": _binary(aten.mul.Tensor, exact_numbers=binary.MUL),
-    "div": _binary(aten.div.Tensor, exact_numbers=binary.DIV),
+    "add": _binary(aten.add.Tensor, formulas.add_alpha),
+    "sub": _binary(aten.sub.Tensor, formulas.sub_alpha),
+    "mul": _binary(aten.mul.Tensor, exact_numbers=formulas.MUL),
+    "div": _binary(aten.div.Tensor, exact_numbers=formulas.DIV),
     "maximum": _binary(aten.maximum.default),
     "minimum": _binary(aten.minimum.default),
 }
 _TERNARY = {
-    "lerp": _ternary(ternary._lerp, 3),  # lerp(self, end, weight): a tensor weight is cast too
+    "lerp": _ternary(formulas.lerp, 3),  # lerp(self, end, weight): a tensor weight is cast too
     # a number weight is not: lerp.Scalar reads a Python number unrounded (CPU's weight.to<opmath_t>())
-    "lerp by number": _ternary(ternary.lerp_by_number, 2),
-    "addcmul": _ternary(ternary._addcmul, 3),  # (self, tensor1, tensor2, value): value as given
-    "addcdiv": _ternary(ternary._addcdiv, 3),
+    "lerp by number": _ternary(formulas.lerp_by_number, 2),
+    "addcmul": _ternary(formulas.addcmul, 3),  # (self, tensor1, tensor2, value): value as given
+    "addcdiv": _ternary(formulas.addcdiv, 3),
 }
 _UNARY_NAMES = [
     "abs", "acos", "asin", "atan", "ceil", "cos", "cosh", "erf", "erfc", "exp", "expm1", "floor", "frac",
@@ -352,7 +352,7 @@ def _norms(tensors, ord, dtype):
 def _norm_program(kind: type, ord):
     def run(arrays):
         return [
-            reductions.vector_norm_value(a, ord, tuple(range(a.ndim)), False, dtypes.to_torch_dtype(a.dtype))
+            formulas.vector_norm_value(a, ord, tuple(range(a.ndim)), False, dtypes.to_torch_dtype(a.dtype))
             for a in arrays
         ]
 

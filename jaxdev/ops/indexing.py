@@ -20,16 +20,16 @@ import torch
 from jaxdev import dtypes, tensor, tracing
 from jaxdev.ops import out_dtypes
 from jaxdev.ops.advanced_indexing import fill_value, masked_rows, true_positions
-from jaxdev.ops.registry import aten, register, register_functional, store_into
-from jaxdev.ops.toolkit import (
-    J,
-    any_device,
-    jitted,
-    on_views,
-    opmath,
-    outside,
-    wrap_dim,
+from jaxdev.ops.index_checks import (
+    bounds_error,
+    check_in_range,
+    first_outside,
+    index_dtype_check,
+    nonempty_dim,
+    nonempty_size,
 )
+from jaxdev.ops.registry import aten, register, register_functional, store_into
+from jaxdev.ops.toolkit import J, any_device, jitted, on_views, opmath, wrap_dim
 
 
 def _cat_checked(tensors, dim):
@@ -172,18 +172,6 @@ def nonzero_static(self, *, size, fill_value=-1):
     return jnp.argwhere(J(self) != 0, size=size, fill_value=fill_value).astype(jnp.int64)
 
 
-def _first_outside(i, size: int) -> int:
-    """The first index (row-major) outside [0, size): the one CPU's loops report."""
-    flat = np.asarray(i).reshape(-1)
-    return int(flat[np.argmax((flat < 0) | (flat >= size))])
-
-
-def check_in_range(i, size: int, error) -> None:
-    """CPU's index_select/gather/scatter take indices in [0, size) only (no negative ones)."""
-    if i.size:
-        tracing.check_values(outside(0, int(size))(i), error)
-
-
 @register_functional(aten.index_select.default, out=False)
 def index_select(self, dim, index):
     d = wrap_dim(dim, self.dim())
@@ -203,9 +191,7 @@ def index_select(self, dim, index):
         check_in_range(
             i,
             size,
-            lambda: RuntimeError(
-                f"INDICES element is out of DATA bounds, id={_first_outside(i, size)} axis_dim={size}"
-            ),
+            lambda: RuntimeError(f"INDICES element is out of DATA bounds, id={first_outside(i, size)} axis_dim={size}"),
         )
     else:
         check_in_range(i, size, lambda: IndexError("index out of range in self"))
@@ -223,23 +209,6 @@ def index_select_out(self, dim, index, *, out):
     if self.dtype != out.dtype:
         raise RuntimeError("index_select(): self and result must have the same scalar type")
     return store_into(out, index_select(self, dim, index), resize=True)
-
-
-def nonempty_dim(t) -> int:
-    return max(t.dim(), 1)
-
-
-def nonempty_size(t, d: int) -> int:
-    return t.shape[d] if t.dim() else 1
-
-
-def index_dtype_check(name, index) -> None:
-    if index.numel() != 0 and index.dtype not in (torch.int64, torch.int32):  # CPU checks non-empty ones
-        raise RuntimeError(f"{name}(): Expected dtype int32/int64 for index")
-
-
-def bounds_error(i, size, d):
-    return lambda: RuntimeError(f"index {_first_outside(i, size)} is out of bounds for dimension {d} with size {size}")
 
 
 @register_functional(aten.gather.default, out=False)

@@ -13,8 +13,8 @@ import jax.numpy as jnp
 import torch
 
 from jaxdev import dtypes, tracing
+from jaxdev.ops.index_checks import bounds_error, check_in_range, index_dtype_check, nonempty_dim, nonempty_size
 from jaxdev.ops.indexed_writes import into
-from jaxdev.ops.indexing import bounds_error, check_in_range, index_dtype_check, nonempty_dim, nonempty_size
 from jaxdev.ops.reduce_at import positions, reduce_at
 from jaxdev.ops.registry import aten, register, register_functional, store_into
 from jaxdev.ops.toolkit import J, add_at, any_device, check_index_bounds, jitted, multiply_at, opmath, wrap_dim

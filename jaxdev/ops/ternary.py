@@ -8,6 +8,7 @@ import jax.numpy as jnp
 import torch
 
 from jaxdev import dtypes
+from jaxdev.ops import formulas
 from jaxdev.ops.registry import aten, register_functional
 from jaxdev.ops.toolkit import J, apply, opmath, value
 
@@ -83,18 +84,6 @@ def clamp_max(self, max):
     return clamp(self, None, max)
 
 
-def _lerp(a, b, w):
-    return a + w * (b - a)
-
-
-def _addcmul(s, a, b, v):
-    return s + v * a * b
-
-
-def _addcdiv(s, a, b, v):
-    return s + v * a / b
-
-
 def _opmath(dtype: torch.dtype) -> torch.dtype:
     """The dtype CPU's kernels read a Scalar argument in: float for half precision."""
     return torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
@@ -117,26 +106,20 @@ def _lerp_checks(self, end, weight) -> None:
         dtypes.check_scalar(weight, _opmath(self.dtype))
 
 
-def lerp_by_number(s, e, weight):
-    """_lerp with a number weight taken as it is, in opmath (CPU's weight.to<opmath_t>()): not rounded to
-    a half-precision tensor's dtype first, as a tensor weight is."""
-    return _lerp(s, e, weight.astype(s.dtype))
-
-
 @register_functional(aten.lerp.Scalar, aten.lerp.Tensor)
 def lerp(self, end, weight):
     _lerp_checks(self, end, weight)
     common = self.dtype
     if not isinstance(weight, torch.Tensor):
-        return apply(lerp_by_number, common, common, (self, end), (weight,))
-    return apply(_lerp, common, common, (self, end, weight))
+        return apply(formulas.lerp_by_number, common, common, (self, end), (weight,))
+    return apply(formulas.lerp, common, common, (self, end, weight))
 
 
 @register_functional(aten.addcmul.default)
 def addcmul(self, tensor1, tensor2, *, value=1):
     common = torch.promote_types(torch.result_type(tensor1, tensor2), self.dtype)
     dtypes.check_scalar(value, _opmath(common))  # c10's checked value.to<scalar_t>: int8 with 300 raises
-    return apply(_addcmul, common, common, (self, tensor1, tensor2), (_as_scalar_t(value, common),))
+    return apply(formulas.addcmul, common, common, (self, tensor1, tensor2), (_as_scalar_t(value, common),))
 
 
 def _as_scalar_t(value, dtype: torch.dtype):
@@ -158,7 +141,7 @@ def addcdiv(self, tensor1, tensor2, *, value=1):
             "inputs and as (input + value * tensor1 / tensor2) for float inputs. The future addcdiv "
             "behavior is just the latter implementation: (input + value * tensor1 / tensor2), for all dtypes."
         )
-    return apply(_addcdiv, common, common, (self, tensor1, tensor2), (value,))
+    return apply(formulas.addcdiv, common, common, (self, tensor1, tensor2), (value,))
 
 
 def _triangle(keep):

@@ -4,9 +4,10 @@ Families import this module and the registry, never each other. It holds:
 * arguments: `J` (a tensor argument's jax.Array), `value` (tensors or Python scalars),
   `any_device` (index tensors may live on CPU, as with CUDA), `wrap_dim` / `axes` (PyTorch's dim
   rules and errors);
-* dtypes: `opmath` (the dtype a half-precision op computes in), `float_of`, and the names PyTorch
-  prints (`dtypes.scalar_name`: "Float", `dtypes.name`: "float32");
+* dtypes: `opmath` (the dtype a half-precision op computes in), `float_of`, `cast` (as copy_ casts),
+  and the names PyTorch prints (`dtypes.scalar_name`: "Float", `dtypes.name`: "float32");
 * the one jit policy, `jitted`: a kernel body is built once per static signature and jitted;
+* `product_precision` / `matmul`: products at the device's precision;
 * `apply`: run an elementwise body on tensors cast to a compute dtype, cast to the result dtype;
 * `sort_key` / `stable_sort`: PyTorch's order (NaN last, -0.0 == 0.0, stable ties);
 * `add_at` / `multiply_at` / `check_index_bounds`: accumulation and bounds as PyTorch does them.
@@ -15,6 +16,7 @@ Families import this module and the registry, never each other. It holds:
 from __future__ import annotations
 
 import functools
+import warnings
 from collections.abc import Callable
 
 import jax
@@ -33,11 +35,13 @@ __all__ = [
     "any_device",
     "apply",
     "axes",
+    "cast",
     "check_index_bounds",
     "compiled",
     "each_location_once",
     "float_of",
     "jitted",
+    "matmul",
     "multiply_at",
     "on_views",
     "opmath",
@@ -110,6 +114,17 @@ def float_of(dtype: torch.dtype) -> torch.dtype:
     return dtype if (dtype.is_floating_point or dtype.is_complex) else torch.get_default_dtype()
 
 
+def cast(value: jax.Array, dtype: torch.dtype) -> jax.Array:
+    """`value` converted to `dtype` as `copy_` converts it (complex -> bool tests both parts, as CPU's),
+    with PyTorch's warning when a complex value loses its imaginary part."""
+    jdt = dtypes.to_jax_dtype(dtype)
+    if value.dtype == jdt:
+        return value
+    if jnp.issubdtype(value.dtype, jnp.complexfloating) and not dtype.is_complex and dtype != torch.bool:
+        warnings.warn("Casting complex values to real discards the imaginary part", UserWarning, stacklevel=3)
+    return _converter(value.dtype, jdt)(value)
+
+
 # --- the jit policy --------------------------------------------------------------------------------
 
 
@@ -129,6 +144,13 @@ def jitted(factory: Callable) -> Callable:
         return tuple(jax.jit(b) for b in body) if isinstance(body, tuple) else jax.jit(body)
 
     return functools.update_wrapper(build, factory)
+
+
+@jitted
+def _converter(source, target):
+    """dtypes.convert as one program (eagerly even float32 -> bfloat16 took 15-18 us: `.to(dtype)` is
+    autocast's and mixed precision's most frequent op)."""
+    return lambda x: dtypes.convert(x, target)
 
 
 @jitted
@@ -294,6 +316,16 @@ def product_precision(jdt) -> tuple:
     if jdt == jnp.float32:
         return _FLOAT32_PRECISION[torch.get_float32_matmul_precision()], None
     return jax.lax.Precision.HIGHEST, None
+
+
+def matmul(a, b, precision, accumulate):
+    """jnp.matmul at the device's product precision (product_precision). On XLA's CPU backend a
+    half x half -> float32 dot has no kernel for every operand layout (a transposed view read inside
+    the product's program: "Unsupported element type for DotThunk::Execute: BF16 x BF16 = F32"), so
+    there half operands are widened first: their products are exact in float32, the result the same."""
+    if accumulate is not None and a.dtype != accumulate and jax.default_backend() == "cpu":
+        a, b = a.astype(accumulate), b.astype(accumulate)
+    return jnp.matmul(a, b, precision=precision, preferred_element_type=accumulate)
 
 
 # --- ordering as PyTorch does it --------------------------------------------------------------------

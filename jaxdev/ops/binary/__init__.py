@@ -4,5 +4,3 @@ integer-only ops. Result dtypes are `torch.result_type`'s; half precision comput
 Importing the package registers them all."""
 
 from jaxdev.ops.binary import arithmetic, comparisons, floating, integer, powers  # noqa: F401
-from jaxdev.ops.binary.arithmetic import _add_alpha, _sub_alpha  # noqa: F401  (foreach composes them)
-from jaxdev.ops.binary.rules import DIV, MUL  # noqa: F401  (foreach composes them)

@@ -12,9 +12,7 @@ from jaxdev import tensor, tracing
 from jaxdev.ops.binary.rules import (
     ADD,
     AND,
-    DIV,
     FMOD,
-    MUL,
     OR,
     SUB,
     as_read,
@@ -27,12 +25,9 @@ from jaxdev.ops.binary.rules import (
     real_dtype,
 )
 from jaxdev.ops.cpu_numerics import opaque
+from jaxdev.ops.formulas import DIV, MUL, add_alpha, sub_alpha
 from jaxdev.ops.registry import aten, register, register_functional, store_into
 from jaxdev.ops.toolkit import apply, float_of, result_type, same_dtype_bodies, value
-
-
-def _add_alpha(a, b, alpha):
-    return a + b * alpha if a.dtype != jnp.bool_ else jnp.logical_or(a, jnp.logical_and(b, alpha))
 
 
 def _times_complex_alpha(b, alpha):
@@ -63,11 +58,7 @@ def add(self, other, *, alpha=1):
         return apply(_add_complex, common, common, (self, other), (complex(alpha),))
     if alpha == 1:
         return apply(ADD if common != torch.bool else OR, common, common, (self, other))
-    return apply(_add_alpha, common, common, (self, other), (alpha,))
-
-
-def _sub_alpha(a, b, alpha):
-    return a - b * alpha
+    return apply(add_alpha, common, common, (self, other), (alpha,))
 
 
 @register_functional(aten.sub.Tensor, aten.sub.Scalar, fast={aten.sub.Tensor: same_dtype_bodies(SUB, 2, real_dtype)})
@@ -83,7 +74,7 @@ def sub(self, other, *, alpha=1):
         return apply(_sub_complex, common, common, (self, other), (complex(alpha),))
     if alpha == 1:
         return apply(SUB, common, common, (self, other))
-    return apply(_sub_alpha, common, common, (self, other), (alpha,))
+    return apply(sub_alpha, common, common, (self, other), (alpha,))
 
 
 def _mul_of_bool(a, b):

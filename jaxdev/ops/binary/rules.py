@@ -10,10 +10,7 @@ from jaxdev import dtypes, tracing
 from jaxdev.ops.registry import register_functional
 from jaxdev.ops.toolkit import apply, float_of, plain, result_type, typed_bodies, value
 
-ADD, OR, SUB, MUL, AND, DIV, FMOD, POW = map(
-    plain,
-    (jnp.add, jnp.logical_or, jnp.subtract, jnp.multiply, jnp.logical_and, jnp.true_divide, jnp.fmod, jnp.power),
-)
+ADD, OR, SUB, AND, FMOD, POW = map(plain, (jnp.add, jnp.logical_or, jnp.subtract, jnp.logical_and, jnp.fmod, jnp.power))
 
 
 def cpu_refuses(name: str, common: torch.dtype) -> Exception | None:

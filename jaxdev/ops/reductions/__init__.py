@@ -4,4 +4,3 @@
 Importing the package registers them all."""
 
 from jaxdev.ops.reductions import extrema, logical, moments, norms, sums  # noqa: F401
-from jaxdev.ops.reductions.norms import vector_norm_value  # noqa: F401  (foreach's _foreach_norm runs it)

@@ -3,13 +3,13 @@ torch.norm's aten overloads and renorm."""
 
 from __future__ import annotations
 
-import jax
 import jax.numpy as jnp
 import torch
 
 from jaxdev import dtypes
+from jaxdev.ops.formulas import vector_norm_value
 from jaxdev.ops.registry import aten, register_functional
-from jaxdev.ops.toolkit import J, axes, jitted, opmath, wrap_dim
+from jaxdev.ops.toolkit import J, axes, jitted, wrap_dim
 
 
 def _check_norm_dtype(self, dtype):
@@ -66,21 +66,6 @@ def _check_norm_identity(self, ord, dim) -> None:
                 f"linalg.vector_norm cannot compute the {ord:g} norm on the dimension {d}because this dimension "
                 "is empty and the operation does not have an identity"
             )
-
-
-def vector_norm_value(values, ord, ax: tuple, keepdim: bool, src: torch.dtype) -> jax.Array:
-    """linalg.vector_norm's value on arrays (traceable; jaxdev/ops/foreach.py's _foreach_norm runs it
-    too): `values` computed in `src`'s opmath dtype, the result in `src`'s real dtype."""
-    x = jnp.abs(values.astype(opmath(dtypes.to_jax_dtype(src))))
-    if ord == float("inf"):
-        r = jnp.max(x, axis=ax, keepdims=keepdim)
-    elif ord == float("-inf"):
-        r = jnp.min(x, axis=ax, keepdims=keepdim)
-    elif ord == 0:
-        r = jnp.sum((x != 0).astype(x.dtype), axis=ax, keepdims=keepdim)
-    else:
-        r = jnp.sum(x**ord, axis=ax, keepdims=keepdim) ** (1.0 / ord)
-    return r.astype(dtypes.to_jax_dtype(src.to_real()))
 
 
 def _norm(self, p, dim, keepdim, dtype):

@@ -1,0 +1,59 @@
+"""Formulas more than one family applies: pure JAX functions of arrays, which a kernel jits (through
+`toolkit.apply` or a jitted factory) and which another family composes into a program of its own
+(foreach's one program per tensor list). They live here, public, so that both run the very same
+function object, hence the same jitted body and the same bits, without one family importing another.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import torch
+
+from jaxdev import dtypes
+from jaxdev.ops.toolkit import opmath, plain
+
+# mul's and div's bodies (`plain`: a jnp ufunc keys the jit cache slowly).
+MUL, DIV = plain(jnp.multiply), plain(jnp.true_divide)
+
+
+def add_alpha(a, b, alpha):
+    """add's body for an alpha other than 1: a + b * alpha (for bool, a or (b and alpha))."""
+    return a + b * alpha if a.dtype != jnp.bool_ else jnp.logical_or(a, jnp.logical_and(b, alpha))
+
+
+def sub_alpha(a, b, alpha):
+    return a - b * alpha
+
+
+def lerp(a, b, w):
+    return a + w * (b - a)
+
+
+def lerp_by_number(s, e, weight):
+    """lerp with a number weight taken as it is, in opmath (CPU's weight.to<opmath_t>()): not rounded to
+    a half-precision tensor's dtype first, as a tensor weight is."""
+    return lerp(s, e, weight.astype(s.dtype))
+
+
+def addcmul(s, a, b, v):
+    return s + v * a * b
+
+
+def addcdiv(s, a, b, v):
+    return s + v * a / b
+
+
+def vector_norm_value(values, ord, ax: tuple, keepdim: bool, src: torch.dtype) -> jax.Array:
+    """linalg.vector_norm's value on arrays (traceable; foreach's _foreach_norm runs it too): `values`
+    computed in `src`'s opmath dtype, the result in `src`'s real dtype."""
+    x = jnp.abs(values.astype(opmath(dtypes.to_jax_dtype(src))))
+    if ord == float("inf"):
+        r = jnp.max(x, axis=ax, keepdims=keepdim)
+    elif ord == float("-inf"):
+        r = jnp.min(x, axis=ax, keepdims=keepdim)
+    elif ord == 0:
+        r = jnp.sum((x != 0).astype(x.dtype), axis=ax, keepdims=keepdim)
+    else:
+        r = jnp.sum(x**ord, axis=ax, keepdims=keepdim) ** (1.0 / ord)
+    return r.astype(dtypes.to_jax_dtype(src.to_real()))

@@ -1,0 +1,40 @@
+"""CPU's checks of the index tensors of index_select, gather and scatter (and their errors), shared by
+the indexing and scatter families: indices in [0, size) only, int32/int64 dtypes, and PyTorch's
+convention that a 0-dim tensor has one dim of size 1."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from jaxdev import tracing
+from jaxdev.ops.toolkit import outside
+
+
+def first_outside(i, size: int) -> int:
+    """The first index (row-major) outside [0, size): the one CPU's loops report."""
+    flat = np.asarray(i).reshape(-1)
+    return int(flat[np.argmax((flat < 0) | (flat >= size))])
+
+
+def check_in_range(i, size: int, error) -> None:
+    """CPU's index_select/gather/scatter take indices in [0, size) only (no negative ones)."""
+    if i.size:
+        tracing.check_values(outside(0, int(size))(i), error)
+
+
+def index_dtype_check(name, index) -> None:
+    if index.numel() != 0 and index.dtype not in (torch.int64, torch.int32):  # CPU checks non-empty ones
+        raise RuntimeError(f"{name}(): Expected dtype int32/int64 for index")
+
+
+def bounds_error(i, size, d):
+    return lambda: RuntimeError(f"index {first_outside(i, size)} is out of bounds for dimension {d} with size {size}")
+
+
+def nonempty_dim(t) -> int:
+    return max(t.dim(), 1)
+
+
+def nonempty_size(t, d: int) -> int:
+    return t.shape[d] if t.dim() else 1
