@@ -57,6 +57,7 @@ def main() -> None:
     print(f"geometric mean ratio jaxdev/jnp: {gmean:.2f}")
     training_path(args.size, args.repeat)
     breakdown(args.size, args.repeat)
+    fused_recording(args.size, args.repeat)
 
 
 def training_path(n: int, repeat: int) -> None:
@@ -173,6 +174,46 @@ def breakdown(n: int, repeat: int) -> None:
         t = time_pair(fn, parts["jnp.add (reference)"], repeat, batches=10)[0]
         ref = ref or t
         print(f"{name:<36} {t * 1e6:>8.2f} {t / ref:>10.2f}")
+
+
+def fused_recording(n: int, repeat: int, ops: int = 50) -> None:
+    """What fused eager's host side costs per op: `ops` ops recorded in a row (a * b, relu, a transpose's
+    view, an in-place add), then one flush, against the same ops in per-op mode. The recording is timed
+    alone (thread CPU time, so the flush's program and the machine's other load stay out), the flush
+    apart, per segment."""
+    import statistics
+    import time
+
+    from jaxdev.fused import recorder
+
+    a, b = torch.randn(n, n).to("jax"), torch.randn(n, n).to("jax")
+    bodies = {
+        "a * b": lambda x: x * b,
+        "relu": torch.relu,
+        "t() (a view)": lambda x: x.t(),
+        "add_ (in place)": lambda x: x.add_(b),
+    }
+    print(f"\n{'fused eager, per op':<20} {'record us':>10} {'per-op us':>10} {'flush us':>9}")
+    for name, body in bodies.items():
+        times = {}
+        for mode in ("fused", "op"):
+            record, flush = [], []
+            with jaxdev.eager_mode(mode):
+                for i in range(max(repeat // ops, 20) + 10):
+                    x = a.clone()
+                    recorder.flush()
+                    t0 = time.thread_time()
+                    for _ in range(ops):
+                        x = body(x)
+                    t1 = time.thread_time()
+                    recorder.flush()
+                    if i >= 10:  # warm: every program built
+                        record.append((t1 - t0) / ops)
+                        flush.append(time.thread_time() - t1)
+            times[mode] = statistics.median(record), statistics.median(flush)
+        print(
+            f"{name:<20} {times['fused'][0] * 1e6:>10.2f} {times['op'][0] * 1e6:>10.2f} {times['fused'][1] * 1e6:>9.1f}"
+        )
 
 
 if __name__ == "__main__":
