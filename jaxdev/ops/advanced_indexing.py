@@ -11,8 +11,6 @@ would silently clamp them). `x[idx] = v` into a storage nothing else sees writes
 
 from __future__ import annotations
 
-import functools
-
 import jax
 import jax.numpy as jnp
 import torch
@@ -26,29 +24,37 @@ from jaxdev.ops.toolkit import J, add_at, any_device, check_index_bounds, jitted
 # Positions of true values, one compile per shape.
 
 
-@jax.jit
-def _padded_positions(x):
+@jitted
+def _padded_positions():
     """argwhere(x != 0) padded to x.size rows, and the count of true values."""
-    m = x != 0
-    return jnp.argwhere(m, size=m.size, fill_value=0), jnp.sum(m)
+
+    def run(x):
+        m = x != 0
+        return jnp.argwhere(m, size=m.size, fill_value=0), jnp.sum(m)
+
+    return run
 
 
 def true_positions(x) -> jax.Array:
     """jnp.argwhere(x != 0) (int64 rows), compiled once per shape: the count selects a prefix."""
-    rows, count = _padded_positions(x)
+    rows, count = _padded_positions()(x)
     return jax.lax.slice_in_dim(rows, 0, int(count))
 
 
-@functools.partial(jax.jit, static_argnums=2)
-def _padded_rows(x, m, p):
+@jitted
+def _padded_rows(p):
     """x's entries where the mask m (over dims p .. p + m.ndim) is true, padded to m.size rows along
     dim p, and the count of true values."""
-    flat = x.reshape(x.shape[:p] + (-1,) + x.shape[p + m.ndim :])
-    return jnp.take(flat, jnp.flatnonzero(m, size=m.size, fill_value=0), axis=p), jnp.sum(m)
+
+    def run(x, m):
+        flat = x.reshape(x.shape[:p] + (-1,) + x.shape[p + m.ndim :])
+        return jnp.take(flat, jnp.flatnonzero(m, size=m.size, fill_value=0), axis=p), jnp.sum(m)
+
+    return run
 
 
 def masked_rows(x, m, p):
-    rows, count = _padded_rows(x, m, p)
+    rows, count = _padded_rows(p)(x, m)
     return jax.lax.slice_in_dim(rows, 0, int(count), axis=p)
 
 

@@ -35,7 +35,7 @@ from jax.extend import random as jax_extend_random
 
 from jaxdev import dtypes, tensor, tracing
 from jaxdev.core.placement import SHARDED, SHARDED_ENTRIES
-from jaxdev.ops.toolkit import opmath
+from jaxdev.ops.toolkit import jitted, opmath
 
 CHUNK = 1 << 22  # values per chunk: 16 MiB of float32, and 48 MiB of threefry scratch on CPU
 MIN_VALUES = 4 * CHUNK  # smaller fills are drawn whole: one program, no per-chunk calls
@@ -76,7 +76,7 @@ def _offset_impl():
     )
 
 
-@functools.lru_cache(maxsize=32)
+@jitted(maxsize=32)
 def _chunk(kind: str, size: int, real):
     """`size` values of the draw `kind` from counter (hi, lo) on: those values of the whole draw."""
 
@@ -84,10 +84,10 @@ def _chunk(kind: str, size: int, real):
         data = jnp.concatenate([jax.random.key_data(key), jnp.stack([hi, lo])])
         return BODIES[kind](jax.random.wrap_key_data(data, impl=_offset_impl()), size, real, a, b)
 
-    return jax.jit(draw)
+    return draw
 
 
-@functools.lru_cache(maxsize=64)
+@jitted(maxsize=64, donate=(0,))
 def _put(shape: tuple, jdt):
     """Writes a chunk (cast to `jdt`, as the whole draw's copy casts it) into `out` from `start`; `out`
     is donated: the result is the same buffer, in the tensor's shape."""
@@ -96,7 +96,7 @@ def _put(shape: tuple, jdt):
         flat = lax.dynamic_update_slice(out.reshape(-1), chunk.astype(jdt), (start,))
         return flat.reshape(shape)
 
-    return jax.jit(put, donate_argnums=0)
+    return put
 
 
 def _words(start: int) -> tuple:

@@ -30,8 +30,6 @@ per-tensor ops), with its checks and its errors.
 
 from __future__ import annotations
 
-import functools
-
 import jax
 import numpy as np
 import torch
@@ -242,7 +240,7 @@ def _numbers_argument(numbers: list):
 _COMPUTE = {dtypes.to_jax_dtype(d): toolkit.opmath(dtypes.to_jax_dtype(d)) for d in _FLOATS}
 
 
-@functools.lru_cache(maxsize=1024)
+@toolkit.jitted(maxsize=1024, donate=lambda name, body, kinds, computes, donate: (0,) if donate else ())
 def _program(name: str, body, kinds: tuple, computes: tuple, donate: bool):
     def run(selfs, lists, shared, numbers):
         out = []
@@ -266,7 +264,7 @@ def _program(name: str, body, kinds: tuple, computes: tuple, donate: bool):
             out.append(fn(*args, *tail))
         return out
 
-    return jax.jit(run, donate_argnums=(0,) if donate else ())
+    return run
 
 
 def _zeros(selfs):
@@ -348,7 +346,7 @@ def _norms(tensors, ord, dtype):
     return [tensor.wrap(r) for r in _norm_program(type(ord), ord)(arrays)]
 
 
-@functools.lru_cache(maxsize=64)
+@toolkit.jitted(maxsize=64)
 def _norm_program(kind: type, ord):
     def run(arrays):
         return [
@@ -356,7 +354,7 @@ def _norm_program(kind: type, ord):
             for a in arrays
         ]
 
-    return jax.jit(run)
+    return run
 
 
 @register(aten._foreach_norm.Scalar)

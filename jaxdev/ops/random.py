@@ -5,7 +5,6 @@ Reduced-precision floats are drawn in float32 and rounded, so every dtype sees t
 
 from __future__ import annotations
 
-import functools
 import math
 import warnings
 
@@ -35,22 +34,22 @@ def _bucket(n: int) -> int:
     return -(-n // step) * step
 
 
-@functools.lru_cache(maxsize=256)
+@jitted(maxsize=256)
 def _flat_normal(size, real):
-    return jax.jit(lambda key, mean, scale: chunked_draws.normal_body(key, size, real, mean, scale))
+    return lambda key, mean, scale: chunked_draws.normal_body(key, size, real, mean, scale)
 
 
-@functools.lru_cache(maxsize=256)
+@jitted(maxsize=256)
 def _flat_uniform(size, real):
-    return jax.jit(lambda key, low, high: chunked_draws.uniform_body(key, size, real, low, high))
+    return lambda key, low, high: chunked_draws.uniform_body(key, size, real, low, high)
 
 
-@functools.lru_cache(maxsize=256)
+@jitted(maxsize=256)
 def _flat_integers(size, low, high):
-    return jax.jit(lambda key: jax.random.randint(key, (size,), low, high, jnp.int64))
+    return lambda key: jax.random.randint(key, (size,), low, high, jnp.int64)
 
 
-@functools.lru_cache(maxsize=4096)
+@jitted(maxsize=4096)
 def _shaped(shape, jdt, is_complex):
     """The first values of a flat draw as a tensor of `shape` (pairs of parts for a complex one)."""
     n = math.prod(shape)
@@ -60,7 +59,7 @@ def _shaped(shape, jdt, is_complex):
             return jax.lax.complex(flat[0 : 2 * n : 2], flat[1 : 2 * n : 2]).reshape(shape).astype(jdt)
         return flat[:n].reshape(shape).astype(jdt)
 
-    return jax.jit(take)
+    return take
 
 
 def _draws(self) -> int:
@@ -346,16 +345,20 @@ def native_dropout(input, p, train):
         return x, jnp.ones(x.shape, jnp.bool_)
     if p == 1:
         return jnp.zeros_like(x), jnp.zeros(x.shape, jnp.bool_)
-    return _dropout(x, rng.next_key(), 1.0 - p)
+    return _dropout()(x, rng.next_key(), 1.0 - p)
 
 
-@jax.jit
-def _dropout(x, key, keep):
+@jitted
+def _dropout():
     """One program: the kept mask (a uniform draw below `keep`) and the kept values scaled by 1/keep in
     x's compute dtype (`keep` an argument as eagerly, not a constant XLA might fold differently)."""
-    mask = jax.random.bernoulli(key, keep, x.shape)
-    c = opmath(x.dtype)
-    return (x.astype(c) * mask / keep).astype(x.dtype), mask
+
+    def run(x, key, keep):
+        mask = jax.random.bernoulli(key, keep, x.shape)
+        c = opmath(x.dtype)
+        return (x.astype(c) * mask / keep).astype(x.dtype), mask
+
+    return run
 
 
 @register_functional(aten.native_dropout_backward.default)

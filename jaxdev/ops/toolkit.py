@@ -126,24 +126,44 @@ def cast(value: jax.Array, dtype: torch.dtype) -> jax.Array:
 
 
 # --- the jit policy --------------------------------------------------------------------------------
+# Every program a kernel runs is made by `jitted`: a factory of bodies, cached by its static arguments
+# (`maxsize` bounds a cache keyed by shapes; `donate` gives argument buffers to the program). A body
+# with no static arguments is a factory of none (`_padded_positions()(x)`). Three kinds of program are
+# made otherwise, each for a reason of its own:
+# * a program that exists, re-jitted with its first argument donated (indexed_writes.into): keyed by
+#   the program object, which is not a static argument;
+# * a program keyed by a signature jitted's cache cannot express (inplace._program: 1, 1.0 and True are
+#   one key there, and give different programs), and a one-off check program (chunked_draws._agrees);
+# * below ops, modules that ops import (jaxdev/core, rng, distributed, custom_ops) and whole-graph
+#   programs (jaxdev/compiler, jaxdev/fused) jit with jax.jit: they cannot import ops.toolkit without
+#   importing upward, and their programs carry shardings or user bodies, not kernel bodies.
 
 
-def jitted(factory: Callable) -> Callable:
+def jitted(factory: Callable | None = None, *, maxsize: int | None = None, donate: tuple | Callable = ()):
     """Decorator for `factory(*static) -> body` (or a tuple of bodies), `body(*arrays)` pure JAX.
 
     The decorated factory returns the body jitted, built once per static tuple (static values
     must be hashable). Eager JAX pays its dispatch cost per primitive; a jitted body pays it once
     per call, and under `torch.compile` it inlines into the program. The factory runs under
     `jax.ensure_compile_time_eval`, so a constant it builds is a concrete array even when the first
-    call happens while a compiled program is being traced (a cached tracer would leak)."""
+    call happens while a compiled program is being traced (a cached tracer would leak).
 
-    @functools.cache
+    `maxsize`: keep the last `maxsize` bodies only (a factory keyed by sizes or shapes, without
+    bound); all by default. `donate`: the positions of the body's arguments whose buffers it may use
+    for its results (XLA donation: the caller gives them up), or a function of the static arguments
+    that says them. Used bare (`@jitted`) or with options (`@jitted(maxsize=64)`)."""
+    if factory is None:
+        return functools.partial(jitted, maxsize=maxsize, donate=donate)
+
     def build(*static):
         with jax.ensure_compile_time_eval():
             body = factory(*static)
-        return tuple(jax.jit(b) for b in body) if isinstance(body, tuple) else jax.jit(body)
+        given = donate(*static) if callable(donate) else donate
+        jit = functools.partial(jax.jit, donate_argnums=given) if given else jax.jit
+        return tuple(jit(b) for b in body) if isinstance(body, tuple) else jit(body)
 
-    return functools.update_wrapper(build, factory)
+    cached = functools.cache(build) if maxsize is None else functools.lru_cache(maxsize=maxsize)(build)
+    return functools.update_wrapper(cached, factory)
 
 
 @jitted
@@ -264,7 +284,7 @@ def on_views(body, args, extra=()):
 _plain_values = native.module.plain_values if native.module is not None else None
 
 
-@functools.lru_cache(maxsize=4096)
+@jitted(maxsize=4096)
 def _reading_views(body, recipes):
     def run(*args):
         values, i = [], 0
@@ -277,7 +297,7 @@ def _reading_views(body, recipes):
                 i += 2
         return body(*values, *args[i:])
 
-    return jax.jit(run)
+    return run
 
 
 def each_location_once(t):
