@@ -15,6 +15,7 @@ import jax.numpy as jnp
 import torch
 
 from jaxdev import dtypes
+from jaxdev.ops import complex_c99
 from jaxdev.ops.registry import aten, register_functional
 from jaxdev.ops.toolkit import J, apply, float_of, plain, same_dtype_bodies, typed_bodies
 
@@ -132,23 +133,23 @@ for _op, _fn in [
     (aten.sin.default, jnp.sin),
     (aten.cos.default, jnp.cos),
     (aten.tan.default, jnp.tan),
-    (aten.asin.default, jnp.arcsin),
-    (aten.acos.default, jnp.arccos),
-    (aten.atan.default, jnp.arctan),
+    (aten.asin.default, complex_c99.asin),
+    (aten.acos.default, complex_c99.acos),
+    (aten.atan.default, complex_c99.atan),
     (aten.sinh.default, jnp.sinh),
     (aten.cosh.default, jnp.cosh),
     (aten.tanh.default, jnp.tanh),
-    (aten.asinh.default, jnp.arcsinh),
-    (aten.acosh.default, jnp.arccosh),
-    (aten.atanh.default, jnp.arctanh),
+    (aten.asinh.default, complex_c99.asinh),
+    (aten.acosh.default, complex_c99.acosh),
+    (aten.atanh.default, complex_c99.atanh),
     (aten.exp.default, jnp.exp),
     (aten.exp2.default, jnp.exp2),
     (aten.expm1.default, jnp.expm1),
-    (aten.log.default, jnp.log),
+    (aten.log.default, complex_c99.log),
     (aten.log2.default, jnp.log2),
     (aten.log10.default, jnp.log10),
     (aten.log1p.default, jnp.log1p),
-    (aten.sqrt.default, jnp.sqrt),
+    (aten.sqrt.default, complex_c99.sqrt),
     (aten.rsqrt.default, jax.lax.rsqrt),
     (aten.sigmoid.default, jax.nn.sigmoid),
     (aten.erf.default, jax.scipy.special.erf),
