@@ -35,6 +35,7 @@ from torch.futures import Future
 
 from jaxdev import tensor
 from jaxdev.tensor import is_jax
+from jaxdev.tracing import tracing_now
 
 BACKEND = "jax"
 
@@ -43,6 +44,13 @@ def _done(result) -> dist.Work:
     fut = Future()
     fut.set_result(result)
     return _create_work_from_future(fut)
+
+
+def _eager_only() -> None:
+    """Collectives run eagerly: inside a traced program (torch.compile's graphs) every process would
+    have to trace the same collectives in the same order; the compiler runs such a graph op by op."""
+    if tracing_now():
+        raise RuntimeError("a collective of the 'jax' process group runs eagerly, not inside a traced program")
 
 
 def _flat(tensors):
@@ -133,6 +141,7 @@ class JaxProcessGroup(dist.ProcessGroup):
 
     # Each collective: host copies of the jax tensors, gloo on them, written back into the outputs.
     def _run(self, method, outputs, inputs, *args):
+        _eager_only()
         jax_tensors = {id(t) for t in _flat([outputs, inputs]) if is_jax(t)}
 
         def host(x):
@@ -153,6 +162,7 @@ class JaxProcessGroup(dist.ProcessGroup):
         return _done(outputs)
 
     def _through_xla(self, tensors) -> bool:
+        _eager_only()
         return self.via == "xla" and all(is_jax(t) for t in tensors)
 
     def allreduce(self, tensors, opts=None):
