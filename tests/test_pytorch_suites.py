@@ -81,7 +81,7 @@ def test_compare_counts_only_what_cpu_passes_and_jax_ran():
         "a": _o("a", "passed"),
         "b": _o("b", "passed"),
         "c": _o("c", "failed", "RuntimeError", "x 1"),
-        "d": _o("d", "skipped"),
+        "d": _o("d", "skipped", msg="Skipped: Only runs on cpu"),
         "e": _o("e", "crashed"),
         "g": _o("g", "passed"),
         "h": _o("h", "failed"),
@@ -89,6 +89,7 @@ def test_compare_counts_only_what_cpu_passes_and_jax_ran():
     comp = sr.compare("s", cpu, jax)
     assert (comp.cpu_passed, comp.jax_passed, comp.jax_skipped, comp.not_reached) == (6, 2, 1, 1)
     assert comp.cpu_only_failures == 1
+    assert dict(comp.skip_reasons) == {"Skipped: Only runs on cpu": 1}
     assert sorted(o.key for o in comp.jax_only) == ["c", "e"]
     assert comp.ratio == pytest.approx(2 / 4)
     assert sr.compare("s", {}, {}).ratio is None

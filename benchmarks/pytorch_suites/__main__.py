@@ -31,6 +31,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--suite", action="append", choices=sorted(SUITES), help="repeatable; default: all four")
     p.add_argument("--subset", type=int, help="a seeded uniform sample of this many tests per suite (from CPU's list)")
     p.add_argument("--seed", type=int, default=0, help="the sample's seed (default 0)")
+    p.add_argument("--select", help="a file of the tests to run (neutral keys, one a line: a run's *-subset.txt)")
     p.add_argument("-k", dest="k", help="pytest's -k expression, for both devices")
     p.add_argument("--time-limit", type=float, default=3600, help="seconds per suite and pass (default 3600)")
     p.add_argument(
@@ -61,6 +62,8 @@ class Options:
 
 
 def _select(suite, files_dir, run_dir, args) -> str | None:
+    if args.select:
+        return os.path.abspath(args.select)
     if not args.subset:
         return None
     keys = collect(suite, files_dir, os.path.join(run_dir, f"{suite.name}-all.txt"), args.k)

@@ -54,6 +54,9 @@ def print_report(rows, top: int, console: Console | None = None) -> None:
     console = console or Console(width=200)
     console.print(summary_table(rows))
     for title, comp, _ in rows:
+        if comp.skip_reasons:
+            reasons = "; ".join(f"{n} x {why}" for why, n in comp.skip_reasons.most_common())
+            console.print(f"{title}: jax skipped {comp.jax_skipped} of CPU's passes: {reasons}")
         if comp.jax_only:
             console.print(causes_table(title, comp, top))
 
@@ -70,6 +73,7 @@ def save_summary(path: str, header: dict, rows) -> None:
                 "jax_skipped": comp.jax_skipped,
                 "not_reached": comp.not_reached,
                 "cpu_only_failures": comp.cpu_only_failures,
+                "jax_skip_reasons": dict(comp.skip_reasons),
                 "passes": [
                     {
                         "label": p.label,

@@ -124,6 +124,7 @@ class Comparison:
     not_reached: int = 0  # CPU passed, jax never ran it (time limit)
     cpu_only_failures: int = 0  # jax passed, CPU failed
     jax_only: list[Outcome] = field(default_factory=list)  # CPU passed, jax failed, errored or crashed
+    skip_reasons: Counter = field(default_factory=Counter)  # why jax skipped what CPU passed
 
     @property
     def ratio(self) -> float | None:
@@ -147,6 +148,7 @@ def compare(suite: str, cpu: dict[str, Outcome], jax: dict[str, Outcome]) -> Com
             result.jax_passed += 1
         elif dev.outcome == SKIPPED:
             result.jax_skipped += 1
+            result.skip_reasons[(dev.message.splitlines() or [""])[0][:120]] += 1
         else:
             result.jax_only.append(dev)
     return result
