@@ -192,3 +192,25 @@ def test_plugin_records_selects_and_restarts_past_a_crash(tmp_path):
     assert done.restarts == 1 and not done.stopped_by_time
     failed = next(o for o in out.values() if o.outcome == "failed")
     assert sr.normalise(failed.exc_type, failed.message) == "RuntimeError: kernel for op_7 missing on <dev>"
+
+
+def test_report_merges_a_sample_and_its_complement(tmp_path):
+    """--report over two runs of one suite: outcomes united, times summed, a pass only one run has left out."""
+    import suites_merge
+
+    suite = suites_source.SUITES["view_ops"]
+    for name, key, jax_outcome, labels in (("a", "k1", "passed", ("cpu", "jax cold", "jax warm")), ("b", "k2", "failed", ("cpu", "jax cold"))):  # fmt: skip
+        run = tmp_path / name
+        run.mkdir()
+        passes = [{"label": label, "wall_s": 10.0, "tests_s": 4.0} for label in labels]
+        (run / "summary.json").write_text(json.dumps({"source": "src", "suites": [{"suite": suite.title, "passes": passes}]}))  # fmt: skip
+        for label in labels:
+            outcome = "passed" if label == "cpu" else jax_outcome
+            extra = {"exc_type": "RuntimeError", "message": "no"} if outcome == "failed" else {}
+            lines = _records((key, f"f.py::T::{key}", "call", outcome, 1.0, extra), (key, f"f.py::T::{key}", "teardown", "passed", 0.0))  # fmt: skip
+            (run / f"view_ops-{label.replace(' ', '-')}.jsonl").write_text("\n".join(lines) + "\n")
+    origin, rows = suites_merge.merge([str(tmp_path / "a"), str(tmp_path / "b")], [suite])
+    ((title, comp, passes),) = rows
+    assert origin == "src" and title == suite.title
+    assert [(p.label, p.wall_s, p.tests_s) for p in passes] == [("cpu", 20.0, 8.0), ("jax cold", 20.0, 8.0)]
+    assert (comp.cpu_passed, comp.jax_passed, [o.key for o in comp.jax_only]) == (2, 1, ["k2"])

@@ -15,6 +15,7 @@ import shutil
 import sys
 
 from rich.console import Console
+from suites_merge import merge
 from suites_report import print_report, save_summary
 from suites_results import compare, read_outcomes
 from suites_run import PassResult, collect, run_pass
@@ -41,6 +42,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     )  # fmt: skip
     p.add_argument("--cache-dir", help="JAXDEV_CACHE_DIR for --cache warm (default: the work dir's xla-cache)")
     p.add_argument("--work-dir", default=DEFAULT_WORK, help=f"extracted files and results (default {DEFAULT_WORK})")
+    p.add_argument(
+        "--report", nargs="+", metavar="RUN_DIR", help="print the report of saved runs (merged), run nothing"
+    )
     p.add_argument("--top", type=int, default=15, help="causes shown per suite (default 15)")
     return p.parse_args(argv)
 
@@ -111,6 +115,15 @@ def run_suite(suite, files_dir, run_dir, args):
 def main(argv=None) -> int:
     args = parse_args(argv)
     suites = [SUITES[name] for name in (args.suite or list(SUITES))]
+    if args.report:
+        try:
+            origin, rows = merge(args.report, suites)
+        except (OSError, ValueError) as e:
+            print(f"pytorch_suites: {e}", file=sys.stderr)
+            return 2
+        print(f"{origin}\nruns: {', '.join(args.report)}")
+        print_report(rows, args.top, Console(width=200))
+        return 0
     try:
         files_dir, origin = prepare(args, suites)
     except SourceError as e:
