@@ -254,6 +254,15 @@ class _Specialisation:
         return results
 
 
+def _planned_val(val):
+    """A fake result's dtype, sizes and strides as a meta tensor (picklable), where they are plain ints."""
+    if isinstance(val, (tuple, list)):
+        return type(val)(_planned_val(v) for v in val)
+    if not isinstance(val, torch.Tensor) or not all(type(s) is int for s in (*val.shape, *val.stride())):
+        return None
+    return torch.empty_strided(tuple(val.shape), val.stride(), dtype=val.dtype, device="meta")
+
+
 def _on_storage(storage, meta) -> torch.Tensor:
     dtype, shape, stride, offset, conj, neg = meta
     t = tensor.tensor_on_storage(storage, dtype, shape, stride, offset)
@@ -296,13 +305,20 @@ class GraphProgram:
         self.op = _GraphOp(self)
 
     def __getstate__(self):
-        """AOTAutograd's cache pickles a program as its graph: nothing traced or compiled (node
-        metadata does not survive pickling, so the output devices it gave are kept)."""
-        return {"gm": self.gm, "name": self.name, "output_devices": self.output_devices}
+        """AOTAutograd's cache pickles a program as its graph: nothing traced or compiled. Node
+        metadata does not survive pickling, so what the trace reads of it is kept: the output
+        devices, and each node's planned layout (`planned.py`) as a meta tensor."""
+        vals = [_planned_val(n.meta.get("val")) for n in self.gm.graph.nodes]
+        return {"gm": self.gm, "name": self.name, "output_devices": self.output_devices, "vals": vals}
 
     def __setstate__(self, state):
         self.__init__(state["gm"], state["name"])
         self.output_devices = state["output_devices"]
+        nodes = list(self.gm.graph.nodes)
+        if len(nodes) == len(state["vals"]):  # the same graph, node for node
+            for node, val in zip(nodes, state["vals"]):
+                if val is not None:
+                    node.meta["val"] = val
 
     def __call__(self, args):
         args = list(args)

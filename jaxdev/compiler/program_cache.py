@@ -79,8 +79,8 @@ def key(spec, inputs) -> str | None:
 
 
 def _graph_key(gm) -> str:
-    """The graph's ops and dataflow, by node position: an unpickled graph (AOTAutograd's cache) has
-    other node names than the one traced, and the same program."""
+    """The graph's ops, dataflow and planned layouts, by node position: an unpickled graph
+    (AOTAutograd's cache) has other node names than the one traced, and the same program."""
     index: dict = {}
     nodes = []
     for i, node in enumerate(gm.graph.nodes):
@@ -93,8 +93,17 @@ def _graph_key(gm) -> str:
                 str(target) if isinstance(target, torch._ops.OpOverload) else torch.fx.node._get_qualified_name(target)
             )
         args = torch.fx.node.map_arg((node.args, node.kwargs), lambda n: ("node", index[n]))
-        nodes.append((node.op, target, args))
+        nodes.append((node.op, target, args, _layout(node.meta.get("val"))))
     return repr(nodes)
+
+
+def _layout(val):
+    """A node's planned dtype, sizes and strides (the trace lays new results out so: planned.py)."""
+    if isinstance(val, (tuple, list)):
+        return tuple(_layout(v) for v in val)
+    if isinstance(val, torch.Tensor):
+        return (str(val.dtype), tuple(map(str, val.shape)), tuple(map(str, val.stride())))
+    return None
 
 
 def install(spec, inputs, arrays, base) -> bool:

@@ -137,3 +137,19 @@ def test_a_program_pickles_as_its_graph():
 def test_off_values(monkeypatch, value):
     monkeypatch.setenv(aot_cache.ENV, value)
     assert not aot_cache.enabled()
+
+
+def test_a_program_keeps_its_planned_layouts_through_pickling():
+    """The trace lays new results out as AOTAutograd planned them (node.meta["val"], planned.py);
+    pickling a graph drops node metadata, so the program keeps each node's layout itself."""
+
+    def f(x):
+        return x.t().contiguous() + 1
+
+    gm = torch.fx.symbolic_trace(f)
+    nodes = list(gm.graph.nodes)
+    nodes[1].meta["val"] = torch.empty_strided((3, 2), (1, 3), device="meta")  # planned column-major
+    again = pickle.loads(pickle.dumps(GraphProgram(gm, "forward")))
+    val = list(again.gm.graph.nodes)[1].meta["val"]
+    assert val.shape == (3, 2) and val.stride() == (1, 3) and val.device.type == "meta"
+    assert all("val" not in n.meta for i, n in enumerate(again.gm.graph.nodes) if i != 1)
