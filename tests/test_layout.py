@@ -277,3 +277,25 @@ def test_size_one_dims_strided_channels_last_propagate_as_on_cpu():
             assert (a + b).stride() == expected
             for f in (lambda x: x * 2, lambda x: 2 * x, lambda x: x.clamp(min=0.1), lambda x: x**2):
                 assert f(a).stride() == f(a.cpu()).stride()  # a Python number is an operand of mul.Tensor only
+
+
+def test_copies_of_a_non_dense_tensor_keep_its_order_of_dims():
+    """clone() and .to("jax") of a strided slice lay out as CPU's empty_like(preserve_format): dense
+    strides in the input's order of dims (jax gave contiguous; found by OpInfo's reference inputs),
+    checked against CPU on random layouts, expanded ones included."""
+    import random
+
+    rng = random.Random(0)
+    for _ in range(30):  # each new layout compiles its programs: ~0.7 s each here
+        ndim = rng.randint(1, 4)
+        shape = [rng.choice([1, 2, 3, 5]) for _ in range(ndim)]
+        strides = [rng.choice([0, 1, 2, 3, 5, 7, 12, 30]) for _ in range(ndim)]
+        offset = rng.randint(0, 3)
+        base = torch.randn(offset + sum((n - 1) * s for n, s in zip(shape, strides)) + 1)
+        x = base.as_strided(shape, strides, offset)
+        on_jax = base.to("jax").as_strided(shape, strides, offset)
+        want = x.clone()
+        assert on_jax.clone().stride() == want.stride(), (shape, strides)
+        if 0 not in strides:  # an expanded tensor's transfer is CPU -> device, not empty_like's case
+            assert x.to("jax").stride() == want.stride(), (shape, strides)
+        assert torch.equal(on_jax.clone().cpu(), want)

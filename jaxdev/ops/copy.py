@@ -67,7 +67,12 @@ def _strides_for(self, memory_format):
             return None
         # Contiguous by the flag but with other strides in size-1/size-0 dims ((2, 1, 3) with (3, 7, 1)):
         # CPU's empty_like keeps them, as it keeps any dense layout.
-        return self.stride() if self.is_contiguous() or tensor.is_non_overlapping_and_dense(self) else None
+        if self.is_contiguous() or tensor.is_non_overlapping_and_dense(self):
+            return self.stride()
+        # Not dense (a strided slice, an expanded tensor): CPU's empty_like infers dense strides in the
+        # input's order of dims (infer_dense_strides), TensorIterator's rule for one operand; (6, 5, 3)
+        # with strides (2, 12, 60) clones to (1, 6, 30), not contiguous (OpInfo's reference inputs).
+        return layout.elementwise_strides([(tuple(self.shape), tuple(self.stride()))])
     return tensor.strides_for(self.shape, memory_format)
 
 
