@@ -15,7 +15,7 @@ import torch
 
 from jaxdev import dtypes, tensor
 from jaxdev.ops.registry import aten, check_cast, register, register_functional, store_into
-from jaxdev.ops.toolkit import J, jitted, on_views, product_precision, wrap_dim
+from jaxdev.ops.toolkit import J, jitted, matmul, on_views, product_precision, wrap_dim
 
 
 def _same_dtype(name, *ts):
@@ -35,16 +35,6 @@ def _no_bool_product(name: str, dtype: torch.dtype, out_numel: int, inner: int) 
     inner dimension is 0 (a product of no terms: zeros). dot refuses always (`inner` None)."""
     if dtype == torch.bool and out_numel != 0 and inner != 0:
         raise NotImplementedError(f"\"{name}\" not implemented for 'Bool'")
-
-
-def matmul(a, b, precision, accumulate):
-    """jnp.matmul at the device's product precision (toolkit.product_precision). On XLA's CPU backend a
-    half x half -> float32 dot has no kernel for every operand layout (a transposed view read inside
-    the product's program: "Unsupported element type for DotThunk::Execute: BF16 x BF16 = F32"), so
-    there half operands are widened first: their products are exact in float32, the result the same."""
-    if accumulate is not None and a.dtype != accumulate and jax.default_backend() == "cpu":
-        a, b = a.astype(accumulate), b.astype(accumulate)
-    return jnp.matmul(a, b, precision=precision, preferred_element_type=accumulate)
 
 
 @jitted
