@@ -1,7 +1,10 @@
 """The auditor as a library: what reaches the `jax` device, how well it works, and what changed.
 
 One module per concern: `dispatch` (dispatcher introspection), `samples` (OpInfo samples),
-`runner` (worker processes), `matrix` (the YAML coverage matrix), `explain`, `gate`, `report`.
+`check` (running a sample on CPU and jax, and its public judging API), `runner` (the one worker
+pool: `unit_work` runs OpInfo units in it, `schema_samples` the direct trials of aten overloads),
+`facts` (statuses and op facts as data), `matrix` and `aten_matrix` (the YAML coverage matrices),
+`explain`, `gate`, `report`.
 `lookup` (entries of the committed YAML), `schemas` (torch's operator schemas, cached) and
 `listing` let `explain` and `ops` answer without the device. The CLI in `jaxdev.cli` only parses
 arguments and renders what these return.

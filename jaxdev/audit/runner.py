@@ -1,28 +1,29 @@
-"""Worker processes that run OpInfo samples, so a crash or a hang costs one sample, not the sweep.
+"""The auditor's one worker pool: worker processes that run tasks, so a crash or a hang costs one
+task (or one sample of it), never the run. Both the OpInfo sweep (unit_work.py: a unit's samples)
+and the direct trials (schema_samples/work.py: one aten overload) run in it.
 
-Each worker is `python -m jaxdev.audit.runner IN_FD OUT_FD`: it imports torch, jax, jaxdev and op_db
-once, then serves units until the sweep ends. For each sample it first
-says ("start", i, repro), then ("sample", i, verdict). If the worker dies or goes silent past the timeout
-during sample i, the parent records sample i as crash/timeout, starts a fresh worker, and resumes the
-unit at sample i + 1.
+Each worker is `python -m jaxdev.audit.runner IN_FD OUT_FD SERVER`: SERVER names the module that
+serves its tasks (`prepare()` once, then `serve(request, send)` per task). The worker says
+("ready",), then per task any progress messages and finally ("done", payload). A task (`Task`)
+keeps its own state: the pool hands its `request()` to an idle worker, passes it the worker's
+messages, and tells it when the worker died or went silent past the timeout (`lost`): the task
+then says whether to run again (resume) in a fresh worker.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import importlib
 import os
 import signal
 import subprocess
 import sys
 import time
 from collections import deque
-from collections.abc import Callable
 from multiprocessing.connection import Connection, wait
 
 from jaxdev.audit import AuditError
-from jaxdev.audit.facts import FAILURES, SweepOptions, worst
-from jaxdev.audit.samples import Unit
 
 CACHE_DIR = os.path.join(os.path.expanduser("~"), ".cache", "jaxdev", "jax")
 CACHE_ENV = "JAXDEV_AUDIT_CACHE"
@@ -34,78 +35,50 @@ CACHE_ENV = "JAXDEV_AUDIT_CACHE"
 FAST_COMPILE_FLAGS = ("--xla_backend_optimization_level=0", "--xla_llvm_disable_expensive_passes=true")
 MLIR_CONTEXT_USES = 1000  # lowerings per shared MLIR context (bounds what a context accumulates)
 STARTUP_TIMEOUT_S = 180.0
-MAX_LOST_SAMPLES = 2  # crashes/timeouts after which a unit's remaining samples are not run
 
 
-@dataclasses.dataclass
-class UnitResult:
-    unit: Unit
-    entry: dict
-    aten: list[str]
-    samples: int
+class Task:
+    """One task of a pool. `request()`: the message that starts (or resumes) it in a worker;
+    `progress(msg)`: a worker's message before ("done", payload), which goes to `done`;
+    `lost(status, reason)`: the worker crashed or hung on it (status crash or timeout): True to
+    run it again in a fresh worker, False when the task is over."""
+
+    def request(self) -> tuple:
+        raise NotImplementedError
+
+    def progress(self, msg: tuple) -> None:
+        raise NotImplementedError
+
+    def done(self, payload) -> None:
+        raise NotImplementedError
+
+    def lost(self, status: str, reason: str) -> bool:
+        raise NotImplementedError
 
 
-class _Work:
-    """A unit in progress: the verdicts so far and where to resume."""
+@dataclasses.dataclass(frozen=True)
+class Pool:
+    """How tasks run: `server` (the module serving them in the workers), `jobs` workers, a
+    `timeout` in seconds of silence per task, the workers' `env` (worker_env), what the workers
+    are called in an error (`name`) and how many failed starts in a row are an error."""
 
-    def __init__(self, unit: Unit, max_samples: int):
-        self.unit = unit
-        self.max_samples = max_samples
-        self.verdicts: dict[int, dict] = {}
-        self.total: int | None = None
-        self.next = 0
-        self.lost = 0
-
-    def entry(self) -> dict:
-        verdicts = [self.verdicts[i] for i in sorted(self.verdicts)]
-        status = worst(v["status"] for v in verdicts) if verdicts else "skip"
-        # the first sample of the cell's status that says something (a pass by float64 arbitration
-        # or up to gauge explains itself even when an earlier sample passed plainly)
-        of_status = [v for v in verdicts if v["status"] == status]
-        first_bad = next((v for v in of_status if v.get("reason")), of_status[0] if of_status else {})
-        counts: dict[str, int] = {}
-        for v in verdicts:
-            counts[v["status"]] = counts.get(v["status"], 0) + 1
-        entry = {
-            "status": status,
-            "reason": first_bad.get("reason", "no samples"),
-            "samples": len(verdicts),
-            "counts": counts,
-        }
-        fallback = sorted({op for v in verdicts for op in v.get("fallback", ())})
-        if fallback:
-            entry["fallback"] = fallback
-        if (status in FAILURES or status == "stride_mismatch") and first_bad.get("repro"):
-            entry["repro"] = first_bad["repro"]
-        for key in ("max_abs", "max_rel"):
-            values = [v[key] for v in verdicts if key in v]
-            if values:
-                entry[key] = float(f"{max(values):.4g}")
-        if any(v.get("random") for v in verdicts):
-            entry["random"] = True
-        arbitrated = sum(1 for v in verdicts if v.get("arbitrated"))
-        if arbitrated:
-            entry["arbitrated"] = arbitrated  # samples that passed by float64 arbitration (check.arbitrate)
-        if self.total is not None and self.total > self.max_samples:
-            entry["limited"] = True
-        return entry
-
-    def aten(self) -> list[str]:
-        return sorted({op for v in self.verdicts.values() for op in v.get("aten", ())})
+    server: str
+    jobs: int
+    timeout: float
+    env: dict
+    name: str
+    max_failed_starts: int = 1
 
 
 class WorkerProcess:
-    """A child `python -m MODULE fd_in fd_out` in its own session, talking over two pipes; killed
-    with its whole process group (a crash or hang costs only the child). Subclasses add the state
-    of the work they hand it."""
+    """A child `python -m jaxdev.audit.runner fd_in fd_out SERVER` in its own session, talking over
+    two pipes; killed with its whole process group (a crash or hang costs only the child)."""
 
-    module = "jaxdev.audit.runner"
-
-    def __init__(self, env: dict):
+    def __init__(self, env: dict, server: str):
         parent_in, child_out = os.pipe()
         child_in, parent_out = os.pipe()
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", self.module, str(child_in), str(child_out)],
+            [sys.executable, "-m", "jaxdev.audit.runner", str(child_in), str(child_out), server],
             pass_fds=(child_in, child_out),
             env=env,
             stdin=subprocess.DEVNULL,
@@ -119,6 +92,7 @@ class WorkerProcess:
         self.send = Connection(parent_out, readable=False)
         self.ready = False
         self.deadline = time.monotonic() + STARTUP_TIMEOUT_S
+        self.task: Task | None = None
 
     def kill(self) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -134,12 +108,95 @@ class WorkerProcess:
         return f"worker exited with code {rc}"
 
 
-class _Worker(WorkerProcess):
-    def __init__(self, env: dict):
-        super().__init__(env)
-        self.work: _Work | None = None
-        self.current: int | None = None
-        self.current_repro = ""  # the sample's shapes, dtypes and kwargs, for a crash or hang
+def run(tasks: list[Task], pool: Pool) -> None:
+    """Run every task across `pool.jobs` workers until each is done or lost for good."""
+    _Run(tasks, pool).loop()
+
+
+class _Run:
+    """The pool's loop: start workers as tasks need them, hand out tasks, read answers, and charge
+    crashes and silences past the timeout to the task in hand."""
+
+    def __init__(self, tasks: list[Task], pool: Pool):
+        self.pool = pool
+        self.queue: deque[Task] = deque(tasks)
+        self.workers: list[WorkerProcess] = []
+        self.failed_starts = 0  # in a row: a worker that cannot start at all is an error
+
+    def loop(self) -> None:
+        try:
+            while self.queue or any(w.task for w in self.workers):
+                busy = sum(1 for w in self.workers if w.task)
+                while len(self.workers) < self.pool.jobs and len(self.workers) < len(self.queue) + busy:
+                    self.workers.append(WorkerProcess(self.pool.env, self.pool.server))
+                if not self.workers:
+                    break  # jobs < 1: nothing can run (callers check their options first)
+                ready = wait(
+                    [w.recv for w in self.workers],
+                    timeout=max(0.05, min(w.deadline for w in self.workers) - time.monotonic()),
+                )
+                now = time.monotonic()
+                for w in list(self.workers):
+                    if w.recv in ready:
+                        self._answer(w, now)
+                    elif now > w.deadline:
+                        self._silent(w)
+        finally:
+            for w in self.workers:
+                w.kill()
+
+    def _answer(self, w: WorkerProcess, now: float) -> None:
+        try:
+            msg = w.recv.recv()
+        except (EOFError, OSError):
+            self._lose(w, "crash", w.died_how())
+            return
+        w.deadline = now + self.pool.timeout
+        if msg[0] == "ready":
+            w.ready, self.failed_starts = True, 0
+        elif msg[0] == "done":
+            task, w.task = w.task, None
+            task.done(msg[1])
+        else:
+            w.task.progress(msg)
+            return
+        self._next(w, now)
+
+    def _next(self, w: WorkerProcess, now: float) -> None:
+        """Hand an idle worker the next task, or stop it when none is left."""
+        if self.queue:
+            w.task = self.queue.popleft()
+            w.send.send(w.task.request())
+            w.deadline = now + self.pool.timeout
+        else:
+            w.send.send(("stop",))
+            self._drop(w)
+
+    def _silent(self, w: WorkerProcess) -> None:
+        if not w.ready:
+            self._lose(w, "timeout", f"no answer within {STARTUP_TIMEOUT_S:g} s")
+        else:
+            self._lose(w, "timeout", f"no answer within {self.pool.timeout:g} s")
+
+    def _lose(self, w: WorkerProcess, status: str, reason: str) -> None:
+        """The worker died or hung: a failed start, or the task in hand is charged (and maybe resumed)."""
+        task = w.task
+        self._drop(w)
+        if not w.ready:
+            self.failed_starts += 1
+            if self.failed_starts >= self.pool.max_failed_starts:
+                times = f" {self.failed_starts} times in a row" if self.failed_starts > 1 else ""
+                raise AuditError(
+                    f"a {self.pool.name} failed to start{times} ({reason}); "
+                    "check JAXDEV_AUDIT_PLUGINS and the environment"
+                )
+            return
+        if task is not None and task.lost(status, reason):
+            self.queue.appendleft(task)
+
+    def _drop(self, w: WorkerProcess) -> None:
+        w.kill()
+        self.workers.remove(w)
 
 
 def worker_connections(fd_in: int, fd_out: int) -> tuple[Connection, Connection]:
@@ -155,6 +212,7 @@ def worker_connections(fd_in: int, fd_out: int) -> tuple[Connection, Connection]
 
 
 def worker_env(env: dict | None = None, cache_dir: str | None = None) -> dict:
+    """The workers' environment: the CPU fallback silent, JAX's persistent cache, fast compiles."""
     env = dict(os.environ if env is None else env)
     env.setdefault("JAXDEV_FALLBACK", "silent")
     if cache_dir:
@@ -164,117 +222,6 @@ def worker_env(env: dict | None = None, cache_dir: str | None = None) -> dict:
     ours = [f for f in FAST_COMPILE_FLAGS if not any(x.startswith(f.split("=")[0] + "=") for x in flags)]
     env["XLA_FLAGS"] = " ".join(flags + ours)
     return env
-
-
-def run(
-    units: list[Unit],
-    options: SweepOptions,
-    *,
-    on_result: Callable[[UnitResult], None],
-    on_sample: Callable[[], None] | None = None,
-    env: dict | None = None,
-) -> int:
-    """Run every unit across `options.jobs` workers; `on_result` gets each finished unit. Returns
-    samples run. `options.cache_dir`: JAX's persistent cache (default $JAXDEV_AUDIT_CACHE, else CACHE_DIR)."""
-    jobs, timeout, max_samples = options.jobs, options.timeout, options.max_samples
-    env = worker_env(env, options.cache_dir)
-    queue: deque[_Work] = deque(_Work(u, max_samples) for u in units)
-    workers: list[_Worker] = []
-    samples_run = 0
-
-    def finish(work: _Work):
-        on_result(UnitResult(work.unit, work.entry(), work.aten(), len(work.verdicts)))
-
-    def assign(w: _Worker):
-        if not queue:
-            return
-        w.work = queue.popleft()
-        w.current = None
-        w.send.send(("unit", w.work.unit, w.work.next, w.work.max_samples))
-        w.deadline = time.monotonic() + timeout
-
-    def lose(w: _Worker, status: str, reason: str):
-        """The worker crashed or hung: charge the current sample (or the whole unit) and move on."""
-        nonlocal samples_run
-        work = w.work
-        w.kill()
-        workers.remove(w)
-        if work is None:
-            if not w.ready:
-                raise AuditError(
-                    f"a coverage worker failed to start ({reason}); check JAXDEV_AUDIT_PLUGINS and the environment"
-                )
-            return
-        i = w.current if w.current is not None else work.next
-        repro = w.current_repro if w.current is not None else ""
-        work.verdicts[i] = {
-            "status": status,
-            "reason": reason,
-            "repro": repro or f"{work.unit.op} {work.unit.dtype} {work.unit.direction}: sample {i}",
-        }
-        samples_run += 1
-        work.lost += 1
-        work.next = i + 1
-        limit = min(work.total if work.total is not None else i + 1, work.max_samples)
-        if work.lost < MAX_LOST_SAMPLES and work.next < limit:
-            queue.appendleft(work)
-        else:
-            finish(work)
-
-    try:
-        while queue or any(w.work for w in workers):
-            while len(workers) < jobs and (queue or not workers):
-                workers.append(_Worker(env))
-            ready = wait(
-                [w.recv for w in workers], timeout=max(0.05, min(w.deadline for w in workers) - time.monotonic())
-            )
-            now = time.monotonic()
-            for w in list(workers):
-                if w.recv in ready:
-                    try:
-                        msg = w.recv.recv()
-                    except (EOFError, OSError):
-                        lose(w, "crash", w.died_how() + (f" on sample {w.current}" if w.current is not None else ""))
-                        continue
-                    w.deadline = now + timeout
-                    kind = msg[0]
-                    if kind == "ready":
-                        w.ready = True
-                        assign(w)
-                    elif kind == "count":
-                        w.work.total = msg[1]
-                    elif kind == "start":
-                        w.current, w.current_repro = msg[1], msg[2]
-                    elif kind == "sample":
-                        w.work.verdicts[msg[1]] = msg[2]
-                        w.work.next = msg[1] + 1
-                        w.current = None
-                        samples_run += 1
-                        if on_sample:
-                            on_sample()
-                    elif kind == "done":
-                        if "error" in msg[1]:
-                            w.work.verdicts.setdefault(w.work.next, {"status": "skip", "reason": msg[1]["error"]})
-                        finish(w.work)
-                        w.work = None
-                        assign(w)
-                elif now > w.deadline:
-                    what = (
-                        "start"
-                        if not w.ready
-                        else (f"sample {w.current}" if w.current is not None else "sample generation")
-                    )
-                    lose(w, "timeout", f"no answer within {timeout:g} s on {what}")
-            # idle workers with nothing left to do
-            for w in list(workers):
-                if w.ready and w.work is None and not queue:
-                    w.send.send(("stop",))
-                    w.kill()
-                    workers.remove(w)
-    finally:
-        for w in workers:
-            w.kill()
-    return samples_run
 
 
 def _share_mlir_context() -> None:
@@ -302,11 +249,10 @@ def _share_mlir_context() -> None:
     mlir.make_ir_context = shared_context
 
 
-def _worker_main(fd_in: int, fd_out: int) -> None:
+def _worker_main(fd_in: int, fd_out: int, server: str) -> None:
     recv, send = worker_connections(fd_in, fd_out)
-    from jaxdev.audit import check, samples
-
-    samples.op_db()
+    serving = importlib.import_module(server)
+    serving.prepare()
     send.send(("ready",))
     while True:
         try:
@@ -315,23 +261,8 @@ def _worker_main(fd_in: int, fd_out: int) -> None:
             return
         if msg[0] == "stop":
             return
-        _, unit, start, limit = msg
-        try:
-            todo = samples.samples(unit, limit + 1)  # one more than run: enough to tell "limited"
-        except Exception as e:  # the OpInfo's sample generator itself failed
-            send.send(("done", {"error": f"sample generation raised {type(e).__name__}: {str(e)[:200]}"}))
-            continue
-        send.send(("count", len(todo)))
-        for i in range(start, min(len(todo), limit)):
-            repro = check.describe(unit, todo[i])
-            send.send(("start", i, repro))
-            try:
-                verdict = check.run_sample(unit, todo[i], repro)
-            except Exception as e:  # an auditor bug on an odd sample must not stop the sweep
-                verdict = {"status": "exception", "reason": f"auditor: {type(e).__name__}: {str(e)[:200]}"}
-            send.send(("sample", i, verdict))
-        send.send(("done", {}))
+        serving.serve(msg, send)
 
 
 if __name__ == "__main__":
-    _worker_main(int(sys.argv[1]), int(sys.argv[2]))
+    _worker_main(int(sys.argv[1]), int(sys.argv[2]), sys.argv[3])

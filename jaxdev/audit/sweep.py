@@ -9,7 +9,7 @@ import re
 import time
 from collections.abc import Callable
 
-from jaxdev.audit import AuditError, matrix, runner, samples
+from jaxdev.audit import AuditError, matrix, samples, unit_work
 from jaxdev.audit.facts import SweepOptions
 
 # A kill loses at most the work since the last save. Saving a full matrix takes ~0.5 s, so the
@@ -51,7 +51,7 @@ def sweep(
     merge: bool = False,
     run_info: dict | None = None,
     on_start: Callable[[int, int], None] | None = None,
-    on_unit: Callable[[runner.UnitResult], None] | None = None,
+    on_unit: Callable[[unit_work.UnitResult], None] | None = None,
     on_sample: Callable[[], None] | None = None,
 ) -> matrix.Matrix:
     """Runs the units, writes `out_path` as it goes, and returns the final matrix (see `start` for
@@ -65,50 +65,64 @@ def sweep(
     # they were: they describe most of its cells. Its samples are recounted from the cells. A
     # resume of the same scope (a full sweep's, or the scoped run that made the file) continues it.
     owns_run = not kept_whole or (resume and m.run.get("scope") == (run_info or {}).get("scope"))
-    previous_wall = m.run.get("wall_s", 0.0) if resume else 0.0
-    previous_samples = m.run.get("samples", 0) if resume else 0
+    writer = _Writer(m, out_path, owns_run, resume)
     if owns_run:
         m.run.update({"max_samples": options.max_samples, "timeout_s": options.timeout, **(run_info or {})})
         m.run["complete"] = False
     if on_start:
         on_start(len(units) - len(todo), len(todo))
-    start_time = time.monotonic()
-    last_save = [start_time]
-    save_cost = [0.0]
 
-    def save(complete: bool):
-        began = time.monotonic()
-        if owns_run:
-            m.run["wall_s"] = round(previous_wall + began - start_time, 1)
-            m.run["complete"] = complete
-        else:
-            matrix.recount_samples(m)
-        matrix.save(m, out_path)
-        last_save[0] = time.monotonic()
-        save_cost[0] = last_save[0] - began
-
-    done_samples = [0]
-
-    def on_result(r: runner.UnitResult):
-        m.put(r.unit.op, r.unit.dtype, r.unit.direction, r.entry, r.aten)
-        done_samples[0] += r.samples
-        if owns_run:
-            m.run["samples"] = previous_samples + done_samples[0]
+    def on_result(r: unit_work.UnitResult):
+        writer.take(r)
         if on_unit:
             on_unit(r)
-        if time.monotonic() - last_save[0] > max(SAVE_EVERY_S, SAVE_SHARE * save_cost[0]):
-            save(False)
+        writer.save_now_and_then()
 
-    save(False)
+    writer.save(False)
     try:
-        runner.run(todo, options, on_result=on_result, on_sample=on_sample)
+        unit_work.run(todo, options, on_result=on_result, on_sample=on_sample)
     except BaseException:
-        save(False)  # Ctrl-C or kill: a partial matrix that --resume completes (a merge: earlier cells kept)
+        writer.save(False)  # Ctrl-C or kill: a partial matrix that --resume completes (a merge: earlier cells kept)
         raise
-    this = {"units": len(todo), "samples": done_samples[0], "wall_s": round(time.monotonic() - start_time, 1)}
+    this = {"units": len(todo), "samples": writer.samples, "wall_s": round(time.monotonic() - writer.start, 1)}
     m.run["this_run"] = this if owns_run else {**this, **(run_info or {})}
-    save(True)
+    writer.save(True)
     return m
+
+
+class _Writer:
+    """Keeps the matrix on disk current while a sweep runs: each unit's cells go in, and the file
+    is saved atomically every SAVE_EVERY_S or so (see SAVE_SHARE). `owns_run`: the file's `run`
+    facts are this sweep's (wall time, samples, complete); otherwise its samples are recounted."""
+
+    def __init__(self, m: matrix.Matrix, out_path: str, owns_run: bool, resume: bool):
+        self.m, self.out_path, self.owns_run = m, out_path, owns_run
+        self.previous_wall = m.run.get("wall_s", 0.0) if resume else 0.0
+        self.previous_samples = m.run.get("samples", 0) if resume else 0
+        self.start = self.last_save = time.monotonic()
+        self.save_cost = 0.0
+        self.samples = 0
+
+    def take(self, r: unit_work.UnitResult) -> None:
+        self.m.put(r.unit.op, r.unit.dtype, r.unit.direction, r.entry, r.aten)
+        self.samples += r.samples
+        if self.owns_run:
+            self.m.run["samples"] = self.previous_samples + self.samples
+
+    def save_now_and_then(self) -> None:
+        if time.monotonic() - self.last_save > max(SAVE_EVERY_S, SAVE_SHARE * self.save_cost):
+            self.save(False)
+
+    def save(self, complete: bool) -> None:
+        began = time.monotonic()
+        if self.owns_run:
+            self.m.run["wall_s"] = round(self.previous_wall + began - self.start, 1)
+            self.m.run["complete"] = complete
+        else:
+            matrix.recount_samples(self.m)
+        matrix.save(self.m, self.out_path)
+        self.last_save = time.monotonic()
+        self.save_cost = self.last_save - began
 
 
 def start(

@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch.testing._internal.opinfo.core import SampleInput
 
-from jaxdev.audit import check, report, runner, samples
+from jaxdev.audit import check, report, samples, unit_work
 from jaxdev.audit.facts import ARBITRATION_CPU_BOUND
 from jaxdev.audit.matrix import Matrix
 
@@ -133,7 +133,7 @@ def test_tolerance_units_demand_the_same_nan_and_infinities(dtype):
 
 
 def test_the_matrix_entry_and_the_report_show_the_arbitration():
-    work = runner._Work(samples.Unit(ROUNDING, "float32", "forward"), 3)
+    work = unit_work.UnitTask(samples.Unit(ROUNDING, "float32", "forward"), 3)
     work.verdicts = {
         0: {"status": "pass", "reason": ""},
         1: {"status": "pass", "reason": "closer to the float64 result than CPU: jax 2.9x tolerance, CPU 5.9x"},

@@ -1,36 +1,49 @@
-"""Direct trials in worker processes (`python -m jaxdev.audit.schema_samples.work IN_FD OUT_FD`),
-one overload at a time with a time limit: a crash or a hang costs that overload, not the run."""
+"""Direct trials in the auditor's worker pool (runner.py), one overload per task with a time
+limit: a crash or a hang costs that overload, not the run. The worker says which phase a trial is
+in (cpu: searching a candidate; jax: running it), so a CPU kernel that crashed or hung (untriable)
+is told from a jax one (crash, timeout)."""
 
 from __future__ import annotations
 
 import os
-import sys
-import time
-from collections import deque
 from collections.abc import Callable
-from multiprocessing.connection import wait
 
 from jaxdev.audit import runner
 from jaxdev.audit.facts.aten import UNTRIABLE
 from jaxdev.audit.schema_samples.trial import short, trial
 
 DEFAULT_TIMEOUT_S = 30.0
-MAX_FAILED_STARTS = 3
+MAX_FAILED_STARTS = 3  # in a row: a worker that cannot import jaxdev at all is an error, once is a hiccup
 
 
-class _Worker(runner.WorkerProcess):
-    module = "jaxdev.audit.schema_samples.work"
+class TrialTask(runner.Task):
+    """One overload's trial: its donors, the phase it is in, and where its verdict goes."""
 
-    def __init__(self, env: dict):
-        super().__init__(env)
-        self.name: str | None = None
+    def __init__(self, name: str, donors, on_result: Callable[[str, dict], None]):
+        self.name = name
+        self.donors = donors
+        self.on_result = on_result
         self.phase = "cpu"
 
+    def request(self) -> tuple:
+        self.phase = "cpu"
+        return ("trial", self.name, self.donors)
 
-def _lost(phase: str, status: str, reason: str) -> dict:
-    if phase == "cpu":
-        return {"status": "untriable", "category": "cpu_crash", "reason": f"{UNTRIABLE['cpu_crash']}: {reason}"}
-    return {"status": status, "reason": reason}
+    def progress(self, msg: tuple) -> None:
+        self.phase = msg[1]  # ("phase", cpu | jax)
+
+    def done(self, verdict: dict) -> None:
+        self.on_result(self.name, verdict)
+
+    def lost(self, status: str, reason: str) -> bool:
+        if status == "timeout":
+            reason += f" ({self.phase})"
+        if self.phase == "cpu":
+            verdict = {"status": "untriable", "category": "cpu_crash", "reason": f"{UNTRIABLE['cpu_crash']}: {reason}"}
+        else:
+            verdict = {"status": status, "reason": reason}
+        self.on_result(self.name, verdict)
+        return False
 
 
 def run_trials(
@@ -45,95 +58,27 @@ def run_trials(
 ) -> None:
     """Try each overload in worker processes; `on_result(name, verdict)` as each finishes.
     `donors`: overload -> [(sibling overload, OpInfo reaching it)] (see donor_candidates)."""
-    from jaxdev.audit import AuditError
-
+    tasks = [TrialTask(name, (donors or {}).get(name, ()), on_result) for name in names]
     env = runner.worker_env(env, cache_dir)
-    queue = deque(names)
-    workers: list[_Worker] = []
-    failed_starts = 0  # in a row: a worker that cannot import jaxdev at all is an error, once is a hiccup
-
-    def start_failed(w: _Worker, why: str) -> None:
-        nonlocal failed_starts
-        w.kill()
-        workers.remove(w)
-        failed_starts += 1
-        if failed_starts >= MAX_FAILED_STARTS:
-            raise AuditError(f"a trial worker failed to start {failed_starts} times in a row ({why})")
-
-    try:
-        while queue or any(w.name for w in workers):
-            while len(workers) < jobs and len(workers) < len(queue) + sum(1 for w in workers if w.name):
-                workers.append(_Worker(env))
-            if not workers:
-                break
-            ready = wait(
-                [w.recv for w in workers], timeout=max(0.05, min(w.deadline for w in workers) - time.monotonic())
-            )
-            now = time.monotonic()
-            for w in list(workers):
-                if w.recv in ready:
-                    try:
-                        msg = w.recv.recv()
-                    except (EOFError, OSError):
-                        if not w.ready:
-                            start_failed(w, w.died_how())
-                            continue
-                        if w.name:
-                            on_result(w.name, _lost(w.phase, "crash", w.died_how()))
-                        w.kill()
-                        workers.remove(w)
-                        continue
-                    w.deadline = now + timeout
-                    if msg[0] == "ready":
-                        w.ready, failed_starts = True, 0
-                    elif msg[0] == "phase":
-                        w.phase = msg[1]
-                        continue
-                    elif msg[0] == "result":
-                        on_result(w.name, msg[1])
-                    w.name = None
-                    if queue:
-                        w.name, w.phase = queue.popleft(), "cpu"
-                        w.send.send(("trial", w.name, (donors or {}).get(w.name, ())))
-                        w.deadline = now + timeout
-                    else:
-                        w.send.send(("stop",))
-                        w.kill()
-                        workers.remove(w)
-                elif now > w.deadline:
-                    if not w.ready:
-                        start_failed(w, f"no answer within {runner.STARTUP_TIMEOUT_S:g} s")
-                        continue
-                    on_result(w.name, _lost(w.phase, "timeout", f"no answer within {timeout:g} s ({w.phase})"))
-                    w.kill()
-                    workers.remove(w)
-    finally:
-        for w in workers:
-            w.kill()
+    runner.run(tasks, runner.Pool(__name__, jobs, timeout, env, "trial worker", MAX_FAILED_STARTS))
 
 
-def _worker_main(fd_in: int, fd_out: int) -> None:
-    recv, send = runner.worker_connections(fd_in, fd_out)
+# ---------------------------------------------------------------------------------------------
+# The worker's side (runner._worker_main imports this module by name)
+
+
+def prepare() -> None:
     import jaxdev  # noqa: F401
     from jaxdev.audit import samples
 
     if os.environ.get(samples.PLUGINS_ENV):
         samples.op_db()  # plugins define their ops (once: op_db is cached)
-    send.send(("ready",))
-    while True:
-        try:
-            msg = recv.recv()
-        except EOFError:
-            return
-        if msg[0] == "stop":
-            return
-        name, donors = msg[1], msg[2]
-        try:
-            verdict = trial(name, lambda phase: send.send(("phase", phase)), donors)
-        except Exception as e:  # an auditor bug on an odd overload must not stop the run
-            verdict = {"status": "exception", "reason": f"auditor: {short(e)}"}
-        send.send(("result", verdict))
 
 
-if __name__ == "__main__":
-    _worker_main(int(sys.argv[1]), int(sys.argv[2]))
+def serve(msg: tuple, send) -> None:
+    _, name, donors = msg
+    try:
+        verdict = trial(name, lambda phase: send.send(("phase", phase)), donors)
+    except Exception as e:  # an auditor bug on an odd overload must not stop the run
+        verdict = {"status": "exception", "reason": f"auditor: {short(e)}"}
+    send.send(("done", verdict))

@@ -1,0 +1,184 @@
+"""OpInfo units in the worker pool (runner.py): the parent's record of a unit in progress (its
+samples' verdicts, where to resume) and the worker's serving of it.
+
+For each sample the worker first says ("start", i, repro), then ("sample", i, verdict). If the
+worker dies or goes silent past the timeout during sample i, sample i is recorded as crash/timeout,
+and the unit resumes at sample i + 1 in a fresh worker (up to MAX_LOST_SAMPLES lost samples).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+from jaxdev.audit import runner
+from jaxdev.audit.facts import FAILURES, SweepOptions, worst
+from jaxdev.audit.samples import Unit
+
+MAX_LOST_SAMPLES = 2  # crashes/timeouts after which a unit's remaining samples are not run
+
+
+@dataclasses.dataclass
+class UnitResult:
+    unit: Unit
+    entry: dict
+    aten: list[str]
+    samples: int
+
+
+class UnitTask(runner.Task):
+    """A unit in progress: the verdicts so far, the sample in hand and where to resume."""
+
+    def __init__(self, unit: Unit, max_samples: int, counter: _Counter | None = None):
+        self.unit = unit
+        self.max_samples = max_samples
+        self.verdicts: dict[int, dict] = {}
+        self.total: int | None = None
+        self.next = 0
+        self.lost_samples = 0
+        self.current: int | None = None
+        self.current_repro = ""  # the sample's shapes, dtypes and kwargs, for a crash or hang
+        self.counter = counter or _Counter()
+
+    def request(self) -> tuple:
+        self.current = None
+        return ("unit", self.unit, self.next, self.max_samples)
+
+    def progress(self, msg: tuple) -> None:
+        kind = msg[0]
+        if kind == "count":
+            self.total = msg[1]
+        elif kind == "start":
+            self.current, self.current_repro = msg[1], msg[2]
+        elif kind == "sample":
+            self.verdicts[msg[1]] = msg[2]
+            self.next = msg[1] + 1
+            self.current = None
+            self.counter.sample()
+
+    def done(self, payload: dict) -> None:
+        if "error" in payload:
+            self.verdicts.setdefault(self.next, {"status": "skip", "reason": payload["error"]})
+        self.counter.finish(self)
+
+    def lost(self, status: str, reason: str) -> bool:
+        """Charge the sample in hand (or the next one) with the crash or hang; resume after it."""
+        i = self.current if self.current is not None else self.next
+        if status == "timeout":
+            reason += f" on sample {i}" if self.current is not None else " on sample generation"
+        elif self.current is not None:
+            reason += f" on sample {i}"
+        repro = self.current_repro if self.current is not None else ""
+        self.verdicts[i] = {
+            "status": status,
+            "reason": reason,
+            "repro": repro or f"{self.unit.op} {self.unit.dtype} {self.unit.direction}: sample {i}",
+        }
+        self.counter.samples += 1
+        self.lost_samples += 1
+        self.next = i + 1
+        limit = min(self.total if self.total is not None else i + 1, self.max_samples)
+        if self.lost_samples < MAX_LOST_SAMPLES and self.next < limit:
+            return True
+        self.counter.finish(self)
+        return False
+
+    def entry(self) -> dict:
+        """The cell: the worst status of its samples, the first reason of that status, counts, ..."""
+        verdicts = [self.verdicts[i] for i in sorted(self.verdicts)]
+        status = worst(v["status"] for v in verdicts) if verdicts else "skip"
+        # the first sample of the cell's status that says something (a pass by float64 arbitration
+        # or up to gauge explains itself even when an earlier sample passed plainly)
+        of_status = [v for v in verdicts if v["status"] == status]
+        first_bad = next((v for v in of_status if v.get("reason")), of_status[0] if of_status else {})
+        counts: dict[str, int] = {}
+        for v in verdicts:
+            counts[v["status"]] = counts.get(v["status"], 0) + 1
+        entry = {"status": status, "reason": first_bad.get("reason", "no samples"), "samples": len(verdicts)}
+        entry["counts"] = counts
+        fallback = sorted({op for v in verdicts for op in v.get("fallback", ())})
+        if fallback:
+            entry["fallback"] = fallback
+        if (status in FAILURES or status == "stride_mismatch") and first_bad.get("repro"):
+            entry["repro"] = first_bad["repro"]
+        for key in ("max_abs", "max_rel"):
+            values = [v[key] for v in verdicts if key in v]
+            if values:
+                entry[key] = float(f"{max(values):.4g}")
+        if any(v.get("random") for v in verdicts):
+            entry["random"] = True
+        arbitrated = sum(1 for v in verdicts if v.get("arbitrated"))
+        if arbitrated:
+            entry["arbitrated"] = arbitrated  # samples that passed by float64 arbitration (check.arbitrate)
+        if self.total is not None and self.total > self.max_samples:
+            entry["limited"] = True
+        return entry
+
+    def aten(self) -> list[str]:
+        return sorted({op for v in self.verdicts.values() for op in v.get("aten", ())})
+
+
+class _Counter:
+    """What the run's tasks report to the caller: each sample, each finished unit."""
+
+    def __init__(self, on_result: Callable[[UnitResult], None] = lambda r: None, on_sample=None):
+        self.on_result = on_result
+        self.on_sample = on_sample
+        self.samples = 0
+
+    def sample(self) -> None:
+        self.samples += 1
+        if self.on_sample:
+            self.on_sample()
+
+    def finish(self, task: UnitTask) -> None:
+        self.on_result(UnitResult(task.unit, task.entry(), task.aten(), len(task.verdicts)))
+
+
+def run(
+    units: list[Unit],
+    options: SweepOptions,
+    *,
+    on_result: Callable[[UnitResult], None],
+    on_sample: Callable[[], None] | None = None,
+    env: dict | None = None,
+) -> int:
+    """Run every unit across `options.jobs` workers; `on_result` gets each finished unit. Returns
+    samples run. `options.cache_dir`: JAX's persistent cache (default $JAXDEV_AUDIT_CACHE, else runner.CACHE_DIR)."""
+    counter = _Counter(on_result, on_sample)
+    tasks = [UnitTask(u, options.max_samples, counter) for u in units]
+    env = runner.worker_env(env, options.cache_dir)
+    runner.run(tasks, runner.Pool(__name__, options.jobs, options.timeout, env, "coverage worker"))
+    return counter.samples
+
+
+# ---------------------------------------------------------------------------------------------
+# The worker's side (runner._worker_main imports this module by name)
+
+
+def prepare() -> None:
+    from jaxdev.audit import samples
+
+    samples.op_db()
+
+
+def serve(msg: tuple, send) -> None:
+    """Run the unit's samples from `start` (up to `limit`), saying each one's start and verdict."""
+    from jaxdev.audit import check, samples
+
+    _, unit, start, limit = msg
+    try:
+        todo = samples.samples(unit, limit + 1)  # one more than run: enough to tell "limited"
+    except Exception as e:  # the OpInfo's sample generator itself failed
+        send.send(("done", {"error": f"sample generation raised {type(e).__name__}: {str(e)[:200]}"}))
+        return
+    send.send(("count", len(todo)))
+    for i in range(start, min(len(todo), limit)):
+        repro = check.describe(unit, todo[i])
+        send.send(("start", i, repro))
+        try:
+            verdict = check.run_sample(unit, todo[i], repro)
+        except Exception as e:  # an auditor bug on an odd sample must not stop the sweep
+            verdict = {"status": "exception", "reason": f"auditor: {type(e).__name__}: {str(e)[:200]}"}
+        send.send(("sample", i, verdict))
+    send.send(("done", {}))
