@@ -59,6 +59,7 @@ argument types) and those CPU rejects on every candidate are `untriable` (eviden
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from collections.abc import Callable
@@ -254,17 +255,54 @@ def counts(overloads: dict) -> dict:
 # The file
 
 
-def save(doc: dict, path: str) -> None:
+@dataclasses.dataclass
+class AtenMatrix:
+    """coverage/aten.yaml as an object: the overload nodes and the run's meta (versions, source,
+    scope, direct, this_run); meta.counts is computed from the nodes when written."""
+
+    meta: dict
+    overloads: dict[str, dict]
+
+    @classmethod
+    def of_run(cls, overloads: dict, source: str, direct: dict, scope=()) -> AtenMatrix:
+        """The matrix one `build` made of `overloads`."""
+        meta = {"versions": matrix.versions(), "source": source, "direct": direct}
+        if scope:
+            meta["scope"] = list(scope)
+        return cls(meta, overloads)
+
+    def counts(self) -> dict:
+        return counts(self.overloads)
+
+    def merged(self, run: AtenMatrix) -> AtenMatrix:
+        """A scoped run's nodes over this matrix's (every other node kept): meta stays this one's,
+        with `this_run` describing the run (meta.direct stays the full run's)."""
+        this_run = {**run.meta, "overloads": len(run.overloads), "verdicts": run.counts()["verdicts"]}
+        this_run.pop("versions")
+        meta = {**self.meta, "this_run": this_run}
+        if "scope" in self.meta:  # the file itself held a scope: it now holds both
+            meta["scope"] = list(dict.fromkeys([*self.meta["scope"], *run.meta.get("scope", ())]))
+        return AtenMatrix(meta, {**self.overloads, **run.overloads})
+
+    def to_yaml(self) -> dict:
+        return {
+            "schema": SCHEMA,
+            "meta": {**self.meta, "counts": self.counts()},
+            "overloads": dict(sorted(self.overloads.items())),
+        }
+
+
+def save(m: AtenMatrix, path: str) -> None:
     """Atomically, like matrix.save."""
-    matrix.write_yaml(doc, path, prefix=".aten-")
+    matrix.write_yaml(m.to_yaml(), path, prefix=".aten-")
 
 
-def load(path: str) -> dict:
+def load(path: str) -> AtenMatrix:
     """An aten matrix from disk; any problem is one AuditError sentence."""
     doc = matrix.read_yaml(path, f"no aten matrix at {path}; run `jaxdev coverage --aten` first")
     if not isinstance(doc, dict) or doc.get("schema") != SCHEMA or not isinstance(doc.get("overloads"), dict):
         raise AuditError(f"{path} is not a jaxdev aten matrix (schema {SCHEMA} with an `overloads` mapping)")
-    return doc
+    return AtenMatrix(doc.get("meta") or {}, doc["overloads"])
 
 
 def default_path() -> str | None:
@@ -291,24 +329,35 @@ def build(
     cache_dir: str | None = None,
     on_start: Callable[[int, int], None] | None = None,
     on_trial: Callable[[str, dict], None] | None = None,
-) -> dict:
+) -> AtenMatrix:
     """Aggregate `matrix_path`'s cells per overload, try the rest directly, write `out_path`, and
-    return the document. `patterns`: only these aten overloads (names.aten_overloads' forms); where
+    return the matrix. `patterns`: only these aten overloads (names.aten_overloads' forms); where
     `out_path` already holds an aten matrix, their nodes replace the same nodes in it and every
     other node stays (`meta.this_run` describes the scoped run; `meta.direct` stays the full run's).
     `on_start(aggregated, to_try)` before the trials, `on_trial(name, result)` after each."""
-    from jaxdev.audit import dispatch, schema_samples
+    from jaxdev.audit import dispatch
 
     m = matrix.load(matrix_path)
     kept = None
     if patterns and os.path.exists(out_path):
         kept = load(out_path)  # before any trial: a file that cannot take the nodes fails at once
-        matrix.check_versions(kept["meta"].get("versions") or {}, out_path, "a scoped --aten run")
+        matrix.check_versions(kept.meta.get("versions") or {}, out_path, "a scoped --aten run")
     all_names = _chosen(patterns) if patterns else dispatch.all_op_names("aten")
     reach = reaching(m.ops)
     overloads, todo = _judge(all_names, m.ops, reach)
     if on_start:
         on_start(len(all_names) - len(todo), len(todo))
+    direct = _try(todo, overloads, donors(todo, reach, m.ops), jobs, timeout, cache_dir, on_trial)
+    run = AtenMatrix.of_run(overloads, matrix_path, direct, patterns)
+    result = run if kept is None else kept.merged(run)
+    save(result, out_path)
+    return result
+
+
+def _try(todo: list[str], overloads: dict, given: dict, jobs: int, timeout, cache_dir, on_trial) -> dict:
+    """The direct trials of `todo`, each result taken into its node; returns meta.direct."""
+    from jaxdev.audit import schema_samples
+
     start = time.monotonic()
 
     def got(name: str, result: dict) -> None:
@@ -316,37 +365,9 @@ def build(
         if on_trial:
             on_trial(name, result)
 
-    schema_samples.run_trials(
-        todo,
-        donors=donors(todo, reach, m.ops),
-        jobs=jobs,
-        timeout=timeout or schema_samples.DEFAULT_TIMEOUT_S,
-        on_result=got,
-        cache_dir=cache_dir,
-    )
-    direct = {
-        "tried": len(todo),
-        "jobs": jobs,
-        "timeout_s": timeout or schema_samples.DEFAULT_TIMEOUT_S,
-        "wall_s": round(time.monotonic() - start, 1),
-    }
-    meta = {"versions": matrix.versions(), "source": matrix_path, "direct": direct}
-    if patterns:
-        meta["scope"] = list(patterns)
-    if kept is not None:
-        this_run = {**meta, "overloads": len(overloads), "verdicts": counts(overloads)["verdicts"]}
-        this_run.pop("versions")
-        meta = {**kept["meta"], "this_run": this_run}
-        if "scope" in kept["meta"]:  # the file itself held a scope: it now holds both
-            meta["scope"] = list(dict.fromkeys([*kept["meta"]["scope"], *patterns]))
-        overloads = {**kept["overloads"], **overloads}
-    doc = {
-        "schema": SCHEMA,
-        "meta": {**meta, "counts": counts(overloads)},
-        "overloads": dict(sorted(overloads.items())),
-    }
-    save(doc, out_path)
-    return doc
+    timeout = timeout or schema_samples.DEFAULT_TIMEOUT_S
+    schema_samples.run_trials(todo, donors=given, jobs=jobs, timeout=timeout, on_result=got, cache_dir=cache_dir)
+    return {"tried": len(todo), "jobs": jobs, "timeout_s": timeout, "wall_s": round(time.monotonic() - start, 1)}
 
 
 def _chosen(patterns) -> list[str]:

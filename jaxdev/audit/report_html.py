@@ -184,6 +184,30 @@ def data(src: report.Sources) -> dict:
         for a in m.aten(op):
             reached.setdefault(a, []).append(opinfo_at[op])
 
+    aten = _aten_view(src, b, aten_names, reached, rows)
+    changes = _changes(src, b)
+    b.finish([rows, aten["rows"]], changes["rows"] if changes else [])
+    return {
+        "headline": report.headline(m, src.matrix_path),
+        "statuses": b.statuses,
+        "colours": {s: STATUSES[s].html if s in STATUSES else UNKNOWN.html for s in b.statuses},
+        "glyphs": {s: STATUSES[s].glyph if s in STATUSES else UNKNOWN.glyph for s in b.statuses},
+        "meaning": {s: STATUSES[s].meaning if s in STATUSES else UNKNOWN.meaning for s in b.statuses},
+        "unmeasured": list(UNMEASURED),
+        "directions": b.directions,
+        "dtypes": b.dtype_list,
+        "details": b.details.items,
+        "aten_names": aten_names,
+        "opinfo": rows,
+        "aten": aten,
+        "changes": changes,
+    }
+
+
+def _aten_view(src: report.Sources, b: _Builder, aten_names: list[str], reached: dict, rows: list) -> dict:
+    """The aten tab: a row per overload (its families, the OpInfos reaching it, its cells, its
+    node's other facts interned), and the short scalar fields that become columns and filters."""
+    opinfo_at = {row[0]: i for i, row in enumerate(rows)}
     aten = {"source": src.aten_path, "present": src.aten is not None, "rows": [], "columns": [], "labels": LABELS}
     aten["meta"] = (src.aten or {}).get("meta") if isinstance((src.aten or {}).get("meta"), dict) else None
     nodes = _aten_nodes(src.aten) if src.aten is not None else dict.fromkeys(aten_names)
@@ -212,7 +236,12 @@ def data(src: report.Sources) -> dict:
         k for k, vs in values.items() if k not in ("reason", "repro") and _NOT_SCALAR not in vs and len(vs) <= 16
     ]
     aten["columns"] = sorted(columns, key=lambda k: (list(LABELS).index(k) if k in LABELS else len(LABELS), k))
+    return aten
 
+
+def _changes(src: report.Sources, b: _Builder) -> dict | None:
+    """The cells whose status differs from the baseline's (None without a baseline)."""
+    m = src.matrix
     changes = None
     if src.baseline is not None:
         changed, unrecorded = report.changes(m, src.baseline)
@@ -226,22 +255,7 @@ def data(src: report.Sources) -> dict:
                 for c in changed
             ],
         }
-    b.finish([rows, aten["rows"]], changes["rows"] if changes else [])
-    return {
-        "headline": report.headline(m, src.matrix_path),
-        "statuses": b.statuses,
-        "colours": {s: STATUSES[s].html if s in STATUSES else UNKNOWN.html for s in b.statuses},
-        "glyphs": {s: STATUSES[s].glyph if s in STATUSES else UNKNOWN.glyph for s in b.statuses},
-        "meaning": {s: STATUSES[s].meaning if s in STATUSES else UNKNOWN.meaning for s in b.statuses},
-        "unmeasured": list(UNMEASURED),
-        "directions": b.directions,
-        "dtypes": b.dtype_list,
-        "details": b.details.items,
-        "aten_names": aten_names,
-        "opinfo": rows,
-        "aten": aten,
-        "changes": changes,
-    }
+    return changes
 
 
 def _table(rows: list[list[str]]) -> str:
@@ -317,6 +331,8 @@ def page(src: report.Sources) -> str:
     )
     payload = json.dumps(d, separators=(",", ":"), ensure_ascii=False, default=str).replace("<", "\\u003c")
     assets = resources.files("jaxdev.audit")
+    # the explorer in two halves (data and filters; drawing and events), one closure once joined
+    script = assets.joinpath("report.js").read_text() + assets.joinpath("report_draw.js").read_text()
     return (
         "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
         "<meta name='viewport' content='width=device-width, initial-scale=1'><title>jaxdev coverage</title>"
@@ -331,5 +347,5 @@ def page(src: report.Sources) -> str:
         "<main id='app' hidden><nav id='tabs' class='tabs'></nav><div id='toolbar' class='toolbar'></div>"
         "<div id='view'></div></main><div id='tip' hidden></div>"
         f"<script type='application/json' id='data'>{payload}</script>"
-        f"<script>{assets.joinpath('report.js').read_text()}</script></body></html>\n"
+        f"<script>{script}</script></body></html>\n"
     )

@@ -3,132 +3,48 @@
 from __future__ import annotations
 
 import os
-import signal
-import sys
-import time
 
 import click
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
+from jaxdev.cli.aten_run import given, refuse_unused, run_aten
 from jaxdev.cli.options import scope_options
+from jaxdev.cli.progress import run_sweep
 from jaxdev.cli.render import coloured, console
 
+HELP = """Run PyTorch's OpInfo samples on jax and on CPU, compare, and write OUT/matrix.yaml.
 
-def _term_as_interrupt(*_):
-    raise KeyboardInterrupt
+    OPS are OpInfo names or globs (`add`, `nn.functional.*`), or aten names: an overload
+    (`aten::add.Tensor`, `add.Tensor`), an op (`aten::add`: all its overloads) or a glob
+    (`aten::*pool*`). An aten name runs the OpInfos whose samples reach it (per the `aten:` lists
+    of coverage/matrix.yaml, or $JAXDEV_AUDIT_INDEX), those named after it when there are such
+    (`add` for add.Tensor), else all of them (--all-reaching: all of them always). None means all of op_db.
+    Each (op, dtype, direction) gets a status: pass, fallback (correct only through the CPU
+    fallback), untraced (compile: correct, but the graph ran op by op), missing, lost_autograd,
+    exception, wrong, dtype_mismatch, shape_mismatch, stride_mismatch (values right, strides not
+    CPU's), crash, timeout, unsupported (jaxdev cannot hold the tensors by design: complex32, sparse
+    layouts; left out of the shares) or skip. Directions: forward
+    and backward (eager), compile and compile-backward (--mode compile: the forward through
+    torch.compile(backend='jax'), and torch.autograd.grad through the compiled forward's backward
+    graph; float32 unless --dtype, --dtype all for every dtype), fused (--mode fused: the forward in
+    fused eager mode, judged as forward is; a value error deferred to the sync counts as the sample's).
 
+    What a run keeps of OUT/matrix.yaml: a run narrowed by OPS, --dtype or --shard replaces only
+    the cells it runs and keeps every other cell (the file must come from the same torch, jax and
+    --max-samples); a run of everything replaces the directions it runs and keeps the others. The
+    summary gives this run's cells, then what the file now holds. --out DIR writes elsewhere.
 
-class _LogProgress:
-    """Progress for logs (CI, nohup, pipes): one plain line every LOG_EVERY_S, where rich's bar
-    would only redraw a terminal."""
-
-    LOG_EVERY_S = 10.0
-
-    def __init__(self, quiet: bool):
-        self.quiet = quiet
-        self.start = self.last = time.monotonic()
-        self.done = self.total = self.already = self.samples = 0
-
-    def line(self) -> str:
-        elapsed = time.monotonic() - self.start
-        ran = self.done - self.already
-        eta = (self.total - self.done) * elapsed / ran if ran else None
-        return (
-            f"{self.done}/{self.total} units, {self.samples} samples, "
-            f"{self.samples / max(elapsed, 1e-9):.1f} samples/s, elapsed {_clock(elapsed)}, "
-            f"ETA {_clock(eta) if eta is not None else '?'}"
-        )
-
-    def tick(self) -> None:
-        if not self.quiet and time.monotonic() - self.last >= self.LOG_EVERY_S:
-            self.last = time.monotonic()
-            console.print(self.line(), markup=False)
-
-
-def _clock(seconds: float) -> str:
-    m, s = divmod(int(seconds), 60)
-    return f"{m // 60}:{m % 60:02d}:{s:02d}" if m >= 60 else f"{m}:{s:02d}"
-
-
-def run_sweep(units, out_path, options, *, resume=False, merge=False, run_info=None, quiet=False, temporary=False):
-    """The sweep with a progress bar (in a terminal) or a progress line every 10 s (in a log);
-    prints wall time and samples/s. Shared with `gate`, whose matrix is `temporary`: its path is
-    never printed (it is gone when gate exits)."""
-    from jaxdev.audit import sweep
-
-    merging = merge and not resume and os.path.exists(out_path)
-
-    signal.signal(signal.SIGTERM, _term_as_interrupt)
-    bar = not quiet and console.is_terminal
-    progress = Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("{task.fields[rate]}"),
-        TimeElapsedColumn(),
-        TextColumn("ETA"),
-        TimeRemainingColumn(),
-        console=console,
-        disable=not bar,
-    )
-    log = _LogProgress(quiet=quiet or bar)
-    task = progress.add_task("units", total=len(units), rate="")
-
-    def on_start(already, todo):
-        log.done = log.already = already
-        log.total = already + todo
-        progress.update(task, completed=already, total=already + todo)
-
-    def on_sample():
-        log.samples += 1
-        elapsed = progress.tasks[0].elapsed or 1e-9
-        progress.update(task, rate=f"{log.samples / elapsed:.1f} samples/s")
-        log.tick()
-
-    def on_unit(r):
-        log.done += 1
-        log.tick()
-        progress.advance(task)
-        progress.update(task, description=f"{r.unit.op[:24]:<24}")
-
-    with progress:
-        try:
-            m = sweep.sweep(
-                units,
-                out_path,
-                options,
-                resume=resume,
-                merge=merge,
-                run_info=run_info,
-                on_start=on_start,
-                on_unit=on_unit,
-                on_sample=on_sample,
-            )
-        except KeyboardInterrupt:
-            progress.stop()
-            console.print(f"[yellow]interrupted[/yellow]: {_left_behind(out_path, temporary, merging)}", soft_wrap=True)
-            sys.exit(130)
-    this = m.run["this_run"]
-    rate = this["samples"] / this["wall_s"] if this["wall_s"] else 0.0
-    if not quiet:
-        where = "" if temporary else f" -> {out_path}" + (" (merged: its other cells kept)" if merging else "")
-        console.print(
-            f"{this['units']} units, {this['samples']} samples in {this['wall_s']:.1f} s ({rate:.1f} samples/s){where}",
-            soft_wrap=True,
-        )
-    return m
-
-
-def _left_behind(out_path: str, temporary: bool, merging: bool) -> str:
-    """What an interrupted sweep leaves on disk, and how to finish it."""
-    if temporary:
-        return "nothing was recorded"
-    if merging:
-        return (
-            f"{out_path} holds the cells this run finished and its earlier results for the rest; "
-            "run the same command again to finish"
-        )
-    return f"partial matrix in {out_path}; complete it with the same command and --resume"
+    \b
+    Examples:
+      jaxdev coverage sin add --dtype float32
+      jaxdev coverage abs add.Tensor aten::mm --dtype float32
+      jaxdev coverage 'nn.functional.*' --no-backward --jobs 2 --out /tmp/cov
+      jaxdev coverage --shard 1/4 --out shard1   # then: jaxdev coverage --merge shard*/matrix.yaml
+      jaxdev coverage --resume                   # finish an interrupted sweep
+      jaxdev coverage --mode compile             # add torch.compile coverage beside the eager cells
+      jaxdev coverage --mode compile --dtype all --jobs 2   # compiled, forward and backward, every dtype
+      jaxdev coverage --mode fused --dtype float32   # fused eager's forward cells, merged beside them
+      jaxdev coverage --aten --jobs 2            # coverage/aten.yaml: a verdict for every aten overload
+"""
 
 
 def share_text(share: dict) -> str:
@@ -207,90 +123,7 @@ def print_aten_results(selections, m) -> None:
         console.print(f"{target} (run as OpInfo {', '.join(s.opinfos)}): {cells or 'no cells'}", soft_wrap=True)
 
 
-def run_aten(patterns, out_dir, matrix_path, jobs, timeout, cache_dir):
-    """`--aten`: OUT/aten.yaml from the OpInfo matrix plus direct trials, with progress; prints the counts."""
-    from jaxdev.audit import aten_matrix, facts
-
-    source = matrix_path or os.path.join(out_dir, facts.MATRIX_FILE)
-    out_path = os.path.join(out_dir, aten_matrix.ATEN_FILE)
-    bar = console.is_terminal
-    progress = Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        TextColumn("ETA"),
-        TimeRemainingColumn(),
-        console=console,
-        disable=not bar,
-    )
-    task = progress.add_task("direct trials", total=None)
-    log = _LogProgress(quiet=bar)
-    log.line = lambda: (
-        f"{log.done}/{log.total} overloads tried, elapsed {_clock(time.monotonic() - log.start)}"
-        + (f", ETA {_clock((log.total - log.done) * (time.monotonic() - log.start) / log.done)}" if log.done else "")
-    )
-
-    def on_start(aggregated, todo):
-        console.print(
-            f"{aggregated} overloads judged from {source} or untriable by construction; {todo} to try", soft_wrap=True
-        )
-        log.total = todo
-        progress.update(task, total=todo)
-
-    def on_trial(name, result):
-        log.done += 1
-        log.tick()
-        progress.update(task, advance=1, description=f"{name.removeprefix('aten::')[:28]:<28}")
-
-    signal.signal(signal.SIGTERM, _term_as_interrupt)
-    with progress:
-        doc = aten_matrix.build(
-            source,
-            out_path,
-            patterns=patterns,
-            jobs=jobs,
-            timeout=timeout,
-            cache_dir=cache_dir,
-            on_start=on_start,
-            on_trial=on_trial,
-        )
-    print_aten_counts(doc, out_path)
-
-
-def print_aten_counts(doc: dict, out_path: str) -> None:
-    """This run's verdicts (a scoped run merged into an existing file), then what the file holds."""
-    meta = doc["meta"]
-    this = meta.get("this_run")
-    direct = (this or meta)["direct"]
-    trials = f"{direct['tried']} direct trials in {direct['wall_s']:.1f} s"
-    if this:
-        console.print(
-            f"this run, {this['overloads']} overloads: "
-            + "  ".join(f"{coloured(k)} {v}" for k, v in this["verdicts"].items())
-            + f"; {trials}",
-            soft_wrap=True,
-        )
-    c = meta["counts"]
-    console.print(
-        f"{out_path} now holds {c['overloads']} overloads: " if this else f"{c['overloads']} overloads -> {out_path}: ",
-        end="",
-        soft_wrap=True,
-    )
-    console.print(
-        "  ".join(f"{coloured(k)} {v}" for k, v in c["verdicts"].items())
-        + f"; tried {c['tried_share']:.1%} of all, {c['tried_share_dense']:.1%} of the {c['dense']} neither sparse, "
-        f"quantized nor nested, {c['tried_share_comparable']:.1%} of the {c['comparable']} of those with a CPU kernel"
-        + ("" if this else f"; {trials}"),
-        soft_wrap=True,
-    )
-    if c["untriable"]:
-        console.print(
-            "untriable: " + ", ".join(f"{k} {v}" for k, v in c["untriable"].items()), markup=False, soft_wrap=True
-        )
-
-
-@click.command("coverage")
+@click.command("coverage", help=HELP)
 @scope_options()
 @click.option("--shard", help="K/N: run the K-th of N slices of the OpInfos (merge the shards' matrices with --merge).")
 @click.option("--resume", is_flag=True, help="Complete the partial matrix in --out instead of starting over.")
@@ -319,7 +152,8 @@ def print_aten_counts(doc: dict, out_path: str) -> None:
     is_flag=True,
     help="Write OUT/aten.yaml instead: the OpInfo matrix's cells per aten overload, and a direct trial "
     "(inputs built from the schema) for each overload no sample reaches. OPS then limit the overloads, "
-    "whose verdicts replace theirs in an existing OUT/aten.yaml (the others are kept).",
+    "whose verdicts replace theirs in an existing OUT/aten.yaml (the others are kept). It takes --jobs, "
+    "--timeout (seconds per trial, default 30), --cache-dir, --out and --matrix, and refuses the other options.",
 )
 @click.option(
     "--matrix",
@@ -344,46 +178,14 @@ def command(
     aten,
     matrix_path,
 ):
-    """Run PyTorch's OpInfo samples on jax and on CPU, compare, and write OUT/matrix.yaml.
-
-    OPS are OpInfo names or globs (`add`, `nn.functional.*`), or aten names: an overload
-    (`aten::add.Tensor`, `add.Tensor`), an op (`aten::add`: all its overloads) or a glob
-    (`aten::*pool*`). An aten name runs the OpInfos whose samples reach it (per the `aten:` lists
-    of coverage/matrix.yaml, or $JAXDEV_AUDIT_INDEX), those named after it when there are such
-    (`add` for add.Tensor), else all of them (--all-reaching: all of them always). None means all of op_db.
-    Each (op, dtype, direction) gets a status: pass, fallback (correct only through the CPU
-    fallback), untraced (compile: correct, but the graph ran op by op), missing, lost_autograd,
-    exception, wrong, dtype_mismatch, shape_mismatch, stride_mismatch (values right, strides not
-    CPU's), crash, timeout, unsupported (jaxdev cannot hold the tensors by design: complex32, sparse
-    layouts; left out of the shares) or skip. Directions: forward
-    and backward (eager), compile and compile-backward (--mode compile: the forward through
-    torch.compile(backend='jax'), and torch.autograd.grad through the compiled forward's backward
-    graph; float32 unless --dtype, --dtype all for every dtype), fused (--mode fused: the forward in
-    fused eager mode, judged as forward is; a value error deferred to the sync counts as the sample's).
-
-    What a run keeps of OUT/matrix.yaml: a run narrowed by OPS, --dtype or --shard replaces only
-    the cells it runs and keeps every other cell (the file must come from the same torch, jax and
-    --max-samples); a run of everything replaces the directions it runs and keeps the others. The
-    summary gives this run's cells, then what the file now holds. --out DIR writes elsewhere.
-
-    \b
-    Examples:
-      jaxdev coverage sin add --dtype float32
-      jaxdev coverage abs add.Tensor aten::mm --dtype float32
-      jaxdev coverage 'nn.functional.*' --no-backward --jobs 2 --out /tmp/cov
-      jaxdev coverage --shard 1/4 --out shard1   # then: jaxdev coverage --merge shard*/matrix.yaml
-      jaxdev coverage --resume                   # finish an interrupted sweep
-      jaxdev coverage --mode compile             # add torch.compile coverage beside the eager cells
-      jaxdev coverage --mode compile --dtype all --jobs 2   # compiled, forward and backward, every dtype
-      jaxdev coverage --mode fused --dtype float32   # fused eager's forward cells, merged beside them
-      jaxdev coverage --aten --jobs 2            # coverage/aten.yaml: a verdict for every aten overload
-    """
+    ctx = click.get_current_context()
+    refuse_unused(ctx)  # before the device loads: a refusal answers at once
     from jaxdev.audit import AuditError, facts, names, sweep
 
     if out_dir.endswith((".yaml", ".yml")):
         raise AuditError(f"--out is a folder (matrix.yaml and aten.yaml are written in it), not a file: {out_dir}")
     if aten:
-        run_aten(ops, out_dir, matrix_path, jobs, timeout if timeout != facts.DEFAULT_TIMEOUT_S else None, cache_dir)
+        run_aten(ops, out_dir, matrix_path, jobs, timeout if given(ctx, "timeout") else None, cache_dir)
         return
     out_path = os.path.join(out_dir, facts.MATRIX_FILE)
     if merge_files:

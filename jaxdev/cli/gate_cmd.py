@@ -9,27 +9,12 @@ import tempfile
 import click
 
 from jaxdev.audit import facts
-from jaxdev.cli.coverage_cmd import run_sweep
+from jaxdev.cli.coverage_cmd import print_aten_results, resolve_ops
 from jaxdev.cli.options import scope_options
+from jaxdev.cli.progress import run_sweep
 from jaxdev.cli.render import coloured, console
 
-
-@click.command("gate")
-@click.option(
-    "--baseline", "baseline_path", default=facts.DEFAULT_BASELINE, show_default=True, type=click.Path(dir_okay=False)
-)
-@click.option("--accept", is_flag=True, help="Record the fresh results in the baseline instead of failing.")
-@click.option("--init", is_flag=True, help="Create the baseline from a fresh run of OPS (refuses to overwrite one).")
-@click.option(
-    "--strict",
-    is_flag=True,
-    help="Also run the cells of OPS the baseline does not hold, and fail the gate on them.",
-)
-@scope_options(defaults_from_baseline=True)
-def command(
-    ops, baseline_path, accept, init, strict, all_reaching, dtypes, no_backward, mode, jobs, timeout, max_samples
-):
-    """Rerun the baseline's cells (of OPS, or all of them) and compare with the baseline.
+HELP = """Rerun the baseline's cells (of OPS, or all of them) and compare with the baseline.
 
     OPS are OpInfo names, globs or aten names (`aten::add.Tensor`, `add.Tensor`, `aten::add`),
     as for `jaxdev coverage`. Only the cells the baseline holds are checked (narrowed by --dtype,
@@ -61,21 +46,53 @@ def command(
       jaxdev gate abs --strict                      # abs's cells the baseline lacks fail the gate
       jaxdev gate sin --accept                      # record an improvement
       jaxdev gate sin add --dtype float32 --init --baseline coverage/baseline.yaml
-    """
-    from jaxdev.audit import AuditError, gate, matrix, sweep
-    from jaxdev.cli.coverage_cmd import print_aten_results, resolve_ops
+"""
+
+
+@click.command("gate", help=HELP)
+@click.option(
+    "--baseline", "baseline_path", default=facts.DEFAULT_BASELINE, show_default=True, type=click.Path(dir_okay=False)
+)
+@click.option("--accept", is_flag=True, help="Record the fresh results in the baseline instead of failing.")
+@click.option("--init", is_flag=True, help="Create the baseline from a fresh run of OPS (refuses to overwrite one).")
+@click.option(
+    "--strict",
+    is_flag=True,
+    help="Also run the cells of OPS the baseline does not hold, and fail the gate on them.",
+)
+@scope_options(defaults_from_baseline=True)
+def command(
+    ops, baseline_path, accept, init, strict, all_reaching, dtypes, no_backward, mode, jobs, timeout, max_samples
+):
+    from jaxdev.audit import AuditError
 
     if init:
         if os.path.exists(baseline_path):
             raise AuditError(f"{baseline_path} already exists; use --accept to update it")
         if not ops:
             raise click.UsageError("--init needs the OPS to put in the new baseline")
-        selections = resolve_ops(ops, all_reaching)
-        units = sweep.plan([o for s in selections for o in s.opinfos], dtypes, not no_backward, mode=mode or "eager")
-        options = facts.SweepOptions(jobs, timeout or facts.DEFAULT_TIMEOUT_S, max_samples or facts.DEFAULT_MAX_SAMPLES)
-        run_sweep(units, baseline_path, options)
-        console.print(f"baseline written: {baseline_path}")
+        _init(ops, baseline_path, all_reaching, dtypes, no_backward, mode, (jobs, timeout, max_samples))
         return
+    _check(ops, baseline_path, accept, strict, all_reaching, dtypes, no_backward, mode, (jobs, timeout, max_samples))
+
+
+def _init(ops, baseline_path, all_reaching, dtypes, no_backward, mode, how) -> None:
+    """`--init`: a new baseline from a fresh run of OPS."""
+    from jaxdev.audit import sweep
+
+    jobs, timeout, max_samples = how
+    selections = resolve_ops(ops, all_reaching)
+    units = sweep.plan([o for s in selections for o in s.opinfos], dtypes, not no_backward, mode=mode or "eager")
+    options = facts.SweepOptions(jobs, timeout or facts.DEFAULT_TIMEOUT_S, max_samples or facts.DEFAULT_MAX_SAMPLES)
+    run_sweep(units, baseline_path, options)
+    console.print(f"baseline written: {baseline_path}")
+
+
+def _check(ops, baseline_path, accept, strict, all_reaching, dtypes, no_backward, mode, how) -> None:
+    """Rerun the baseline's cells in scope and compare; exit 1 on a change (unless --accept)."""
+    from jaxdev.audit import gate
+
+    jobs, timeout, max_samples = how
     baseline = gate.load_baseline(baseline_path)
     scope = gate.scope(baseline, ops, not no_backward, dtypes, mode, strict=strict or accept, all_reaching=all_reaching)
     for s in scope.selections:
@@ -100,10 +117,23 @@ def command(
         timeout or baseline.run.get("timeout_s") or facts.DEFAULT_TIMEOUT_S,
         max_samples or baseline.run.get("max_samples") or facts.DEFAULT_MAX_SAMPLES,
     )
+    fresh = _fresh(units, options)
+    changes = gate.compare(baseline, fresh)
+    _print_changes(changes)
+    print_aten_results(scope.selections, fresh)
+    _verdict(changes, baseline, fresh, baseline_path, len(units), accept, strict, ops, scope)
+
+
+def _fresh(units, options):
+    """The units' cells, run into a temporary matrix (read back as written: what --accept records)."""
+    from jaxdev.audit import matrix
+
     with tempfile.TemporaryDirectory(prefix="jaxdev-gate-") as tmp:
         run_sweep(units, os.path.join(tmp, "matrix.yaml"), options, temporary=True)  # its path: gone at exit
-        fresh = matrix.load(os.path.join(tmp, "matrix.yaml"))  # as written: what --accept records
-    changes = gate.compare(baseline, fresh)
+        return matrix.load(os.path.join(tmp, "matrix.yaml"))
+
+
+def _print_changes(changes) -> None:
     for c in changes:
         console.print(
             f"{c.kind:15} {c.op} {c.dtype} {c.direction}: {coloured(c.old)} -> {coloured(c.new)}"
@@ -111,8 +141,12 @@ def command(
             markup=True,
             soft_wrap=True,
         )
-    print_aten_results(scope.selections, fresh)
-    cells = len(units)
+
+
+def _verdict(changes, baseline, fresh, baseline_path, cells, accept, strict, ops, scope) -> None:
+    """--accept records the fresh cells; otherwise pass, or fail with exit 1."""
+    from jaxdev.audit import gate
+
     if accept:
         gate.accept(baseline, fresh, baseline_path)
         console.print(f"accepted {len(changes)} changes over {cells} cells -> {baseline_path}")

@@ -140,15 +140,15 @@ def test_cli_writes_aten_yaml_for_a_scope(cli, tmp_path, tiny_matrix):
     assert code == 0, text
     assert "3 overloads" in " ".join(text.split()) and "aten.yaml" in text
     doc = aten_matrix.load(str(out / "aten.yaml"))
-    assert doc["meta"]["scope"] == ["aten::sin.default", "sinh.out", "aten::_nnz"]
-    assert doc["meta"]["counts"]["verdicts"] == {"pass": 2, "fails": 0, "fallback": 0, "untriable": 1}
-    sin = doc["overloads"]["aten::sin"]
+    assert doc.meta["scope"] == ["aten::sin.default", "sinh.out", "aten::_nnz"]
+    assert doc.counts()["verdicts"] == {"pass": 2, "fails": 0, "fallback": 0, "untriable": 1}
+    sin = doc.overloads["aten::sin"]
     assert sin["evidence"] == "opinfo" and sin["opinfos"] == ["sin"] and sin["verdict"] == "pass"
     assert sin["cells"] == {"float32": {"forward": "pass", "backward": "pass"}}
     assert sin["route"] == {"PrivateUse1": "native", "AutogradPrivateUse1": "autograd"}
-    sinh = doc["overloads"]["aten::sinh.out"]
+    sinh = doc.overloads["aten::sinh.out"]
     assert sinh["evidence"] == "direct" and sinh["cells"] == {"float32": {"forward": "pass"}}
-    assert doc["overloads"]["aten::_nnz"]["category"] == "sparse"
+    assert doc.overloads["aten::_nnz"]["category"] == "sparse"
     assert yaml.safe_load((out / "aten.yaml").read_text())["schema"] == aten_matrix.SCHEMA
     from jaxdev.audit import explain
 

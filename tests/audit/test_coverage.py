@@ -167,9 +167,9 @@ def test_max_samples_limits_and_flags_the_cell(cli, tmp_path):
 
 
 def test_progress_lines_in_a_log(cli, tmp_path, monkeypatch):
-    from jaxdev.cli import coverage_cmd
+    from jaxdev.cli import progress
 
-    monkeypatch.setattr(coverage_cmd._LogProgress, "LOG_EVERY_S", 0.0)
+    monkeypatch.setattr(progress.LogProgress, "LOG_EVERY_S", 0.0)
     code, out = cli("coverage", "jaxdev_audit_test.good", "--jobs", "1", "--out", str(tmp_path))
     assert code == 0, out
     assert "1/1 units, 3 samples" in out and "samples/s, elapsed 0:" in out and "ETA" in out

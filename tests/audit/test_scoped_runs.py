@@ -132,12 +132,12 @@ def test_a_scoped_aten_run_keeps_every_other_overload(cli, tmp_path):
     )
     assert code == 0, out
     after = aten_matrix.load(path)
-    assert set(after["overloads"]) == set(before["overloads"])
-    assert {k: v for k, v in after["overloads"].items() if k != "aten::sin"} == {
-        k: v for k, v in before["overloads"].items() if k != "aten::sin"
+    assert set(after.overloads) == set(before.overloads)
+    assert {k: v for k, v in after.overloads.items() if k != "aten::sin"} == {
+        k: v for k, v in before.overloads.items() if k != "aten::sin"
     }
-    assert after["meta"]["direct"] == before["meta"]["direct"]
-    assert after["meta"]["this_run"]["scope"] == ["aten::sin.default"]
-    assert "scope" not in after["meta"]  # the file still covers every overload
+    assert after.meta["direct"] == before.meta["direct"]
+    assert after.meta["this_run"]["scope"] == ["aten::sin.default"]
+    assert "scope" not in after.meta  # the file still covers every overload
     text = " ".join(out.split())
-    assert "this run, 1 overloads: pass 1" in text and f"now holds {len(before['overloads'])} overloads" in text
+    assert "this run, 1 overloads: pass 1" in text and f"now holds {len(before.overloads)} overloads" in text
