@@ -47,8 +47,11 @@ unavailable: str | None = None
 def _key() -> str:
     """Changes whenever the module must be rebuilt: its source, torch, Python, the platform."""
     h = hashlib.sha256()
-    with open(SOURCE, "rb") as f:
-        h.update(f.read())
+    for name in sorted(os.listdir(os.path.dirname(SOURCE))):  # native.cpp includes the other files
+        if name.endswith((".cpp", ".h")):
+            h.update(name.encode())
+            with open(os.path.join(os.path.dirname(SOURCE), name), "rb") as f:
+                h.update(f.read())
     for part in (torch.__version__, torch.version.git_version, sys.version, sysconfig.get_platform()):
         h.update(str(part).encode())
     return h.hexdigest()[:16]

@@ -1,0 +1,65 @@
+// Declarations the translation units of jaxdev's native module share (see native.cpp for what the
+// module does); each unit includes the PyTorch headers it uses itself, so that none parses them all. One concern per file: native.cpp (the module and its CPU redispatch kernels),
+// boxes.cpp (storages and their boxes), readers.cpp (a tensor's array without Python), fast_ops.cpp
+// (whole eager ops and clone in C++), device.cpp (device guard, pinned-memory hooks, attention choice).
+
+#pragma once
+
+#include <Python.h>
+
+namespace at {
+class Tensor;
+}
+namespace c10 {
+struct TensorImpl;
+}
+namespace torch {
+class Library;
+}
+
+namespace jaxdev_native {
+
+// --- boxes.cpp: storages and their boxes (tensor.BOXES, tensor.Box) ---------------------------------
+extern PyObject* g_boxes;     // tensor.BOXES
+extern PyObject* g_box_type;  // tensor.Box
+extern PyObject* s_logical;
+extern PyObject* s_array;
+extern PyObject* s_dtype;
+extern PyObject* s_shape;
+extern PyObject* s_numel;
+extern PyObject* s_weak;
+extern PyObject* s_untyped;
+extern PyObject* s_writes;
+extern PyObject* g_zero;
+bool drop_box(void* address);
+bool drop_dead_boxes();
+bool wrap_array(PyObject* array, PyObject* dtype, PyObject* address_obj, at::Tensor& out);
+PyObject* wrap(PyObject*, PyObject* const* args, Py_ssize_t nargs);
+PyObject* new_storage(PyObject*, PyObject* const* args, Py_ssize_t nargs);
+PyObject* drop_dead(PyObject*, PyObject*);
+PyObject* set_boxes(PyObject*, PyObject* const* args, Py_ssize_t nargs);
+
+// --- readers.cpp: a tensor's array without a Python frame -------------------------------------------
+bool check_ready();
+PyObject* physical_box(const c10::TensorImpl* impl);
+PyObject* plain_array(const at::Tensor& t);
+bool is_plain(const at::Tensor& t);
+PyObject* plain_value(PyObject*, PyObject* obj);
+PyObject* plain_values(PyObject*, PyObject* args);
+PyObject* all_plain(PyObject*, PyObject* args);
+
+// --- fast_ops.cpp: whole eager ops and clone without a Python frame ---------------------------------
+PyObject* register_fast_kernel(PyObject*, PyObject* const* args, Py_ssize_t nargs);
+PyObject* register_clone_kernel(PyObject*, PyObject* const* args, Py_ssize_t nargs);
+PyObject* set_allocation(PyObject*, PyObject* const* args, Py_ssize_t nargs);
+PyObject* set_python_kernels(PyObject*, PyObject* flag);
+
+// --- device.cpp: the jax device's guard, hooks and attention choice ---------------------------------
+PyObject* install_device_guard(PyObject*, PyObject*);
+PyObject* install_hooks(PyObject*, PyObject*);
+PyObject* install_attention_choice(PyObject*, PyObject*);
+
+// --- native.cpp ---------------------------------------------------------------------------------
+torch::Library& private_use1_kernels();
+
+}  // namespace jaxdev_native
