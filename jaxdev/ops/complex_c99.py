@@ -1,6 +1,6 @@
 """Complex elementary functions with CPU's signed zeros, branch cuts and special values.
 
-CPU computes complex sqrt, asin, acos, acosh, atan, asinh, atanh and log with the C library (C99
+CPU computes complex sqrt, asin, acos, acosh, atan, asinh, atanh, exp and log with the C library (C99
 Annex G): the sign of a zero part picks the side of a branch cut (sqrt(-2 - 0j) is -1.414j, sqrt(-2 +
 0j) is +1.414j), and infinities and NaNs have fixed answers (|inf + nan j| is inf, sqrt(x + inf j) is
 inf + inf j for every x). XLA's complex functions ignore the zero's sign (jax gave +1.414j on both
@@ -152,6 +152,11 @@ _ACOSH = [  # cacosh, upper half-plane
     (_when(None, "nan"), (_NAN, _NAN)),
     (_when("nan", None), (_NAN, _NAN)),
 ]
+_EXP = [  # cexp, upper half-plane: where CPU's differ from XLA's
+    (_when("+inf", "inf"), (_INF, _NAN)),
+    (_when("-inf", "inf"), (0.0, 0.0)),
+    (_when("-inf", "nan"), (0.0, 0.0)),
+]
 _LOG = [  # clog, upper half-plane
     (_when("inf", "nan"), (_INF, _NAN)),
     (_when("nan", "inf"), (_INF, _NAN)),
@@ -175,6 +180,7 @@ _atanh = _symmetric(jnp.arctanh, True, _ATANH)
 _acos = _symmetric(jnp.arccos, False, _ACOS)
 acosh = _symmetric(jnp.arccosh, False, _ACOSH)
 log = _symmetric(jnp.log, False, _LOG)
+exp = _symmetric(jnp.exp, False, _EXP)
 
 
 def asin(z):

@@ -142,7 +142,7 @@ for _op, _fn in [
     (aten.asinh.default, complex_c99.asinh),
     (aten.acosh.default, complex_c99.acosh),
     (aten.atanh.default, complex_c99.atanh),
-    (aten.exp.default, jnp.exp),
+    (aten.exp.default, complex_c99.exp),
     (aten.exp2.default, jnp.exp2),
     (aten.expm1.default, jnp.expm1),
     (aten.log.default, complex_c99.log),

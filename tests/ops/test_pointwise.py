@@ -21,7 +21,7 @@ def test_complex_abs_follows_hypot_at_infinities(dtype):
 
 
 _EXTREMES = [0.0, -0.0, 0.5, -2.0, 1.0, 1e-30, -1e30, INF, -INF, NAN]
-_BRANCHED = ["sqrt", "asin", "acos", "acosh", "atan", "asinh", "atanh", "log"]
+_BRANCHED = ["sqrt", "asin", "acos", "acosh", "atan", "asinh", "atanh", "log", "exp"]
 
 
 def _same_with_signs(got, want):
@@ -58,4 +58,9 @@ def test_complex_functions_of_finite_values_as_cpu(name):
     )
     for dtype, rtol in ((torch.complex64, 2e-6), (torch.complex128, 1e-12)):
         x = z.to(dtype)
-        torch.testing.assert_close(getattr(torch, name)(x.to(JAX)).cpu(), getattr(torch, name)(x), rtol=rtol, atol=0)
+        # atol: below the smallest normal number XLA's CPU backend flushes to zero where CPU keeps
+        # subnormals (exp of large negative parts); a known difference, not a wrong value
+        atol = torch.finfo(dtype.to_real()).tiny
+        got, want = getattr(torch, name)(x.to(JAX)).cpu(), getattr(torch, name)(x)
+        # part by part: a complex difference of equal infinite parts is NaN
+        torch.testing.assert_close(torch.view_as_real(got), torch.view_as_real(want), rtol=rtol, atol=atol)
