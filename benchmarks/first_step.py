@@ -105,8 +105,9 @@ def child_jit() -> dict:
     return {"first": first, "phases": phases}
 
 
-def spawn(variant: str, cache: str) -> dict:
+def spawn(variant: str, cache: str, **extra_env) -> dict:
     env = dict(os.environ, JAXDEV_CACHE_DIR=cache, TORCHINDUCTOR_CACHE_DIR=os.path.join(cache, "inductor"))
+    env.update(extra_env)
     out = subprocess.run(
         [sys.executable, os.path.abspath(__file__), "--child", variant],
         capture_output=True,
@@ -138,30 +139,44 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--child", choices=["compiled", "jit"])
+    parser.add_argument(
+        "--with-cache-off",
+        action="store_true",
+        help="also the compiled step with JAXDEV_COMPILE_CACHE=off (JAX's own XLA cache still on), interleaved",
+    )
     args = parser.parse_args()
     if args.child:
         sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
         print(json.dumps(child_compiled() if args.child == "compiled" else child_jit()))
         return
-    runs: dict[str, list[dict]] = {k: [] for k in ("compiled cold", "jit cold", "compiled warm", "jit warm")}
+    names = ["compiled cold", "jit cold", "compiled warm", "jit warm"]
+    names += ["compiled cold, cache off", "compiled warm, cache off"] if args.with_cache_off else []
+    runs: dict[str, list[dict]] = {k: [] for k in names}
     for r in range(args.rounds):
         with (
             tempfile.TemporaryDirectory(prefix="jaxdev-first-") as a,
             tempfile.TemporaryDirectory(prefix="jaxdev-first-") as b,
+            tempfile.TemporaryDirectory(prefix="jaxdev-first-") as c,
         ):
             runs["compiled cold"].append(spawn("compiled", a))
             runs["jit cold"].append(spawn("jit", b))
+            if args.with_cache_off:
+                runs["compiled cold, cache off"].append(spawn("compiled", c, JAXDEV_COMPILE_CACHE="off"))
             runs["compiled warm"].append(spawn("compiled", a))
             runs["jit warm"].append(spawn("jit", b))
+            if args.with_cache_off:
+                runs["compiled warm, cache off"].append(spawn("compiled", c, JAXDEV_COMPILE_CACHE="off"))
         print(
             f"round {r + 1}: " + ", ".join(f"{k} {v[-1]['first']:.2f} s" for k, v in runs.items()),
             flush=True,
         )
     print(f"\n{'first step':<14}{'compiled s':>12}{'jax.jit s':>11}{'compiled / jit':>16}  (medians of {args.rounds})")
     for cache in ("cold", "warm"):
-        c, j = runs[f"compiled {cache}"], runs[f"jit {cache}"]
-        ratio = statistics.median(x["first"] / y["first"] for x, y in zip(c, j))
-        print(f"{cache:<14}{_median(c, 'first'):>12.2f}{_median(j, 'first'):>11.2f}{ratio:>16.2f}")
+        j = runs[f"jit {cache}"]
+        for label in [cache] + ([f"{cache}, cache off"] if args.with_cache_off else []):
+            c = runs[f"compiled {label}"]
+            ratio = statistics.median(x["first"] / y["first"] for x, y in zip(c, j))
+            print(f"{label:<14}{_median(c, 'first'):>12.2f}{_median(j, 'first'):>11.2f}{ratio:>16.2f}")
     warm = runs["compiled warm"]
     print(
         f"compiled second step (the optimizer's state exists now): cold {_median(runs['compiled cold'], 'second'):.2f} s, "

@@ -60,7 +60,12 @@ print(json.dumps({{"hits": aot_cache.STATS.hits, "compiled": aot_cache.STATS.com
 def _run(cache_dir, patch: str = "", batch: int = 5, **env) -> dict:
     proc = run_python(
         _CHILD.format(patch=patch, batch=batch),
-        env={"JAXDEV_CACHE_DIR": str(cache_dir), "TORCHINDUCTOR_CACHE_DIR": str(cache_dir / "inductor"), **env},
+        env={
+            "JAXDEV_CACHE_DIR": str(cache_dir),
+            "TORCHINDUCTOR_CACHE_DIR": str(cache_dir / "inductor"),
+            "JAXDEV_COMPILE_CACHE": "on",  # off by default (aot_cache.enabled)
+            **env,
+        },
         timeout=600,
     )
     assert proc.returncode == 0, describe_exit(proc)
@@ -133,10 +138,18 @@ def test_a_program_pickles_as_its_graph():
     torch.testing.assert_close(again.gm(x)[1], x.cos())
 
 
-@pytest.mark.parametrize("value", ["off", "0", ""])
+@pytest.mark.parametrize("value", ["off", "0", "", None])
 def test_off_values(monkeypatch, value):
-    monkeypatch.setenv(aot_cache.ENV, value)
+    if value is None:  # unset: off by default
+        monkeypatch.delenv(aot_cache.ENV, raising=False)
+    else:
+        monkeypatch.setenv(aot_cache.ENV, value)
     assert not aot_cache.enabled()
+
+
+def test_on(monkeypatch):
+    monkeypatch.setenv(aot_cache.ENV, "on")
+    assert aot_cache.enabled() == (aot_cache.cache.directory() is not None)
 
 
 def test_a_program_keeps_its_planned_layouts_through_pickling():
