@@ -14,8 +14,6 @@ compiling the same model skips AOTAutograd's tracing and partitioning.
 
 from __future__ import annotations
 
-import functools
-
 from jaxdev.compiler import aot_cache
 from jaxdev.compiler.program import GraphProgram
 
@@ -31,8 +29,11 @@ def _compiler(kind: str):
     return aot_cache.serializable(compile_graph)
 
 
-@functools.cache
 def _aot_backend():
+    """A fresh AOTAutograd backend per dynamo graph, not one cached: for a SerializableAOTDispatchCompiler
+    bw_compiler, torch's aot_autograd wraps `compiler_fn` in its `_wrapped_bw_compiler` again on every
+    call (torch/_dynamo/backends/common.py), so a shared one nested one more wrapper per compiled graph
+    and raised RecursionError after ~490 graphs in one process (the coverage gate's workers)."""
     from torch._dynamo.backends.common import aot_autograd
 
     return aot_autograd(

@@ -63,3 +63,35 @@ def test_views_are_not_copied():
     x = torch.zeros(3, 2)
     got = torch.compile(write_through, backend="jax")(x.to("jax").clone())
     torch.testing.assert_close(got.cpu(), write_through(x.clone()))
+
+
+def test_compiled_backward_graphs_do_not_nest_compiler_wrappers(monkeypatch):
+    """Each graph gets a fresh AOTAutograd backend: torch's aot_autograd wraps a shared serializable
+    bw_compiler in `_wrapped_bw_compiler` once more per graph, and a process that compiled ~490
+    backward graphs (the coverage gate's workers) died with RecursionError."""
+    from torch._dynamo.backends import common
+
+    made = []
+    real = common.aot_autograd
+
+    def spy(**kwargs):
+        backend = real(**kwargs)
+        if "bw_compiler" in kwargs:
+            made.append(kwargs["bw_compiler"])
+        return backend
+
+    monkeypatch.setattr(common, "aot_autograd", spy)
+    for _ in range(5):
+        torch._dynamo.reset()
+        x = torch.randn(3, device="jax", requires_grad=True)
+        torch.compile(lambda t: (t * 2).sin().sum(), backend="jax")(x).backward()
+    assert x.grad is not None and made
+
+    def depth(compiler) -> int:
+        fn, n = getattr(compiler, "compiler_fn", compiler), 0
+        while getattr(fn, "_is_wrapped_bw_compiler", False):
+            n += 1
+            fn = next(c.cell_contents for c in fn.__closure__ if callable(c.cell_contents))
+        return n
+
+    assert max(depth(c) for c in made) <= 1
