@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-import jaxdev  # noqa: F401
+import jaxdev
 
 
 @pytest.mark.parametrize("value", [3.0, 0.0])
@@ -26,3 +26,17 @@ def test_dense_to_sparse_round_trip_matches_cpu():
     torch.testing.assert_close(got.indices().cpu(), cpu.indices())
     torch.testing.assert_close(got.values().cpu(), cpu.values())
     torch.testing.assert_close(got.to_dense().cpu(), x)
+
+
+def test_copy_between_sparse_tensors_on_jax():
+    """copy_ of one sparse COO jax tensor into another: copy_'s SparseCPU kernel calls
+    copy_sparse_to_sparse_, which had no jax kernel, fell back to CPU, whose write-back was a sparse copy_
+    again: an endless recursion. Now a metadata kernel, as copy_ is; no fallback."""
+    src = torch.sparse_coo_tensor([[0, 1], [1, 0]], [1.0, 2.0], (2, 2))
+    dst = torch.sparse_coo_tensor([[0], [0]], [5.0], (2, 2))
+    on_jax = dst.to("jax")
+    jaxdev.reset_fallback_counts()
+    on_jax.copy_(src.to("jax"))
+    assert jaxdev.fallback_counts() == {}
+    assert on_jax.device.type == "jax" and on_jax._values().device.type == "jax"
+    torch.testing.assert_close(on_jax.to_dense().cpu(), dst.copy_(src).to_dense())

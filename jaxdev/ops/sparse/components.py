@@ -35,6 +35,7 @@ COO_METADATA = [
     aten._coalesced_.default,
     aten.clone.default,
     aten.copy_.default,
+    aten.copy_sparse_to_sparse_.default,  # copy_'s SparseCPU kernel calls it: without it, an endless fallback
     aten.sparse_resize_.default,
     aten.sparse_resize_and_clear_.default,
     aten.zero_.default,
