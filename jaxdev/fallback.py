@@ -162,3 +162,39 @@ def run_on_cpu(op, *args, **kwargs):
 
 
 _LIB.fallback(run_on_cpu, "PrivateUse1")
+
+
+def round_trip(op, args, kwargs, copy_to_cpu):
+    """`op` run on CPU copies of its jax arguments, for layouts the dense fallback cannot carry (sparse,
+    nested): `copy_to_cpu(t)` makes each jax tensor's CPU copy, `device=jax` becomes CPU, arguments the
+    op writes are written back into their jax originals, and results come back on jax (an argument
+    returned is its jax original)."""
+    originals: dict[int, torch.Tensor] = {}
+
+    def to_cpu(x):
+        if is_jax(x):
+            c = copy_to_cpu(x)
+            originals[id(c)] = x
+            return c
+        if isinstance(x, torch.device) and x.type == "jax":
+            return torch.device("cpu")
+        return x
+
+    cpu_args, cpu_kwargs = tree_map(to_cpu, args), tree_map(to_cpu, kwargs)
+    if isinstance(cpu_kwargs.get("device"), str) and cpu_kwargs["device"].startswith("jax"):
+        cpu_kwargs["device"] = "cpu"
+    result = op(*cpu_args, **cpu_kwargs)
+    for i, arg in enumerate(op._schema.arguments):
+        if arg.alias_info is not None and arg.alias_info.is_write:
+            changed = _schema_value(op._schema, i, cpu_args, cpu_kwargs)
+            for c in changed if isinstance(changed, (list, tuple)) else [changed]:
+                if isinstance(c, torch.Tensor) and id(c) in originals:
+                    with torch.no_grad():
+                        originals[id(c)].copy_(c.to("jax"))
+
+    def to_jax(x):
+        if isinstance(x, torch.Tensor):
+            return originals[id(x)] if id(x) in originals else x.to("jax")
+        return x
+
+    return tree_map(to_jax, result)

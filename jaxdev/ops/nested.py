@@ -25,7 +25,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import torch
-from torch.utils._pytree import tree_map
 
 from jaxdev import dtypes, fallback, tensor
 from jaxdev.ops import transformer
@@ -320,34 +319,12 @@ def nested_fallback(op, *args, **kwargs):
             "JAXDEV_FALLBACK=error forbids running it on CPU"
         )
     fallback.admit(op, args, kwargs, view_of="a nested tensor", kernel="jax kernel for nested tensors")
-    originals: dict[int, torch.Tensor] = {}
+    return fallback.round_trip(op, args, kwargs, _cpu_copy)
 
-    def to_cpu(x):
-        if tensor.is_jax(x):
-            # CPU's copy between devices needs a contiguous nested tensor (one buffer)
-            c = (x.contiguous() if x.is_nested else x).detach().to("cpu")
-            originals[id(c)] = x
-            return c
-        if isinstance(x, torch.device) and x.type == "jax":
-            return torch.device("cpu")
-        return x
 
-    cpu_args, cpu_kwargs = tree_map(to_cpu, args), tree_map(to_cpu, kwargs)
-    result = op(*cpu_args, **cpu_kwargs)
-    for i, arg in enumerate(op._schema.arguments):
-        if arg.alias_info is not None and arg.alias_info.is_write:
-            changed = fallback._schema_value(op._schema, i, cpu_args, cpu_kwargs)
-            for c in changed if isinstance(changed, (list, tuple)) else [changed]:
-                if isinstance(c, torch.Tensor) and id(c) in originals:
-                    with torch.no_grad():
-                        originals[id(c)].copy_(c.to("jax"))
-
-    def to_jax(x):
-        if isinstance(x, torch.Tensor):
-            return originals[id(x)] if id(x) in originals else x.to("jax")
-        return x
-
-    return tree_map(to_jax, result)
+def _cpu_copy(x):
+    """CPU's copy between devices needs a contiguous nested tensor (one buffer)."""
+    return (x.contiguous() if x.is_nested else x).detach().to("cpu")
 
 
 def _composites_with_nested_kernels():

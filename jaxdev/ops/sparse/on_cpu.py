@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 from torch.utils._pytree import tree_map
 
-from jaxdev import fallback, tensor
+from jaxdev import fallback
 from jaxdev.ops.sparse.components import needs_cpu, unsupported_layout
 
 _FALLBACK_LIB = torch.library.Library("_", "IMPL")
@@ -38,35 +38,12 @@ def sparse_fallback(op, *args, **kwargs):
         view_of=f"a {str(layout).removeprefix('torch.')} tensor",
         kernel="jax kernel for sparse tensors",
     )
-    originals: dict[int, torch.Tensor] = {}
+    return fallback.round_trip(op, args, kwargs, _cpu_copy)
 
-    def to_cpu(x):
-        if tensor.is_jax(x):
-            c = x.detach().to("cpu") if x.layout != torch.strided else x.detach().to("cpu").clone()
-            originals[id(c)] = x
-            return c
-        if isinstance(x, torch.device) and x.type == "jax":
-            return torch.device("cpu")
-        return x
 
-    cpu_args, cpu_kwargs = tree_map(to_cpu, args), tree_map(to_cpu, kwargs)
-    if isinstance(cpu_kwargs.get("device"), str) and cpu_kwargs["device"].startswith("jax"):
-        cpu_kwargs["device"] = "cpu"
-    result = op(*cpu_args, **cpu_kwargs)
-    for i, arg in enumerate(op._schema.arguments):
-        if arg.alias_info is not None and arg.alias_info.is_write:
-            changed = fallback._schema_value(op._schema, i, cpu_args, cpu_kwargs)
-            for c in changed if isinstance(changed, (list, tuple)) else [changed]:
-                if isinstance(c, torch.Tensor) and id(c) in originals:
-                    with torch.no_grad():
-                        originals[id(c)].copy_(c.to("jax"))
-
-    def to_jax(x):
-        if isinstance(x, torch.Tensor):
-            return originals[id(x)] if id(x) in originals else x.to("jax")
-        return x
-
-    return tree_map(to_jax, result)
+def _cpu_copy(x):
+    """A sparse tensor's CPU copy; a strided one's cloned, so CPU's kernel never writes a shared buffer."""
+    return x.detach().to("cpu") if x.layout != torch.strided else x.detach().to("cpu").clone()
 
 
 _FALLBACK_LIB.fallback(sparse_fallback, "SparsePrivateUse1")
