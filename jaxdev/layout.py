@@ -30,6 +30,7 @@ import torch
 from torch._ops import OpOverload
 
 from jaxdev import native
+from jaxdev.core.limits import dense_layout
 
 aten = torch.ops.aten
 
@@ -231,15 +232,6 @@ def _dense_in(shape, strides, order) -> bool:
     return True
 
 
-def _non_overlapping_and_dense(shape, strides) -> bool:
-    expected = 1
-    for s, n in sorted((s, n) for n, s in zip(shape, strides) if n != 1):
-        if s != expected:
-            return False
-        expected *= n
-    return True
-
-
 def elementwise_strides(operands) -> tuple[int, ...]:
     """The strides TensorIterator gives a new output from its inputs' (shape, strides), in operand
     order: the fast set-up (all of one shape and contiguous, channels_last, or dense with equal
@@ -256,7 +248,7 @@ def elementwise_strides(operands) -> tuple[int, ...]:
         if ndim == 4 and all(_dense_in(s, st, (1, 3, 2, 0)) for s, st in operands):
             return _dense_strides(shape, (1, 3, 2, 0))
         first = tuple(operands[0][1])
-        if all(_non_overlapping_and_dense(s, st) and tuple(st) == first for s, st in operands):
+        if all(dense_layout(s, st) and tuple(st) == first for s, st in operands):
             return first
     strides = []
     for s, st in operands:  # compute_strides: a broadcast dim has stride 0

@@ -17,19 +17,9 @@ from __future__ import annotations
 
 import torch
 
+from jaxdev.core.limits import dense_layout
+
 STATS = {"restrided": 0}  # results copied into their planned strides in this process (for tests)
-
-
-def _dense(shape, strides) -> bool:
-    """Whether (shape, strides) covers a storage of numel elements once each (a permutation of a
-    contiguous layout): empty_strided can make it."""
-    expected = 1
-    for size, stride in sorted(zip(shape, strides), key=lambda p: p[1]):
-        if size != 1:
-            if stride != expected:
-                return False
-            expected *= size
-    return True
 
 
 def _plan(val) -> tuple | None:
@@ -39,7 +29,7 @@ def _plan(val) -> tuple | None:
     shape, strides = tuple(val.shape), val.stride()
     if not all(type(s) is int for s in (*shape, *strides)):  # symbolic sizes: no fixed plan
         return None
-    return (shape, strides) if _dense(shape, strides) else None
+    return (shape, strides) if dense_layout(shape, strides) else None
 
 
 def _restrided(out: torch.Tensor, plan: tuple, seen: set) -> torch.Tensor:

@@ -107,8 +107,13 @@ def raise_if_out_of_memory(error: Exception) -> None:
 
 def is_non_overlapping_and_dense(t: torch.Tensor) -> bool:
     """Some permutation of the dims is contiguous."""
+    return dense_layout(t.shape, t.stride())
+
+
+def dense_layout(shape, strides) -> bool:
+    """(shape, strides) is some permutation of a contiguous layout (size-1 dims' strides are free)."""
     expected = 1
-    for stride, size in sorted((s, n) for n, s in zip(t.shape, t.stride()) if n != 1):
+    for stride, size in sorted((s, n) for n, s in zip(shape, strides) if n != 1):
         if stride != expected:
             return False
         expected *= size
