@@ -1,6 +1,6 @@
 """Complex elementary functions with CPU's signed zeros, branch cuts and special values.
 
-CPU computes complex sqrt, asin, acos, acosh, atan, asinh, atanh, exp and log with the C library (C99
+CPU computes complex abs, sqrt, asin, acos, acosh, atan, asinh, atanh, exp and log with the C library (C99
 Annex G): the sign of a zero part picks the side of a branch cut (sqrt(-2 - 0j) is -1.414j, sqrt(-2 +
 0j) is +1.414j), and infinities and NaNs have fixed answers (|inf + nan j| is inf, sqrt(x + inf j) is
 inf + inf j for every x). XLA's complex functions ignore the zero's sign (jax gave +1.414j on both
@@ -211,3 +211,12 @@ def acos(z):
     if z.dtype == jnp.complex128:
         return jnp.asarray(_PI / 2, z.dtype) - asin(z)
     return _acos(z)
+
+
+def abs(x):
+    """|x|; for complex x, C99's hypot rule as CPU's std::abs: an infinite part gives inf even beside a
+    NaN one (XLA's complex abs gives NaN there)."""
+    if not jnp.iscomplexobj(x):
+        return jnp.abs(x)
+    infinite = jnp.isinf(x.real) | jnp.isinf(x.imag)
+    return jnp.where(infinite, jnp.array(jnp.inf, x.real.dtype), jnp.abs(x))

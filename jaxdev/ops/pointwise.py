@@ -19,17 +19,7 @@ from jaxdev.ops import complex_c99
 from jaxdev.ops.registry import aten, register_functional
 from jaxdev.ops.toolkit import J, apply, float_of, plain, same_dtype_bodies, typed_bodies
 
-
-def _abs(x):
-    """|x|; for complex x, C99's hypot rule as CPU's std::abs: an infinite part gives inf even beside a
-    NaN one (XLA's complex abs gives NaN there)."""
-    if not jnp.iscomplexobj(x):
-        return jnp.abs(x)
-    infinite = jnp.isinf(x.real) | jnp.isinf(x.imag)
-    return jnp.where(infinite, jnp.array(jnp.inf, x.real.dtype), jnp.abs(x))
-
-
-_ABS, _SIGN = plain(_abs), plain(jnp.sign)
+_ABS, _SIGN = plain(complex_c99.abs), plain(jnp.sign)
 
 
 # --- unary ---------------------------------------------------------------------------------------
