@@ -28,9 +28,8 @@ import torch
 
 from jaxdev import dtypes, fallback, tensor
 from jaxdev.ops import transformer
-from jaxdev.ops.linalg import matmul
 from jaxdev.ops.registry import aten, register, register_layout_kernel
-from jaxdev.ops.toolkit import J, jitted
+from jaxdev.ops.toolkit import J, jitted, matmul
 
 NESTED = "NestedTensorPrivateUse1"
 _FALLBACK_LIB = torch.library.Library("_", "IMPL")

@@ -12,7 +12,8 @@ import jax.numpy as jnp
 import torch
 
 from jaxdev import dtypes, tensor
-from jaxdev.ops.cpu_numerics import round_to, sqrt_divisor
+from jaxdev.ops.cpu_numerics import round_to
+from jaxdev.ops.formulas import layer_norm, rsqrt
 from jaxdev.ops.registry import aten, register, register_functional
 from jaxdev.ops.toolkit import J, compiled, opmath
 
@@ -21,18 +22,11 @@ def _channel_shape(x):
     return (1, -1) + (1,) * (x.ndim - 2)
 
 
-def _rsqrt(v):
-    """1 / sqrt(v) as CPU computes it: a rounded square root, then a rounded division. XLA turns
-    1 / sqrt into its rsqrt, which is 1 ulp off for about a third of float32 inputs (measured:
-    32531 of 100000); the barrier keeps the two operations apart."""
-    return 1.0 / sqrt_divisor(v)
-
-
 def _inv_std(var, eps):
     """CPU's InvStd: 1 / sqrt(var + eps), and 0 (not inf) when var and eps are both 0."""
     if eps != 0:
-        return _rsqrt(var + jnp.asarray(eps, var.dtype))
-    return jnp.where(var != 0, _rsqrt(var), jnp.zeros((), var.dtype))
+        return rsqrt(var + jnp.asarray(eps, var.dtype))
+    return jnp.where(var != 0, rsqrt(var), jnp.zeros((), var.dtype))
 
 
 def _check_batch_norm_dtypes(input, weight, bias, running_mean, running_var):
@@ -82,7 +76,7 @@ def _batch_norm(input, weight, bias, running_mean, running_var, training, moment
         save_mean, save_invstd = mean, invstd
     else:
         mean = J(running_mean).astype(c)
-        invstd = _rsqrt(J(running_var).astype(c) + eps)
+        invstd = rsqrt(J(running_var).astype(c) + eps)
         save_mean = save_invstd = jnp.zeros((0,), c)
     y = (xc - mean.reshape(shape)) * invstd.reshape(shape)
     if weight is not None:
@@ -151,7 +145,7 @@ def _batch_norm_half(x, input, weight, bias, running_mean, running_var, training
         saved = (save_mean.astype(pdt), save_invstd.astype(pdt))
     else:
         m = J(running_mean).astype(f32)
-        invstd = _rsqrt(J(running_var).astype(f32) + jnp.float32(eps))
+        invstd = rsqrt(J(running_var).astype(f32) + jnp.float32(eps))
         saved = (jnp.zeros((0,), pdt), jnp.zeros((0,), pdt))
     alpha = invstd * J(weight).astype(f32) if weight is not None else invstd
     f64 = jnp.float64  # an exact product and one rounding: a fused multiply-add
@@ -192,7 +186,7 @@ def native_batch_norm_backward(
         mean, invstd = J(save_mean).astype(c), J(save_invstd).astype(c)
     else:
         mean = J(running_mean).astype(c)
-        invstd = _rsqrt(J(running_var).astype(c) + eps)
+        invstd = rsqrt(J(running_var).astype(c) + eps)
     w = J(weight).astype(c) if weight is not None else jnp.ones_like(mean)
     xhat = (x - mean.reshape(shape)) * invstd.reshape(shape)
     gb = jnp.sum(g, axis=axes)
@@ -220,20 +214,6 @@ def _layer_axes(input, normalized_shape):
     return tuple(range(axis, input.dim()))
 
 
-def _layer_norm(x, w, b, axes, eps):
-    c = opmath(x.dtype)
-    xc = x.astype(c)
-    mean = jnp.mean(xc, axis=axes, keepdims=True)
-    var = jnp.mean(jnp.square(xc - mean), axis=axes, keepdims=True)
-    rstd = _rsqrt(var + eps)
-    y = (xc - mean) * rstd
-    if w is not None:
-        y = y * w.astype(c)
-    if b is not None:
-        y = y + b.astype(c)
-    return y.astype(x.dtype), mean.astype(x.dtype), rstd.astype(x.dtype)
-
-
 def _opt(t):
     return None if t is None else J(t)
 
@@ -241,7 +221,7 @@ def _opt(t):
 @register_functional(aten.native_layer_norm.default)
 def native_layer_norm(input, normalized_shape, weight, bias, eps):
     axes = _layer_axes(input, normalized_shape)
-    return compiled(_layer_norm, axes, eps)(J(input), _opt(weight), _opt(bias))
+    return compiled(layer_norm, axes, eps)(J(input), _opt(weight), _opt(bias))
 
 
 def _layer_norm_grad(g, x, mean, rstd, w, b, axes, mask):

@@ -21,10 +21,9 @@ import jax.numpy as jnp
 import torch
 
 from jaxdev import dtypes, tensor
-from jaxdev.ops.linalg import matmul
-from jaxdev.ops.normalization import _layer_norm
+from jaxdev.ops.formulas import layer_norm
 from jaxdev.ops.registry import aten, register
-from jaxdev.ops.toolkit import J, jitted, product_precision
+from jaxdev.ops.toolkit import J, jitted, matmul, product_precision
 
 
 def _linear(x, w, b, precision, accumulate):
@@ -80,7 +79,7 @@ def encoder_layer(src, attention, norms, ffn, mask, *, heads, gelu, norm_first, 
     axes = (src.ndim - 1,)
 
     def norm(x, w, b):
-        return _layer_norm(x, w, b, axes, eps)[0]
+        return layer_norm(x, w, b, axes, eps)[0]
 
     x = norm(src, w1, b1) if norm_first else src
     x = attend(
