@@ -11,7 +11,7 @@ The decorator defines the operator with `torch.library.custom_op` (so PyTorch's 
 * its jax (PrivateUse1) kernel: tensor arguments become their `jax.Array`s (sharded ones included, so
   on a mesh the function runs over the sharded arrays and XLA partitions it) and the function runs
   jitted, once per set of non-tensor arguments (they are static, as `jax.jit`'s static arguments). It
-  goes through the eager modes as every jaxdev kernel does (`registry._in_mode`), so fused eager records
+  goes through the eager modes as every jaxdev kernel does (`registry.in_mode`), so fused eager records
   it and compiled programs trace it;
 * its CPU kernel: the same function through JAX's CPU backend (values copied in and out);
 * its fake (meta) function: `jax.eval_shape` of the function, dtypes mapped with jaxdev.dtypes;
@@ -85,7 +85,7 @@ def _define(name: str, schema: str, call: _Call, tags: tuple):
     op = opdef._opoverload
     # The op's own library (custom_op replaces it whole when the name is defined again), and the
     # registry's eager-mode wrapper, as every jaxdev kernel has: fused eager records the op.
-    opdef._lib.impl(op, registry._in_mode(op, call.on_jax), "PrivateUse1")
+    opdef._lib.impl(op, registry.in_mode(op, call.on_jax), "PrivateUse1")
     return opdef
 
 

@@ -44,7 +44,7 @@ class _Guard(torch._C._acc.DeviceGuard):
         return torch._C._autograd.DeviceType.PrivateUse1
 
 
-def _check_index(index: int) -> int:
+def check_index(index: int) -> int:
     index = int(index)
     if index != 0:
         n = device_count()
@@ -78,7 +78,7 @@ def _make_module() -> types.ModuleType:
     m.current_device = lambda: 0
 
     def set_device(device) -> None:
-        _check_index(_index_of(device))
+        check_index(_index_of(device))
 
     @contextlib.contextmanager
     def device(device):
@@ -87,7 +87,7 @@ def _make_module() -> types.ModuleType:
 
     def synchronize(device=None) -> None:
         """Waits for all pending JAX work on the device to finish."""
-        _check_index(_index_of(device))
+        check_index(_index_of(device))
         from jaxdev import eager_modes, tracing
         from jaxdev.tensor import BOXES
 
@@ -99,11 +99,11 @@ def _make_module() -> types.ModuleType:
                 array.block_until_ready()
 
     def get_rng_state(device="jax") -> torch.Tensor:
-        _check_index(_index_of(device))
+        check_index(_index_of(device))
         return rng.get_state()
 
     def set_rng_state(new_state: torch.Tensor, device="jax") -> None:
-        _check_index(_index_of(device))
+        check_index(_index_of(device))
         rng.set_state(new_state)
 
     m.set_device = set_device
@@ -138,7 +138,7 @@ def _empty_host_cache() -> None:
 
 def _device_capability(device=None, /) -> dict:
     """torch.accelerator.get_device_capability: the dtypes a jax tensor can hold."""
-    _check_index(_index_of(device))
+    check_index(_index_of(device))
     from jaxdev import dtypes
 
     return {"supported_dtypes": set(dtypes.TORCH_TO_JAX)}

@@ -73,7 +73,7 @@ def opmath(jdt) -> np.dtype:
 _BIT_CARRIER = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
 
 
-def _needs_carrier(dtype: torch.dtype) -> bool:
+def needs_carrier(dtype: torch.dtype) -> bool:
     """torch.Tensor.numpy() refuses these (bfloat16, wide unsigned ints, float8)."""
     return dtype in (torch.bfloat16, torch.uint16, torch.uint32, torch.uint64) or (
         dtype.is_floating_point and dtype.itemsize == 1
@@ -117,7 +117,7 @@ def cpu_to_numpy(t: torch.Tensor) -> np.ndarray:
         )
     jdt = to_jax_dtype(t.dtype)
     t = t.detach().resolve_conj().resolve_neg().contiguous()
-    if _needs_carrier(t.dtype):
+    if needs_carrier(t.dtype):
         return t.view(_BIT_CARRIER[t.element_size()]).numpy().copy().view(jdt)
     return t.numpy().copy()
 
@@ -125,7 +125,7 @@ def cpu_to_numpy(t: torch.Tensor) -> np.ndarray:
 def numpy_to_cpu(a: np.ndarray, dtype: torch.dtype) -> torch.Tensor:
     """A CPU tensor holding a copy of `a` (whose dtype corresponds to `dtype`)."""
     a = np.array(a, order="C", copy=True)  # keeps 0-dim arrays 0-dim, unlike ascontiguousarray
-    if _needs_carrier(dtype):
+    if needs_carrier(dtype):
         carrier = _BIT_CARRIER[dtype.itemsize]
         return torch.from_numpy(a.view(torch.empty((), dtype=carrier).numpy().dtype)).view(dtype)
     return torch.from_numpy(a)

@@ -21,7 +21,7 @@ import jax
 CHECK_EVERY = 256
 _EVENTS = ("/jax/compilation_cache/compile_requests_use_cache", "/jax/core/compile/backend_compile_duration")
 _MAPS = "/proc/self/maps"
-_counted = 0
+counted = 0  # executables made since the last check (read inline on the hot path, core/boxes.py)
 drops = 0  # how often the executables were dropped (for tests and `jaxdev` diagnostics)
 
 
@@ -47,20 +47,20 @@ budget = _LIMIT // 2 if _LIMIT else None
 
 
 def _count(event: str, *args, **kwargs) -> None:
-    global _counted
+    global counted
     if event in _EVENTS:
-        _counted += 1
+        counted += 1
 
 
 def due() -> bool:
     """Cheap: whether enough executables appeared since the last look to count the mappings."""
-    return _counted >= CHECK_EVERY
+    return counted >= CHECK_EVERY
 
 
 def check() -> bool:
     """Count the mappings; drop JAX's executables past the budget. Call only outside any trace."""
-    global _counted, drops
-    _counted = 0
+    global counted, drops
+    counted = 0
     if budget is None:
         return False
     regions = mapped_regions()

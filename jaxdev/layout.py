@@ -97,7 +97,7 @@ def _key(x, nested: bool = False):
     return x
 
 
-def _plain(t: torch.Tensor) -> bool:
+def is_plain(t: torch.Tensor) -> bool:
     """Contiguous with PyTorch's default strides. `is_contiguous()` ignores the strides of size-1
     (and size-0) dims, but TensorIterator does not: (10, 3, 1, 1) with strides (3, 1, 3, 3) is
     contiguous, and CPU lays `x + y` out channels_last from it."""
@@ -116,30 +116,30 @@ def _default_strides(shape: tuple) -> tuple:
     return tuple(reversed(out))
 
 
-def _all_contiguous(args, kwargs) -> bool:
+def all_contiguous(args, kwargs) -> bool:
     if _all_plain is not None:
         return _all_plain(args) and (not kwargs or _all_plain(tuple(kwargs.values())))
     for a in args:
         if isinstance(a, torch.Tensor):
-            if not _plain(a):
+            if not is_plain(a):
                 return False
         elif isinstance(a, (list, tuple)):
             for x in a:
-                if isinstance(x, torch.Tensor) and not _plain(x):
+                if isinstance(x, torch.Tensor) and not is_plain(x):
                     return False
     if kwargs:
-        return _all_contiguous(tuple(kwargs.values()), None)
+        return all_contiguous(tuple(kwargs.values()), None)
     return True
 
 
-# _all_contiguous in one native call (jaxdev/native.py), when the module is in use.
+# all_contiguous in one native call (jaxdev/native.py), when the module is in use.
 _all_plain = native.module.all_plain if native.module is not None else None
 
 
 def result_layouts(op: OpOverload, args, kwargs, traced: bool) -> tuple | None:
     """Per result of `op(*args, **kwargs)`: (shape, strides) as PyTorch lays it out, or None for a
     non-tensor; None for all: contiguous."""
-    if _all_contiguous(args, kwargs) and not lays_out_itself(op):
+    if all_contiguous(args, kwargs) and not lays_out_itself(op):
         return None
     try:
         key = (op, traced, *[_key(a) for a in args], *[(k, _key(v)) for k, v in kwargs.items()])

@@ -101,7 +101,7 @@ def to_jax_async(t: torch.Tensor) -> jax.Array | None:
     numpy view, and through it `t`'s storage, alive until the transfer is done."""
     if not native_hooks or t.layout != torch.strided or t.is_conj() or t.is_neg():
         return None
-    if dtypes._needs_carrier(t.dtype) or not t.is_contiguous() or not t.is_pinned():
+    if dtypes.needs_carrier(t.dtype) or not t.is_contiguous() or not t.is_pinned():
         return None
     from jaxdev.core import placement as placements  # imported late: it needs the registered device
 

@@ -26,9 +26,9 @@ def storage_to_jax(self, device=None, non_blocking=False):
     else:
         index = torch.device(device).index or 0
     if index != 0:
-        from jaxdev.device import _check_index
+        from jaxdev.device import check_index
 
-        _check_index(index)
+        check_index(index)
     if self.device.type == "jax":
         return self
     cpu = self if self.device.type == "cpu" else self.cpu()
@@ -99,9 +99,9 @@ def _new_untyped(cls, *args, **kwargs):
     if index is None:
         return torch._C.StorageBase.__new__(cls, *args, **kwargs)
     if index != 0:
-        from jaxdev.device import _check_index
+        from jaxdev.device import check_index
 
-        _check_index(index)
+        check_index(index)
     if len(args) == 1 and isinstance(args[0], int) and not isinstance(args[0], bool):
         if args[0] < 0:
             raise RuntimeError(f"Trying to create a storage of negative size {args[0]} on jax")

@@ -106,8 +106,8 @@ def test_a_logical_box_is_left_to_python():
 @pytest.mark.parametrize("name", list(_samples()))
 def test_all_plain_equals_layout_plain(name):
     t = _samples()[name]
-    assert native.module.all_plain((t,)) == layout._plain(t)
-    assert native.module.all_plain((1, [t, 2], None)) == layout._plain(t)
+    assert native.module.all_plain((t,)) == layout.is_plain(t)
+    assert native.module.all_plain((1, [t, 2], None)) == layout.is_plain(t)
 
 
 @needs_native

@@ -190,7 +190,7 @@ def _checkpoint() -> None:
     """After a box made natively: the full sweep when BOXES has doubled, the executables' check."""
     if len(BOXES) > _sweep_above:
         sweep()
-    if executables._counted >= executables.CHECK_EVERY and not _tracing:  # executables.due(), inlined (hot path)
+    if executables.counted >= executables.CHECK_EVERY and not _tracing:  # executables.due(), inlined (hot path)
         executables.check()
 
 
@@ -211,7 +211,7 @@ def _account(addr: int, nbytes: int) -> None:
         sweep()
     elif _young_bytes > _YOUNG_BYTES:
         _sweep_young()
-    if executables._counted >= executables.CHECK_EVERY and not _tracing:  # executables.due(), inlined (hot path)
+    if executables.counted >= executables.CHECK_EVERY and not _tracing:  # executables.due(), inlined (hot path)
         executables.check()
 
 

@@ -7,7 +7,7 @@ import numpy as np
 import torch
 
 from jaxdev import layout, pinned, tensor, tracing
-from jaxdev.device import _check_index
+from jaxdev.device import check_index
 from jaxdev.ops import registry
 from jaxdev.ops.registry import aten, register
 from jaxdev.ops.toolkit import cast
@@ -63,7 +63,7 @@ def _strides_for(self, memory_format):
     if memory_format is torch.contiguous_format:  # `.contiguous()`: the hot case
         return None
     if memory_format == torch.preserve_format:
-        if layout._plain(self):  # contiguous with the default strides
+        if layout.is_plain(self):  # contiguous with the default strides
             return None
         # Contiguous by the flag but with other strides in size-1/size-0 dims ((2, 1, 3) with (3, 7, 1)):
         # CPU's empty_like keeps them, as it keeps any dense layout.
@@ -104,7 +104,7 @@ def _to_copy(self, *, dtype=None, layout=None, device=None, pin_memory=None, non
     device = torch.device(device) if device is not None else self.device
     if device.type == "jax":
         if device.index:
-            _check_index(device.index)
+            check_index(device.index)
         # BackendSelect routes CPU -> jax here too (the `device` argument picks the backend).
         value = tensor.read(self) if is_jax(self) else _from_cpu(self, non_blocking)
         return _jax_copy(self, value, dtype, memory_format)

@@ -198,7 +198,7 @@ def _register(
         fn = _relaid_kernel(op, fn)
     if fast is not None:
         FAST_BODIES[op] = fast
-    installed = fn if on_cpu else _in_mode(op, fn)
+    installed = fn if on_cpu else in_mode(op, fn)
     if on_cpu:
         native.module.register_cpu_kernels([name.removeprefix("aten::")])
     elif (fast is not None or native_kernel is not None) and native.module is not None:
@@ -208,15 +208,15 @@ def _register(
     KERNELS[name] = fn
 
 
-def _in_mode(op: OpOverload, fn: Callable) -> Callable:
+def in_mode(op: OpOverload, fn: Callable) -> Callable:
     """`fn` as the dispatcher calls it: itself in the default eager mode; recorded (fused) or waited
     for (sync) in the other modes (jaxdev/eager_modes.py). One attribute test per op otherwise."""
     active = eager_modes.ACTIVE
-    in_mode = eager_modes.dispatch
+    dispatch = eager_modes.dispatch
 
     def kernel(*args, **kwargs):
         if active.on:
-            return in_mode(op, fn, args, kwargs)
+            return dispatch(op, fn, args, kwargs)
         return fn(*args, **kwargs)
 
     kernel.__qualname__ = fn.__qualname__
@@ -304,7 +304,7 @@ def _wrap_laid_out(r, op: OpOverload, args, kwargs):
 
 def relaid(op: OpOverload, args, kwargs, results):
     """New contiguous result tensors of a `register`ed kernel re-laid out as PyTorch lays them out."""
-    if layout._all_contiguous(args, kwargs):
+    if layout.all_contiguous(args, kwargs):
         return results
     rs = results if isinstance(results, tuple) else (results,)
     first = next((t for t in rs if isinstance(t, torch.Tensor)), None)
@@ -328,7 +328,7 @@ def _functional_kernel(fn, op):
     # layout question asked only when an argument is not contiguous (or the op lays out its results
     # itself), JAX's shape and out-of-memory errors translated only when they happen.
     own_layout = layout.lays_out_itself(op)
-    contiguous = layout._all_contiguous
+    contiguous = layout.all_contiguous
     wrap = tensor.wrap
 
     def kernel(*args, **kwargs):

@@ -17,7 +17,7 @@ def check_device(device) -> None:
     if device is not None:
         device = torch.device(device)
         if device.index is not None:
-            jax_device_module._check_index(device.index)
+            jax_device_module.check_index(device.index)
 
 
 @register(aten.empty.memory_format)
