@@ -202,6 +202,21 @@ def check_versions(recorded: dict, path: str, how: str = "a scoped run", now: di
             )
 
 
+def inputs(m: Matrix) -> str:
+    """Which of the OpInfos' inputs the matrix's cells ran (facts.INPUTS): `run.inputs`, sample when absent."""
+    return m.run.get("inputs", "sample")
+
+
+def check_inputs(m: Matrix, wanted: str, path: str) -> None:
+    """Sample-input and reference-input cells never share a file (each has its own, facts.MATRIX_FILE
+    and facts.REFERENCE_MATRIX_FILE): one sentence when `m` holds the other kind."""
+    if inputs(m) != wanted:
+        raise AuditError(
+            f"{path} holds cells run on {inputs(m)} inputs, not {wanted} inputs; the two never share a file"
+            " (--reference-inputs writes reference_matrix.yaml)"
+        )
+
+
 def cell_count(m: Matrix) -> int:
     return sum(len(dirs or {}) for node in m.ops.values() for dirs in node.get("results", {}).values())
 
@@ -233,6 +248,7 @@ def combine(matrices: list[Matrix], existing: Matrix | None, path: str) -> Matri
     merged = merge(matrices)
     if existing is None:
         return merged
+    check_inputs(existing, inputs(merged), path)
     if full_sweep(matrices):
         merged.keep_others(existing, {(c.direction, c.dtype) for c in merged.cells()})
         return merged
@@ -247,7 +263,12 @@ def combine(matrices: list[Matrix], existing: Matrix | None, path: str) -> Matri
 
 def merge(matrices: list[Matrix]) -> Matrix:
     """Shards -> one matrix; later matrices win where cells overlap."""
+    kinds = {inputs(m) for m in matrices}
+    if len(kinds) > 1:
+        raise AuditError("these matrices mix sample-input and reference-input cells; merge each kind on its own")
     out = empty({"complete": all(m.run.get("complete", False) for m in matrices), "merged": len(matrices)})
+    if kinds != {"sample"}:
+        out.run["inputs"] = kinds.pop()
     for m in matrices:
         for cell in m.cells():
             out.put(*cell, m.aten(cell.op))

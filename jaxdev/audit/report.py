@@ -40,6 +40,8 @@ class Sources:
     baseline_path: str | None = None
     aten: dict | None = None
     aten_path: str | None = None
+    reference: matrix.Matrix | None = None  # coverage/reference_matrix.yaml (cells on reference inputs)
+    reference_path: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -152,14 +154,37 @@ def _md_table(rows: list[list[str]]) -> list[str]:
 def headline(m: matrix.Matrix, source: str) -> str:
     v, run = m.versions, m.run
     wall = f", {run['wall_s']} s" if "wall_s" in run else ""  # merged shards have no one wall time
+    kind = "samples" if matrix.inputs(m) == "sample" else f"{matrix.inputs(m)} inputs"
     return (
         f"Matrix `{source}`: torch {v.get('torch')}, jax {v.get('jax')}, jaxdev {v.get('jaxdev')}; "
-        f"{len(m.ops)} OpInfos, {run.get('samples', '?')} samples (at most {run.get('max_samples', '?')} per cell), "
+        f"{len(m.ops)} OpInfos, {run.get('samples', '?')} {kind} (at most {run.get('max_samples', '?')} per cell), "
         f"{'complete' if run.get('complete') else 'PARTIAL'} run{wall}."
     )
 
 
-def markdown(m: matrix.Matrix, source: str, baseline: tuple[str, matrix.Matrix] | None = None) -> str:
+def reference_section(m: matrix.Matrix, source: str) -> list[str]:
+    """summary.md's section on the reference-input matrix: its headline, its counts per direction,
+    and its failing and restrided cells (these are not in the table above, drawn from sample inputs)."""
+    lines = ["", "## reference inputs", "", headline(m, source), ""]
+    for direction, counts in m.summary.items():
+        if counts:
+            lines.append(f"- {direction}: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+    bad = [c for c in m.cells() if c.entry["status"] in FAILURES or c.entry["status"] == "stride_mismatch"]
+    lines += ["", f"{len(bad)} cells fail or restride on reference inputs:" if bad else "No cell fails on them."]
+    for op, dtype, direction, entry in bad[:100]:
+        reason = entry.get("reason", "").replace("|", "\\|").replace("\n", " ")[:160]
+        lines.append(f"- {entry['status']}: `{op}` {dtype} {direction}: {reason}")
+    if len(bad) > 100:
+        lines.append(f"- ... and {len(bad) - 100} more")
+    return lines
+
+
+def markdown(
+    m: matrix.Matrix,
+    source: str,
+    baseline: tuple[str, matrix.Matrix] | None = None,
+    reference: tuple[str, matrix.Matrix] | None = None,
+) -> str:
     lines = ["# jaxdev coverage report", "", headline(m, source), ""]
     lines += _md_table(summary_rows(m))
     lines += ["", f"Shares are of measured cells: {' and '.join(UNMEASURED)} cells are left out.", ""]
@@ -196,6 +221,8 @@ def markdown(m: matrix.Matrix, source: str, baseline: tuple[str, matrix.Matrix] 
             lines.append("No cell of the baseline changed status.")
         if len(changed) > 200:
             lines.append(f"- ... and {len(changed) - 200} more")
+    if reference:
+        lines += reference_section(reference[1], reference[0])
     return "\n".join(lines) + "\n"
 
 

@@ -11,8 +11,9 @@ from jaxdev.audit import report, report_html
 def write(src: report.Sources, out_dir: str) -> list[str]:
     os.makedirs(out_dir, exist_ok=True)
     baseline = (src.baseline_path, src.baseline) if src.baseline is not None else None
+    reference = (src.reference_path, src.reference) if src.reference is not None else None
     files = {
-        "summary.md": report.markdown(src.matrix, src.matrix_path, baseline),
+        "summary.md": report.markdown(src.matrix, src.matrix_path, baseline, reference),
         "index.html": report_html.page(src),
         "junit.xml": report.junit(src.matrix),
     }

@@ -171,6 +171,29 @@ def samples(unit: Unit, limit: int | None = None, seed: int = 0) -> list:
     )
 
 
+def drawn(unit: Unit, limit: int, inputs: str = "sample", seed: int = 0) -> tuple[list, int]:
+    """(the samples a cell runs, how many its OpInfo offers: at most limit + 1 counted for sample
+    inputs). `inputs` "sample": the first `limit` sample inputs (samples()); "reference": `limit`
+    of the OpInfo's reference inputs spread evenly over all of them, the first and last included,
+    generated seeded as sample inputs are (the same list in every process)."""
+    if inputs == "sample":
+        todo = samples(unit, limit + 1, seed)  # one more than run: enough to tell "limited"
+        return todo[:limit], len(todo)
+    op = op_db()[unit.op]
+    seed_all(seed)
+    every = list(op.reference_inputs("cpu", DTYPES[unit.dtype], requires_grad=unit.direction in BACKWARD_DIRECTIONS))
+    return [every[i] for i in spread(len(every), limit)], len(every)
+
+
+def spread(total: int, limit: int) -> list[int]:
+    """`limit` indices of range(total) spread evenly, the first and last included (all when fewer)."""
+    if total <= limit:
+        return list(range(total))
+    if limit == 1:
+        return [0]
+    return [round(i * (total - 1) / (limit - 1)) for i in range(limit)]
+
+
 def seed_all(seed: int) -> None:
     """torch.manual_seed for the two devices in play; torch.manual_seed itself also queues lazy
     seeding for CUDA, XPU and MTIA, formatting a stack trace each time (a tenth of a warm sweep)."""

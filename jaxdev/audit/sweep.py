@@ -34,8 +34,15 @@ def plan(
     shard: tuple[int, int] | None = None,
     mode: str = "eager",
     all_reaching: bool = False,
+    inputs: str = "sample",
 ) -> list[samples.Unit]:
+    """The units to run; with reference inputs, of the selected OpInfos that have their own
+    (an OpInfo without reference_inputs_func offers its sample inputs again)."""
     names = samples.select(ops, all_reaching=all_reaching)
+    if inputs == "reference":
+        names = [n for n in names if samples.op_db()[n].reference_inputs_func is not None]
+        if not names:
+            raise AuditError("none of these OpInfos has reference inputs (reference_inputs_func)")
     if shard:
         k, n = shard
         names = names[k - 1 :: n]  # whole OpInfos per shard, so each op's aten list stays in one file
@@ -60,7 +67,7 @@ def sweep(
     problem = options.problems()
     if problem:
         raise AuditError(problem)
-    m, todo, kept_whole = start(units, out_path, options.max_samples, resume=resume, merge=merge)
+    m, todo, kept_whole = start(units, out_path, options.max_samples, resume=resume, merge=merge, inputs=options.inputs)
     # A merge leaves the facts of the sweep that made the file (complete, wall_s, max_samples) as
     # they were: they describe most of its cells. Its samples are recounted from the cells. A
     # resume of the same scope (a full sweep's, or the scoped run that made the file) continues it.
@@ -68,6 +75,8 @@ def sweep(
     writer = _Writer(m, out_path, owns_run, resume)
     if owns_run:
         m.run.update({"max_samples": options.max_samples, "timeout_s": options.timeout, **(run_info or {})})
+        if options.inputs != "sample":
+            m.run["inputs"] = options.inputs  # a sample-input matrix says nothing (the default)
         m.run["complete"] = False
     if on_start:
         on_start(len(units) - len(todo), len(todo))
@@ -126,7 +135,7 @@ class _Writer:
 
 
 def start(
-    units: list[samples.Unit], out_path: str, max_samples: int, *, resume: bool, merge: bool
+    units: list[samples.Unit], out_path: str, max_samples: int, *, resume: bool, merge: bool, inputs: str = "sample"
 ) -> tuple[matrix.Matrix, list[samples.Unit], bool]:
     """(the matrix the run writes into, the units to run, whether `out_path`'s matrix is kept whole).
 
@@ -136,11 +145,12 @@ def start(
     otherwise (a full run) the (direction, dtype) slices the units run are replaced whole and the
     others kept.
     Both keep the whole file, so a file they cannot read, or one measured with another
-    --max-samples or torch/jax, is an error rather than replaced."""
+    --max-samples, torch/jax or inputs (sample or reference), is an error rather than replaced."""
     if not os.path.exists(out_path):
         return matrix.empty(), list(units), False
     if resume or merge:
         old = matrix.load(out_path)
+        matrix.check_inputs(old, inputs, out_path)
         ran_with = old.run.get("max_samples")
         if ran_with not in (None, max_samples):
             how = "resume" if resume else "a scoped run merges into it, so run it"
@@ -156,6 +166,8 @@ def start(
     # A full run replaces the slices it runs: an eager sweep keeps the compile cells of the matrix
     # it overwrites, a compile sweep the eager ones, and a float32 compile sweep the compile cells of
     # other dtypes (scoped runs measure those: every dtype is too long for the main job).
-    with contextlib.suppress(AuditError):  # not a readable matrix: this run replaces it
-        m.keep_others(matrix.load(out_path), {(u.direction, u.dtype) for u in units})
+    with contextlib.suppress(AuditError):  # not a readable matrix (or one of other inputs): this run replaces it
+        old = matrix.load(out_path)
+        matrix.check_inputs(old, inputs, out_path)
+        m.keep_others(old, {(u.direction, u.dtype) for u in units})
     return m, list(units), False

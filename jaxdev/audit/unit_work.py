@@ -29,9 +29,10 @@ class UnitResult:
 class UnitTask(runner.Task):
     """A unit in progress: the verdicts so far, the sample in hand and where to resume."""
 
-    def __init__(self, unit: Unit, max_samples: int, counter: _Counter | None = None):
+    def __init__(self, unit: Unit, max_samples: int, counter: _Counter | None = None, inputs: str = "sample"):
         self.unit = unit
         self.max_samples = max_samples
+        self.inputs = inputs  # facts.INPUTS: which of the OpInfo's inputs the cell draws from
         self.verdicts: dict[int, dict] = {}
         self.total: int | None = None
         self.next = 0
@@ -42,7 +43,7 @@ class UnitTask(runner.Task):
 
     def request(self) -> tuple:
         self.current = None
-        return ("unit", self.unit, self.next, self.max_samples)
+        return ("unit", self.unit, self.next, self.max_samples, self.inputs)
 
     def progress(self, msg: tuple) -> None:
         kind = msg[0]
@@ -146,7 +147,7 @@ def run(
     """Run every unit across `options.jobs` workers; `on_result` gets each finished unit. Returns
     samples run. `options.cache_dir`: JAX's persistent cache (default $JAXDEV_AUDIT_CACHE, else runner.CACHE_DIR)."""
     counter = _Counter(on_result, on_sample)
-    tasks = [UnitTask(u, options.max_samples, counter) for u in units]
+    tasks = [UnitTask(u, options.max_samples, counter, options.inputs) for u in units]
     env = runner.worker_env(env, options.cache_dir)
     runner.run(tasks, runner.Pool(__name__, options.jobs, options.timeout, env, "coverage worker"))
     return counter.samples
@@ -163,17 +164,18 @@ def prepare() -> None:
 
 
 def serve(msg: tuple, send) -> None:
-    """Run the unit's samples from `start` (up to `limit`), saying each one's start and verdict."""
+    """Run the unit's samples from `start` (up to `limit`, drawn from `inputs`: samples.drawn),
+    saying each one's start and verdict."""
     from jaxdev.audit import check, samples
 
-    _, unit, start, limit = msg
+    _, unit, start, limit, inputs = msg
     try:
-        todo = samples.samples(unit, limit + 1)  # one more than run: enough to tell "limited"
+        todo, total = samples.drawn(unit, limit, inputs)
     except Exception as e:  # the OpInfo's sample generator itself failed
         send.send(("done", {"error": f"sample generation raised {type(e).__name__}: {str(e)[:200]}"}))
         return
-    send.send(("count", len(todo)))
-    for i in range(start, min(len(todo), limit)):
+    send.send(("count", total))
+    for i in range(start, len(todo)):
         repro = check.describe(unit, todo[i])
         send.send(("start", i, repro))
         try:

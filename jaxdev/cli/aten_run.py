@@ -24,6 +24,7 @@ REFUSED = {
     "shard": "--shard",
     "resume": "--resume",
     "merge_files": "--merge",
+    "reference_inputs": "--reference-inputs",
 }
 TRIAL_TIMEOUT_S = 30.0  # --timeout's default for --aten: seconds per direct trial
 

@@ -6,12 +6,13 @@ import os
 
 import click
 
+from jaxdev.audit.facts import REFERENCE_MAX_SAMPLES
 from jaxdev.cli.aten_run import given, refuse_unused, run_aten
 from jaxdev.cli.options import scope_options
 from jaxdev.cli.progress import run_sweep
 from jaxdev.cli.render import coloured, console
 
-HELP = """Run PyTorch's OpInfo samples on jax and on CPU, compare, and write OUT/matrix.yaml.
+HELP = f"""Run PyTorch's OpInfo samples on jax and on CPU, compare, and write OUT/matrix.yaml.
 
     OPS are OpInfo names or globs (`add`, `nn.functional.*`), or aten names: an overload
     (`aten::add.Tensor`, `add.Tensor`), an op (`aten::add`: all its overloads) or a glob
@@ -33,6 +34,10 @@ HELP = """Run PyTorch's OpInfo samples on jax and on CPU, compare, and write OUT
     --max-samples); a run of everything replaces the directions it runs and keeps the others. The
     summary gives this run's cells, then what the file now holds. --out DIR writes elsewhere.
 
+    --reference-inputs runs each OpInfo's reference inputs (its sample inputs plus extremal values,
+    large and noncontiguous tensors) instead, into OUT/reference_matrix.yaml, never over the
+    sample-input cells: {REFERENCE_MAX_SAMPLES} per cell unless --max-samples, spread evenly over all of them.
+
     \b
     Examples:
       jaxdev coverage sin add --dtype float32
@@ -44,6 +49,7 @@ HELP = """Run PyTorch's OpInfo samples on jax and on CPU, compare, and write OUT
       jaxdev coverage --mode compile --dtype all --jobs 2   # compiled, forward and backward, every dtype
       jaxdev coverage --mode fused --dtype float32   # fused eager's forward cells, merged beside them
       jaxdev coverage --aten --jobs 2            # coverage/aten.yaml: a verdict for every aten overload
+      jaxdev coverage --reference-inputs --no-backward --jobs 2   # coverage/reference_matrix.yaml
 """
 
 
@@ -156,6 +162,12 @@ def print_aten_results(selections, m) -> None:
     "--timeout (seconds per trial, default 30), --cache-dir, --out and --matrix, and refuses the other options.",
 )
 @click.option(
+    "--reference-inputs",
+    is_flag=True,
+    help="Run each OpInfo's reference inputs, not its sample inputs, into OUT/reference_matrix.yaml "
+    f"({REFERENCE_MAX_SAMPLES} per cell unless --max-samples, spread evenly over all of them; --max-samples 1000 runs every one).",
+)
+@click.option(
     "--matrix",
     "matrix_path",
     type=click.Path(dir_okay=False),
@@ -176,6 +188,7 @@ def command(
     merge_files,
     cache_dir,
     aten,
+    reference_inputs,
     matrix_path,
 ):
     ctx = click.get_current_context()
@@ -187,16 +200,19 @@ def command(
     if aten:
         run_aten(ops, out_dir, matrix_path, jobs, timeout if given(ctx, "timeout") else None, cache_dir)
         return
-    out_path = os.path.join(out_dir, facts.MATRIX_FILE)
+    out_path = os.path.join(out_dir, facts.REFERENCE_MATRIX_FILE if reference_inputs else facts.MATRIX_FILE)
     if merge_files:
         merge_into(merge_files, out_path)
         return
     parsed_shard = sweep.parse_shard(shard)
     selections = resolve_ops(ops, all_reaching)
-    units = sweep.plan(names.opinfos(selections), dtypes, not no_backward, parsed_shard, mode)
+    inputs = "reference" if reference_inputs else "sample"
+    units = sweep.plan(names.opinfos(selections), dtypes, not no_backward, parsed_shard, mode, inputs=inputs)
     if not units:
         raise click.UsageError("nothing to run: no (op, dtype) pair matches these options")
-    options = facts.SweepOptions(jobs=jobs, timeout=timeout, max_samples=max_samples, cache_dir=cache_dir)
+    if reference_inputs and not given(ctx, "max_samples"):
+        max_samples = facts.REFERENCE_MAX_SAMPLES
+    options = facts.SweepOptions(jobs, timeout, max_samples, cache_dir, inputs)
     # A run narrowed to some OpInfos, dtypes or a shard merges into the matrix already there: only
     # a run of everything may replace it (its directions) whole.
     scope = {k: list(v) for k, v in (("ops", ops), ("dtypes", dtypes)) if v}

@@ -29,7 +29,8 @@ def command(matrix_path, out_dir, baseline_path, aten_path):
     """Render MATRIX (default coverage/matrix.yaml) into OUT: summary.md; index.html, one
     self-contained page to explore the cells (filters by status, dtype, direction and family,
     search, a detail per cell with its reason and repro, the aten overloads, the cells changed
-    since the baseline); and junit.xml.
+    since the baseline); and junit.xml. A reference_matrix.yaml beside MATRIX (coverage
+    --reference-inputs) adds a section to summary.md.
 
     \b
     Examples:
@@ -50,5 +51,9 @@ def command(matrix_path, out_dir, baseline_path, aten_path):
     src.aten_path = aten_path or os.path.join(os.path.dirname(matrix_path), "aten.yaml")
     if os.path.exists(src.aten_path):
         src.aten = report.load_aten(src.aten_path)
+    # the reference-input cells beside MATRIX (coverage --reference-inputs) get their own section
+    reference_path = os.path.join(os.path.dirname(matrix_path), facts.REFERENCE_MATRIX_FILE)
+    if os.path.exists(reference_path) and not os.path.samefile(reference_path, matrix_path):
+        src.reference, src.reference_path = matrix.load(reference_path), reference_path
     for path in report_files.write(src, out_dir):
         console.print(f"wrote {path}")

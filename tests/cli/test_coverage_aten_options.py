@@ -24,6 +24,7 @@ def test_every_coverage_option_is_honoured_or_refused_by_aten():
         (["--resume"], "--resume"),
         (["--all-reaching"], "--all-reaching"),
         (["--merge", "x.yaml"], "--merge"),
+        (["--reference-inputs"], "--reference-inputs"),
     ],
 )
 def test_aten_refuses_what_it_does_not_use_in_one_sentence(args, named, tmp_path):

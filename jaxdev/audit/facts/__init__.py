@@ -148,6 +148,16 @@ COMPILE_DEFAULT_DTYPE = "float32"
 FUSED_DEFAULT_DTYPE = "float32"
 
 MATRIX_FILE = "matrix.yaml"
+# `coverage --reference-inputs`: the cells draw from each OpInfo's reference_inputs (sample inputs
+# plus extremal values, large and noncontiguous tensors) instead of its sample_inputs, into a file
+# of their own so they never replace the sample-input verdicts. Each cell runs REFERENCE_MAX_SAMPLES
+# of them unless --max-samples says otherwise, spread evenly over the whole list (its first and last
+# included): the 252 OpInfos with reference inputs have ~14,800 in float32 alone (median 39 per
+# OpInfo, at most 202), ~140,000 over every dtype: more than a day of compiling on 2 cores, where
+# 5 per cell (2,425 forward cells) run in under an hour (~4 samples/s).
+INPUTS = ("sample", "reference")
+REFERENCE_MATRIX_FILE = "reference_matrix.yaml"
+REFERENCE_MAX_SAMPLES = 5
 DEFAULT_BASELINE = "coverage/baseline.yaml"
 DEFAULT_TIMEOUT_S = 60.0
 # The first 3 samples of each cell keep the full sweep (7,338 cells, ~20k samples) within ~8 min
@@ -163,6 +173,7 @@ class SweepOptions:
     timeout: float = DEFAULT_TIMEOUT_S
     max_samples: int = DEFAULT_MAX_SAMPLES
     cache_dir: str | None = None  # JAX's persistent cache for the workers (None: the auditor's default)
+    inputs: str = "sample"  # INPUTS: the OpInfos' sample_inputs, or their reference_inputs (spread)
 
     def problems(self) -> str | None:
         if self.jobs < 1:
