@@ -109,7 +109,9 @@ def test_counters_carry_into_the_high_word():
     assert np.array_equal(np.asarray(got), np.asarray(b1 ^ b2))
 
 
-_BENCHMARK = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks", "init_memory.py")
+_BENCHMARK = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "benchmarks", "init_memory.py"
+)
 
 
 @pytest.mark.skipif(
