@@ -44,11 +44,11 @@ def _register_now() -> None:
 def _device_modules() -> list[str]:
     """jaxdev's modules that the dispatcher calls into; not the auditor and the CLI, whose code
     compiles samples with torch.compile and must be traced like any user code."""
+    import os
     import pkgutil
 
-    import jaxdev
-
-    return [f"jaxdev.{m.name}" for m in pkgutil.iter_modules(jaxdev.__path__) if m.name not in ("audit", "cli")]
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # jaxdev/, without importing it
+    return [f"jaxdev.{m.name}" for m in pkgutil.iter_modules([package]) if m.name not in ("audit", "cli")]
 
 
 def _capturable_like_cuda() -> None:

@@ -35,7 +35,6 @@ import os
 import sys
 from typing import Any
 
-import jaxdev
 from jaxdev import cache
 
 ENV = "JAXDEV_COMPILE_CACHE"
@@ -60,6 +59,10 @@ def enabled() -> bool:
     return cache.directory() is not None and value is not None and value.strip().lower() not in _OFF
 
 
+# jaxdev's package folder (this file is jaxdev/compiler/aot_cache.py)
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
 @functools.cache
 def fingerprint() -> str:
     """Changes with jaxdev's source (every .py file under the package), torch, jax, jaxlib, Python."""
@@ -70,7 +73,7 @@ def fingerprint() -> str:
     h = hashlib.sha256()
     for part in (torch.__version__, torch.version.git_version, jax.__version__, jaxlib.__version__, sys.version):
         h.update(str(part).encode())
-    root = os.path.dirname(jaxdev.__file__)
+    root = _PACKAGE
     for folder, dirs, files in os.walk(root):
         dirs[:] = sorted(d for d in dirs if d != "__pycache__")
         for name in sorted(files):
