@@ -178,28 +178,12 @@ def nested_tensor_from_mask(t, mask, mask_check=True):
     return nested_from(_pack_program()(J(t), where), sizes)
 
 
-def nested_encoder_layer(
-    src,
-    embed_dim,
-    num_heads,
-    qkv_weight,
-    qkv_bias,
-    proj_weight,
-    proj_bias,
-    use_gelu,
-    norm_first,
-    eps,
-    *norms_and_ffn,
-    mask=None,
-    mask_type=None,
-):
+def nested_encoder_layer(src, embed_dim, num_heads, *rest, mask=None, mask_type=None):
     """_transformer_encoder_layer_fwd on a nested batch: the layer on the padded batch, its padding
     hidden from every query as a key padding mask, and the components packed back."""
-    if len(norms_and_ffn) > 8:  # mask (and mask_type, unused without a mask) given positionally
-        norms_and_ffn, mask = norms_and_ffn[:8], norms_and_ffn[8]
+    weights, use_gelu, norm_first, eps, mask, _ = transformer.encoder_arguments(rest, mask, mask_type)
     if mask is not None:
         raise RuntimeError("NestedTensor with mask is not supported yet")
-    weights = (qkv_weight, qkv_bias, proj_weight, proj_bias, *norms_and_ffn)
     sizes = _metadata(src)[0]
     if sizes.ndim != 2 or sizes.shape[1] != 2 or np.any(sizes[:, 1] != embed_dim):
         raise RuntimeError(f"expected a nested tensor of (length, {embed_dim}) components")

@@ -206,45 +206,23 @@ def layer_program(dtype, embed_dim, num_heads, use_gelu, norm_first, eps, mask_t
     return _layer_program(num_heads, bool(use_gelu), bool(norm_first), float(eps), mask_type, settings_for(dtype))
 
 
+def encoder_arguments(rest, mask, mask_type):
+    """_transformer_encoder_layer_fwd's arguments after (src, embed_dim, num_heads), however the
+    dispatcher passed mask and mask_type (positionally or by name): the layer's 12 weights (qkv, proj,
+    two norms, two ffn linears, each weight then bias), use_gelu, norm_first, eps, mask, mask_type."""
+    qkv_weight, qkv_bias, proj_weight, proj_bias, use_gelu, norm_first, eps, *tail = rest
+    norms_and_ffn, extra = tail[:8], tail[8:]
+    mask = extra[0] if extra else mask
+    mask_type = extra[1] if len(extra) > 1 else mask_type
+    weights = (qkv_weight, qkv_bias, proj_weight, proj_bias, *norms_and_ffn)
+    return weights, use_gelu, norm_first, eps, mask, mask_type
+
+
 @register(aten._transformer_encoder_layer_fwd.default)
-def transformer_encoder_layer_fwd(
-    src,
-    embed_dim,
-    num_heads,
-    qkv_weight,
-    qkv_bias,
-    proj_weight,
-    proj_bias,
-    use_gelu,
-    norm_first,
-    eps,
-    norm_weight_1,
-    norm_bias_1,
-    norm_weight_2,
-    norm_bias_2,
-    ffn_weight_1,
-    ffn_bias_1,
-    ffn_weight_2,
-    ffn_bias_2,
-    mask=None,
-    mask_type=None,
-):
+def transformer_encoder_layer_fwd(src, embed_dim, num_heads, *rest, mask=None, mask_type=None):
+    weights, use_gelu, norm_first, eps, mask, mask_type = encoder_arguments(rest, mask, mask_type)
     if src.numel() == 0:
         return src.clone()
-    check_attention(src, src, src, embed_dim, num_heads, qkv_weight, qkv_bias)
-    weights = (
-        qkv_weight,
-        qkv_bias,
-        proj_weight,
-        proj_bias,
-        norm_weight_1,
-        norm_bias_1,
-        norm_weight_2,
-        norm_bias_2,
-        ffn_weight_1,
-        ffn_bias_1,
-        ffn_weight_2,
-        ffn_bias_2,
-    )
+    check_attention(src, src, src, embed_dim, num_heads, weights[0], weights[1])
     program = layer_program(src.dtype, embed_dim, num_heads, use_gelu, norm_first, eps, mask_type)
     return tensor.wrap(program(J(src), *layer_arrays(weights), _opt(mask)))
