@@ -93,10 +93,32 @@ class UnsupportedLayoutError(UnsupportedError):
     """A non-strided layout (sparse COO/CSR/CSC/BSR/BSC, mkldnn): jax tensors are dense and strided."""
 
 
+# Dtypes with no JAX type whose tensors jax still holds, as raw bytes of these carriers: CPU PyTorch
+# gives them no arithmetic either, only ops that move bytes (jaxdev/ops/bit_dtypes.py).
+BYTE_CARRIERS: dict[torch.dtype, torch.dtype] = {
+    torch.bits1x8: torch.uint8,
+    torch.bits2x4: torch.uint8,
+    torch.bits4x2: torch.uint8,
+    torch.bits8: torch.uint8,
+    torch.bits16: torch.uint16,
+    torch.float4_e2m1fn_x2: torch.uint8,
+}
+
+
+class RawBytesDtypeError(NotImplementedError):
+    """An op that needs arithmetic on a dtype jax holds only as raw bytes. CPU raises NotImplementedError
+    there too; a TypeError would make `x == y` answer False (Python's fallback for a refused __eq__)."""
+
+
 def to_jax_dtype(dtype: torch.dtype) -> np.dtype:
     try:
         return TORCH_TO_JAX[dtype]
     except KeyError:
+        if dtype in BYTE_CARRIERS:
+            raise RawBytesDtypeError(
+                f"dtype {dtype} is not supported by this op on device 'jax': it holds raw bits, which jax "
+                "tensors only make, zero, copy, clone, concatenate, select and view, as CPU does"
+            ) from None
         raise UnsupportedDtypeError(
             f"dtype {dtype} is not supported on device 'jax': JAX has no equivalent type"
         ) from None

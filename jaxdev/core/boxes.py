@@ -69,6 +69,7 @@ class Box:
         return self._array if self.logical is None else self.logical[0]
 
     def retype(self, dtype: torch.dtype) -> None:
+        dtype = dtypes.BYTE_CARRIERS.get(dtype, dtype)
         if self.untyped and dtype != self.dtype:
             self.array = bitcast_flat(self.flat(), dtype)
             self.numel = self.array.shape[0]
@@ -287,13 +288,14 @@ def span(shape, strides) -> int:
 
 def empty(shape, dtype: torch.dtype, strides=None) -> torch.Tensor:
     """A new jax tensor of `shape` (zero-filled: JAX has no uninitialised memory)."""
-    jdt = dtypes.to_jax_dtype(dtype)
+    stored = dtypes.BYTE_CARRIERS.get(dtype, dtype)  # bits and float4 are held as bytes of a carrier
+    jdt = dtypes.to_jax_dtype(stored)
     shape = tuple(int(n) for n in shape)
     explicit = strides is not None
     strides = contiguous_strides(shape) if strides is None else [int(s) for s in strides]
     check_layout(shape, strides, dtype.itemsize, explicit)
     numel = span(shape, strides)
-    box = Box(zeros(numel, jdt), numel, dtype)
+    box = Box(zeros(numel, jdt), numel, stored)
     return tensor_on_storage(new_storage(box), dtype, shape, strides)
 
 

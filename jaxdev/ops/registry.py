@@ -24,6 +24,7 @@ import torch
 from torch._ops import OpOverload
 
 from jaxdev import eager_modes, layout, native, tensor, tracing
+from jaxdev.ops import bit_dtypes
 from jaxdev.ops.derived import (  # noqa: F401  (check_cast, store_into, broadcast_shapes: imported from here)
     as_shape_error,
     broadcast_shapes,
@@ -196,6 +197,7 @@ def _register(
         raise RegistrationError(f"{name} already has a jax kernel ({KERNELS[name].__qualname__})")
     if name in RELAID:
         fn = _relaid_kernel(op, fn)
+    fn = bit_dtypes.serving_bytes(name, fn)
     if fast is not None:
         FAST_BODIES[op] = fast
     installed = fn if on_cpu else in_mode(op, fn)

@@ -7,10 +7,10 @@ the same Box): views cost no JAX work and have PyTorch's exact strides and error
 
 from __future__ import annotations
 
-import jax.numpy as jnp
 import torch
 
 from jaxdev import dtypes, tensor
+from jaxdev.core import plans
 from jaxdev.ops.registry import aten, register, register_on_cpu_kernel
 
 _CPU = torch._C.DispatchKeySet(torch._C.DispatchKey.CPU)
@@ -69,6 +69,21 @@ def set_empty(self):
     return _on_cpu_metadata(aten.set_.source_Tensor)(self, fresh)
 
 
+def _grown(self, needed: int) -> torch.UntypedStorage:
+    """A new storage of `needed` elements of self's dtype that keeps the old storage's bytes, whatever
+    dtype wrote them (CPU reallocates and copies the bytes); the new elements are zeros."""
+    old = tensor.box_of(self)
+    stored = dtypes.BYTE_CARRIERS.get(self.dtype, self.dtype)
+    jdt = dtypes.to_jax_dtype(stored)
+    flat = old.flat()
+    if old.dtype != stored:  # a dtype view of the storage: its whole elements of the new dtype
+        raw = plans.to_bytes(flat)
+        flat = plans.from_bytes(raw[: raw.shape[0] // stored.itemsize * stored.itemsize], jdt)
+    with tensor.out_of_memory_as_torch():
+        grown = tensor.zeros(needed, jdt).at[: flat.shape[0]].set(flat[:needed])
+    return tensor.new_storage(tensor.Box(grown, needed, stored))
+
+
 @register(aten.resize_.default)
 def resize_(self, size, memory_format=None):
     size = [int(s) for s in size]
@@ -87,15 +102,7 @@ def resize_(self, size, memory_format=None):
         raise RuntimeError(f"Storage size calculation overflowed with sizes={size}")
     needed = 0 if 0 in size else self.storage_offset() + tensor.span(size, strides)
     capacity = self.untyped_storage().nbytes() // self.dtype.itemsize
-    if needed <= capacity:
-        storage = self.untyped_storage()
-    else:
-        # Grow: a new, larger storage that keeps the old elements (PyTorch keeps them too).
-        old = tensor.box_of(self)
-        flat = old.flat() if old.dtype == self.dtype else jnp.zeros((0,), dtypes.to_jax_dtype(self.dtype))
-        with tensor.out_of_memory_as_torch():
-            grown = tensor.zeros(needed, dtypes.to_jax_dtype(self.dtype)).at[: flat.shape[0]].set(flat[:needed])
-        storage = tensor.new_storage(tensor.Box(grown, needed, self.dtype))
+    storage = self.untyped_storage() if needed <= capacity else _grown(self, needed)
     aten.set_.source_Storage_storage_offset._handle.redispatch_boxed(
         _CPU, self, storage, self.storage_offset(), size, strides
     )

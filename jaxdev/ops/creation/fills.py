@@ -90,8 +90,8 @@ def elsewhere(layout, device, pin_memory) -> bool:
 
 def _new_filled(size, dtype: torch.dtype, value, layout, device, pin_memory) -> torch.Tensor | None:
     """A new contiguous jax tensor of `size` holding `value`, or None where the composite must decide."""
-    if elsewhere(layout, device, pin_memory):
-        return None
+    if elsewhere(layout, device, pin_memory) or dtype in dtypes.BYTE_CARRIERS:
+        return None  # (raw bits: the composite's empty and zero_ serve zeros; fill_ refuses ones and full)
     shape = tuple(int(n) for n in size)
     if any(n < 0 for n in shape):
         return None  # each composite words its own error (zeros: "Dimension size must be non-negative.")

@@ -1,0 +1,136 @@
+"""Dtypes jax tensors hold as raw bytes: bits1x8, bits2x4, bits4x2, bits8, bits16, float4_e2m1fn_x2.
+
+JAX has no type for them, and CPU PyTorch gives them no arithmetic either: only ops that move bytes
+(empty, zero_, copies between tensors of the same dtype and across devices, clone, cat, index_select,
+where, repeat, roll; float4_e2m1fn_x2 also compares byte for byte with eq/ne) and views. (CPU's flip
+serves them only where it can copy whole rows; jax's flip refuses them.) So a jax tensor of such a dtype
+lies over a storage whose box holds uint8 (uint16 for bits16, dtypes.BYTE_CARRIERS; core/boxes.empty
+makes it so), and the ops in BYTE_OPS run their own kernel on aliases of the carrier dtype, their
+results labelled back. Every other op reads such a tensor through dtypes.to_jax_dtype, which refuses
+it in one sentence, as CPU's kernels refuse it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+
+from jaxdev import dtypes, tensor
+
+_FLOAT4 = frozenset({torch.float4_e2m1fn_x2})
+
+# op -> (the arguments holding the bytes moved, by position or keyword name, which must all have the one
+# raw dtype; the raw dtypes CPU serves the op for, None: all of them)
+BYTE_OPS: dict[str, tuple[tuple, frozenset | None]] = {
+    "aten::zero_": ((0,), None),
+    "aten::clone": ((0,), None),
+    "aten::_to_copy": ((0,), None),
+    "aten::copy_": ((0, 1), None),
+    "aten::_copy_from": ((0, 1), None),
+    "aten::_copy_from_and_resize": ((0, 1), None),
+    "aten::cat": ((0,), None),
+    "aten::cat.out": ((0, "out"), None),
+    "aten::index_select": ((0,), None),
+    "aten::repeat": ((0,), None),
+    "aten::roll": ((0,), None),
+    "aten::where.self": ((1, 2), None),
+    "aten::eq.Tensor": ((0, 1), _FLOAT4),
+    "aten::ne.Tensor": ((0, 1), _FLOAT4),
+}
+
+
+def _tensors(value):
+    if isinstance(value, torch.Tensor):
+        return (value,)
+    return tuple(v for v in value if isinstance(v, torch.Tensor)) if isinstance(value, (list, tuple)) else ()
+
+
+def _argument(args, kwargs, where):
+    return (args[where] if where < len(args) else None) if isinstance(where, int) else kwargs.get(where)
+
+
+def _raw_dtype(args, kwargs, positions):
+    for where in positions:
+        for t in _tensors(_argument(args, kwargs, where)):
+            if t.dtype in dtypes.BYTE_CARRIERS:
+                return t.dtype
+    dtype = kwargs.get("dtype")
+    return dtype if dtype in dtypes.BYTE_CARRIERS else None
+
+
+def retyped(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """A tensor of `dtype` (same item size) over t's storage, sizes, strides and offset: not a view of t
+    (no `_base`), as a new result must be."""
+    if tensor.is_jax(t):
+        return tensor.tensor_on_storage(t.untyped_storage(), dtype, tuple(t.shape), t.stride(), t.storage_offset())
+    out = torch.empty((0,), dtype=dtype, device=t.device)
+    return out.set_(t.untyped_storage(), t.storage_offset(), t.shape, t.stride())
+
+
+def _refuse(name: str, raw: torch.dtype, other: torch.dtype) -> dtypes.RawBytesDtypeError:
+    return dtypes.RawBytesDtypeError(
+        f"{name.removeprefix('aten::')} between {other} and {raw} is not supported: {raw} holds raw bits, which "
+        "move only between tensors of that same dtype (as on CPU)"
+    )
+
+
+def _on_bytes(fn: Callable, name: str, raw: torch.dtype, args, kwargs):
+    positions, only = BYTE_OPS[name]
+    if only is not None and raw not in only:
+        dtypes.to_jax_dtype(raw)  # raises: CPU serves this op for other raw dtypes only
+    carrier = dtypes.BYTE_CARRIERS[raw]
+    originals: dict[int, torch.Tensor] = {}
+
+    def as_carrier(t):
+        if not isinstance(t, torch.Tensor):
+            return t
+        if t.dtype is not raw:
+            raise _refuse(name, raw, t.dtype)
+        alias = retyped(t, carrier)
+        originals[id(alias)] = t
+        return alias
+
+    args, kwargs = list(args), dict(kwargs)
+    for where in positions:
+        value = _argument(args, kwargs, where)
+        value = [as_carrier(t) for t in value] if isinstance(value, (list, tuple)) else as_carrier(value)
+        if isinstance(where, int) and where < len(args):
+            args[where] = value
+        elif not isinstance(where, int) and where in kwargs:
+            kwargs[where] = value
+    if "dtype" in kwargs and kwargs["dtype"] is not None:
+        if kwargs["dtype"] is not raw:
+            raise _refuse(name, raw, kwargs["dtype"])
+        kwargs["dtype"] = carrier
+
+    def labelled(r):
+        if isinstance(r, (tuple, list)):
+            return type(r)(labelled(x) for x in r)
+        if not isinstance(r, torch.Tensor):
+            return r
+        if id(r) in originals:
+            return originals[id(r)]  # an in-place op returns its own argument
+        return retyped(r, raw) if r.dtype is carrier else r
+
+    return labelled(fn(*args, **kwargs))
+
+
+def serving_bytes(name: str, fn: Callable) -> Callable:
+    """`fn`, serving the raw dtypes too when `name` is an op in BYTE_OPS (one dtype test per byte-holding
+    argument otherwise)."""
+    spec = BYTE_OPS.get(name)
+    if spec is None:
+        return fn
+    positions = spec[0]
+
+    def kernel(*args, **kwargs):
+        raw = _raw_dtype(args, kwargs, positions)
+        if raw is None:
+            return fn(*args, **kwargs)
+        return _on_bytes(fn, name, raw, args, kwargs)
+
+    kernel.__qualname__ = fn.__qualname__
+    kernel.__name__ = getattr(fn, "__name__", "kernel")
+    kernel.__wrapped__ = fn
+    return kernel
