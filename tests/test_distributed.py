@@ -19,7 +19,7 @@ from jaxdev_testing import ROOT
 pytestmark = pytest.mark.skipif(not dist.is_available(), reason="torch.distributed is not built")
 
 RANK = r"""
-import datetime, json, os
+import datetime, json, os, time
 import torch, jaxdev
 import torch.distributed as dist
 
@@ -78,6 +78,60 @@ with warnings.catch_warnings(record=True) as caught:
     compiled = torch.compile(lambda x: funcol.all_reduce(x * 2, "sum", dist.group.WORLD) + 1, backend="jax")
     out["funcol_compiled"] = compiled(t).cpu().tolist()
 out["funcol_compiled_eager"] = any("runs op by op" in str(w.message) for w in caught)
+
+# On the XLA route a compiled graph's functional collectives run inside its one XLA program
+# (jaxdev/compiler/collectives.py): the ops, and a DDP-style step (grads, their all_reduce, the update).
+from jaxdev.compiler import program as jp
+began = time.monotonic()
+WORLD = dist.group.WORLD
+
+def collectives(x):
+    reduced = [funcol.all_reduce(x * 2, op, WORLD) for op in ("sum", "avg", "max", "min")]
+    scattered = [funcol.reduce_scatter_tensor(x, op, 0, WORLD) for op in ("sum", "avg")]
+    return reduced + [funcol.all_gather_tensor(x + 1, 0, WORLD)] + scattered
+
+model_f = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4)).to("jax")
+
+def loss_f(params, x, y):
+    return torch.nn.functional.cross_entropy(torch.func.functional_call(model_f, params, (x,)), y)
+
+def ddp_step(params, x, y):
+    grads, loss = torch.func.grad_and_value(loss_f)(params, x, y)
+    avg = lambda g: funcol.all_reduce(g, "avg", WORLD)
+    return {k: p - 0.1 * avg(grads[k]) for k, p in params.items()}, avg(loss)
+
+def run_steps(step, x, y):
+    params = {k: p.detach() for k, p in model_f.named_parameters()}
+    losses = []
+    for _ in range(3):
+        params, loss = step(params, x, y)
+        losses.append(loss.item())
+    return losses, params
+
+x = (torch.arange(8.0, device="jax").view(4, 2) - 3) * (rank + 1.5)
+torch.manual_seed(1)
+X8, Y8 = torch.randn(8, 16, device="jax"), torch.randint(0, 4, (8,), device="jax")
+mine = slice(4 * rank, 4 * rank + 4)
+pg.via = "gloo"  # the eager references: gloo on host copies
+host_values = [t.cpu() for t in collectives(x)]
+eager = run_steps(ddp_step, X8[mine], Y8[mine])
+pg.via = "xla"
+programs, calls = jp.STATS.programs, jp.STATS.calls
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    values = [t.cpu() for t in torch.compile(collectives, backend="jax")(x)]
+    compiled = run_steps(torch.compile(ddp_step, backend="jax"), X8[mine], Y8[mine])
+out["xla_compiled"] = {
+    "programs": jp.STATS.programs - programs,
+    "graph_calls": jp.STATS.calls - calls,
+    "op_by_op": [str(w.message) for w in caught if "runs op by op" in str(w.message)],
+    "values_vs_host": max((a - b).abs().max().item() for a, b in zip(values, host_values)),
+    "sum": values[0].tolist(),
+    "losses": compiled[0],
+    "losses_vs_eager": max(abs(a - b) for a, b in zip(compiled[0], eager[0])),
+    "weights_vs_eager": max((compiled[1][k] - eager[1][k]).abs().max().item() for k in eager[1]),
+    "seconds": time.monotonic() - began,
+}
 cpu = torch.tensor([rank + 1.0])  # CPU tensors go through the same group
 dist.all_reduce(cpu)
 out["cpu_all_reduce"] = cpu.tolist()
@@ -142,7 +196,7 @@ def ranks():
         p = subprocess.Popen([sys.executable, "-c", RANK], env=env, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
         procs.append((p, out))
     results = []
-    deadline = time.monotonic() + 150
+    deadline = time.monotonic() + 240
     for p, out in procs:
         try:
             code = p.wait(timeout=max(1.0, deadline - time.monotonic()))
@@ -177,7 +231,7 @@ def test_collectives_on_jax_tensors(ranks):
         assert r["reduce_scatter_tensor"] == [[0.0, 3.0], [6.0, 9.0]][rank]
         assert r["cpu_all_reduce"] == [3.0]
         assert r["funcol"] == [6.0, 12.0, -18.0]  # the functional collectives, eagerly
-        # inside torch.compile(backend="jax") they are not lowered: that graph runs op by op
+        # inside torch.compile(backend="jax") on the gloo route they run eagerly: that graph runs op by op
         assert r["funcol_compiled"] == [13.0, 25.0, -35.0] and r["funcol_compiled_eager"]
         assert r["fallbacks"] == {}, rank
     assert ranks[1]["recv"] == [7.0, 8.0]
@@ -190,3 +244,17 @@ def test_ddp_matches_one_process(ranks, via):
         assert (r[via + "_ddp_xla_calls"] > 0) == (via == "xla")  # DDP's reducer took that route
     assert ranks[0][via + "_ddp"] == ranks[1][via + "_ddp"]
     assert ranks[0][via + "_weights"] == ranks[1][via + "_weights"]  # the replicas stayed identical
+
+
+def test_compiled_collectives_inside_one_program(ranks):
+    """XLA route: a compiled graph's functional collectives (all_reduce sum/avg/max/min, all_gather,
+    reduce_scatter sum/avg) run inside its XLA program (one program, no graph op by op), with the
+    values of gloo on host copies; a DDP-style step compiled whole (grads by torch.func, their
+    all_reduce, the update) is one program over 3 steps and trains as the same step eagerly."""
+    for r in ranks:
+        c = r["xla_compiled"]
+        assert c["op_by_op"] == [] and c["programs"] == 2 and c["graph_calls"] == 4, c
+        assert c["values_vs_host"] == 0.0 and c["sum"] == [[-24.0, -16.0], [-8.0, 0.0], [8.0, 16.0], [24.0, 32.0]]
+        assert c["losses_vs_eager"] < 1e-6 and c["weights_vs_eager"] < 1e-6, c
+    # each rank trained on its own half of the batch: equal losses mean the all_reduce took place
+    assert ranks[0]["xla_compiled"]["losses"] == ranks[1]["xla_compiled"]["losses"]

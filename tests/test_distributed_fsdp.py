@@ -144,6 +144,7 @@ def test_refusals_and_compiled(ranks):
             "Collectives on jax tensors need the 'jax' process-group backend "
             "(dist.init_process_group('jax', ...)); this group's backend is 'gloo'."
         )
-        # inside torch.compile(backend="jax") the functional collectives are not lowered: op by op
-        assert r["compiled_gather"] == [1.0, 1.0, 3.0, 3.0] and r["compiled_op_by_op"]
+        # inside torch.compile(backend="jax") on the XLA route the functional collectives are lowered
+        # into the graph's program (jaxdev/compiler/collectives.py): not op by op
+        assert r["compiled_gather"] == [1.0, 1.0, 3.0, 3.0] and not r["compiled_op_by_op"]
         assert set(r["seconds"]) >= {"start", "functional_gloo", "dtensor", "mlp_sgd_gloo"}  # wall time per part

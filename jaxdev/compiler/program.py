@@ -40,7 +40,7 @@ import torch
 import torch.fx
 
 from jaxdev import eager_modes, rng, tensor, tracing
-from jaxdev.compiler import planned, program_cache
+from jaxdev.compiler import collectives, planned, program_cache
 from jaxdev.compiler.inputs import Inputs, UntraceableGraph
 from jaxdev.tensor import BOXES, Box
 
@@ -85,9 +85,15 @@ class _NodeRunner(torch.fx.Interpreter):
     """Runs the graph node by node, so a failure names the op that caused it, each new result laid out
     as the graph was planned (compiler/planned.py)."""
 
-    def __init__(self, gm):
+    def __init__(self, gm, spmd: bool = False):
         super().__init__(gm)
         self.seen: set[int] = set()  # storages of the inputs and of the results so far
+        self.spmd = spmd  # inside a shard_map: the functional collectives become XLA's (collectives.py)
+
+    def call_function(self, target, args, kwargs):
+        if self.spmd and collectives.is_collective(target):
+            return collectives.lower(target, args, kwargs)
+        return super().call_function(target, args, kwargs)
 
     def run_node(self, n):
         try:
@@ -138,7 +144,8 @@ class _Specialisation:
         self.mutated: list[int] = []
         self.bumped: list[int] = []  # arguments whose version counter a call bumps
         self.draws = 0
-        self.jitted = jax.jit(self._trace)
+        self.spmd = collectives.plan(program.gm)  # a graph with collectives: one program per rank
+        self.jitted = jax.jit(self._trace) if self.spmd is None else self.spmd.jit(self._trace)
 
     def _trace(self, arrays, rng_base):
         with tensor.scratch():
@@ -155,7 +162,7 @@ class _Specialisation:
         tracing.start_checks()
         try:
             with _plain_dispatch(), rng.traced(rng_base) as drawn:
-                outs = _NodeRunner(self.program.gm).run(*inputs)
+                outs = _NodeRunner(self.program.gm, self.spmd is not None).run(*inputs)
                 draws = drawn.draws
         finally:
             checks = tracing.finish_checks()
@@ -204,7 +211,7 @@ class _Specialisation:
             if a.shape != shape:
                 arrays[i] = a.reshape(shape)
         base = rng.traced_base()
-        if first:  # the program from jaxdev's disk cache, or traced, exported and stored there
+        if first and self.spmd is None:  # the program from jaxdev's disk cache, or traced, exported and stored there
             program_cache.install(self, inputs, arrays, base)
         new_arrays, mutated, flag = self.jitted(arrays, base)
         if self.draws:
