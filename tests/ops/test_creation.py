@@ -174,3 +174,50 @@ def test_float8_conversion_from_each_dtype_as_cpu(src, dst):
     expected = v.to(dst).float()
     got = v.to(JAX).to(dst).cpu().float()
     torch.testing.assert_close(got, expected, equal_nan=True, rtol=0, atol=0)
+
+
+# --- deterministic fill of new memory (issue 27 item 1) ---------------------------------------------
+
+
+@pytest.fixture
+def deterministic_fill():
+    before = torch.are_deterministic_algorithms_enabled(), torch.utils.deterministic.fill_uninitialized_memory
+    torch.use_deterministic_algorithms(True)
+    torch.utils.deterministic.fill_uninitialized_memory = True
+    yield
+    torch.use_deterministic_algorithms(before[0])
+    torch.utils.deterministic.fill_uninitialized_memory = before[1]
+
+
+FILLED = {
+    "empty float32": lambda d: torch.empty(3, device=d),
+    "empty complex64": lambda d: torch.empty(3, dtype=torch.complex64, device=d),
+    "empty int16": lambda d: torch.empty(3, dtype=torch.int16, device=d),
+    "empty uint64": lambda d: torch.empty(3, dtype=torch.uint64, device=d),
+    "empty bool": lambda d: torch.empty(3, dtype=torch.bool, device=d),
+    "empty_strided": lambda d: torch.empty_strided((2, 2), (1, 4), device=d),
+    "empty_like int32": lambda d: torch.empty_like(torch.ones(2, dtype=torch.int32, device=d)),
+    "zeros": lambda d: torch.zeros(3, device=d),
+    "resize_ growth": lambda d: torch.arange(3.0, device=d).resize_(6),
+    "resize_ growth of an int view": lambda d: torch.arange(4.0, device=d).view(torch.int32).resize_(6),
+    "resize_ growth past an offset": lambda d: torch.arange(4.0, device=d)[1:].resize_(5),
+}
+
+
+@pytest.mark.usefixtures("deterministic_fill")
+@pytest.mark.parametrize("make", FILLED.values(), ids=FILLED.keys())
+def test_deterministic_mode_fills_new_memory_as_cpu(make):
+    """Under torch.use_deterministic_algorithms(True) with fill_uninitialized_memory, CPU fills new memory
+    with NaN (floating, complex: NaN + 0j), the largest integer or True; jax gave zeros."""
+    expected, actual = make("cpu"), make(JAX).cpu()
+    assert repr(actual.tolist()) == repr(expected.tolist())  # NaN compares by its repr
+
+
+@pytest.mark.usefixtures("deterministic_fill")
+def test_deterministic_fill_refuses_raw_bit_dtypes_and_stays_off_without_the_flag():
+    with pytest.raises(NotImplementedError):
+        torch.empty(2, dtype=torch.bits8)
+    with pytest.raises(NotImplementedError, match=r"torch\.bits8 holds raw bits"):
+        torch.empty(2, dtype=torch.bits8, device=JAX)
+    torch.utils.deterministic.fill_uninitialized_memory = False
+    assert torch.empty(3, device=JAX).tolist() == [0.0, 0.0, 0.0]  # jax's zeros, no fill program

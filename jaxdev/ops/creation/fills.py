@@ -20,16 +20,41 @@ def check_device(device) -> None:
             jax_device_module.check_index(device.index)
 
 
+def uninitialised_value(dtype: torch.dtype):
+    """What CPU writes into new memory under torch.use_deterministic_algorithms(True) with
+    torch.utils.deterministic.fill_uninitialized_memory (fill_empty_deterministic_): NaN for floating and
+    complex dtypes (NaN + 0j), the largest value for integers, True for bool; None when not asked (jax
+    memory is zeros then). The raw bit dtypes have no such value: CPU refuses them, and so does this."""
+    if not (torch._C._get_deterministic_algorithms() and torch._C._get_deterministic_fill_uninitialized_memory()):
+        return None
+    if dtype in dtypes.BYTE_CARRIERS:
+        raise dtypes.RawBytesDtypeError(
+            f"dtype {dtype} holds raw bits, which have no value to fill uninitialised memory with under "
+            "torch.use_deterministic_algorithms(True) (CPU refuses it too)"
+        )
+    if dtype.is_floating_point or dtype.is_complex:
+        return float("nan")
+    return True if dtype == torch.bool else torch.iinfo(dtype).max
+
+
+def _uninitialised(size, dtype: torch.dtype, strides) -> torch.Tensor:
+    out = tensor.empty(size, dtype, strides)
+    value = uninitialised_value(dtype)
+    if value is not None and out.numel():
+        fill_(out, value)
+    return out
+
+
 @register(aten.empty.memory_format)
 def empty(size, *, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None):
     check_device(device)
-    return tensor.empty(size, dtype or torch.get_default_dtype(), tensor.strides_for(size, memory_format))
+    return _uninitialised(size, dtype or torch.get_default_dtype(), tensor.strides_for(size, memory_format))
 
 
 @register(aten.empty_strided.default)
 def empty_strided(size, stride, *, dtype=None, layout=None, device=None, pin_memory=None):
     check_device(device)
-    return tensor.empty(size, dtype or torch.get_default_dtype(), stride)
+    return _uninitialised(size, dtype or torch.get_default_dtype(), stride)
 
 
 @register(aten._efficientzerotensor.default)
