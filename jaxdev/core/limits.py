@@ -120,28 +120,39 @@ def dense_layout(shape, strides) -> bool:
     return True
 
 
-def check_no_partial_overlap(out: torch.Tensor, inputs) -> None:
-    """PyTorch's assert_no_partial_overlap between a written tensor and its inputs.
+def check_no_partial_overlap(out: torch.Tensor, inputs, full_too: bool = False) -> None:
+    """PyTorch's assert_no_partial_overlap between a written tensor and its inputs; with `full_too`, its
+    assert_no_overlap, which also refuses a full overlap (the same memory with the same strides: the
+    written tensor itself, as the index of index_add_ or the source of scatter_).
 
     Fake storage addresses are unique and spaced apart, so data_ptr ranges compare like real ones."""
-    if out.numel() == 0 or not is_non_overlapping_and_dense(out):
+    dense = out.numel() != 0 and is_non_overlapping_and_dense(out)
+    if not dense and not full_too:
         return
     a_begin = out.data_ptr()
     a_end = a_begin + out.numel() * out.element_size()
     for t in inputs:
-        if t is out or not isinstance(t, torch.Tensor) or t.device.type != "jax" or t.numel() == 0:
+        if t is out:
+            if full_too:
+                raise _overlap_error()
+            continue
+        if not dense or not isinstance(t, torch.Tensor) or t.device.type != "jax" or t.numel() == 0:
             continue
         if not is_non_overlapping_and_dense(t):
             continue
         b_begin = t.data_ptr()
         b_end = b_begin + t.numel() * t.element_size()
         full = a_begin == b_begin and a_end == b_end and out.stride() == t.stride()
-        if not full and a_begin < b_end and b_begin < a_end:
-            raise RuntimeError(
-                "unsupported operation: some elements of the input tensor and the written-to tensor "
-                "refer to a single memory location. Please clone() the tensor before performing the "
-                "operation."
-            )
+        if (full and full_too) or (not full and a_begin < b_end and b_begin < a_end):
+            raise _overlap_error()
+
+
+def _overlap_error() -> RuntimeError:
+    return RuntimeError(
+        "unsupported operation: some elements of the input tensor and the written-to tensor "
+        "refer to a single memory location. Please clone() the tensor before performing the "
+        "operation."
+    )
 
 
 def check_no_internal_overlap(t: torch.Tensor) -> None:

@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import torch
 
 from jaxdev import dtypes, tensor, tracing
-from jaxdev.ops import indexed_writes
+from jaxdev.ops import indexed_writes, overlaps
 from jaxdev.ops.indexed_writes import into
 from jaxdev.ops.registry import aten, register, register_functional
 from jaxdev.ops.toolkit import J, add_at, any_device, check_index_bounds, jitted
@@ -263,6 +263,7 @@ def _put_at(structure, accumulate):
 
 @register(aten._index_put_impl_.default)
 def index_put_impl_(self, indices, values, accumulate=False, unsafe=False):
+    overlaps.check("_index_put_impl", self, {"indices": indices, "values": values})
     others = [ix for ix in indices if ix is not None] + [values]
     tensor.write(self, indexed_writes.computed(index_put, self, (indices, values, accumulate), {}, others))
     return self

@@ -12,7 +12,7 @@ import torch
 from torch._ops import OpOverload
 
 from jaxdev import dtypes, layout, tensor, tracing
-from jaxdev.ops import indexed_writes, inplace, out_dtypes
+from jaxdev.ops import indexed_writes, inplace, out_dtypes, overlaps
 from jaxdev.tensor import is_jax
 
 aten = torch.ops.aten
@@ -138,9 +138,13 @@ def tensor_args(args, kwargs):
 def inplace_kernel(fn, functional: OpOverload, op: OpOverload, indexed: bool = False):
     donating = inplace.eligible(functional, op)  # pointwise: large ones compute into self's own buffer
     name = op.name()
+    overlap_check = overlaps.written_check(op, after_self=True)
 
     def kernel(self, *args, **kwargs):
-        tensor.check_no_partial_overlap(self, tensor_args(args, kwargs))
+        if overlap_check is None:
+            tensor.check_no_partial_overlap(self, tensor_args(args, kwargs))
+        else:
+            overlap_check(self, args, kwargs)
         if donating and is_jax(self) and inplace.try_donated(fn, name, self, args, kwargs):
             return self
         if indexed:  # the rows written, in self's own buffer where it may be given
@@ -156,11 +160,15 @@ def inplace_kernel(fn, functional: OpOverload, op: OpOverload, indexed: bool = F
 
 def out_kernel(fn, out_names, op: OpOverload, out_op: OpOverload):
     pointwise = torch.Tag.pointwise in op.tags
+    overlap_check = overlaps.written_check(out_op, after_self=False)
 
     def kernel(*args, **kwargs):
         outs = [kwargs.pop(n) for n in out_names]
         for o in outs:
-            tensor.check_no_partial_overlap(o, tensor_args(args, kwargs))
+            if overlap_check is None:
+                tensor.check_no_partial_overlap(o, tensor_args(args, kwargs))
+            else:
+                overlap_check(o, args, kwargs)
         r = fn(*args, **kwargs)
         rs = r if isinstance(r, tuple) else (r,)
         out_dtypes.check(out_op.name(), op.name(), outs, rs, args)

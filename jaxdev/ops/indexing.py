@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from jaxdev import dtypes, tensor, tracing
-from jaxdev.ops import out_dtypes
+from jaxdev.ops import out_dtypes, overlaps
 from jaxdev.ops.advanced_indexing import fill_value, masked_rows, true_positions
 from jaxdev.ops.index_checks import (
     bounds_error,
@@ -208,6 +208,7 @@ def index_select_out(self, dim, index, *, out):
         raise IndexError("index_select(): Index is supposed to be a vector")
     if self.dtype != out.dtype:
         raise RuntimeError("index_select(): self and result must have the same scalar type")
+    overlaps.check("index_select", out, {"self": self, "index": index})
     return store_into(out, index_select(self, dim, index), resize=True)
 
 
@@ -239,6 +240,7 @@ def gather(self, dim, index, *, sparse_grad=False):
 @register(aten.gather.out)
 def gather_out(self, dim, index, *, sparse_grad=False, out):
     out_dtypes.check_exact(self.dtype, out)
+    overlaps.check("gather", out, {"self": self, "index": index})
     return store_into(out, gather(self, dim, index, sparse_grad=sparse_grad), resize=True)
 
 

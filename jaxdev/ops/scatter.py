@@ -13,6 +13,7 @@ import jax.numpy as jnp
 import torch
 
 from jaxdev import dtypes, tracing
+from jaxdev.ops import overlaps
 from jaxdev.ops.index_checks import bounds_error, check_in_range, index_dtype_check, nonempty_dim, nonempty_size
 from jaxdev.ops.indexed_writes import into
 from jaxdev.ops.reduce_at import positions, reduce_at
@@ -419,6 +420,7 @@ def take_out(self, index, *, out):
             "take(): self and out expected to have the same dtype, but got self.dtype = "
             f"{dtypes.scalar_name(self.dtype)} and out.dtype = {dtypes.scalar_name(out.dtype)}"
         )
+    overlaps.check("take", out, {"self": self, "index": index})
     return store_into(out, take(self, index), resize=True)
 
 
