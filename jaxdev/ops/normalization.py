@@ -51,6 +51,15 @@ def _check_batch_norm_dtypes(input, weight, bias, running_mean, running_var):
             )
 
 
+def _channel_reduction(x, input, training):
+    """Batch norm's reduction axes (all but the channels), the channels' broadcast shape, and in
+    training the count per channel, which CPU refuses to be 1 or less."""
+    n = x.size // x.shape[1] if training else None
+    if training and n <= 1:
+        raise ValueError(f"Expected more than 1 value per channel when training, got input size {list(input.shape)}")
+    return (0,) + tuple(range(2, x.ndim)), _channel_shape(x), n
+
+
 def _batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps):
     _check_batch_norm_dtypes(input, weight, bias, running_mean, running_var)
     x = J(input)
@@ -58,14 +67,8 @@ def _batch_norm(input, weight, bias, running_mean, running_var, training, moment
         return _batch_norm_half(x, input, weight, bias, running_mean, running_var, training, momentum, eps)
     c = opmath(x.dtype)
     xc = x.astype(c)
-    axes = (0,) + tuple(range(2, x.ndim))
-    shape = _channel_shape(x)
+    axes, shape, n = _channel_reduction(x, input, training)
     if training:
-        n = x.size // x.shape[1]
-        if n <= 1:
-            raise ValueError(
-                f"Expected more than 1 value per channel when training, got input size {list(input.shape)}"
-            )
         mean = jnp.mean(xc, axis=axes)
         var = jnp.mean(jnp.square(xc - mean.reshape(shape)), axis=axes)
         invstd = _inv_std(var, eps)
@@ -106,14 +109,8 @@ def _batch_norm_half(x, input, weight, bias, running_mean, running_var, training
         return round_to(dt)(v)
 
     xc = x.astype(f32)
-    axes = (0,) + tuple(range(2, x.ndim))
-    shape = _channel_shape(x)
+    axes, shape, n = _channel_reduction(x, input, training)
     if training:
-        n = x.size // x.shape[1]
-        if n <= 1:
-            raise ValueError(
-                f"Expected more than 1 value per channel when training, got input size {list(input.shape)}"
-            )
         mean = jnp.sum(xc, axis=axes) / n
         var_sum = jnp.sum(jnp.square(xc - mean.reshape(shape)), axis=axes)
         save_mean = rounded(mean)
