@@ -19,6 +19,7 @@ from torch.distributed.tensor import Replicate, Shard, distribute_tensor
 
 import jaxdev
 from jaxdev import distributed as jd
+from jaxdev.compiler import program
 
 LAUNCHED = float(os.environ.get("RANK_LAUNCHED", time.time()))
 # a hang shows where: stacks and exit at HANG_S seconds after the launch
@@ -89,6 +90,19 @@ def dtensor():
         for name, (t, ref) in cases.items()
     }
     out["dtensor_local_shape"] = list(s0.to_local().shape)
+    # compiled: the all-gather of the redistribution runs inside the graph's one XLA program
+    programs = program.STATS.programs
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        fn = torch.compile(
+            lambda x, w: torch.relu(x @ w).redistribute(mesh, [Replicate()]).to_local() * 2, backend="jax"
+        )
+        got = fn(s0, b_rep).cpu()
+    out["dtensor_compiled"] = {
+        "error": (got - torch.relu(a @ b) * 2).abs().max().item(),
+        "programs": program.STATS.programs - programs,
+        "op_by_op": [str(w.message) for w in caught if "runs op by op" in str(w.message)],
+    }
 
 
 def mlp():

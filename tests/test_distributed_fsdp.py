@@ -100,6 +100,9 @@ def test_dtensor_matches_cpu(ranks):
             assert error < 1e-5, (name, error)
             assert local_device == "jax" and placements == [expected[name]], name
         assert r["dtensor_local_shape"] == [4, 6]  # each rank holds half of the (8, 6) tensor
+        # compiled (matmul, relu, Shard(0) -> Replicate): one XLA program with the all-gather inside
+        c = r["dtensor_compiled"]
+        assert c["error"] < 1e-5 and c["programs"] == 1 and c["op_by_op"] == [], c
 
 
 BLOCK = pytest.param(

@@ -4,6 +4,8 @@ which inputs share a storage, Python scalars), so a call with another layout get
 
 from __future__ import annotations
 
+from collections.abc import Hashable
+
 import jax
 import torch
 import torch.fx
@@ -42,6 +44,18 @@ def op_name(node: torch.fx.Node) -> str:
     return getattr(target, "__name__", str(target))
 
 
+def _opaque_key(a):
+    """An opaque object (a DTensor's DeviceMesh: dynamo passes it to the graph) keys the program by
+    identity (a reference type, kept alive by the program's static arguments) or by value."""
+    from torch._library import opaque_object
+
+    if opaque_object.is_opaque_reference_type(type(a)):
+        return ("opaque", type(a).__name__, id(a))
+    if opaque_object.is_opaque_value_type(type(a)) and isinstance(a, Hashable):
+        return ("opaque", type(a).__name__, a)
+    raise UntraceableGraph(None, f"an input of type {type(a).__name__} cannot be part of a program's key")
+
+
 # --- the layout of one call's inputs -------------------------------------------------------------
 
 
@@ -59,9 +73,7 @@ class Inputs:
         for a in args:
             if not isinstance(a, torch.Tensor):
                 if not isinstance(a, _STATIC_TYPES):
-                    raise UntraceableGraph(
-                        None, f"an input of type {type(a).__name__} cannot be part of a program's key"
-                    )
+                    a = _opaque_key(a)
                 key.append(a)
                 metas.append(None)
                 continue
