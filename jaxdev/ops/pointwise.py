@@ -15,7 +15,7 @@ import jax.numpy as jnp
 import torch
 
 from jaxdev import dtypes
-from jaxdev.ops import complex_c99
+from jaxdev.ops import complex_c99, cpu_numerics
 from jaxdev.ops.registry import aten, register_functional
 from jaxdev.ops.toolkit import J, apply, float_of, plain, same_dtype_bodies, typed_bodies
 
@@ -102,6 +102,54 @@ def _erfinv(y):
     return jnp.where(y_abs > 1, jnp.asarray(jnp.nan, t), x)
 
 
+def _float32_in_float64(fn):
+    """`fn` for float32 values taken in float64 and rounded once (cpu_numerics.widened), as is for
+    other dtypes: XLA's float32 sinh and cosh (exp(|x| + log(1/2)): the rounded sum moves the
+    exponent) were up to 24 ulps off (1.5e-6 relative, past float32's tolerance: sinh of integer
+    tensors, which CPU computes in float32, came out wrong), its exp2 (exp(x * ln 2)) 34 ulps."""
+    wide = cpu_numerics.widened(fn)
+
+    def run(x):
+        return wide(x) if x.dtype == jnp.float32 else fn(x)
+
+    run.__name__ = run.__qualname__ = fn.__name__
+    return run
+
+
+def _hyperbolic(sign):
+    """sinh (sign -1) or cosh (sign 1) of a real x as (e^|x| + sign e^-|x|) / 2 from one exp, near
+    exp's own error (XLA's float64 sinh/cosh were ~10 ulps off), sinh's small |x| < 1 as XLA's
+    (expm1-based); past exp's overflow, where the result is still finite, (e^(|x|/2) / 2) e^(|x|/2)."""
+    fn = jnp.sinh if sign < 0 else jnp.cosh
+
+    def hyperbolic(x):
+        if jnp.iscomplexobj(x):
+            return fn(x)
+        a = jnp.abs(x)
+        e = jnp.exp(a)
+        half = jnp.exp(a / 2)
+        big = jnp.where(jnp.isinf(e), (half / 2) * half, (e + sign / e) / 2)
+        if sign > 0:
+            return big
+        return jnp.where(a < 1, fn(x), jnp.copysign(big, x))
+
+    hyperbolic.__name__ = fn.__name__
+    return hyperbolic
+
+
+def _exp2(x):
+    """2^x as 2^round(x) (exact, ldexp) times 2^f for the rest |f| <= 1/2: integers give exact
+    powers of two, as CPU's exp2 does (XLA's exp(x * ln 2) gave 2^-3 = 0.12500000000000003 in
+    float64); infinities and NaN as IEEE's exp2."""
+    if jnp.iscomplexobj(x):
+        return jnp.exp2(x)
+    info = jnp.finfo(x.dtype)
+    n = jnp.round(jnp.clip(jnp.nan_to_num(x), 2 * info.minexp - 4, 2 * info.maxexp + 4))
+    f = jnp.exp(jnp.where(jnp.isfinite(x), x - n, 0) * jnp.asarray(math.log(2), x.dtype))
+    out = jnp.ldexp(f, n.astype(jnp.int32))
+    return jnp.where(jnp.isnan(x), x, jnp.where(jnp.isinf(x), jnp.where(x > 0, x, 0), out))
+
+
 def _no_vml_complex(name):
     """CPU's erf, erfc and erfinv kernels (`<name>_vml_cpu`) have no complex case."""
 
@@ -126,14 +174,14 @@ for _op, _fn in [
     (aten.asin.default, complex_c99.asin),
     (aten.acos.default, complex_c99.acos),
     (aten.atan.default, complex_c99.atan),
-    (aten.sinh.default, jnp.sinh),
-    (aten.cosh.default, jnp.cosh),
+    (aten.sinh.default, _float32_in_float64(_hyperbolic(-1))),
+    (aten.cosh.default, _float32_in_float64(_hyperbolic(1))),
     (aten.tanh.default, jnp.tanh),
     (aten.asinh.default, complex_c99.asinh),
     (aten.acosh.default, complex_c99.acosh),
     (aten.atanh.default, complex_c99.atanh),
     (aten.exp.default, complex_c99.exp),
-    (aten.exp2.default, jnp.exp2),
+    (aten.exp2.default, _float32_in_float64(_exp2)),
     (aten.expm1.default, jnp.expm1),
     (aten.log.default, complex_c99.log),
     (aten.log2.default, jnp.log2),

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 import torch
-from jaxdev_testing import JAX, assert_same
+from closeness import three_way
+from jaxdev_testing import JAX, assert_same, on_both
 
 INF, NAN = float("inf"), float("nan")
 
@@ -64,3 +65,101 @@ def test_complex_functions_of_finite_values_as_cpu(name):
         got, want = getattr(torch, name)(x.to(JAX)).cpu(), getattr(torch, name)(x)
         # part by part: a complex difference of equal infinite parts is NaN
         torch.testing.assert_close(torch.view_as_real(got), torch.view_as_real(want), rtol=rtol, atol=atol)
+
+
+@pytest.mark.usefixtures("no_fallback")
+def test_atanh_complex64_backward_near_the_poles():
+    # 1 / (1 - z^2) near z = +-1 amplifies the error of z^2 (pow(z, 2) on complex)
+    gen = torch.Generator().manual_seed(4)
+    z = torch.randn(20, 20, dtype=torch.complex64, generator=gen) * 3
+    z[0, :10] = torch.tensor(
+        [
+            1 + 1e-3j,
+            -1 + 2e-3j,
+            0.999 + 0j,
+            1.001 - 1e-3j,
+            1e-3j + 1,
+            0.998 + 1e-3j,
+            -0.999j - 1,
+            2j,
+            1.0005 + 0.0002j,
+            -1.0003 - 0.0001j,
+        ]
+    )
+    three_way(torch.atanh, [z], torch.complex64, backward=True)
+    three_way(torch.atanh, [z], torch.complex64, backward=False)
+
+
+# --- erfinv: CPU's calc_erfinv (rational guess + two Newton steps), not JAX's polynomial ---
+
+
+@pytest.mark.usefixtures("no_fallback")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_erfinv_follows_cpu_newton_refinement(dtype):
+    y = (torch.rand(20000, generator=torch.Generator().manual_seed(0), dtype=torch.float64) * 2 - 1).to(dtype)
+    # float32 within 1.3e-6 relative (libm's erff rounding decides the last Newton step's ulp; JAX's
+    # erfinv was 5.6e-6 away); float64: near +-1, where erf' is tiny, an ulp of erf moves the root
+    rtol = 1.3e-6 if dtype == torch.float32 else 1e-11
+    on_both(lambda d: torch.erfinv(y.to(d)), rtol=rtol)
+    edges = torch.tensor([0.0, -0.0, 1.0, -1.0, 1.5, -2.0, float("nan"), 0.7, -0.7, 1e-30, 0.5], dtype=dtype)
+    on_both(lambda d: torch.erfinv(edges.to(d)), rtol=rtol)
+    g = torch.linspace(-0.99, 0.99, 1981, dtype=dtype)
+
+    def grad(d):
+        t = g.to(d).requires_grad_()
+        return torch.autograd.grad(torch.erfinv(t).sum(), t)
+
+    on_both(grad, rtol=rtol)
+
+
+@pytest.mark.usefixtures("no_fallback")
+@pytest.mark.parametrize("fn", [torch.tanh, torch.sigmoid, torch.nn.functional.tanhshrink])
+def test_complex_gradients_take_the_conjugate_slope(fn):
+    """PyTorch's complex gradients are conjugate derivatives: grad * conj(f'(x)) (was grad * f'(x))."""
+    g = torch.Generator().manual_seed(0)
+    x, seed = torch.randn(6, dtype=torch.complex128, generator=g), torch.randn(6, dtype=torch.complex128, generator=g)
+    grads = []
+    for device in ("cpu", "jax"):
+        a = x.to(device, copy=True).requires_grad_()
+        fn(a).backward(seed.to(device))
+        grads.append(a.grad.cpu())
+    torch.testing.assert_close(grads[1], grads[0])
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.int64, torch.int16])
+def test_exp2_of_integers_is_an_exact_power_of_two(dtype):
+    # XLA's exp(x * ln 2) gave 2^-3 = 0.12500000000000003 (float64) and was 4e-6 off in float32
+    x = torch.arange(-100, 101).to(dtype) if dtype.is_floating_point else torch.arange(-100, 101, dtype=dtype)
+    assert torch.equal(torch.exp2(x.to(JAX)).cpu(), torch.exp2(x))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_exp2_of_fractions_and_special_values_as_cpu(dtype):
+    x = torch.cat(
+        [torch.linspace(-120, 120, 2001, dtype=dtype), torch.tensor([INF, -INF, NAN, -0.0, 1e-30, 0.5], dtype=dtype)]
+    )
+    rtol = 2.5e-7 if dtype == torch.float32 else 5e-16  # within 2 ulps of CPU (XLA's: 34 and 44)
+    torch.testing.assert_close(torch.exp2(x.to(JAX)).cpu(), torch.exp2(x), rtol=rtol, atol=0, equal_nan=True)
+
+
+@pytest.mark.parametrize("fn", [torch.sinh, torch.cosh])
+@pytest.mark.parametrize("dtype", [torch.int32, torch.float32, torch.float64])
+def test_sinh_cosh_within_two_ulps_of_cpu(fn, dtype):
+    # XLA's float32 sinh/cosh were 24 ulps off (exp(|x| + log(1/2))): sinh(9) of an int32 tensor
+    # gave 4051.5400, CPU 4051.5420; float64 ~10 ulps. Float32 stops at 88: past exp's overflow CPU's
+    # vector lanes give inf (Sleef), its scalar ones and jax the finite value
+    if dtype.is_floating_point:
+        x = torch.cat(
+            [
+                torch.linspace(-88, 88, 1999, dtype=dtype),
+                torch.tensor([0.0, -0.0, 0.3, -1e-5, INF, -INF, NAN], dtype=dtype),
+            ]
+        )
+        if dtype == torch.float64:
+            x = torch.cat([x, torch.tensor([709.9, -710.4, 711.0, 300.0])])
+    else:
+        x = torch.arange(-88, 89, dtype=dtype)
+    rtol = 2.5e-7 if fn(x).dtype == torch.float32 else 5e-16
+    actual = fn(x.to(JAX)).cpu()
+    torch.testing.assert_close(actual, fn(x), rtol=rtol, atol=0, equal_nan=True)
+    assert torch.equal(actual.signbit() | actual.isnan(), fn(x).signbit() | actual.isnan())
