@@ -1,5 +1,8 @@
 """pytest setup for the jaxdev device tests (helpers: tests/jaxdev_testing.py).
 
+Layout: a test file per package module, named after it (tests/README.md): tests/ops/test_indexing.py
+for jaxdev/ops/indexing.py, tests/ops/test_linalg.py for the sub-package jaxdev/ops/linalg/.
+
 * `fallback_mode` fixture: set JAXDEV_FALLBACK for one test, with fresh fallback counters.
 * `crashprone` marker: a test that may kill the interpreter (a segfault reading a fake storage
   pointer) is first run in a child process; if it crashes there it fails here with the child's

@@ -5,6 +5,8 @@
 * `on_both(fn)`: run a scenario once with device="cpu" and once with device="jax"; if CPU raises,
   the jax run must raise the same exception type, otherwise every returned value must match.
 * `same_outcome(fn)`: stricter on errors: the same exception type and CPU's very message.
+* `like_cpu(fn)`: as `on_both`, strides compared, and an error must carry CPU's very message (a
+  message naming the device names the other one).
 * `run_python(code)`: a fresh interpreter, for what must not run in the test process.
 
 (A module of its own, not `conftest`: several conftest.py files live under tests/.)
@@ -201,3 +203,18 @@ def describe_exit(proc: subprocess.CompletedProcess) -> str:
     how = f"signal {-proc.returncode}" if proc.returncode < 0 else f"exit code {proc.returncode}"
     tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-25:])
     return f"child process died with {how}:\n{tail}"
+
+
+def like_cpu(fn, *, rtol=0.0, atol=0.0, check_stride=True):
+    """fn(device) on CPU and on jax: equal results (strides too), or the same error type and message."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # resize and complex-cast warnings: both sides give them
+        try:
+            expected = fn(CPU)
+        except Exception as cpu_err:
+            with pytest.raises(type(cpu_err)) as jax_err:
+                fn(JAX)
+            # a message that names the device names the other one
+            assert str(jax_err.value).replace("device=jax:0", "device=cpu") == str(cpu_err)
+            return None
+        return on_both(fn, rtol=rtol, atol=atol, check_stride=check_stride) if expected is not None else None

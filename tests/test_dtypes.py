@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import math
 
 import jax.numpy as jnp
 import pytest
@@ -10,6 +11,7 @@ import torch
 from jaxdev_testing import ALL_DTYPES, JAX, assert_same, on_both
 
 import jaxdev
+from jaxdev import dtypes
 
 _BITS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
 
@@ -270,3 +272,25 @@ def test_float8_round_trips_or_fails_clearly(dtype):
         return
     assert on_jax.dtype == dtype
     assert torch.equal(bits(on_jax.cpu()), bits(cpu))
+
+
+# --- float -> integer conversion of values out of range (copy_, to, sum(dtype=), cumsum(dtype=)) ---
+
+_OUT_OF_RANGE = [300.0, -1.0, -129.0, 255.9, 256.0, 70000.0, -40000.0, 65536.5, 3000000007.0, -3000000007.0,
+                 5e9 + 3, 2.0**40 + 5, -(2.0**40) - 5, 2.0**31, -(2.0**31), 2.0**31 + 1, 2.0**63, -(2.0**63),
+                 1e30, -1e30, math.nan, math.inf, -math.inf, -0.5, 0.99, -0.0]  # fmt: skip
+_INTS = [torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.bool]
+_FLOATS = [torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.complex64, torch.complex128]
+
+
+@pytest.mark.usefixtures("no_fallback")
+@pytest.mark.skipif(not dtypes._X86, reason="CPU PyTorch's conversion was measured (and is emulated) on x86")
+@pytest.mark.parametrize("src", _FLOATS, ids=str)
+@pytest.mark.parametrize("dst", _INTS, ids=str)
+def test_float_to_integer_conversion_of_out_of_range_values_is_cpus(src, dst):
+    values = torch.tensor(_OUT_OF_RANGE, dtype=torch.float64).to(src)
+    if src.is_complex:
+        values = values + 2j
+    on_both(lambda d: values.to(d).to(dst))
+    on_both(lambda d: torch.zeros(len(_OUT_OF_RANGE), dtype=dst, device=d).copy_(values.to(d)))
+    on_both(lambda d: values.to(d)[::2].to(dst))

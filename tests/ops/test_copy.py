@@ -1,6 +1,4 @@
-"""aten::_assert_async on jax: CPU's errors eagerly, and inside a compiled graph a deferred check, so the
-graph stays one program (the CPU fallback needed the value, and made the graph run op by op: the
-auditor's nn.functional.one_hot int64 compile cell was `untraced` for it)."""
+"""jaxdev/ops/copy.py: _assert_async and _lazy_clone against CPU PyTorch."""
 
 from __future__ import annotations
 
@@ -8,9 +6,15 @@ import warnings
 
 import pytest
 import torch
+from jaxdev_testing import CPU, JAX, assert_same
 
 import jaxdev
 from jaxdev.compiler.program import EagerGraphWarning
+
+# --- aten::_assert_async on jax: CPU's errors eagerly, and inside a compiled graph a deferred check, so the
+# graph stays one program (the CPU fallback needed the value, and made the graph run op by op: the
+# auditor's nn.functional.one_hot int64 compile cell was `untraced` for it).
+
 
 CASES = [
     (torch.tensor(False), ()),
@@ -59,3 +63,31 @@ def test_in_fused_mode_a_failed_assert_raises_at_the_sync():
         torch._assert_async(x > 0, "x must be positive")  # recorded: the value is not there yet
     with pytest.raises(RuntimeError, match="x must be positive"):
         torch.jax.synchronize()
+
+
+aten = torch.ops.aten
+
+
+# --- _lazy_clone: a copy-on-write clone on CPU ------------------------------------------------------------
+
+
+@pytest.mark.usefixtures("no_fallback")
+def test_lazy_clone_keeps_layout_and_copies():
+    for d in (CPU, JAX):
+        x = torch.arange(12.0, device=d).reshape(3, 4).requires_grad_()
+        v = x.t()[1:]
+        c = aten._lazy_clone(v)
+        # CPU's lazy clone shares v's storage until a write: same sizes, strides and offset
+        assert (c.shape, c.stride(), c.storage_offset()) == (v.shape, (1, 4), 1)
+        assert c.untyped_storage().nbytes() == v.untyped_storage().nbytes()
+        assert c.device == v.device
+        assert_same(c.detach().to(JAX), v.detach().cpu())
+        c.sum().backward()  # gradient flows through (LazyCloneBackward0)
+        assert_same(x.grad.to(JAX), torch.ones(3, 4).index_fill_(1, torch.tensor([0]), 0))
+        # writes to either side stay apart
+        with torch.no_grad():
+            x.add_(100)
+        assert c.detach().cpu().tolist() == [[1.0, 5, 9], [2, 6, 10], [3, 7, 11]]
+        c2 = aten._lazy_clone(x.detach())
+        c2.mul_(2)
+        assert x[0, :2].tolist() == [100.0, 101.0] and c2[0, :2].tolist() == [200.0, 202.0]

@@ -1,16 +1,21 @@
-"""grid_sample's bicubic mode bit for bit against CPU. test_ops' compare_cpu found jaxdev off by up to
-2.7e-3 on OpInfo's reference input (a 345x456 image of 0..255 under a rotation): jaxdev unnormalized
-as CPU's scalar kernel does, ((g + 1) * size - 1) / 2, where the vectorized kernel CPU runs computes
-(g + 1) * (size / 2) - 0.5, and an ulp in the coordinate moves the result by up to 255 * ulp through
-the image's 255 -> 0 steps; and it rounded the multiply-adds as XLA fuses them, not as GCC fused them
-in CPU's kernel."""
+"""jaxdev/ops/grid_sample.py: grid_sample (bicubic bit for bit, half precision) and its checks, against CPU."""
 
 from __future__ import annotations
+
+import itertools
 
 import pytest
 import torch
 import torch.nn.functional as F
-from jaxdev_testing import JAX, assert_same
+from jaxdev_testing import JAX, assert_same, on_both
+
+# --- grid_sample's bicubic mode bit for bit against CPU. test_ops' compare_cpu found jaxdev off by up to
+# 2.7e-3 on OpInfo's reference input (a 345x456 image of 0..255 under a rotation): jaxdev unnormalized
+# as CPU's scalar kernel does, ((g + 1) * size - 1) / 2, where the vectorized kernel CPU runs computes
+# (g + 1) * (size / 2) - 0.5, and an ulp in the coordinate moves the result by up to 255 * ulp through
+# the image's 255 -> 0 steps; and it rounded the multiply-adds as XLA fuses them, not as GCC fused them
+# in CPU's kernel.
+
 
 COMBINATIONS = [(p, a) for p in ("zeros", "border", "reflection") for a in (False, True)]
 
@@ -56,3 +61,87 @@ def test_gradients(padding):
         results.append((x.grad, z.grad))
     assert_same(results[1][0], results[0][0], rtol=1e-5, atol=1e-5)
     assert_same(results[1][1], results[0][1], rtol=1e-5, atol=1e-4)
+
+
+HALF = [torch.bfloat16, torch.float16]
+
+
+def _randn(*shape, dtype=torch.float32, scale=1.0, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return (torch.randn(shape, generator=g) * scale).to(dtype)
+
+
+# --- grid_sampler_2d in half: CPU's vectorized kernel rounds every Vectorized<half> step ---
+
+
+@pytest.mark.usefixtures("no_fallback")
+@pytest.mark.parametrize("dtype", HALF)
+@pytest.mark.parametrize("mode", [0, 1])  # bilinear, nearest
+@pytest.mark.parametrize("padding", [0, 1, 2])  # zeros, border, reflection
+@pytest.mark.parametrize("align_corners", [False, True])
+def test_grid_sampler_2d_half(dtype, mode, padding, align_corners):
+    inp = _randn(2, 3, 5, 20, dtype=dtype)
+    grid = (torch.rand(2, 13, 10, 2, generator=torch.Generator().manual_seed(1)) * 3 - 1.5).to(dtype)
+    grid[0, 0, 0, 0] = float("nan")
+    on_both(lambda d: torch.grid_sampler_2d(inp.to(d), grid.to(d), mode, padding, align_corners))
+
+
+@pytest.mark.usefixtures("no_fallback")
+@pytest.mark.parametrize("dtype", HALF)
+@pytest.mark.parametrize("mode", [0, 1])
+@pytest.mark.parametrize("padding", [0, 1])  # (reflection in 3-D half stays the float path)
+@pytest.mark.parametrize("align_corners", [False, True])
+def test_grid_sampler_3d_half(dtype, mode, padding, align_corners):
+    inp = _randn(2, 3, 5, 6, 7, dtype=dtype)
+    grid = (torch.rand(2, 4, 3, 5, 3, generator=torch.Generator().manual_seed(1)) * 3 - 1.5).to(dtype)
+    on_both(lambda d: torch.grid_sampler_3d(inp.to(d), grid.to(d), mode, padding, align_corners))
+
+
+SHAPES = [
+    ((2, 3, 4, 5), (2, 3, 3, 2)),  # valid 2-D
+    ((2, 3, 4, 5), (1, 3, 3, 2)),  # batch sizes differ
+    ((2, 3, 4, 5), (2, 3, 3, 3)),  # grid's last size wrong
+    ((2, 3, 4, 5), (2, 3, 3, 2, 1)),
+    ((2, 3, 0, 5), (2, 3, 3, 2)),  # empty spatial dimension
+    ((2, 3, 4, 5, 6), (2, 3, 3, 3, 3)),  # valid 3-D
+    ((2, 3, 4, 5, 6), (2, 3, 3, 3, 2)),
+    ((2, 3, 4, 5, 6), (1, 3, 3, 3, 3)),
+    ((2, 3, 4, 5), (2, 3, 3, 4)),
+    ((2, 3, 4), (2, 3, 1)),  # 1-D spatial
+    ((2, 3, 4, 0, 6), (2, 1, 1, 1, 3)),
+    ((5, 5, 5, 5, 5), (1, 1, 1, 4, 4)),  # PyTorch's test_invalid_shapes_grid_sampler
+    ((5, 5, 5, 5), (1, 1, 4, 4)),
+    ((), (2, 1, 1, 2)),
+    ((2, 3, 4, 5), ()),
+]
+MODES = [(0, 0), (1, 1), (2, 2), (2, 0)]  # (interpolation, padding): bilinear, nearest, bicubic
+
+
+def _outcome(op, device, ishape, gshape, mode, padding, grid_dtype):
+    x = torch.ones(ishape, dtype=torch.float64, device=device)
+    g = torch.zeros(gshape, dtype=grid_dtype, device=device)
+    try:
+        r = getattr(torch, op)(x, g, mode, padding, False)
+    except Exception as e:  # the exception is the result compared
+        return type(e), str(e)
+    return tuple(r.shape), r.dtype
+
+
+@pytest.mark.usefixtures("no_fallback")
+@pytest.mark.parametrize("op", ["grid_sampler_2d", "grid_sampler_3d", "grid_sampler"])
+@pytest.mark.parametrize("shapes", SHAPES, ids=[f"{i}x{g}" for i, g in SHAPES])
+def test_arguments_checked_as_cpu(op, shapes):
+    for (mode, padding), grid_dtype in itertools.product(MODES, (torch.float64, torch.float32)):
+        case = (op, *shapes, mode, padding, grid_dtype)
+        assert _outcome(op, "jax", *shapes, mode, padding, grid_dtype) == _outcome(
+            op, "cpu", *shapes, mode, padding, grid_dtype
+        ), case
+
+
+@pytest.mark.usefixtures("no_fallback")
+@pytest.mark.parametrize("mode, padding", [(3, 0), (0, 3)])
+def test_unknown_mode_is_refused_in_one_sentence(mode, padding):
+    # CPU runs an out-of-range enum unchecked; jax refuses rather than invent a result
+    x, g = torch.ones(1, 1, 2, 2, device="jax"), torch.zeros(1, 1, 1, 2, device="jax")
+    with pytest.raises(RuntimeError, match=r"^grid_sampler\(\): unknown interpolation mode \d or padding mode \d$"):
+        torch.grid_sampler_2d(x, g, mode, padding, False)

@@ -10,7 +10,7 @@ import warnings
 
 import pytest
 import torch
-from jaxdev_testing import JAX, assert_same
+from jaxdev_testing import JAX, assert_same, check
 
 INF, NAN = math.inf, math.nan
 FUNCTIONS = {"igamma": torch.igamma, "igammac": torch.igammac}
@@ -116,3 +116,11 @@ def test_opinfo_reference_inputs(name, dtype):
         warnings.simplefilter("ignore")
         expected = op(a, x)
     assert_same(op(a.to(JAX), x.to(JAX)), expected, rtol=1e-5 if dtype == torch.float32 else 1e-10, atol=1e-37)
+
+
+@pytest.mark.usefixtures("no_fallback")
+def test_incomplete_gamma_like_cpu():
+    a = torch.tensor([0.5, 1.0, 3.0, 10.0, float("inf"), 2.0, 0.0])
+    x = torch.tensor([0.3, 2.0, 3.0, 4.0, 1.0, float("inf"), 1.0])
+    check(torch.special.gammainc, a, x, grad=False, rtol=1e-5, atol=1e-6)
+    check(torch.special.gammaincc, a, x, grad=False, rtol=1e-5, atol=1e-6)

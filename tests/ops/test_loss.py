@@ -1,10 +1,13 @@
-"""Regression and binary losses: forward and gradients equal CPU's, for every reduction."""
+"""jaxdev/ops/loss/: regression, binary, margin and CTC losses, forward and gradients, against CPU PyTorch."""
 
 import pytest
 import torch
 import torch.nn.functional as F
+from jaxdev_testing import JAX, assert_same, check, like_cpu, on_both, same_outcome
 
 import jaxdev
+
+# --- Regression and binary losses: forward and gradients equal CPU's, for every reduction.
 
 
 def _both(fn, *tensors):
@@ -165,3 +168,290 @@ def test_nll_loss_every_target_ignored_gives_zero_gradient(shape):
         grads.append(xx.grad.cpu())
     torch.testing.assert_close(grads[1], grads[0])
     assert not grads[1].isnan().any()
+
+
+aten = torch.ops.aten
+
+
+# --- binary_cross_entropy: one dtype for every operand, as CPU's TensorIterator wants ------------------------------
+
+
+@pytest.mark.usefixtures("no_fallback")
+def test_bce_dtypes_like_cpu():
+    g = torch.Generator().manual_seed(4)
+    s, t, w = torch.rand(2, 3, generator=g), torch.rand(2, 3, generator=g), torch.rand(3, generator=g)
+    ones = torch.ones(2, 3)
+    for out_dtype in (torch.float32, torch.float64, torch.float16, torch.int64):
+        like_cpu(
+            lambda d, o=out_dtype: aten.binary_cross_entropy.out(
+                s.to(d), t.to(d), reduction=0, out=torch.empty(2, 3, dtype=o, device=d)
+            ),
+            rtol=1e-6,
+            atol=1e-6,
+        )
+        like_cpu(
+            lambda d, o=out_dtype: aten.binary_cross_entropy_backward.grad_input(
+                ones.to(d), s.to(d), t.to(d), grad_input=torch.empty(2, 3, dtype=o, device=d)
+            ),
+            rtol=1e-6,
+            atol=1e-6,
+        )
+    like_cpu(lambda d: aten.binary_cross_entropy(s.to(d), t.double().to(d)))
+    like_cpu(lambda d: aten.binary_cross_entropy_backward(ones.to(d), s.to(d), t.double().to(d)))
+    like_cpu(lambda d: aten.binary_cross_entropy_backward(ones.double().to(d), s.to(d), t.to(d)))
+    # weight is applied afterwards (mul_), outside that check
+    like_cpu(lambda d: aten.binary_cross_entropy(s.to(d), t.to(d), w.double().to(d)), rtol=1e-6, atol=1e-6)
+    like_cpu(lambda d: aten.binary_cross_entropy(s.half().to(d), t.half().to(d), w.to(d)), rtol=1e-3, atol=1e-3)
+    like_cpu(lambda d: torch.nn.functional.binary_cross_entropy(s.to(d), t.to(d), w.to(d)), rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.usefixtures("no_fallback")
+def test_bce_out_of_the_result_shape_like_cpu():
+    s, t = torch.tensor(0.3), torch.tensor(0.6)
+    for red in (0, 1, 2):
+        like_cpu(
+            lambda d, r=red: aten.binary_cross_entropy.out(s.to(d), t.to(d), reduction=r, out=torch.empty((), device=d))
+        )
+    like_cpu(
+        lambda d: aten.binary_cross_entropy_backward.grad_input(
+            torch.tensor(1.0, device=d), s.to(d), t.to(d), grad_input=torch.empty((), device=d)
+        )
+    )
+
+
+# --- multi-class margin losses --------------------------------------------------------------------
+
+_MM_CASES = [
+    ((5, 4), [0, 3, 1, 2, 2]),
+    ((4,), [2]),
+    ((4,), 2),
+    ((), 0),
+]
+
+
+@pytest.mark.usefixtures("no_fallback")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
+@pytest.mark.parametrize("p", [1, 2])
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("case", range(len(_MM_CASES)))
+def test_multi_margin_loss_like_cpu(case, weighted, p, reduction, dtype):
+    shape, target = _MM_CASES[case]
+    x = torch.randn(shape, dtype=dtype)
+    x.view(-1)[0] = 0.25  # hinge terms exactly at and around the margin
+    t = torch.tensor(target)
+    w = torch.rand(shape[-1] if shape else 1, dtype=dtype) if weighted else None
+    wj = {"cpu": w, "jax": None if w is None else w.to(JAX)}
+    check(
+        lambda x, t: F.multi_margin_loss(x, t, p=p, margin=0.75, weight=wj[x.device.type], reduction=reduction),
+        x,
+        t,
+        rtol=1e-6 if dtype == torch.float32 else 1e-12,
+    )
+
+
+@pytest.mark.usefixtures("no_fallback")
+def test_multi_margin_loss_edge_values_like_cpu():
+    x = torch.tensor([[0.0, -0.0, float("inf"), 1.0], [float("nan"), 1.0, -float("inf"), 2.0]])
+    for red in ("none", "sum"):
+        on_both(lambda d, red=red: F.multi_margin_loss(x.to(d), torch.tensor([0, 1], device=d), reduction=red))
+
+
+@pytest.mark.usefixtures("no_fallback")
+@pytest.mark.parametrize(
+    "fn,match",
+    [
+        (lambda d: F.multi_margin_loss(torch.randn(3, 4, device=d), torch.tensor([0, 1, 4], device=d)), "out of range"),
+        (lambda d: F.multi_margin_loss(torch.randn(3, 4, device=d), torch.tensor([0, 1], device=d)), "target tensor"),
+        (lambda d: F.multi_margin_loss(torch.randn(3, 0, device=d), torch.tensor([0, 1, 2], device=d)), "non-empty"),
+        (
+            lambda d: torch.ops.aten.multi_margin_loss(
+                torch.randn(3, 4, device=d), torch.tensor([0, 1, 2], device=d), 3
+            ),
+            "p == 1",
+        ),
+        (
+            lambda d: F.multi_margin_loss(
+                torch.randn(3, 4, device=d), torch.tensor([0, 1, 2], device=d), weight=torch.ones(3, device=d)
+            ),
+            "inconsistent weight size",
+        ),
+        (lambda d: F.multi_margin_loss(torch.randn(3, 4, device=d).half(), torch.tensor([0, 1, 2], device=d)), "Half"),
+        (
+            lambda d: F.multilabel_margin_loss(
+                torch.randn(2, 3, device=d), torch.tensor([[0, 3, -1], [0, 1, 2]], device=d)
+            ),
+            "out of range",
+        ),
+        (
+            lambda d: F.multilabel_margin_loss(
+                torch.randn(2, 3, device=d), torch.zeros(2, 2, dtype=torch.long, device=d)
+            ),
+            "inconsistent target size",
+        ),
+    ],
+)
+def test_margin_loss_errors_like_cpu(fn, match):
+    on_both(fn, match=match)
+
+
+_ML_CASES = [
+    ((3, 4), [[0, 3, -1, 1], [2, 2, 1, -1], [-1, 0, 1, 2]]),  # stops at -1; a repeated label counts twice
+    ((4,), [2, 0, -1, 3]),
+    ((), [0]),
+    ((2, 3), [[0, 1, 2], [1, -1, -1]]),  # every class a target: no hinge terms
+]
+
+
+@pytest.mark.usefixtures("no_fallback")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
+@pytest.mark.parametrize("case", range(len(_ML_CASES)))
+def test_multilabel_margin_loss_like_cpu(case, reduction, dtype):
+    shape, target = _ML_CASES[case]
+    x = torch.randn(shape, dtype=dtype)
+    t = torch.tensor(target).reshape(shape if len(shape) else ())
+    check(lambda x, t: F.multilabel_margin_loss(x, t, reduction=reduction), x, t)
+    on_both(lambda d: torch.ops.aten.multilabel_margin_loss_forward(x.to(d), t.to(d), 0), rtol=1e-6)
+
+
+# --- CTC loss -------------------------------------------------------------------------------------------------
+
+_CTC_LP = torch.randn(8, 3, 5, dtype=torch.float64)
+_CTC_PADDED = torch.tensor([[1, 2, 2, 1], [3, 1, 0, 0], [4, 4, 4, 0]])
+_CTC_CASES = {
+    "padded": (_CTC_PADDED, [8, 6, 8], [4, 2, 3]),
+    "empty_input_and_target": (_CTC_PADDED, [8, 0, 3], [4, 0, 3]),  # an impossible alignment: inf loss, NaN grad
+    "empty_targets": (_CTC_PADDED, [8, 6, 8], [0, 0, 1]),
+    "concatenated": (torch.tensor([1, 2, 2, 1, 3, 1, 4, 4, 4]), [8, 6, 8], [4, 2, 3]),
+    "int32_tensor_lengths": (_CTC_PADDED.int(), torch.tensor([8, 6, 8]), torch.tensor([4, 2, 3])),
+}
+
+
+@pytest.mark.usefixtures("no_fallback")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        dict(reduction="none"),
+        dict(reduction="mean"),
+        dict(reduction="sum", zero_infinity=True),
+        dict(reduction="none", blank=4),  # a target holding the blank label
+    ],
+    ids=["none", "mean", "sum_zero_inf", "blank4"],
+)
+@pytest.mark.parametrize("case", list(_CTC_CASES))
+def test_ctc_loss_and_gradient_like_cpu(case, kwargs, dtype):
+    targets, il, tl = _CTC_CASES[case]
+    results = []
+    for device in ("cpu", JAX):
+        x = _CTC_LP.detach().to(dtype).to(device).clone().requires_grad_()
+        lengths = [v.to(device) if isinstance(v, torch.Tensor) else v for v in (il, tl)]
+        out = F.ctc_loss(x.log_softmax(2), targets.to(device), *lengths, **kwargs)
+        out.sum().backward()
+        results.append((out.detach(), x.grad))
+    (cpu_out, cpu_grad), (jax_out, jax_grad) = results
+    tol = 1e-5 if dtype == torch.float32 else 1e-10
+    assert_same(jax_out, cpu_out, rtol=tol, atol=tol)
+    assert_same(jax_grad, cpu_grad, rtol=tol, atol=tol)
+
+
+@pytest.mark.usefixtures("no_fallback")
+def test_ctc_loss_forward_outputs_like_cpu():
+    lp = _CTC_LP.log_softmax(2)
+    nll, alpha = torch.ops.aten._ctc_loss(lp, _CTC_PADDED, [8, 6, 8], [4, 2, 3])
+    jnll, jalpha = torch.ops.aten._ctc_loss(lp.to(JAX), _CTC_PADDED.to(JAX), [8, 6, 8], [4, 2, 3])
+    assert_same(jnll, nll, rtol=1e-12, atol=1e-12)
+    assert jalpha.shape == alpha.shape
+    # CPU leaves alpha unwritten past each input's length and target's states; compare the written part
+    for b, (il, tl) in enumerate(zip([8, 6, 8], [4, 2, 3])):
+        torch.testing.assert_close(jalpha.cpu()[b, :il, : 2 * tl + 1], alpha[b, :il, : 2 * tl + 1])
+
+
+@pytest.mark.usefixtures("no_fallback")
+@pytest.mark.parametrize(
+    "args,match",
+    [
+        ((_CTC_PADDED, [8, 6, 8], [4, 2, 3], 5), "blank must be in label range"),
+        ((_CTC_PADDED, [8, 6], [4, 2, 3]), "input_lengths must be of size batch_size"),
+        ((_CTC_PADDED, [8, 6, 8], [4, 2]), "target_lengths must be of size batch_size"),
+        ((_CTC_PADDED, [8, 6, 8], [5, 2, 3]), "size at least 5 at dimension 1"),
+        ((_CTC_PADDED, [9, 6, 8], [4, 2, 3]), "at most 8, but got value 9"),
+        ((_CTC_PADDED, [-1, 6, 8], [4, 2, 3]), "input_lengths to have value at least 0"),
+        ((_CTC_PADDED, [8, 6, 8], [-1, 2, 3]), "target_lengths to have value at least 0"),
+        ((_CTC_PADDED.flatten(), [8, 6, 8], [4, 2, 3]), "size 9 at dimension 0"),
+        ((_CTC_PADDED.float(), [8, 6, 8], [4, 2, 3]), "scalar type Int"),
+        ((_CTC_PADDED[:1], [8, 6, 8], [4, 2, 3]), "size 3 at dimension 0"),
+    ],
+)
+def test_ctc_loss_errors_like_cpu(args, match):
+    def call(d):
+        targets, *rest = args
+        return torch.ops.aten._ctc_loss(_CTC_LP.log_softmax(2).to(d), targets.to(d), *rest)
+
+    on_both(call, match=match)
+    on_both(
+        lambda d: torch.ops.aten._ctc_loss(_CTC_LP.half().to(d), _CTC_PADDED.to(d), [8, 6, 8], [4, 2, 3]), match="Half"
+    )
+
+
+def t(device, values, dtype=None):
+    return torch.tensor(values, device=device, dtype=dtype)
+
+
+def ones(device, *shape, dtype=None):
+    return torch.ones(*shape, device=device, dtype=dtype)
+
+
+F32, F64, F16, BF16, I64 = torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int64
+
+
+LOSS_CASES = {
+    "binary_cross_entropy target 2": lambda d: F.binary_cross_entropy(t(d, [0.5]), t(d, [2.0])),
+    "binary_cross_entropy target -1": lambda d: F.binary_cross_entropy(t(d, [0.5]), t(d, [-1.0])),
+    "binary_cross_entropy target nan": lambda d: F.binary_cross_entropy(t(d, [0.5]), t(d, [float("nan")])),
+    "binary_cross_entropy input nan": lambda d: F.binary_cross_entropy(t(d, [float("nan")]), t(d, [0.5])),
+    "binary_cross_entropy target first": lambda d: F.binary_cross_entropy(t(d, [0.5, 2.0]), t(d, [2.0, 0.5])),
+    "binary_cross_entropy input first": lambda d: F.binary_cross_entropy(t(d, [2.0, 0.5]), t(d, [0.5, 2.0])),
+    "binary_cross_entropy in range": lambda d: F.binary_cross_entropy(t(d, [0.25, 0.5]), t(d, [1.0, 0.0])),
+    "mse_loss int64": lambda d: F.mse_loss(ones(d, 2, dtype=I64), ones(d, 2, dtype=I64)),
+    "mse_loss int64, none": lambda d: F.mse_loss(ones(d, 2, dtype=I64), ones(d, 2, dtype=I64), reduction="none"),
+    "mse_loss bool": lambda d: F.mse_loss(ones(d, 2, dtype=torch.bool), ones(d, 2, dtype=torch.bool)),
+    "mse_loss complex": lambda d: F.mse_loss(ones(d, 2, dtype=torch.complex64), ones(d, 2, dtype=torch.complex64)),
+    "mse_loss int64 and float": lambda d: F.mse_loss(ones(d, 2, dtype=I64), t(d, [0.5, 2.0])),
+    "smooth_l1_loss int64": lambda d: F.smooth_l1_loss(ones(d, 2, dtype=I64), ones(d, 2, dtype=I64)),
+    "huber_loss int8": lambda d: F.huber_loss(ones(d, 2, dtype=torch.int8), ones(d, 2, dtype=torch.int8)),
+}
+
+
+@pytest.mark.parametrize("case", list(LOSS_CASES))
+def test_losses_check_as_on_cpu(case):
+    same_outcome(LOSS_CASES[case])
+
+
+def _outcome(device, shape, dtype, target_dtype):
+    log_probs = torch.rand(shape, device=device).to(dtype)
+    targets = torch.tensor([], device=device, dtype=target_dtype)
+    n = shape[1] if len(shape) == 3 else 0
+    try:
+        torch.ctc_loss(log_probs, targets, [0] * n, [0] * n, reduction=0)
+    except Exception as e:  # the exception is the result compared
+        return type(e), str(e)
+    return None
+
+
+@pytest.mark.usefixtures("no_fallback")
+@pytest.mark.parametrize("shape", [(0, 0, 4), (0, 4), (0, 2, 4), (3, 0, 4)])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16])
+@pytest.mark.parametrize("target_dtype", [torch.int64, torch.int32, torch.float32])
+def test_empty_log_probs_raise_as_cpu(shape, dtype, target_dtype):
+    expected = _outcome("cpu", shape, dtype, target_dtype)
+    assert expected is not None
+    assert _outcome("jax", shape, dtype, target_dtype) == expected
+
+
+@pytest.mark.usefixtures("no_fallback")
+def test_functional_ctc_loss_of_empty_inputs():
+    empty = torch.tensor([], device="jax", dtype=torch.long)
+    with pytest.raises(RuntimeError, match=r"^log_probs tensor must not be empty$"):
+        F.ctc_loss(torch.rand(0, 0, 4, device="jax"), empty, empty, empty, reduction="none")

@@ -1,6 +1,6 @@
-"""Edge cases where jax once gave other values than CPU without a word (found by a differential hunt
-against CPU), and composites now computed as one program (logsumexp, repeat): each case must give
-CPU's values, dtype and shape exactly, or CPU's error."""
+"""Tables of single calls across op families (floor division, shifts, moments, searchsorted, logsumexp,
+repeat, complex and integer ops, norms, samplers' argument checks), each against CPU PyTorch: the same
+values, dtype and shape, or the same error."""
 
 from __future__ import annotations
 
@@ -9,60 +9,13 @@ import warnings
 
 import pytest
 import torch
-from jaxdev_testing import JAX, assert_same
+from jaxdev_testing import JAX, assert_same, check, on_both
 
 INF, NAN = math.inf, math.nan
 
 
 def t(device, values, dtype=None):
     return torch.tensor(values, device=device, dtype=dtype)
-
-
-def _halves(device, dtype):
-    return t(device, [1.0, 2.0, 3.0, 256.0, 0.5, -1.0], dtype)
-
-
-# Half and bfloat16 tensors with a Python number or a float32 0-dim tensor: TensorIterator casts the
-# number to the tensor's dtype first (so half 1 == 1.0001), except where CPU's kernel reads it unrounded
-# (mul and the divisions).
-SCALAR_OPS = {
-    "eq": lambda a, b: a == b,
-    "lt": lambda a, b: a < b,
-    "ge": lambda a, b: a >= b,
-    "add": lambda a, b: a + b,
-    "sub": lambda a, b: a - b,
-    "rsub": lambda a, b: b - a,
-    "mul": lambda a, b: a * b,
-    "div": lambda a, b: a / b,
-    "fmod": torch.fmod,
-    "remainder": torch.remainder,
-    "floor_divide": lambda a, b: a // b,
-    "div trunc": lambda a, b: torch.div(a, b, rounding_mode="trunc"),
-    "atan2": torch.atan2,
-    "hypot": torch.hypot,
-}
-
-
-TAKES_TENSORS_ONLY = {"atan2", "hypot"}
-
-
-@pytest.mark.parametrize("number", [1.0001, 1.001, 0.1, 2.7, 3.3333])
-@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
-@pytest.mark.parametrize(
-    "name, as_tensor",
-    [
-        (name, as_tensor)
-        for name in SCALAR_OPS
-        for as_tensor in (False, True)
-        if as_tensor or name not in TAKES_TENSORS_ONLY
-    ],
-)
-def test_numbers_beside_half_tensors(name, as_tensor, dtype, number):
-    outs = []
-    for device in ("cpu", JAX):
-        other = t(device, number) if as_tensor else number
-        outs.append(SCALAR_OPS[name](_halves(device, dtype), other))
-    assert_same(outs[1], outs[0])
 
 
 CASES = {
@@ -161,21 +114,96 @@ def test_as_on_cpu(name):
     assert_same(actual, expected)
 
 
-def test_logsumexp_gradient_as_on_cpu():
-    grads = []
-    for device in ("cpu", JAX):
-        x = torch.randn(3, 4, generator=torch.Generator().manual_seed(1)).to(device).requires_grad_()
-        torch.logsumexp(x, 1).pow(2).sum().backward()
-        grads.append(x.grad)
-    assert_same(grads[1], grads[0], rtol=1e-6, atol=1e-7)
+# --- complex numbers, integer ops, norms, factories, samplers ------------------------------------------
 
 
-@pytest.mark.parametrize("source", [torch.float16, torch.float32, torch.int64])
-@pytest.mark.parametrize("out_dtype", [torch.float32, torch.float64])
-def test_logsumexp_into_a_wider_out_computes_in_its_dtype(source, out_dtype):
-    """CPU sums, logs and adds in out's dtype: computing in the input's and casting lost precision."""
-    x = torch.randn(1000, generator=torch.Generator().manual_seed(0)) * 3
-    outs = [
-        torch.logsumexp(x.to(source).to(d), 0, out=torch.empty((), dtype=out_dtype, device=d)) for d in ("cpu", JAX)
-    ]
-    assert_same(outs[1], outs[0], rtol=1e-9 if out_dtype == torch.float64 else 1e-6)
+def _same_error(fn):
+    """CPU raises; jax raises the same type with the same message."""
+    err = on_both(fn)
+    with pytest.raises(type(err)) as cpu:
+        fn(torch.device("cpu"))
+    assert str(err) == str(cpu.value)
+
+
+COMPLEX_AND_INTEGER = {
+    "angle_real": (torch.angle, torch.tensor([-2.0, -0.0, 0.0, 3.0, float("nan"), -float("inf")])),
+    "angle_int": (torch.angle, torch.tensor([-2, 0, 3])),
+    "angle_complex": (torch.angle, torch.randn(6, dtype=torch.complex64)),
+    "conj_physical": (torch.conj_physical, torch.randn(4, dtype=torch.complex128)),
+    "complex": (torch.complex, torch.randn(3, 1), torch.randn(4)),
+    "polar": (torch.polar, torch.rand(5, dtype=torch.float64), torch.randn(5, dtype=torch.float64)),
+    "left_shift": (
+        torch.bitwise_left_shift,
+        torch.tensor([1, 2, 3, -1], dtype=torch.int8),
+        torch.tensor([1, 8, -1, 7], dtype=torch.int8),
+    ),
+    "right_shift": (
+        torch.bitwise_right_shift,
+        torch.tensor([-100, 2, 3, -5], dtype=torch.int8),
+        torch.tensor([1, 8, -1, 100], dtype=torch.int8),
+    ),
+    "shift_int64_by_64": (lambda a: a << 64, torch.tensor([1, -1])),
+    "gcd": (torch.gcd, torch.tensor([0, -4, 6, -(2**63), 0, 17]), torch.tensor([0, 6, -4, 0, -(2**63), 0])),
+    "lcm": (
+        torch.lcm,
+        torch.tensor([0, -4, 6, 3, 100], dtype=torch.int16),
+        torch.tensor([0, 6, -4, 0, 3], dtype=torch.int16),
+    ),
+    "frexp_subnormal": (
+        lambda t: torch.frexp(t),
+        torch.tensor([1e-45, 5e-324, 0.0, -0.0, float("inf"), float("nan"), -1e-310, 3.0], dtype=torch.float64),
+    ),
+    "frexp_float32_subnormal": (lambda t: torch.frexp(t), torch.tensor([1e-39, -1.4e-45, 1.1754942e-38, 6.5])),
+    "frexp_half": (lambda t: torch.frexp(t), torch.tensor([6e-8, 1e-5, -3.0, 65504.0], dtype=torch.float16)),
+    "cross": (lambda a, b: torch.linalg.cross(a, b, dim=0), torch.randn(3, 4), torch.randn(3, 1)),
+    "norm_dtype": (lambda t: torch.norm(t, p=3, dim=1, dtype=torch.float64), torch.randn(3, 4)),
+    "pairwise_distance": (torch.nn.functional.pairwise_distance, torch.randn(3, 5), torch.randn(3, 5)),
+    "renorm": (lambda t: torch.renorm(t, 2, 0, 1.0), torch.randn(4, 3) * 3),
+    "renorm_half": (lambda t: torch.renorm(t, 1.5, 1, 0.5), torch.randn(3, 4, 5, dtype=torch.float16)),
+    "channel_shuffle": (lambda t: torch.nn.functional.channel_shuffle(t, 3), torch.randn(2, 6, 2, 2)),
+    "nonzero_static": (lambda t: torch.nonzero_static(t, size=5, fill_value=7), torch.tensor([[0, 1], [1, 1]])),
+    "nonzero_static_cut": (lambda t: torch.nonzero_static(t, size=1), torch.tensor([0.0, 1.0, 2.0])),
+    "hash_tensor": (lambda t: torch.hash_tensor(t, dim=1).view(torch.int64), torch.randn(3, 5, dtype=torch.float64)),
+    "bincount": (torch.bincount, torch.tensor([1, 1, 3, 0, 7])),
+    "bincount_weights": (lambda t, w: torch.bincount(t, w, minlength=10), torch.tensor([1, 1, 3]), torch.rand(3)),
+    "bincount_half_weights": (torch.bincount, torch.tensor([2, 0]), torch.tensor([0.5, 1.0], dtype=torch.float16)),
+    "cov": (torch.cov, torch.randn(3, 6)),
+}
+
+
+@pytest.mark.usefixtures("no_fallback")
+@pytest.mark.parametrize("name", list(COMPLEX_AND_INTEGER))
+def test_complex_integer_and_norm_ops_like_cpu(name):
+    fn, *inputs = COMPLEX_AND_INTEGER[name]
+    exact = {} if inputs[0].is_floating_point() or inputs[0].is_complex() else dict(rtol=0, atol=0)
+    check(fn, *inputs, grad=name in ("cross", "norm_dtype", "pairwise_distance", "renorm", "polar"), **exact)
+
+
+@pytest.mark.usefixtures("no_fallback")
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda d: torch.complex(torch.ones(2, device=d), torch.zeros(2, device=d, dtype=torch.float64)),
+        lambda d: torch.complex(torch.ones(2, device=d, dtype=torch.long), torch.zeros(2, device=d, dtype=torch.long)),
+        lambda d: torch.ones(2, device=d) << 1,
+        lambda d: torch.gcd(torch.ones(2, device=d, dtype=torch.bool), torch.ones(2, device=d, dtype=torch.bool)),
+        lambda d: torch.frexp(torch.ones(2, device=d, dtype=torch.long)),
+        lambda d: torch.linalg.cross(torch.ones(2, 2, device=d), torch.ones(2, 2, device=d)),
+        lambda d: torch.norm(torch.ones(2, device=d, dtype=torch.long)),
+        lambda d: torch.norm(torch.ones(2, 2, device=d, dtype=torch.float64), dim=1, dtype=torch.float32),
+        lambda d: torch.renorm(torch.ones(2, 2, device=d), 2, 0, -1.0),
+        lambda d: torch.nn.functional.channel_shuffle(torch.ones(2, 5, 1, device=d), 2),
+        lambda d: torch.tril_indices(3, 3, dtype=torch.float32, device=d),
+        lambda d: torch.logspace(-1.5, 2, 4, dtype=torch.uint8, device=d),
+        lambda d: torch.bincount(torch.tensor([-1, 1], device=d)),
+        lambda d: torch.bincount(torch.tensor([1, 2], device=d), torch.ones(3, device=d)),
+        lambda d: torch.hash_tensor(torch.ones(0, 3, device=d), dim=0),
+        lambda d: torch.empty(3, device=d, dtype=torch.long).cauchy_(),
+        lambda d: torch.empty(3, device=d).geometric_(1.0),
+        lambda d: torch.empty(3, device=d, dtype=torch.bool).geometric_(0.5),
+        lambda d: torch.normal(torch.zeros(6, device=d), torch.ones(2, 3, device=d)),
+        lambda d: torch.normal(torch.zeros(3, device=d), torch.full((3,), -1.0, device=d)).cpu(),
+    ],
+)
+def test_invalid_input_raises_like_cpu(fn):
+    _same_error(fn)
