@@ -169,11 +169,27 @@ def lays_out_itself(op: OpOverload) -> bool:
 # input contiguous first (found by running every other pointwise op with a jax kernel on a transposed
 # input on CPU: 64 of 66 tested follow the rule).
 _NOT_ITERATOR = frozenset({"aten::masked_fill.Scalar", "aten::masked_fill.Tensor", "aten::mvlgamma"})
+# Ops without the pointwise tag whose CPU kernel is TensorIterator's all the same (floor_divide's fake
+# kernel breaks a tie between its inputs' layouts the other way: a permuted input over a contiguous one
+# gave a contiguous result on jax, the input's layout on CPU); and ops whose CPU kernel writes a
+# contiguous result whatever its input's layout, where the rule or the fake kernel says otherwise:
+# angle of a complex tensor (angle_out into an empty result), log_sigmoid_forward and rrelu_with_noise
+# (empty_like(self, LEGACY_CONTIGUOUS_MEMORY_FORMAT)). Both found by OpInfo's reference inputs.
+_ITERATOR_UNTAGGED = frozenset({"aten::floor_divide", "aten::floor_divide.Scalar"})
+_CONTIGUOUS = {
+    "aten::angle": lambda args: args[0].is_complex(),
+    "aten::log_sigmoid_forward": lambda args: True,
+    "aten::rrelu_with_noise": lambda args: True,
+}
 
 
 def computed_layouts(op: OpOverload, args, kwargs, traced: bool) -> tuple | None:
     """result_layouts without the cache."""
-    if not traced and torch.Tag.pointwise in op.tags and op.name() not in _NOT_ITERATOR:
+    contiguous = _CONTIGUOUS.get(op.name())
+    if not traced and contiguous is not None and contiguous(args):
+        return None
+    iterator = torch.Tag.pointwise in op.tags or op.name() in _ITERATOR_UNTAGGED
+    if not traced and iterator and op.name() not in _NOT_ITERATOR:
         operands = [(tuple(t.shape), t.stride()) for t in _tensors(args, kwargs)]
         # A Python number passed for a Tensor argument (x * 2: mul.Tensor) is a 0-dim operand of the
         # iterator (a wrapped number); operands of different shapes skip TensorIterator's fast set-up, so

@@ -299,3 +299,21 @@ def test_copies_of_a_non_dense_tensor_keep_its_order_of_dims():
         if 0 not in strides:  # an expanded tensor's transfer is CPU -> device, not empty_like's case
             assert x.to("jax").stride() == want.stride(), (shape, strides)
         assert torch.equal(on_jax.clone().cpu(), want)
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda x, y: torch.floor_divide(x, y),  # untagged, but TensorIterator's: the input's layout
+        lambda x, y: torch.floor_divide(y, x),
+        lambda x, y: torch.angle(torch.complex(x, y)),  # contiguous on CPU whatever the input's layout
+        lambda x, y: torch.angle(x),  # a real angle stays TensorIterator's
+        lambda x, y: F.logsigmoid(x),
+        lambda x, y: F.rrelu(x),
+    ],
+)
+def test_reference_input_layouts_as_cpu(fn):
+    # found by OpInfo's reference inputs: a (9, 5, 2) input permuted to strides (10, 1, 5)
+    x = torch.randn(9, 2, 5).permute(0, 2, 1)
+    y = torch.randn(9, 5, 2) + 3
+    same(fn(x.to("jax"), y.to("jax")), fn(x, y), rtol=1.3e-6, atol=1e-6)  # the strides exactly, values to an ulp
