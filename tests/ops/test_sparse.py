@@ -40,3 +40,24 @@ def test_copy_between_sparse_tensors_on_jax():
     assert jaxdev.fallback_counts() == {}
     assert on_jax.device.type == "jax" and on_jax._values().device.type == "jax"
     torch.testing.assert_close(on_jax.to_dense().cpu(), dst.copy_(src).to_dense())
+
+
+@pytest.mark.usefixtures("no_fallback")
+def test_view_as_real_and_complex_of_sparse_coo_as_cpu():
+    """view_as_real/view_as_complex of a sparse COO tensor (and so .real/.imag of a complex one) are
+    CPU's SparseCPU metadata kernels over the values: jax refused them as views it could not fall back
+    for (PyTorch's test_view_ops). Writes through the view reach the original, as on CPU."""
+    results = {}
+    for d in ("cpu", "jax"):
+        x = torch.tensor([[1 + 2j, 0], [0, 3 - 1j]], device=d).to_sparse()
+        pairs = torch.tensor([[[1.0, 2], [0, 0]], [[0, 0], [3, -1]]], device=d).to_sparse(2)
+        real = torch.view_as_real(x)
+        real._values().mul_(2)
+        results[d] = [
+            (t.layout, t.dtype, t.to_dense().cpu()) for t in (real, x, x.real, x.imag, torch.view_as_complex(pairs))
+        ]
+        with pytest.raises(RuntimeError, match="only supported for sparse tensors with the last dim == 2"):
+            torch.view_as_complex(pairs.to_dense().to_sparse())
+    for (layout, dtype, value), (cpu_layout, cpu_dtype, cpu_value) in zip(results["jax"], results["cpu"]):
+        assert (layout, dtype) == (cpu_layout, cpu_dtype)
+        assert torch.equal(value, cpu_value)

@@ -40,6 +40,8 @@ COO_METADATA = [
     aten.sparse_resize_and_clear_.default,
     aten.zero_.default,
     aten.empty.memory_format,
+    aten.view_as_real.default,  # a view of the values (x.real, x.imag of a sparse complex tensor go here)
+    aten.view_as_complex.default,
 ]
 
 
