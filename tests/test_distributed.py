@@ -86,9 +86,10 @@ began = time.monotonic()
 WORLD = dist.group.WORLD
 
 def collectives(x):
-    reduced = [funcol.all_reduce(x * 2, op, WORLD) for op in ("sum", "avg", "max", "min")]
-    scattered = [funcol.reduce_scatter_tensor(x, op, 0, WORLD) for op in ("sum", "avg")]
-    return reduced + [funcol.all_gather_tensor(x + 1, 0, WORLD)] + scattered
+    reduced = [funcol.all_reduce(x * 2, op, WORLD) for op in ("sum", "avg", "max", "min", "product")]
+    scattered = [funcol.reduce_scatter_tensor(x, op, 0, WORLD) for op in ("sum", "avg", "max")]
+    others = [funcol.all_gather_tensor(x + 1, 0, WORLD), funcol.broadcast(x, 1, WORLD), funcol.all_reduce(x.sum(), "sum", WORLD)]
+    return reduced + scattered + others
 
 model_f = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4)).to("jax")
 
@@ -112,8 +113,8 @@ x = (torch.arange(8.0, device="jax").view(4, 2) - 3) * (rank + 1.5)
 torch.manual_seed(1)
 X8, Y8 = torch.randn(8, 16, device="jax"), torch.randint(0, 4, (8,), device="jax")
 mine = slice(4 * rank, 4 * rank + 4)
-pg.via = "gloo"  # the eager references: gloo on host copies
-host_values = [t.cpu() for t in collectives(x)]
+pg.via = "gloo"  # the eager references: CPU tensors through gloo, and the step on jax by host copies
+host_values = collectives(x.cpu())
 eager = run_steps(ddp_step, X8[mine], Y8[mine])
 pg.via = "xla"
 programs, calls = jp.STATS.programs, jp.STATS.calls
@@ -125,7 +126,8 @@ out["xla_compiled"] = {
     "programs": jp.STATS.programs - programs,
     "graph_calls": jp.STATS.calls - calls,
     "op_by_op": [str(w.message) for w in caught if "runs op by op" in str(w.message)],
-    "values_vs_host": max((a - b).abs().max().item() for a, b in zip(values, host_values)),
+    "values_vs_cpu": max((a - b).abs().max().item() for a, b in zip(values, host_values)),
+    "shapes_as_cpu": [a.shape for a in values] == [b.shape for b in host_values],
     "sum": values[0].tolist(),
     "losses": compiled[0],
     "losses_vs_eager": max(abs(a - b) for a, b in zip(compiled[0], eager[0])),
@@ -247,14 +249,15 @@ def test_ddp_matches_one_process(ranks, via):
 
 
 def test_compiled_collectives_inside_one_program(ranks):
-    """XLA route: a compiled graph's functional collectives (all_reduce sum/avg/max/min, all_gather,
-    reduce_scatter sum/avg) run inside its XLA program (one program, no graph op by op), with the
-    values of gloo on host copies; a DDP-style step compiled whole (grads by torch.func, their
+    """XLA route: a compiled graph's functional collectives (all_reduce sum/avg/max/min/product and of
+    a 0-d tensor, reduce_scatter sum/avg/max, all_gather, broadcast) run inside its XLA program (one
+    program, no graph op by op), with the values of CPU tensors through gloo; a DDP-style step compiled whole (grads by torch.func, their
     all_reduce, the update) is one program over 3 steps and trains as the same step eagerly."""
     for r in ranks:
         c = r["xla_compiled"]
         assert c["op_by_op"] == [] and c["programs"] == 2 and c["graph_calls"] == 4, c
-        assert c["values_vs_host"] == 0.0 and c["sum"] == [[-24.0, -16.0], [-8.0, 0.0], [8.0, 16.0], [24.0, 32.0]]
+        assert c["values_vs_cpu"] == 0.0 and c["shapes_as_cpu"], c
+        assert c["sum"] == [[-24.0, -16.0], [-8.0, 0.0], [8.0, 16.0], [24.0, 32.0]]
         assert c["losses_vs_eager"] < 1e-6 and c["weights_vs_eager"] < 1e-6, c
     # each rank trained on its own half of the batch: equal losses mean the all_reduce took place
     assert ranks[0]["xla_compiled"]["losses"] == ranks[1]["xla_compiled"]["losses"]
