@@ -225,6 +225,11 @@ class _Specialisation:
 
     def _raise_eagerly(self, arrays, base) -> None:
         """A check of the call on `arrays` failed: run that call eagerly, where the kernel raises."""
+        if self.spmd is not None:  # its eager run would wait in collectives that no other rank joins
+            raise RuntimeError(
+                f"jaxdev: the compiled {self.program.name} program flagged invalid input values (an index out "
+                "of range, ...); it holds collectives, so it is not rerun eagerly to name the op: run it eagerly"
+            )
         storages = [tensor.new_storage(Box(a, numel, dtype)) for a, (numel, dtype) in zip(arrays, self.storage_meta)]
         inputs = [
             s if m is None else _on_storage(storages[m[0]], m[1:]) for m, s in zip(self.arg_meta, self.static_args)
