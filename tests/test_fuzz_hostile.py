@@ -1,6 +1,7 @@
 """Hostile input, fuzzed (issue 14, item 5): random and extreme arguments to ~50 ops, on CPU and on jax.
 
-Cases come from tests/fuzz_cases.py (what is drawn and how a case is judged is described there): jax
+Cases are data: tests/data/fuzz_corpus.json, read by tests/fuzz_cases.py (what a case is and how it is
+judged is described there; tests/fuzz_draw.py draws them, for another seed or count too): jax
 raises where CPU raises (the same exception class), matches CPU where CPU succeeds (values with NaN
 positions, dtype, shape, strides of views, inputs after the call), and the process survives. Cases
 with sizes past int32 run in child processes, a batch per child, so a crash or a hang fails that one
@@ -8,7 +9,7 @@ case (with its repro) instead of killing pytest.
 
 Seeded and reproducible: JAXDEV_FUZZ_SEED (default below), JAXDEV_FUZZ_CASES (default small for CI;
 a long run: JAXDEV_FUZZ_CASES=5000). Every failure prints a one-line repro:
-`.venv/bin/python tests/fuzz_cases.py SEED INDEX  # op(args)`. CPU fallback is allowed (as by
+`.venv/bin/python tests/fuzz_draw.py SEED INDEX  # op(args)`. CPU fallback is allowed (as by
 default); the ops that reached it are counted and reported at the end of the module.
 """
 
@@ -23,7 +24,8 @@ import subprocess
 
 import pytest
 import torch
-from fuzz_cases import DEVICE, Case, T, Verdict, check_case, make_case
+from fuzz_cases import DEVICE, Case, T, Verdict, check_case, load_corpus
+from fuzz_draw import cases, make_case
 from jaxdev_testing import describe_exit, run_python
 
 import jaxdev
@@ -63,14 +65,7 @@ KNOWN: list[tuple[str, object]] = [
         _set_storage_grows,
     ),
 ]
-KNOWN_CASES: dict[str, Case] = {
-    "index_put_no_indices": Case(
-        0, 1, "index_put_", (T((2, 2), torch.float32, 3), (), T((), torch.float32, 4), False), {}
-    ),
-    "set_storage_grows": Case(
-        0, 3, "set_storage", (T((5, 1), torch.float64, 8), T((1,), torch.float64, 9), 3, [5, 2], [0, 1]), {}
-    ),
-}
+KNOWN_CASES: dict[str, Case] = load_corpus().known  # each a concrete case of a KNOWN difference
 
 
 def _known(case: Case) -> str | None:
@@ -80,7 +75,7 @@ def _known(case: Case) -> str | None:
     return None
 
 
-ALL = [make_case(SEED, i) for i in range(CASES)]
+ALL = cases(SEED, CASES)
 RUN = [c for c in ALL if _known(c) is None]
 SAFE = [c.index for c in RUN if not c.risky]
 RISKY = [c.index for c in RUN if c.risky]
@@ -134,10 +129,12 @@ _CHILD = """
 import dataclasses, json, os, sys
 os.environ["JAXDEV_FALLBACK"] = "silent"
 import jaxdev
-from fuzz_cases import check_case, make_case
+from fuzz_cases import check_case
+from fuzz_draw import cases
+ALL = cases({seed}, {count})
 for i in {indices!r}:
     print("START", i, flush=True)
-    v = check_case(make_case({seed}, i))
+    v = check_case(ALL[i])
     print("END", i, json.dumps(dataclasses.asdict(v)), flush=True)
 print("FALLBACKS", json.dumps(jaxdev.fallback_counts()), flush=True)
 """
@@ -152,7 +149,7 @@ def _run_children(indices: list[int]) -> None:
     remaining = list(indices)
     while remaining:
         try:
-            proc = run_python(_CHILD.format(indices=remaining, seed=SEED), timeout=CHILD_TIMEOUT)
+            proc = run_python(_CHILD.format(indices=remaining, seed=SEED, count=CASES), timeout=CHILD_TIMEOUT)
             out, died = proc.stdout, (None if proc.returncode == 0 else describe_exit(proc))
         except subprocess.TimeoutExpired as e:
             out = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
