@@ -5,7 +5,7 @@ A small Transformer LM (1 layer, d=64) takes training steps (forward, backward, 
 sequence length is drawn from 100-130, as a padded-per-batch data loader gives them. XLA programs have
 static shapes, so each new length is a new program whatever dynamo does. Where dynamo keeps one graph
 under `dynamic=True`, jaxdev compiles one program per length up to dynamo's recompile limit (8), then
-runs new lengths op by op with one RecompileLimitWarning (tests/compiler/test_recompile_limit.py); this
+runs new lengths op by op with one RecompileLimitWarning (tests/compiler/test_program.py); this
 Transformer's graphs specialise on the length even so (dynamo recompiles per length, measured: one
 forward and one backward graph per length), so dynamo's own limit is what stops it, after which the
 step runs eagerly. Variants, each on its own fresh model:
