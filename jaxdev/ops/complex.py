@@ -12,7 +12,7 @@ import jax
 import jax.numpy as jnp
 import torch
 
-from jaxdev import dtypes
+from jaxdev import dtypes, layout
 from jaxdev.ops import out_dtypes
 from jaxdev.ops.registry import aten, register, register_functional, store_into
 from jaxdev.ops.toolkit import J, apply, float_of
@@ -43,7 +43,9 @@ def conj_physical(self):
 def conj_physical_out(self, *, out):
     value = conj_physical(self)
     out_dtypes.check("aten::conj_physical.out", "aten::conj_physical", (out,), (value,), (self,))
-    return store_into(out, value, resize=True)
+    resized = tuple(out.shape) != tuple(value.shape)  # CPU's TensorIterator lays it out as self lies
+    strides = layout.elementwise_strides([(tuple(self.shape), self.stride())]) if resized else None
+    return store_into(out, value, resize=True, strides=strides)
 
 
 @register(aten.conj_physical_.default)

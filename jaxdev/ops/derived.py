@@ -158,8 +158,16 @@ def inplace_kernel(fn, functional: OpOverload, op: OpOverload, indexed: bool = F
     return kernel
 
 
+# Ops whose CPU out= kernel is neither structured nor a TensorIterator: it resizes out contiguous
+# (resize_output), whatever layout the functional result has (found by running every OpInfo with an
+# out= variant on transposed and channels_last inputs into an empty out, CPU against jax).
+_CONTIGUOUS_OUT = frozenset({"aten::native_batch_norm", "aten::isin", "aten::flip"})
+
+
 def out_kernel(fn, out_names, op: OpOverload, out_op: OpOverload):
-    pointwise = torch.Tag.pointwise in op.tags
+    # A resized out= takes the layout of the functional result (structured kernels restride it so, and
+    # TensorIterator lays it out as its inputs lie), except where CPU's out= kernel resizes it contiguous
+    laid_out = op._schema.name not in _CONTIGUOUS_OUT
     overlap_check = overlaps.written_check(out_op, after_self=False)
 
     def kernel(*args, **kwargs):
@@ -179,8 +187,8 @@ def out_kernel(fn, out_names, op: OpOverload, out_op: OpOverload):
             # `x.ldexp_(y)` is mul(x, 2**y, out=x), which raises when y broadcasts x bigger.
             resize = not any(o is a for a in inputs)
             strides = None
-            if resize and pointwise and tuple(o.shape) != tuple(v.shape):
-                # TensorIterator lays a resized output out as its inputs lie (x.t() + 1 into an empty out)
+            if resize and laid_out and tuple(o.shape) != tuple(v.shape):
+                # (x.t() + 1, torch.sort(x.t()), cat or upsample of channels_last inputs into an empty out)
                 layouts = layouts or layout.result_layouts(op, args, kwargs, tracing.compiled_layout(v)) or ()
                 laid = layouts[i] if i < len(layouts) else None
                 strides = laid[1] if laid is not None and laid[0] == tuple(v.shape) else None

@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 import torch
 
-from jaxdev import dtypes, tensor, tracing
+from jaxdev import dtypes, layout, tensor, tracing
 from jaxdev.ops import out_dtypes, overlaps
 from jaxdev.ops.advanced_indexing import fill_value, masked_rows, true_positions
 from jaxdev.ops.index_checks import (
@@ -88,7 +88,12 @@ def cat_out(tensors, dim=0, *, out):
             f"torch.cat(): input types can't be cast to the desired output type {dtypes.scalar_name(out.dtype)}"
         )
     tensor.check_no_partial_overlap(out, tensors)
-    return store_into(out, _concatenate(kept, d, out.dtype), resize=not any(out is t for t in tensors))
+    value = _concatenate(kept, d, out.dtype)
+    strides = None
+    if tuple(out.shape) != tuple(value.shape):  # a resized out takes cat's memory format, as on CPU
+        laid = layout.result_layouts(aten.cat.default, (tensors, dim), {}, tracing.compiled_layout(value))
+        strides = laid[0][1] if laid and laid[0] and laid[0][0] == tuple(value.shape) else None
+    return store_into(out, value, resize=not any(out is t for t in tensors), strides=strides)
 
 
 @register(aten._stack.out)

@@ -477,3 +477,19 @@ def test_deterministic_fill_refuses_raw_bit_dtypes_and_stays_off_without_the_fla
         torch.empty(2, dtype=torch.bits8, device=JAX)
     torch.utils.deterministic.fill_uninitialized_memory = False
     assert torch.empty(3, device=JAX).tolist() == [0.0, 0.0, 0.0]  # jax's zeros, no fill program
+
+
+@pytest.mark.parametrize("shape", [(7,), (2, 2), (2, 3), "transposed"])
+def test_arange_out_as_cpu(shape):
+    """arange(out=) keeps an out of the right number of elements as it is (shape and strides, values in its
+    row-major order) and resizes any other with CPU's own warning; jax resized (2, 3) to (6,), warning
+    that an output was resized, and gave no warning for 7 elements."""
+    results = {}
+    for d in ("cpu", JAX):
+        out = torch.empty(3, 2, device=d).t() if shape == "transposed" else torch.empty(*shape, device=d)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            torch.arange(6, out=out)
+        said = [str(w.message).split(" (Triggered internally")[0] for w in caught]
+        results[d] = (out.shape, out.stride(), out.cpu().tolist(), said)
+    assert results[JAX] == results["cpu"]

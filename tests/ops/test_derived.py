@@ -20,3 +20,47 @@ def test_in_place_out_that_is_an_input_is_not_resized():
     with pytest.warns(UserWarning, match="was resized"):
         torch.mul(x, torch.ones(5, 5, device=JAX), out=out)
     assert out.shape == (5, 5)
+
+
+def _cl(d):
+    g = torch.Generator().manual_seed(0)
+    return torch.randn(2, 3, 4, 6, generator=g).to(d).contiguous(memory_format=torch.channels_last)
+
+
+def _t(d):
+    g = torch.Generator().manual_seed(1)
+    return torch.randn(5, 4, generator=g).to(d).t()
+
+
+def _e(d, dtype=torch.float32):
+    return torch.empty(0, device=d, dtype=dtype)
+
+
+# out= given as an empty tensor: CPU restrides it as the functional result lies (structured kernels,
+# TensorIterator), except where its out= kernel resizes contiguous (isin, flip, native_batch_norm)
+RESIZED_OUT = {
+    "sort of a transpose": lambda d: torch.sort(_t(d), 1, out=(_e(d), _e(d, torch.long))),
+    "upsample_nearest2d channels_last": lambda d: torch._C._nn.upsample_nearest2d(_cl(d), (8, 12), out=_e(d)),
+    "avg_pool2d channels_last": lambda d: torch._C._nn.avg_pool2d(_cl(d), 2, out=_e(d)),
+    "max_pool2d_with_indices channels_last": lambda d: torch._C._nn.max_pool2d_with_indices(
+        _cl(d), 2, out=(_e(d), _e(d, torch.long))
+    ),
+    "polar channels_last": lambda d: torch.polar(_cl(d), _cl(d), out=_e(d, torch.complex64)),
+    "glu channels_last": lambda d: torch._C._nn.glu(_cl(d), 3, out=_e(d)),
+    "reflection_pad2d channels_last": lambda d: torch._C._nn.reflection_pad2d(_cl(d), 1, out=_e(d)),
+    "isin of a transpose (contiguous)": lambda d: torch.isin(_t(d), _t(d)[0], out=_e(d, torch.bool)),
+    "flip of a transpose (contiguous)": lambda d: torch.ops.aten.flip.out(_t(d), [0], out=_e(d)),
+    "a right-sized transposed out keeps its strides": lambda d: torch.sort(
+        _t(d), 1, out=(torch.empty(5, 4, device=d).t(), torch.empty(5, 4, device=d, dtype=torch.long).t())
+    ),
+}
+
+
+@pytest.mark.parametrize("call", RESIZED_OUT.values(), ids=RESIZED_OUT.keys())
+def test_a_resized_out_is_laid_out_as_cpu(call):
+    """jax resized every non-pointwise out= contiguous (sort, pools, upsampling, padding of channels_last
+    or transposed inputs)."""
+    expected, actual = call("cpu"), call(JAX)
+    for e, a in zip(expected, actual) if isinstance(expected, tuple) else [(expected, actual)]:
+        assert (a.shape, a.stride()) == (e.shape, e.stride())
+        torch.testing.assert_close(a.cpu(), e)

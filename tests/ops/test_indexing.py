@@ -142,3 +142,17 @@ def test_a_zero_dim_tensor_value_is_checked_inside_a_compiled_program():
     assert compiled(x, m, torch.tensor(7.9, device="jax")).tolist() == [8, 1, 8, 1]
     with pytest.raises(RuntimeError, match="value cannot be converted to type int8_t without overflow"):
         compiled(x, m, torch.tensor(300.0, device="jax")).tolist()  # a program's checks are read with its values
+
+
+@pytest.mark.parametrize("second", ["channels_last", "contiguous"])
+def test_cat_into_an_empty_out_takes_the_inputs_memory_format(second):
+    """CPU's cat restrides a resized out to its inputs' memory format (channels_last when all are); jax
+    made it contiguous."""
+    results = {}
+    for d in ("cpu", "jax"):
+        a = torch.arange(48.0).reshape(2, 3, 2, 4).to(d).contiguous(memory_format=torch.channels_last)
+        b = a if second == "channels_last" else a.contiguous()
+        out = torch.cat([a, b], 1, out=torch.empty(0, device=d))
+        results[d] = (out.stride(), out.cpu())
+    assert results["jax"][0] == results["cpu"][0]
+    assert torch.equal(results["jax"][1], results["cpu"][1])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 
 import jax
 import jax.numpy as jnp
@@ -73,8 +74,17 @@ def arange_out(start, end, step=1, *, out):
     start, end, step = (s.item() if isinstance(s, torch.Tensor) else s for s in (start, end, step))
     n = _arange_size(start, end, step, out.dtype)
     if out.numel() != n:
+        if out.numel() > 0:  # CPU's own warning, not the generic one of a resized out=
+            warnings.warn(
+                f"The number of elements in the out tensor of shape {list(out.shape)} is {out.numel()} which does "
+                f"not match the computed number of elements {n}. Note that this may occur as a result of "
+                f"rounding error. The out tensor will be resized to a tensor of shape ({n},).",
+                UserWarning,
+                stacklevel=2,
+            )
         out.resize_((n,))  # first, as CPU: a size no memory holds fails here, with the allocator's error
-    return store_into(out, _arange_values(n, start, step, out.dtype), resize=True)
+    # an out of n elements keeps its shape and strides and takes the values in its row-major order
+    return store_into(out, _arange_values(n, start, step, out.dtype).reshape(tuple(out.shape)), resize=True)
 
 
 def _arange_values(n: int, start, step, dtype: torch.dtype) -> jax.Array:
