@@ -143,7 +143,9 @@ def _assert_async(self, assert_msg=None):
 def _lazy_clone(self):
     """A copy-on-write clone on CPU: a tensor with self's sizes, strides and storage offset over a storage
     that holds what self's holds and is written separately from it. Its generic kernel asserts here
-    (a jax storage's data pointer cannot be made copy-on-write), so the storage is copied now: the same
-    values and layout, and writes to either side stay apart, as after CPU's lazy copy."""
+    (a jax storage's data pointer cannot be made copy-on-write), so the storage is cloned now, which
+    copies no bytes either: the new box holds the same immutable jax array until one side writes, so
+    writes to either side stay apart, as after CPU's lazy copy. `torch._C._is_cow_tensor` stays False
+    on jax: PyTorch's COW data pointer would copy the fake address's bytes on the first write access."""
     storage = self.untyped_storage().clone()
     return tensor.tensor_on_storage(storage, self.dtype, tuple(self.shape), self.stride(), self.storage_offset())

@@ -9,6 +9,7 @@ import torch
 from jaxdev_testing import CPU, JAX, assert_same
 
 import jaxdev
+from jaxdev import tensor
 from jaxdev.compiler.program import EagerGraphWarning
 
 # --- aten::_assert_async on jax: CPU's errors eagerly, and inside a compiled graph a deferred check, so the
@@ -91,3 +92,14 @@ def test_lazy_clone_keeps_layout_and_copies():
         c2 = aten._lazy_clone(x.detach())
         c2.mul_(2)
         assert x[0, :2].tolist() == [100.0, 101.0] and c2[0, :2].tolist() == [200.0, 202.0]
+
+
+def test_lazy_clone_copies_no_bytes_until_a_write():
+    """On jax the lazy clone's storage holds the very jax array of the original (arrays are immutable), as
+    CPU's COW storage shares the original's memory; a write to either side gives it its own."""
+    x = torch.arange(6.0, device=JAX).reshape(2, 3)
+    c = aten._lazy_clone(x)
+    assert tensor.box_of(c).array is tensor.box_of(x).array
+    c.add_(1)
+    x.mul_(10)
+    assert (x.cpu().tolist(), c.cpu().tolist()) == ([[0, 10, 20], [30, 40, 50]], [[1, 2, 3], [4, 5, 6]])
