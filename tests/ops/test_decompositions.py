@@ -272,7 +272,7 @@ def test_matrix_exp_lstsq_pinv_like_cpu(dtype):
     m = torch.randn(2, 4, 4, dtype=dtype)
     if dtype in (torch.float32, torch.complex64):
         # evaluated in float64/complex128 and rounded once: CPU's own error is beyond TOL here, and
-        # jax must be no farther than CPU from the wide result (tests/ops/test_addbmm_matrix_exp.py)
+        # jax must be no farther than CPU from the wide result (tests/ops/test_linalg.py)
         exact = torch.linalg.matrix_exp(m.to(torch.complex128 if dtype.is_complex else torch.float64))
         got = torch.linalg.matrix_exp(m.to(JAX))
         assert (

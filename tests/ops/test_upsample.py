@@ -125,7 +125,7 @@ _SIZE_CASES = [
         (shape, kwargs, dtype)
         for shape, kwargs in _SIZE_CASES
         for dtype in (torch.float32, torch.uint8)
-        # CPU has no uint8 linear/trilinear kernel (test_fidelity checks that error)
+        # CPU has no uint8 linear/trilinear kernel (test_interpolate_integer_dtypes_as_cpu checks that error)
         if not (dtype == torch.uint8 and kwargs["mode"] in ("linear", "trilinear"))
     ],
 )
