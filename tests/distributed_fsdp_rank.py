@@ -95,11 +95,16 @@ def dtensor():
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         fn = torch.compile(
-            lambda x, w: torch.relu(x @ w).redistribute(mesh, [Replicate()]).to_local() * 2, backend="jax"
+            lambda x, w: (
+                torch.relu(x @ w).redistribute(mesh, [Replicate()]).to_local() * 2,
+                x.redistribute(mesh, [Shard(1)]),
+            ),
+            backend="jax",
         )
-        got = fn(s0, b_rep).cpu()
+        got, s1_again = fn(s0, b_rep)  # Shard(0) -> Shard(1): DTensor's all-to-all
     out["dtensor_compiled"] = {
-        "error": (got - torch.relu(a @ b) * 2).abs().max().item(),
+        "error": (got.cpu() - torch.relu(a @ b) * 2).abs().max().item(),
+        "shard0_to_shard1_error": (s1_again.to_local().cpu() - a[:, 3 * rank : 3 * rank + 3]).abs().max().item(),
         "programs": program.STATS.programs - programs,
         "op_by_op": [str(w.message) for w in caught if "runs op by op" in str(w.message)],
     }

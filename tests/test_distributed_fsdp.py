@@ -100,9 +100,11 @@ def test_dtensor_matches_cpu(ranks):
             assert error < 1e-5, (name, error)
             assert local_device == "jax" and placements == [expected[name]], name
         assert r["dtensor_local_shape"] == [4, 6]  # each rank holds half of the (8, 6) tensor
-        # compiled (matmul, relu, Shard(0) -> Replicate): one XLA program with the all-gather inside
+        # compiled (matmul, relu, Shard(0) -> Replicate; Shard(0) -> Shard(1)): one XLA program with the
+        # all-gather and the all-to-all inside
         c = r["dtensor_compiled"]
-        assert c["error"] < 1e-5 and c["programs"] == 1 and c["op_by_op"] == [], c
+        assert c["error"] < 1e-5 and c["shard0_to_shard1_error"] == 0.0, c
+        assert c["programs"] == 1 and c["op_by_op"] == [], c
 
 
 BLOCK = pytest.param(

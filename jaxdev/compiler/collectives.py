@@ -7,7 +7,7 @@ each followed by `wait_tensor`). Where their process group takes the XLA route (
 `jax.distributed` spans exactly the group's processes, in rank order), the graph's program becomes a
 `shard_map` over the group's 1-D mesh, one device per process, axis "ranks": every rank runs the same
 program on its own arrays, which enter as its block of global arrays (no copy), and the collectives
-become XLA's (`psum`, `all_gather`, `psum_scatter`, ...) inside it; `wait_tensor` is the identity.
+become XLA's (`psum`, `all_gather`, `psum_scatter`, `all_to_all`, ...) inside it; `wait_tensor` is the identity.
 So a compiled step with collectives is one XLA program per rank, as without them.
 
 Elsewhere (a gloo-route group, a group that is not the whole jax.distributed world, a mesh set with
@@ -36,7 +36,10 @@ _ROUTE = (
 
 
 def is_collective(target) -> bool:
-    return isinstance(target, torch._ops.OpOverload) and target.namespace == _NAMESPACE
+    """A functional collective, or DTensor's Shard(i) -> Shard(j) all-to-all."""
+    return isinstance(target, torch._ops.OpOverload) and (
+        target.namespace == _NAMESPACE or target.name() == "_dtensor::shard_dim_alltoall"
+    )
 
 
 def _group_name(node: torch.fx.Node):
@@ -191,6 +194,22 @@ def broadcast(t, src, group_name):
     return tensor.wrap(lax.all_gather(_array(t), AXIS)[src])
 
 
+def all_to_all_single(t, output_split_sizes, input_split_sizes, group_name):
+    size = lax.axis_size(AXIS)
+    even = [t.shape[0] // size] * size
+    if t.shape[0] % size or any(s is not None and list(s) != even for s in (output_split_sizes, input_split_sizes)):
+        raise RuntimeError("all_to_all_single with uneven splits has no XLA lowering")
+    return tensor.wrap(lax.all_to_all(_array(t), AXIS, 0, 0, tiled=True))
+
+
+def shard_dim_alltoall(t, gather_dim, shard_dim, group_name):
+    """Rank r's block r along `shard_dim` of every rank's tensor, joined along `gather_dim`."""
+    x = _array(t)
+    if x.shape[shard_dim] % lax.axis_size(AXIS):
+        raise RuntimeError("shard_dim_alltoall of a dim the group's size does not divide has no XLA lowering")
+    return tensor.wrap(lax.all_to_all(x, AXIS, shard_dim, gather_dim, tiled=True))
+
+
 def wait_tensor(t):
     return t  # the collective completed inside the program
 
@@ -205,6 +224,8 @@ _LOWERINGS = {
         reduce_scatter_tensor,
         reduce_scatter_tensor_coalesced,
         broadcast,
+        all_to_all_single,
+        shard_dim_alltoall,
         wait_tensor,
     )
 }
