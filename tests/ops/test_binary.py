@@ -287,3 +287,17 @@ _C = [complex(math.inf, 0), 1 + 0j, complex(0, math.inf), 1 + 1j, complex(math.n
 def test_complex_add_and_sub_multiply_by_alpha_as_cpu(fn, dtype):
     a, b = torch.tensor(_C, dtype=dtype), torch.tensor(_C[::-1], dtype=dtype)
     on_both(lambda d: fn(a.to(d), b.to(d)))
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.int8, torch.uint8])
+def test_integer_pow_wraps_as_cpu_for_every_exponent_bit(dtype):
+    # JAX's integer power reads only an exponent's low 6 bits: 2 ** 64 gave 1 (CPU 0) and (-55) ** 127
+    # another wrapped value than CPU's (found by OpInfo's reference inputs, __rpow__ int64)
+    info = torch.iinfo(dtype)
+    g = torch.Generator().manual_seed(0)
+    base = torch.randint(max(info.min, -300), min(info.max, 300), (500,), generator=g).to(dtype)
+    exponent = torch.randint(0, min(info.max, 300), (500,), generator=g).to(dtype)
+    base[:3], exponent[:3] = torch.tensor([2, -1, 3]).to(dtype), torch.tensor([64, 65, 127]).to(dtype)
+    assert torch.equal(torch.pow(base.to("jax"), exponent.to("jax")).cpu(), torch.pow(base, exponent))
+    assert torch.equal(torch.pow(base.to("jax"), 127).cpu(), torch.pow(base, 127))
+    assert torch.equal(torch.pow(3, exponent.to("jax")).cpu(), torch.pow(3, exponent))

@@ -114,10 +114,24 @@ def _as_half(exponent, dtype):
 
 
 def _int_pow(base, e):
-    """Integer power as PyTorch computes it: a negative exponent gives 0, except for bases 1 and -1."""
+    """Integer power as PyTorch computes it: a negative exponent gives 0, except for bases 1 and -1;
+    otherwise exact modulo 2^bits (CPU's powi wraps)."""
     e = jnp.asarray(e, base.dtype)
     negative = jnp.where(base == 1, 1, jnp.where(base == -1, jnp.where(e % 2 == 0, 1, -1), 0)).astype(base.dtype)
-    return jnp.where(e < 0, negative, jnp.power(base, jnp.maximum(e, 0)))
+    return jnp.where(e < 0, negative, _powi(base, jnp.maximum(e, 0)))
+
+
+def _powi(base, e):
+    """base^e for e >= 0 by squaring over every bit of the dtype. JAX's integer power reads only an
+    exponent's low 6 bits (2^64 gave 1 for int64, (-55)^127 another wrapped value than CPU's); a
+    product wrapped modulo 2^bits is exact modulo 2^bits in any order, so this is CPU's powi's."""
+    acc = jnp.ones_like(base)
+    e = jnp.broadcast_to(e, jnp.broadcast_shapes(jnp.shape(base), jnp.shape(e)))
+    for _ in range(jnp.iinfo(base.dtype).bits):
+        acc = jnp.where((e & 1) == 1, acc * base, acc)
+        base = base * base
+        e = e >> 1
+    return acc
 
 
 @register_functional(aten.pow.Scalar, inplace=False)
