@@ -139,12 +139,16 @@ def inplace_kernel(fn, functional: OpOverload, op: OpOverload, indexed: bool = F
     donating = inplace.eligible(functional, op)  # pointwise: large ones compute into self's own buffer
     name = op.name()
     overlap_check = overlaps.written_check(op, after_self=True)
+    fills = overlaps.fills_expanded(op)
 
     def kernel(self, *args, **kwargs):
         if overlap_check is None:
             tensor.check_no_partial_overlap(self, tensor_args(args, kwargs))
         else:
             overlap_check(self, args, kwargs)
+        if fills and overlaps.expanded_dims(self):
+            overlaps.store_expanded(op, self, fn(self, *args, **kwargs), store_into)
+            return self
         if donating and is_jax(self) and inplace.try_donated(fn, name, self, args, kwargs):
             return self
         if indexed:  # the rows written, in self's own buffer where it may be given

@@ -6,16 +6,22 @@ against CPU PyTorch:
   FULL       arguments CPU checks with assert_no_overlap, which refuses a full overlap too: the written
              tensor passed as its own index or source (`t.index_add_(0, i, t)`, `t.scatter_(0, t, v)`)
   UNCHECKED  arguments CPU reads as a number (`.item()`) before writing, and never checks
+and EXPANDED_FILLS, the in-place fills CPU runs on a self whose elements share memory (an expanded
+tensor) with a deprecation warning where every other op raises the internal-overlap error.
 """
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 
+import jax
+import jax.numpy as jnp
 import torch
 from torch._ops import OpOverload
 
 from jaxdev import tensor
+from jaxdev.ops.toolkit import jitted
 
 FULL: dict[str, frozenset[str]] = {
     "index_add": frozenset({"index", "source"}),
@@ -74,3 +80,47 @@ def written_check(op: OpOverload, after_self: bool) -> Callable | None:
         check(name, written, arguments)
 
     return check_written
+
+
+# --- fills of an expanded self --------------------------------------------------------------------------
+
+EXPANDED_FILLS: dict[str, str] = {"masked_fill": "tensor[mask] = scalar", "index_fill": "tensor[mask] = scalar"}
+
+
+def fills_expanded(op: OpOverload) -> bool:
+    return _base_name(op) in EXPANDED_FILLS
+
+
+def expanded_dims(t: torch.Tensor) -> tuple[int, ...]:
+    """The dims whose elements share memory (stride 0, more than one element): has_internal_overlap."""
+    return tuple(d for d, (n, s) in enumerate(zip(t.shape, t.stride())) if s == 0 and n > 1)
+
+
+def store_expanded(op: OpOverload, self: torch.Tensor, value, store: Callable) -> None:
+    """Write an in-place fill's `value` (self's shape) into an expanded `self` as CPU does: with its
+    deprecation warning, each memory location taking the value if any of the elements sharing it was
+    written (a fill writes one value, so which one does not matter), else keeping its own."""
+    name = _base_name(op)
+    warnings.warn(
+        f"Use of {name}_ on expanded tensors is deprecated. Please clone() the tensor before performing this "
+        f"operation. This also applies to advanced indexing e.g. {EXPANDED_FILLS[name]}",
+        UserWarning,
+        stacklevel=3,
+    )
+    dims = expanded_dims(self)
+    shape = [1 if d in dims else n for d, n in enumerate(self.shape)]
+    memory = self.as_strided(shape, self.stride(), self.storage_offset())  # each location once
+    store(memory, _collapsed(dims)(value, tensor.read(self)), resize=False)
+
+
+@jitted
+def _collapsed(dims):
+    def run(value, old):
+        for d in dims:
+            written = value != old  # (NaN kept as NaN counts as written: the same value either way)
+            first = jax.lax.slice_in_dim(old, 0, 1, axis=d)
+            pick = jnp.take_along_axis(value, jnp.argmax(written, axis=d, keepdims=True), axis=d)
+            value, old = jnp.where(jnp.any(written, axis=d, keepdims=True), pick, first), first
+        return value
+
+    return run

@@ -61,3 +61,32 @@ FULL = {
 @pytest.mark.parametrize("write", FULL.values(), ids=FULL.keys())
 def test_overlapping_writes_as_cpu(write):
     same_outcome(lambda d: (lambda x: (write(d, x), x)[1])(t(d)))
+
+
+def _expanded(d, *shape):
+    return torch.arange(3.0, device=d).reshape(3, 1, 1)[: shape[0]].expand(*shape)
+
+
+EXPANDED_FILLS = {
+    "masked_fill_": lambda d: _expanded(d, 3, 4, 2).masked_fill_(
+        torch.tensor([[True, False], [False, False], [False, False], [True, True]], device=d), -1.0
+    ),
+    "masked_fill_ NaN": lambda d: _expanded(d, 3, 4, 2).masked_fill_(_expanded(d, 3, 4, 2) > 0.5, float("nan")),
+    "index_fill_ along an expanded dim": lambda d: _expanded(d, 3, 4, 2).index_fill_(
+        1, torch.tensor([2], device=d), 7.0
+    ),
+    "index_fill_ along a real dim": lambda d: _expanded(d, 3, 4, 2).index_fill_(0, torch.tensor([1], device=d), 7.0),
+}
+
+
+@pytest.mark.parametrize("fill", EXPANDED_FILLS.values(), ids=EXPANDED_FILLS.keys())
+def test_fills_of_an_expanded_tensor_warn_and_write_as_cpu(fill):
+    """CPU runs masked_fill_ and index_fill_ on a tensor whose elements share memory with a deprecation
+    warning (each location filled if any element sharing it is); jax raised the internal-overlap error."""
+    results = {}
+    for d in ("cpu", "jax"):
+        with pytest.warns(UserWarning, match="on expanded tensors is deprecated") as caught:
+            x = fill(d)
+        said = [str(w.message).split(" (Triggered internally")[0] for w in caught]
+        results[d] = (x.stride(), repr(x.cpu().tolist()), said)
+    assert results["jax"] == results["cpu"]
