@@ -5,15 +5,23 @@ Computed in float32 for float16/bfloat16 inputs; each body is jitted whole (`com
 
 from __future__ import annotations
 
+import math
+
 import jax.numpy as jnp
 
 from jaxdev.ops.registry import aten, register_functional
 from jaxdev.ops.toolkit import J, compiled, opmath
 
 
+def _group_size(x, C, group) -> int:
+    """Elements per (sample, group), spelled out: reshape's -1 cannot be solved for an empty batch
+    (N = 0 raised JAX's ZeroDivisionError where CPU returns empty results)."""
+    return C // group * math.prod(x.shape[2:])
+
+
 def _group_norm(x, w, b, N, C, group, eps):
     c = opmath(x.dtype)
-    xg = x.astype(c).reshape((N, group, -1))
+    xg = x.astype(c).reshape((N, group, _group_size(x, C, group)))
     mean = jnp.mean(xg, axis=-1)
     var = jnp.mean(jnp.square(xg - mean[..., None]), axis=-1)
     rstd = 1.0 / jnp.sqrt(var + eps)
@@ -44,10 +52,10 @@ def _group_norm_grad(g, x, mean, rstd, w, N, C, HxW, group, mask):
     c = opmath(x.dtype)
     g = g.astype(c).reshape((N, C, HxW))
     m, r = mean.astype(c), rstd.astype(c)
-    xhat = ((x.astype(c).reshape((N, group, -1)) - m[..., None]) * r[..., None]).reshape((N, C, HxW))
-    gxhat = g * w.astype(c)[None, :, None] if w is not None else g
     n = (C // group) * HxW
-    gxg, xg = gxhat.reshape((N, group, -1)), xhat.reshape((N, group, -1))
+    xhat = ((x.astype(c).reshape((N, group, n)) - m[..., None]) * r[..., None]).reshape((N, C, HxW))
+    gxhat = g * w.astype(c)[None, :, None] if w is not None else g
+    gxg, xg = gxhat.reshape((N, group, n)), xhat.reshape((N, group, n))
     gx = r[..., None] / n * (n * gxg - jnp.sum(gxg, -1, keepdims=True) - xg * jnp.sum(gxg * xg, -1, keepdims=True))
     pdt = w.dtype if w is not None else x.dtype
     return (
