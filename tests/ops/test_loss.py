@@ -62,6 +62,22 @@ def test_bce_of_exact_zero_and_one_is_finite_like_cpu():
     assert jaxdev.to_jax(got).dtype == "float32"
 
 
+def test_value_checks_deferred_by_fused_mode_raise_cpus_error_at_the_sync():
+    """The fused-mode side of the per-op tests above: the same value checks raise CPU's exception, at
+    the next read instead of at the op."""
+    x, t = torch.randn(4, 5).log_softmax(1), torch.tensor([3, -5, 7, 1])
+    with pytest.raises(IndexError) as cpu_error:
+        F.nll_loss(x, t)
+    with jaxdev.eager_mode("fused"):
+        loss = F.nll_loss(x.to("jax"), t.to("jax"))
+        with pytest.raises(IndexError) as jax_error:
+            loss.item()
+        assert str(jax_error.value) == str(cpu_error.value)
+        out = F.binary_cross_entropy(torch.tensor([0.5, 1.5], device="jax"), torch.ones(2, device="jax"))
+        with pytest.raises(RuntimeError, match="between 0 and 1"):
+            out.item()
+
+
 @pytest.mark.parametrize(
     "shape,target",
     [
