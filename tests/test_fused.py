@@ -259,3 +259,73 @@ def test_integer_indexing_is_recorded_and_masks_are_not():
             bad.cpu()
         masked = (x * 2)[x > 0]
         torch.testing.assert_close(masked.cpu(), (x.cpu() * 2)[x.cpu() > 0])
+
+
+@pytest.fixture
+def fresh_recorder(monkeypatch):
+    """A recorder with nothing learned: earlier tests' calls (scalar_tensor met with many numbers) teach
+    the storm guard to run such ops eagerly at new places, which would cut these loops elsewhere."""
+    monkeypatch.setattr(recorder, "ROOT", recorder.Trie())
+    monkeypatch.setattr(recorder, "_CHANGING", set())
+    monkeypatch.setattr(recorder, "_VARIANTS", {})
+    recorder.flush()  # the next segment starts at the fresh root
+
+
+def _write_at_positions(device: str, positions: int = 8) -> tuple[list, list]:
+    """A preallocated cache written at position t (slice assign and `x[0, t, 1] = 5.0`) and read back
+    with narrow at t, each step read on the host (fused mode); the programs built before each step."""
+    src = torch.arange(positions * 6.0).reshape(positions, 2, 3).to(device)
+    cache = torch.zeros(2, positions + 1, 3, device=device)
+    torch.jax.synchronize()  # made before the loop (under JAXDEV_EAGER=fused too)
+    out, built = [], []
+    with jaxdev.eager_mode("fused"):
+        for t in range(positions):
+            built.append(STATS.programs)
+            cache[:, t] = src[t] * 2
+            cache[0, t, 1] = 5.0
+            out.append((cache.narrow(1, t, 2) + 1).cpu())
+        built.append(STATS.programs)
+        with pytest.raises(IndexError, match="out of bounds for dimension 1"):  # bounds: checked at the call, as on CPU
+            cache[:, positions + 1] = 1.0
+    return out, built
+
+
+def test_writes_at_a_moving_position_replay_one_program(fresh_recorder):
+    """The offset of a view into an input storage (a slice's or select's start: a decoding loop's
+    cache position) is program data once it moved (jaxdev/fused/offsets.py): 8 positions build the
+    first position's program, the moving one and its donating twin (flush's _donating, from its
+    second call), not one per position; values exactly CPU's."""
+    expected, _ = _write_at_positions("cpu")
+    got, built = _write_at_positions("jax")
+    for g, e in zip(got, expected):
+        torch.testing.assert_close(g, e, rtol=0, atol=0)
+    assert built[-1] - built[0] <= 3, built
+    assert built[-1] == built[3], built  # from the fourth position on, nothing new is compiled
+
+
+def _decode_like(device: str, steps: int = 6) -> tuple[list, int, int]:
+    """A decoding loop's shape in fused mode: a position uploaded each step, the cache written there,
+    nothing read until the end; its values, and the programs built and run (flushes)."""
+    x = torch.arange(4.0).to(device)
+    cache, mask = torch.zeros(steps, 4, device=device), torch.zeros(steps, dtype=torch.bool, device=device)
+    torch.jax.synchronize()
+    built, flushes, out = STATS.programs, STATS.flushes, []
+    with jaxdev.eager_mode("fused"):
+        for t in range(steps):
+            position = torch.tensor([t], device=device)
+            mask[t] = True
+            cache.index_copy_(0, position, (x + 1).unsqueeze(0))
+            x = torch.where(mask[:, None], cache, 0.0).sum(0)
+            out.append(x)
+        values = [v.cpu() for v in out]
+    return values, STATS.programs - built, STATS.flushes - flushes
+
+
+def test_a_loop_that_uploads_its_position_runs_one_program_per_step(fresh_recorder):
+    """The same host-to-device copy again, with ops since, starts the loop's next step: each step is one
+    program the next steps replay (the mask write's offset is program data), not the loop unrolled."""
+    expected, _, _ = _decode_like("cpu")
+    got, built, flushes = _decode_like("jax")
+    for g, e in zip(got, expected):
+        torch.testing.assert_close(g, e, rtol=0, atol=0)
+    assert flushes == 6 and built <= 3, (built, flushes)

@@ -53,6 +53,31 @@ def learn(op, fn, args, kwargs, tensors: list) -> Learned:
         return Learned(eager=True, reason=f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
 
 
+_LEARNED: dict = {}  # an op's local key -> what learn found (see cached)
+
+
+def cached(key: tuple, op, fn, args, kwargs, tensors: list) -> Learned:
+    """What the op gives (learn), asked once per local key: the op's key with its storages numbered
+    by first appearance among its own arguments, with their sizes. What an op gives depends on its own
+    arguments alone, not on where in a segment it comes, so an op met at a new place (the next token of
+    a decoding loop) is not evaluated again."""
+    local, storages = [], {}
+    tensor_parts = iter(tensors)
+    for part in key:
+        if type(part) is tuple and part and type(part[0]) is tuple:
+            t = next(tensor_parts)
+            slot = storages.setdefault(part[0], len(storages))
+            box = BOXES.get(t.untyped_storage().data_ptr())
+            local.append((slot, part[1], box.numel if box is not None else None))
+        else:
+            local.append(part)
+    local = tuple(local)
+    found = _LEARNED.get(local)
+    if found is None:
+        found = _LEARNED[local] = learn(op, fn, args, kwargs, tensors)
+    return found
+
+
 _INDEX = torch.ops.aten.index.Tensor
 
 

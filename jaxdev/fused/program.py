@@ -25,7 +25,7 @@ import torch.fx
 
 from jaxdev import rng, tensor, tracing
 from jaxdev.compiler import program as compiled
-from jaxdev.fused import recorder
+from jaxdev.fused import offsets, recorder
 from jaxdev.fused.learn import NotRecordable
 from jaxdev.tensor import BOXES
 
@@ -264,6 +264,13 @@ def _graph(seg, alive) -> torch.fx.GraphModule:
             return f"{_NUMBER}{ref.index}"
         if kind == "In":
             return placeholders[ref.index]
+        if kind == "Moved":
+            base = placeholders[ref.base]
+            view = g.call_function(
+                offsets.window, (numbers, base, ref.index, ref.dtype, list(ref.shape), list(ref.stride))
+            )
+            moved.append((ref, base, view))
+            return view
         if kind == "Made":
             base, meta = firsts[(ref.node, ref.m)]
             if ref.meta == meta:
@@ -273,6 +280,7 @@ def _graph(seg, alive) -> torch.fx.GraphModule:
         return ref
 
     for n, (op, refs, krefs, learned, fn) in enumerate(seg.nodes):
+        moved: list = []  # the op's Moved arguments: cut out of their storage before it (offsets.window)
         args, kwargs = value(refs), {k: value(r) for k, r in krefs.items()}
         # The kernel itself, with the arguments it was given when recorded (the dispatcher would refuse
         # some: a wrapped number arrives as a Python number, a lifted number as a tracer).
@@ -280,6 +288,9 @@ def _graph(seg, alive) -> torch.fx.GraphModule:
             v = g.call_function(_with_numbers(fn, learned, n, op), (numbers, *args), kwargs)
         else:
             v = g.call_function(_checked(_kernel_of(fn), learned, n, op), args, kwargs)
+        for ref, base, view in moved:  # ...and put back after it, where it wrote them
+            if ref.position in learned.writes:
+                g.call_function(offsets.write_back, (base, view, numbers, ref.index))
         for m, (position, meta) in learned.firsts.items():
             firsts[(n, m)] = (v if position is None else g.call_function(operator.getitem, (v, position)), meta)
     g.output([firsts[(node, m)][0] for (_, node, m), live in zip(seg.pending, alive) if live])
@@ -303,6 +314,8 @@ def _eagerly(seg, alive) -> list:
             return seg.numbers[ref.index]
         if kind == "In":
             return inputs[ref.index]
+        if kind == "Moved":
+            return offsets.eager_view(inputs[ref.base], ref, seg.numbers)
         if kind == "Made":
             return _view_of(firsts[(ref.node, ref.m)], *ref.meta)
         return ref

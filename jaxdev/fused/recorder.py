@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import threading
 import typing
 import warnings
@@ -9,7 +10,7 @@ import warnings
 import torch
 
 from jaxdev import eager_modes, tensor
-from jaxdev.fused import boxes, learn, program
+from jaxdev.fused import boxes, learn, offsets, program
 from jaxdev.ops.registry import DYNAMIC_NUMBERS
 from jaxdev.tensor import BOXES, Box
 
@@ -40,11 +41,12 @@ class STATS:
     programs = 0
     hits = 0
     uploads = 0  # host-to-device copies run at once without a flush (_upload)
+    moved = 0  # ops keyed with input offsets as program data (offsets.moving), at new places in the trie
     eager: typing.ClassVar[dict] = {}
 
     @classmethod
     def reset(cls) -> None:
-        cls.recorded = cls.flushes = cls.programs = cls.hits = cls.uploads = 0
+        cls.recorded = cls.flushes = cls.programs = cls.hits = cls.uploads = cls.moved = 0
         cls.eager = {}
 
 
@@ -89,8 +91,10 @@ class Trie:
 
 ROOT = Trie()
 _CHANGING: set = set()  # ops that were called with ever new numbers somewhere (warned about once)
-_LEARNED: dict = {}  # an op's local key -> what learn.learn found (see _learned)
 _VARIANTS: dict = {}  # (op, its tensors' layouts and non-float arguments) -> the sets of floats it had
+
+
+_SERIALS = itertools.count()
 
 
 class Segment:
@@ -106,13 +110,18 @@ class Segment:
         self.pending: list[tuple[Box, int, int]] = []  # (box, node, m), in order of creation
         self.written: list[Box] = []
         self.stored = 0  # input storages so far
-        self.numbers: list[float] = []  # the values of the Number arguments
+        self.numbers: list[float] = []  # the values of the Number arguments (and of Moved offsets)
+        self.moving: frozenset | None = None  # tensor positions of the op being keyed to record as Moved
+        self.uploads: set = set()  # the kinds of host-to-device copies made during the segment (_upload)
+        self.serial = next(_SERIALS)
 
     # --- building an op's key -----------------------------------------------------------------
 
     def ref(self, a, key: list, tensors: list):
         if isinstance(a, torch.Tensor):
             tensors.append(a)
+            if self.moving is not None and len(tensors) - 1 in self.moving:
+                return self._moved_ref(a, key, len(tensors) - 1)
             return self._tensor_ref(a, key)
         cls = type(a)
         if cls is Number:
@@ -154,6 +163,15 @@ class Segment:
             self.inputs.append(t)
             self.input_metas.append((storage, meta))
         return In(index)
+
+    def _moved_ref(self, t: torch.Tensor, key: list, position: int) -> offsets.Moved:
+        """`t` read at an offset given to the program as data (jaxdev/fused/offsets.py): its whole
+        storage is the placeholder, and the key holds its layout without the offset."""
+        _, flat = offsets.base_meta(t)
+        base = self._tensor_ref(flat, [])
+        key.append((self.slots[t.untyped_storage().data_ptr()], (t.dtype, t.shape, t.stride(), offsets.MOVED)))
+        self.numbers.append(float(t.storage_offset()))
+        return offsets.Moved(base.index, len(self.numbers) - 1, position, t.dtype, tuple(t.shape), t.stride())
 
     def mark(self) -> tuple:
         return len(self.inputs), len(self.slots), len(self.placeholders), self.stored, len(self.numbers)
@@ -240,35 +258,40 @@ def record(op, fn, args, kwargs):
     global _segment
     with _lock:
         seg = _segment
-        key: list = [op, torch.get_default_dtype()]  # kernels read it for Python floats (int.eq_(0.5))
-        tensors: list = []
-        given, mark = args, seg.mark()
-        positions = DYNAMIC_NUMBERS.get(op)
-        if positions:
-            args = seg.lift(args, positions)
+        mark = seg.mark()
         try:
-            refs = seg.ref(args, key, tensors)
-            krefs = {k: seg.ref(v, key, tensors) for k, v in kwargs.items()} if kwargs else {}
+            key, refs, krefs, tensors = _keyed(seg, op, args, kwargs, None)
         except NotRecordable as e:
             seg.undo(mark)
-            if op is _TO_COPY and _uploads(given, kwargs):
-                return _upload(fn, given, kwargs)
-            return _eagerly(fn, given, kwargs, op, str(e))
-        key = tuple(key) if not kwargs else (*key, tuple(kwargs))
+            if op is _TO_COPY and _uploads(args, kwargs):
+                return _upload(fn, args, kwargs)
+            return _eagerly(fn, args, kwargs, op, str(e))
         child = seg.trie.children.get(key)
+        moved = None
+        if child is None:  # new here: offsets that moved since an earlier segment become program data
+            moved = offsets.moving(key, op, tensors, seg.serial)
+            if moved:
+                seg.undo(mark)
+                key, refs, krefs, tensors = _keyed(seg, op, args, kwargs, moved)
+                child = seg.trie.children.get(key)
+                STATS.moved += 1
         if child is None:
             if op in seg.trie.storming:
                 seg.undo(mark)
-                return _eagerly(fn, given, kwargs, op, "the ops here change from call to call")
-            child = Trie(_learned(key, op, fn, given, kwargs, tensors))
+                return _eagerly(fn, args, kwargs, op, "the ops here change from call to call")
+            child = Trie(learn.cached(key, op, fn, args, kwargs, tensors))
+            if moved and offsets.has_views(child.learned):  # its results' offsets are learned: keep it static
+                seg.undo(mark)
+                offsets.keep_static(key, tensors)
+                return record(op, fn, args, kwargs)
             if _segment is not seg:  # learning ran the segment (it must not): record into the new one
                 _add_child(seg.trie, key, child, op)
-                return record(op, fn, given, kwargs)
+                return record(op, fn, args, kwargs)
             _add_child(seg.trie, key, child, op)
         if child.learned.eager or (child.learned.writes and _writes_inference_tensor(child.learned, tensors)):
             seg.undo(mark)
             reason = child.learned.reason or "it writes an inference tensor (the kernel refuses that)"
-            return _eagerly(fn, given, kwargs, op, reason)
+            return _eagerly(fn, args, kwargs, op, reason)
         STATS.recorded += 1
         seg.trie = child
         learned = child.learned
@@ -279,6 +302,27 @@ def record(op, fn, args, kwargs):
         return out
 
 
+def _keyed(seg: Segment, op, args, kwargs, moved) -> tuple:
+    """The op's key in the trie, its argument references and its tensor arguments; the tensors at the
+    positions `moved` are recorded as offsets.Moved."""
+    key: list = [op, torch.get_default_dtype()]  # kernels read it for Python floats (int.eq_(0.5))
+    tensors: list = []
+    positions = DYNAMIC_NUMBERS.get(op)
+    if positions:
+        args = seg.lift(args, positions)
+    if moved is None:
+        refs = seg.ref(args, key, tensors)
+        krefs = {k: seg.ref(v, key, tensors) for k, v in kwargs.items()} if kwargs else {}
+    else:
+        seg.moving = moved
+        try:
+            refs = seg.ref(args, key, tensors)
+            krefs = {k: seg.ref(v, key, tensors) for k, v in kwargs.items()} if kwargs else {}
+        finally:
+            seg.moving = None
+    return (tuple(key) if not kwargs else (*key, tuple(kwargs))), refs, krefs, tensors
+
+
 def _cut(learned) -> None:
     """The size bound. Cut at the MAX_OPS-th op, a loop that never flushes (no read, no optimizer.step())
     would end each segment at another op of its body (a 7-op body and a bound of 64: 7 cut points), and
@@ -287,28 +331,6 @@ def _cut(learned) -> None:
     op: the next segments start where the last began, hold the same ops and replay its program."""
     learned.cut = True
     flush()
-
-
-def _learned(key: tuple, op, fn, args, kwargs, tensors: list):
-    """What the op gives (learn.learn), asked once per local key: the op's key with its storages numbered
-    by first appearance among its own arguments, with their sizes. What an op gives depends on its own
-    arguments alone, not on where in a segment it comes, so an op met at a new place (the next token of
-    a decoding loop) is not evaluated again."""
-    local, storages = [], {}
-    tensor_parts = iter(tensors)
-    for part in key:
-        if type(part) is tuple and part and type(part[0]) is tuple:
-            t = next(tensor_parts)
-            slot = storages.setdefault(part[0], len(storages))
-            box = BOXES.get(t.untyped_storage().data_ptr())
-            local.append((slot, part[1], box.numel if box is not None else None))
-        else:
-            local.append(part)
-    local = tuple(local)
-    found = _LEARNED.get(local)
-    if found is None:
-        found = _LEARNED[local] = learn.learn(op, fn, args, kwargs, tensors)
-    return found
 
 
 def _writes_inference_tensor(learned, tensors: list) -> bool:
@@ -363,9 +385,16 @@ def _uploads(args, kwargs) -> bool:
 
 def _upload(fn, args, kwargs):
     """A host-to-device copy runs at once and needs no flush: it reads host memory alone and makes a
-    new storage no pending op can read, so the segment goes on (a decoding loop's position tensor
-    does not cut every token into its own program). STATS.uploads counts them."""
+    new storage no pending op can read, so the segment goes on. STATS.uploads counts them. The same
+    copy (dtype and sizes) met again in a segment with ops recorded since is a loop's next step (a
+    decoding loop's position tensor): the segment is cut there, so each step is one program that the
+    next steps replay (their cache writes at a new position are program data: offsets.py), instead of
+    the whole loop unrolled into one program compiled anew for every length."""
     STATS.uploads += 1
+    kind = (args[0].dtype, tuple(args[0].shape), kwargs.get("dtype"))
+    if kind in _segment.uploads and _segment.nodes:
+        flush()  # the same copy again with ops between: a loop's next step starts here (see above)
+    _segment.uploads.add(kind)
     with eager_modes.as_is():
         return fn(*args, **kwargs)
 
