@@ -128,10 +128,15 @@ def main() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for name, generate in variants.items():
+            built = recorder.STATS.programs
             t0 = time.perf_counter()
             tokens[name] = generate(args.tokens)
             first[name] = time.perf_counter() - t0
+            built = recorder.STATS.programs - built
+            flushes = recorder.STATS.flushes
             generate(args.tokens)  # settled: every program built
+            if name == "jaxdev fused eager":
+                fused_counts = (built, recorder.STATS.flushes - flushes)
         before = recorder.STATS.programs
         times: dict[str, list[float]] = {name: [] for name in variants}
         for _ in range(args.rounds):
@@ -145,6 +150,10 @@ def main() -> None:
     for name, t in per_token.items():
         print(f"{name:<22} {t * 1e3:>9.3f} {first[name]:>12.2f} {t / per_token['jaxdev per-op eager']:>14.2f}")
     print(f"same tokens in every variant: {same}; fused programs built while timed: {recorder.STATS.programs - before}")
+    print(
+        f"fused: {fused_counts[0]} programs built in the first run, {fused_counts[1]} programs run per {args.tokens} "
+        f"tokens once settled, {recorder.STATS.moved} ops keyed with offsets as program data"
+    )
     ratios = f"fused / compiled: {per_token['jaxdev fused eager'] / per_token['jaxdev compiled']:.2f}"
     if "torch CPU inductor" in per_token:
         ratios += f"; compiled jaxdev / torch CPU inductor: {per_token['jaxdev compiled'] / per_token['torch CPU inductor']:.2f}"
