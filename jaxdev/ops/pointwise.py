@@ -19,7 +19,14 @@ from jaxdev.ops import complex_c99, cpu_numerics
 from jaxdev.ops.registry import aten, register_functional
 from jaxdev.ops.toolkit import J, apply, float_of, plain, same_dtype_bodies, typed_bodies
 
-_ABS, _SIGN = plain(complex_c99.abs), plain(jnp.sign)
+
+def _sign(x):
+    """CPU's sign of a real number, (0 < x) - (x < 0): NaN gives 0 and -0 gives +0 (jnp.sign gives
+    NaN and -0; found by OpInfo's reference inputs, sign and sgn float64)."""
+    return (x > 0).astype(x.dtype) - (x < 0).astype(x.dtype)
+
+
+_ABS, _SIGN = plain(complex_c99.abs), plain(_sign)
 
 
 # --- unary ---------------------------------------------------------------------------------------

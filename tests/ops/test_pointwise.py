@@ -163,3 +163,17 @@ def test_sinh_cosh_within_two_ulps_of_cpu(fn, dtype):
     actual = fn(x.to(JAX)).cpu()
     torch.testing.assert_close(actual, fn(x), rtol=rtol, atol=0, equal_nan=True)
     assert torch.equal(actual.signbit() | actual.isnan(), fn(x).signbit() | actual.isnan())
+
+
+@pytest.mark.parametrize("fn", [torch.sign, torch.sgn])
+@pytest.mark.parametrize(
+    "dtype", [torch.float64, torch.float32, torch.float16, torch.bfloat16, torch.int8, torch.uint8]
+)
+def test_sign_of_nan_and_negative_zero_as_cpu(fn, dtype):
+    # CPU's (0 < x) - (x < 0): sign(NaN) is 0 and sign(-0.0) is +0.0 (jnp.sign: NaN, -0.0)
+    if dtype.is_floating_point:
+        x = torch.tensor([NAN, -NAN, -0.0, 0.0, INF, -INF, -2.5, 3.0, 1e-30], dtype=dtype)
+    else:
+        x = torch.tensor([0, 1, 7, 100], dtype=dtype)
+    got, want = fn(x.to(JAX)).cpu(), fn(x)
+    assert torch.equal(got, want) and torch.equal(got.signbit(), want.signbit())
