@@ -90,6 +90,8 @@ def collectives(x):
     scattered = [funcol.reduce_scatter_tensor(x, op, 0, WORLD) for op in ("sum", "avg", "max")]
     others = [funcol.all_gather_tensor(x + 1, 0, WORLD), funcol.broadcast(x, 1, WORLD), funcol.all_reduce(x.sum(), "sum", WORLD)]
     others.append(funcol.all_to_all_single(x, None, None, WORLD))
+    # with the gather and the sum scatter above: each pair runs as one collective (collectives._buckets)
+    others += [funcol.all_gather_tensor(x, 0, WORLD), funcol.reduce_scatter_tensor(x, "sum", 0, WORLD)]
     return reduced + scattered + others
 
 model_f = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4)).to("jax")
@@ -250,10 +252,12 @@ def test_ddp_matches_one_process(ranks, via):
 
 
 def test_compiled_collectives_inside_one_program(ranks):
-    """XLA route: a compiled graph's functional collectives (all_reduce sum/avg/max/min/product and of
-    a 0-d tensor, reduce_scatter sum/avg/max, all_gather, broadcast, all_to_all_single) run inside its XLA program (one
-    program, no graph op by op), with the values of CPU tensors through gloo; a DDP-style step compiled whole (grads by torch.func, their
-    all_reduce, the update) is one program over 3 steps and trains as the same step eagerly."""
+    """XLA route: a compiled graph's functional collectives (all_reduce sum/avg/max/min/product and of a
+    0-d tensor, reduce_scatter sum/avg/max, all_gather, broadcast, all_to_all_single; all_reduces,
+    gathers and scatters bucketed into one collective each) run inside its XLA program (one program,
+    no graph op by op), with the values of CPU tensors through gloo; a DDP-style step compiled whole
+    (grads by torch.func, their all_reduce, the update) is one program over 3 steps and trains as
+    the same step eagerly."""
     for r in ranks:
         c = r["xla_compiled"]
         assert c["op_by_op"] == [] and c["programs"] == 2 and c["graph_calls"] == 4, c

@@ -85,17 +85,19 @@ class _NodeRunner(torch.fx.Interpreter):
     """Runs the graph node by node, so a failure names the op that caused it, each new result laid out
     as the graph was planned (compiler/planned.py)."""
 
-    def __init__(self, gm, spmd: bool = False):
+    def __init__(self, gm, spmd=None):
         super().__init__(gm)
         self.seen: set[int] = set()  # storages of the inputs and of the results so far
         self.spmd = spmd  # inside a shard_map: the functional collectives become XLA's (collectives.py)
+        self.node = None
 
     def call_function(self, target, args, kwargs):
-        if self.spmd and collectives.is_collective(target):
-            return collectives.lower(target, args, kwargs)
+        if self.spmd is not None and collectives.is_collective(target):
+            return self.spmd.lower(self.node, args, kwargs, self.env)
         return super().call_function(target, args, kwargs)
 
     def run_node(self, n):
+        self.node = n
         try:
             out = super().run_node(n)
         except UntraceableGraph:
@@ -162,7 +164,7 @@ class _Specialisation:
         tracing.start_checks()
         try:
             with _plain_dispatch(), rng.traced(rng_base) as drawn:
-                outs = _NodeRunner(self.program.gm, self.spmd is not None).run(*inputs)
+                outs = _NodeRunner(self.program.gm, self.spmd).run(*inputs)
                 draws = drawn.draws
         finally:
             checks = tracing.finish_checks()
