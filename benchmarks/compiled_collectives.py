@@ -9,8 +9,8 @@ localhost, jax.distributed + the "jax" process group (XLA route). Per training s
 
 it prints the XLA programs and graph calls per compiled step, the losses and weights against the same
 step run eagerly and against one process on the whole batch (CPU), and step times interleaved in one
-process: eager, compiled, and compiled with the collectives' lowering off (the graph op by op, as
-before the lowering existed; DDP-style only).
+process: eager, compiled, compiled with the collectives' lowering off (the graph op by op, as before
+the lowering existed) and the same step compiled without its all_reduces (DDP-style only).
 
     python benchmarks/compiled_collectives.py [--steps 20]
 """
@@ -176,6 +176,7 @@ def ddp_style(rank: int, data, steps: int) -> dict:
     op_by_op = torch.compile(lambda *a: step(*a), backend="jax")
     (_, _), programs_before, calls_before, eager_before = _counting(lambda: train(op_by_op))
     collectives.plan = plan
+    local = torch.compile(one_process, backend="jax")
     params = {k: p.detach().to("jax") for k, p in mlp().named_parameters()}
     x, y = data[0][4 * rank : 4 * rank + 4].to("jax"), data[1][4 * rank : 4 * rank + 4].to("jax")
     times = _interleaved(
@@ -184,6 +185,7 @@ def ddp_style(rank: int, data, steps: int) -> dict:
             "eager": lambda: step(params, x, y)[1].item(),
             "compiled": lambda: compiled(params, x, y)[1].item(),
             "compiled_op_by_op": lambda: op_by_op(params, x, y)[1].item(),
+            "compiled_without_collectives": lambda: local(params, x, y)[1].item(),  # what the rank alone costs
         },
     )
     return {
