@@ -51,12 +51,25 @@ def _argument(args, kwargs, where):
 
 
 def _raw_dtype(args, kwargs, positions):
+    """The raw dtype of the byte-holding arguments (or of a dtype= argument), or None: the hot path of
+    every call of these ops (about a microsecond for cat of two tensors)."""
+    carriers = dtypes.BYTE_CARRIERS
     for where in positions:
-        for t in _tensors(_argument(args, kwargs, where)):
-            if t.dtype in dtypes.BYTE_CARRIERS:
-                return t.dtype
-    dtype = kwargs.get("dtype")
-    return dtype if dtype in dtypes.BYTE_CARRIERS else None
+        if type(where) is int:
+            if where >= len(args):
+                continue
+            value = args[where]
+        else:
+            value = kwargs.get(where)
+        if isinstance(value, torch.Tensor):
+            if value.dtype in carriers:
+                return value.dtype
+        elif isinstance(value, (list, tuple)):
+            for t in value:
+                if isinstance(t, torch.Tensor) and t.dtype in carriers:
+                    return t.dtype
+    dtype = kwargs.get("dtype") if kwargs else None
+    return dtype if dtype in carriers else None
 
 
 def retyped(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
