@@ -301,3 +301,13 @@ def test_integer_pow_wraps_as_cpu_for_every_exponent_bit(dtype):
     assert torch.equal(torch.pow(base.to("jax"), exponent.to("jax")).cpu(), torch.pow(base, exponent))
     assert torch.equal(torch.pow(base.to("jax"), 127).cpu(), torch.pow(base, 127))
     assert torch.equal(torch.pow(3, exponent.to("jax")).cpu(), torch.pow(3, exponent))
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float16, torch.int64, torch.uint8])
+def test_number_remainder_tensor_on_jax_as_cpu(dtype):
+    # remainder.Scalar_Tensor (`7 % t`, __rmod__) ran on the CPU fallback (OpInfo's reference inputs)
+    x = (torch.randn(50, generator=torch.Generator().manual_seed(0)) * 20).to(dtype)
+    x = torch.where(x == 0, torch.ones_like(x), x)
+    for number in (7, -3, 2.5, 0):
+        got, want = (number % x.to(JAX)).cpu(), number % x
+        assert got.dtype == want.dtype and torch.equal(got, want)

@@ -154,6 +154,14 @@ def remainder(self, other):
     return apply(_remainder, common, common, (self, other))
 
 
+@register_functional(aten.remainder.Scalar_Tensor)
+def remainder_scalar_tensor(self, other):
+    """`number % tensor` (__rmod__): CPU's remainder of the number as a wrapped 0-dim tensor, here a
+    0-dim jax tensor already of the promoted dtype (it ran on the CPU fallback)."""
+    wrapped = torch.full((), self, dtype=torch.result_type(self, other), device=other.device)
+    return remainder(wrapped, other)
+
+
 @register_functional(aten.fmod.Tensor, aten.fmod.Scalar)
 def fmod(self, other):
     common, other = int_div_check("fmod_cpu", self, other)
