@@ -258,14 +258,21 @@ def record(op, fn, args, kwargs):
     global _segment
     with _lock:
         seg = _segment
-        mark = seg.mark()
-        try:
-            key, refs, krefs, tensors = _keyed(seg, op, args, kwargs, None)
+        key: list = [op, torch.get_default_dtype()]  # kernels read it for Python floats (int.eq_(0.5))
+        tensors: list = []
+        lifted, mark = args, seg.mark()
+        positions = DYNAMIC_NUMBERS.get(op)
+        if positions:
+            lifted = seg.lift(args, positions)
+        try:  # the op's key (what _keyed builds, inline on this hot path)
+            refs = seg.ref(lifted, key, tensors)
+            krefs = {k: seg.ref(v, key, tensors) for k, v in kwargs.items()} if kwargs else {}
         except NotRecordable as e:
             seg.undo(mark)
             if op is _TO_COPY and _uploads(args, kwargs):
                 return _upload(fn, args, kwargs)
             return _eagerly(fn, args, kwargs, op, str(e))
+        key = tuple(key) if not kwargs else (*key, tuple(kwargs))
         child = seg.trie.children.get(key)
         moved = None
         if child is None:  # new here: offsets that moved since an earlier segment become program data
@@ -302,24 +309,20 @@ def record(op, fn, args, kwargs):
         return out
 
 
-def _keyed(seg: Segment, op, args, kwargs, moved) -> tuple:
-    """The op's key in the trie, its argument references and its tensor arguments; the tensors at the
-    positions `moved` are recorded as offsets.Moved."""
+def _keyed(seg: Segment, op, args, kwargs, moved: frozenset) -> tuple:
+    """The op's key in the trie, its argument references and its tensor arguments, as record builds
+    them, with the tensors at the positions `moved` recorded as offsets.Moved."""
     key: list = [op, torch.get_default_dtype()]  # kernels read it for Python floats (int.eq_(0.5))
     tensors: list = []
     positions = DYNAMIC_NUMBERS.get(op)
     if positions:
         args = seg.lift(args, positions)
-    if moved is None:
+    seg.moving = moved
+    try:
         refs = seg.ref(args, key, tensors)
         krefs = {k: seg.ref(v, key, tensors) for k, v in kwargs.items()} if kwargs else {}
-    else:
-        seg.moving = moved
-        try:
-            refs = seg.ref(args, key, tensors)
-            krefs = {k: seg.ref(v, key, tensors) for k, v in kwargs.items()} if kwargs else {}
-        finally:
-            seg.moving = None
+    finally:
+        seg.moving = None
     return (tuple(key) if not kwargs else (*key, tuple(kwargs))), refs, krefs, tensors
 
 
