@@ -176,6 +176,7 @@ out["fallbacks"] = jaxdev.fallback_counts()
 dist.destroy_process_group()
 print("RESULT" + json.dumps(out), flush=True)
 jax.distributed.shutdown()
+os._exit(0)  # JAX's atexit clean_up (clear_backends) can hang after shutdown (tests/distributed_fsdp_rank.py)
 """
 
 

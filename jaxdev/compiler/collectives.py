@@ -18,6 +18,8 @@ every rank, as the collectives themselves need.
 
 from __future__ import annotations
 
+import operator
+
 import jax
 import jax.numpy as jnp
 import torch
@@ -77,7 +79,43 @@ def plan(gm: torch.fx.GraphModule) -> Spmd | None:
         return None
     if mesh.get_mesh() is not None:
         raise UntraceableGraph(None, "collectives of a process group under jaxdev.set_mesh's mesh run eagerly")
+    _sink(gm)
     return Spmd(xla, gm)
+
+
+def _mutates(n: torch.fx.Node) -> bool:
+    """A node that may write a tensor (in-place or out= ops; unknown callables other than getitem)."""
+    if n.op != "call_function" or n.target is operator.getitem:
+        return False
+    return not isinstance(n.target, torch._ops.OpOverload) or n.target._schema.is_mutable
+
+
+def _sink(gm: torch.fx.GraphModule) -> None:
+    """Move each bucketable collective, with its wait_tensor, down to just before the first node that
+    uses its result, so that collectives whose inputs are made one by one (a backward's gradients)
+    meet in one bucket. The graph's values are unchanged (dataflow order is kept); in XLA's program the
+    order of the trace does not matter anyway."""
+    moved = False
+    for c in reversed(list(gm.graph.nodes)):
+        if _bucket_key(c) is None:
+            continue
+        waits = [u for u in c.users if is_collective(u.target) and u.target._opname == "wait_tensor"]
+        users = [u for u in c.users if u not in waits] + [u for w in waits for u in w.users]
+        if not users:
+            continue
+        nodes = list(gm.graph.nodes)
+        order = {n: i for i, n in enumerate(nodes)}
+        first = min(users, key=order.__getitem__)
+        if any(_mutates(n) for n in nodes[order[c] + 1 : order[first]]):
+            continue  # an input written in between (an inference graph's copy_): stays where it reads
+        if order[first] > order[c] + len(waits) + 1:
+            first.prepend(c)
+            for w in waits:
+                first.prepend(w)
+            moved = True
+    if moved:
+        gm.graph.lint()
+        gm.recompile()
 
 
 _BUCKETED = {  # op -> the reduce ops its buckets take (None: the op has none)
