@@ -43,11 +43,13 @@ def _grid_inputs(seed=0):
 def test_grid_sampler_2d_cpu_fallback_forward_and_gradients_as_cpu():
     image, grid = _grid_inputs()
     with _fallback("error"):
+        # every mode with every padding, align_corners alternating between them (each align value meets
+        # every mode and every padding): the 18 full combinations took minutes and added no kernel path
         for mode in (0, 1, 2):
             for padding in (0, 1, 2):
-                for align in (False, True):
-                    fn = lambda i, g: aten._grid_sampler_2d_cpu_fallback(i, g, mode, padding, align)  # noqa: B023
-                    check(fn, image, grid, grad=mode != 1, rtol=1e-5, atol=1e-5)
+                align = (mode + padding) % 2 == 1
+                fn = lambda i, g: aten._grid_sampler_2d_cpu_fallback(i, g, mode, padding, align)  # noqa: B023
+                check(fn, image, grid, grad=mode != 1, rtol=1e-5, atol=1e-5)
         out = torch.empty(0, device="jax")
         r = aten._grid_sampler_2d_cpu_fallback.out(image.to("jax"), grid.to("jax"), 0, 0, False, out=out)
         assert r is out
