@@ -34,12 +34,12 @@ class _Checks:
     eager_layouts = False  # fused eager traces its ops as eager mode lays them out, not as AOTAutograd plans
 
 
-_checks = _Checks()
+checks = _Checks()
 
 
 def tracing_now() -> bool:
     """Kernels are being traced into a program now (their tensors hold tracers)."""
-    return _checks.pending is not None or _checks.depth > 0
+    return checks.pending is not None or checks.depth > 0
 
 
 def is_traced(x) -> bool:
@@ -48,22 +48,22 @@ def is_traced(x) -> bool:
 
 def fused_trace() -> bool:
     """Fused eager (jaxdev/fused) is evaluating or tracing its ops now."""
-    return _checks.eager_layouts
+    return checks.eager_layouts
 
 
 def compiled_layout(x) -> bool:
     """Results made from `x` are laid out as a compiled graph planned them (the meta functions'
     strides), not as eager CPU lays them out: `x` is traced, and not by fused eager (jaxdev/fused),
     whose programs replay eager ops with eager layouts."""
-    return isinstance(x, Tracer) and not _checks.eager_layouts
+    return isinstance(x, Tracer) and not checks.eager_layouts
 
 
 def check_values(bad, error: Callable[[], Exception]) -> None:
     """Raise `error()` where the boolean array `bad` is true (eagerly), or record the check (traced)."""
     flag = bad if bad.ndim == 0 else bad.any()  # a program's own flag is read as it is (eager .any(): ~10 us)
     if is_traced(flag):
-        if _checks.pending is not None:
-            _checks.pending.append(flag)
+        if checks.pending is not None:
+            checks.pending.append(flag)
         return
     if bool(flag):
         raise error()
@@ -94,9 +94,9 @@ def _resolve(owner) -> None:
 
 
 def start_checks() -> None:
-    _checks.pending = []
+    checks.pending = []
 
 
 def finish_checks() -> list:
-    pending, _checks.pending = _checks.pending or [], None
+    pending, checks.pending = checks.pending or [], None
     return pending

@@ -129,7 +129,7 @@ def _expected_devices(gm: torch.fx.GraphModule) -> list[str | None]:
     return devices
 
 
-class _Specialisation:
+class Specialisation:
     """The graph traced and compiled for one input layout."""
 
     def __init__(self, program: GraphProgram, args, inputs: Inputs):
@@ -313,7 +313,7 @@ class GraphProgram:
         self.gm = gm
         self.name = name
         self.output_devices = _expected_devices(gm)
-        self.specialisations: dict[tuple, _Specialisation] = {}
+        self.specialisations: dict[tuple, Specialisation] = {}
         self.eager_reason: str | None = None
         self.limit_warned = False
         self.op = _GraphOp(self)
@@ -351,12 +351,12 @@ class GraphProgram:
             # Through fx's interpreter, not gm's own forward: a flush can come inside a compiled frame,
             # where dynamo would compile the graph module's forward as user code.
             # Its ops lay out their results as the graph planned them (meta strides), as when compiled alone.
-            was, tracing._checks.eager_layouts = tracing._checks.eager_layouts, False
+            was, tracing.checks.eager_layouts = tracing.checks.eager_layouts, False
             try:
                 with _plain_dispatch():
                     out = torch.fx.Interpreter(self.gm).run(*args)
             finally:
-                tracing._checks.eager_layouts = was
+                tracing.checks.eager_layouts = was
             return list(out) if isinstance(out, (list, tuple)) else [out]
         if getattr(_rerun, "on", False):
             return self.run_eagerly(list(args))
@@ -373,7 +373,7 @@ class GraphProgram:
                         self._warn_limit()
                         return self.run_eagerly(args)
                     began = time.perf_counter()
-                    spec = self.specialisations[inputs.key] = _Specialisation(self, args, inputs)
+                    spec = self.specialisations[inputs.key] = Specialisation(self, args, inputs)
                     out = spec.run(args, inputs, first=True)  # traces (or loads) and compiles
                     STATS.programs += 1
                     STATS.seconds += time.perf_counter() - began

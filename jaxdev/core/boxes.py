@@ -28,7 +28,7 @@ _expired = torch.UntypedStorage._expired
 _free_weak_ref = torch.UntypedStorage._free_weak_ref
 
 # Fake addresses: far above any real mapping, 64-byte aligned, never reused.
-_next_address = itertools.count(1 << 52, 1 << 40)
+next_address = itertools.count(1 << 52, 1 << 40)
 
 
 class Box:
@@ -169,12 +169,12 @@ def in_scratch() -> bool:
 
 def new_storage(box: Box) -> torch.UntypedStorage:
     nbytes = box.numel * box.dtype.itemsize
-    addr = next(_next_address)
+    addr = next(next_address)
     if _native is not None:  # a storage that reports its own death: no sweep needed for its box
         storage = _native.new_storage(addr, nbytes)
         box.weak = storage._weak_ref()
         BOXES[addr] = box
-        _checkpoint()
+        checkpoint()
         return storage
     storage = _make_storage(addr, DEVICE, nbytes)
     _keep(storage, addr, nbytes, box)
@@ -187,7 +187,7 @@ def reattach(box: Box, storage: torch.UntypedStorage) -> None:
     box.weak = storage._weak_ref()
 
 
-def _checkpoint() -> None:
+def checkpoint() -> None:
     """After a box made natively: the full sweep when BOXES has doubled, the executables' check."""
     if len(BOXES) > _sweep_above:
         sweep()
@@ -235,11 +235,11 @@ _NO_SHAPE = [0]
 
 # The native fast paths (jaxdev/native.py), or None: the Python code below does the same, slower.
 _native = native.module
-_native_wrap = None
+native_wrap = None
 if _native is not None:
     _native.set_boxes(BOXES, Box)
-    _native.set_allocation(_next_address, _checkpoint)  # for the native fast kernels' results
-    _native_wrap = _native.wrap  # wrap's hot path: tensor, storage and Box in one call
+    _native.set_allocation(next_address, checkpoint)  # for the native fast kernels' results
+    native_wrap = _native.wrap  # wrap's hot path: tensor, storage and Box in one call
 
 
 def tensor_on_storage(storage, dtype, shape, strides, offset=0) -> torch.Tensor:
@@ -259,12 +259,12 @@ def wrap(array: jax.Array) -> torch.Tensor:
     shape = array.shape
     if 0 in shape:  # create_empty strides a size-0 dim 0 where PyTorch's contiguous strides say 1
         return tensor_on_storage(new_storage(Box(array, 0, dtype)), dtype, shape, contiguous_strides(shape))
-    addr = next(_next_address)
-    if _native_wrap is not None:
+    addr = next(next_address)
+    if native_wrap is not None:
         # The tensor, and its Box entered in BOXES. Its storage reports its own death (the box goes
         # at the next native read, wrap or new storage), so it takes no part in the young sweeps.
-        t = _native_wrap(array, dtype, addr)
-        _checkpoint()
+        t = native_wrap(array, dtype, addr)
+        checkpoint()
         return t
     t = _create_empty(shape, dtype)
     size = t.numel()

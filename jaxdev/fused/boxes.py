@@ -99,7 +99,7 @@ def new_pending_tensor(shape: tuple, dtype) -> tuple[PendingBox, object, int]:
     """A contiguous tensor of `shape` on a new storage of exactly its size whose value is pending, its
     box and its storage's address: the native module's wrap makes tensor, storage and box in one call (new_pending and
     tensor_on_storage cost about three times as much, a third of recording a small op)."""
-    wrap = core_boxes._native_wrap
+    wrap = core_boxes.native_wrap
     if wrap is None:
         numel = 1
         for n in shape:
@@ -112,9 +112,9 @@ def new_pending_tensor(shape: tuple, dtype) -> tuple[PendingBox, object, int]:
         )
     stand_in = _Shape()
     stand_in.shape = shape
-    address = next(core_boxes._next_address)
+    address = next(core_boxes.next_address)
     t = wrap(stand_in, dtype, address)
-    core_boxes._checkpoint()
+    core_boxes.checkpoint()
     box = BOXES[address]
     box.__class__ = PendingBox
     box._array = PENDING

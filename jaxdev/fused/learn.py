@@ -131,14 +131,14 @@ def _abstract(fn, args, kwargs, tensors: list) -> Learned:
         # kernel): the recorder does what the kernel did, or autograd would miss the write.
         learned.bumps = [i for i, (t, v) in enumerate(zip(twins, versions)) if t._version != v]
 
-    tracing._checks.depth += 1
-    was, tracing._checks.eager_layouts = tracing._checks.eager_layouts, True
+    tracing.checks.depth += 1
+    was, tracing.checks.eager_layouts = tracing.checks.eager_layouts, True
     try:
         with tensor.scratch(), torch.no_grad(), torch.autocast("jax", enabled=False):
             jax.eval_shape(abstract, structs, jax.ShapeDtypeStruct((3,), jnp.int64))
     finally:
-        tracing._checks.depth -= 1
-        tracing._checks.eager_layouts = was
+        tracing.checks.depth -= 1
+        tracing.checks.eager_layouts = was
     return learned
 
 

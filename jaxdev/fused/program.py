@@ -25,8 +25,9 @@ import torch.fx
 
 from jaxdev import rng, tensor, tracing
 from jaxdev.compiler import program as compiled
-from jaxdev.fused import offsets, recorder
+from jaxdev.fused import offsets
 from jaxdev.fused.learn import NotRecordable
+from jaxdev.fused.stats import STATS
 from jaxdev.tensor import BOXES
 
 
@@ -60,10 +61,10 @@ class _Fused:
             try:
                 spec = self.graph.specialisations.get(inputs.key)
                 if spec is None:
-                    spec = self.graph.specialisations[inputs.key] = compiled._Specialisation(self.graph, args, inputs)
-                    recorder.STATS.programs += 1
+                    spec = self.graph.specialisations[inputs.key] = compiled.Specialisation(self.graph, args, inputs)
+                    STATS.programs += 1
                 else:
-                    recorder.STATS.hits += 1
+                    STATS.hits += 1
                 return _call(spec, inputs, seg.numbers)
             except compiled.UntraceableGraph as e:
                 self.graph.specialisations.pop(inputs.key, None)
@@ -81,7 +82,7 @@ def _call(spec, inputs, numbers: list) -> list:
             arrays[i] = a.reshape(shape)
             donated = ()
     base = rng.traced_base()
-    was, tracing._checks.eager_layouts = tracing._checks.eager_layouts, True
+    was, tracing.checks.eager_layouts = tracing.checks.eager_layouts, True
     try:
         if donated:
             kept = [a for g, a in enumerate(arrays) if g not in donated]
@@ -90,7 +91,7 @@ def _call(spec, inputs, numbers: list) -> list:
         else:
             new_arrays, mutated, flag = spec.jitted(arrays, base)
     finally:
-        tracing._checks.eager_layouts = was
+        tracing.checks.eager_layouts = was
     spec.fused_checks = flag is not None
     if any(o[0] != "new" or o[1] != i for i, o in enumerate(spec.outputs)):
         raise compiled.UntraceableGraph(None, "a result came out on an input's storage")
@@ -124,7 +125,7 @@ def _donating(spec, donated: tuple):
             return spec._trace([given[i] if kind == "d" else next(rest) for kind, i in order], base)
 
         run = cache[donated] = jax.jit(merged, donate_argnums=(0,))
-        recorder.STATS.programs += 1
+        STATS.programs += 1
     return run
 
 

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import itertools
 import threading
-import typing
 import warnings
 
 import torch
 
 from jaxdev import eager_modes, tensor
 from jaxdev.fused import boxes, learn, offsets, program
+from jaxdev.fused.stats import STATS
 from jaxdev.ops.registry import DYNAMIC_NUMBERS
 from jaxdev.tensor import BOXES, Box
 
@@ -29,25 +29,6 @@ _lock = threading.RLock()
 
 class NotRecordable(Exception):
     pass
-
-
-class STATS:
-    """What fused eager did in this process: ops recorded, ops run eagerly (by op and reason), flushes
-    of at least one op, programs built (traced and compiled) for them, flushes that replayed a cached
-    program (hits)."""
-
-    recorded = 0
-    flushes = 0
-    programs = 0
-    hits = 0
-    uploads = 0  # host-to-device copies run at once without a flush (_upload)
-    moved = 0  # ops keyed with input offsets as program data (offsets.moving), at new places in the trie
-    eager: typing.ClassVar[dict] = {}
-
-    @classmethod
-    def reset(cls) -> None:
-        cls.recorded = cls.flushes = cls.programs = cls.hits = cls.uploads = cls.moved = 0
-        cls.eager = {}
 
 
 class In:
