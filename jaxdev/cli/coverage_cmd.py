@@ -202,7 +202,7 @@ def command(
         return
     out_path = os.path.join(out_dir, facts.REFERENCE_MATRIX_FILE if reference_inputs else facts.MATRIX_FILE)
     if merge_files:
-        merge_into(merge_files, out_path)
+        merge_into(_merged_files(merge_files, ops), out_path)
         return
     parsed_shard = sweep.parse_shard(shard)
     selections = resolve_ops(ops, all_reaching)
@@ -220,6 +220,16 @@ def command(
     m = run_sweep(units, out_path, options, resume=resume, merge=bool(scope or shard), run_info=info or None)
     print_summary(m, out_path, units)
     print_aten_results(selections, m)
+
+
+def _merged_files(merge_files, ops) -> list[str]:
+    """`--merge a.yaml b.yaml`: a shell glob (`--merge shard*/matrix.yaml`) puts every file after the
+    first among OPS; they are matrices to merge too. Anything else there is refused: a merge runs nothing."""
+    files = [*merge_files, *(o for o in ops if o.endswith((".yaml", ".yml")))]
+    others = [o for o in ops if not o.endswith((".yaml", ".yml"))]
+    if others:
+        raise click.UsageError(f"--merge merges matrix files and runs no op: {others[0]!r} is not a .yaml matrix")
+    return files
 
 
 def merge_into(files, out_path: str) -> None:

@@ -126,6 +126,14 @@ def test_shards_split_ops_and_merge(cli, tmp_path):
     assert code == 0, out
     merged = matrix.load(str(tmp_path / "m" / "matrix.yaml"))
     assert merged.summary["forward"] == {"pass": 1, "wrong": 1}
+    # as a shell expands `--merge shard*/matrix.yaml`: the files after the first come as OPS
+    code, out = cli(
+        "coverage", "--merge", str(tmp_path / "a.yaml"), str(tmp_path / "b.yaml"), "--out", str(tmp_path / "g")
+    )
+    assert code == 0, out
+    assert matrix.load(str(tmp_path / "g" / "matrix.yaml")).summary["forward"] == {"pass": 1, "wrong": 1}
+    code, out = cli("coverage", "--merge", str(tmp_path / "a.yaml"), "sin", "--out", str(tmp_path / "h"))
+    assert code == 2 and "'sin' is not a .yaml matrix" in out, out
 
 
 def test_bad_inputs_are_one_sentence(cli, tmp_path):
