@@ -153,6 +153,17 @@ def numpy_to_cpu(a: np.ndarray, dtype: torch.dtype) -> torch.Tensor:
     return torch.from_numpy(a)
 
 
+# The C++ names of the floating and complex types, alike in every spelling CPU prints below (they differ
+# in the integer types').
+FLOATING_CPP_NAMES = {
+    torch.float16: "c10::Half",
+    torch.bfloat16: "c10::BFloat16",
+    torch.float32: "float",
+    torch.float64: "double",
+    torch.complex64: "c10::complex<float>",
+    torch.complex128: "c10::complex<double>",
+}
+
 # c10's TypeMeta names (C++'s own type names), as CPU prints a scalar type in the structured kernels'
 # "Expected out tensor to have dtype ..." and in the random samplers' dtype errors.
 _TYPE_META_NAMES = {
@@ -162,12 +173,7 @@ _TYPE_META_NAMES = {
     torch.int16: "short int",
     torch.int32: "int",
     torch.int64: "long int",
-    torch.float16: "c10::Half",
-    torch.bfloat16: "c10::BFloat16",
-    torch.float32: "float",
-    torch.float64: "double",
-    torch.complex64: "c10::complex<float>",
-    torch.complex128: "c10::complex<double>",
+    **FLOATING_CPP_NAMES,
 }
 
 
@@ -185,12 +191,7 @@ _C_TYPE_NAMES = {
     torch.int16: "int16_t",
     torch.int32: "int",
     torch.int64: "int64_t",
-    torch.float16: "c10::Half",
-    torch.bfloat16: "c10::BFloat16",
-    torch.float32: "float",
-    torch.float64: "double",
-    torch.complex64: "c10::complex<float>",
-    torch.complex128: "c10::complex<double>",
+    **FLOATING_CPP_NAMES,
     torch.float8_e4m3fn: "c10::Float8_e4m3fn",
     torch.float8_e4m3fnuz: "c10::Float8_e4m3fnuz",
     torch.float8_e5m2: "c10::Float8_e5m2",

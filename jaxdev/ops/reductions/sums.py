@@ -52,12 +52,7 @@ _TYPEID = {
     torch.int16: "short",
     torch.int32: "int",
     torch.int64: "long",
-    torch.float16: "c10::Half",
-    torch.bfloat16: "c10::BFloat16",
-    torch.float32: "float",
-    torch.float64: "double",
-    torch.complex64: "c10::complex<float>",
-    torch.complex128: "c10::complex<double>",
+    **dtypes.FLOATING_CPP_NAMES,
 }
 
 
