@@ -218,3 +218,38 @@ def like_cpu(fn, *, rtol=0.0, atol=0.0, check_stride=True):
             assert str(jax_err.value).replace("device=jax:0", "device=cpu") == str(cpu_err)
             return None
         return on_both(fn, rtol=rtol, atol=atol, check_stride=check_stride) if expected is not None else None
+
+
+# --- helpers the op test modules share -------------------------------------------------------------
+
+
+def seeded_randn(*shape, dtype=torch.float32, scale=1.0, seed=0):
+    """A normal sample from its own generator (not the global RNG: test order does not change it)."""
+    g = torch.Generator().manual_seed(seed)
+    return (torch.randn(shape, generator=g) * scale).to(dtype)
+
+
+def raises_as_cpu(fn):
+    """fn(device) raises on CPU, and on jax with the same class and message."""
+    err = on_both(fn)
+    assert isinstance(err, Exception), "CPU did not raise"
+    cpu = None
+    try:
+        fn(torch.device("cpu"))
+    except Exception as e:
+        cpu = e
+    assert str(err) == str(cpu), f"jax: {err!r}, CPU: {cpu!r}"
+
+
+def result_or_error_as_cpu(fn, *, rtol=1e-5, atol=1e-5):
+    """fn(device) on CPU and on jax: the same values (dtype, shape) or the same exception and message."""
+    try:
+        expected = fn(CPU)
+    except Exception as cpu_err:
+        with pytest.raises(type(cpu_err)) as jax_err:
+            fn(JAX)
+        assert str(jax_err.value).splitlines()[0] == str(cpu_err).splitlines()[0]
+        return None
+    got = fn(JAX)
+    assert_same(got, expected, rtol=rtol, atol=atol)
+    return got

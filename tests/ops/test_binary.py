@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 from closeness import three_way
-from jaxdev_testing import JAX, assert_same, check, like_cpu, on_both
+from jaxdev_testing import JAX, assert_same, check, like_cpu, on_both, raises_as_cpu
 
 pytestmark = pytest.mark.usefixtures("no_fallback")
 
@@ -226,18 +226,6 @@ def test_pow_inplace_scalar_checks_as_cpu():
     assert_same(x, torch.arange(1, 4) ** 2)
 
 
-def _raises_as_cpu(fn):
-    """fn(device) raises on CPU, and on jax with the same class and message."""
-    err = on_both(fn)
-    assert isinstance(err, Exception), "CPU did not raise"
-    cpu = None
-    try:
-        fn(torch.device("cpu"))
-    except Exception as e:
-        cpu = e
-    assert str(err) == str(cpu), f"jax: {err!r}, CPU: {cpu!r}"
-
-
 # --- argument checks --------------------------------------------------------------------------------
 
 
@@ -251,7 +239,7 @@ def _raises_as_cpu(fn):
     ],
 )
 def test_a_bool_alpha_is_refused_unless_the_result_is_bool(fn):
-    _raises_as_cpu(fn)
+    raises_as_cpu(fn)
     on_both(
         lambda d: torch.add(torch.tensor([True, False], device=d), torch.tensor([False, True], device=d), alpha=True)
     )

@@ -4,16 +4,11 @@ from __future__ import annotations
 
 import pytest
 import torch
-from jaxdev_testing import on_both
+from jaxdev_testing import on_both, seeded_randn
 
 pytestmark = pytest.mark.usefixtures("no_fallback")  # tests/conftest.py
 
 HALF = [torch.bfloat16, torch.float16]
-
-
-def _randn(*shape, dtype=torch.float32, scale=1.0, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    return (torch.randn(shape, generator=g) * scale).to(dtype)
 
 
 # --- transposed convolution in half: CPU's slow_conv_transpose (GEMM columns rounded, col2im adds
@@ -54,8 +49,8 @@ F_CT = {
 )
 @pytest.mark.parametrize("bias", [True, False])
 def test_conv_transpose_half(dtype, xs, ws, kw, bias):
-    x, w = _randn(*xs, dtype=dtype), _randn(*ws, seed=1, dtype=dtype)
+    x, w = seeded_randn(*xs, dtype=dtype), seeded_randn(*ws, seed=1, dtype=dtype)
     channels = ws[1] * kw.get("groups", 1)
-    b = _randn(channels, seed=2, dtype=dtype) if bias else None
+    b = seeded_randn(channels, seed=2, dtype=dtype) if bias else None
     f = F_CT[len(xs) - 2]
     on_both(lambda d: f(x.to(d), w.to(d), None if b is None else b.to(d), **kw))

@@ -8,7 +8,7 @@ import warnings
 
 import pytest
 import torch
-from jaxdev_testing import CPU, JAX, assert_same, like_cpu, on_both
+from jaxdev_testing import JAX, assert_same, like_cpu, on_both, raises_as_cpu, result_or_error_as_cpu
 
 import jaxdev
 from jaxdev import tensor
@@ -251,20 +251,6 @@ def test_triangle_indices_like_cpu(below):
         on_both(lambda d, a=(row, col, offset): fn(*a, device=d))
 
 
-def _same_outcome(fn, *, rtol=1e-5, atol=1e-5):
-    """fn(device) on CPU and on jax: the same values (dtype, shape) or the same exception and message."""
-    try:
-        expected = fn(CPU)
-    except Exception as cpu_err:
-        with pytest.raises(type(cpu_err)) as jax_err:
-            fn(JAX)
-        assert str(jax_err.value).splitlines()[0] == str(cpu_err).splitlines()[0]
-        return None
-    got = fn(JAX)
-    assert_same(got, expected, rtol=rtol, atol=atol)
-    return got
-
-
 # --- linspace / logspace with 0-dim tensor ends, traced under torch.compile --------------------------
 
 RANGE_CASES = [
@@ -316,9 +302,9 @@ def test_tensor_ends_value_checks_under_compile():
 @pytest.mark.usefixtures("no_fallback")
 def test_tensor_ends_must_be_0_dim():
     for op in (torch.linspace, torch.logspace):
-        _same_outcome(lambda d, op=op: op(torch.ones(1, device=d), torch.tensor(1.0, device=d), 3, device=d))
-        _same_outcome(lambda d, op=op: op(torch.tensor(0.0, device=d), torch.ones(2, device=d), 3, device=d))
-        _same_outcome(lambda d, op=op: op(torch.ones(1, device=d), 1.0, 3, device=d))
+        result_or_error_as_cpu(lambda d, op=op: op(torch.ones(1, device=d), torch.tensor(1.0, device=d), 3, device=d))
+        result_or_error_as_cpu(lambda d, op=op: op(torch.tensor(0.0, device=d), torch.ones(2, device=d), 3, device=d))
+        result_or_error_as_cpu(lambda d, op=op: op(torch.ones(1, device=d), 1.0, 3, device=d))
 
 
 MAKERS = {
@@ -394,25 +380,13 @@ def test_threshold_writes_shared_memory_as_cpu(make, dtype):
     assert_same(results["jax"][1], results["cpu"][1])
 
 
-def _raises_as_cpu(fn):
-    """fn(device) raises on CPU, and on jax with the same class and message."""
-    err = on_both(fn)
-    assert isinstance(err, Exception), "CPU did not raise"
-    cpu = None
-    try:
-        fn(torch.device("cpu"))
-    except Exception as e:
-        cpu = e
-    assert str(err) == str(cpu), f"jax: {err!r}, CPU: {cpu!r}"
-
-
 @pytest.mark.usefixtures("no_fallback")
 def test_linspace_with_an_integer_dtype_converts_its_ends_first():
     for dt in (torch.uint8, torch.int8, torch.int16, torch.int64):
         for args in [(-1, 10, 5), (-3, 4, 7), (250, -10, 6), (0.5, 3.7, 4), (-1, 10, 2)]:
             on_both(lambda d, a=args, dt=dt: torch.linspace(*a, dtype=dt, device=d))
     on_both(lambda d: torch.linspace(0, 1, 1, dtype=torch.bool, device=d))
-    _raises_as_cpu(lambda d: torch.linspace(0, 1, 3, dtype=torch.bool, device=d))
+    raises_as_cpu(lambda d: torch.linspace(0, 1, 3, dtype=torch.bool, device=d))
 
 
 @pytest.mark.usefixtures("no_fallback")

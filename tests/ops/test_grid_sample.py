@@ -7,7 +7,7 @@ import itertools
 import pytest
 import torch
 import torch.nn.functional as F
-from jaxdev_testing import JAX, assert_same, on_both
+from jaxdev_testing import JAX, assert_same, on_both, seeded_randn
 
 # --- grid_sample's bicubic mode bit for bit against CPU. test_ops' compare_cpu found jaxdev off by up to
 # 2.7e-3 on OpInfo's reference input (a 345x456 image of 0..255 under a rotation): jaxdev unnormalized
@@ -66,11 +66,6 @@ def test_gradients(padding):
 HALF = [torch.bfloat16, torch.float16]
 
 
-def _randn(*shape, dtype=torch.float32, scale=1.0, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    return (torch.randn(shape, generator=g) * scale).to(dtype)
-
-
 # --- grid_sampler_2d in half: CPU's vectorized kernel rounds every Vectorized<half> step ---
 
 
@@ -80,7 +75,7 @@ def _randn(*shape, dtype=torch.float32, scale=1.0, seed=0):
 @pytest.mark.parametrize("padding", [0, 1, 2])  # zeros, border, reflection
 @pytest.mark.parametrize("align_corners", [False, True])
 def test_grid_sampler_2d_half(dtype, mode, padding, align_corners):
-    inp = _randn(2, 3, 5, 20, dtype=dtype)
+    inp = seeded_randn(2, 3, 5, 20, dtype=dtype)
     grid = (torch.rand(2, 13, 10, 2, generator=torch.Generator().manual_seed(1)) * 3 - 1.5).to(dtype)
     grid[0, 0, 0, 0] = float("nan")
     on_both(lambda d: torch.grid_sampler_2d(inp.to(d), grid.to(d), mode, padding, align_corners))
@@ -92,7 +87,7 @@ def test_grid_sampler_2d_half(dtype, mode, padding, align_corners):
 @pytest.mark.parametrize("padding", [0, 1])  # (reflection in 3-D half stays the float path)
 @pytest.mark.parametrize("align_corners", [False, True])
 def test_grid_sampler_3d_half(dtype, mode, padding, align_corners):
-    inp = _randn(2, 3, 5, 6, 7, dtype=dtype)
+    inp = seeded_randn(2, 3, 5, 6, 7, dtype=dtype)
     grid = (torch.rand(2, 4, 3, 5, 3, generator=torch.Generator().manual_seed(1)) * 3 - 1.5).to(dtype)
     on_both(lambda d: torch.grid_sampler_3d(inp.to(d), grid.to(d), mode, padding, align_corners))
 

@@ -11,7 +11,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from closeness import three_way
-from jaxdev_testing import CPU, JAX, assert_same, check, like_cpu, on_both
+from jaxdev_testing import CPU, JAX, assert_same, check, like_cpu, on_both, result_or_error_as_cpu, seeded_randn
 
 from jaxdev.ops.linalg import products as linalg
 from jaxdev.ops.toolkit import product_precision
@@ -249,20 +249,6 @@ def _gen(seed=0):
     return torch.Generator().manual_seed(seed)
 
 
-def _same_outcome(fn, *, rtol=1e-5, atol=1e-5):
-    """fn(device) on CPU and on jax: the same values (dtype, shape) or the same exception and message."""
-    try:
-        expected = fn(CPU)
-    except Exception as cpu_err:
-        with pytest.raises(type(cpu_err)) as jax_err:
-            fn(JAX)
-        assert str(jax_err.value).splitlines()[0] == str(cpu_err).splitlines()[0]
-        return None
-    got = fn(JAX)
-    assert_same(got, expected, rtol=rtol, atol=atol)
-    return got
-
-
 # --- addbmm ----------------------------------------------------------------------------------------
 
 S, B1, B2 = (torch.randn(*shape, generator=_gen(i)) for i, shape in enumerate(((3, 4), (2, 3, 5), (2, 5, 4))))
@@ -333,7 +319,7 @@ ADDBMM_CASES = {
 
 @pytest.mark.parametrize("case", list(ADDBMM_CASES))
 def test_addbmm_like_cpu(case):
-    _same_outcome(ADDBMM_CASES[case])
+    result_or_error_as_cpu(ADDBMM_CASES[case])
 
 
 def test_addbmm_out_writes_through_out():
@@ -403,7 +389,7 @@ MATRIX_EXP_CASES = {
 
 @pytest.mark.parametrize("case", list(MATRIX_EXP_CASES))
 def test_matrix_exp_like_cpu(case):
-    got = _same_outcome(MATRIX_EXP_CASES[case], rtol=1e-5, atol=2e-5)
+    got = result_or_error_as_cpu(MATRIX_EXP_CASES[case], rtol=1e-5, atol=2e-5)
     if got is not None:
         assert got.stride() == MATRIX_EXP_CASES[case](CPU).stride()
 
@@ -484,17 +470,16 @@ def test_integer_addmm_takes_beta_and_alpha_as_integers():
 HALF = [torch.bfloat16, torch.float16]
 
 
-def _randn(*shape, dtype=torch.float32, scale=1.0, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    return (torch.randn(shape, generator=g) * scale).to(dtype)
-
-
 # --- addr: CPU evaluates beta*self + (alpha*vec1)*vec2 left to right, rounding each half step ----------
 
 
 @pytest.mark.parametrize("dtype", HALF)
 def test_addr_half_rounds_every_step(dtype):
-    s, a, b = _randn(50, 60, dtype=dtype, scale=100), _randn(50, dtype=dtype, seed=1), _randn(60, dtype=dtype, seed=2)
+    s, a, b = (
+        seeded_randn(50, 60, dtype=dtype, scale=100),
+        seeded_randn(50, dtype=dtype, seed=1),
+        seeded_randn(60, dtype=dtype, seed=2),
+    )
     on_both(lambda d: torch.addr(s.to(d), a.to(d), b.to(d), beta=0.6, alpha=0.2))
     on_both(lambda d: torch.addr(s.to(d), a.to(d), b.to(d), alpha=0.2))  # beta 1 still rounds alpha*vec1 first
     out = torch.empty(50, 60, dtype=dtype)

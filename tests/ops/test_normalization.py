@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-from jaxdev_testing import JAX, assert_same, on_both, same_outcome
+from jaxdev_testing import JAX, assert_same, on_both, same_outcome, seeded_randn
 
 pytestmark = pytest.mark.usefixtures("no_fallback")  # tests/conftest.py
 
@@ -94,11 +94,6 @@ def test_batch_norm_dtypes_as_on_cpu(case, training):
 HALF = [torch.bfloat16, torch.float16]
 
 
-def _randn(*shape, dtype=torch.float32, scale=1.0, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    return (torch.randn(shape, generator=g) * scale).to(dtype)
-
-
 # --- batch norm in half precision: CPU stores the statistics in the parameter dtype and normalises with them ---
 
 
@@ -107,8 +102,12 @@ def _randn(*shape, dtype=torch.float32, scale=1.0, seed=0):
 @pytest.mark.parametrize("shape", [(5, 5, 5), (64, 4, 33), (1000, 3), (4, 3, 10, 7)])
 def test_native_batch_norm_half_matches_cpu_bit_for_bit(dtype, training, shape):
     c = shape[1]
-    x = (_randn(*shape, scale=3) + 1).to(dtype)
-    w, b, rm = _randn(c, dtype=dtype, seed=1), _randn(c, dtype=dtype, seed=2), _randn(c, dtype=dtype, seed=3)
+    x = (seeded_randn(*shape, scale=3) + 1).to(dtype)
+    w, b, rm = (
+        seeded_randn(c, dtype=dtype, seed=1),
+        seeded_randn(c, dtype=dtype, seed=2),
+        seeded_randn(c, dtype=dtype, seed=3),
+    )
     rv = (torch.rand(c, generator=torch.Generator().manual_seed(4)) + 0.5).to(dtype)
 
     def run(d):
@@ -123,8 +122,8 @@ def test_native_batch_norm_half_matches_cpu_bit_for_bit(dtype, training, shape):
 
 @pytest.mark.parametrize("dtype", HALF)
 def test_batch_norm_half_with_float_parameters_saves_float(dtype):
-    x = (_randn(40, 3, 50, scale=3) + 1).to(dtype)
-    w, b, rm, rv = _randn(3, seed=1), _randn(3, seed=2), _randn(3, seed=3), torch.rand(3) + 0.5
+    x = (seeded_randn(40, 3, 50, scale=3) + 1).to(dtype)
+    w, b, rm, rv = seeded_randn(3, seed=1), seeded_randn(3, seed=2), seeded_randn(3, seed=3), torch.rand(3) + 0.5
     on_both(lambda d: torch.native_batch_norm(x.to(d), w.to(d), b.to(d), rm.to(d), rv.to(d), False, 0.3, 0.6))
     # training sums in float32 in CPU's SIMD lane order: the float32 statistics agree to an ulp
     on_both(lambda d: torch.native_batch_norm(x.to(d), w.to(d), b.to(d), None, None, True, 0.3, 0.6)[1:], rtol=3e-7)
@@ -143,10 +142,10 @@ def test_batch_norm_zero_variance_and_zero_eps_gives_zero_invstd():
 @pytest.mark.parametrize("shape,normalized", [((1,), (1,)), ((3, 1), (1,)), ((2, 5), (5,)), ((4, 3, 7), (3, 7))])
 def test_layer_norm_rstd_and_weight_gradient(shape, normalized):
     x, w, b, gy = (
-        _randn(*shape, scale=3),
-        _randn(*normalized, seed=1),
-        _randn(*normalized, seed=2),
-        _randn(*shape, seed=3),
+        seeded_randn(*shape, scale=3),
+        seeded_randn(*normalized, seed=1),
+        seeded_randn(*normalized, seed=2),
+        seeded_randn(*shape, seed=3),
     )
     exact = shape == (1,)  # one element: no summation order to differ in
     tol = {"rtol": 0, "atol": 0} if exact else {"rtol": 1.3e-6, "atol": 1e-5}

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-from jaxdev_testing import JAX, assert_same, on_both, same_outcome
+from jaxdev_testing import JAX, assert_same, on_both, same_outcome, seeded_randn
 
 pytestmark = pytest.mark.usefixtures("no_fallback")  # tests/conftest.py
 
@@ -216,11 +216,6 @@ def test_convolution_and_pooling_geometry_as_on_cpu(case):
 HALF = [torch.bfloat16, torch.float16]
 
 
-def _randn(*shape, dtype=torch.float32, scale=1.0, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    return (torch.randn(shape, generator=g) * scale).to(dtype)
-
-
 # --- adaptive_avg_pool3d in half: CPU sums each bin in the half dtype, element by element ---
 
 
@@ -229,5 +224,5 @@ def _randn(*shape, dtype=torch.float32, scale=1.0, seed=0):
     "shape,out", [((8, 8, 8, 8), (5, 7, 4)), ((2, 3, 6, 6, 6), (4, 4, 4)), ((1, 1, 20, 20, 20), (1, 1, 1))]
 )
 def test_adaptive_avg_pool3d_half(dtype, shape, out):
-    x = _randn(*shape, scale=3, dtype=dtype)
+    x = seeded_randn(*shape, scale=3, dtype=dtype)
     on_both(lambda d: torch.nn.functional.adaptive_avg_pool3d(x.to(d), out))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 from closeness import three_way
-from jaxdev_testing import JAX, assert_same, on_both
+from jaxdev_testing import JAX, assert_same, on_both, seeded_randn
 
 pytestmark = pytest.mark.usefixtures("no_fallback")  # tests/conftest.py
 
@@ -29,26 +29,21 @@ def test_cummax_cummin_half_backward(op, dtype):
         )
 
 
-def _randn(*shape, dtype=torch.float32, scale=1.0, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    return (torch.randn(shape, generator=g) * scale).to(dtype)
-
-
 # --- logcumsumexp: CPU's sequential log-add-exp in at::acc_type (double for float32, complex<double>) ---
 
 
 @pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128, torch.float32, torch.float64, torch.bfloat16])
 @pytest.mark.parametrize("dim", [0, 1, 2])
 def test_logcumsumexp(dtype, dim):
-    x = _randn(5, 5, 5, scale=3).to(dtype)
+    x = seeded_randn(5, 5, 5, scale=3).to(dtype)
     if dtype.is_complex:
-        x = x + 2j * _randn(5, 5, 5, seed=1).to(dtype)  # the imaginary part accumulates past pi
+        x = x + 2j * seeded_randn(5, 5, 5, seed=1).to(dtype)  # the imaginary part accumulates past pi
     wide = dtype in (torch.float64, torch.complex128)  # libm vs XLA transcendentals: a few ulps
     on_both(lambda d: torch.logcumsumexp(x.to(d), dim), rtol=1e-14 if wide else 0)
 
 
 def test_logcumsumexp_gradient_float32():
-    x = _randn(5, 5, 5, scale=3).requires_grad_()
+    x = seeded_randn(5, 5, 5, scale=3).requires_grad_()
     (cpu_grad,) = torch.autograd.grad(torch.logcumsumexp(x, 0).sum(), x)
     xj = x.detach().to("jax").requires_grad_()
     (jax_grad,) = torch.autograd.grad(torch.logcumsumexp(xj, 0).sum(), xj)

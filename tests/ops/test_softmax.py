@@ -4,16 +4,11 @@ from __future__ import annotations
 
 import pytest
 import torch
-from jaxdev_testing import on_both
+from jaxdev_testing import on_both, seeded_randn
 
 pytestmark = pytest.mark.usefixtures("no_fallback")  # tests/conftest.py
 
 HALF = [torch.bfloat16, torch.float16]
-
-
-def _randn(*shape, dtype=torch.float32, scale=1.0, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    return (torch.randn(shape, generator=g) * scale).to(dtype)
 
 
 # --- log_softmax over the last dim in half: CPU keeps the row's sum and its log in the half dtype ---
@@ -24,5 +19,5 @@ def _randn(*shape, dtype=torch.float32, scale=1.0, seed=0):
     "shape,dim", [((5, 5), 1), ((5, 5), 0), ((7, 40), -1), ((3, 100, 2), 1), ((2, 1000), 1), ((), 0)]
 )
 def test_log_softmax_half(dtype, shape, dim):
-    x = _randn(*shape, scale=4, dtype=dtype)
+    x = seeded_randn(*shape, scale=4, dtype=dtype)
     on_both(lambda d: torch.log_softmax(x.to(d), dim))

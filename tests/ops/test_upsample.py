@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-from jaxdev_testing import JAX, assert_same, check, on_both
+from jaxdev_testing import JAX, assert_same, check, on_both, seeded_randn
 
 import jaxdev
 
@@ -139,11 +139,6 @@ def test_interpolate_size_checks_as_cpu(shape, kwargs, dtype):
 HALF = [torch.bfloat16, torch.float16]
 
 
-def _randn(*shape, dtype=torch.float32, scale=1.0, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    return (torch.randn(shape, generator=g) * scale).to(dtype)
-
-
 # --- interpolation in half: CPU stores 1-d/3-d linear and bicubic weights in the half dtype ---
 
 
@@ -155,7 +150,7 @@ def _randn(*shape, dtype=torch.float32, scale=1.0, seed=0):
 def test_interpolate_half(dtype, shape, mode, align_corners):
     if mode == "bicubic" and dtype == torch.float16 and not align_corners:
         pytest.skip("known: float16 bicubic without align_corners still differs by an ulp past rtol 1e-3")
-    x = _randn(*shape, scale=4, dtype=dtype)
+    x = seeded_randn(*shape, scale=4, dtype=dtype)
     # 1-d linear is bit-equal; trilinear and bicubic sum taps in float32 in another order than
     # CPU's nested loops, an ulp of the half result here and there (the weights were off by far more)
     tol = {} if mode == "linear" else {"rtol": 1e-3 if dtype == torch.float16 else 1.6e-2, "atol": 1e-5}
@@ -168,7 +163,7 @@ def test_interpolate_half(dtype, shape, mode, align_corners):
     def grad(d):  # CPU's backward weighs with float32 weights
         xx = x.to(d).requires_grad_()
         y = torch.nn.functional.interpolate(xx, scale_factor=1.7, mode=mode, align_corners=align_corners)
-        return torch.autograd.grad(y, xx, _randn(*y.shape, seed=1, dtype=dtype).to(d))
+        return torch.autograd.grad(y, xx, seeded_randn(*y.shape, seed=1, dtype=dtype).to(d))
 
     on_both(grad, **tol)
 
