@@ -220,6 +220,50 @@ def like_cpu(fn, *, rtol=0.0, atol=0.0, check_stride=True):
         return on_both(fn, rtol=rtol, atol=atol, check_stride=check_stride) if expected is not None else None
 
 
+def run_ranks(argv: list[str], *, deadline_s: float, env: dict | None = None, world: int = 2) -> list[dict]:
+    """`world` processes of `argv` (a torch.distributed job on this host: DDP_RANK, DDP_PORT and
+    JAX_PORT set, JAXDEV_FALLBACK=error), waited for together up to `deadline_s`; each rank's last
+    `RESULT{json}` line, parsed. A rank that fails or prints none fails the test with its output's tail."""
+    import json
+    import socket
+    import tempfile
+    import time
+
+    with socket.socket() as s, socket.socket() as s2:
+        s.bind(("127.0.0.1", 0))
+        s2.bind(("127.0.0.1", 0))
+        port, jax_port = str(s.getsockname()[1]), str(s2.getsockname()[1])
+    procs = []
+    for rank in range(world):
+        rank_env = dict(os.environ)
+        rank_env.update(
+            PYTHONPATH=os.pathsep.join([str(ROOT), str(ROOT / "tests"), rank_env.get("PYTHONPATH", "")]),
+            JAXDEV_FALLBACK="error",
+            DDP_RANK=str(rank),
+            DDP_PORT=port,
+            JAX_PORT=jax_port,
+            **(env or {}),
+        )
+        out = tempfile.TemporaryFile()  # noqa: SIM115  (a file, not a pipe: a rank never blocks on it)
+        p = subprocess.Popen(argv, env=rank_env, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
+        procs.append((p, out))
+    results = []
+    deadline = time.monotonic() + deadline_s
+    for p, out in procs:
+        try:
+            code = p.wait(timeout=max(1.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            p.kill()
+            code = p.wait()
+        out.seek(0)
+        text = out.read().decode(errors="replace")
+        out.close()
+        results.append((code, text, [line for line in text.splitlines() if line.startswith("RESULT")]))
+    for code, text, lines in results:
+        assert code == 0 and lines, f"exit {code}:\n" + "\n".join(text.splitlines()[-40:])
+    return [json.loads(lines[-1][len("RESULT") :]) for _, _, lines in results]
+
+
 # --- helpers the op test modules share -------------------------------------------------------------
 
 

@@ -5,16 +5,11 @@ over an MLP on jax matching one process's training within 1e-5, by each route.""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
 import sys
-import tempfile
-import time
 
 import pytest
 import torch.distributed as dist
-from jaxdev_testing import ROOT
+from jaxdev_testing import run_ranks
 
 pytestmark = pytest.mark.skipif(not dist.is_available(), reason="torch.distributed is not built")
 
@@ -182,41 +177,7 @@ os._exit(0)  # JAX's atexit clean_up (clear_backends) can hang after shutdown (t
 
 @pytest.fixture(scope="module")
 def ranks():
-    import socket
-
-    with socket.socket() as s, socket.socket() as s2:
-        s.bind(("127.0.0.1", 0))
-        s2.bind(("127.0.0.1", 0))
-        port, jax_port = str(s.getsockname()[1]), str(s2.getsockname()[1])
-    procs = []
-    for rank in range(2):
-        env = dict(os.environ)
-        env.update(
-            PYTHONPATH=os.pathsep.join([str(ROOT), str(ROOT / "tests"), env.get("PYTHONPATH", "")]),
-            JAXDEV_FALLBACK="error",
-            DDP_RANK=str(rank),
-            DDP_PORT=port,
-            JAX_PORT=jax_port,
-        )
-        out = tempfile.TemporaryFile()  # noqa: SIM115  (a file, not a pipe: a rank never blocks on it)
-        p = subprocess.Popen([sys.executable, "-c", RANK], env=env, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
-        procs.append((p, out))
-    results = []
-    deadline = time.monotonic() + 240
-    for p, out in procs:
-        try:
-            code = p.wait(timeout=max(1.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            p.kill()
-            code = p.wait()
-        out.seek(0)
-        text = out.read().decode(errors="replace")
-        out.close()
-        lines = [line for line in text.splitlines() if line.startswith("RESULT")]
-        results.append((code, text, lines))
-    for code, text, lines in results:
-        assert code == 0 and lines, f"exit {code}:\n" + "\n".join(text.splitlines()[-25:])
-    return [json.loads(lines[-1][len("RESULT") :]) for _, _, lines in results]
+    return run_ranks([sys.executable, "-c", RANK], deadline_s=240)
 
 
 @pytest.mark.parametrize("via", ["gloo", "xla"])

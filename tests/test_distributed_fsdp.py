@@ -6,64 +6,24 @@ DTensor's distribute/redistribute/matmul/full_tensor match CPU's values."""
 
 from __future__ import annotations
 
-import json
 import os
-import socket
-import subprocess
 import sys
-import tempfile
 import time
 
 import pytest
 import torch.distributed as dist
-from jaxdev_testing import ROOT
+from jaxdev_testing import ROOT, run_ranks
 
 pytestmark = pytest.mark.skipif(not dist.is_available(), reason="torch.distributed is not built")
 
 DEADLINE_S = 400  # for both ranks together; each prints its stacks and exits a little before
 
 
-def _ports():
-    with socket.socket() as s, socket.socket() as s2:
-        s.bind(("127.0.0.1", 0))
-        s2.bind(("127.0.0.1", 0))
-        return str(s.getsockname()[1]), str(s2.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def ranks():
-    port, jax_port = _ports()
-    procs = []
-    for rank in range(2):
-        env = dict(os.environ)
-        env.update(
-            PYTHONPATH=os.pathsep.join([str(ROOT), str(ROOT / "tests"), env.get("PYTHONPATH", "")]),
-            JAXDEV_FALLBACK="error",
-            DDP_RANK=str(rank),
-            DDP_PORT=port,
-            JAX_PORT=jax_port,
-            HANG_S=str(DEADLINE_S - 20),
-            RANK_LAUNCHED=str(time.time()),
-        )
-        out = tempfile.TemporaryFile()  # noqa: SIM115  (a file, not a pipe: a rank never blocks on it)
-        script = str(ROOT / "tests" / "distributed_fsdp_rank.py")
-        p = subprocess.Popen([sys.executable, script], env=env, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
-        procs.append((p, out))
-    results = []
-    deadline = time.monotonic() + DEADLINE_S
-    for p, out in procs:
-        try:
-            code = p.wait(timeout=max(1.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            p.kill()
-            code = p.wait()
-        out.seek(0)
-        text = out.read().decode(errors="replace")
-        out.close()
-        results.append((code, text, [line for line in text.splitlines() if line.startswith("RESULT")]))
-    for code, text, lines in results:
-        assert code == 0 and lines, f"exit {code}:\n" + "\n".join(text.splitlines()[-40:])
-    return [json.loads(lines[-1][len("RESULT") :]) for _, _, lines in results]
+    script = str(ROOT / "tests" / "distributed_fsdp_rank.py")
+    env = {"HANG_S": str(DEADLINE_S - 20), "RANK_LAUNCHED": str(time.time())}
+    return run_ranks([sys.executable, script], deadline_s=DEADLINE_S, env=env)
 
 
 @pytest.mark.parametrize("via", ["gloo", "xla"])
