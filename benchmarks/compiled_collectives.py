@@ -131,6 +131,16 @@ def _diff(a, b) -> float:
     return max((x.detach().cpu() - y.detach().cpu()).abs().max().item() for x, y in zip(a, b))
 
 
+def _agreement(losses, weights, eager, reference) -> dict:
+    """How far a run's losses and weights are from eager's and from one CPU process's (each a pair)."""
+    return {
+        "losses_vs_eager": max(abs(a - b) for a, b in zip(losses, eager[0])),
+        "weights_vs_eager": _diff(weights, eager[1]),
+        "losses_vs_one_process_cpu": max(abs(a - b) for a, b in zip(losses, reference[0])),
+        "weights_vs_one_process_cpu": _diff(weights, reference[1]),
+    }
+
+
 def ddp_style(rank: int, data, steps: int) -> dict:
     import torch
     import torch.distributed as dist
@@ -197,10 +207,7 @@ def ddp_style(rank: int, data, steps: int) -> dict:
         "eager_collectives_3_steps": eager_collectives,
         "eager_collectives_3_steps_lowering_off": eager_before,
         "losses": losses,
-        "losses_vs_eager": max(abs(a - b) for a, b in zip(losses, eager[0])),
-        "weights_vs_eager": _diff(weights, eager[1]),
-        "losses_vs_one_process_cpu": max(abs(a - b) for a, b in zip(losses, reference[0])),
-        "weights_vs_one_process_cpu": _diff(weights, reference[1]),
+        **_agreement(losses, weights, eager, reference),
         "median_ms": times,
         "eager_over_compiled": round(times["eager"] / times["compiled"], 2),
         "op_by_op_over_compiled": round(times["compiled_op_by_op"] / times["compiled"], 2),
@@ -268,10 +275,7 @@ def simple_fsdp(rank: int, data, steps: int) -> dict:
         "graph_calls_3_steps": calls,
         "eager_collectives_3_steps": eager_collectives,  # 3: the loss's own all_reduce, outside the step
         "losses": losses,
-        "losses_vs_eager": max(abs(a - b) for a, b in zip(losses, eager[0])),
-        "weights_vs_eager": _diff(weights, eager[1]),
-        "losses_vs_one_process_cpu": max(abs(a - b) for a, b in zip(losses, reference[0])),
-        "weights_vs_one_process_cpu": _diff(weights, reference[1]),
+        **_agreement(losses, weights, eager, reference),
         "median_ms": times,
         "eager_over_compiled": round(times["eager"] / times["compiled"], 2),
     }
