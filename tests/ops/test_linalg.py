@@ -1,20 +1,14 @@
 """jaxdev/ops/linalg/: ormqr's gradient layouts, out= of the linalg ops, decompositions near degenerate
-inputs, addbmm, matrix_exp, products at the device's precision and addr, against CPU PyTorch."""
+inputs, addbmm and matrix_exp (products and addr: test_products.py), against CPU PyTorch."""
 
 from __future__ import annotations
 
 import itertools
 
-import jax
-import jax.numpy as jnp
 import pytest
 import torch
-import torch.nn.functional as F
 from closeness import three_way
-from jaxdev_testing import CPU, JAX, assert_same, check, like_cpu, on_both, result_or_error_as_cpu, seeded_randn
-
-from jaxdev.ops.linalg import products as linalg
-from jaxdev.ops.toolkit import product_precision
+from jaxdev_testing import CPU, JAX, assert_same, check, like_cpu, result_or_error_as_cpu
 
 pytestmark = pytest.mark.usefixtures("no_fallback")  # tests/conftest.py
 
@@ -399,109 +393,3 @@ def test_matrix_exp_gradients_like_cpu(dtype):
     # PyTorch's formula: matrix_exp of the block matrix [[A^H, G], [0, A^H]]
     x = torch.randn(2, 4, 4, generator=_gen(11), dtype=dtype) * 0.7
     check(torch.linalg.matrix_exp, x, rtol=1e-4, atol=1e-5)
-
-
-# --- products at the device's precision: half inputs accumulate in float32 and round once (CUDA's
-# contract), float32 follows torch.set_float32_matmul_precision, everything else is exact --------------
-
-P = jax.lax.Precision
-
-
-@pytest.fixture
-def matmul_precision():
-    before = torch.get_float32_matmul_precision()
-    yield torch.set_float32_matmul_precision
-    torch.set_float32_matmul_precision(before)
-
-
-def test_float32_precision_follows_the_setting_at_call_time(matmul_precision):
-    f32 = jnp.dtype(jnp.float32)
-    assert product_precision(f32) == (P.HIGHEST, None)  # PyTorch's default, "highest"
-    for setting, expected in (("high", P.HIGH), ("medium", P.DEFAULT), ("highest", P.HIGHEST)):
-        matmul_precision(setting)
-        assert product_precision(f32) == (expected, None)
-        body = linalg._product(f32, *product_precision(f32))
-        hlo = body.lower(jnp.ones((4, 4), f32), jnp.ones((4, 4), f32)).as_text()
-        # the lowered product carries the precision (DEFAULT is the absence of a precision config)
-        assert (f"precision = [{expected.name}, {expected.name}]" in hlo) or (
-            expected is P.DEFAULT and "HIGH" not in hlo
-        )
-    assert product_precision(jnp.dtype(jnp.float64)) == (P.HIGHEST, None)  # never lowered
-
-
-def test_half_products_accumulate_in_float32(matmul_precision):
-    matmul_precision("medium")  # the float32 setting does not touch half products
-    for dt in (jnp.bfloat16, jnp.float16):
-        assert product_precision(jnp.dtype(dt)) == (P.DEFAULT, jnp.dtype(jnp.float32))
-
-
-CASES = {
-    "linear": (lambda x, w, b: F.linear(x, w, b), [(32, 64), (48, 64), (48,)]),
-    "addmm": (lambda s, a, b: torch.addmm(s, a, b, beta=0.5, alpha=2.0), [(32, 48), (32, 64), (64, 48)]),
-    "baddbmm": (lambda s, a, b: torch.baddbmm(s, a, b, beta=0.25, alpha=1.5), [(3, 8, 16), (3, 8, 24), (3, 24, 16)]),
-    "bmm": (lambda a, b: torch.bmm(a, b), [(3, 8, 24), (3, 24, 16)]),
-    "conv2d": (lambda x, w, b: F.conv2d(x, w, b, padding=1), [(2, 8, 9, 9), (16, 8, 3, 3), (16,)]),
-}
-
-
-@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
-@pytest.mark.parametrize("case", list(CASES))
-def test_half_products_match_cpu(case, dtype):
-    fn, shapes = CASES[case]
-    torch.manual_seed(0)
-    inputs = [torch.randn(s, dtype=dtype) for s in shapes]
-    expected = fn(*inputs)
-    on_jax = [t.to(JAX).requires_grad_() for t in inputs]
-    got = fn(*on_jax)
-    # bfloat16 products round exactly as CPU's here; float16 within one unit in the last place.
-    tol = {"rtol": 0.0, "atol": 0.0} if dtype == torch.bfloat16 else {"rtol": 1e-3, "atol": 1e-2}
-    assert_same(got, expected, **tol)
-    got.float().sum().backward()
-    assert all(t.grad.dtype == dtype for t in on_jax)
-
-
-def test_integer_addmm_takes_beta_and_alpha_as_integers():
-    s, a, b = (torch.full(shape, v, dtype=torch.int32) for shape, v in (((1, 2), 10), ((1, 1), 3), ((1, 2), 7)))
-    for beta, alpha in ((0.2, 0.6), (2, 3), (0, 1)):
-        expected = torch.addmm(s, a, b, beta=beta, alpha=alpha)
-        assert_same(torch.addmm(s.to(JAX), a.to(JAX), b.to(JAX), beta=beta, alpha=alpha), expected)
-
-
-HALF = [torch.bfloat16, torch.float16]
-
-
-# --- addr: CPU evaluates beta*self + (alpha*vec1)*vec2 left to right, rounding each half step ----------
-
-
-@pytest.mark.parametrize("dtype", HALF)
-def test_addr_half_rounds_every_step(dtype):
-    s, a, b = (
-        seeded_randn(50, 60, dtype=dtype, scale=100),
-        seeded_randn(50, dtype=dtype, seed=1),
-        seeded_randn(60, dtype=dtype, seed=2),
-    )
-    on_both(lambda d: torch.addr(s.to(d), a.to(d), b.to(d), beta=0.6, alpha=0.2))
-    on_both(lambda d: torch.addr(s.to(d), a.to(d), b.to(d), alpha=0.2))  # beta 1 still rounds alpha*vec1 first
-    out = torch.empty(50, 60, dtype=dtype)
-    on_both(lambda d: torch.addr(s.to(d), a.to(d), b.to(d), beta=0.3, alpha=3, out=out.to(d)))
-
-
-def test_addr_scalars_and_dtypes():
-    nan = torch.full((2, 2), float("nan"), dtype=torch.float16)
-    one = torch.ones(2, dtype=torch.float16)
-    on_both(lambda d: torch.addr(nan.to(d), one.to(d), one.to(d), beta=1e-10, alpha=2))  # beta rounds to 0: NaN ignored
-    u = torch.full((2, 2), 3, dtype=torch.uint8)
-    on_both(lambda d: torch.addr(u.to(d), u[0].to(d), u[0].to(d), alpha=-1))  # wraps like CPU
-    on_both(lambda d: torch.addr(u.to(d), u[0].to(d), u[0].to(d), alpha=300), match="without overflow")
-    i = torch.ones(2, 2, dtype=torch.int32)
-    on_both(lambda d: torch.addr(i.to(d), one.float().to(d), one.float().to(d), beta=0.5))  # promotes to float32
-    on_both(lambda d: torch.addr(i.to(d), i[0].to(d), i[0].to(d), beta=0.5), match="must not be a floating point")
-    on_both(
-        lambda d: torch.addr(i.float().to(d), one.float().to(d), one.float().to(d), beta=True), match="Boolean beta"
-    )
-    t = torch.tensor([True, False, True])
-    bools = torch.ones(3, 4, dtype=torch.bool)
-    on_both(lambda d: torch.addr(bools.to(d), t.to(d), bools[0].to(d), beta=False))
-    on_both(lambda d: torch.addr(bools.to(d), t.to(d), bools[0].to(d), alpha=2))
-    on_both(lambda d: torch.addr(torch.ones(3, 5, device=d), torch.ones(3, device=d), torch.ones(4, device=d)))
-    on_both(lambda d: torch.addr(torch.ones(3, 4, device=d), torch.ones(3, 1, device=d), torch.ones(4, device=d)))
