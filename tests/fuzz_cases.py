@@ -1,5 +1,5 @@
 """Hostile-input fuzz cases for tests/test_fuzz_hostile.py (issue 14, item 5): what a case is, how it is
-called and judged, and the corpus as data (tests/data/fuzz_corpus.json).
+judged, and the corpus as data (tests/data/fuzz_corpus.json); how each op is called: tests/fuzz_calls.py.
 
 A case is one call of one of ~50 ops with random and extreme arguments: shapes with 0, 1, negative
 and overflowing sizes, strides (zero, negative, overlapping `as_strided` views, huge), every dtype,
@@ -31,7 +31,7 @@ import warnings
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
+from fuzz_calls import CALL, FLAGS
 from jaxdev_testing import ALL_DTYPES, CPU, JAX
 
 from jaxdev.audit.check import compare
@@ -294,95 +294,6 @@ def write_corpus(corpus: Corpus, path=CORPUS) -> None:
     known = ",\n".join(f"    {json.dumps(k)}: {line(c)}" for k, c in corpus.known.items())
     text = f'{{\n  "seed": {corpus.seed},\n  "cases": [\n{cases}\n  ],\n  "known": {{\n{known}\n  }}\n}}\n'
     Path(path).write_text(text)
-
-
-# --- the ops: name -> how to call it, and its flags: "view" (compare strides and storage offset),
-# "values=False" (uninitialised memory: compare shape and dtype only) ----------------------------
-
-CALL = {
-    "empty": lambda *a, **k: torch.empty(*a, **k),
-    "zeros": lambda *a, **k: torch.zeros(*a, **k),
-    "full": lambda *a, **k: torch.full(*a, **k),
-    "arange": lambda *a, **k: torch.arange(*a, **k),
-    "linspace": lambda *a, **k: torch.linspace(*a, **k),
-    "empty_strided": lambda *a, **k: torch.empty_strided(*a, **k),
-    "eye": lambda *a, **k: torch.eye(*a, **k),
-    "view": lambda t, s: t.view(s),
-    "view_dtype": lambda t, d: t.view(d),
-    "reshape": lambda t, s: t.reshape(s),
-    "expand": lambda t, s: t.expand(s),
-    "as_strided": lambda t, *a: t.as_strided(*a),
-    "narrow": lambda t, *a: t.narrow(*a),
-    "select": lambda t, *a: t.select(*a),
-    "unfold": lambda t, *a: t.unfold(*a),
-    "permute": lambda t, d: t.permute(d),
-    "transpose": lambda t, *a: t.transpose(*a),
-    "squeeze": lambda t, *a: t.squeeze(*a),
-    "unsqueeze": lambda t, d: t.unsqueeze(d),
-    "flatten": lambda t, *a: t.flatten(*a),
-    "split": lambda t, *a: t.split(*a),
-    "chunk": lambda t, *a: t.chunk(*a),
-    "resize_": lambda t, s: t.resize_(s),
-    "set_": lambda t, s: t.set_(s),
-    "set_storage": lambda t, s, *a: t.set_(s.untyped_storage(), *a),
-    "cat": lambda ts, *a, **k: torch.cat(ts, *a, **k),
-    "stack": lambda ts, *a, **k: torch.stack(ts, *a, **k),
-    "index_select": lambda *a, **k: torch.index_select(*a, **k),
-    "gather": lambda *a, **k: torch.gather(*a, **k),
-    "scatter_": lambda t, *a, **k: t.scatter_(*a, **k),
-    "index_put_": lambda t, i, v, acc: t.index_put_(i, v, acc),
-    "masked_fill": lambda t, m, v: t.masked_fill(m, v),
-    "take": lambda *a, **k: torch.take(*a, **k),
-    "repeat": lambda t, s: t.repeat(s),
-    "tile": lambda t, s: t.tile(s),
-    "pad": lambda *a, **k: F.pad(*a, **k),
-    "sum": lambda *a, **k: torch.sum(*a, **k),
-    "mean": lambda *a, **k: torch.mean(*a, **k),
-    "amax": lambda *a, **k: torch.amax(*a, **k),
-    "matmul": lambda *a, **k: torch.matmul(*a, **k),
-    "add": lambda *a, **k: torch.add(*a, **k),
-    "mul": lambda *a, **k: torch.mul(*a, **k),
-    "copy_": lambda t, s: t.copy_(s),
-    "fill_": lambda t, v: t.fill_(v),
-    "clamp": lambda *a, **k: torch.clamp(*a, **k),
-    "sort": lambda *a, **k: torch.sort(*a, **k),
-    "topk": lambda *a, **k: torch.topk(*a, **k),
-    "cumsum": lambda *a, **k: torch.cumsum(*a, **k),
-    "where": lambda *a, **k: torch.where(*a, **k),
-    "nonzero": lambda *a, **k: torch.nonzero(*a, **k),
-    "one_hot": lambda *a: F.one_hot(*a),
-    "embedding": lambda *a: F.embedding(*a),
-    "roll": lambda *a: torch.roll(*a),
-    "flip": lambda *a: torch.flip(*a),
-    "diag": lambda *a: torch.diag(*a),
-    "diagonal": lambda t, *a: torch.diagonal(t, *a),
-    "tril": lambda *a: torch.tril(*a),
-    "triu": lambda *a: torch.triu(*a),
-}
-
-
-FLAGS: dict[str, set] = {
-    "empty": {"values=False"},
-    "empty_strided": {"values=False", "view"},
-    "view": {"view"},
-    "view_dtype": {"view"},
-    "expand": {"view"},
-    "as_strided": {"view"},
-    "narrow": {"view"},
-    "select": {"view"},
-    "unfold": {"view"},
-    "permute": {"view"},
-    "transpose": {"view"},
-    "squeeze": {"view"},
-    "unsqueeze": {"view"},
-    "flatten": {"view"},
-    "split": {"view"},
-    "chunk": {"view"},
-    "resize_": {"values=False"},
-    "set_": {"view"},
-    "set_storage": {"values=False"},
-    "diagonal": {"view"},
-}
 
 
 # --- running and judging -----------------------------------------------------------------------
