@@ -13,6 +13,7 @@ from jaxdev.ops import (  # noqa: F401
     distance,
     distributions,
     embedding_bag,
+    expanded_put,
     fft,
     fold,
     gamma,

@@ -234,7 +234,20 @@ def index_put(self, indices, values, accumulate=False):
         _check_put_dtypes(self, values, zero_dim_converts=True)
         p, mask = single
         return into(_put_through_mask(p, bool(accumulate)), x, mask, _put_value(self, values, mask, p))
-    _check_empty_dims(self, indices)  # CPU's order: a size-0 indexed dim, the dtypes, then the bounds
+    index, v = put_index(self, indices, values)
+    structure, arrays = _split_index(index)
+    return into(_put_at(structure, bool(accumulate)), x, v, *arrays)
+
+
+def put_index(self, indices, values) -> tuple:
+    """index_put's checks in CPU's order (a size-0 indexed dim, the dtypes, the bounds, the value's
+    shape) and (its jnp index, with masks as positions; the value as a jax array)."""
+    single = _single_mask(self, indices)
+    if single is not None:
+        _check_put_dtypes(self, values, zero_dim_converts=True)
+        p, mask = single
+        return _index_tuple(self, indices), _put_value(self, values, mask, p)
+    _check_empty_dims(self, indices)
     _check_put_dtypes(self, values)
     index = _index_tuple(self, indices)
     result = _indexing_result_shape(tuple(self.shape), index)
@@ -245,8 +258,7 @@ def index_put(self, indices, values, accumulate=False):
             f"of shape {list(result)}"
         )
     v = J(values) if values.device.type == "jax" or values.dim() == 0 else tensor.from_cpu(values)
-    structure, arrays = _split_index(index)
-    return into(_put_at(structure, bool(accumulate)), x, v, *arrays)
+    return index, v
 
 
 @jitted
@@ -264,6 +276,9 @@ def _put_at(structure, accumulate):
 @register(aten._index_put_impl_.default)
 def index_put_impl_(self, indices, values, accumulate=False, unsafe=False):
     overlaps.check("_index_put_impl", self, {"indices": indices, "values": values})
+    if overlaps.expanded_dims(self):
+        overlaps.write_expanded(aten._index_put_impl_.default, self, index_put, (indices, values, accumulate), {})
+        return self
     others = [ix for ix in indices if ix is not None] + [values]
     tensor.write(self, indexed_writes.computed(index_put, self, (indices, values, accumulate), {}, others))
     return self

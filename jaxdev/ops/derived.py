@@ -147,7 +147,7 @@ def inplace_kernel(fn, functional: OpOverload, op: OpOverload, indexed: bool = F
         else:
             overlap_check(self, args, kwargs)
         if fills and overlaps.expanded_dims(self):
-            overlaps.store_expanded(op, self, fn(self, *args, **kwargs), store_into)
+            overlaps.write_expanded(op, self, fn, args, kwargs, store_into)
             return self
         if donating and is_jax(self) and inplace.try_donated(fn, name, self, args, kwargs):
             return self

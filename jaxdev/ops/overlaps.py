@@ -6,8 +6,9 @@ against CPU PyTorch:
   FULL       arguments CPU checks with assert_no_overlap, which refuses a full overlap too: the written
              tensor passed as its own index or source (`t.index_add_(0, i, t)`, `t.scatter_(0, t, v)`)
   UNCHECKED  arguments CPU reads as a number (`.item()`) before writing, and never checks
-and EXPANDED_FILLS, the in-place fills CPU runs on a self whose elements share memory (an expanded
-tensor) with a deprecation warning where every other op raises the internal-overlap error.
+and EXPANDED_FILLS and EXPANDED_WRITES, the in-place writes CPU runs on a self whose elements share
+memory (an expanded tensor) with a deprecation warning where every other op raises the internal-overlap
+error.
 """
 
 from __future__ import annotations
@@ -87,8 +88,27 @@ def written_check(op: OpOverload, after_self: bool) -> Callable | None:
 EXPANDED_FILLS: dict[str, str] = {"masked_fill": "tensor[mask] = scalar", "index_fill": "tensor[mask] = scalar"}
 
 
+# In-place writes CPU runs on an expanded self in its loop order (the last write to a location wins):
+# their writer, `writer(self, *args, **kwargs)`, comes from the module serving them (ops/expanded_put.py),
+# which needs the op's own index checks.
+EXPANDED_WRITES = frozenset({"index_put", "_index_put_impl"})
+EXPANDED_WRITERS: dict[str, Callable] = {}
+
+
 def fills_expanded(op: OpOverload) -> bool:
-    return _base_name(op) in EXPANDED_FILLS
+    name = _base_name(op)
+    return name in EXPANDED_FILLS or name in EXPANDED_WRITES
+
+
+def write_expanded(
+    op: OpOverload, self: torch.Tensor, fn: Callable, args, kwargs, store: Callable | None = None
+) -> None:
+    """An in-place op's write into an expanded `self` as CPU does it (fills_expanded(op) is true)."""
+    name = _base_name(op)
+    if name in EXPANDED_WRITES:
+        EXPANDED_WRITERS[name](self, *args, **kwargs)
+    else:
+        store_expanded(op, self, fn(self, *args, **kwargs), store)
 
 
 def expanded_dims(t: torch.Tensor) -> tuple[int, ...]:
