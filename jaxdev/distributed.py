@@ -22,6 +22,7 @@ reducer through pybind's trampoline: DDP sees an ordinary process group and ordi
 from __future__ import annotations
 
 import functools
+import itertools
 import os
 
 import jax
@@ -29,6 +30,7 @@ import jax.numpy as jnp
 import numpy as np
 import torch
 import torch.distributed as dist
+from jax._src import distributed as jax_processes  # its global_state.client: no public accessor
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from torch._C._distributed_c10d import AllgatherOptions, _create_work_from_future
 from torch.futures import Future
@@ -61,6 +63,28 @@ def _flat(tensors):
             yield t
 
 
+_BARRIERS = itertools.count()  # this process's compile barriers, numbered alike on every process
+
+
+def run_compiled(program, compiled: dict, *args):
+    """`program(*args)` (a jitted program with cross-process collectives) for the processes of
+    `jax.distributed`: compiled first for each new argument signature, then a barrier of all the
+    processes, then run. XLA's CPU collectives (gloo) give up on a peer that reaches a collective
+    over 30 s after the first (jax-ml/jax#40831), and a process still compiling the program is such
+    a peer: the barrier makes every process start the program only once all have compiled it."""
+    leaves = jax.tree.leaves(args)
+    key = tuple((a.shape, a.dtype, getattr(a, "sharding", None)) for a in leaves)
+    executable = compiled.get(key)
+    if executable is None:
+        executable = program.lower(*args).compile()
+        client = jax_processes.global_state.client
+        if client is not None:
+            # 30 min, torch.distributed's default timeout: a slow compile is not an error
+            client.wait_at_barrier(f"jaxdev-compiled-{next(_BARRIERS)}", 30 * 60 * 1000)
+        compiled[key] = executable
+    return executable(*args)
+
+
 _REDUCERS = {"SUM": jnp.sum, "MAX": jnp.max, "MIN": jnp.min, "PRODUCT": jnp.prod, "AVG": jnp.mean}
 
 
@@ -80,6 +104,7 @@ class _XlaCollectives:
         self.replicated = NamedSharding(mesh, PartitionSpec())
         self.size = size
         self._programs: dict = {}
+        self._compiled: dict = {}
 
     @staticmethod
     def available(rank: int, size: int) -> bool:
@@ -111,7 +136,8 @@ class _XlaCollectives:
         source = t if source is None else source
         local = jax.device_put(tensor.read(source), self.device)[None]
         stacked = jax.make_array_from_single_device_arrays((self.size, *source.shape), self.stacked, [local])
-        result = self._program(kind, arg)(stacked).addressable_data(0)
+        compiled = self._compiled.setdefault((kind, arg), {})
+        result = run_compiled(self._program(kind, arg), compiled, stacked).addressable_data(0)
         with torch.no_grad():
             t.copy_(tensor.wrap(result.reshape(tuple(t.shape))))
 

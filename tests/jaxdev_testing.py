@@ -223,8 +223,11 @@ def like_cpu(fn, *, rtol=0.0, atol=0.0, check_stride=True):
 def run_ranks(argv: list[str], *, deadline_s: float, env: dict | None = None, world: int = 2) -> list[dict]:
     """`world` processes of `argv` (a torch.distributed job on this host: DDP_RANK, DDP_PORT and
     JAX_PORT set, JAXDEV_FALLBACK=error), waited for together up to `deadline_s`; each rank's last
-    `RESULT{json}` line, parsed. A rank that fails or prints none fails the test with its output's tail."""
+    `RESULT{json}` line, parsed. A rank that fails or prints none fails the test with every rank's
+    output's tail. A rank still running at the deadline, or 30 s after another rank failed, is sent
+    SIGABRT first: with PYTHONFAULTHANDLER set it prints where each of its threads stood."""
     import json
+    import signal
     import socket
     import tempfile
     import time
@@ -238,6 +241,7 @@ def run_ranks(argv: list[str], *, deadline_s: float, env: dict | None = None, wo
         rank_env = dict(os.environ)
         rank_env.update(
             PYTHONPATH=os.pathsep.join([str(ROOT), str(ROOT / "tests"), rank_env.get("PYTHONPATH", "")]),
+            PYTHONFAULTHANDLER="1",
             JAXDEV_FALLBACK="error",
             DDP_RANK=str(rank),
             DDP_PORT=port,
@@ -245,22 +249,35 @@ def run_ranks(argv: list[str], *, deadline_s: float, env: dict | None = None, wo
             **(env or {}),
         )
         out = tempfile.TemporaryFile()  # noqa: SIM115  (a file, not a pipe: a rank never blocks on it)
-        p = subprocess.Popen(argv, env=rank_env, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
-        procs.append((p, out))
-    results = []
+        procs.append((subprocess.Popen(argv, env=rank_env, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT), out))
     deadline = time.monotonic() + deadline_s
+    while time.monotonic() < deadline:
+        codes = [p.poll() for p, _ in procs]
+        if None not in codes:
+            break
+        if any(code not in (None, 0) for code in codes):
+            deadline = min(deadline, time.monotonic() + 30)  # its peers may wait on it forever
+        time.sleep(0.2)
+    for p, _ in procs:
+        if p.poll() is None:
+            p.send_signal(signal.SIGABRT)
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+    results = []
     for p, out in procs:
-        try:
-            code = p.wait(timeout=max(1.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            p.kill()
-            code = p.wait()
         out.seek(0)
         text = out.read().decode(errors="replace")
         out.close()
-        results.append((code, text, [line for line in text.splitlines() if line.startswith("RESULT")]))
-    for code, text, lines in results:
-        assert code == 0 and lines, f"exit {code}:\n" + "\n".join(text.splitlines()[-40:])
+        results.append((p.returncode, text, [line for line in text.splitlines() if line.startswith("RESULT")]))
+    if not all(code == 0 and lines for code, _, lines in results):
+        tails = [
+            f"rank {r}: exit {code}:\n" + "\n".join(text.splitlines()[-40:])
+            for r, (code, text, _) in enumerate(results)
+        ]
+        pytest.fail("\n\n".join(tails), pytrace=False)
     return [json.loads(lines[-1][len("RESULT") :]) for _, _, lines in results]
 
 

@@ -228,3 +228,19 @@ def test_compiled_collectives_inside_one_program(ranks):
         assert c["losses_vs_eager"] < 1e-6 and c["weights_vs_eager"] < 1e-6, c
     # each rank trained on its own half of the batch: equal losses mean the all_reduce took place
     assert ranks[0]["xla_compiled"]["losses"] == ranks[1]["xla_compiled"]["losses"]
+
+
+def test_run_compiled_compiles_once_per_signature():
+    """jaxdev.distributed.run_compiled (the compile-then-barrier step of collective programs): one
+    executable per argument signature, the jitted program's values. No jax.distributed here: no barrier."""
+    import jax
+    import jax.numpy as jnp
+
+    from jaxdev import distributed
+
+    program, compiled = jax.jit(lambda x, y: x * 2 + y), {}
+    assert distributed.run_compiled(program, compiled, jnp.arange(3.0), jnp.float32(1)).tolist() == [1.0, 3.0, 5.0]
+    assert distributed.run_compiled(program, compiled, jnp.ones(3), jnp.float32(0)).tolist() == [2.0, 2.0, 2.0]
+    assert len(compiled) == 1
+    assert distributed.run_compiled(program, compiled, jnp.arange(2), jnp.int32(1)).tolist() == [1, 3]
+    assert len(compiled) == 2

@@ -26,7 +26,7 @@ import torch
 from jax import lax
 from jax.sharding import NamedSharding, PartitionSpec
 
-from jaxdev import mesh, tensor
+from jaxdev import distributed, mesh, tensor
 from jaxdev.compiler.inputs import UntraceableGraph
 
 AXIS = "ranks"
@@ -225,11 +225,14 @@ class Spmd:
 
         spec = PartitionSpec(AXIS)
         program = jax.jit(jax.shard_map(body, mesh=self.sharding.mesh, in_specs=spec, out_specs=spec, check_vma=False))
+        compiled: dict = {}
 
         def run(arrays, base):
             if not scalars_in:
                 scalars_in[:] = [jnp.ndim(a) == 0 for a in arrays]
-            outs = program(self._global(arrays), self._global([jnp.asarray(base)])[0])
+            outs = distributed.run_compiled(
+                program, compiled, self._global(arrays), self._global([jnp.asarray(base)])[0]
+            )
             leaves, tree = jax.tree.flatten(outs)
             local = [x.addressable_data(0) for x in leaves]
             return jax.tree.unflatten(tree, [x.reshape(()) if s else x for x, s in zip(local, scalars_out)])
