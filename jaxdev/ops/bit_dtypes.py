@@ -2,8 +2,8 @@
 
 JAX has no type for them, and CPU PyTorch gives them no arithmetic either: only ops that move bytes
 (empty, zero_, copies between tensors of the same dtype and across devices, clone, cat, index_select,
-where, repeat, roll; float4_e2m1fn_x2 also compares byte for byte with eq/ne) and views. (CPU's flip
-serves them only where it can copy whole rows; jax's flip refuses them.) So a jax tensor of such a dtype
+where, repeat, roll; float4_e2m1fn_x2 also compares byte for byte with eq/ne; flip where CPU's loop copies
+whole rows, SERVED_WHEN) and views. So a jax tensor of such a dtype
 lies over a storage whose box holds uint8 (uint16 for bits16, dtypes.BYTE_CARRIERS; core/boxes.empty
 makes it so), and the ops in BYTE_OPS run their own kernel on aliases of the carrier dtype, their
 results labelled back. Every other op reads such a tensor through dtypes.to_jax_dtype, which refuses
@@ -17,6 +17,7 @@ from collections.abc import Callable
 import torch
 
 from jaxdev import dtypes, tensor
+from jaxdev.ops import tensor_iterator
 
 _FLOAT4 = frozenset({torch.float4_e2m1fn_x2})
 
@@ -37,7 +38,40 @@ BYTE_OPS: dict[str, tuple[tuple, frozenset | None]] = {
     "aten::where.self": ((1, 2), None),
     "aten::eq.Tensor": ((0, 1), _FLOAT4),
     "aten::ne.Tensor": ((0, 1), _FLOAT4),
+    "aten::flip": ((0,), None),
 }
+
+
+def _flip_copies_rows(args, kwargs) -> bool:
+    """CPU's flip of a raw dtype: a copy where it flips nothing (no flipped dim longer than 1 and not
+    broadcast, or at most one element), else its row-copy loop, which needs TensorIterator's innermost
+    dim unflipped and contiguous in both the result and self; any other case is its per-dtype kernel."""
+    self, dims = args[0], args[1] if len(args) > 1 else kwargs["dims"]
+    n = self.dim()
+    if any(not -max(n, 1) <= d < max(n, 1) for d in dims):
+        return True  # the kernel raises flip's own error first
+    flipped = {d % n for d in dims if self.shape[d % n] > 1 and self.stride(d % n) != 0} if n else set()
+    if not flipped or self.numel() <= 1:
+        return True
+    strides = self.stride()
+    out = strides if tensor.is_non_overlapping_and_dense(self) else _dense_like(self.shape, strides)
+    dummy = [-s if d in flipped else s for d, s in enumerate(strides)]
+    _, (o, i, f) = tensor_iterator.loop_layout(self.shape, [out, strides, dummy])
+    return f[0] >= 0 and o[0] == 1 and i[0] == 1
+
+
+def _dense_like(shape, strides) -> list[int]:
+    """empty_like's strides for a tensor that is not dense (infer_dense_strides): dense, in the order of
+    self's strides, TensorIterator's sort."""
+    out, step = [0] * len(shape), 1
+    for d in tensor_iterator.reordered(shape, [strides]):
+        out[d] = step
+        step *= max(shape[d], 1)
+    return out
+
+
+# op -> (served(args, kwargs) for a raw dtype, else CPU's NotImplementedError from the kernel named)
+SERVED_WHEN: dict[str, tuple[Callable, str]] = {"aten::flip": (_flip_copies_rows, "flip_cpu")}
 
 
 def _tensors(value):
@@ -92,6 +126,10 @@ def _on_bytes(fn: Callable, name: str, raw: torch.dtype, args, kwargs):
     positions, only = BYTE_OPS[name]
     if only is not None and raw not in only:
         dtypes.to_jax_dtype(raw)  # raises: CPU serves this op for other raw dtypes only
+    served, kernel = SERVED_WHEN.get(name, (None, ""))
+    if served is not None and not served(args, kwargs):
+        label = dtypes.name(raw)
+        raise dtypes.RawBytesDtypeError(f"\"{kernel}\" not implemented for '{label[0].upper() + label[1:]}'")
     carrier = dtypes.BYTE_CARRIERS[raw]
     originals: dict[int, torch.Tensor] = {}
 

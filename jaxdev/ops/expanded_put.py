@@ -22,7 +22,7 @@ import jax.numpy as jnp
 import torch
 
 from jaxdev import tensor
-from jaxdev.ops import advanced_indexing, overlaps
+from jaxdev.ops import advanced_indexing, overlaps, tensor_iterator
 from jaxdev.ops.toolkit import J, jitted
 
 
@@ -96,35 +96,7 @@ def loop_order(self, indices, index, values) -> tuple[tuple[int, ...], tuple[int
     for shape, st in ops:
         inner = _aligned(shape, st, middle)
         strides.append([0] * len(before) + inner + [0] * len(after))
-    return result, _reordered(result, strides)
-
-
-def _reordered(shape, strides) -> tuple[int, ...]:
-    """TensorIterator's reorder_dimensions: an insertion sort of the dims (innermost first) by the
-    first operand whose strides along both are nonzero and differ (equal ones: the smaller dim inner)."""
-
-    def should_swap(d0, d1) -> int:
-        for st in strides:
-            s0, s1 = st[d0], st[d1]
-            if s0 == 0 or s1 == 0:
-                continue
-            if s0 != s1:
-                return -1 if s0 < s1 else 1
-            if shape[d0] > shape[d1]:
-                return 1
-        return 0
-
-    perm = list(range(len(shape)))[::-1]
-    for i in range(1, len(perm)):
-        d1 = i
-        for d0 in range(i - 1, -1, -1):
-            c = should_swap(perm[d0], perm[d1])
-            if c > 0:
-                perm[d0], perm[d1] = perm[d1], perm[d0]
-                d1 = d0
-            elif c < 0:
-                break
-    return tuple(perm[::-1])
+    return result, tuple(tensor_iterator.reordered(result, strides)[::-1])
 
 
 @jitted

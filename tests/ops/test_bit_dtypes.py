@@ -132,3 +132,39 @@ def test_resize_growth_keeps_the_bytes_of_a_dtype_view():
         if device == "cpu":
             expected = (x[:8].tolist(), as_bytes(b)[:4].tolist())
     assert (x[:8].cpu().tolist(), as_bytes(b)[:4].tolist()) == expected
+
+
+FLIPS = {
+    # CPU copies whole rows: TensorIterator's innermost dim is not flipped and contiguous on both sides
+    "rows of a matrix": lambda x: x.flip(0),
+    "rows of a transpose": lambda x: x.t().flip(1),
+    "the middle dim": lambda x: x.reshape(2, 3, 2).flip(1),
+    "two outer dims": lambda x: x.reshape(2, 3, 2).flip(0, 1),
+    "rows of a slice": lambda x: x[:, 1:3].flip(0),
+    "nothing (a broadcast dim)": lambda x: x[:1].expand(3, 4).flip(0),
+    "nothing (no dims)": lambda x: x.flip(()),
+    "flipud": torch.flipud,
+    # its per-dtype kernel, which refuses raw dtypes: the innermost dim flipped, or not contiguous
+    "the last dim": lambda x: x.flip(1),
+    "a column": lambda x: x[:, :1].flip(0),
+    "rows of a strided slice": lambda x: x[:, ::2].flip(0),
+    "fliplr": torch.fliplr,
+    "rot90": torch.rot90,
+    "a repeated dim": lambda x: x.flip(0, 0),
+}
+
+
+@pytest.mark.usefixtures("no_fallback")
+@pytest.mark.parametrize("dtype", [torch.bits8, torch.bits16], ids=str)
+@pytest.mark.parametrize("flip", FLIPS.values(), ids=FLIPS.keys())
+def test_flip_copies_rows_as_cpu_and_refuses_the_rest_in_its_words(flip, dtype):
+    """CPU's flip serves a raw dtype where its loop copies whole rows (or flips nothing) and raises its
+    per-dtype kernel's NotImplementedError elsewhere; jax refused every flip of one."""
+    results = {}
+    for d in ("cpu", "jax"):
+        try:
+            r = flip(raw(d, dtype, 3, 4))
+            results[d] = (r.dtype, r.shape, r.stride(), as_bytes(r).tolist())
+        except (NotImplementedError, RuntimeError) as e:
+            results[d] = (NotImplementedError if isinstance(e, NotImplementedError) else type(e), str(e))
+    assert results["jax"] == results["cpu"]
