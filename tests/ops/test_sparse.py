@@ -61,3 +61,63 @@ def test_view_as_real_and_complex_of_sparse_coo_as_cpu():
     for (layout, dtype, value), (cpu_layout, cpu_dtype, cpu_value) in zip(results["jax"], results["cpu"]):
         assert (layout, dtype) == (cpu_layout, cpu_dtype)
         assert torch.equal(value, cpu_value)
+
+
+def _coo_parts(t):
+    """What CPU's result is made of: shape, sparse/dense dims, coalesced flag, indices and values."""
+    t = t.cpu()
+    return (
+        tuple(t.shape),
+        t.sparse_dim(),
+        t.dense_dim(),
+        t.is_coalesced(),
+        t._indices().tolist(),
+        t._values().tolist(),
+    )
+
+
+def _coo(d, *, coalesced, dense=False):
+    i = torch.tensor([[0, 1, 2, 0], [2, 0, 1, 2]])
+    v = torch.arange(8.0).reshape(4, 2) if dense else torch.tensor([1.0, 2, 3, 4])
+    s = torch.sparse_coo_tensor(i, v, (3, 4, 2) if dense else (3, 4))
+    return (s.coalesce() if coalesced else s).to(d)
+
+
+SPARSE_VIEWS = {
+    "unsqueeze(0)": lambda s: s.unsqueeze(0),
+    "unsqueeze(-1)": lambda s: s.unsqueeze(-1),  # a dense dim when the tensor has one
+    "permute": lambda s: s.permute(1, 0, *range(2, s.dim())),
+    "movedim": lambda s: s.movedim(0, 1),
+    "stack": lambda s: torch.stack([s, s]),
+    "_sparse_broadcast_to": lambda s: torch._sparse_broadcast_to(s, (2, *s.shape)),
+    "cat along the last dim": lambda s: torch.cat([s, s], -1),
+}
+
+
+@pytest.mark.usefixtures("no_fallback")
+@pytest.mark.parametrize("dense", [False, True], ids=["sparse dims only", "a dense dim"])
+@pytest.mark.parametrize("coalesced", [True, False], ids=["coalesced", "uncoalesced"])
+@pytest.mark.parametrize("view", SPARSE_VIEWS.values(), ids=SPARSE_VIEWS.keys())
+def test_views_cpu_computes_for_sparse_coo_as_cpu(view, coalesced, dense):
+    """unsqueeze, permute and _sparse_broadcast_to of a COO tensor are CPU's SparseCPU kernels over its
+    parts (its result uncoalesced even from a coalesced input); jax refused them (as_strided)."""
+    assert _coo_parts(view(_coo("jax", coalesced=coalesced, dense=dense))) == _coo_parts(
+        view(_coo("cpu", coalesced=coalesced, dense=dense))
+    )
+
+
+@pytest.mark.parametrize(
+    "view",
+    [lambda s: s.narrow(0, 1, 2), lambda s: s[1:], lambda s: s.view(12), lambda s: s.unsqueeze(0).expand(2, 3, 4)],
+    ids=["narrow", "slice", "view", "expand"],
+)
+def test_views_cpu_refuses_for_sparse_coo_raise_its_error(view):
+    """narrow/slicing (as_strided) and view have no sparse kernel on CPU either: CPU's error type and first
+    words, one sentence (CPU's own is a dispatcher dump); expand raises CPU's own sentence."""
+    with pytest.raises(Exception) as cpu:
+        view(_coo("cpu", coalesced=True))
+    with pytest.raises(type(cpu.value)) as on_jax:
+        view(_coo("jax", coalesced=True))
+    expected = str(cpu.value).split(" backend")[0].replace("SparseCPU", "SparsePrivateUse1")
+    assert str(on_jax.value).startswith(expected)
+    assert "\n" not in str(on_jax.value)

@@ -42,6 +42,10 @@ COO_METADATA = [
     aten.empty.memory_format,
     aten.view_as_real.default,  # a view of the values (x.real, x.imag of a sparse complex tensor go here)
     aten.view_as_complex.default,
+    aten.unsqueeze.default,  # new indices (or values unsqueezed) over the same values: views, as on CPU
+    aten.permute.default,  # (movedim, .T and stack reach these two)
+    aten._sparse_broadcast_to.default,
+    aten.cat.default,  # indices and values concatenated (and shifted, or padded with zeros along a dense dim)
 ]
 
 
@@ -60,7 +64,9 @@ CSR_METADATA = [  # the SparseCsr key holds CSR and CSC alike
 ]
 
 
-SUPPORTED = "creation, to_dense, coalesce, indices/values, t/transpose, and products with dense tensors"
+SUPPORTED = (
+    "creation, to_dense, coalesce, indices/values, t/transpose/permute/unsqueeze, cat, and products with dense tensors"
+)
 
 
 def redispatch(op, keys):

@@ -29,6 +29,13 @@ def sparse_fallback(op, *args, **kwargs):
     layout = _layout_of(args, kwargs)
     if layout not in (torch.sparse_coo, torch.sparse_csr, torch.sparse_csc):
         raise unsupported_layout(layout)
+    cpu_key = "SparseCPU" if layout == torch.sparse_coo else "SparseCsrCPU"
+    if not torch._C._dispatch_has_kernel_for_dispatch_key(op.name(), cpu_key):
+        # (as_strided, view, unfold: every view of a sparse tensor but those CPU computes from its parts)
+        raise NotImplementedError(
+            f"Could not run '{op.name()}' with arguments from the '{cpu_key.replace('CPU', 'PrivateUse1')}' "
+            f"backend: CPU PyTorch has no kernel for it on {str(layout).removeprefix('torch.')} tensors either"
+        )
     if fallback.mode() == "error":
         raise needs_cpu(op, layout)
     fallback.admit(
