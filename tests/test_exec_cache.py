@@ -1,0 +1,193 @@
+"""jaxdev's executable cache (jaxdev/exec_cache.py, keys: jaxdev/program_keys.py): a program met again
+loads the executable an earlier compile wrote, with the same bits; its key moves with everything the
+program depends on; a damaged entry is compiled again, not a crash."""
+
+from __future__ import annotations
+
+import os
+import random
+import subprocess
+import sys
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import torch
+
+from jaxdev import cache, exec_cache, program_keys
+
+
+@pytest.fixture
+def store(tmp_path, monkeypatch):
+    """The executable cache in a folder of its own, on for the test (whatever the environment says)."""
+    monkeypatch.setattr(cache, "directory", lambda: str(tmp_path))
+    monkeypatch.delenv(exec_cache.ENV, raising=False)
+    return tmp_path
+
+
+def _nonce() -> float:
+    """A constant no earlier process compiled: JAX's own persistent cache cannot serve the program (an
+    executable it deserialized is not written again: see exec_cache._call_impl_python)."""
+    return random.Random().uniform(1.0, 2.0)
+
+
+def _program(nonce: float):
+    """A fresh jitted function each call (a new trace, so jit's in-memory caches miss)."""
+    return jax.jit(lambda x, y: jnp.sin(x * nonce) @ y + jnp.cumsum(x, axis=0))
+
+
+def _entries(folder) -> list[str]:
+    return [os.path.join(d, f) for d, _, files in os.walk(folder) for f in files if not f.startswith(".")]
+
+
+def _keys(monkeypatch) -> list[str]:
+    """The keys exec_cache computes from now on."""
+    seen = []
+    original = program_keys.program_key
+
+    def record(args, params):
+        seen.append(original(args, params))
+        return seen[-1]
+
+    monkeypatch.setattr(program_keys, "program_key", record)
+    return seen
+
+
+def test_a_loaded_executable_gives_the_bits_a_compile_gives(store):
+    nonce = _nonce()
+    x, y = jnp.asarray(np.random.default_rng(0).standard_normal((16, 16), np.float32)), jnp.ones((16, 16))
+    saves, hits, entries = exec_cache.STATS.saves, exec_cache.STATS.hits, len(_entries(store))
+    compiled = np.asarray(_program(nonce)(x, y))
+    assert exec_cache.STATS.saves == saves + 1 and len(_entries(store)) == entries + 1
+    loaded = np.asarray(_program(nonce)(x, y))
+    assert exec_cache.STATS.hits == hits + 1
+    assert compiled.tobytes() == loaded.tobytes()
+    again = _program(nonce)
+    assert again(x, y).tobytes() == again(x, y).tobytes() == compiled.tobytes()  # jit's fast path after the load
+
+
+def test_the_key_moves_with_shape_dtype_static_arguments_and_constants(store, monkeypatch):
+    keys = _keys(monkeypatch)
+    x = jnp.ones((3, 4), jnp.float32)
+
+    def run(fn, *args):
+        jax.jit(fn)(*args)
+        return keys[-1]
+
+    base = run(lambda a: a.sum(0) * 2.5, x)
+    assert run(lambda a: a.sum(0) * 2.5, x) == base  # the same program, traced again: the same key
+    assert run(lambda a: a.sum(1) * 2.5, x) != base  # a static argument (the axis)
+    assert run(lambda a: a.sum(0) * 2.5, x.astype(jnp.float64)) != base
+    assert run(lambda a: a.sum(0) * 2.5, jnp.ones((3, 5), jnp.float32)) != base
+    assert run(lambda a: a.sum(0) * 2.25, x) != base  # a literal
+    table = np.arange(4, dtype=np.float32)
+    with_table = run(lambda a: a.sum(0) * table, x)
+    table2 = table.copy()
+    table2[3] = 7
+    assert run(lambda a: a.sum(0) * table2, x) != with_table  # a constant's values
+    with jax.default_matmul_precision("highest"):  # a setting the lowering reads
+        assert run(lambda a: a.sum(0) * 2.5, x) != base
+    assert len(set(keys)) == len(keys) - 1
+
+
+def test_a_damaged_entry_is_compiled_again_and_rewritten(store):
+    nonce = _nonce()
+    x, y = jnp.ones((8, 8)), jnp.eye(8)
+    before = set(_entries(store))
+    want = np.asarray(_program(nonce)(x, y))
+    (entry,) = set(_entries(store)) - before
+    with open(entry, "wb") as f:
+        f.write(b"not an executable")
+    hits, saves = exec_cache.STATS.hits, exec_cache.STATS.saves
+    assert np.asarray(_program(nonce)(x, y)).tobytes() == want.tobytes()
+    assert exec_cache.STATS.hits == hits and exec_cache.STATS.saves == saves + 1
+    with open(entry, "rb") as f:
+        assert f.read() != b"not an executable"
+
+
+def test_entries_live_under_the_fingerprint_and_a_new_fingerprint_misses(store, monkeypatch):
+    backend = jax.devices()[0].client
+    base = exec_cache.fingerprint(backend)
+    monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_enable_fast_math=false")
+    assert exec_cache.fingerprint(backend) != base
+    monkeypatch.delenv("XLA_FLAGS")
+    assert exec_cache._fingerprint("cpu", "a", (), ()) != exec_cache._fingerprint("cpu", "b", (), ())
+    nonce = _nonce()
+    x, y = jnp.ones((4, 4)), jnp.eye(4)
+    _program(nonce)(x, y)
+    assert {os.path.dirname(e) for e in _entries(store)} == {os.path.join(str(store), exec_cache.SUBDIR, base)}
+    monkeypatch.setattr(exec_cache, "fingerprint", lambda backend: "another-jax")
+    hits, entries = exec_cache.STATS.hits, len(_entries(store))
+    _program(nonce)(x, y)
+    assert exec_cache.STATS.hits == hits  # a new jax, jaxlib or backend never reads the old folder
+    assert len(_entries(store)) == entries + 1
+
+
+def test_off_switch_and_programs_without_a_stable_key(store, monkeypatch):
+    monkeypatch.setenv(exec_cache.ENV, "off")
+    _program(_nonce())(jnp.ones((2, 2)), jnp.eye(2))
+    assert _entries(store) == []
+    monkeypatch.delenv(exec_cache.ENV)
+    x = jnp.ones(2, jnp.float32)
+    unkeyed, before = exec_cache.STATS.unkeyed, _entries(store)
+    nonce = _nonce()
+    shape = jax.ShapeDtypeStruct((2,), jnp.float32)
+    out = jax.jit(lambda x: jax.pure_callback(lambda a: np.asarray(a) * nonce, shape, x))(x)
+    assert np.allclose(out, nonce)  # a host callback's Python function has no stable key: compiled as before
+    assert exec_cache.STATS.unkeyed == unkeyed + 1 and _entries(store) == before
+
+
+def test_jaxdev_kernels_run_from_the_cache_like_compiled_ones(store):
+    nonce = _nonce()
+    a = torch.randn(5, 7, generator=torch.Generator().manual_seed(0))
+    want = ((a * nonce).t()[::2] + 1).sum(0)
+    x = a.to("jax")
+    first = ((x * nonce).t()[::2] + 1).sum(0).cpu()
+    hits = exec_cache.STATS.hits
+    jax.clear_caches()  # as jaxdev's executable bound does (jaxdev/executables.py)
+    second = ((x * nonce).t()[::2] + 1).sum(0).cpu()
+    assert exec_cache.STATS.hits > hits
+    assert torch.equal(first, second) and torch.allclose(first, want)
+
+
+_CHILD = """
+import importlib.util, io, os, sys
+import jax, jax.numpy as jnp, numpy as np
+from jax._src import pjit
+from jax.experimental import serialize_executable
+jax.config.update("jax_enable_x64", True)
+spec = importlib.util.spec_from_file_location("program_keys", sys.argv[1])
+program_keys = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(program_keys)
+keys = []
+original = pjit._pjit_call_impl_python
+def hook(*args, **params):
+    keys.append(program_keys.program_key(args, params))
+    return original(*args, **params)
+pjit._pjit_call_impl_python = hook
+nonce = float(sys.argv[3])
+x = jnp.asarray(np.linspace(-3, 3, 256).reshape(16, 16))
+fresh = jax.jit(lambda x, y: jnp.sin(x * nonce) @ y + jnp.cumsum(x, axis=0))(x, jnp.ones((16, 16)))
+entry = os.path.join(sys.argv[2], keys[-1])
+with open(entry, "rb") as f:
+    unloaded = serialize_executable._JaxPjrtUnpickler(io.BytesIO(f.read()), jax.devices()[0].client).load()
+loaded = unloaded.load().unsafe_call(x, jnp.ones((16, 16)))[0]
+print("SAME", np.asarray(fresh).tobytes() == np.asarray(loaded).tobytes())
+"""
+
+
+def test_a_new_process_finds_the_entry_by_the_same_key_and_loads_the_same_bits(store):
+    """The key is the same in another process (no ids, no hash seeds), and the executable this process
+    wrote runs there with the bits that process compiles itself. The child imports only jax (the key
+    module by its path), to stay fast."""
+    nonce = _nonce()
+    x, y = jnp.asarray(np.linspace(-3, 3, 256).reshape(16, 16)), jnp.ones((16, 16))
+    before = set(_entries(store))
+    _program(nonce)(x, y)
+    (entry,) = set(_entries(store)) - before
+    code = [sys.executable, "-c", _CHILD, program_keys.__file__, os.path.dirname(entry), repr(nonce)]
+    env = dict(os.environ, JAX_ENABLE_X64="1")
+    out = subprocess.run(code, capture_output=True, text=True, timeout=120, env=env)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["SAME", "True"]
