@@ -143,10 +143,12 @@ _TINY = """
 import os
 import torch
 from torch.testing._internal.common_device_type import instantiate_device_type_tests
-from torch.testing._internal.common_utils import TestCase
+from torch.testing._internal.common_utils import HardwareClassification, TestCase
 
 
 class TestTiny(TestCase):
+    hw_classification = HardwareClassification.ACCELERATOR  # a newer file's tag: suites_compat supplies it
+
     def test_pass(self, device):
         self.assertEqual(torch.ones(2, device=device).sum().item(), 2)
 
@@ -214,3 +216,20 @@ def test_report_merges_a_sample_and_its_complement(tmp_path):
     assert origin == "src" and title == suite.title
     assert [(p.label, p.wall_s, p.tests_s) for p in passes] == [("cpu", 20.0, 8.0), ("jax cold", 20.0, 8.0)]
     assert (comp.cpu_passed, comp.jax_passed, [o.key for o in comp.jax_only]) == (2, 1, ["k2"])
+
+
+def test_compat_supplies_only_missing_names_the_files_mention(monkeypatch):
+    """Newer test files' tag and older files' moved helpers: supplied where the installed torch lacks
+    them and the files name them; nothing else is touched."""
+    import suites_compat
+
+    fake = {"common_utils": types.SimpleNamespace(), "common_device_type": types.SimpleNamespace(xfail="X", skip="S")}
+    fake["common_methods_invocations"] = types.SimpleNamespace(skip="old skip")
+    monkeypatch.setattr(suites_compat, "_module", fake.__getitem__)
+    assert suites_compat.install("import torch") == []  # named nowhere: nothing supplied
+    source = "from torch.testing._internal.common_methods_invocations import xfail, skip\nHardwareClassification"
+    assert suites_compat.install(source) == ["common_methods_invocations.xfail", "common_utils.HardwareClassification"]
+    assert fake["common_methods_invocations"].xfail == "X"  # the installed torch's own helper
+    assert fake["common_methods_invocations"].skip == "old skip"  # present: left as it is
+    assert fake["common_utils"].HardwareClassification.ACCELERATOR.name == "ACCELERATOR"
+    assert suites_compat.install(source) == []  # already there

@@ -11,15 +11,18 @@ nothing in PyTorch's files or pytest's arguments changes:
     SUITES_SKIP=FILE         drop these neutral keys (tests an earlier, crashed process already reached)
     SUITES_DEADLINE=T        stop starting tests after this time.time()
     SUITES_COLLECT=FILE      write the kept tests' keys there and run nothing
+    SUITES_COMPAT=0          supply no missing torch.testing._internal names (suites_compat.py)
 """
 
 from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 
 import pytest
+import suites_compat
 from suites_results import neutral_key
 
 
@@ -46,6 +49,21 @@ def _keep(item, classes, prefixes, select, skip) -> bool:
     if select is not None and key not in select:
         return False
     return skip is None or key not in skip
+
+
+def pytest_configure(config):
+    """Before the test files are imported: the names they need that the installed torch lacks."""
+    if os.environ.get("SUITES_COMPAT") == "0":
+        return
+    source = ""
+    for arg in config.args:
+        path = arg.split("::")[0]
+        if path.endswith(".py") and os.path.exists(path):
+            with open(path, encoding="utf-8") as f:
+                source += f.read()
+    supplied = suites_compat.install(source)
+    if supplied:
+        print(f"suites_compat: supplied {', '.join(supplied)} (absent from the installed torch)", file=sys.stderr)
 
 
 def pytest_collection_modifyitems(session, config, items):
