@@ -13,7 +13,7 @@ loading from the persistent cache (including its key, which hashes the lowered m
 left: jaxdev's own host work (dispatch, views, boxes, reading the result back). The plain-JAX side
 is split alike.
 
-    python benchmarks/new_shapes.py [--shapes 12] [--runs cold warm]
+    python benchmarks/new_shapes.py [--shapes 12] [--runs cold warm] [--configs before after] [--repeat 1]
 """
 
 from __future__ import annotations
@@ -159,29 +159,33 @@ def report(label: str, r: dict) -> None:
         )
 
 
+# What each compared configuration sets in the child: before = jaxdev without its executable cache and
+# cheaper compiles (as it was before them), after = as it ships
+CONFIGS = {
+    "before": {"JAXDEV_EXEC_CACHE": "off", "JAXDEV_FAST_COMPILE": "off"},
+    "exec cache only": {"JAXDEV_FAST_COMPILE": "off"},
+    "after": {},
+}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shapes", type=int, default=12, help="distinct shapes (each in 3 dtypes, 14 ops)")
     parser.add_argument("--runs", nargs="+", default=["cold", "warm"], help="cold and/or warm, in order")
     parser.add_argument(
-        "--exec-cache",
-        choices=("both", "on", "off"),
-        default="both",
-        help="jaxdev's executable cache (JAXDEV_EXEC_CACHE) in the child; both: off and on, interleaved, "
-        "each over its own cache folder",
-    )
-    parser.add_argument("--env", nargs="*", default=[], help="more KEY=VALUE for the child")
+        "--configs", nargs="+", choices=list(CONFIGS), default=["before", "after"],
+        help="jaxdev configurations compared, each over its own cache folder, run in alternation",
+    )  # fmt: skip
+    parser.add_argument("--repeat", type=int, default=1, help="rounds (each from an empty cache)")
+    parser.add_argument("--env", nargs="*", default=[], help="more KEY=VALUE for every child")
     args = parser.parse_args()
     extra = dict(e.split("=", 1) for e in args.env)
-    settings = ("off", "on") if args.exec_cache == "both" else (args.exec_cache,)
-    with tempfile.TemporaryDirectory(prefix="jaxdev-new-shapes-") as root:
-        for label in args.runs:
-            for setting in settings:
-                cache = os.path.join(root, setting)
-                report(
-                    f"{label}, executable cache {setting}",
-                    run(cache, args.shapes, {**extra, "JAXDEV_EXEC_CACHE": setting}),
-                )
+    for round_ in range(args.repeat):
+        with tempfile.TemporaryDirectory(prefix="jaxdev-new-shapes-") as root:
+            for label in args.runs:
+                for name in args.configs:
+                    cache = os.path.join(root, name.replace(" ", "-"))
+                    report(f"round {round_ + 1}, {label}, {name}", run(cache, args.shapes, {**extra, **CONFIGS[name]}))
 
 
 if __name__ == "__main__":

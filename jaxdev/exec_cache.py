@@ -38,7 +38,7 @@ import time
 
 import jax
 
-from jaxdev import cache, executables, program_keys
+from jaxdev import cache, exact_programs, executables, program_keys
 
 ENV = "JAXDEV_EXEC_CACHE"
 SUBDIR = "executables"
@@ -122,6 +122,8 @@ def _jax_entry_bytes(*args, **kwargs):
 
 def _call_impl_python(*args, **params):
     t0 = time.perf_counter()
+    if exact_programs.wanted(params["compiler_options_kvs"]) and exact_programs.exact(params["jaxpr"]):
+        params["compiler_options_kvs"] = (*params["compiler_options_kvs"], exact_programs.OPTION)
     path, backend = _entry(args, params)
     t1 = time.perf_counter()
     STATS.key_s += t1 - t0
@@ -153,7 +155,7 @@ def _entry(args, params):
     try:
         name = program_keys.program_key(args, params)
         backend = _backend(args)
-    except (program_keys.Unkeyable, RecursionError):
+    except Exception:  # Unkeyable, or an object the encoding could not read: compiled as before
         STATS.unkeyed += 1
         return None, None
     folder = directory(backend)

@@ -145,6 +145,8 @@ def _eqn(e, var):
 def _array(x):
     if isinstance(x, core.Tracer):
         raise Unkeyable("tracer")
+    if jax.dtypes.issubdtype(getattr(x, "dtype", None), jax.dtypes.extended):  # random keys: their data
+        return ("keys", str(x.dtype), _array(jax.random.key_data(x)))
     a = np.asarray(x)
     if a.dtype == object:
         raise Unkeyable("object array")
