@@ -41,19 +41,6 @@ def _entries(folder) -> list[str]:
     return [os.path.join(d, f) for d, _, files in os.walk(folder) for f in files if not f.startswith(".")]
 
 
-def _keys(monkeypatch) -> list[str]:
-    """The keys exec_cache computes from now on."""
-    seen = []
-    original = program_keys.program_key
-
-    def record(args, params):
-        seen.append(original(args, params))
-        return seen[-1]
-
-    monkeypatch.setattr(program_keys, "program_key", record)
-    return seen
-
-
 def test_a_loaded_executable_gives_the_bits_a_compile_gives(store):
     nonce = _nonce()
     x, y = jnp.asarray(np.random.default_rng(0).standard_normal((16, 16), np.float32)), jnp.ones((16, 16))
@@ -65,30 +52,6 @@ def test_a_loaded_executable_gives_the_bits_a_compile_gives(store):
     assert compiled.tobytes() == loaded.tobytes()
     again = _program(nonce)
     assert again(x, y).tobytes() == again(x, y).tobytes() == compiled.tobytes()  # jit's fast path after the load
-
-
-def test_the_key_moves_with_shape_dtype_static_arguments_and_constants(store, monkeypatch):
-    keys = _keys(monkeypatch)
-    x = jnp.ones((3, 4), jnp.float32)
-
-    def run(fn, *args):
-        jax.jit(fn)(*args)
-        return keys[-1]
-
-    base = run(lambda a: a.sum(0) * 2.5, x)
-    assert run(lambda a: a.sum(0) * 2.5, x) == base  # the same program, traced again: the same key
-    assert run(lambda a: a.sum(1) * 2.5, x) != base  # a static argument (the axis)
-    assert run(lambda a: a.sum(0) * 2.5, x.astype(jnp.float64)) != base
-    assert run(lambda a: a.sum(0) * 2.5, jnp.ones((3, 5), jnp.float32)) != base
-    assert run(lambda a: a.sum(0) * 2.25, x) != base  # a literal
-    table = np.arange(4, dtype=np.float32)
-    with_table = run(lambda a: a.sum(0) * table, x)
-    table2 = table.copy()
-    table2[3] = 7
-    assert run(lambda a: a.sum(0) * table2, x) != with_table  # a constant's values
-    with jax.default_matmul_precision("highest"):  # a setting the lowering reads
-        assert run(lambda a: a.sum(0) * 2.5, x) != base
-    assert len(set(keys)) == len(keys) - 1
 
 
 def test_a_damaged_entry_is_compiled_again_and_rewritten(store):
