@@ -26,9 +26,10 @@ def check_cast(result: torch.dtype, target: torch.dtype) -> None:
         )
 
 
-def store_into(out: torch.Tensor, value: jax.Array, *, resize: bool, strides=None) -> torch.Tensor:
+def store_into(out: torch.Tensor, value: jax.Array, *, resize: bool, strides=None, warn: bool = True) -> torch.Tensor:
     """Write a result into an existing tensor (in-place or out=), with PyTorch's checks. `strides`: the
-    layout a resized out= takes (TensorIterator restrides the outputs it resizes as its inputs lie)."""
+    layout a resized out= takes (TensorIterator restrides the outputs it resizes as its inputs lie);
+    `warn`: whether resizing a non-empty out warns (resize_output does, a kernel's own resize_ does not)."""
     if not is_jax(out):
         raise tensor.mixed_devices(out.device)
     check_cast(dtypes.to_torch_dtype(value.dtype), out.dtype)
@@ -36,7 +37,7 @@ def store_into(out: torch.Tensor, value: jax.Array, *, resize: bool, strides=Non
     if tuple(out.shape) != shape:
         if not resize:
             raise RuntimeError(f"output with shape {list(out.shape)} doesn't match the broadcast shape {list(shape)}")
-        if out.numel() != 0:
+        if warn and out.numel() != 0:
             warnings.warn(
                 f"An output with one or more elements was resized since it had shape "
                 f"{list(out.shape)}, which does not match the required output shape {list(shape)}. "
@@ -166,12 +167,17 @@ def inplace_kernel(fn, functional: OpOverload, op: OpOverload, indexed: bool = F
 # (resize_output), whatever layout the functional result has (found by running every OpInfo with an
 # out= variant on transposed and channels_last inputs into an empty out, CPU against jax).
 _CONTIGUOUS_OUT = frozenset({"aten::native_batch_norm", "aten::isin", "aten::flip"})
+# Ops whose CPU out= kernel resizes out with resize_ rather than resize_output, so a non-empty out of
+# the wrong shape is resized without the deprecation warning (every OpInfo with out= probed: CPU was
+# silent for 10 of 359, jax warned for these two of them; PyTorch's test_out_warning xfails them)
+_SILENT_RESIZE = frozenset({"aten::multinomial", "aten::log_sigmoid_forward"})
 
 
 def out_kernel(fn, out_names, op: OpOverload, out_op: OpOverload):
     # A resized out= takes the layout of the functional result (structured kernels restride it so, and
     # TensorIterator lays it out as its inputs lie), except where CPU's out= kernel resizes it contiguous
     laid_out = op._schema.name not in _CONTIGUOUS_OUT
+    warn = op._schema.name not in _SILENT_RESIZE
     overlap_check = overlaps.written_check(out_op, after_self=False)
 
     def kernel(*args, **kwargs):
@@ -196,7 +202,7 @@ def out_kernel(fn, out_names, op: OpOverload, out_op: OpOverload):
                 layouts = layouts or layout.result_layouts(op, args, kwargs, tracing.compiled_layout(v)) or ()
                 laid = layouts[i] if i < len(layouts) else None
                 strides = laid[1] if laid is not None and laid[0] == tuple(v.shape) else None
-            store_into(o, v, resize=resize, strides=strides)
+            store_into(o, v, resize=resize, strides=strides, warn=warn)
         return tuple(outs) if len(outs) > 1 else outs[0]
 
     kernel.__qualname__ = fn.__qualname__ + ".out"

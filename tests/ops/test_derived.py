@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 import torch
 from jaxdev_testing import JAX
@@ -64,3 +66,25 @@ def test_a_resized_out_is_laid_out_as_cpu(call):
     for e, a in zip(expected, actual) if isinstance(expected, tuple) else [(expected, actual)]:
         assert (a.shape, a.stride()) == (e.shape, e.stride())
         torch.testing.assert_close(a.cpu(), e)
+
+
+@pytest.mark.parametrize(
+    ("call", "dtype"),
+    [
+        (lambda d, out: torch.multinomial(torch.tensor([0.2, 0.3, 0.5], device=d), 2, out=out), torch.long),
+        (lambda d, out: torch._C._nn.log_sigmoid(torch.tensor([-1.0, 0.0, 2.0], device=d), out=out), torch.float32),
+    ],
+    ids=["multinomial", "log_sigmoid"],
+)
+def test_out_resized_silently_where_cpu_kernel_uses_resize_(call, dtype):
+    """CPU's multinomial and log_sigmoid out= kernels resize a non-empty out without resize_output's
+    deprecation warning (PyTorch's test_out_warning xfails them); jax warned."""
+    shapes = {}
+    for d in ("cpu", JAX):
+        out = torch.empty(1, dtype=dtype, device=d)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            call(d, out)
+        assert [str(w.message) for w in caught if "resized" in str(w.message)] == [], d
+        shapes[d] = out.shape
+    assert shapes["cpu"] == shapes[JAX] != (1,)
