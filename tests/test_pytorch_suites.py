@@ -233,3 +233,37 @@ def test_compat_supplies_only_missing_names_the_files_mention(monkeypatch):
     assert fake["common_methods_invocations"].skip == "old skip"  # present: left as it is
     assert fake["common_utils"].HardwareClassification.ACCELERATOR.name == "ACCELERATOR"
     assert suites_compat.install(source) == []  # already there
+
+
+def test_time_limit_cuts_only_when_tests_are_left(tmp_path, monkeypatch):
+    """A pass whose last test ends past the limit cut nothing (it read 'cut by the time limit' with
+    every test reached); one the plugin stopped with tests left is cut."""
+    import suites_plugin
+    import suites_run
+
+    out = str(tmp_path / "p-cpu.jsonl")
+    monkeypatch.setenv("SUITES_DEADLINE", "0")
+    monkeypatch.setenv("SUITES_OUT", out)
+    session = types.SimpleNamespace(shouldstop=False, items=[types.SimpleNamespace(nodeid=n) for n in "ab"])
+    monkeypatch.setattr(suites_plugin, "_session", session)
+    suites_plugin.pytest_runtest_logfinish("b", None)
+    assert not session.shouldstop and not os.path.exists(out + ".stopped")
+    suites_plugin.pytest_runtest_logfinish("a", None)
+    assert session.shouldstop and os.path.exists(out + ".stopped")
+
+    def fake_run(cmd, **kw):  # a pytest process that ran everything, past the limit
+        return types.SimpleNamespace(returncode=0)
+
+    monkeypatch.setattr(suites_run.subprocess, "run", fake_run)
+    suite = suites_source.Suite("p", "test_p.py", ("TestP",))
+    opts = types.SimpleNamespace(k=None, time_limit=0, select_file=None, cache_dir_for=lambda r: None)
+    done = suites_run.run_pass(suite, str(tmp_path), str(tmp_path), suites_run.PassResult("cpu", "cpu", out), opts)
+    assert not done.stopped_by_time  # the stale mark of an earlier pass is removed first
+
+    def stopping_run(cmd, **kw):  # one the plugin stopped
+        open(out + ".stopped", "w").close()
+        return types.SimpleNamespace(returncode=2)
+
+    monkeypatch.setattr(suites_run.subprocess, "run", stopping_run)
+    done = suites_run.run_pass(suite, str(tmp_path), str(tmp_path), suites_run.PassResult("cpu", "cpu", out), opts)
+    assert done.stopped_by_time

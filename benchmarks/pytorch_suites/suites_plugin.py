@@ -9,7 +9,8 @@ nothing in PyTorch's files or pytest's arguments changes:
     SUITES_PREFIXES=p,q      keep test methods whose names start with one of these
     SUITES_SELECT=FILE       keep only these neutral keys (one a line), when given
     SUITES_SKIP=FILE         drop these neutral keys (tests an earlier, crashed process already reached)
-    SUITES_DEADLINE=T        stop starting tests after this time.time()
+    SUITES_DEADLINE=T        stop starting tests after this time.time() (and write SUITES_OUT.stopped
+                             when tests were left; a last test that ends past T cuts nothing)
     SUITES_COLLECT=FILE      write the kept tests' keys there and run nothing
     SUITES_COMPAT=0          supply no missing torch.testing._internal names (suites_compat.py)
 """
@@ -116,8 +117,12 @@ def pytest_runtest_makereport(item, call):
 
 def pytest_runtest_logfinish(nodeid, location):
     deadline = float(os.environ.get("SUITES_DEADLINE", "inf"))
-    if time.time() > deadline:
+    items = getattr(_session, "items", None) or []
+    if time.time() > deadline and not (items and items[-1].nodeid == nodeid):
         _session.shouldstop = "the suites runner's time limit"
+        if os.environ.get("SUITES_OUT"):
+            with open(os.environ["SUITES_OUT"] + ".stopped", "w"):
+                pass
 
 
 _session = None
