@@ -94,7 +94,15 @@ def install() -> None:
     """Put the cache in JAX's compile path (once; `enabled()` is asked at every program)."""
     global _ORIGINAL, _JAX_READS
     from jax._src import compilation_cache, pjit
+    from jax.experimental import serialize_executable
 
+    needed = (
+        (pjit, ("_pjit_call_impl_python", "convert_to_metaty")),
+        (compilation_cache, ("get_executable_and_time", "extract_executable_and_time")),
+        (serialize_executable, ("_JaxPjrtPickler", "_JaxPjrtUnpickler")),
+    )
+    if not all(hasattr(module, name) for module, names in needed for name in names):
+        return  # a JAX whose internals moved: its own persistent cache only
     if _ORIGINAL is None:
         _ORIGINAL = pjit._pjit_call_impl_python
         _JAX_READS = compilation_cache.get_executable_and_time, compilation_cache.extract_executable_and_time
@@ -141,7 +149,7 @@ def _call_impl_python(*args, **params):
                 return out, compiled, None, []
     _local.read = None
     out = _ORIGINAL(*args, **params)
-    if path is not None and not out[3]:  # not when constants travel as arguments: an entry is the whole call
+    if path is not None and len(out) == 4 and not out[3]:  # not when constants travel as arguments
         t0 = time.perf_counter()
         _save(path, out[1], _local.read)
         STATS.save_s += time.perf_counter() - t0
@@ -150,7 +158,7 @@ def _call_impl_python(*args, **params):
 
 def _entry(args, params):
     """(the entry's path, the backend) for this call, or (None, None) where it is not cached."""
-    if not enabled() or jax.config.jax_enable_pgle:
+    if not enabled() or getattr(jax.config, "jax_enable_pgle", False):
         return None, None
     try:
         name = program_keys.program_key(args, params)

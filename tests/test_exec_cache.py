@@ -154,3 +154,13 @@ def test_a_new_process_finds_the_entry_by_the_same_key_and_loads_the_same_bits(s
     out = subprocess.run(code, capture_output=True, text=True, timeout=120, env=env)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.split() == ["SAME", "True"]
+
+
+def test_a_jax_whose_internals_moved_keeps_only_its_own_cache(monkeypatch):
+    from jax._src import compilation_cache, pjit
+
+    current = pjit._pjit_call_impl_python
+    monkeypatch.setattr(exec_cache, "_ORIGINAL", None)
+    monkeypatch.delattr(compilation_cache, "extract_executable_and_time")
+    exec_cache.install()  # what jaxdev's import runs: nothing is replaced, nothing raises
+    assert exec_cache._ORIGINAL is None and pjit._pjit_call_impl_python is current
