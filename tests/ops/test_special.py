@@ -156,3 +156,34 @@ def test_i0e_backward_as_cpu(dtype):
         (grad,) = torch.autograd.grad(torch.special.i0e(xx), xx, g.to(device))
         grads.append(grad)
     assert_same(grads[1], grads[0])
+
+
+def test_zeta_with_a_far_negative_q_sums_only_its_own_terms_as_cpu(monkeypatch):
+    """A q far below zero takes ~|q| direct terms (CPU's loop too); jax summed them over every element of
+    the tensor (10-30x CPU's time, a timeout under the auditor's fast-compile flags). Eagerly, the rounds
+    after the first gather the elements still summing; the values are the one-program sum's, bit for bit."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    from jaxdev.ops.special import zeta as module
+
+    sizes = []
+    original = module._round
+    monkeypatch.setattr(module, "_round", lambda x, *rest: (sizes.append(x.shape[0]), original(x, *rest))[1])
+    q = torch.linspace(0.5, 40.0, 64, dtype=torch.float64)
+    q[5], q[40] = -30000.25, -12000.5
+    x = torch.full_like(q, 3.0)
+    summed = torch.special.zeta(x.to(JAX), q.to(JAX)).cpu()
+    assert sizes[0] == 64 and set(sizes[1:]) <= {1, 2} and len(sizes) <= 6
+    torch.testing.assert_close(summed, torch.special.zeta(x, q), rtol=1e-12, atol=0)
+    in_one_program = jax.jit(module._hurwitz_zeta)(jnp.asarray(x.numpy()), jnp.asarray(q.numpy()))
+    assert torch.equal(summed, torch.from_numpy(np.asarray(in_one_program)))  # what compiled programs run
+
+
+@pytest.mark.parametrize("n", [2, 3, 5, 7, 10])
+def test_polygamma_takes_n_factorial_as_cpu(n):
+    """CPU's polygamma multiplies by std::exp(std::lgamma(n + 1)) (not exactly n!): JAX's gammaln put
+    float64 results 1-3 ulps off CPU's."""
+    x = torch.linspace(0.3, 7.7, 25, dtype=torch.float64)
+    assert torch.equal(torch.polygamma(n, x.to(JAX)).cpu(), torch.polygamma(n, x))
