@@ -70,8 +70,38 @@ def _dense_like(shape, strides) -> list[int]:
     return out
 
 
+def _cat_copies(args, kwargs) -> bool:
+    """CPU's cat of float4_e2m1fn_x2 (a floating type to cat) takes its serial kernel, which has no
+    float4 case, where the dim is not 0, every input is contiguous in the result's memory format and
+    the result is small (under 32768 elements, or one thread); elsewhere it copies (bits never go there)."""
+    tensors = [t for t in args[0] if isinstance(t, torch.Tensor)]
+    if not tensors or tensors[0].dtype not in _FLOAT4 or any(t.dim() == 1 and t.numel() == 0 for t in tensors):
+        return True
+    ndim, dim = tensors[0].dim(), args[1] if len(args) > 1 else kwargs.get("dim", 0)
+    if not -ndim <= dim < ndim or dim % ndim == 0:
+        return True  # (cat's own error comes first)
+    formats = {_suggested_format(t) for t in tensors}
+    layout = formats.pop() if len(formats) == 1 else torch.contiguous_format
+    numel = sum(t.numel() for t in tensors)
+    small = numel < 32768 or torch.get_num_threads() == 1
+    return not (small and all(t.is_contiguous(memory_format=layout) for t in tensors))
+
+
+def _suggested_format(t: torch.Tensor) -> torch.memory_format:
+    """suggest_memory_format, near enough: channels-last where a 4-d (5-d) tensor is laid out so and not
+    plainly contiguous."""
+    for ndim, layout in ((4, torch.channels_last), (5, torch.channels_last_3d)):
+        if t.dim() == ndim and not t.is_contiguous() and t.is_contiguous(memory_format=layout):
+            return layout
+    return torch.contiguous_format
+
+
 # op -> (served(args, kwargs) for a raw dtype, else CPU's NotImplementedError from the kernel named)
-SERVED_WHEN: dict[str, tuple[Callable, str]] = {"aten::flip": (_flip_copies_rows, "flip_cpu")}
+SERVED_WHEN: dict[str, tuple[Callable, str]] = {
+    "aten::flip": (_flip_copies_rows, "flip_cpu"),
+    "aten::cat": (_cat_copies, "cat_serial_kernel"),
+    "aten::cat.out": (_cat_copies, "cat_serial_kernel"),
+}
 
 
 def _tensors(value):

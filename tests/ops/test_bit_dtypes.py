@@ -168,3 +168,37 @@ def test_flip_copies_rows_as_cpu_and_refuses_the_rest_in_its_words(flip, dtype):
         except (NotImplementedError, RuntimeError) as e:
             results[d] = (NotImplementedError if isinstance(e, NotImplementedError) else type(e), str(e))
     assert results["jax"] == results["cpu"]
+
+
+def _float4(d, *shape):
+    return raw(d, torch.float4_e2m1fn_x2, *shape)
+
+
+FLOAT4_CATS = {
+    # CPU's serial cat kernel (dim > 0, contiguous inputs, a small result) has no float4 case
+    "along dim 1": lambda d: torch.cat([_float4(d, 2, 3), _float4(d, 2, 3)], 1),
+    "hstack": lambda d: torch.hstack([_float4(d, 2, 3), _float4(d, 2, 3)]),
+    "stack along dim 1": lambda d: torch.stack([_float4(d, 3), _float4(d, 3)], 1),
+    "channels_last along C": lambda d: torch.cat(
+        [_float4(d, 1, 2, 2, 2).contiguous(memory_format=torch.channels_last)] * 2, 1
+    ),
+    # elsewhere it copies: dim 0, a non-contiguous input, a large result
+    "along dim 0": lambda d: torch.cat([_float4(d, 2, 3), _float4(d, 2, 3)], 0),
+    "a transposed input along dim 1": lambda d: torch.cat([_float4(d, 2, 2).t(), _float4(d, 2, 2)], 1),
+    "a large result along dim 1": lambda d: torch.cat([_float4(d, 200, 100), _float4(d, 200, 100)], 1),
+}
+
+
+@pytest.mark.usefixtures("no_fallback")
+@pytest.mark.parametrize("cat", FLOAT4_CATS.values(), ids=FLOAT4_CATS.keys())
+def test_float4_cat_as_cpu(cat):
+    """CPU refuses float4_e2m1fn_x2's cat where its serial kernel would run (NotImplementedError, its
+    words) and copies elsewhere; jax served every cat of it."""
+    results = {}
+    for d in ("cpu", "jax"):
+        try:
+            r = cat(d)
+            results[d] = (r.shape, r.stride(), as_bytes(r).sum().item(), as_bytes(r).flatten()[:64].tolist())
+        except NotImplementedError as e:
+            results[d] = str(e)
+    assert results["jax"] == results["cpu"]
