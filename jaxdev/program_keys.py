@@ -161,6 +161,8 @@ def _value(v):
         return (t.__name__, tuple(_value(x) for x in v))
     if t is float:
         return ("float", struct.pack("<d", v))
+    if isinstance(v, (int, float, complex)) and not isinstance(v, enum.Enum):
+        return _number(v, t)  # a subclass (jax's typed literals, numpy's float64): the value and its type
     if t is dict or t is set or t is np.ndarray:  # mutable: encoded at every meeting
         return _other(v, t)
     memo = _MEMO.get(id(v))
@@ -174,6 +176,16 @@ def _value(v):
         _MEMO.clear()
     _MEMO[id(v)] = (v, encoded)  # the object held: its id cannot be reused while the entry lives
     return encoded
+
+
+def _number(v, t):
+    if isinstance(v, complex):
+        payload = struct.pack("<dd", v.real, v.imag)
+    elif isinstance(v, float):
+        payload = struct.pack("<d", v)
+    else:
+        payload = int(v)
+    return ("number", t.__module__, t.__qualname__, str(getattr(v, "dtype", "")), payload)
 
 
 # Encodings of the objects met so far, by identity (JAX interns abstract values, shardings, meshes and
@@ -213,6 +225,8 @@ def _other(v, t):
 
 
 _FIELDS: dict = {}
+_SENTINELS = ("UnspecifiedValue", "AUTO")  # JAX's stateless markers (a sharding or layout left to XLA)
+_BUILTIN_STATE = (int, float, complex, str, bytes, tuple, list, dict, set, frozenset, np.ndarray, np.generic)
 
 
 def _fields(v, t) -> list:
@@ -228,12 +242,11 @@ def _fields(v, t) -> list:
 
 def _object(v, t):
     """A JAX object (abstract values, meshes, contexts, partition specs) by its fields."""
-    if t.__module__.split(".")[0] not in ("jax", "jaxlib") or callable(v):
-        raise Unkeyable(f"{t.__module__}.{t.__qualname__}")
+    if t.__module__.split(".")[0] not in ("jax", "jaxlib") or callable(v) or isinstance(v, _BUILTIN_STATE):
+        raise Unkeyable(f"{t.__module__}.{t.__qualname__}")  # its state is not (all) in Python fields
     fields = _fields(v, t)
+    if not fields and t.__qualname__ in _SENTINELS:
+        return ("sentinel", t.__module__, t.__qualname__)
     if not fields:
-        text = repr(v)
-        if " at 0x" in text:
-            raise Unkeyable(f"{t.__module__}.{t.__qualname__}")
-        return ("repr", t.__module__, t.__qualname__, text)
+        raise Unkeyable(f"{t.__module__}.{t.__qualname__}")  # a C++ object: no fields to read
     return ("object", t.__module__, t.__qualname__, tuple((f, _value(getattr(v, f, None))) for f in fields))

@@ -56,6 +56,17 @@ def test_the_key_moves_with_shape_dtype_static_arguments_and_constants(store, mo
     assert len(set(keys)) == len(keys) - 1
 
 
+def test_literals_are_keyed_by_their_bits(store, monkeypatch):
+    """A number passed to an inner jit becomes a typed literal (a float subclass): -0.0 and 0.0 are two
+    programs (x.mul_(-0.0) and x.mul_(0.0) gave the same key once, and the second ran the first's)."""
+    keys = _keys(monkeypatch)
+    x = jnp.ones((3,), jnp.float32)
+    inner = jax.jit(lambda a, c: a * c)
+    for c in (-0.0, 0.0, 0.0, 1, 1.0):
+        jax.jit(lambda a, c=c: inner(a, c))(x)
+    assert keys[-5] != keys[-4] == keys[-3] != keys[-2] != keys[-1]
+
+
 def test_objects_without_a_stable_encoding_are_refused():
     with pytest.raises(program_keys.Unkeyable):
         program_keys._value(lambda: 0)  # a Python function (a host callback's)
