@@ -41,8 +41,15 @@ def copy_into(dst: torch.Tensor, src: torch.Tensor, non_blocking: bool = False) 
     return dst
 
 
+# The 0-d tensor PyTorch's argument parser makes of a Python number passed as a Tensor (a "wrapped
+# number"): CPU's copy_ receives one; a registered kernel receives the number itself.
+_WRAPPED_DTYPE = {bool: torch.bool, int: torch.int64, float: torch.float64, complex: torch.complex128}
+
+
 @register(aten.copy_.default)
 def copy_(self, src, non_blocking=False):
+    if not isinstance(src, torch.Tensor):  # x.copy_(float('inf')): converted as CPU's copy_ converts it
+        src = torch.tensor(src, dtype=_WRAPPED_DTYPE[type(src)]).to(self.dtype)
     return copy_into(self, src, non_blocking)
 
 
