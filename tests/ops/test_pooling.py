@@ -226,3 +226,35 @@ HALF = [torch.bfloat16, torch.float16]
 def test_adaptive_avg_pool3d_half(dtype, shape, out):
     x = seeded_randn(*shape, scale=3, dtype=dtype)
     on_both(lambda d: torch.nn.functional.adaptive_avg_pool3d(x.to(d), out))
+
+
+@pytest.mark.parametrize("nd", [2, 3])
+@pytest.mark.parametrize("warn_only", [False, True])
+def test_max_unpool_alerts_under_deterministic_algorithms_as_cpu(nd, warn_only):
+    """CPU's max_unpool kernels call alertNotDeterministic (duplicate indices write in any order):
+    an error, or a UserWarning with warn_only; jax ran silently (PyTorch's test_torch
+    test_nondeterministic_alert_MaxUnpool3d)."""
+    import warnings
+
+    unpool = F.max_unpool2d if nd == 2 else F.max_unpool3d
+    outcomes = []
+    previous = (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled())
+    try:
+        torch.use_deterministic_algorithms(True, warn_only=warn_only)
+        for device in ("cpu", JAX):
+            x = torch.ones((1, 1) + (2,) * nd, device=device)
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                try:
+                    unpool(x, torch.zeros_like(x, dtype=torch.long), 1)
+                    outcome = "ok"
+                except RuntimeError as e:
+                    outcome = str(e)
+            said = [
+                str(w.message).split(" (Triggered internally")[0] for w in caught if "deterministic" in str(w.message)
+            ]
+            outcomes.append((outcome, said))
+    finally:
+        torch.use_deterministic_algorithms(previous[0], warn_only=previous[1])
+    assert outcomes[0] == outcomes[1]
+    assert f"max_unpooling{nd}d_forward_out does not have a deterministic implementation" in str(outcomes[0])

@@ -5,6 +5,7 @@ propagated), adaptive max pooling, and max unpooling; gradients go back through 
 from __future__ import annotations
 
 import functools
+import warnings
 
 import jax.numpy as jnp
 import numpy as np
@@ -105,7 +106,31 @@ def _unpool(spatial):
     return run
 
 
+def alert_not_deterministic(caller: str) -> None:
+    """at::globalContext().alertNotDeterministic(caller): CPU's kernel raises (or warns, with
+    warn_only) under torch.use_deterministic_algorithms(True) before anything else."""
+    if not torch.are_deterministic_algorithms_enabled():
+        return
+    head = f"{caller} does not have a deterministic implementation, but you set "
+    if torch.is_deterministic_algorithms_warn_only_enabled():
+        warnings.warn(
+            head + "'torch.use_deterministic_algorithms(True, warn_only=True)'. You can file an issue at "
+            "https://github.com/pytorch/pytorch/issues to help us prioritize adding deterministic support for "
+            "this operation.",
+            UserWarning,
+            stacklevel=3,
+        )
+        return
+    raise RuntimeError(
+        head + "'torch.use_deterministic_algorithms(True)'. You can turn off determinism just for this "
+        "operation, or you can use the 'warn_only=True' option, if that's acceptable for your application. "
+        "You can also file an issue at https://github.com/pytorch/pytorch/issues to help us prioritize adding "
+        "deterministic support for this operation."
+    )
+
+
 def _max_unpool(self, indices, output_size, nd):
+    alert_not_deterministic(f"max_unpooling{nd}d_forward_out")  # duplicate indices write in any order
     if indices.dtype != torch.int64:
         raise RuntimeError(f"elements in indices should be type int64 but got: {indices.dtype}")
     if tuple(self.shape) != tuple(indices.shape):
