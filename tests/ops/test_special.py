@@ -158,6 +158,7 @@ def test_i0e_backward_as_cpu(dtype):
     assert_same(grads[1], grads[0])
 
 
+@pytest.mark.per_op_mode("fused mode traces the kernel into its program: the one-program sum, no rounds")
 def test_zeta_with_a_far_negative_q_sums_only_its_own_terms_as_cpu(monkeypatch):
     """A q far below zero takes ~|q| direct terms (CPU's loop too); jax summed them over every element of
     the tensor (10-30x CPU's time, a timeout under the auditor's fast-compile flags). Eagerly, the rounds
