@@ -5,12 +5,14 @@ lower to the same module text (module and function names aside).
     PYTHONPATH=benchmarks JAXDEV_CACHE_DIR=off .venv/bin/pytest -p exec_key_check tests/ops/test_views.py ...
 
 Prints, at the end, how many programs and distinct keys it saw, how many were unkeyable, and every key
-two different modules shared (none is the claim).
+two different modules shared (none is the claim); each such key is also appended at once to
+$EXEC_KEY_CHECK_OUT (default ./exec_key_check.txt).
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 
 from jax._src import pjit
@@ -40,6 +42,8 @@ def _checked(*args, **params):
     first = SEEN.setdefault(key, (digest, text))
     if first[0] != digest:
         SHARED.append((key, first[1][:3000], text[:3000]))
+        with open(os.environ.get("EXEC_KEY_CHECK_OUT", "exec_key_check.txt"), "a") as f:  # at once: a run cut short
+            f.write(f"--- {key}\n{first[1][:3000]}\n+++\n{text[:3000]}\n")
     return _inner(*args, **params)
 
 
