@@ -188,3 +188,11 @@ def test_polygamma_takes_n_factorial_as_cpu(n):
     float64 results 1-3 ulps off CPU's."""
     x = torch.linspace(0.3, 7.7, 25, dtype=torch.float64)
     assert torch.equal(torch.polygamma(n, x.to(JAX)).cpu(), torch.polygamma(n, x))
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_zeta_of_half_dtypes_is_refused_as_cpu(dtype):
+    """CPU's zeta kernel serves float and double only (jax served half ones)."""
+    for d in ("cpu", JAX):
+        with pytest.raises(NotImplementedError, match=r"^\"zeta_cpu\" not implemented for '(Half|BFloat16)'$"):
+            torch.special.zeta(torch.ones(2, dtype=dtype, device=d), 2.0)

@@ -178,6 +178,8 @@ def special_zeta(self, other):
     """Float-valued as register_binary's ops: the operands cast as TensorIterator casts them (to the
     promoted dtype, then its opmath), summed in float64, the result rounded back through opmath."""
     dt = float_of(torch.result_type(self, other))
+    if dt in (torch.float16, torch.bfloat16):  # CPU's kernel has float and double only
+        raise NotImplementedError(f"\"zeta_cpu\" not implemented for '{dtypes.scalar_name(dt)}'")
     xq = apply(_operands, dt, torch.float64, (self, other))
     if tracing.is_traced(xq):
         return apply(_zeta, dt, dt, (self, other))
