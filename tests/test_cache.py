@@ -89,3 +89,17 @@ def test_trim_covers_the_compiled_paths_caches(tmp_path):
     assert not stale.exists() and (live / "entry").exists() and (tmp_path / "jit_a-cache").exists()
     assert cache.trim(str(tmp_path), 1000) == 1000  # the AOTAutograd entry is older than JAX's
     assert not (tmp_path / "aotautograd" / "fingerprint").exists() and (tmp_path / "jit_a-cache").exists()
+
+
+def test_trim_covers_the_eager_executables(tmp_path):
+    """jaxdev's executable cache (executables/<fingerprint>/, jaxdev/exec_cache.py) shares the bound."""
+    from jaxdev import cache
+
+    now = time.time()
+    folder = tmp_path / "executables" / "fingerprint"
+    folder.mkdir(parents=True)
+    for file, age in ((tmp_path / "jit_a-cache", 0), (folder / "old", 3000), (folder / "new", 10)):
+        file.write_bytes(b"x" * 1000)
+        os.utime(file, (now - age, now - age))
+    assert cache.trim(str(tmp_path), 2000) == 1000
+    assert not (folder / "old").exists() and (folder / "new").exists() and (tmp_path / "jit_a-cache").exists()
