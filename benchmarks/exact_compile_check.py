@@ -32,7 +32,9 @@ def _checked(*args, **params):
     if any(params["donated_invars"]):
         COUNTS["skipped (donated)"] += 1
         return out
-    default = dict(params, compiler_options_kvs=tuple(o for o in params["compiler_options_kvs"] if o != exact_programs.OPTION))
+    default = dict(
+        params, compiler_options_kvs=tuple(o for o in params["compiler_options_kvs"] if o != exact_programs.OPTION)
+    )
     again = _inner(*args, **default)
     COUNTS["checked"] += 1
     for a, b in zip(out[0], again[0]):
