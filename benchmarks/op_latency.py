@@ -60,6 +60,39 @@ def main() -> None:
     fused_recording(args.size, args.repeat)
 
 
+def _attention_cases(n: int) -> dict:
+    """Attention over (2, 4, n, 16) heads, causal: F.scaled_dot_product_attention against its math in
+    one jitted function (JAX's own dot_product_attention lays heads out otherwise), forward and the
+    gradients of q, k and v."""
+    import torch.nn.functional as F
+
+    heads_cpu = torch.randn(2, 4, n, 16)
+    heads = heads_cpu.to("jax")
+    jh = jaxdev.to_jax(heads)
+
+    def attend(q, k, v):
+        scores = jnp.matmul(q, jnp.swapaxes(k, -1, -2), precision="highest") / 4.0
+        scores = jnp.where(jnp.tril(jnp.ones((n, n), bool)), scores, -jnp.inf)
+        return jnp.matmul(jax.nn.softmax(scores, -1), v, precision="highest")
+
+    attention = jax.jit(attend)
+    attention_grads = jax.jit(jax.grad(lambda q, k, v: attend(q, k, v).sum(), argnums=(0, 1, 2)))
+    leaves = [heads.clone().requires_grad_() for _ in range(3)]
+    cpu_leaves = [heads_cpu.clone().requires_grad_() for _ in range(3)]
+    cases = {}
+    cases["attention"] = (
+        lambda: F.scaled_dot_product_attention(heads, heads, heads, is_causal=True),
+        lambda: attention(jh, jh, jh),
+        lambda: F.scaled_dot_product_attention(heads_cpu, heads_cpu, heads_cpu, is_causal=True),
+    )
+    cases["attention backward"] = (
+        lambda: torch.autograd.grad(F.scaled_dot_product_attention(*leaves, is_causal=True).sum(), leaves),
+        lambda: attention_grads(jh, jh, jh),
+        lambda: torch.autograd.grad(F.scaled_dot_product_attention(*cpu_leaves, is_causal=True).sum(), cpu_leaves),
+    )
+    return cases
+
+
 def training_path(n: int, repeat: int) -> None:
     """Ops a training step calls beside the eight above, against the same computation in one jitted
     JAX function (what a kernel that is one program costs at best) and torch on CPU."""
@@ -111,32 +144,7 @@ def training_path(n: int, repeat: int) -> None:
             lambda: torch.autograd.grad(cpu_leaf * 2, cpu_leaf, x_cpu),
         ),
     }
-    # Attention over (2, 4, n, 16) heads, causal: F.scaled_dot_product_attention against its math in one
-    # jitted function (JAX's own dot_product_attention lays heads out otherwise), forward and the
-    # gradients of q, k and v.
-    heads_cpu = torch.randn(2, 4, n, 16)
-    heads = heads_cpu.to("jax")
-    jh = jaxdev.to_jax(heads)
-
-    def attend(q, k, v):
-        scores = jnp.matmul(q, jnp.swapaxes(k, -1, -2), precision="highest") / 4.0
-        scores = jnp.where(jnp.tril(jnp.ones((n, n), bool)), scores, -jnp.inf)
-        return jnp.matmul(jax.nn.softmax(scores, -1), v, precision="highest")
-
-    attention = jit(attend)
-    attention_grads = jit(jax.grad(lambda q, k, v: attend(q, k, v).sum(), argnums=(0, 1, 2)))
-    leaves = [heads.clone().requires_grad_() for _ in range(3)]
-    cpu_leaves = [heads_cpu.clone().requires_grad_() for _ in range(3)]
-    cases["attention"] = (
-        lambda: F.scaled_dot_product_attention(heads, heads, heads, is_causal=True),
-        lambda: attention(jh, jh, jh),
-        lambda: F.scaled_dot_product_attention(heads_cpu, heads_cpu, heads_cpu, is_causal=True),
-    )
-    cases["attention backward"] = (
-        lambda: torch.autograd.grad(F.scaled_dot_product_attention(*leaves, is_causal=True).sum(), leaves),
-        lambda: attention_grads(jh, jh, jh),
-        lambda: torch.autograd.grad(F.scaled_dot_product_attention(*cpu_leaves, is_causal=True).sum(), cpu_leaves),
-    )
+    cases.update(_attention_cases(n))
     x_leaf, cpu_leaf = x.clone().requires_grad_(), x_cpu.clone().requires_grad_()
     print(f"\n{'training-path op':<20} {'jaxdev us':>10} {'JAX jit us':>11} {'ratio':>7} {'torch CPU us':>13}")
     for name, (dev, ref, cpu) in cases.items():
