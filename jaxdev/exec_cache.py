@@ -138,7 +138,7 @@ def _call_impl_python(*args, **params):
     if path is not None:
         compiled = _load(path, backend)
         STATS.load_s += time.perf_counter() - t1
-        if compiled is not None:
+        if compiled is not None and _libraries_ready():
             try:
                 out = compiled.unsafe_call(*args)
             except jax.errors.JaxRuntimeError:  # an entry XLA cannot run: compiled again, rewritten
@@ -154,6 +154,23 @@ def _call_impl_python(*args, **params):
         _save(path, out[1], _local.read)
         STATS.save_s += time.perf_counter() - t0
     return out
+
+
+@functools.cache
+def _libraries_ready() -> bool:
+    """A loaded executable skips the lowering, and JAX's lowering rules for the CPU's linalg custom calls
+    are what load LAPACK's function pointers (jaxlib's `_lapack.initialize()`, called lazily by each
+    rule): a cholesky or det loaded before any linalg op was lowered in the process ran through null
+    pointers and crashed (SIGSEGV in CI's gate: linalg.cholesky, linalg.det). The first hit of a process
+    initializes them (~80 ms, scipy's LAPACK included); where this jaxlib has no such call, no entry is
+    used (every program compiles as before)."""
+    try:
+        from jax._src.lib import lapack
+
+        lapack._lapack.initialize()
+    except Exception:
+        return False
+    return True
 
 
 def _entry(args, params):
