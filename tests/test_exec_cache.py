@@ -164,3 +164,32 @@ def test_a_jax_whose_internals_moved_keeps_only_its_own_cache(monkeypatch):
     monkeypatch.delattr(compilation_cache, "extract_executable_and_time")
     exec_cache.install()  # what jaxdev's import runs: nothing is replaced, nothing raises
     assert exec_cache._ORIGINAL is None and pjit._pjit_call_impl_python is current
+
+
+_LINALG_CHILD = """
+import sys
+import jax, jax.numpy as jnp, numpy as np
+import jaxdev
+from jaxdev import exec_cache
+nonce = float(sys.argv[1])
+a = jnp.asarray(np.linspace(-1, 1, 64).reshape(8, 8))
+out = jax.jit(lambda a: jnp.linalg.cholesky(a @ a.T + nonce * jnp.eye(8)))(a)
+print("HITS", exec_cache.STATS.hits, np.asarray(out).tobytes().hex())
+"""
+
+
+def test_a_new_process_runs_a_loaded_linalg_program_before_lowering_any(store):
+    """LAPACK's function pointers are set by JAX's linalg lowering rules, which a loaded executable
+    skips: a process whose first linalg program came from the cache crashed (SIGSEGV) until the first
+    hit initialized them (exec_cache._libraries_ready)."""
+    nonce = _nonce() + 4
+    a = jnp.asarray(np.linspace(-1, 1, 64).reshape(8, 8))
+    want = jax.jit(lambda a: jnp.linalg.cholesky(a @ a.T + nonce * jnp.eye(8)))(a)
+    env = dict(os.environ, JAXDEV_CACHE_DIR=str(store))
+    env.pop(exec_cache.ENV, None)
+    out = subprocess.run(
+        [sys.executable, "-c", _LINALG_CHILD, repr(nonce)], capture_output=True, text=True, timeout=300, env=env
+    )
+    assert out.returncode == 0, f"exit {out.returncode}: {out.stderr[-2000:]}"
+    hits, bits = out.stdout.split()[-2:]
+    assert int(hits) >= 1 and bits == np.asarray(want).tobytes().hex()
