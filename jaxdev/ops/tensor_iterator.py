@@ -8,34 +8,13 @@ in any one unit per operand (TensorIterator compares bytes; only comparisons wit
 
 from __future__ import annotations
 
+from jaxdev import layout
+
 
 def reordered(shape, strides) -> list[int]:
-    """TensorIterator's reorder_dimensions: the dims, innermost first. An insertion sort from the last dim
-    as the innermost, by the first operand whose strides along both dims are nonzero: the smaller stride
-    goes inner; equal strides put the smaller dim inner or leave the decision to the next operand."""
-
-    def should_swap(d0, d1) -> int:
-        for st in strides:
-            s0, s1 = st[d0], st[d1]
-            if s0 == 0 or s1 == 0:
-                continue
-            if s0 != s1:
-                return -1 if s0 < s1 else 1
-            if shape[d0] > shape[d1]:
-                return 1
-        return 0
-
-    perm = list(range(len(shape)))[::-1]
-    for i in range(1, len(perm)):
-        d1 = i
-        for d0 in range(i - 1, -1, -1):
-            c = should_swap(perm[d0], perm[d1])
-            if c > 0:
-                perm[d0], perm[d1] = perm[d1], perm[d0]
-                d1 = d0
-            elif c < 0:
-                break
-    return perm
+    """TensorIterator's reorder_dimensions: the dims, innermost first (layout.iteration_order, the rule
+    result layouts already follow)."""
+    return layout.iteration_order(shape, strides)
 
 
 def coalesced(shape, strides) -> tuple[list[int], list[list[int]]]:
