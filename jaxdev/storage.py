@@ -230,7 +230,8 @@ def _getitem(self, *args, **kwargs):
             tensor.BOXES[addr] = box
             # Every slice at this address shares the box: it lives as long as the root storage,
             # which PyTorch keeps alive while any slice of it does.
-            root = torch.UntypedStorage._new_with_weak_ptr(parent.weak)
+            # (A weak slot of 0 is a copy-on-write box, which self.data_ptr() above made self's own.)
+            root = torch.UntypedStorage._new_with_weak_ptr(parent.weak) if parent.weak else self
             box.weak = root._weak_ref()
     return out
 

@@ -105,8 +105,15 @@ _bytes_since_sweep = 0
 def _drop_dead(addrs) -> None:
     for addr in addrs:
         box = BOXES.get(addr)
-        if box is not None and _expired(box.weak):
+        if box is not None and box.weak and _expired(box.weak):
             _free_weak_ref(BOXES.pop(addr).weak)
+
+
+def release_weak(box: Box) -> None:
+    """Give up `box`'s weak reference to its storage. A weak slot of 0 (a box shared copy-on-write,
+    jaxdev/csrc/cow.cpp) holds none: its data pointer's deleter removes it."""
+    if box.weak:
+        _free_weak_ref(box.weak)
 
 
 def sweep() -> None:
@@ -159,7 +166,7 @@ def scratch():
     finally:
         _tracing -= 1
         for addr in [a for a in BOXES if a not in before]:
-            _free_weak_ref(BOXES.pop(addr).weak)
+            release_weak(BOXES.pop(addr))
 
 
 def in_scratch() -> bool:
@@ -183,7 +190,7 @@ def new_storage(box: Box) -> torch.UntypedStorage:
 
 def reattach(box: Box, storage: torch.UntypedStorage) -> None:
     """`box` now belongs to `storage`'s StorageImpl (its pointer was swapped in): sweeps follow that one."""
-    _free_weak_ref(box.weak)
+    release_weak(box)
     box.weak = storage._weak_ref()
 
 

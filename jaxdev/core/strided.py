@@ -34,6 +34,10 @@ from jaxdev.core.plans import access_mode, dense_permutation, flat_as, plan_for,
 
 # read's hot path (the native module, jaxdev/native.py): the array of a plain tensor, else None.
 plain_value = native.module.plain_value if native.module is not None else None
+# A storage's address for a lookup that only reads: `untyped_storage().data_ptr()` asks for the mutable
+# pointer, which makes a copy-on-write storage (Tensor._lazy_clone, jaxdev/csrc/cow.cpp) a copy of its
+# own, as a write must; a read leaves it shared, as on CPU.
+_address = torch._C._data_address
 
 
 def wrap_strided(array: jax.Array, strides) -> torch.Tensor:
@@ -111,7 +115,7 @@ def read(t: torch.Tensor) -> jax.Array:
         if array is not None:
             return array
     try:
-        box = BOXES[t.untyped_storage().data_ptr()]
+        box = BOXES[_address(t)]
     except KeyError:
         box = box_of(t)  # raises the right error
     if spans(t, box):
@@ -142,7 +146,7 @@ def plain_array(t) -> jax.Array | None:
     for anything else too. One native call when the native module is in use."""
     if plain_value is not None:
         return plain_value(t)
-    box = BOXES.get(t.untyped_storage().data_ptr()) if is_jax(t) else None
+    box = BOXES.get(_address(t)) if is_jax(t) else None
     return box.array if box is not None and type(box) is Box and spans(t, box) else None
 
 
@@ -179,7 +183,7 @@ def view_reader(t: torch.Tensor):
     `(stored, offset) -> values` that reads view `t` from its box's array as stored (every view of this
     geometry shares it) and t's offset as its argument (`offset_arg`); or None where `_read_stored` must
     decide (a sharded storage, an empty or overflowing view)."""
-    box = BOXES.get(t.untyped_storage().data_ptr())
+    box = BOXES.get(_address(t))
     if box is None or type(box) is not Box or box.logical is not None or t.numel() == 0:
         return None
     if SHARDED_ENTRIES and box in SHARDED:
@@ -211,7 +215,7 @@ def read_parts(t: torch.Tensor) -> tuple:
         if array is not None:
             return array, None, None
     try:
-        box = BOXES[t.untyped_storage().data_ptr()]
+        box = BOXES[_address(t)]
     except KeyError:
         box = box_of(t)
     if box.logical is not None:

@@ -66,7 +66,8 @@ void storage_died(void* address) {
   g_dead->push_back(address);
 }
 
-// As torch._C._construct_storage_from_data_pointer makes it: byte-sized, no allocator, not resizable
+// As torch._C._construct_storage_from_data_pointer makes it: byte-sized, not resizable, with the allocator
+// copy-on-write copies come from (cow.cpp)
 // (a resize goes through jaxdev's own resize_ kernel, which gives the tensor a new storage).
 // The data pointer's deleter records the storage's death (storage_died).
 at::Tensor make_tensor(const std::vector<int64_t>& sizes, int64_t numel, c10::ScalarType dtype, void* address) {
@@ -75,7 +76,7 @@ at::Tensor make_tensor(const std::vector<int64_t>& sizes, int64_t numel, c10::Sc
   c10::DataPtr data(address, address, &storage_died, device);
   c10::Storage storage(c10::make_intrusive<c10::StorageImpl>(
       c10::StorageImpl::use_byte_size_t(), numel * static_cast<int64_t>(meta.itemsize()), std::move(data),
-      /*allocator=*/nullptr, /*resizable=*/false));
+      storage_allocator(), /*resizable=*/false));
   // TensorImpl adds the autograd and autocast keys of the backend itself (none in inference mode).
   auto t = at::detail::make_tensor<c10::TensorImpl>(
       std::move(storage), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), meta);
@@ -243,7 +244,7 @@ PyObject* new_storage(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
     c10::Device device(c10::DeviceType::PrivateUse1, 0);
     c10::Storage storage(c10::make_intrusive<c10::StorageImpl>(
         c10::StorageImpl::use_byte_size_t(), nbytes, c10::DataPtr(address, address, &storage_died, device),
-        /*allocator=*/nullptr, /*resizable=*/false));
+        storage_allocator(), /*resizable=*/false));
     return THPStorage_Wrap(std::move(storage));
   } catch (const std::exception& e) {
     PyErr_SetString(PyExc_RuntimeError, e.what());

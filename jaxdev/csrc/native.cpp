@@ -18,6 +18,8 @@
 //                                buffer is free before the next op allocates, so a loop reuses it
 //                                while it is hot; measured, a 1024x1024 expand().contiguous() loop
 //                                76 -> 38 us).
+//   lazy_clone(t)                t._lazy_clone() as PyTorch makes it: both storages share t's address
+//                                copy-on-write (cow.cpp); None where it cannot be (Python clones).
 //   set_boxes(BOXES, Box)        the storage -> Box dictionary that the readers below look in, and
 //                                the Box class (a subclass, such as a storage slice's, is left to Python).
 //   plain_value(t)               the jax.Array of a tensor that is its whole storage, row-major (the
@@ -52,7 +54,7 @@
 // The CPython API is used directly (no pybind11): the module compiles in seconds. Its source files,
 // one concern each, share native.h: this file (the module, its method table, and the CPU redispatch
 // kernels; the PrivateUse1 library is made here, so the dispatcher names this file as where jaxdev's
-// native kernels are registered), boxes.cpp, readers.cpp, fast_ops.cpp and device.cpp. They are built
+// native kernels are registered), boxes.cpp, cow.cpp, readers.cpp, fast_ops.cpp and device.cpp. They are built
 // as one translation unit, included below (jaxdev/native.py compiles this file): compiled apart, each
 // parsed PyTorch's headers again, 61 s of compiler time against 20 s for one unit.
 
@@ -61,6 +63,7 @@
 #include "boxes.cpp"
 #include "device.cpp"
 #include "fast_ops.cpp"
+#include "cow.cpp"  // after fast_ops.cpp: its copies take addresses from the same counter
 #include "readers.cpp"
 
 #include <ATen/core/stack.h>
@@ -120,6 +123,7 @@ PyMethodDef methods[] = {
      METH_FASTCALL, "a C++ PrivateUse1 kernel for clone's contiguous cases"},
     {"set_allocation", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(set_allocation)), METH_FASTCALL,
      "the fake addresses' counter and tensor._checkpoint, for the fast kernels"},
+    {"lazy_clone", lazy_clone, METH_O, "t._lazy_clone() sharing t's storage copy-on-write, or None"},
     {"drop_dead", drop_dead, METH_NOARGS, "remove the boxes of dead storages that wrap made"},
     {"set_boxes", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(set_boxes)), METH_FASTCALL,
      "the storage -> Box dictionary, and the Box class"},

@@ -1,6 +1,6 @@
 // Declarations the translation units of jaxdev's native module share (see native.cpp for what the
 // module does); each unit includes the PyTorch headers it uses itself, so that none parses them all. One concern per file: native.cpp (the module and its CPU redispatch kernels),
-// boxes.cpp (storages and their boxes), readers.cpp (a tensor's array without Python), fast_ops.cpp
+// boxes.cpp (storages and their boxes), cow.cpp (copy-on-write storages), readers.cpp (a tensor's array without Python), fast_ops.cpp
 // (whole eager ops and clone in C++), device.cpp (device guard, pinned-memory hooks, attention choice).
 
 #pragma once
@@ -12,6 +12,7 @@ class Tensor;
 }
 namespace c10 {
 struct TensorImpl;
+struct Allocator;
 }
 namespace torch {
 class Library;
@@ -38,6 +39,10 @@ PyObject* wrap(PyObject*, PyObject* const* args, Py_ssize_t nargs);
 PyObject* new_storage(PyObject*, PyObject* const* args, Py_ssize_t nargs);
 PyObject* drop_dead(PyObject*, PyObject*);
 PyObject* set_boxes(PyObject*, PyObject* const* args, Py_ssize_t nargs);
+
+// --- cow.cpp: copy-on-write storages (Tensor._lazy_clone) ----------------------------------------
+c10::Allocator* storage_allocator();
+PyObject* lazy_clone(PyObject*, PyObject* arg);
 
 // --- readers.cpp: a tensor's array without a Python frame -------------------------------------------
 bool check_ready();

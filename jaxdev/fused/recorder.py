@@ -417,8 +417,9 @@ def flush() -> None:
 
 
 def _alive(box: Box) -> bool:
-    # The native module releases a dead storage's weak reference and sets it to None.
-    return box.weak is not None and not torch.UntypedStorage._expired(box.weak)
+    # The native module releases a dead storage's weak reference and sets it to None; 0 is a box whose
+    # storages share it copy-on-write (jaxdev/csrc/cow.cpp), alive while it is in BOXES.
+    return box.weak is not None and (box.weak == 0 or not torch.UntypedStorage._expired(box.weak))
 
 
 def pending_ops() -> int:

@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 import torch
 
-from jaxdev import layout, pinned, tensor, tracing
+from jaxdev import layout, native, pinned, tensor, tracing
 from jaxdev.device import check_index
 from jaxdev.ops import registry
 from jaxdev.ops.registry import aten, register
@@ -148,11 +148,18 @@ def _assert_async(self, assert_msg=None):
 
 @register(aten._lazy_clone.default)
 def _lazy_clone(self):
-    """A copy-on-write clone on CPU: a tensor with self's sizes, strides and storage offset over a storage
-    that holds what self's holds and is written separately from it. Its generic kernel asserts here
-    (a jax storage's data pointer cannot be made copy-on-write), so the storage is cloned now, which
-    copies no bytes either: the new box holds the same immutable jax array until one side writes, so
-    writes to either side stay apart, as after CPU's lazy copy. `torch._C._is_cow_tensor` stays False
-    on jax: PyTorch's COW data pointer would copy the fake address's bytes on the first write access."""
+    """A copy-on-write clone, as CPU's: self's storage and the result's share one address and one box
+    until either is written (jaxdev/csrc/cow.cpp), so `torch._C._is_cow_tensor` and `_data_address`
+    answer as on CPU. Where c10 cannot share the storage (no native module, a storage sharded over a
+    mesh or made outside jaxdev's allocator) the storage is cloned now, which copies no bytes either:
+    the new box holds the same immutable jax array until one side writes."""
+    if native.module is not None:
+        box = tensor.BOXES.get(torch._C._data_address(self))
+        if box is not None and type(box) is not tensor.Box:
+            _ = box.array  # a fused eager value still pending: computed now, the box is then a plain Box
+        if box is not None and not (tensor.SHARDED_ENTRIES and box in tensor.SHARDED):
+            shared = native.module.lazy_clone(self)
+            if shared is not None:
+                return shared
     storage = self.untyped_storage().clone()
     return tensor.tensor_on_storage(storage, self.dtype, tuple(self.shape), self.stride(), self.storage_offset())
