@@ -105,6 +105,20 @@ BYTE_CARRIERS: dict[torch.dtype, torch.dtype] = {
 }
 
 
+# What a storage of each such dtype holds: the raw carriers above, and complex32 as uint32 (the bytes of
+# c10::complex<Half>: real float16 bits low, imaginary high), served by jaxdev/ops/complex_half.py.
+STORED_AS: dict[torch.dtype, torch.dtype] = {**BYTE_CARRIERS, torch.complex32: torch.uint32}
+
+
+class ComplexHalfError(NotImplementedError):
+    """An op CPU gives no ComplexHalf kernel either (sum, exp, div...): raised where a kernel reads a
+    complex32 tensor's values; the registry names the op (`"sum" not implemented for 'ComplexHalf'`)."""
+
+    def naming(self, op) -> NotImplementedError:
+        kernel = op.name().removeprefix("aten::").split(".")[0]
+        return NotImplementedError(f"\"{kernel}\" not implemented for 'ComplexHalf'")
+
+
 class RawBytesDtypeError(NotImplementedError):
     """An op that needs arithmetic on a dtype jax holds only as raw bytes. CPU raises NotImplementedError
     there too; a TypeError would make `x == y` answer False (Python's fallback for a refused __eq__)."""
@@ -118,6 +132,10 @@ def to_jax_dtype(dtype: torch.dtype) -> np.dtype:
             raise RawBytesDtypeError(
                 f"dtype {dtype} is not supported by this op on device 'jax': it holds raw bits, which jax "
                 "tensors only make, zero, copy, clone, concatenate, select and view, as CPU does"
+            ) from None
+        if dtype is torch.complex32:
+            raise ComplexHalfError(
+                "this op is not implemented for 'ComplexHalf' (torch.complex32) on device 'jax', as on CPU"
             ) from None
         raise UnsupportedDtypeError(
             f"dtype {dtype} is not supported on device 'jax': JAX has no equivalent type"

@@ -69,7 +69,7 @@ class Box:
         return self._array if self.logical is None else self.logical[0]
 
     def retype(self, dtype: torch.dtype) -> None:
-        dtype = dtypes.BYTE_CARRIERS.get(dtype, dtype)
+        dtype = dtypes.STORED_AS.get(dtype, dtype)
         if self.untyped and dtype != self.dtype:
             self.array = bitcast_flat(self.flat(), dtype)
             self.numel = self.array.shape[0]
@@ -295,7 +295,7 @@ def span(shape, strides) -> int:
 
 def empty(shape, dtype: torch.dtype, strides=None) -> torch.Tensor:
     """A new jax tensor of `shape` (zero-filled: JAX has no uninitialised memory)."""
-    stored = dtypes.BYTE_CARRIERS.get(dtype, dtype)  # bits and float4 are held as bytes of a carrier
+    stored = dtypes.STORED_AS.get(dtype, dtype)  # bits, float4, complex32: bytes of a carrier
     jdt = dtypes.to_jax_dtype(stored)
     shape = tuple(int(n) for n in shape)
     explicit = strides is not None

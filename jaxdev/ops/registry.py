@@ -23,8 +23,8 @@ import jax
 import torch
 from torch._ops import OpOverload
 
-from jaxdev import eager_modes, layout, native, tensor, tracing
-from jaxdev.ops import bit_dtypes
+from jaxdev import dtypes, eager_modes, layout, native, tensor, tracing
+from jaxdev.ops import bit_dtypes, complex_half
 from jaxdev.ops.derived import (  # noqa: F401  (check_cast, store_into, broadcast_shapes: imported from here)
     as_shape_error,
     broadcast_shapes,
@@ -197,7 +197,7 @@ def _register(
         raise RegistrationError(f"{name} already has a jax kernel ({KERNELS[name].__qualname__})")
     if name in RELAID:
         fn = _relaid_kernel(op, fn)
-    fn = bit_dtypes.serving_bytes(name, fn)
+    fn = complex_half.serving(op, bit_dtypes.serving_bytes(name, fn))
     if fast is not None:
         FAST_BODIES[op] = fast
     installed = fn if on_cpu else in_mode(op, fn)
@@ -217,9 +217,12 @@ def in_mode(op: OpOverload, fn: Callable) -> Callable:
     dispatch = eager_modes.dispatch
 
     def kernel(*args, **kwargs):
-        if active.on:
-            return dispatch(op, fn, args, kwargs)
-        return fn(*args, **kwargs)
+        try:
+            if active.on:
+                return dispatch(op, fn, args, kwargs)
+            return fn(*args, **kwargs)
+        except dtypes.ComplexHalfError as e:  # a complex32 argument read by an op CPU refuses it too
+            raise e.naming(op) from None
 
     kernel.__qualname__ = fn.__qualname__
     kernel.__name__ = getattr(fn, "__name__", "kernel")

@@ -76,7 +76,7 @@ def _grown(self, needed: int) -> torch.UntypedStorage:
     dtype wrote them (CPU reallocates and copies the bytes); the new elements are zeros, or what CPU's
     deterministic mode fills new memory with (fills.uninitialised_value)."""
     old = tensor.box_of(self)
-    stored = dtypes.BYTE_CARRIERS.get(self.dtype, self.dtype)
+    stored = dtypes.STORED_AS.get(self.dtype, self.dtype)
     jdt = dtypes.to_jax_dtype(stored)
     flat = old.flat()
     if old.dtype != stored:  # a dtype view of the storage: its whole elements of the new dtype

@@ -1,0 +1,277 @@
+"""torch.complex32 (ComplexHalf, torch.chalf) on jax, served as CPU PyTorch serves it.
+
+JAX has no complex type of two float16 parts. A complex32 tensor lies over a storage whose box holds
+uint32 (dtypes.STORED_AS): the bytes of c10::complex<Half>, the real part's float16 bits low, the
+imaginary part's high (little-endian), so the storage, its views (view_as_real, view(dtype), untyped
+storages) and its copies stay byte for byte CPU's.
+
+CPU gives ComplexHalf few kernels (about the ops listed below); jax serves the same:
+  BYTE_MOVES   ops that only move elements (clone, copies, cat, indexing, where, flip's row copies...):
+               run on uint32 aliases of the tensors when every value argument is complex32, so the
+               bits are CPU's exactly (NaN payloads included).
+  ARITHMETIC   ops that compute (add, mul, abs, isnan, eq, fill_, copies to and from other dtypes,
+               factories...): each complex32 argument is decoded to complex64 (exact), every other
+               floating argument and number rounded to half first where the op's common dtype is
+               complex32 (TensorIterator casts its inputs to it; CPU rounds a Python number too),
+               the complex64 kernel runs, and each result whose dtype is complex32 on CPU is rounded
+               part by part to float16 (float16 for a float result such as abs's). A complex32
+               argument the op writes gets the rounded values back through its own strides.
+Every other op refuses in one sentence as CPU does (`"sum" not implemented for 'ComplexHalf'`):
+dtypes.to_jax_dtype raises ComplexHalfError on reading a complex32 tensor, which the registry names
+with the op. New complex32 results warn once that ComplexHalf support is experimental, as CPU's
+empty_generic does (each time under torch.set_warn_always(True)).
+"""
+
+from __future__ import annotations
+
+import functools
+import warnings
+from collections.abc import Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import torch
+
+from jaxdev import tensor
+from jaxdev.ops import bit_dtypes
+
+_C32 = torch.complex32
+_CARRIER = torch.uint32
+_DENSE_WIDE = (torch.float32, torch.float64, torch.bfloat16, torch.complex64, torch.complex128)
+
+_EXPERIMENTAL = "ComplexHalf support is experimental and many operators don't support it yet."
+_warned = False
+
+
+def _warn_experimental() -> None:
+    global _warned
+    if not _warned or torch.is_warn_always_enabled():
+        _warned = True
+        warnings.warn(_EXPERIMENTAL, UserWarning, stacklevel=3)
+
+
+def _names(*ops: str) -> frozenset:
+    return frozenset("aten::" + op for op in ops)
+
+
+# Ops that move elements only: the uint32 bits are moved (when every value argument is complex32).
+BYTE_MOVES = _names(
+    "clone", "copy_", "_copy_from", "_copy_from_and_resize", "_to_copy", "cat", "cat.out", "stack",
+    "stack.out", "index_select", "index.Tensor", "index_put_", "index_put", "_index_put_impl_", "repeat",
+    "roll", "where.self", "tril", "triu", "tril_", "triu_", "narrow_copy", "permute_copy", "t_copy",
+    "diagonal_copy", "expand_copy", "unfold_copy", "zero_", "flip", "masked_select", "diag_embed",
+    "index_copy_", "index_copy", "alias_copy", "view_copy", "transpose_copy", "squeeze_copy",
+    "unsqueeze_copy", "select_copy.int", "slice_copy.Tensor", "detach_copy",
+)  # fmt: skip
+
+# Ops CPU computes for ComplexHalf: served on complex64 values, rounded back.
+ARITHMETIC = _names(
+    "add.Tensor", "add.Scalar", "add_.Tensor", "add_.Scalar", "add.out", "sub.Tensor", "sub.Scalar",
+    "sub_.Tensor", "sub_.Scalar", "sub.out", "mul.Tensor", "mul.Scalar", "mul_.Tensor", "mul_.Scalar",
+    "mul.out", "neg", "neg_", "neg.out", "_conj_physical", "conj_physical_", "conj_physical.out", "abs",
+    "abs.out", "isnan", "isinf", "eq.Tensor", "eq.Scalar", "ne.Tensor", "ne.Scalar", "sgn", "sgn_",
+    "sgn.out", "addcmul", "addcmul_", "addcmul.out", "fill_.Scalar", "fill_.Tensor", "masked_fill.Scalar",
+    "masked_fill_.Scalar", "masked_fill.Tensor", "masked_fill_.Tensor", "index_fill_.int_Scalar",
+    "index_fill.int_Scalar", "index_add_", "index_add", "any", "all", "count_nonzero",
+    "count_nonzero.dim_IntList", "nonzero", "_local_scalar_dense", "constant_pad_nd", "complex",
+    "normal_", "uniform_", "randn", "rand", "randn.generator", "rand.generator", "randn_like", "rand_like",
+    "empty.memory_format", "empty.out", "empty_strided", "empty_like", "empty_permuted", "zeros", "ones",
+    "full", "zeros_like", "ones_like", "full_like", "new_zeros", "new_ones", "new_full", "new_empty",
+    "new_empty_strided", "scalar_tensor",
+)  # fmt: skip
+ARITHMETIC = ARITHMETIC | BYTE_MOVES  # with other dtypes among their values, they convert as copies do
+
+
+# --- bits <-> values ----------------------------------------------------------------------------
+
+
+@jax.jit
+def _decode(u: jax.Array) -> jax.Array:
+    parts = [jax.lax.bitcast_convert_type((u >> s).astype(jnp.uint16), jnp.float16) for s in (0, 16)]
+    return jax.lax.complex(parts[0].astype(jnp.float32), parts[1].astype(jnp.float32))
+
+
+@jax.jit
+def _encode(c: jax.Array) -> jax.Array:
+    c = c.astype(jnp.complex64)
+    re, im = (
+        jax.lax.bitcast_convert_type(p.astype(jnp.float16), jnp.uint16).astype(jnp.uint32) for p in (c.real, c.imag)
+    )
+    return re | (im << 16)
+
+
+def _alias(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """t's elements read as `dtype` (same item size): t's storage, sizes, strides and offset."""
+    return bit_dtypes.retyped(t, dtype)
+
+
+def _placed(array: jax.Array, strides) -> torch.Tensor:
+    """A new jax tensor holding `array` laid out with `strides` where they are dense, else contiguous."""
+    if array.ndim > 1 and tensor.dense_permutation(tuple(array.shape), tuple(strides)) is not None:
+        return tensor.wrap_strided(array, tuple(strides))
+    return tensor.wrap(array)
+
+
+def decoded(t: torch.Tensor) -> torch.Tensor:
+    """A complex64 copy of complex32 `t` (exact: every half is a float), laid out as t where dense."""
+    if not tensor.is_jax(t):
+        return t.to(torch.complex64)
+    value = _decode(tensor.read(_alias(t, _CARRIER)))
+    if t.is_conj():
+        value = jnp.conj(value)
+    if t.is_neg():
+        value = -value
+    return _placed(value, t.stride())
+
+
+def encoded(r: torch.Tensor, warn: bool = True) -> torch.Tensor:
+    """A new complex32 tensor of r's values (complex or real), each part rounded to float16; `warn`: a
+    result the caller sees (CPU warns as it makes one)."""
+    if warn:
+        _warn_experimental()
+    if not tensor.is_jax(r):
+        return r.to(_C32)
+    value = tensor.read(r)
+    return _alias(_placed(_encode(value), r.stride()), _C32)
+
+
+def write_back(dest: torch.Tensor, value: torch.Tensor) -> None:
+    """Store complex `value` (dest's shape) into complex32 `dest`, rounded, through dest's strides."""
+    if not tensor.is_jax(dest):
+        dest.copy_(value)
+        return
+    if tuple(dest.shape) != tuple(value.shape):
+        dest.resize_(value.shape)
+    array = tensor.read(value).astype(jnp.complex64)
+    if dest.is_neg():
+        array = -array
+    if dest.is_conj():
+        array = jnp.conj(array)
+    tensor.write(_alias(dest, _CARRIER), _encode(array))
+
+
+# --- which path -----------------------------------------------------------------------------------
+
+
+def _tensors(value):
+    if isinstance(value, torch.Tensor):
+        yield value
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            if isinstance(v, torch.Tensor):
+                yield v
+
+
+def involves(args, kwargs) -> bool:
+    """Whether a call has a complex32 tensor argument or asks for dtype=complex32 (the hot path of
+    every call of the ops served here: one dtype test per tensor argument)."""
+    for value in args:
+        if isinstance(value, torch.Tensor):
+            if value.dtype is _C32:
+                return True
+        elif isinstance(value, (list, tuple)) and any(t.dtype is _C32 for t in _tensors(value)):
+            return True
+    if kwargs:
+        for key, value in kwargs.items():
+            if value is _C32 and key == "dtype":
+                return True
+            if isinstance(value, torch.Tensor) and value.dtype is _C32:
+                return True
+    return False
+
+
+def value_tensors(args, kwargs):
+    """The tensors holding values (floating or complex; not indices, masks or conditions)."""
+    for value in (*args, *kwargs.values()):
+        for t in _tensors(value):
+            if t.dtype.is_floating_point or t.dtype.is_complex:
+                yield t
+
+
+def _on_bits(name: str, args, kwargs) -> bool:
+    """A byte move of complex32 values only, which the uint32 bits serve exactly."""
+    if name not in BYTE_MOVES or kwargs.get("dtype", _C32) not in (_C32, None):
+        return False
+    if name.startswith(("aten::index_put", "aten::_index_put_impl_")):
+        accumulate = args[3] if len(args) > 3 else kwargs.get("accumulate", False)
+        if accumulate:
+            return False
+    return all(t.dtype is _C32 for t in value_tensors(args, kwargs))
+
+
+def _refuse(kernel: str) -> NotImplementedError:
+    return NotImplementedError(f"\"{kernel}\" not implemented for 'ComplexHalf'")
+
+
+def serving(op, fn: Callable) -> Callable:
+    """`fn`, serving complex32 as CPU does when `op` is one CPU computes for ComplexHalf; any other op
+    is `fn` itself (a complex32 argument then refuses through dtypes.to_jax_dtype)."""
+    name = op.name()
+    if name not in ARITHMETIC:
+        return fn
+    from jaxdev.ops import complex_half_values
+
+    def kernel(*args, **kwargs):
+        if not involves(args, kwargs) and not (name == "aten::complex" and _half_parts(args, kwargs)):
+            return fn(*args, **kwargs)
+        if name == "aten::flip" and not bit_dtypes._flip_copies_rows(args, kwargs):
+            raise _refuse("flip_cpu")
+        if _on_bits(name, args, kwargs):
+            return on_bits(fn, args, kwargs)
+        return complex_half_values.on_complex64(op, fn, args, kwargs)
+
+    kernel.__qualname__ = fn.__qualname__
+    kernel.__name__ = getattr(fn, "__name__", "kernel")
+    kernel.__wrapped__ = fn
+    return kernel
+
+
+def _half_parts(args, kwargs) -> bool:
+    """complex(real, imag) of float16 parts: a complex32 result."""
+    return any(t.dtype is torch.float16 for t in value_tensors(args, kwargs))
+
+
+def on_bits(fn: Callable, args, kwargs):
+    """`fn` on uint32 aliases of the complex32 arguments, its uint32 results labelled complex32."""
+    originals: dict[int, torch.Tensor] = {}
+
+    def carried(value):
+        if isinstance(value, (list, tuple)):
+            return type(value)(carried(v) for v in value)
+        if not isinstance(value, torch.Tensor) or value.dtype is not _C32:
+            return value
+        if value.is_conj() or value.is_neg():
+            value = value.resolve_conj().resolve_neg() if not tensor.is_jax(value) else encoded(decoded(value), False)
+        alias = _alias(value, _CARRIER)
+        originals[id(alias)] = value
+        return alias
+
+    args = [carried(a) for a in args]
+    kwargs = {k: (_CARRIER if k == "dtype" and v is _C32 else carried(v)) for k, v in kwargs.items()}
+
+    def labelled(r):
+        if isinstance(r, (tuple, list)):
+            return type(r)(labelled(x) for x in r)
+        if not isinstance(r, torch.Tensor):
+            return r
+        if id(r) in originals:
+            return originals[id(r)]
+        if r.dtype is _CARRIER:
+            _warn_experimental()
+            return _alias(r, _C32)
+        return r
+
+    return labelled(fn(*args, **kwargs))
+
+
+@functools.lru_cache(maxsize=256)
+def rounded_number(value):
+    """A Python number as CPU casts it to complex32 (each part through float to float16)."""
+
+    def half(x: float) -> float:
+        return float(np.float16(np.float32(x)))
+
+    if isinstance(value, complex):
+        return complex(half(value.real), half(value.imag))
+    return half(value) if isinstance(value, float) else value

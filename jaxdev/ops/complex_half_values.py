@@ -1,0 +1,195 @@
+"""The ARITHMETIC path of complex32 on jax (see jaxdev/ops/complex_half.py): an op CPU computes for
+ComplexHalf runs as its complex64 kernel on decoded values, its results rounded back to half parts.
+
+What CPU does, and so this: TensorIterator casts a computing op's inputs to the common dtype first, so
+where that is complex32 every other floating input and every Python number (alpha too) is rounded to
+half before the op (measured: 1 + 2049.0 is 2048 + 0j in complex32, not 2050); c10::complex<Half>
+computes each operation in float and rounds its result to half (a + alpha * b rounds alpha * b first).
+Which result is complex32 (or float16: abs, real views) is what PyTorch's meta kernels say, or where
+they cannot (nonzero, item), what the decoded run gives less the widening decoding made.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import torch
+from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dtypes
+
+from jaxdev.ops import complex_half as ch
+
+_C32 = torch.complex32
+_WIDE = (torch.float32, torch.float64, torch.bfloat16, torch.complex64, torch.complex128)
+# Ops whose inputs TensorIterator casts to a common dtype before computing (the rest store values).
+_ROUNDING = frozenset(
+    "aten::" + op
+    for op in (
+        "add.Tensor", "add.Scalar", "add_.Tensor", "add_.Scalar", "add.out", "sub.Tensor", "sub.Scalar",
+        "sub_.Tensor", "sub_.Scalar", "sub.out", "mul.Tensor", "mul.Scalar", "mul_.Tensor", "mul_.Scalar",
+        "mul.out", "eq.Tensor", "eq.Scalar", "ne.Tensor", "ne.Scalar", "addcmul", "addcmul_", "addcmul.out",
+    )
+)  # fmt: skip
+# op -> the position of the tensor its alpha scales: c10::complex<Half> rounds alpha * it to half first.
+_ALPHA = {
+    **dict.fromkeys(("aten::add.Tensor", "aten::add_.Tensor", "aten::add.out"), 1),
+    **dict.fromkeys(("aten::sub.Tensor", "aten::sub_.Tensor", "aten::sub.out"), 1),
+    **dict.fromkeys(("aten::index_add", "aten::index_add_", "aten::index_add.out"), 3),
+}
+_ADDCMUL = frozenset({"aten::addcmul", "aten::addcmul_", "aten::addcmul.out"})
+_NUMBER = (int, float, complex)
+
+
+def _meta(value, key=None):
+    if isinstance(value, torch.Tensor):
+        return torch.empty_strided(value.shape, value.stride(), dtype=value.dtype, device="meta")
+    if isinstance(value, (list, tuple)):
+        return type(value)(_meta(v) for v in value)
+    if key == "device":
+        return torch.device("meta")
+    if key == "generator":
+        return None
+    return value
+
+
+def _flat(result) -> list:
+    if isinstance(result, (list, tuple)):
+        return [x for r in result for x in _flat(r)]
+    return [result]
+
+
+def expected_dtypes(op, args, kwargs) -> list | None:
+    """The dtypes of op's results on CPU (flat), from its meta kernel; None where it has none or its
+    result depends on values. A meta kernel's own error about the arguments (dtypes that must match,
+    shapes) is CPU's: raised as it is, before decoding could make complex32 pass for complex64."""
+    try:
+        with warnings.catch_warnings(), torch.no_grad():
+            warnings.simplefilter("ignore")
+            result = op(*(_meta(a) for a in args), **{k: _meta(v, k) for k, v in kwargs.items()})
+    except (RuntimeError, IndexError, ValueError) as e:
+        if "meta" in str(e).lower() or "data-dependent" in str(e).lower():
+            return None
+        raise
+    except Exception:  # no meta kernel, data-dependent output (nonzero, item): decided from the values
+        return None
+    return [r.dtype if isinstance(r, torch.Tensor) else None for r in _flat(result)]
+
+
+def _common_is_half(name: str, args, kwargs) -> bool:
+    """Whether a computing op's common dtype is complex32 (its inputs are then rounded to it)."""
+    if name not in _ROUNDING:
+        return False
+    values = [a for a in args if isinstance(a, (torch.Tensor, *_NUMBER)) and not isinstance(a, bool)]
+    values = values[:3] if name.startswith("aten::addcmul") else values[:2]
+    if not values:
+        return False
+    try:
+        _, result = elementwise_dtypes(*values, type_promotion_kind=ELEMENTWISE_TYPE_PROMOTION_KIND.DEFAULT)
+    except Exception:
+        return False
+    return result is _C32
+
+
+def _rounded_tensor(t: torch.Tensor) -> torch.Tensor:
+    """t's values as CPU casts them to complex32, as complex64 (real dtypes: float16 values, as float)."""
+    if t.dtype.is_complex:
+        return ch.decoded(ch.encoded(t, False)) if t.dtype is not _C32 else ch.decoded(t)
+    return t.to(torch.float32).to(torch.float16)
+
+
+def _written(op) -> tuple[set[int], set[str]]:
+    """The positions and names of the arguments `op` writes into (self of an in-place op, out=)."""
+    positions, names = set(), set()
+    for i, argument in enumerate(op._schema.arguments):
+        if argument.alias_info is not None and argument.alias_info.is_write:
+            (names if argument.kwarg_only else positions).add(i)
+            names.add(argument.name)
+    return positions, names
+
+
+def _inputs(op, args, kwargs, rounding: bool):
+    """args and kwargs with complex32 tensors decoded (and, when rounding, every other floating tensor
+    and number rounded to half), and the complex32 tensors written into, by their stand-in's id."""
+    positions, names = _written(op)
+    written: dict[int, torch.Tensor] = {}
+
+    def converted(value, writes: bool):
+        if isinstance(value, (list, tuple)):
+            return type(value)(converted(v, False) for v in value)
+        if isinstance(value, torch.Tensor):
+            if value.dtype is _C32:
+                stand_in = ch.decoded(value)
+                if writes:
+                    written[id(stand_in)] = value
+                return stand_in
+            if rounding and not writes and value.dtype in _WIDE:
+                return _rounded_tensor(value)
+            if value.dtype is torch.float16 and op.name() == "aten::complex":
+                return value.float()  # complex32 parts: exact as float
+            return value
+        if rounding and isinstance(value, _NUMBER) and not isinstance(value, bool):
+            return ch.rounded_number(value)
+        return value
+
+    new_args = [converted(a, i in positions) for i, a in enumerate(args)]
+    new_kwargs = {}
+    for key, value in kwargs.items():
+        if key == "dtype" and value is _C32:
+            new_kwargs[key] = torch.complex64
+        else:
+            new_kwargs[key] = converted(value, key in names)
+    return new_args, new_kwargs, written
+
+
+def _half_product(a, b) -> torch.Tensor:
+    """a * b as c10::complex<Half> gives it (computed in float, rounded to half), as complex64."""
+    return ch.decoded(ch.encoded(torch.mul(a, b), False))
+
+
+def _products_first(name: str, args, kwargs):
+    """a + alpha * b and a + value * t1 * t2 as c10::complex<Half> computes them: each product rounded
+    to half before the sum (alpha and value are complex<Half> there too)."""
+    if name in _ADDCMUL and len(args) >= 3:
+        value = ch.rounded_number(kwargs.get("value", 1))
+        product = _half_product(_half_product(args[1], value), args[2])
+        kwargs = {k: v for k, v in kwargs.items() if k != "value"}
+        return [args[0], product, torch.ones((), dtype=product.dtype, device=product.device)], kwargs
+    at = _ALPHA.get(name)
+    alpha = kwargs.get("alpha", 1)
+    if at is None or alpha == 1 or len(args) <= at or not isinstance(args[at], torch.Tensor):
+        return args, kwargs
+    scaled = _half_product(args[at], ch.rounded_number(alpha))
+    return [*args[:at], scaled, *args[at + 1 :]], {k: v for k, v in kwargs.items() if k != "alpha"}
+
+
+def on_complex64(op, fn, args, kwargs):
+    """`fn` on complex64 values standing in for the complex32 arguments; results as CPU types them."""
+    name = op.name()
+    expected = expected_dtypes(op, args, kwargs)
+    rounding = _common_is_half(name, args, kwargs)
+    widened = not any(t.dtype in _WIDE for t in ch.value_tensors(args, kwargs))
+    new_args, new_kwargs, written = _inputs(op, args, kwargs, rounding)
+    if rounding or name.startswith("aten::index_add"):
+        new_args, new_kwargs = _products_first(name, new_args, new_kwargs)
+    result = fn(*new_args, **new_kwargs)
+    for stand_in_id, original in written.items():
+        stand_in = next(t for t in (*_flat(new_args), *_flat(list(new_kwargs.values()))) if id(t) == stand_in_id)
+        ch.write_back(original, stand_in)
+    flat = iter(expected) if expected is not None else None
+
+    def typed(r):
+        if isinstance(r, (list, tuple)):
+            return type(r)(typed(x) for x in r)
+        want = next(flat) if flat is not None else None
+        if not isinstance(r, torch.Tensor):
+            return r
+        if id(r) in written:
+            return written[id(r)]
+        if want is None and widened and r.dtype in (torch.complex64, torch.float32):
+            want = _C32 if r.dtype is torch.complex64 else torch.float16
+        if want is _C32:
+            return ch.encoded(r)
+        if want is not None and want != r.dtype:
+            return r.to(want)
+        return r
+
+    return typed(result)
