@@ -34,6 +34,7 @@ from jaxdev import eager_modes as _eager_modes
 from jaxdev import executables as _executables
 from jaxdev import fallback as _fallback  # noqa: F401  (registers the CPU fallback; needs the device)
 from jaxdev import generator as _generator
+from jaxdev import host_methods as _host_methods
 from jaxdev import layout as _layout
 from jaxdev import ops as _ops  # noqa: F401
 from jaxdev import parameters as _parameters
@@ -61,6 +62,7 @@ _storage.install()
 _autocast.install()
 _parameters.install()
 _generator.install()
+_host_methods.install()
 _layout.install_fake_convolution()
 _compiler.register()
 
