@@ -90,7 +90,8 @@ def _common_is_half(name: str, args, kwargs) -> bool:
 
 
 def _rounded_tensor(t: torch.Tensor) -> torch.Tensor:
-    """t's values as CPU casts them to complex32, as complex64 (real dtypes: float16 values, as float)."""
+    """t's values as CPU casts them to complex32, as complex64 (real dtypes: float16 values; an integer
+    goes through float as c10's conversion does)."""
     if t.dtype.is_complex:
         return ch.decoded(ch.encoded(t, False)) if t.dtype is not _C32 else ch.decoded(t)
     return t.to(torch.float32).to(torch.float16)
@@ -121,7 +122,7 @@ def _inputs(op, args, kwargs, rounding: bool):
                 if writes:
                     written[id(stand_in)] = value
                 return stand_in
-            if rounding and not writes and value.dtype in _WIDE:
+            if rounding and not writes and value.dtype not in (torch.bool, torch.float16):
                 return _rounded_tensor(value)
             if value.dtype is torch.float16 and op.name() == "aten::complex":
                 return value.float()  # complex32 parts: exact as float
@@ -141,24 +142,45 @@ def _inputs(op, args, kwargs, rounding: bool):
 
 
 def _half_product(a, b) -> torch.Tensor:
-    """a * b as c10::complex<Half> gives it (computed in float, rounded to half), as complex64."""
+    """a * b as c10::complex<Half> gives it (a complex product computed in float, so inf * 0 parts
+    make NaN, rounded to half), as complex64; a number b is a complex<Half> there."""
+    b = complex(ch.rounded_number(b)) if isinstance(b, _NUMBER) else b
     return ch.decoded(ch.encoded(torch.mul(a, b), False))
 
 
-def _products_first(name: str, args, kwargs):
+def _summed(name: str, fn):
+    """`fn`'s overload computing a + b part by part, as complex<Half>'s += does, where b is the product
+    rounded first (a kernel's own `a + 1 * b` would multiply NaN into the other part)."""
+
+    def run(a, b, *rest, out=None, **kwargs):
+        parts = [t if t.dtype.is_complex else t.to(torch.complex64) for t in (a, b)]
+        value = torch.view_as_complex(torch.view_as_real(parts[0]) + torch.view_as_real(parts[1]))
+        if name.split(".")[0].endswith("_"):
+            return a.copy_(value)
+        if out is not None:
+            return out.resize_(value.shape).copy_(value)
+        return value
+
+    return run
+
+
+def _products_first(name: str, fn, args, kwargs):
     """a + alpha * b and a + value * t1 * t2 as c10::complex<Half> computes them: each product rounded
     to half before the sum (alpha and value are complex<Half> there too)."""
     if name in _ADDCMUL and len(args) >= 3:
-        value = ch.rounded_number(kwargs.get("value", 1))
-        product = _half_product(_half_product(args[1], value), args[2])
+        product = _half_product(_half_product(args[1], kwargs.get("value", 1)), args[2])
         kwargs = {k: v for k, v in kwargs.items() if k != "value"}
-        return [args[0], product, torch.ones((), dtype=product.dtype, device=product.device)], kwargs
+        return _summed(name, fn), [args[0], product], kwargs
     at = _ALPHA.get(name)
     alpha = kwargs.get("alpha", 1)
     if at is None or alpha == 1 or len(args) <= at or not isinstance(args[at], torch.Tensor):
-        return args, kwargs
-    scaled = _half_product(args[at], ch.rounded_number(alpha))
-    return [*args[:at], scaled, *args[at + 1 :]], {k: v for k, v in kwargs.items() if k != "alpha"}
+        return fn, args, kwargs
+    # sub is add of -alpha on CPU (sub_check, then add_stub with -alpha)
+    scaled = _half_product(args[at], -alpha if name.startswith("aten::sub") else alpha)
+    kwargs = {k: v for k, v in kwargs.items() if k != "alpha"}
+    if at == 1:
+        return _summed(name, fn), [args[0], scaled, *args[2:]], kwargs
+    return fn, [*args[:at], scaled, *args[at + 1 :]], kwargs
 
 
 def on_complex64(op, fn, args, kwargs):
@@ -169,7 +191,7 @@ def on_complex64(op, fn, args, kwargs):
     widened = not any(t.dtype in _WIDE for t in ch.value_tensors(args, kwargs))
     new_args, new_kwargs, written = _inputs(op, args, kwargs, rounding)
     if rounding or name.startswith("aten::index_add"):
-        new_args, new_kwargs = _products_first(name, new_args, new_kwargs)
+        fn, new_args, new_kwargs = _products_first(name, fn, new_args, new_kwargs)
     result = fn(*new_args, **new_kwargs)
     for stand_in_id, original in written.items():
         stand_in = next(t for t in (*_flat(new_args), *_flat(list(new_kwargs.values()))) if id(t) == stand_in_id)
