@@ -27,6 +27,7 @@ from jaxdev.ops import (  # noqa: F401
     padding,
     pointwise,
     pooling,
+    put_take,
     random,
     raw_memory,
     reductions,

@@ -27,7 +27,13 @@ def update_scale_(self, growth_tracker, found_inf, scale_growth_factor, scale_ba
     scale, tracker, inf = J(self), J(growth_tracker), J(found_inf)
     grown = tracker + 1
     grow = grown == growth_interval
-    new_scale = jnp.where(inf > 0, scale * scale_backoff_factor, jnp.where(grow, scale * scale_growth_factor, scale))
+    # CPU's kernel: float scale times a double factor, in double, rounded to float; a grown scale that
+    # is not finite is not taken (the scale never grows into inf), the tracker resets either way
+    wide = scale.astype(jnp.float64)
+    backed_off = (wide * scale_backoff_factor).astype(scale.dtype)
+    grown_scale = (wide * scale_growth_factor).astype(scale.dtype)
+    grow_to = jnp.where(jnp.isfinite(grown_scale), grown_scale, scale)
+    new_scale = jnp.where(inf > 0, backed_off, jnp.where(grow, grow_to, scale))
     new_tracker = jnp.where((inf > 0) | grow, jnp.zeros_like(tracker), grown)
     tensor.write(self, new_scale.astype(scale.dtype))
     tensor.write(growth_tracker, new_tracker.astype(tracker.dtype))

@@ -128,8 +128,13 @@ def _to_copy(self, *, dtype=None, layout=None, device=None, pin_memory=None, non
 
 @register(aten._local_scalar_dense.default)
 def _local_scalar_dense(self):
+    """The tensor's first element, as CPU's kernel reads it (it takes a many-element tensor's first
+    element; `.item()` checks the count before it gets here)."""
+    if self.numel() == 0:
+        raise RuntimeError("_local_scalar_dense: Empty tensor not supported")
     tracing.resolve_checks()
-    return np.asarray(tensor.read(self)).item()
+    value = tensor.read(self)
+    return np.asarray(value if value.ndim == 0 else value[(0,) * value.ndim]).item()
 
 
 @register(aten._assert_async.default, aten._assert_async.msg)

@@ -1,8 +1,11 @@
 """CPU's checks of the index tensors of index_select, gather and scatter (and their errors), shared by
 the indexing and scatter families: indices in [0, size) only, int32/int64 dtypes, and PyTorch's
-convention that a 0-dim tensor has one dim of size 1."""
+convention that a 0-dim tensor has one dim of size 1; and the alert of kernels whose duplicate
+indices write in any order (alert_not_deterministic)."""
 
 from __future__ import annotations
+
+import warnings
 
 import numpy as np
 import torch
@@ -38,3 +41,26 @@ def nonempty_dim(t) -> int:
 
 def nonempty_size(t, d: int) -> int:
     return t.shape[d] if t.dim() else 1
+
+
+def alert_not_deterministic(caller: str) -> None:
+    """at::globalContext().alertNotDeterministic(caller): CPU's kernel raises (or warns, with
+    warn_only) under torch.use_deterministic_algorithms(True) before anything else."""
+    if not torch.are_deterministic_algorithms_enabled():
+        return
+    head = f"{caller} does not have a deterministic implementation, but you set "
+    if torch.is_deterministic_algorithms_warn_only_enabled():
+        warnings.warn(
+            head + "'torch.use_deterministic_algorithms(True, warn_only=True)'. You can file an issue at "
+            "https://github.com/pytorch/pytorch/issues to help us prioritize adding deterministic support for "
+            "this operation.",
+            UserWarning,
+            stacklevel=3,
+        )
+        return
+    raise RuntimeError(
+        head + "'torch.use_deterministic_algorithms(True)'. You can turn off determinism just for this "
+        "operation, or you can use the 'warn_only=True' option, if that's acceptable for your application. "
+        "You can also file an issue at https://github.com/pytorch/pytorch/issues to help us prioritize adding "
+        "deterministic support for this operation."
+    )

@@ -1,6 +1,6 @@
 """Indexed writes: scatter (src, value, add, multiply), scatter_add, scatter_reduce.two
-(sum/prod/mean/amax/amin, include_self), index_add, masked_scatter, index_copy/index_fill/index_reduce,
-put (and its read, take). Their in-place variants write into self's own buffer where they may
+(sum/prod/mean/amax/amin, include_self), index_add, masked_scatter, index_copy/index_fill/index_reduce
+(put and take: ops/put_take.py). Their in-place variants write into self's own buffer where they may
 (ops/indexed_writes.py).
 
 Their backward formulas are composites of ops that already run on jax (gather, index_select,
@@ -13,11 +13,10 @@ import jax.numpy as jnp
 import torch
 
 from jaxdev import dtypes, tracing
-from jaxdev.ops import overlaps
 from jaxdev.ops.index_checks import bounds_error, check_in_range, index_dtype_check, nonempty_dim, nonempty_size
 from jaxdev.ops.indexed_writes import into
 from jaxdev.ops.reduce_at import positions, reduce_at
-from jaxdev.ops.registry import aten, register, register_functional, store_into
+from jaxdev.ops.registry import aten, register_functional
 from jaxdev.ops.toolkit import J, add_at, any_device, check_index_bounds, jitted, multiply_at, opmath, wrap_dim
 
 # --- scatter_ (src, value, add, multiply), scatter_add, scatter_reduce -----------------------------
@@ -165,10 +164,15 @@ def _not_on_cpu(self, kernel: str) -> NotImplementedError:
 
 @jitted
 def _index_add(d, c):
-    """x[..., i, ...] += alpha * s along d, computed in `c` (opmath) and rounded once."""
+    """x[..., i, ...] += alpha * s along d, computed in `c` (opmath) and rounded once; a 1-d x of a half
+    dtype as CPU's loop for it: alpha * s rounded to x's dtype, then added one value at a time in index
+    order, each sum rounded (XLA's scatter adds in x's dtype so)."""
 
     def run(x, i, s, alpha):
         i = jnp.where(i < 0, i + x.shape[d], i)
+        if c != x.dtype and x.ndim == 1:
+            s = (s.astype(c) * jnp.asarray(alpha).astype(x.dtype).astype(c)).astype(x.dtype)
+            return add_at(x.at[i], s)
         s = (s.astype(c) * alpha).astype(c)
         if c == x.dtype:
             return add_at(x.at[(slice(None),) * d + (i,)], s)
@@ -379,63 +383,3 @@ def index_reduce(self, dim, index, source, reduce, *, include_self=True):
     if self.dim() == 0:
         return _scatter_reduce(d, reduce, bool(include_self), floor)(x, full, s).reshape(())
     return into(_scatter_reduce(d, reduce, bool(include_self), floor), x, full, s)
-
-
-@register_functional(aten.put.default, indexed=True)
-def put(self, index, source, accumulate=False):
-    if index.dtype != torch.int64:
-        raise RuntimeError(f"put_(): Expected a long tensor for index, but got {dtypes.scalar_name(index.dtype)}")
-    if self.dtype != source.dtype:
-        raise RuntimeError(
-            f"put_(): self and source expected to have the same dtype, but got self.dtype = {self.dtype} and source.dtype = {source.dtype}"
-        )
-    if index.numel() != source.numel():
-        raise RuntimeError(
-            f"put_(): Expected source and index to have the same number of elements, but got source.numel() = {source.numel()}, index.numel() = {index.numel()}"
-        )
-    x = J(self)
-    i = any_device(index).reshape(-1)
-    n = x.size
-    if i.size:
-        tracing.check_values((i >= n) | (i < -n), lambda: _out_of_range(i, n))
-    return into(_put(bool(accumulate)), x, i, J(source))
-
-
-@jitted
-def _put(accumulate):
-    """x's flat positions i (negative from the end) set to, or added, the source's values."""
-
-    def run(x, i, s):
-        flat, s = x.reshape(-1), s.reshape(-1).astype(x.dtype)
-        ref = flat.at[jnp.where(i < 0, i + flat.size, i)]
-        return (add_at(ref, s) if accumulate else ref.set(s)).reshape(x.shape)
-
-    return run
-
-
-@register(aten.take.out)
-def take_out(self, index, *, out):
-    if out.dtype != self.dtype:  # CPU checks this first
-        raise RuntimeError(
-            "take(): self and out expected to have the same dtype, but got self.dtype = "
-            f"{dtypes.scalar_name(self.dtype)} and out.dtype = {dtypes.scalar_name(out.dtype)}"
-        )
-    overlaps.check("take", out, {"self": self, "index": index})
-    return store_into(out, take(self, index), resize=True)
-
-
-@register_functional(aten.take.default, out=False)
-def take(self, index):
-    if index.dtype != torch.int64:
-        raise RuntimeError(f"take(): Expected a long tensor for index, but got {dtypes.scalar_name(index.dtype)}")
-    x = J(self).reshape(-1)
-    i = any_device(index)
-    n = x.size
-    if i.size:
-        tracing.check_values((i >= n) | (i < -n), lambda: _out_of_range(i, n))
-    return x[jnp.where(i < 0, i + n, i)]
-
-
-def _out_of_range(i, n) -> IndexError:
-    bad = int(jnp.max(i)) if n == 0 or int(jnp.max(i)) >= n else int(jnp.min(i))
-    return IndexError(f"out of range: tried to access index {bad} on a tensor of {n} elements.")

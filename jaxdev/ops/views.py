@@ -17,7 +17,7 @@ from jaxdev.ops.registry import aten, register, register_on_cpu_kernel
 
 _CPU = torch._C.DispatchKeySet(torch._C.DispatchKey.CPU)
 
-# Ops that return an alias of their input and whose CPU kernel is pure metadata.
+# Ops whose CPU kernel is pure metadata: views (they return an alias of their input), is_set_to.
 METADATA_VIEWS = [
     aten.view.default,
     aten.view.dtype,
@@ -28,6 +28,7 @@ METADATA_VIEWS = [
     aten.view_as_complex.default,
     aten.as_strided_.default,
     aten.set_.source_Tensor,
+    aten.is_set_to.default,  # not a view: a comparison of storages and geometry, metadata only
 ]
 
 

@@ -36,3 +36,18 @@ def test_grad_scaler_skips_overflow_and_grows_like_cpu():
     assert jax_scales == cpu_scales
     for j, c in zip(jax_params, cpu_params):
         assert_same(j, c, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("factor", [16.0, 1.1])
+def test_update_scale_never_grows_into_inf_as_cpu(factor):
+    """CPU keeps the scale when growing it would overflow float32 (PyTorch's
+    test_grad_scale_will_not_overflow), and multiplies by the double factor in double."""
+    got, want = [], []
+    for out, device in ((got, "jax"), (want, "cpu")):
+        for start in (1e38, 3.0e38, 1.7):
+            s = torch.tensor([start], device=device)
+            tracker = torch.tensor([0], dtype=torch.int32, device=device)
+            torch._amp_update_scale_(s, tracker, torch.tensor([0.0], device=device), factor, 0.3, 1)
+            torch._amp_update_scale_(s, tracker, torch.tensor([1.0], device=device), factor, 0.3, 1)
+            out.append((s.item(), tracker.item()))
+    assert got == want

@@ -322,3 +322,19 @@ def test_division_by_a_broadcast_divisor_is_cpus_true_division(case, dtype):
     want = _DIVISIONS[case](x, y)
     got = _DIVISIONS[case](x.to(JAX), y.to(JAX)).cpu()
     assert torch.equal(got, want), f"{(got != want).sum().item()} of {want.numel()} elements differ"
+
+
+@pytest.mark.parametrize("op", ["__ilshift__", "__irshift__"])
+def test_in_place_shifts_check_overlap_first_as_cpu(op):
+    """`x[:-1] <<= x[1:]` raised CPU's dtype error on jax (the CPU fallback's copies hid the overlap);
+    CPU checks the overlap first (PyTorch's test_shift_mem_overlap)."""
+    results = []
+    for device in ("cpu", JAX):
+        x = torch.rand(3, device=device)
+        n = torch.tensor([5, 6, 7], dtype=torch.int32, device=device)
+        for target, other in ((x[:-1], x[1:]), (n, torch.tensor(1, device=device))):
+            try:
+                results.append(getattr(target, op)(other).cpu().tolist())
+            except (RuntimeError, NotImplementedError) as e:
+                results.append(str(e))
+    assert results[:2] == results[2:]

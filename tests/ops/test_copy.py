@@ -121,3 +121,11 @@ def test_copy_from_a_python_number_as_cpu(value, dtype):
     want = torch.zeros(3, dtype=dtype).copy_(value)
     got = torch.zeros(3, dtype=dtype, device=JAX).copy_(value)
     torch.testing.assert_close(got.cpu(), want, equal_nan=True, rtol=0, atol=0)
+
+
+def test_local_scalar_dense_as_cpu():
+    """CPU's kernel: an empty tensor raises its own message; a many-element tensor gives its first."""
+    assert torch.ops.aten._local_scalar_dense(torch.tensor([[3.0, 4.0], [5.0, 6.0]], device=JAX)) == 3.0
+    assert torch.ops.aten._local_scalar_dense(torch.arange(6, device=JAX).reshape(2, 3).t()[1]) == 1
+    with pytest.raises(RuntimeError, match=r"^_local_scalar_dense: Empty tensor not supported$"):
+        torch.ops.aten._local_scalar_dense(torch.randn(0, device=JAX))

@@ -34,3 +34,19 @@ def test_scatter_accumulates_half_like_cpu(name, dtype):
     src = torch.full((3000,), v, dtype=dtype)
     z = torch.ones(2, dtype=dtype)
     assert_same(fn(z.to(JAX), idx.to(JAX), src.to(JAX)), fn(z, idx, src))
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("alpha", [1, 0.3])
+def test_index_add_into_1d_half_adds_one_value_at_a_time_as_cpu(dtype, alpha):
+    """CPU's loop for a 1-d self adds each (alpha * source) value in index order, every sum rounded to
+    the half dtype; jax summed duplicates in float32 and rounded once (PyTorch's test_put, whose
+    reference is index_add_ on a flattened tensor, failed on jax in bfloat16 and float16)."""
+    gen = torch.Generator().manual_seed(0)
+    for _ in range(20):
+        dst = (torch.randn(20, generator=gen) * 5).to(dtype)
+        idx = torch.randint(0, 3, (8,), generator=gen)  # many duplicates
+        src = (torch.randn(8, generator=gen) * 5).to(dtype)
+        want = dst.index_add(0, idx, src, alpha=alpha)
+        got = dst.to(JAX).index_add(0, idx.to(JAX), src.to(JAX), alpha=alpha).cpu()
+        assert torch.equal(got, want)

@@ -321,3 +321,12 @@ def test_set_shares_storage_like_cpu():
         return src, t, u
 
     on_both(scenario, check_stride=True)
+
+
+def test_is_set_to_compares_storages_and_geometry_as_cpu():
+    """is_set_to ran on the CPU fallback, whose copies never share a storage (always False)."""
+    for device in ("cpu", JAX):
+        t1, t2 = torch.empty(3, 4, device=device), torch.empty(3, 4, device=device)
+        t3 = torch.tensor([], device=device).set_(t1)
+        got = [t1.is_set_to(t2), t1.is_set_to(t3), t3.is_set_to(t1), t1.is_set_to(t1.view(4, 3))]
+        assert got == [False, True, True, False], device

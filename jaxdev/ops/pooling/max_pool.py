@@ -5,13 +5,13 @@ propagated), adaptive max pooling, and max unpooling; gradients go back through 
 from __future__ import annotations
 
 import functools
-import warnings
 
 import jax.numpy as jnp
 import numpy as np
 import torch
 
 from jaxdev import dtypes, tracing
+from jaxdev.ops.index_checks import alert_not_deterministic
 from jaxdev.ops.pooling.windows import along, check_not_empty, lowest, pool_args, windows
 from jaxdev.ops.registry import aten, register_functional
 from jaxdev.ops.toolkit import J, jitted, opmath
@@ -104,29 +104,6 @@ def _unpool(spatial):
         return out.reshape(lead + spatial)
 
     return run
-
-
-def alert_not_deterministic(caller: str) -> None:
-    """at::globalContext().alertNotDeterministic(caller): CPU's kernel raises (or warns, with
-    warn_only) under torch.use_deterministic_algorithms(True) before anything else."""
-    if not torch.are_deterministic_algorithms_enabled():
-        return
-    head = f"{caller} does not have a deterministic implementation, but you set "
-    if torch.is_deterministic_algorithms_warn_only_enabled():
-        warnings.warn(
-            head + "'torch.use_deterministic_algorithms(True, warn_only=True)'. You can file an issue at "
-            "https://github.com/pytorch/pytorch/issues to help us prioritize adding deterministic support for "
-            "this operation.",
-            UserWarning,
-            stacklevel=3,
-        )
-        return
-    raise RuntimeError(
-        head + "'torch.use_deterministic_algorithms(True)'. You can turn off determinism just for this "
-        "operation, or you can use the 'warn_only=True' option, if that's acceptable for your application. "
-        "You can also file an issue at https://github.com/pytorch/pytorch/issues to help us prioritize adding "
-        "deterministic support for this operation."
-    )
 
 
 def _max_unpool(self, indices, output_size, nd):
