@@ -44,7 +44,7 @@ _EXPERIMENTAL = "ComplexHalf support is experimental and many operators don't su
 _warned = False
 
 
-def _warn_experimental() -> None:
+def warn_experimental() -> None:
     global _warned
     if not _warned or torch.is_warn_always_enabled():
         _warned = True
@@ -161,7 +161,7 @@ def encoded(r: torch.Tensor, warn: bool = True) -> torch.Tensor:
     """A new complex32 tensor of r's values (complex or real), each part rounded to float16; `warn`: a
     result the caller sees (CPU warns as it makes one)."""
     if warn:
-        _warn_experimental()
+        warn_experimental()
     if not tensor.is_jax(r):
         return r.to(_C32)
     value = tensor.read(r)
@@ -249,7 +249,7 @@ def _conj_physical(name: str, t: torch.Tensor) -> torch.Tensor:
     if name == "aten::conj_physical_":
         t.copy_(_alias(_placed(conj_bits(bits_of(t)), t.stride()), _C32))
         return t
-    _warn_experimental()
+    warn_experimental()
     return _alias(_placed(conj_bits(bits_of(t)), t.stride()), _C32)
 
 
@@ -306,12 +306,21 @@ def serving(op, fn: Callable) -> Callable:
             raise _refuse("flip_cpu")
         if _on_bits(name, args, kwargs):
             return on_bits(fn, args, kwargs)
+        stored = complex_half_values.stored_as_bits(name, args, kwargs)
+        if stored is not None:
+            return on_bits(fn, *stored)
+        if name == "aten::complex" and _jax_halves(args):
+            return complex_half_values.complex_of_halves(*args)
         return complex_half_values.on_complex64(op, fn, args, kwargs)
 
     kernel.__qualname__ = fn.__qualname__
     kernel.__name__ = getattr(fn, "__name__", "kernel")
     kernel.__wrapped__ = fn
     return kernel
+
+
+def _jax_halves(args) -> bool:
+    return len(args) == 2 and all(tensor.is_jax(t) and t.dtype is torch.float16 for t in args)
 
 
 def _half_parts(args, kwargs) -> bool:
@@ -350,7 +359,7 @@ def on_bits(fn: Callable, args, kwargs):
         if id(r) in originals:
             return originals[id(r)]
         if r.dtype is _CARRIER:
-            _warn_experimental()
+            warn_experimental()
             return _alias(r, _C32)
         return r
 

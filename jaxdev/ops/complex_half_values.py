@@ -13,9 +13,14 @@ from __future__ import annotations
 
 import warnings
 
+import jax
+import jax.numpy as jnp
+import numpy as np
 import torch
 from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dtypes
 
+from jaxdev import tensor
+from jaxdev.ops import bit_dtypes
 from jaxdev.ops import complex_half as ch
 
 _C32 = torch.complex32
@@ -215,3 +220,55 @@ def on_complex64(op, fn, args, kwargs):
         return r
 
     return typed(result)
+
+
+# Ops that store one number into complex32 elements -> the number's position: run on the uint32 bits
+# with the number as CPU casts it to complex<Half>, so the elements left alone keep their bits
+# (a signalling NaN among them stays one, as on CPU).
+STORES = {
+    "aten::fill_.Scalar": 1,
+    "aten::fill_.Tensor": 1,
+    "aten::masked_fill.Scalar": 2,
+    "aten::masked_fill_.Scalar": 2,
+    "aten::masked_fill.Tensor": 2,
+    "aten::masked_fill_.Tensor": 2,
+    "aten::index_fill_.int_Scalar": 3,
+    "aten::index_fill.int_Scalar": 3,
+    "aten::constant_pad_nd": 2,
+}
+
+
+def number_bits(value) -> int:
+    """The complex<Half> bits of a Python number as CPU casts it (each part through float to half)."""
+    c = complex(ch.rounded_number(value))
+    re, im = (int(np.float16(p).view(np.uint16)) for p in (c.real, c.imag))
+    return re | (im << 16)
+
+
+def stored_as_bits(name: str, args, kwargs):
+    """args with the stored number as complex<Half> bits, where `name` stores one into a complex32
+    self that has no conj/neg bit; else None."""
+    at = STORES.get(name)
+    if at is None or not args or args[0].dtype is not _C32 or args[0].is_conj() or args[0].is_neg():
+        return None
+    value = args[at] if len(args) > at else kwargs.get("value", 0)
+    if isinstance(value, torch.Tensor):
+        if value.dim() != 0:
+            return None  # (the kernel words its own error)
+        value = value.item()
+    if not isinstance(value, _NUMBER):
+        return None
+    bits = number_bits(value)
+    if name.endswith(".Tensor"):
+        bits = torch.tensor(bits, dtype=torch.uint32)
+    if len(args) > at:
+        return [*args[:at], bits, *args[at + 1 :]], kwargs
+    return list(args), {**kwargs, "value": bits}
+
+
+def complex_of_halves(real: torch.Tensor, imag: torch.Tensor) -> torch.Tensor:
+    """torch.complex of float16 parts as CPU's complex<Half>(re, im): the halves' bits side by side."""
+    re, im = (jax.lax.bitcast_convert_type(tensor.read(t), jnp.uint16).astype(jnp.uint32) for t in (real, imag))
+    re, im = jnp.broadcast_arrays(re, im)
+    ch.warn_experimental()
+    return bit_dtypes.retyped(tensor.wrap(re | (im << 16)), _C32)

@@ -83,7 +83,8 @@ def _setitem(t, key, value):
     return t
 
 
-# Ops that move bits: every part exactly CPU's, NaN payloads included.
+# Ops that move bits or store a number (rounded to half as CPU casts it): every part exactly CPU's,
+# NaN payloads included.
 MOVES = {
     "clone": lambda d: _r(d).clone(),
     "clone of a transpose": lambda d: _r(d).view(20, 15).t().clone(),
@@ -128,6 +129,14 @@ MOVES = {
     "isclose": lambda d: torch.isclose(_r(d), _s(d)),
     "item": lambda d: _r(d)[4].item(),
     "tolist": lambda d: normals(d, 5, 3).tolist(),
+    "fill_": lambda d: _r(d).fill_(70000.0),
+    "fill_ complex": lambda d: _r(d).fill_(1e-7 + 3.3j),
+    "masked_fill": lambda d: _r(d).masked_fill(_r(d).real > 0, 1e-7 + 3.3j),
+    "index_fill_": lambda d: _r(d).index_fill_(0, _idx(d, 3, 9), -2.5),
+    "constant_pad_nd": lambda d: torch.nn.functional.pad(_r(d), (2, 3), value=1.1),
+    "complex of halves": lambda d: torch.complex(_r(d).real, _s(d).imag),
+    "masked_fill of a 0-dim tensor": lambda d: _r(d).masked_fill(_r(d).real < 0, torch.tensor(-0.1 + 7j, device=d)),
+    "constant_pad_nd of zeros": lambda d: torch.nn.functional.pad(_r(d).view(20, 15), (1, 2, 0, 1)),
 }
 
 
@@ -170,14 +179,8 @@ COMPUTES = {
         torch.linspace(-1e-4, 1e-4, 64, dtype=torch.float64, device=d) * (1 + 3j)
     ),
     "copy_ into float32": lambda d: torch.empty(300, device=d).copy_(_r(d)),
-    "fill_": lambda d: _r(d).fill_(70000.0),
-    "fill_ complex": lambda d: _r(d).fill_(1e-7 + 3.3j),
-    "masked_fill": lambda d: _r(d).masked_fill(_r(d).real > 0, 1e-7 + 3.3j),
-    "index_fill_": lambda d: _r(d).index_fill_(0, _idx(d, 3, 9), -2.5),
     "index_put_ accumulate": lambda d: _r(d).index_put_((_idx(d, 1, 7, 1),), _s(d)[:3], accumulate=True),
     "index_add_ alpha": lambda d: _r(d).index_add_(0, _idx(d, 4, 8), _s(d)[:2], alpha=0.3),
-    "constant_pad_nd": lambda d: torch.nn.functional.pad(_r(d), (2, 3), value=1.1),
-    "complex of halves": lambda d: torch.complex(_r(d).real, _s(d).imag),
     "ones": lambda d: torch.ones(3, 4, dtype=C32, device=d),
     "full": lambda d: torch.full((5,), 1 + 1.0001j, dtype=C32, device=d),
     "zeros_like of a transpose": lambda d: torch.zeros_like(_r(d).view(20, 15).t()),
