@@ -116,7 +116,7 @@ def _alias(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     return bit_dtypes.retyped(t, dtype)
 
 
-def _placed(array: jax.Array, strides) -> torch.Tensor:
+def placed(array: jax.Array, strides) -> torch.Tensor:
     """A new jax tensor holding `array` laid out with `strides` where they are dense, else contiguous."""
     if array.ndim > 1 and tensor.dense_permutation(tuple(array.shape), tuple(strides)) is not None:
         return tensor.wrap_strided(array, tuple(strides))
@@ -154,7 +154,7 @@ def decoded(t: torch.Tensor) -> torch.Tensor:
     """A complex64 copy of complex32 `t` (exact: every half is a float), laid out as t where dense."""
     if not tensor.is_jax(t):
         return t.to(torch.complex64)
-    return _placed(_decode(bits_of(t)), t.stride())
+    return placed(_decode(bits_of(t)), t.stride())
 
 
 def encoded(r: torch.Tensor, warn: bool = True) -> torch.Tensor:
@@ -165,7 +165,7 @@ def encoded(r: torch.Tensor, warn: bool = True) -> torch.Tensor:
     if not tensor.is_jax(r):
         return r.to(_C32)
     value = tensor.read(r)
-    return _alias(_placed(_encode(value), r.stride()), _C32)
+    return _alias(placed(_encode(value), r.stride()), _C32)
 
 
 def write_back(dest: torch.Tensor, value: torch.Tensor) -> None:
@@ -240,6 +240,7 @@ def _on_bits(name: str, args, kwargs) -> bool:
     return not any(t.is_conj() or t.is_neg() for t in _tensors(written))
 
 
+_PROMOTING = frozenset({"aten::where.self", "aten::cat", "aten::stack"})  # (they cast to a common dtype)
 _COPY_FROM = frozenset({"aten::_copy_from", "aten::_copy_from_and_resize"})  # (self, dst): dst is written
 _CONJ_PHYSICAL = frozenset({"aten::_conj_physical", "aten::conj_physical_"})
 
@@ -247,10 +248,10 @@ _CONJ_PHYSICAL = frozenset({"aten::_conj_physical", "aten::conj_physical_"})
 def _conj_physical(name: str, t: torch.Tensor) -> torch.Tensor:
     """conj_physical of complex32 as CPU's (conj_bits)."""
     if name == "aten::conj_physical_":
-        t.copy_(_alias(_placed(conj_bits(bits_of(t)), t.stride()), _C32))
+        t.copy_(_alias(placed(conj_bits(bits_of(t)), t.stride()), _C32))
         return t
     warn_experimental()
-    return _alias(_placed(conj_bits(bits_of(t)), t.stride()), _C32)
+    return _alias(placed(conj_bits(bits_of(t)), t.stride()), _C32)
 
 
 # Ops whose source must have self's dtype: (self's position, the source's, CPU's message).
@@ -302,6 +303,12 @@ def serving(op, fn: Callable) -> Callable:
         _check_same_dtype(name, args)
         if name in _CONJ_PHYSICAL and len(args) == 1 and tensor.is_jax(args[0]) and args[0].dtype is _C32:
             return _conj_physical(name, args[0])
+        if name in ("aten::_to_copy", "aten::copy_"):
+            converted = complex_half_values.half_conversion(name, args, kwargs)
+            if converted is not None:
+                return converted
+        if name in _PROMOTING:
+            args, kwargs = complex_half_values.promoted_moves(name, args, kwargs)
         if name == "aten::flip" and not bit_dtypes._flip_copies_rows(args, kwargs):
             raise _refuse("flip_cpu")
         if _on_bits(name, args, kwargs):
@@ -341,7 +348,7 @@ def on_bits(fn: Callable, args, kwargs):
             if not tensor.is_jax(value):
                 value = value.resolve_conj().resolve_neg()
             else:  # (never an argument written into: _on_bits)
-                alias = _placed(bits_of(value), value.stride())
+                alias = placed(bits_of(value), value.stride())
                 originals[id(alias)] = value
                 return alias
         alias = _alias(value, _CARRIER)

@@ -11,6 +11,7 @@ they cannot (nonzero, item), what the decoded run gives less the widening decodi
 
 from __future__ import annotations
 
+import functools
 import warnings
 
 import jax
@@ -272,3 +273,56 @@ def complex_of_halves(real: torch.Tensor, imag: torch.Tensor) -> torch.Tensor:
     re, im = jnp.broadcast_arrays(re, im)
     ch.warn_experimental()
     return bit_dtypes.retyped(tensor.wrap(re | (im << 16)), _C32)
+
+
+def _plain_copy(kwargs) -> bool:
+    """A _to_copy that only changes the dtype of a jax tensor (no other device, layout or format)."""
+    device = kwargs.get("device")
+    return (
+        (device is None or torch.device(device).type == "jax")
+        and kwargs.get("layout") in (None, torch.strided)
+        and not kwargs.get("pin_memory")
+        and kwargs.get("memory_format") in (None, torch.preserve_format)
+    )
+
+
+def _real_halves(t: torch.Tensor) -> jax.Array:
+    """The real halves of complex32 `t` as float16, their bits as they are (CPU's complex<Half> to Half
+    cast: a signalling NaN stays one; through float it would be quieted)."""
+    warnings.warn("Casting complex values to real discards the imaginary part", UserWarning, stacklevel=3)
+    return jax.lax.bitcast_convert_type((ch.bits_of(t) & 0xFFFF).astype(jnp.uint16), jnp.float16)
+
+
+def half_conversion(name: str, args, kwargs) -> torch.Tensor | None:
+    """_to_copy / copy_ of complex32 into float16 on jax as CPU casts it (_real_halves); else None.
+    (float16 to complex32 goes through float on CPU too: the complex64 path.)"""
+    if name == "aten::copy_":
+        dst, src = args[0], args[1] if len(args) > 1 else None
+        if dst.dtype is torch.float16 and isinstance(src, torch.Tensor) and src.dtype is _C32 and tensor.is_jax(src):
+            try:
+                if torch.broadcast_shapes(src.shape, dst.shape) != dst.shape:
+                    return None  # (the kernel words copy_'s error)
+            except RuntimeError:
+                return None
+            tensor.write(dst, jnp.broadcast_to(_real_halves(src), tuple(dst.shape)))
+            return dst
+        return None
+    self, dtype = args[0], kwargs.get("dtype")
+    if len(args) == 1 and tensor.is_jax(self) and _plain_copy(kwargs) and self.dtype is _C32 and dtype is torch.float16:
+        return ch.placed(_real_halves(self), self.stride())
+    return None
+
+
+def promoted_moves(name: str, args, kwargs):
+    """where/cat/stack whose result is complex32 with values of other dtypes: those cast to complex32
+    first, as TensorIterator and cat cast them, so that the complex32 values move as bits."""
+    if name == "aten::where.self" and len(args) == 3:
+        if torch.result_type(args[1], args[2]) is not _C32:
+            return args, kwargs
+        return [args[0], *(t if t.dtype is _C32 else t.to(_C32) for t in args[1:])], kwargs
+    if name in ("aten::cat", "aten::stack") and args and isinstance(args[0], (list, tuple)):
+        tensors = [t for t in args[0] if isinstance(t, torch.Tensor) and t.numel()]
+        if not tensors or functools.reduce(torch.promote_types, (t.dtype for t in tensors)) is not _C32:
+            return args, kwargs
+        return [[t if t.dtype is _C32 else t.to(_C32) for t in args[0]], *args[1:]], kwargs
+    return args, kwargs
