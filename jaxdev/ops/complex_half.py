@@ -104,10 +104,13 @@ def _decode(u: jax.Array) -> jax.Array:
 
 @jax.jit
 def _encode(c: jax.Array) -> jax.Array:
+    """Each part rounded to float16, a NaN quieted as the float round trip quiets it on CPU (said
+    outright: a fused program may fold float16 -> float32 -> float16 away)."""
     c = c.astype(jnp.complex64)
-    re, im = (
+    halves = [
         jax.lax.bitcast_convert_type(p.astype(jnp.float16), jnp.uint16).astype(jnp.uint32) for p in (c.real, c.imag)
-    )
+    ]
+    re, im = (jnp.where(((h & 0x7C00) == 0x7C00) & ((h & 0x3FF) != 0), h | 0x200, h) for h in halves)
     return re | (im << 16)
 
 
@@ -242,16 +245,22 @@ def _on_bits(name: str, args, kwargs) -> bool:
 
 _PROMOTING = frozenset({"aten::where.self", "aten::cat", "aten::stack"})  # (they cast to a common dtype)
 _COPY_FROM = frozenset({"aten::_copy_from", "aten::_copy_from_and_resize"})  # (self, dst): dst is written
-_CONJ_PHYSICAL = frozenset({"aten::_conj_physical", "aten::conj_physical_"})
+# Ops that flip signs: computed on the bits as CPU's kernels give them (a fused program would
+# otherwise fold the float round trip that quiets a NaN away).
+_SIGN_OPS = {
+    "aten::_conj_physical": conj_bits,
+    "aten::conj_physical_": conj_bits,
+    "aten::neg": neg_bits,
+    "aten::neg_": neg_bits,
+}
 
 
-def _conj_physical(name: str, t: torch.Tensor) -> torch.Tensor:
-    """conj_physical of complex32 as CPU's (conj_bits)."""
-    if name == "aten::conj_physical_":
-        t.copy_(_alias(placed(conj_bits(bits_of(t)), t.stride()), _C32))
-        return t
+def _signs_flipped(name: str, t: torch.Tensor) -> torch.Tensor:
+    value = _alias(placed(_SIGN_OPS[name](bits_of(t)), t.stride()), _C32)
+    if name.endswith("_"):
+        return t.copy_(value)
     warn_experimental()
-    return _alias(placed(conj_bits(bits_of(t)), t.stride()), _C32)
+    return value
 
 
 # Ops whose source must have self's dtype: (self's position, the source's, CPU's message).
@@ -301,8 +310,8 @@ def serving(op, fn: Callable) -> Callable:
         if not involves(args, kwargs) and not (name == "aten::complex" and _half_parts(args, kwargs)):
             return fn(*args, **kwargs)
         _check_same_dtype(name, args)
-        if name in _CONJ_PHYSICAL and len(args) == 1 and tensor.is_jax(args[0]) and args[0].dtype is _C32:
-            return _conj_physical(name, args[0])
+        if name in _SIGN_OPS and len(args) == 1 and tensor.is_jax(args[0]) and args[0].dtype is _C32:
+            return _signs_flipped(name, args[0])
         if name in ("aten::_to_copy", "aten::copy_"):
             converted = complex_half_values.half_conversion(name, args, kwargs)
             if converted is not None:
