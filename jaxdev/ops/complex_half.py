@@ -344,42 +344,45 @@ def _half_parts(args, kwargs) -> bool:
     return any(t.dtype is torch.float16 for t in value_tensors(args, kwargs))
 
 
+def _carried(value, originals: dict):
+    """value with each complex32 tensor replaced by its uint32 alias (recorded in `originals`).
+    (Module-level, as every helper here that recurses: a nested recursive function is a reference
+    cycle, which would keep its tensors alive until the next garbage collection.)"""
+    if isinstance(value, (list, tuple)):
+        return type(value)(_carried(v, originals) for v in value)
+    if not isinstance(value, torch.Tensor) or value.dtype is not _C32:
+        return value
+    if value.is_conj() or value.is_neg():
+        if not tensor.is_jax(value):
+            value = value.resolve_conj().resolve_neg()
+        else:  # (never an argument written into: _on_bits)
+            alias = placed(bits_of(value), value.stride())
+            originals[id(alias)] = value
+            return alias
+    alias = _alias(value, _CARRIER)
+    originals[id(alias)] = value
+    return alias
+
+
+def _labelled(r, originals: dict):
+    if isinstance(r, (tuple, list)):
+        return type(r)(_labelled(x, originals) for x in r)
+    if not isinstance(r, torch.Tensor):
+        return r
+    if id(r) in originals:
+        return originals[id(r)]  # an in-place op returns its own argument
+    if r.dtype is _CARRIER:
+        warn_experimental()
+        return _alias(r, _C32)
+    return r
+
+
 def on_bits(fn: Callable, args, kwargs):
     """`fn` on uint32 aliases of the complex32 arguments, its uint32 results labelled complex32."""
     originals: dict[int, torch.Tensor] = {}
-
-    def carried(value):
-        if isinstance(value, (list, tuple)):
-            return type(value)(carried(v) for v in value)
-        if not isinstance(value, torch.Tensor) or value.dtype is not _C32:
-            return value
-        if value.is_conj() or value.is_neg():
-            if not tensor.is_jax(value):
-                value = value.resolve_conj().resolve_neg()
-            else:  # (never an argument written into: _on_bits)
-                alias = placed(bits_of(value), value.stride())
-                originals[id(alias)] = value
-                return alias
-        alias = _alias(value, _CARRIER)
-        originals[id(alias)] = value
-        return alias
-
-    args = [carried(a) for a in args]
-    kwargs = {k: (_CARRIER if k == "dtype" and v is _C32 else carried(v)) for k, v in kwargs.items()}
-
-    def labelled(r):
-        if isinstance(r, (tuple, list)):
-            return type(r)(labelled(x) for x in r)
-        if not isinstance(r, torch.Tensor):
-            return r
-        if id(r) in originals:
-            return originals[id(r)]
-        if r.dtype is _CARRIER:
-            warn_experimental()
-            return _alias(r, _C32)
-        return r
-
-    return labelled(fn(*args, **kwargs))
+    args = [_carried(a, originals) for a in args]
+    kwargs = {k: (_CARRIER if k == "dtype" and v is _C32 else _carried(v, originals)) for k, v in kwargs.items()}
+    return _labelled(fn(*args, **kwargs), originals)
 
 
 @functools.lru_cache(maxsize=256)

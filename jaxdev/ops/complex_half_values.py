@@ -113,37 +113,41 @@ def _written(op) -> tuple[set[int], set[str]]:
     return positions, names
 
 
+def _converted(value, writes: bool, rounding: bool, name: str, written: dict):
+    """value with complex32 tensors decoded (the ones written into recorded in `written`) and, when
+    rounding, every other floating tensor and number rounded to half. (Module-level: a nested
+    recursive function is a reference cycle, which would keep its tensors until a collection.)"""
+    if isinstance(value, (list, tuple)):
+        return type(value)(_converted(v, False, rounding, name, written) for v in value)
+    if isinstance(value, torch.Tensor):
+        if value.dtype is _C32:
+            stand_in = ch.decoded(value)
+            if writes:
+                written[id(stand_in)] = value
+            return stand_in
+        if rounding and not writes and value.dtype not in (torch.bool, torch.float16):
+            return _rounded_tensor(value)
+        if value.dtype is torch.float16 and name == "aten::complex":
+            return value.float()  # complex32 parts: exact as float
+        return value
+    if rounding and isinstance(value, _NUMBER) and not isinstance(value, bool):
+        return ch.rounded_number(value)
+    return value
+
+
 def _inputs(op, args, kwargs, rounding: bool):
-    """args and kwargs with complex32 tensors decoded (and, when rounding, every other floating tensor
-    and number rounded to half), and the complex32 tensors written into, by their stand-in's id."""
+    """args and kwargs converted (_converted), and the complex32 tensors written into, by their
+    stand-in's id."""
     positions, names = _written(op)
     written: dict[int, torch.Tensor] = {}
-
-    def converted(value, writes: bool):
-        if isinstance(value, (list, tuple)):
-            return type(value)(converted(v, False) for v in value)
-        if isinstance(value, torch.Tensor):
-            if value.dtype is _C32:
-                stand_in = ch.decoded(value)
-                if writes:
-                    written[id(stand_in)] = value
-                return stand_in
-            if rounding and not writes and value.dtype not in (torch.bool, torch.float16):
-                return _rounded_tensor(value)
-            if value.dtype is torch.float16 and op.name() == "aten::complex":
-                return value.float()  # complex32 parts: exact as float
-            return value
-        if rounding and isinstance(value, _NUMBER) and not isinstance(value, bool):
-            return ch.rounded_number(value)
-        return value
-
-    new_args = [converted(a, i in positions) for i, a in enumerate(args)]
+    name = op.name()
+    new_args = [_converted(a, i in positions, rounding, name, written) for i, a in enumerate(args)]
     new_kwargs = {}
     for key, value in kwargs.items():
         if key == "dtype" and value is _C32:
             new_kwargs[key] = torch.complex64
         else:
-            new_kwargs[key] = converted(value, key in names)
+            new_kwargs[key] = _converted(value, key in names, rounding, name, written)
     return new_args, new_kwargs, written
 
 
@@ -203,24 +207,26 @@ def on_complex64(op, fn, args, kwargs):
         stand_in = next(t for t in (*_flat(new_args), *_flat(list(new_kwargs.values()))) if id(t) == stand_in_id)
         ch.write_back(original, stand_in)
     flat = iter(expected) if expected is not None else None
+    return _typed(result, flat, written, widened)
 
-    def typed(r):
-        if isinstance(r, (list, tuple)):
-            return type(r)(typed(x) for x in r)
-        want = next(flat) if flat is not None else None
-        if not isinstance(r, torch.Tensor):
-            return r
-        if id(r) in written:
-            return written[id(r)]
-        if want is None and widened and r.dtype in (torch.complex64, torch.float32):
-            want = _C32 if r.dtype is torch.complex64 else torch.float16
-        if want is _C32:
-            return ch.encoded(r)
-        if want is not None and want != r.dtype:
-            return r.to(want)
+
+def _typed(r, flat, written: dict, widened: bool):
+    """Result `r` as CPU types it: complex32 (encoded) or float16 where CPU's is, the written
+    arguments themselves for their stand-ins."""
+    if isinstance(r, (list, tuple)):
+        return type(r)(_typed(x, flat, written, widened) for x in r)
+    want = next(flat) if flat is not None else None
+    if not isinstance(r, torch.Tensor):
         return r
-
-    return typed(result)
+    if id(r) in written:
+        return written[id(r)]
+    if want is None and widened and r.dtype in (torch.complex64, torch.float32):
+        want = _C32 if r.dtype is torch.complex64 else torch.float16
+    if want is _C32:
+        return ch.encoded(r)
+    if want is not None and want != r.dtype:
+        return r.to(want)
+    return r
 
 
 # Ops that store one number into complex32 elements -> the number's position: run on the uint32 bits
