@@ -223,7 +223,9 @@ def read_parts(t: torch.Tensor) -> tuple:
     array = box.array
     if spans(t, box):
         return array, None, None  # the hot path, as in `read`
-    if t.is_contiguous() or t.is_conj() or t.is_neg() or not t.numel() or (SHARDED_ENTRIES and box in SHARDED):
+    # A contiguous view that is not its whole storage as the box holds it (a narrow, a reshape) is read
+    # inside the kernel's program too: read() would make a program of its own for the slice or reshape.
+    if t.is_conj() or t.is_neg() or not t.numel() or (SHARDED_ENTRIES and box in SHARDED):
         return read(t), None, None
     offset = t.storage_offset()
     recipe = view_recipe(tuple(t.shape), t.stride(), t.dtype, box.numel, box.dtype, offset)
