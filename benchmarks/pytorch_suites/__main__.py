@@ -133,7 +133,11 @@ def main(argv=None) -> int:
     run_dir = os.path.join(args.work_dir, "runs", stamp)
     os.makedirs(run_dir, exist_ok=True)
     print(f"{origin}\nresults and logs: {run_dir}", flush=True)
-    rows = [run_suite(suite, files_dir, run_dir, args) for suite in suites]
+    try:
+        rows = [run_suite(suite, files_dir, run_dir, args) for suite in suites]
+    except SourceError as e:  # a suite's file that pytest cannot collect (a missing test dependency)
+        print(f"pytorch_suites: {e}", file=sys.stderr)
+        return 2
     print_report(rows, args.top, Console(width=200))
     header = {"source": origin, "subset": args.subset, "seed": args.seed, "k": args.k, "cache": args.cache}
     save_summary(os.path.join(run_dir, "summary.json"), header, rows)

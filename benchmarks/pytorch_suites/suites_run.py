@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass
 
 from suites_results import UNREACHED, read_outcomes
-from suites_source import Suite
+from suites_source import SourceError, Suite
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 GRACE_S = 120  # a test already running at the deadline gets this long to finish
@@ -127,9 +127,17 @@ def collect(suite: Suite, files_dir: str, out_path: str, k_expr: str | None) -> 
     env = device_env("cpu", None)
     env.update(SUITES_COLLECT=out_path, SUITES_CLASSES=",".join(suite.classes))
     env["SUITES_PREFIXES"] = ",".join(suite.prefixes)
-    proc = subprocess.run(_pytest_command(suite, k_expr), cwd=files_dir, env=env, capture_output=True, text=True)
-    if not os.path.exists(out_path):
-        tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-5:])
-        raise RuntimeError(f"collecting {suite.file} on CPU failed:\n{tail}")
+    command = [*_pytest_command(suite, k_expr), "--tb=short"]  # a collection error's cause, if any
+    proc = subprocess.run(command, cwd=files_dir, env=env, capture_output=True, text=True)
+    if not os.path.exists(out_path) or proc.returncode not in (0, 5):  # 5: pytest collected nothing
+        raise SourceError(f"pytest could not collect {suite.file} on CPU (exit {proc.returncode}): {_error_line(proc)}")
     with open(out_path) as f:
         return [line.strip() for line in f if line.strip()]
+
+
+def _error_line(proc) -> str:
+    """The line of pytest's output that says why collection failed (an ImportError, ...)."""
+    lines = (proc.stdout + proc.stderr).strip().splitlines()
+    errors = [x[1:].strip() for x in lines if x.startswith("E ")]
+    hint = " (test_nn.py needs hypothesis: see README.md)" if "hypothesis" in "".join(errors) else ""
+    return (errors[0] + hint) if errors else (lines[-1] if lines else "no output")
