@@ -7,9 +7,12 @@ storages) and its copies stay byte for byte CPU's.
 
 CPU gives ComplexHalf few kernels (about the ops listed below); jax serves the same:
   BYTE_MOVES   ops that only move elements (clone, copies, cat, indexing, where, flip's row copies...):
-               run on uint32 aliases of the tensors when every value argument is complex32, so the
-               bits are CPU's exactly (NaN payloads included).
-  ARITHMETIC   ops that compute (add, mul, abs, isnan, eq, fill_, copies to and from other dtypes,
+               run on uint32 aliases of the tensors when every moved argument is complex32 (where,
+               cat and stack cast other values to complex32 first), so the bits are CPU's exactly
+               (NaN payloads included). So do the stores of a number (fill_, masked_fill,
+               index_fill, constant_pad_nd: complex_half_values.STORES) with the number's bits, and
+               neg / conj_physical / conj views, computed on the bits as CPU's kernels give them.
+  ARITHMETIC   ops that compute (add, mul, abs, isnan, eq, copies to and from other dtypes,
                factories...): each complex32 argument is decoded to complex64 (exact), every other
                floating argument and number rounded to half first where the op's common dtype is
                complex32 (TensorIterator casts its inputs to it; CPU rounds a Python number too),
