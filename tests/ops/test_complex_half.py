@@ -309,3 +309,12 @@ def test_printing_as_cpu():
     x = normals("jax", 3, 9)
     assert str(x).rsplit("]", 1)[0] == str(x.cpu()).rsplit("]", 1)[0]
     assert str(x).endswith("dtype=torch.complex32)")
+
+
+def test_backward_through_complex32_as_cpu():
+    def grad(d):
+        x = normals("cpu", 64, 10).to(d).requires_grad_()
+        (x * x + x * 0.3 - x.conj()).abs().backward(torch.ones(64, dtype=torch.float16, device=d))
+        return x.grad
+
+    on_both(grad)
