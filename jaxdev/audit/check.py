@@ -52,7 +52,7 @@ class Trace(TorchDispatchMode):
 def exception_status(e: BaseException) -> str:
     """The status of a raise on the device: unsupported, lost_autograd, missing or exception."""
     text = str(e)
-    # By type only: jaxdev raises UnsupportedError for what it cannot hold by design (complex32,
+    # By type only: jaxdev raises UnsupportedError for what it cannot hold by design (quantized dtypes,
     # sparse layouts); a dtype's name never decides, so a bug raising anything else stays a failure.
     cause: BaseException | None = e
     while cause is not None:  # torch.compile re-raises a backend's error `from` it

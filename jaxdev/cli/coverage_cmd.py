@@ -22,8 +22,8 @@ HELP = f"""Run PyTorch's OpInfo samples on jax and on CPU, compare, and write OU
     Each (op, dtype, direction) gets a status: pass, fallback (correct only through the CPU
     fallback), untraced (compile: correct, but the graph ran op by op), missing, lost_autograd,
     exception, wrong, dtype_mismatch, shape_mismatch, stride_mismatch (values right, strides not
-    CPU's), crash, timeout, unsupported (jaxdev cannot hold the tensors by design: complex32, sparse
-    layouts; left out of the shares) or skip. Directions: forward
+    CPU's), crash, timeout, unsupported (jaxdev cannot hold the tensors by design: quantized
+    dtypes, sparse layouts; left out of the shares) or skip. Directions: forward
     and backward (eager), compile and compile-backward (--mode compile: the forward through
     torch.compile(backend='jax'), and torch.autograd.grad through the compiled forward's backward
     graph; float32 unless --dtype, --dtype all for every dtype), fused (--mode fused: the forward in

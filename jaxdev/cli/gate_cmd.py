@@ -30,7 +30,7 @@ HELP = """Rerun the baseline's cells (of OPS, or all of them) and compare with t
                        it fails the gate too, since the device behaves differently from the
                        record, better or worse, and the new reason deserves a look
       new pass         (--strict) a cell the baseline lacks passes; new failure if it fails
-      new unsupported  (--strict) a cell the baseline lacks that jaxdev cannot hold (complex32, sparse)
+      new unsupported  (--strict) a cell the baseline lacks that jaxdev cannot hold (quantized, sparse)
 
     `unsupported` cells (jaxdev cannot hold the tensors by design) are neither passes nor
     failures: pass -> unsupported is a new failure, unsupported -> pass an unexpected pass.

@@ -1,6 +1,7 @@
 import json
 
 import yaml
+from jaxdev_testing import reshape_matrix_with_unsupported_cells
 
 from jaxdev.audit import dispatch
 
@@ -42,13 +43,15 @@ def test_fallback_and_missing_statuses_follow_the_dispatcher():
     assert fallback and all(s.device_entry.kind == "backend fallback" for s in fallback)
 
 
-def test_explain_answers_the_user_and_keeps_the_rule_for_kernel_authors(cli):
+def test_explain_answers_the_user_and_keeps_the_rule_for_kernel_authors(cli, tmp_path):
     code, out = cli("explain", "aten::reshape")
     assert code == 0
     assert "aten::reshape(Tensor(a) self, SymInt[] shape)" in out
     assert "decomposes into other ops, which run on jax" in out and "to do     nothing: use it on jax" in out
     assert "silently lost" not in out and "dispatcher rule" not in out  # the kernel author's words: --dev only
-    assert out.count("not supported by design") == 1  # complex32's note once, not per cell
+    code, noted = cli("explain", "aten::reshape", "--matrix", reshape_matrix_with_unsupported_cells(tmp_path))
+    assert code == 0, noted
+    assert noted.count("not supported by design") == 1  # the unsupported cells' note once, not per cell
     code, dev = cli("explain", "aten::reshape", "--dev")
     assert code == 0 and dev.startswith(out.rsplit("for kernel authors:", 1)[0])
     assert "CompositeImplicitAutograd" in dev and "silently lost" in dev

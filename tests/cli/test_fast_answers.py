@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from jaxdev_testing import reshape_matrix_with_unsupported_cells
 
 SCRIPT = Path(sys.executable).with_name("jaxdev")
 ROOT = Path(__file__).resolve().parents[2]
@@ -55,8 +56,8 @@ def test_an_unknown_name_is_one_sentence_with_ranked_names_at_once():
     assert "jax" not in imported
 
 
-def test_explain_lines_are_whole_and_notes_said_once():
-    code, out, err, _ = _run("explain", "aten::reshape")
+def test_explain_lines_are_whole_and_notes_said_once(tmp_path):
+    code, out, err, _ = _run("explain", "aten::reshape", "--matrix", reshape_matrix_with_unsupported_cells(tmp_path))
     assert code == 0, err[-2000:]
     # never wrapped at the terminal width: a long reason or path stays on its line
     (note,) = [line for line in out.splitlines() if "not supported by design" in line]
