@@ -111,6 +111,17 @@ void set_slot(PyObject* box, Py_ssize_t offset, PyObject* value) {
   Py_XSETREF(*slot, value);  // steals `value`
 }
 
+// Releases the StorageImpl that `box`'s weak slot names, if any, and sets the slot to `value` (stolen):
+// None when the box goes, 0 when its storages share it copy-on-write (cow.cpp).
+void replace_weak(PyObject* box, PyObject* value) {
+  PyObject* weak = *reinterpret_cast<PyObject**>(reinterpret_cast<char*>(box) + g_slots.weak);
+  if (weak && PyLong_Check(weak)) {
+    auto* impl = static_cast<c10::StorageImpl*>(PyLong_AsVoidPtr(weak));
+    if (impl) c10::raw::weak_intrusive_ptr::decref(impl);
+  }
+  set_slot(box, g_slots.weak, value);
+}
+
 // Box(array, numel, dtype) with box.weak set, as Box.__init__ and tensor._keep would leave it.
 PyObject* new_box(PyObject* array, int64_t numel, PyObject* dtype, void* weak) {
   auto* type = reinterpret_cast<PyTypeObject*>(g_box_type);
@@ -148,13 +159,8 @@ bool drop_box(void* address) {
   if (box && PyObject_TypeCheck(box, reinterpret_cast<PyTypeObject*>(g_box_type))) {  // Box or a subclass
     // The box's weak reference (box.weak) may name another StorageImpl by now (a storage resized in
     // place keeps its StorageImpl and takes a new box): release whatever it names.
-    PyObject* weak = *reinterpret_cast<PyObject**>(reinterpret_cast<char*>(box) + g_slots.weak);
-    if (weak && PyLong_Check(weak)) {
-      auto* impl = static_cast<c10::StorageImpl*>(PyLong_AsVoidPtr(weak));
-      if (impl) c10::raw::weak_intrusive_ptr::decref(impl);
-      Py_INCREF(Py_None);
-      set_slot(box, g_slots.weak, Py_None);
-    }
+    Py_INCREF(Py_None);
+    replace_weak(box, Py_None);
     ok = PyDict_DelItem(g_boxes, key) == 0;
   }
   Py_DECREF(key);

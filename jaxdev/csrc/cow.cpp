@@ -127,13 +127,8 @@ PyObject* lazy_clone(PyObject*, PyObject* arg) {
     if (!storage) Py_RETURN_NONE;
     // The box now outlives whichever of the sharing storages dies last: its data pointer's deleter
     // removes it, so its weak reference to the first one goes.
-    PyObject* weak = *reinterpret_cast<PyObject**>(reinterpret_cast<char*>(box) + g_slots.weak);
-    if (weak && PyLong_Check(weak)) {
-      auto* held = static_cast<c10::StorageImpl*>(PyLong_AsVoidPtr(weak));
-      if (held) c10::raw::weak_intrusive_ptr::decref(held);
-    }
     Py_INCREF(g_zero);
-    set_slot(box, g_slots.weak, g_zero);
+    replace_weak(box, g_zero);
     auto t = at::detail::make_tensor<c10::TensorImpl>(
         c10::Storage(std::move(storage)), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), self.dtype());
     t.unsafeGetTensorImpl()->set_sizes_and_strides(self.sizes(), self.strides(), self.storage_offset());

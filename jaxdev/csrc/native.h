@@ -33,6 +33,8 @@ extern PyObject* s_untyped;
 extern PyObject* s_writes;
 extern PyObject* g_zero;
 bool drop_box(void* address);
+void set_slot(PyObject* box, Py_ssize_t offset, PyObject* value);
+void replace_weak(PyObject* box, PyObject* value);
 bool drop_dead_boxes();
 bool wrap_array(PyObject* array, PyObject* dtype, PyObject* address_obj, at::Tensor& out);
 PyObject* wrap(PyObject*, PyObject* const* args, Py_ssize_t nargs);
