@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 import torch
 
-from jaxdev import tensor, tracing
+from jaxdev import tracing
 from jaxdev.ops.binary.rules import (
     ADD,
     AND,
@@ -18,6 +18,7 @@ from jaxdev.ops.binary.rules import (
     as_read,
     check_subtraction,
     checked_alpha,
+    in_place_of,
     int_div_check,
     is_bool,
     no_bool_or_complex,
@@ -26,7 +27,7 @@ from jaxdev.ops.binary.rules import (
 )
 from jaxdev.ops.cpu_numerics import opaque
 from jaxdev.ops.formulas import DIV, MUL, add_alpha, sub_alpha
-from jaxdev.ops.registry import aten, register, register_functional, store_into
+from jaxdev.ops.registry import aten, register_functional
 from jaxdev.ops.toolkit import apply, float_of, result_type, same_dtype_bodies, value
 
 
@@ -174,13 +175,8 @@ def floor_divide(self, other):
     return apply(_floor_div, common, common, (self, other), exact_numbers=True)
 
 
-@register(aten.floor_divide_.Tensor)
-def floor_divide_(self, other):
-    """`x //= y`: floor_divide.default in place (its overload name, Tensor, does not pair it with the
-    functional overload `default`, so it was not derived and ran on the CPU fallback)."""
-    tensor.check_no_partial_overlap(self, [other])
-    store_into(self, floor_divide(self, other), resize=False)
-    return self
+# `x //= y`: floor_divide.default in place (its overload name, Tensor, does not pair it with `default`)
+floor_divide_ = in_place_of([aten.floor_divide_.Tensor], floor_divide)
 
 
 def _rsub(a, b, alpha):

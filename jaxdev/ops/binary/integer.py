@@ -7,9 +7,9 @@ import jax
 import jax.numpy as jnp
 import torch
 
-from jaxdev import dtypes, tensor
-from jaxdev.ops.binary.rules import as_read, binary
-from jaxdev.ops.registry import aten, register, register_functional, store_into
+from jaxdev import dtypes
+from jaxdev.ops.binary.rules import as_read, binary, in_place_of
+from jaxdev.ops.registry import aten, register_functional
 from jaxdev.ops.toolkit import apply, result_type
 
 for _op, _fn in [
@@ -75,18 +75,6 @@ def _integer_op(ops, name, fn):
     return kernel
 
 
-def _in_place(ops, functional):
-    """`x <<= y` / `x >>= y` (aten::__ilshift__, __irshift__: not named as in-place variants, so not
-    derived, and the CPU fallback's copies hid an overlap): CPU's checks in its order, the overlap
-    of self with other first, then the functional op stored into self."""
-
-    @register(*ops)
-    def kernel(self, other):
-        tensor.check_no_partial_overlap(self, [other] if isinstance(other, torch.Tensor) else [])
-        store_into(self, functional(self, other), resize=False)
-        return self
-
-
 _SHIFT_OVERLOADS = ("Tensor", "Tensor_Scalar", "Scalar_Tensor")
 
 
@@ -96,13 +84,13 @@ _integer_op([getattr(aten.bitwise_left_shift, o) for o in _SHIFT_OVERLOADS], "ls
 _integer_op([getattr(aten.bitwise_right_shift, o) for o in _SHIFT_OVERLOADS], "rshift", _right_shift)
 
 
-_in_place(
+in_place_of(
     [aten.__ilshift__.Tensor, aten.__ilshift__.Scalar],
     _integer_op([aten.__lshift__.Tensor, aten.__lshift__.Scalar], "lshift", _left_shift),
 )
 
 
-_in_place(
+in_place_of(
     [aten.__irshift__.Tensor, aten.__irshift__.Scalar],
     _integer_op([aten.__rshift__.Tensor, aten.__rshift__.Scalar], "rshift", _right_shift),
 )

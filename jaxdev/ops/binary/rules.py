@@ -6,8 +6,8 @@ from __future__ import annotations
 import jax.numpy as jnp
 import torch
 
-from jaxdev import dtypes, tracing
-from jaxdev.ops.registry import register_functional
+from jaxdev import dtypes, tensor, tracing
+from jaxdev.ops.registry import register, register_functional, store_into
 from jaxdev.ops.toolkit import apply, float_of, plain, result_type, typed_bodies, value
 
 ADD, OR, SUB, AND, FMOD, POW = map(plain, (jnp.add, jnp.logical_or, jnp.subtract, jnp.logical_and, jnp.fmod, jnp.power))
@@ -130,3 +130,17 @@ def int_div_check(name, self, other):
     if not (common.is_floating_point or common.is_complex):
         tracing.check_values(jnp.asarray(value(other)) == 0, lambda: RuntimeError("ZeroDivisionError"))
     return common, other
+
+
+def in_place_of(ops, functional):
+    """In-place kernels for `ops` whose names do not pair them with their functional op, so none was
+    derived and they ran on the CPU fallback, whose copies hide an overlap (`x //= y`, `x <<= y`):
+    CPU's order, the overlap of self with other checked first, then `functional` stored into self."""
+
+    @register(*ops)
+    def kernel(self, other):
+        tensor.check_no_partial_overlap(self, [other] if isinstance(other, torch.Tensor) else [])
+        store_into(self, functional(self, other), resize=False)
+        return self
+
+    return kernel
