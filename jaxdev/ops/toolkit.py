@@ -49,6 +49,7 @@ __all__ = [
     "sort_key",
     "stable_sort",
     "value",
+    "widened_product_precision",
     "wrap_dim",
     "zeros",
 ]
@@ -316,7 +317,6 @@ def each_location_once(t):
 
 # --- products at the device's precision -------------------------------------------------------------
 
-_HALF = (jnp.dtype(jnp.float16), jnp.dtype(jnp.bfloat16))
 _FLOAT32_PRECISION = {
     "highest": jax.lax.Precision.HIGHEST,  # full float32: PyTorch's default, bit-faithful on CPU
     "high": jax.lax.Precision.HIGH,  # TF32-class passes where the device has them
@@ -327,15 +327,30 @@ _FLOAT32_PRECISION = {
 def product_precision(jdt) -> tuple:
     """(precision, accumulation dtype) for a matrix product or convolution over `jdt` inputs.
 
-    Half inputs multiply as they are and accumulate in float32 (CUDA's contract: tensor cores on a
-    GPU), rounded once by the caller. float32 follows `torch.set_float32_matmul_precision`, read at
-    each call. Everything else (float64, complex, integers) is exact."""
+    Half inputs multiply as they are and accumulate in float32 (CUDA's contract, and CPU's: tensor
+    cores on a GPU, a float32 accumulator in CPU's BLAS), rounded once by the caller: bfloat16 at the
+    default precision, which a TPU computes in one exact bfloat16 pass, float16 at the highest, as
+    a TPU's one pass would round float16's 11-bit significands to bfloat16's 8 (its float32 passes
+    are exact for them; XLA's CPU backend ignores the setting). float32 follows
+    `torch.set_float32_matmul_precision`, read at each call. Everything else (float64, complex,
+    integers) is exact."""
     jdt = jnp.dtype(jdt)
-    if jdt in _HALF:
+    if jdt == jnp.bfloat16:
         return jax.lax.Precision.DEFAULT, jnp.dtype(jnp.float32)
+    if jdt == jnp.float16:
+        return jax.lax.Precision.HIGHEST, jnp.dtype(jnp.float32)
     if jdt == jnp.float32:
         return _FLOAT32_PRECISION[torch.get_float32_matmul_precision()], None
     return jax.lax.Precision.HIGHEST, None
+
+
+def widened_product_precision(jdt) -> tuple:
+    """product_precision for a kernel that widens half inputs to float32 before its products, as
+    CPU's math paths do (attention, the transformer's fused ops): float32 products, at float32's
+    setting. (At the half dtype's own setting a TPU multiplies the widened float32 operands in one
+    bfloat16 pass, rounding every intermediate it multiplies to bfloat16: a bfloat16 attention's
+    gradient was 118x the OpInfo tolerance from float64 there, CPU's 0.24x.)"""
+    return product_precision(jnp.promote_types(jdt, jnp.float32))
 
 
 def matmul(a, b, precision, accumulate):

@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from jaxdev_testing import JAX, assert_same, on_both, seeded_randn
 
 from jaxdev.ops.linalg import products as linalg
-from jaxdev.ops.toolkit import product_precision
+from jaxdev.ops.toolkit import product_precision, widened_product_precision
 
 pytestmark = pytest.mark.usefixtures("no_fallback")  # tests/conftest.py
 
@@ -46,8 +46,21 @@ def test_float32_precision_follows_the_setting_at_call_time(matmul_precision):
 
 def test_half_products_accumulate_in_float32(matmul_precision):
     matmul_precision("medium")  # the float32 setting does not touch half products
-    for dt in (jnp.bfloat16, jnp.float16):
-        assert product_precision(jnp.dtype(dt)) == (P.DEFAULT, jnp.dtype(jnp.float32))
+    # bfloat16 in one pass (exact for bfloat16 operands on a TPU), float16 in float32's passes: a TPU's
+    # one pass would round its 11-bit significands to 8
+    assert product_precision(jnp.dtype(jnp.bfloat16)) == (P.DEFAULT, jnp.dtype(jnp.float32))
+    assert product_precision(jnp.dtype(jnp.float16)) == (P.HIGHEST, jnp.dtype(jnp.float32))
+
+
+def test_widened_products_are_float32_products(matmul_precision):
+    """Kernels that widen half inputs to float32 (attention, the transformer's fused ops) multiply at
+    float32's setting: at the half dtype's, a TPU rounds the float32 operands to bfloat16 (an
+    attention's bfloat16 gradient was 118x the tolerance off there)."""
+    for dt in (jnp.bfloat16, jnp.float16, jnp.float32):
+        assert widened_product_precision(jnp.dtype(dt)) == (P.HIGHEST, None)
+    matmul_precision("medium")
+    assert widened_product_precision(jnp.dtype(jnp.bfloat16)) == (P.DEFAULT, None)
+    assert widened_product_precision(jnp.dtype(jnp.float64)) == (P.HIGHEST, None)
 
 
 CASES = {

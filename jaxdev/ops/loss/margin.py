@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 import torch
 
@@ -151,7 +152,9 @@ def _multilabel_grad_body(g, x, t, is_target, reduction, per_row):
     _, hit, onehot, _ = _multilabel_pairs(x, t, is_target)
     scale = jnp.asarray(1.0 / (n * d) if reduction == MEAN else 1.0 / d, x.dtype)
     up = jnp.sum(hit, axis=1).astype(x.dtype)  # per class d: pairs (k, d) that push d up
-    down = jnp.einsum("nk,nkc->nc", jnp.sum(hit, axis=2).astype(x.dtype), onehot.astype(x.dtype))
+    # counts past 256 are not bfloat16 values: HIGHEST, not a TPU's one-pass default
+    counts = jnp.sum(hit, axis=2).astype(x.dtype)
+    down = jnp.einsum("nk,nkc->nc", counts, onehot.astype(x.dtype), precision=jax.lax.Precision.HIGHEST)
     grad = (up - down) * scale
     return grad * (g.reshape(n, 1) if per_row else g.reshape(()))
 
