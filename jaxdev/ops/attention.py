@@ -10,8 +10,9 @@ ties together, computed below in one jitted program each.
 Values are those of CPU's math path: the scale split as sqrt(scale) into both q and k, a causal mask
 aligned top-left, a float mask added, a boolean one already turned into 0/-inf by PyTorch, and rows
 that see nothing giving zeros (_safe_softmax), not NaN. Half inputs are widened to float32 throughout,
-as that path widens them, and rounded once; the products run at the precision setting of their input
-dtype (toolkit.product_precision). (Rounding the probabilities to half for the second product, as
+as that path widens them, and rounded once; the products are then float32 products, at float32's
+precision setting (toolkit.widened_product_precision), never the backend's one-pass bfloat16 default
+for float32 operands (a TPU's: the bfloat16 gradient was 118x the OpInfo tolerance off). (Rounding the probabilities to half for the second product, as
 fused GPU kernels do, put the results 1-2x the OpInfo tolerance farther from float64 than CPU's.)
 Results and gradients are laid out eagerly as the path CPU would take lays them out (its flash kernel
 or its math path: attention_layouts.py), and inside compiled programs as the op's meta function says (the inputs' own
@@ -33,19 +34,19 @@ import jax.numpy as jnp
 
 from jaxdev import dtypes, layout, tensor, tracing
 from jaxdev.ops import attention_layouts
+from jaxdev.ops import transcendentals as tm
 from jaxdev.ops.registry import aten, register
-from jaxdev.ops.toolkit import jitted, matmul, on_views, product_precision
+from jaxdev.ops.toolkit import jitted, matmul, on_views, widened_product_precision
 
 
 def _attend(q, k, v, bias, is_causal, scale, precision, accumulate):
     """(output, logsumexp) of attention over (..., L, E) queries and (..., S, E) keys."""
     dtype = q.dtype
-    if accumulate is not None and accumulate != dtype:
+    if dtype in (jnp.float16, jnp.bfloat16):
         # half inputs: in float32 throughout, as CPU's math path widens q, k, v and the mask, rounded
-        # once at the end; the products keep the half inputs' precision setting (a GPU's fast passes)
-        q, k, v = (t.astype(accumulate) for t in (q, k, v))
-        bias = None if bias is None else bias.astype(accumulate)
-        accumulate = None
+        # once at the end; its products are float32 products (_settings)
+        q, k, v = (t.astype(jnp.float32) for t in (q, k, v))
+        bias = None if bias is None else bias.astype(jnp.float32)
     factor = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
     # CPU's math path: sqrt(|scale|) into both operands, the sign into q
     root = math.sqrt(abs(factor))
@@ -59,12 +60,12 @@ def _attend(q, k, v, bias, is_causal, scale, precision, accumulate):
         scores = scores + bias.astype(scores.dtype)
     peak = jnp.max(scores, axis=-1, keepdims=True)
     unseen = peak == -jnp.inf  # a row every key is masked from: zeros (_safe_softmax)
-    weights = jnp.exp(scores - jnp.where(unseen, 0.0, peak).astype(scores.dtype))
+    weights = tm.exp(scores - jnp.where(unseen, 0.0, peak).astype(scores.dtype))
     # an unseen row's total is 0: divided by 1 instead, its 0/0 never makes the gradient NaN
     total = jnp.sum(weights, axis=-1, keepdims=True)
     probabilities = jnp.where(unseen, 0.0, weights / jnp.where(unseen, 1.0, total)).astype(scores.dtype)
     out = matmul(probabilities, v, precision, accumulate)
-    logsumexp = (jnp.log(total) + peak)[..., 0]
+    logsumexp = (tm.log(total) + peak)[..., 0]
     return out.astype(dtype), logsumexp.astype(jnp.float32)
 
 
@@ -86,7 +87,7 @@ def _backward(is_causal, scale, precision, accumulate):
 
 
 def _settings(query):
-    return product_precision(dtypes.to_jax_dtype(query.dtype))
+    return widened_product_precision(dtypes.to_jax_dtype(query.dtype))
 
 
 @functools.cache

@@ -11,6 +11,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import digamma
 
+from jaxdev.ops import transcendentals as tm
+
 # CPU's fitted coefficients of the rational correction: [numerator, denominator][u power][a power][b power]
 _RATIONAL = np.array(
     [
@@ -46,7 +48,7 @@ def _zero_nan(v):
 
 def alpha_small(x, alpha, beta):
     """d/dalpha for x near 0: a Taylor series."""
-    factor = digamma(alpha) - digamma(alpha + beta) - jnp.log(x)
+    factor = digamma(alpha) - digamma(alpha + beta) - tm.log(x)
     numer = jnp.ones_like(x)
     series = numer / alpha * (factor + 1 / alpha)
     for i in range(1, 11):
@@ -95,18 +97,18 @@ def alpha_mid(x, alpha, beta):
     term1 = (2 * alpha * alpha * (x - 1) + alpha * beta * (x - 1) - x * b2) / (
         jnp.sqrt(2 * alpha / beta) * total**1.5 * axbx * axbx
     )
-    term2 = 0.5 * jnp.log(alpha / (total * x))
+    term2 = 0.5 * tm.log(alpha / (total * x))
     term3 = jnp.sqrt(8 * alpha * beta / total) / axbx
-    term4 = (beta * jnp.log(beta / (total * (1 - x))) + alpha * jnp.log(alpha / (total * x))) ** -1.5
+    term4 = (beta * tm.log(beta / (total * (1 - x))) + alpha * tm.log(alpha / (total * x))) ** -1.5
     far = stirling * prefactor * (term1 + term2 * (term3 + jnp.where(x < mean, term4, -term4)))
     return jnp.where((mean - 0.1 * std <= x) & (x <= mean + 0.1 * std), near, far)
 
 
 def rational(x, alpha, total):
     """A rational correction to an analytic approximation, between the asymptotic regions."""
-    u = jnp.log(x)
-    a = jnp.log(alpha) - u
-    b = jnp.log(total) - a
+    u = tm.log(x)
+    a = tm.log(alpha) - u
+    b = tm.log(total) - a
     sums = []
     for c in _RATIONAL:
         s = 0.0

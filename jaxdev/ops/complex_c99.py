@@ -21,6 +21,8 @@ import math
 import jax
 import jax.numpy as jnp
 
+from jaxdev.ops import transcendentals as tm
+
 _PI = math.pi
 _INF = math.inf
 _NAN = math.nan
@@ -179,8 +181,8 @@ asinh = _symmetric(jnp.arcsinh, True, _ASINH)
 _atanh = _symmetric(jnp.arctanh, True, _ATANH)
 _acos = _symmetric(jnp.arccos, False, _ACOS)
 acosh = _symmetric(jnp.arccosh, False, _ACOSH)
-log = _symmetric(jnp.log, False, _LOG)
-exp = _symmetric(jnp.exp, False, _EXP)
+log = _symmetric(tm.log, False, _LOG)
+exp = _symmetric(tm.exp, False, _EXP)
 
 
 def asin(z):

@@ -10,6 +10,7 @@ import torch
 
 from jaxdev import dtypes, rng, tensor, tracing
 from jaxdev.ops import registry
+from jaxdev.ops import transcendentals as tm
 from jaxdev.ops.registry import aten, register, register_functional, store_into
 from jaxdev.ops.toolkit import J, opmath
 
@@ -54,7 +55,7 @@ def log_normal_(self, mean=1.0, std=2.0, *, generator=None):
         raise NotImplementedError(f"\"log_normal_cpu\" not implemented for '{dtypes.scalar_name(self.dtype)}'")
     jdt = dtypes.to_jax_dtype(self.dtype)
     v = jax.random.normal(rng.next_key(generator), tuple(self.shape), opmath(jdt)) * std + mean
-    return _fill(self, jnp.exp(v), jdt)
+    return _fill(self, tm.exp(v), jdt)
 
 
 @register(aten.geometric_.default)
@@ -66,7 +67,7 @@ def geometric_(self, p, *, generator=None):
     jdt = dtypes.to_jax_dtype(self.dtype)
     # the number of Bernoulli(p) trials up to the first success: ceil(log(u) / log(1 - p)), u in (0, 1]
     u = 1.0 - jax.random.uniform(rng.next_key(generator), tuple(self.shape), jnp.float64)
-    return _fill(self, jnp.ceil(jnp.log(u) / jnp.log1p(-p)), jdt)
+    return _fill(self, jnp.ceil(tm.log(u) / tm.log1p(-p)), jdt)
 
 
 def _broadcast_sizes(a, b):

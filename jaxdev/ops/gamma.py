@@ -23,6 +23,7 @@ from jax.scipy.special import digamma
 
 from jaxdev import dtypes, rng
 from jaxdev.ops import beta_grads
+from jaxdev.ops import transcendentals as tm
 from jaxdev.ops.registry import aten, register_functional
 from jaxdev.ops.toolkit import J, jitted
 
@@ -97,9 +98,9 @@ def gamma_grad(alpha, x):
         series1 = series1 + numer / denom
         series2 = series2 + numer / (denom * denom)
     pow_x_alpha = x**alpha
-    pdf = x ** (alpha - 1) * jnp.exp(-x)
+    pdf = x ** (alpha - 1) * tm.exp(-x)
     cdf = pow_x_alpha * series1
-    cdf_alpha = (jnp.log(x) - digamma(alpha)) * cdf - pow_x_alpha * series2
+    cdf_alpha = (tm.log(x) - digamma(alpha)) * cdf - pow_x_alpha * series2
     small = -cdf_alpha / pdf
     small = jnp.where(jnp.isnan(small), 0.0, small)
     # a Rice saddle-point expansion for large alpha, with its own form near x = alpha
@@ -110,18 +111,18 @@ def gamma_grad(alpha, x):
     )
     root = jnp.sqrt(8 * alpha)
     term2 = root / (alpha - x)
-    term3 = (x - alpha - alpha * jnp.log(x / alpha)) ** -1.5
+    term3 = (x - alpha - alpha * tm.log(x / alpha)) ** -1.5
     term23 = jnp.where(x < alpha, term2 - term3, term2 + term3)
-    term1 = jnp.log(x / alpha) * term23 - jnp.sqrt(2 / alpha) * (alpha + x) / ((alpha - x) * (alpha - x))
+    term1 = tm.log(x / alpha) * term23 - jnp.sqrt(2 / alpha) * (alpha + x) / ((alpha - x) * (alpha - x))
     stirling = 1 + 1 / (12 * alpha) * (1 + 1 / (24 * alpha))
     far = -stirling * x * term1 / root
     large = jnp.where((_f(0.9) * alpha <= x) & (x <= _f(1.1) * alpha), near, far)
     # a bivariate rational approximation in between
-    u, v = jnp.log(x / alpha), jnp.log(alpha)
+    u, v = tm.log(x / alpha), tm.log(alpha)
     c = [_RATIONAL_UV[0, i] + u * (_RATIONAL_UV[1, i] + u * _RATIONAL_UV[2, i]) for i in range(8)]
     p = c[0] + v * (c[1] + v * (c[2] + v * c[3]))
     q = c[4] + v * (c[5] + v * (c[6] + v * c[7]))
-    middle = jnp.exp(p / q)
+    middle = tm.exp(p / q)
     return jnp.where(x < _f(0.8), small, jnp.where(alpha > _f(8.0), large, middle))
 
 

@@ -27,9 +27,10 @@ import numpy as np
 import torch
 
 from jaxdev import dtypes, fallback, tensor
+from jaxdev.ops import transcendentals as tm
 from jaxdev.ops import transformer
 from jaxdev.ops.registry import aten, register, register_layout_kernel
-from jaxdev.ops.toolkit import J, jitted, matmul
+from jaxdev.ops.toolkit import J, jitted, matmul, product_precision
 
 NESTED = "NestedTensorPrivateUse1"
 _FALLBACK_LIB = torch.library.Library("_", "IMPL")
@@ -254,7 +255,7 @@ def nested_matmul(self, other):
     if not (self.is_nested and other.is_nested and self.size(0) == other.size(0)):
         raise RuntimeError("matmul of jax nested tensors takes two nested tensors of as many components")
     jdt = dtypes.to_jax_dtype(self.dtype)
-    precision, accumulate = transformer.settings_for(self.dtype)
+    precision, accumulate = product_precision(jdt)
     pairs = zip(_parts(self), _parts(other))
     return _nested_of([matmul(a, b, precision, accumulate).astype(jdt) for a, b in pairs])
 
@@ -264,7 +265,7 @@ def _softmax_of(p, axis, safe):
     x = p.astype(c)
     peak = jnp.max(x, axis=axis, keepdims=True)
     unseen = peak == -jnp.inf
-    weights = jnp.exp(x - jnp.where(unseen, 0.0, peak))
+    weights = tm.exp(x - jnp.where(unseen, 0.0, peak))
     out = weights / jnp.sum(weights, axis=axis, keepdims=True)
     return jnp.where(unseen, 0.0, out) if safe else out
 

@@ -16,6 +16,7 @@ import torch
 
 from jaxdev import dtypes
 from jaxdev.ops import complex_c99, cpu_numerics
+from jaxdev.ops import transcendentals as tm
 from jaxdev.ops.registry import aten, register_functional
 from jaxdev.ops.toolkit import J, apply, float_of, plain, same_dtype_bodies, typed_bodies
 
@@ -92,7 +93,7 @@ def _erfinv(y):
         / poly(z_c, (0.012229801, -0.329097515, 1.442710462, -2.118377725, 1.0))
     )
     tail_abs = jnp.where(y_abs <= 0.7, jnp.asarray(0.5, t), y_abs)  # keep the unused branch finite
-    z_t = jnp.sqrt(-jnp.log((one - tail_abs) / jnp.asarray(2.0, t)))
+    z_t = jnp.sqrt(-tm.log((one - tail_abs) / jnp.asarray(2.0, t)))
     tail = jnp.copysign(poly(z_t, (1.641345311, 3.429567803, -1.624906493, -1.970840454)), y) / poly(
         z_t, (1.637067800, 3.543889200, 1.0)
     )
@@ -101,10 +102,10 @@ def _erfinv(y):
     # libm's erff and expf are (nearly) correctly rounded: evaluate them wider and round
 
     def erf(v):
-        return jax.scipy.special.erf(v.astype(wide)).astype(t)
+        return tm.erf(v.astype(wide)).astype(t)
 
     for _ in range(2):
-        x = x - (erf(x) - y) / (two_over_sqrt_pi * jnp.exp((-x * x).astype(wide)).astype(t))
+        x = x - (erf(x) - y) / (two_over_sqrt_pi * tm.exp((-x * x).astype(wide)).astype(t))
     x = jnp.where(y_abs == 1, jnp.copysign(jnp.asarray(jnp.inf, t), y), x)
     return jnp.where(y_abs > 1, jnp.asarray(jnp.nan, t), x)
 
@@ -133,8 +134,8 @@ def _hyperbolic(sign):
         if jnp.iscomplexobj(x):
             return fn(x)
         a = jnp.abs(x)
-        e = jnp.exp(a)
-        half = jnp.exp(a / 2)
+        e = tm.exp(a)
+        half = tm.exp(a / 2)
         big = jnp.where(jnp.isinf(e), (half / 2) * half, (e + sign / e) / 2)
         if sign > 0:
             return big
@@ -152,7 +153,7 @@ def _exp2(x):
         return jnp.exp2(x)
     info = jnp.finfo(x.dtype)
     n = jnp.round(jnp.clip(jnp.nan_to_num(x), 2 * info.minexp - 4, 2 * info.maxexp + 4))
-    f = jnp.exp(jnp.where(jnp.isfinite(x), x - n, 0) * jnp.asarray(math.log(2), x.dtype))
+    f = tm.exp(jnp.where(jnp.isfinite(x), x - n, 0) * jnp.asarray(math.log(2), x.dtype))
     out = jnp.ldexp(f, n.astype(jnp.int32))
     return jnp.where(jnp.isnan(x), x, jnp.where(jnp.isinf(x), jnp.where(x > 0, x, 0), out))
 
@@ -183,22 +184,22 @@ for _op, _fn in [
     (aten.atan.default, complex_c99.atan),
     (aten.sinh.default, _float32_in_float64(_hyperbolic(-1))),
     (aten.cosh.default, _float32_in_float64(_hyperbolic(1))),
-    (aten.tanh.default, jnp.tanh),
+    (aten.tanh.default, tm.tanh),
     (aten.asinh.default, complex_c99.asinh),
     (aten.acosh.default, complex_c99.acosh),
     (aten.atanh.default, complex_c99.atanh),
     (aten.exp.default, complex_c99.exp),
     (aten.exp2.default, _float32_in_float64(_exp2)),
-    (aten.expm1.default, jnp.expm1),
+    (aten.expm1.default, tm.expm1),
     (aten.log.default, complex_c99.log),
-    (aten.log2.default, jnp.log2),
-    (aten.log10.default, jnp.log10),
-    (aten.log1p.default, jnp.log1p),
+    (aten.log2.default, tm.log2),
+    (aten.log10.default, tm.log10),
+    (aten.log1p.default, tm.log1p),
     (aten.sqrt.default, complex_c99.sqrt),
     (aten.rsqrt.default, jax.lax.rsqrt),
-    (aten.sigmoid.default, jax.nn.sigmoid),
-    (aten.erf.default, jax.scipy.special.erf),
-    (aten.erfc.default, jax.scipy.special.erfc),
+    (aten.sigmoid.default, tm.sigmoid),
+    (aten.erf.default, tm.erf),
+    (aten.erfc.default, tm.erfc),
     (aten.erfinv.default, _erfinv),
     (aten.reciprocal.default, jnp.reciprocal),
 ]:

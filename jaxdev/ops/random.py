@@ -14,6 +14,7 @@ import torch
 
 from jaxdev import dtypes, rng, tensor, tracing
 from jaxdev.ops import chunked_draws
+from jaxdev.ops import transcendentals as tm
 from jaxdev.ops.registry import aten, register, register_functional, store_into
 from jaxdev.ops.toolkit import J, float_of, jitted, opmath
 
@@ -326,7 +327,7 @@ def multinomial(self, num_samples, replacement=False, *, generator=None):
         jnp.sum(p, axis=-1) <= 0, lambda: RuntimeError("invalid multinomial distribution (sum of probabilities <= 0)")
     )
     batch = p if p.ndim == 2 else p[None]
-    logits = jnp.log(batch)
+    logits = tm.log(batch)
     key = rng.next_key(generator)
     if replacement:
         out = jax.random.categorical(key, logits, axis=-1, shape=(num_samples, batch.shape[0])).T

@@ -8,9 +8,9 @@ GRU workspace:  [r, z, n, h_n, hx] (B, 5H), h_n the hidden part of the new gate 
 
 from __future__ import annotations
 
-import jax
 import jax.numpy as jnp
 
+from jaxdev.ops import transcendentals as tm
 from jaxdev.ops.registry import aten, register_functional
 from jaxdev.ops.toolkit import J, opmath
 
@@ -28,9 +28,9 @@ def lstm_cell(input_gates, hidden_gates, cx, input_bias=None, hidden_bias=None):
     if input_bias is not None:
         gates = gates + J(input_bias).astype(k) + J(hidden_bias).astype(k)
     i, f, g, o = jnp.split(gates, 4, axis=1)
-    i, f, g, o = jax.nn.sigmoid(i), jax.nn.sigmoid(f), jnp.tanh(g), jax.nn.sigmoid(o)
+    i, f, g, o = tm.sigmoid(i), tm.sigmoid(f), tm.tanh(g), tm.sigmoid(o)
     cy = f * c.astype(k) + i * g
-    hy = o * jnp.tanh(cy)
+    hy = o * tm.tanh(cy)
     return hy.astype(dt), cy.astype(dt), jnp.concatenate([i, f, g, o], axis=1).astype(dt)
 
 
@@ -43,7 +43,7 @@ def lstm_cell_backward(grad_hy, grad_cy, cx, cy, workspace, has_bias):
     c, cyv = J(cx).astype(k), J(cy).astype(k)
     ghy = J(grad_hy).astype(k) if grad_hy is not None else jnp.zeros_like(cyv)
     gcy = J(grad_cy).astype(k) if grad_cy is not None else jnp.zeros_like(cyv)
-    tcy = jnp.tanh(cyv)
+    tcy = tm.tanh(cyv)
     d_o = ghy * tcy
     dc = gcy + ghy * o * (1 - tcy * tcy)
     d_i, d_f, d_g, d_cx = dc * g, dc * c, dc * i, dc * f
@@ -63,9 +63,9 @@ def gru_cell(input_gates, hidden_gates, hx, input_bias=None, hidden_bias=None):
         gh = gh + J(hidden_bias).astype(k)
     ir, iz, in_ = jnp.split(gi, 3, axis=1)
     hr, hz, hn = jnp.split(gh, 3, axis=1)
-    r = jax.nn.sigmoid(ir + hr)
-    z = jax.nn.sigmoid(iz + hz)
-    n = jnp.tanh(in_ + r * hn)
+    r = tm.sigmoid(ir + hr)
+    z = tm.sigmoid(iz + hz)
+    n = tm.tanh(in_ + r * hn)
     hy = n + z * (h - n)
     return hy.astype(dt), jnp.concatenate([r, z, n, hn, h], axis=1).astype(dt)
 

@@ -14,6 +14,7 @@ import torch
 
 from jaxdev import dtypes, tensor
 from jaxdev.ops import out_dtypes
+from jaxdev.ops import transcendentals as tm
 from jaxdev.ops.registry import aten, register, register_functional, store_into
 from jaxdev.ops.toolkit import J, accumulate_dtype, jitted, opmath, wrap_dim
 
@@ -121,21 +122,21 @@ def _complex_log1p(z):
     x, y = jnp.real(z), jnp.imag(z)
     theta = jnp.arctan2(y, x + 1)
     r = x * (2 + x) + y * y
-    near = jnp.where(r == 0, x, 0.5 * jnp.log1p(r))
-    real = jnp.where(jnp.abs(z) < 0.5, near, jnp.log(jnp.hypot(x + 1, y)))
+    near = jnp.where(r == 0, x, 0.5 * tm.log1p(r))
+    real = jnp.where(jnp.abs(z) < 0.5, near, tm.log(jnp.hypot(x + 1, y)))
     return jax.lax.complex(real, theta)
 
 
 def _c_exp(z):
     """C's cexp, whose exp(inf + 0i) is inf + 0i (not inf + nan i)."""
-    m, y = jnp.exp(jnp.real(z)), jnp.imag(z)
+    m, y = tm.exp(jnp.real(z)), jnp.imag(z)
     return jax.lax.complex(jnp.where(y == 0, m, m * jnp.cos(y)), jnp.where(y == 0, y, m * jnp.sin(y)))
 
 
 def _c_log(z):
     """C's clog: log|z| (inf when a part is infinite, even beside a NaN) + i arg(z)."""
     x, y = jnp.real(z), jnp.imag(z)
-    modulus = jnp.where(jnp.isinf(x) | jnp.isinf(y), jnp.inf, jnp.log(jnp.hypot(x, y)))
+    modulus = jnp.where(jnp.isinf(x) | jnp.isinf(y), jnp.inf, tm.log(jnp.hypot(x, y)))
     return jax.lax.complex(modulus, jnp.arctan2(y, x))
 
 
@@ -147,7 +148,7 @@ def _complex_log_add_exp(x, cum):
     x_first = jnp.real(x) < jnp.real(cum)
     lo, hi = jnp.where(x_first, x, cum), jnp.where(x_first, cum, x)
     lo_r, hi_r = jnp.real(lo), jnp.real(hi)
-    general = _complex_log1p(jnp.exp(lo - hi)) + hi
+    general = _complex_log1p(tm.exp(lo - hi)) + hi
     both_inf = ~jnp.isfinite(lo_r) & (lo_r == hi_r)
     infinite = jnp.where(lo_r < 0, lo, _c_log(_c_exp(lo) + _c_exp(hi)))
     out = jnp.where(both_inf, infinite, general)

@@ -3,11 +3,11 @@ for half precision (`half_to_float` as PyTorch's flag)."""
 
 from __future__ import annotations
 
-import jax
 import jax.numpy as jnp
 import torch
 
 from jaxdev import dtypes
+from jaxdev.ops import transcendentals as tm
 from jaxdev.ops.cpu_numerics import round_to
 from jaxdev.ops.registry import aten, register_functional
 from jaxdev.ops.toolkit import J, compiled, on_views, opmath, wrap_dim
@@ -32,13 +32,13 @@ def _no_case(name: str, self, axis: int) -> None:
 def _softmax_like(fn, self, dim, half_to_float):
     result = dtypes.to_jax_dtype(torch.float32 if half_to_float else self.dtype)
     axis = wrap_dim(dim, self.dim())
-    _no_case("softmax" if fn is jax.nn.softmax else "log_softmax", self, axis)
+    _no_case("softmax" if fn is tm.softmax else "log_softmax", self, axis)
     return on_views(compiled(_softmax_body, fn, axis, opmath(dtypes.to_jax_dtype(self.dtype)), result), (self,))
 
 
 @register_functional(aten._softmax.default)
 def softmax(self, dim, half_to_float):
-    return _softmax_like(jax.nn.softmax, self, dim, half_to_float)
+    return _softmax_like(tm.softmax, self, dim, half_to_float)
 
 
 def _log_softmax_lastdim_half(x):
@@ -50,7 +50,7 @@ def _log_softmax_lastdim_half(x):
     rounded = round_to(x.dtype)
     xf = x.astype(f32)
     m = jnp.max(xf, axis=-1, keepdims=True)
-    log_sum = rounded(jnp.log(rounded(jnp.sum(jnp.exp(xf - m), axis=-1, keepdims=True))))
+    log_sum = rounded(tm.log(rounded(jnp.sum(tm.exp(xf - m), axis=-1, keepdims=True))))
     return (xf - m - log_sum).astype(x.dtype)
 
 
@@ -61,7 +61,7 @@ def log_softmax(self, dim, half_to_float):
     if self.dtype in (torch.bfloat16, torch.float16) and not half_to_float and axis == max(self.dim() - 1, 0):
         x = J(self)
         return compiled(_log_softmax_lastdim_half)(x.reshape(x.shape or (1,))).reshape(x.shape)
-    return _softmax_like(jax.nn.log_softmax, self, dim, half_to_float)
+    return _softmax_like(tm.log_softmax, self, dim, half_to_float)
 
 
 def _softmax_grad(g, y, axis, result):
@@ -73,7 +73,7 @@ def _softmax_grad(g, y, axis, result):
 def _log_softmax_grad(g, y, axis, result):
     c = opmath(g.dtype)
     g, y = g.astype(c), y.astype(c)
-    return (g - jnp.exp(y) * jnp.sum(g, axis=axis, keepdims=True)).astype(result)
+    return (g - tm.exp(y) * jnp.sum(g, axis=axis, keepdims=True)).astype(result)
 
 
 @register_functional(aten._softmax_backward_data.default)

@@ -21,9 +21,10 @@ import jax.numpy as jnp
 import torch
 
 from jaxdev import dtypes, tensor
+from jaxdev.ops import transcendentals as tm
 from jaxdev.ops.formulas import layer_norm
 from jaxdev.ops.registry import aten, register
-from jaxdev.ops.toolkit import J, jitted, matmul, product_precision
+from jaxdev.ops.toolkit import J, jitted, matmul, widened_product_precision
 
 
 def _linear(x, w, b, precision, accumulate):
@@ -60,7 +61,7 @@ def attend(query, key, value, w, b, proj_w, proj_b, mask, *, heads, need_weights
     k, v = split_heads(key, wk, bk), split_heads(value, wv, bv)
     scores = _masked(matmul(q, jnp.swapaxes(k, -1, -2), precision, accumulate), mask, mask_type)
     peak = jnp.max(scores, axis=-1, keepdims=True)
-    weights = jnp.exp(scores - peak)  # a row every key is hidden from: -inf - -inf, NaN as on CPU
+    weights = tm.exp(scores - peak)  # a row every key is hidden from: -inf - -inf, NaN as on CPU
     weights = weights / jnp.sum(weights, axis=-1, keepdims=True)
     context = matmul(weights, v, precision, accumulate).transpose(0, 2, 1, 3).reshape(batch, length, embed)
     out = _linear(context, proj_w, proj_b, precision, accumulate).astype(dtype)
@@ -93,7 +94,7 @@ def encoder_layer(src, attention, norms, ffn, mask, *, heads, gelu, norm_first, 
         x = norm(x, w2, b2)
     c = jnp.promote_types(x.dtype, jnp.float32)
     hidden = _linear(x.astype(c), fw1.astype(c), fb1.astype(c), precision, accumulate)
-    hidden = jax.nn.gelu(hidden, approximate=False) if gelu else jax.nn.relu(hidden)
+    hidden = tm.gelu(hidden, approximate=False) if gelu else jax.nn.relu(hidden)
     x = _linear(hidden, fw2.astype(c), fb2.astype(c), precision, accumulate).astype(x.dtype) + residual
     return norm(x, w2, b2) if not norm_first else x
 
@@ -141,7 +142,9 @@ def _layer_program(heads, gelu, norm_first, eps, mask_type, settings):
 
 
 def settings_for(dtype: torch.dtype) -> tuple:
-    return product_precision(dtypes.to_jax_dtype(dtype))
+    """The products' settings: `attend` and `encoder_layer` widen half inputs to float32 first, as
+    CPU's kernels do, so theirs are float32 products."""
+    return widened_product_precision(dtypes.to_jax_dtype(dtype))
 
 
 def check_attention(query, key, value, embed_dim, num_head, qkv_weight, qkv_bias):

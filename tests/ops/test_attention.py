@@ -4,13 +4,15 @@ values and gradients as CPU's math path, eager and compiled."""
 
 from __future__ import annotations
 
+import jax.numpy as jnp
 import pytest
 import torch
 import torch.nn.functional as F
 from jaxdev_testing import JAX, assert_same
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from jaxdev import native
+from jaxdev import dtypes, native
+from jaxdev.ops import attention
 
 pytestmark = pytest.mark.skipif(native.module is None, reason="the backend choice needs the native module")
 
@@ -163,3 +165,23 @@ def test_a_mask_with_is_causal_as_on_cpu(shape):
         return
     out = F.scaled_dot_product_attention(q.to(JAX), k.to(JAX), v.to(JAX), attn_mask=mask.to(JAX), is_causal=True)
     assert_same(out, expected, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_half_attention_states_its_float32_arithmetic(dtype):
+    """Both directions' products of half attention are float32 x float32 at float32's setting
+    (HIGHEST by default), so no backend's one-pass default rounds the widened operands to bfloat16:
+    on a TPU that put the bfloat16 gradient at 118x the OpInfo tolerance (CPU 0.24x)."""
+    settings = attention._settings(torch.empty(0, dtype=dtype))
+    jdt = dtypes.to_jax_dtype(dtype)
+    q = jnp.ones((2, 4, 8, 16), jdt)
+    programs = {
+        "forward": attention._forward(False, None, *settings).lower(q, q, q, None),
+        "backward": attention._backward(False, None, *settings).lower(q, q, q, q, None),
+    }
+    for direction, lowered in programs.items():
+        dots = [line for line in lowered.as_text().splitlines() if "dot_general" in line]
+        assert len(dots) >= (2 if direction == "forward" else 4), direction
+        for line in dots:
+            assert "precision = [HIGHEST, HIGHEST]" in line, (direction, line)
+            assert "bf16" not in line and "f16>" not in line.split("->")[0], (direction, line)

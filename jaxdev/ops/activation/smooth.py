@@ -9,6 +9,7 @@ import jax.numpy as jnp
 import torch
 
 from jaxdev import dtypes
+from jaxdev.ops import transcendentals as tm
 from jaxdev.ops.activation.common import floating_only, register_unary, register_unary_backward, zero_like
 from jaxdev.ops.cpu_numerics import round_to
 from jaxdev.ops.registry import aten, register_backward, register_functional
@@ -16,11 +17,11 @@ from jaxdev.ops.toolkit import J, apply, jitted, opmath, wrap_dim
 
 
 def _elu(x, alpha, scale, input_scale):
-    return jnp.where(x > 0, x * scale, jnp.expm1(x * input_scale) * (alpha * scale))
+    return jnp.where(x > 0, x * scale, tm.expm1(x * input_scale) * (alpha * scale))
 
 
 def _elu_grad_from_input(g, x, alpha, scale, input_scale):
-    return jnp.where(x > 0, g * scale, g * input_scale * scale * alpha * jnp.exp(x * input_scale))
+    return jnp.where(x > 0, g * scale, g * input_scale * scale * alpha * tm.exp(x * input_scale))
 
 
 def _elu_grad_from_result(g, y, alpha, scale, input_scale):
@@ -28,31 +29,31 @@ def _elu_grad_from_result(g, y, alpha, scale, input_scale):
 
 
 def _softplus(x, beta, threshold):
-    return jnp.where(x * beta > threshold, x, jnp.log1p(jnp.exp(x * beta)) / beta)
+    return jnp.where(x * beta > threshold, x, tm.log1p(tm.exp(x * beta)) / beta)
 
 
 def _softplus_grad(g, x, beta, threshold):
-    z = jnp.exp(x * beta)
+    z = tm.exp(x * beta)
     return jnp.where(x * beta > threshold, g, g * z / (z + 1))
 
 
 def _mish(x):
-    return x * jnp.tanh(jax.nn.softplus(x))
+    return x * tm.tanh(tm.softplus(x))
 
 
 def _log_sigmoid(x):
     """CPU's form: min(0, x) - log1p(exp(-|x|)) (log_sigmoid(+inf) is +0, as there)."""
-    return jnp.minimum(jnp.zeros((), x.dtype), x) - jnp.log1p(jnp.exp(-jnp.abs(x)))
+    return jnp.minimum(jnp.zeros((), x.dtype), x) - tm.log1p(tm.exp(-jnp.abs(x)))
 
 
 def _log_sigmoid_grad(g, x):
-    return g * jax.nn.sigmoid(-x)
+    return g * tm.sigmoid(-x)
 
 
 def _logit(x, eps):
     if eps is not None:
         x = jnp.clip(x, eps, 1 - eps)
-    return jnp.log(x / (1 - x))
+    return tm.log(x / (1 - x))
 
 
 def _logit_rounded(x, eps, half):
@@ -63,7 +64,7 @@ def _logit_rounded(x, eps, half):
     if eps is not None:
         lo = jnp.asarray(eps, half).astype(x.dtype)
         x = jnp.clip(x, lo, rounded(1 - lo))
-    return jnp.log(rounded(x / rounded(1 - x)))
+    return tm.log(rounded(x / rounded(1 - x)))
 
 
 def _logit_bfloat16(x, eps):
@@ -134,7 +135,7 @@ def log_sigmoid_forward(self):
 
 def _log_sigmoid_buffer(x):
     """CPU's buffer (its backward reads it): exp(-|x|), in opmath."""
-    return jnp.exp(-jnp.abs(x))
+    return tm.exp(-jnp.abs(x))
 
 
 @register_functional(aten.log_sigmoid_backward.default)
@@ -146,7 +147,7 @@ def log_sigmoid_backward(grad_output, self, buffer):
 def _glu(axis, compute):
     def fwd(x):
         a, b = jnp.split(x.astype(compute), 2, axis=axis)
-        return (a * jax.nn.sigmoid(b)).astype(x.dtype)
+        return (a * tm.sigmoid(b)).astype(x.dtype)
 
     return fwd
 
@@ -178,21 +179,21 @@ def gelu(self, *, approximate="none"):
 
 
 def _gelu_exact(x):
-    return jax.nn.gelu(x, approximate=False)
+    return tm.gelu(x, approximate=False)
 
 
 def _gelu_tanh(x):
-    return jax.nn.gelu(x, approximate=True)
+    return tm.gelu(x, approximate=True)
 
 
 def _gelu_exact_grad(g, x):
-    cdf = 0.5 * (1 + jax.scipy.special.erf(x / jnp.sqrt(2.0).astype(x.dtype)))
-    pdf = jnp.exp(-0.5 * x * x) / jnp.sqrt(2 * jnp.pi).astype(x.dtype)
+    cdf = 0.5 * (1 + tm.erf(x / jnp.sqrt(2.0).astype(x.dtype)))
+    pdf = tm.exp(-0.5 * x * x) / jnp.sqrt(2 * jnp.pi).astype(x.dtype)
     return g * (cdf + x * pdf)
 
 
 def _gelu_tanh_grad(g, x):
-    return g * jax.grad(lambda v: jnp.sum(jax.nn.gelu(v, approximate=True)))(x)
+    return g * jax.grad(lambda v: jnp.sum(tm.gelu(v, approximate=True)))(x)
 
 
 @register_functional(aten.gelu_backward.default)
@@ -202,7 +203,7 @@ def gelu_backward(grad_output, self, *, approximate="none"):
 
 
 def _silu(x):
-    return x * jax.nn.sigmoid(x)
+    return x * tm.sigmoid(x)
 
 
 @register_functional(aten.silu.default)
@@ -211,7 +212,7 @@ def silu(self):
 
 
 def _silu_grad(g, x):
-    s = jax.nn.sigmoid(x)
+    s = tm.sigmoid(x)
     return g * s * (1 + x * (1 - s))
 
 

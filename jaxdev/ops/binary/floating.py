@@ -5,6 +5,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 
 from jaxdev import dtypes
+from jaxdev.ops import transcendentals as tm
 from jaxdev.ops.binary.rules import binary
 from jaxdev.ops.registry import aten, register_functional
 from jaxdev.ops.toolkit import apply, jitted, on_views, result_type
@@ -27,12 +28,12 @@ def _logaddexp2(a, b):
 
 def _logaddexp(a, b):
     if not jnp.iscomplexobj(a):
-        return jnp.logaddexp(a, b)
+        return tm.logaddexp(a, b)
     # CPU's complex formula: the operand with the larger real part plus log1p(exp(difference)),
     # which keeps that operand's imaginary part where a principal-branch log would wrap it by 2*pi
     larger = jnp.real(a) >= jnp.real(b)
     m, n = jnp.where(larger, a, b), jnp.where(larger, b, a)
-    return m + jnp.log1p(jnp.exp(n - m))
+    return m + tm.log1p(tm.exp(n - m))
 
 
 _floating_only("logaddexp", _logaddexp)

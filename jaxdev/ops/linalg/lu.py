@@ -12,6 +12,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxdev import tensor, tracing
+from jaxdev.ops import transcendentals as tm
 from jaxdev.ops.linalg.lapack import broadcast_batch, check_info, empty, kernel, meta, mH, mT, present
 from jaxdev.ops.registry import aten
 from jaxdev.ops.toolkit import J, jitted
@@ -189,7 +190,7 @@ def _det_body(transposed, log):
         mag = jnp.abs(diag)
         unit = jnp.where(mag == 0, jnp.zeros((), a.dtype), diag / jnp.where(mag == 0, 1, mag).astype(a.dtype))
         sign = jnp.prod(unit, axis=-1) * parity
-        return sign, jnp.sum(jnp.log(mag), axis=-1), lu, piv
+        return sign, jnp.sum(tm.log(mag), axis=-1), lu, piv
 
     return run
 

@@ -17,6 +17,7 @@ import jax.numpy as jnp
 import torch
 
 from jaxdev import fallback
+from jaxdev.ops import transcendentals as tm
 from jaxdev.ops.linalg.lapack import HIGHEST, LAPACK_DTYPES, kernel, meta, present
 from jaxdev.ops.registry import aten
 from jaxdev.ops.toolkit import J, jitted
@@ -129,7 +130,7 @@ def _expm_body(wide):
         norm = jnp.max(jnp.sum(jnp.abs(a), axis=-2), axis=-1)  # the 1-norm, as a.real's dtype
         theta = lambda t: jnp.asarray(t, norm.dtype)
         # the last interval scales by 2^s and squares s times (s per matrix: a bounded loop)
-        s = jnp.maximum(0, jnp.ceil(jnp.log2(norm / theta(thetas[5])))).astype(jnp.int64)
+        s = jnp.maximum(0, jnp.ceil(tm.log2(norm / theta(thetas[5])))).astype(jnp.int64)
         s = jnp.where(norm >= theta(thetas[4]), s, 0)
         scaled = a / jnp.exp2(s.astype(norm.dtype))[..., None, None].astype(a.dtype)
         result = _taylor(jnp.where((norm >= theta(thetas[4]))[..., None, None], scaled, a), 18)
@@ -174,7 +175,7 @@ def linalg_matrix_exp(self):
 
 @jitted
 def _exp_body():
-    return jnp.exp
+    return tm.exp
 
 
 def _torch_name(dtype):

@@ -7,6 +7,7 @@ import jax.numpy as jnp
 import torch
 
 from jaxdev import dtypes, tensor, tracing
+from jaxdev.ops import transcendentals as tm
 from jaxdev.ops.loss.common import MEAN, SUM
 from jaxdev.ops.registry import aten, register, register_functional, store_into
 from jaxdev.ops.toolkit import J, compiled, opmath
@@ -60,8 +61,8 @@ def _huber_grad(g, x, t, reduction, delta):
 
 
 def _bce(x, t, w, reduction):
-    log_x = jnp.maximum(jnp.log(x), _BCE_LOG_FLOOR)
-    log_1mx = jnp.maximum(jnp.log1p(-x), _BCE_LOG_FLOOR)
+    log_x = jnp.maximum(tm.log(x), _BCE_LOG_FLOOR)
+    log_1mx = jnp.maximum(tm.log1p(-x), _BCE_LOG_FLOOR)
     losses = -((t * log_x) + (1 - t) * log_1mx)
     return _reduce(losses * w if w is not None else losses, reduction)
 

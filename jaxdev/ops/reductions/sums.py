@@ -8,6 +8,7 @@ import jax.numpy as jnp
 import torch
 
 from jaxdev import dtypes, tensor
+from jaxdev.ops import transcendentals as tm
 from jaxdev.ops.reductions.common import reduce_over
 from jaxdev.ops.registry import aten, register, register_functional, store_into
 from jaxdev.ops.toolkit import J, accumulate_dtype, axes, jitted, opmath
@@ -161,12 +162,12 @@ def _logsumexp(ax, keepdim, jdt, out_jdt):
     def run(x):
         x = step(x, jdt)
         if x.size == 0:
-            return step(jnp.log(step(jnp.sum(step(jnp.exp(x), jdt), axis=ax, keepdims=keepdim), out_jdt)), out_jdt)
+            return step(tm.log(step(jnp.sum(step(tm.exp(x), jdt), axis=ax, keepdims=keepdim), out_jdt)), out_jdt)
         peak = jnp.max(jnp.real(x), axis=ax, keepdims=True)
         peak = jnp.where(jnp.isinf(peak), jnp.zeros((), peak.dtype), peak)
-        exps = step(jnp.exp(step(x - peak, jdt)), jdt)
+        exps = step(tm.exp(step(x - peak, jdt)), jdt)
         total = step(jnp.sum(exps.astype(opmath(out_jdt)), axis=ax, keepdims=keepdim), out_jdt)
         kept = peak if keepdim else jnp.squeeze(peak, ax)
-        return (step(jnp.log(total), out_jdt) + kept.astype(opmath(out_jdt))).astype(out_jdt)
+        return (step(tm.log(total), out_jdt) + kept.astype(opmath(out_jdt))).astype(out_jdt)
 
     return run

@@ -9,6 +9,7 @@ import jax.scipy.special as jss
 import torch
 
 from jaxdev import dtypes
+from jaxdev.ops import transcendentals as tm
 from jaxdev.ops.registry import aten, register_functional
 from jaxdev.ops.special import igamma
 from jaxdev.ops.toolkit import J, apply, float_of, jitted, opmath
@@ -52,12 +53,12 @@ def register_binary(ops, fn):
 
 
 def _xlogy(x, y):
-    out = jnp.where(x == 0, jnp.zeros((), x.dtype), x * jnp.log(y))
+    out = jnp.where(x == 0, jnp.zeros((), x.dtype), x * tm.log(y))
     return jnp.where(jnp.isnan(y), y, out)
 
 
 def _xlog1py(x, y):
-    out = jnp.where(x == 0, jnp.zeros((), x.dtype), x * jnp.log1p(y))
+    out = jnp.where(x == 0, jnp.zeros((), x.dtype), x * tm.log1p(y))
     return jnp.where(jnp.isnan(y), y, out)
 
 

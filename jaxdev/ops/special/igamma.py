@@ -23,6 +23,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxdev.ops import transcendentals as tm
 from jaxdev.ops.cpu_numerics import horner, round_to, widened
 
 # Cephes' coefficients d[k][n] of the asymptotic expansion, as Math.h lists them (25 rows of 25).
@@ -209,9 +210,9 @@ def _exp_times_power(d, q, a):
     true value), XLA flushes it to 0; so float32 takes both factors in float64, rounds each to
     float32's grid (subnormals included) and rounds their product."""
     if a.dtype != jnp.float32:
-        return jnp.exp(d) * jnp.power(q, a)
+        return tm.exp(d) * jnp.power(q, a)
     power = round_to(jnp.float32)(jnp.power(_wide(q), _wide(a)))
-    return (_wide(_libm(jnp.exp, d)) * power).astype(jnp.float32)
+    return (_wide(_libm(tm.exp, d)) * power).astype(jnp.float32)
 
 
 def _fac(a, x):
@@ -220,15 +221,15 @@ def _fac(a, x):
     and so does this."""
     dt = a.dtype
     maxlog = 7.09782712893383996843e2 if dt == jnp.float64 else 88.72283905206835
-    ax = a * _libm(jnp.log, x) - x - _lgamma(a)
-    far = jnp.where(ax < -maxlog, 0, _libm(jnp.exp, ax))
+    ax = a * _libm(tm.log, x) - x - _lgamma(a)
+    far = jnp.where(ax < -maxlog, 0, _libm(tm.exp, ax))
     fac = a + _LANCZOS_G - 0.5
     res = jnp.sqrt(fac / _EXP1) / _lanczos_sum_expg_scaled(a)
     small = res * _exp_times_power(a - x, x / fac, a)
     numfac = (x - a - _LANCZOS_G + 0.5) / fac
     g = float(np.asarray(_LANCZOS_G, dt))  # Math.h's lanczos_g is a scalar_t
-    exponent = _wide(a * (_libm(jnp.log1p, numfac) - numfac)) + _wide(x) * (0.5 - g) / _wide(fac)
-    large = (_wide(res) * jnp.exp(exponent)).astype(dt)
+    exponent = _wide(a * (_libm(tm.log1p, numfac) - numfac)) + _wide(x) * (0.5 - g) / _wide(fac)
+    large = (_wide(res) * tm.exp(exponent)).astype(dt)
     near = jnp.where((a < 200) & (x < 200), small, large)
     return jnp.where(_wide(jnp.abs(a - x)) > 0.4 * _wide(jnp.abs(a)), far, near)
 
@@ -279,9 +280,9 @@ def _igamc_series(a, x, running):
 
     # CPU's loop runs n = 1 .. MAXITER - 1
     _, total = _loop(step, (jnp.ones_like(a), jnp.zeros_like(a)), running, _MAXITER - 1)
-    logx = _libm(jnp.log, x)
-    term = -_libm(jnp.expm1, a * logx - _lgamma(1 + a))
-    return term - _libm(jnp.exp, a * logx - _lgamma(a)) * total
+    logx = _libm(tm.log, x)
+    term = -_libm(tm.expm1, a * logx - _lgamma(1 + a))
+    return term - _libm(tm.exp, a * logx - _lgamma(a)) * total
 
 
 def _igamc_continued_fraction(a, x, running):
@@ -321,10 +322,10 @@ def _asymptotic_series(a, x, lower: bool, running):
     dt = a.dtype
     machep, sgn = _machep(dt), -1 if lower else 1
     sigma = (x - a) / a
-    root = jnp.sqrt(-2 * (_libm(jnp.log1p, sigma) - sigma))
+    root = jnp.sqrt(-2 * (_libm(tm.log1p, sigma) - sigma))
     ratio = x / a
     eta = jnp.where(ratio > 1, root, jnp.where(ratio < 1, -root, 0))
-    res = 0.5 * _libm(jax.scipy.special.erfc, sgn * eta * jnp.sqrt(a / 2))
+    res = 0.5 * _libm(tm.erfc, sgn * eta * jnp.sqrt(a / 2))
     powers = [jnp.ones_like(eta)]
     for _ in range(1, 25):
         powers.append(eta * powers[-1])
@@ -351,7 +352,7 @@ def _asymptotic_series(a, x, lower: bool, running):
     total = _loop(add_term, start, running, 25)[0]
     # the correction term is a double in Math.h for float32 too (-0.5 is a double literal): its exp
     # and the sum into res are taken in double; sqrt(2 pi a) stays in float (c10::pi<float>)
-    gauss = jnp.exp(-0.5 * _wide(a) * _wide(eta) * _wide(eta))
+    gauss = tm.exp(-0.5 * _wide(a) * _wide(eta) * _wide(eta))
     scale = jnp.sqrt(2 * float(np.float32(np.pi)) * a)
     return (_wide(res) + sgn * gauss * _wide(total) / _wide(scale)).astype(dt)
 
@@ -383,7 +384,7 @@ def igammac(a, x):
     a, x = jnp.where(regular, a, 1), jnp.where(regular, x, 1)  # keeps the loops off the edges
     asymptotic = _asymptotic(a, x)
     wa, wx, above = _wide(a), _wide(x), _wide(x) > 1.1
-    via_p = jnp.where(above, x < a, jnp.where(x <= 0.5, -0.4 / _wide(_libm(jnp.log, x)) < wa, wx * 1.1 < wa))
+    via_p = jnp.where(above, x < a, jnp.where(x <= 0.5, -0.4 / _wide(_libm(tm.log, x)) < wa, wx * 1.1 < wa))
     rest = regular & ~asymptotic
     p = 1 - _igam_series(a, x, rest & via_p)
     fraction = _igamc_continued_fraction(a, x, rest & ~via_p & above)
