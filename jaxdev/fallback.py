@@ -110,12 +110,18 @@ def admit(op, args, kwargs, *, view_of: str, kernel: str) -> None:
 
 
 def run_on_cpu(op, *args, **kwargs):
+    return run_on_cpu_lacking(op, "jax kernel", args, kwargs)
+
+
+def run_on_cpu_lacking(op, kernel: str, args, kwargs):
+    """`op` on CPU because jax lacks `kernel` for it ("jax kernel"; "float64 kernel on TPU (...)": a
+    platform's gap, jaxdev/ops/capabilities.py), which the warning and the refusals name."""
     name = op.name()
     policy = mode()
     if policy == "error":
-        raise FallbackError(f"{name} has no jax kernel, and JAXDEV_FALLBACK=error forbids running it on CPU")
+        raise FallbackError(f"{name} has no {kernel}, and JAXDEV_FALLBACK=error forbids running it on CPU")
     schema = op._schema
-    admit(op, args, kwargs, view_of="its input", kernel="jax kernel")
+    admit(op, args, kwargs, view_of="its input", kernel=kernel)
 
     originals: dict[int, torch.Tensor] = {}
 

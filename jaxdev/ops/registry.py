@@ -24,7 +24,7 @@ import torch
 from torch._ops import OpOverload
 
 from jaxdev import dtypes, eager_modes, layout, native, tensor, tracing
-from jaxdev.ops import bit_dtypes, complex_half
+from jaxdev.ops import bit_dtypes, capabilities, complex_half
 from jaxdev.ops.derived import (  # noqa: F401  (check_cast, store_into, broadcast_shapes: imported from here)
     as_shape_error,
     broadcast_shapes,
@@ -200,7 +200,8 @@ def _register(
     fn = complex_half.serving(op, bit_dtypes.serving_bytes(name, fn))
     if fast is not None:
         FAST_BODIES[op] = fast
-    installed = fn if on_cpu else in_mode(op, fn)
+    # a family this platform's XLA lacks for some dtypes goes to CPU for them (ops/capabilities.py)
+    installed = fn if on_cpu else capabilities.served(op, in_mode(op, fn))
     if on_cpu:
         native.module.register_cpu_kernels([name.removeprefix("aten::")])
     elif (fast is not None or native_kernel is not None) and native.module is not None:

@@ -12,7 +12,8 @@ import jax
 import jax.numpy as jnp
 import torch
 
-from jaxdev import tracing
+from jaxdev import dtypes, tracing
+from jaxdev.ops import capabilities
 from jaxdev.ops.linalg.lapack import (
     LAPACK_DTYPES,
     check_info,
@@ -43,8 +44,12 @@ from jaxdev.ops.toolkit import J, jitted
 _WIDE = {jnp.dtype(jnp.float32): jnp.dtype(jnp.float64), jnp.dtype(jnp.complex64): jnp.dtype(jnp.complex128)}
 
 
-def _widened(a):
-    return a.astype(_WIDE[a.dtype]) if a.dtype in _WIDE else a
+def _widened(a, family: str):
+    """a in float64/complex128 where this platform has `family` there (a TPU may not: then as it is)."""
+    wide = _WIDE.get(a.dtype)
+    if wide is None or not capabilities.has(family, dtypes.to_torch_dtype(wide)):
+        return a
+    return a.astype(wide)
 
 
 def _narrowed(x, like):
@@ -76,7 +81,7 @@ def _svd_body(full_matrices, compute_uv, is_matrix):
     def run(a):
         finite = jnp.isfinite(a).all(axis=(-2, -1))
         info = jnp.where(finite, 0, -4).astype(jnp.int32)
-        wide = _widened(a)
+        wide = _widened(a, "svd")
         if not compute_uv:
             return _narrowed(jnp.linalg.svd(wide, compute_uv=False), a), info
         u, s, vh = jnp.linalg.svd(wide, full_matrices=full_matrices)
@@ -117,7 +122,7 @@ def linalg_svd(A, full_matrices=False, compute_uv=True, *, driver=None):
 @jitted
 def _eigh_body(lower):
     def run(a):
-        v, w = jax.lax.linalg.eigh(_widened(a), lower=lower, symmetrize_input=False)  # wide: as the SVD
+        v, w = jax.lax.linalg.eigh(_widened(a, "eigh"), lower=lower, symmetrize_input=False)  # wide: as the SVD
         return _narrowed(w, a), _narrowed(v, a)
 
     return run
