@@ -7,19 +7,28 @@ for jaxdev/ops/indexing.py, tests/ops/test_linalg.py for the sub-package jaxdev/
 * `crashprone` marker: a test that may kill the interpreter (a segfault reading a fake storage
   pointer) is first run in a child process; if it crashes there it fails here with the child's
   report instead of taking the whole suite down.
+* `cpu_fact(reason)` marker: a test that leans on a fact of XLA's CPU backend (its flushing of
+  subnormals, its functions' bits, a dtype it has); on another platform (`PLATFORM`, where jaxdev's
+  arrays live: a TPU) it is skipped, naming the fact. jaxdev_testing.cpu_fact does it inside a test.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import os
 from pathlib import Path
 
 import pytest
 import torch
-from jaxdev_testing import describe_exit, run_python
+from jaxdev_testing import PLATFORM, describe_exit, run_python
 
 import jaxdev
+
+if PLATFORM != "cpu":
+    # One process may hold a TPU: the child processes tests start run on JAX's CPU backend (this
+    # process's backend is up already, so its own choice stands).
+    os.environ["JAX_PLATFORMS"] = "cpu"
 
 # XLA executables are bounded by jaxdev itself (jaxdev/executables.py): the full suite compiles over
 # 10,000 kernels, past the memory-map limit that once crashed it.
@@ -32,16 +41,22 @@ def pytest_configure(config):
         "per_op_mode(why): tests per-op eager's own mechanics or timing of errors (an error raised at the op,"
         " a program cache, buffer donation); under JAXDEV_EAGER=fused it is skipped, saying why",
     )
+    config.addinivalue_line(
+        "markers", "cpu_fact(reason): leans on a fact of XLA's CPU backend; skipped on other platforms, naming it"
+    )
 
 
 def pytest_collection_modifyitems(config, items):
-    """Under JAXDEV_EAGER=fused (the CI's fused-mode run of a subset), per-op-only tests are skipped."""
-    if jaxdev.get_eager_mode() != "fused":
-        return
+    """Under JAXDEV_EAGER=fused (the CI's fused-mode run of a subset), per-op-only tests are skipped; off
+    XLA's CPU backend, tests of its facts are."""
+    fused = jaxdev.get_eager_mode() == "fused"
     for item in items:
         marker = item.get_closest_marker("per_op_mode")
-        if marker is not None:
+        if fused and marker is not None:
             item.add_marker(pytest.mark.skip(reason="per-op mode only: " + marker.args[0]))
+        fact = item.get_closest_marker("cpu_fact")
+        if PLATFORM != "cpu" and fact is not None:
+            item.add_marker(pytest.mark.skip(reason=f"a fact of XLA's CPU backend, not of {PLATFORM}: {fact.args[0]}"))
 
 
 @pytest.fixture(autouse=True)

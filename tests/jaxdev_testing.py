@@ -21,6 +21,7 @@ import textwrap
 import warnings
 from pathlib import Path
 
+import jax
 import pytest
 import torch
 
@@ -29,6 +30,16 @@ from jaxdev.audit.check import compare
 
 JAX = torch.device("jax", 0)
 CPU = torch.device("cpu")
+# The JAX platform jaxdev's arrays live on: cpu here and in CI, tpu on a TPU machine.
+PLATFORM = jax.devices()[0].platform
+
+
+def cpu_fact(reason: str) -> None:
+    """Skip the calling test off XLA's CPU backend: what it checks next is a fact of that backend
+    (`reason` names it), not of jaxdev's semantics (the `cpu_fact` marker does it for a whole test)."""
+    if PLATFORM != "cpu":
+        pytest.skip(f"a fact of XLA's CPU backend, not of {PLATFORM}: {reason}")
+
 
 ALL_DTYPES = [
     torch.bool,

@@ -7,9 +7,9 @@ XLA's CPU backend has every kernel jaxdev's ops use. XLA's TPU backend has no fl
 and no complex128 FFT (INVALID_ARGUMENT), both seen on a TPU v5e with JAX 0.10.2; a TPU has no float64
 hardware (XLA emulates float64 elementwise with pairs of float32), so the other float64 and complex128
 decompositions are suspected to be missing too. A `confirmed` gap is served on CPU from the start; a
-`suspected` one once the platform has refused it: the kernel runs, and a compile error of the kind a
-missing kernel gives (UNIMPLEMENTED, INVALID_ARGUMENT, "not implemented") sends this call and every
-later one of that family and dtype to CPU (`learned`). benchmarks/tpu_probe_kernels.py tries every
+`suspected` one once the platform has refused it: the kernel runs, and an error of the kind a missing
+kernel gives (XLA's UNIMPLEMENTED or INVALID_ARGUMENT, JAX's missing lowering) sends this call and
+every later one of that family and dtype to CPU (`learned`). benchmarks/tpu_probe_kernels.py tries every
 family on a TPU and says which raise, so that suspected gaps become confirmed or are struck.
 
 Kernels that widen a float32 matrix to float64 for accuracy (SVD, eigh: decompositions.py) ask
@@ -144,7 +144,8 @@ def _matrix_dtype(args, kwargs) -> torch.dtype | None:
 def _refused(error: Exception) -> bool:
     """A compile error of the kind XLA gives for a kernel it lacks (not a value or shape error)."""
     text = str(error)
-    return any(k in text for k in ("UNIMPLEMENTED", "INVALID_ARGUMENT", "not implemented", "not supported"))
+    known = ("UNIMPLEMENTED", "INVALID_ARGUMENT", "not implemented", "not supported", "not found for platform")
+    return any(k in text for k in known)
 
 
 def served(op, kernel):
@@ -165,7 +166,7 @@ def served(op, kernel):
             return on_cpu(dtype, args, kwargs)
         try:
             return kernel(*args, **kwargs)
-        except jax.errors.JaxRuntimeError as error:
+        except (jax.errors.JaxRuntimeError, NotImplementedError) as error:  # XLA's refusal; JAX's: no lowering
             gap = GAPS.get(platform(), {}).get(family)
             if _ignored or gap is None or dtype not in gap.dtypes or not _refused(error):
                 raise

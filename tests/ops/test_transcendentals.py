@@ -104,11 +104,10 @@ def test_gradients_are_the_derivatives_formulas(name):
     np.testing.assert_allclose(np.asarray(grad), np.asarray(expected), rtol=1e-5)
 
 
+@pytest.mark.cpu_fact("the default keeps XLA's functions on the CPU backend only")
 def test_the_cpu_backend_keeps_xlas_functions():
     """On XLA's CPU backend the default traces XLA's own functions: the programs CPU runs, and so the
     coverage baseline's bits, are unchanged."""
-    if jax.default_backend() != "cpu":
-        pytest.skip(f"on {jax.default_backend()} the default is jaxdev's functions")
     x = jnp.ones((4,), jnp.float32)
     pairs = [(tm.exp, jnp.exp), (tm.tanh, jnp.tanh), (tm.sigmoid, jax.nn.sigmoid), (tm.erfc, jax.scipy.special.erfc)]
     pairs += [(lambda v: tm.softmax(v, axis=-1), lambda v: jax.nn.softmax(v, axis=-1))]
