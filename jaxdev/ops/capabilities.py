@@ -12,6 +12,9 @@ kernel gives (XLA's UNIMPLEMENTED or INVALID_ARGUMENT, JAX's missing lowering) s
 every later one of that family and dtype to CPU (`learned`). benchmarks/tpu_probe_kernels.py tries every
 family on a TPU and says which raise, so that suspected gaps become confirmed or are struck.
 
+A platform without complex128 (`has("complex128", ...)`, not an op family: the dtype in any program)
+gets Python complex numbers into programs as complex64 (toolkit.jitted: `narrowing_complex_numbers`).
+
 Kernels that widen a float32 matrix to float64 for accuracy (SVD, eigh: decompositions.py) ask
 `has(family, dtype)` first and stay in float32 where the wide kernel is missing.
 """
@@ -23,6 +26,7 @@ import dataclasses
 import functools
 
 import jax
+import numpy as np
 import torch
 
 from jaxdev import dtypes, fallback
@@ -53,6 +57,12 @@ GAPS: dict[str, dict[str, Gap]] = {
         "qr": _gap("suspected", _SUSPECTED),
         "svd": _gap("suspected", _SUSPECTED),
         "eigh": _gap("suspected", _SUSPECTED),
+        "complex128": _gap(
+            "suspected",
+            "suspected: pytest aborted in XLA's TPU compiler on tests/ops/test_views.py::test_conj_and_neg_views "
+            "(complex64 with Python complex numbers, which enter programs as complex128); jax-ml/jax#10158",
+            (C128,),
+        ),
         "eig": _gap(
             "suspected",
             "suspected: JAX lowers its nonsymmetric eigendecomposition for CPU and GPU only",
@@ -60,6 +70,9 @@ GAPS: dict[str, dict[str, Gap]] = {
         ),
     }
 }
+
+# gaps of a dtype in any program rather than of an op family
+DTYPE_GAPS = frozenset({"complex128"})
 
 _NAMES = {
     "lu": "LU decomposition",
@@ -176,3 +189,33 @@ def served(op, kernel):
     run.__qualname__ = getattr(kernel, "__qualname__", "kernel")
     run.__wrapped__ = kernel
     return run
+
+
+def narrowing_complex_numbers(jit):
+    """`jit` whose programs take a Python complex number as complex64, where the platform has no
+    complex128 (a Python complex enters a program as a complex128 parameter otherwise). The values
+    are those of the number converted inside the program to the complex64 it computes in; only a
+    complex128 result (of a number beside a float64 tensor) narrows too, which such a platform
+    cannot compute anyway."""
+    return lambda body: _NarrowedNumbers(jit(body))
+
+
+class _NarrowedNumbers:
+    """A jitted function (its attributes, lower included, are the wrapped one's) called with Python
+    complex numbers as complex64."""
+
+    def __init__(self, compiled):
+        self._compiled = compiled
+
+    def __getattr__(self, name):
+        return getattr(self._compiled, name)
+
+    @staticmethod
+    def _narrowed(args):
+        return [np.complex64(a) if type(a) is complex else a for a in args]
+
+    def __call__(self, *args, **kwargs):
+        return self._compiled(*self._narrowed(args), **kwargs)
+
+    def lower(self, *args, **kwargs):
+        return self._compiled.lower(*self._narrowed(args), **kwargs)

@@ -25,6 +25,8 @@ import torch
 
 from jaxdev import dtypes, native, tensor, tracing
 from jaxdev.dtypes import opmath
+from jaxdev.ops import capabilities
+from jaxdev.ops.cpu_numerics import narrowed
 
 Tensor = torch.Tensor
 
@@ -161,6 +163,8 @@ def jitted(factory: Callable | None = None, *, maxsize: int | None = None, donat
             body = factory(*static)
         given = donate(*static) if callable(donate) else donate
         jit = functools.partial(jax.jit, donate_argnums=given) if given else jax.jit
+        if not capabilities.has("complex128", torch.complex128):
+            jit = capabilities.narrowing_complex_numbers(jit)
         return tuple(jit(b) for b in body) if isinstance(body, tuple) else jit(body)
 
     cached = functools.cache(build) if maxsize is None else functools.lru_cache(maxsize=maxsize)(build)
@@ -212,7 +216,7 @@ def _cast_body(fn, compute: torch.dtype, result: torch.dtype, nargs: int, exact_
         a = jnp.asarray(a)
         if exact_numbers and second and a.ndim == 0 and a.dtype != common:
             return a.astype(wide)
-        return a.astype(common).astype(wide)
+        return narrowed(a, common).astype(wide)  # a float64 number to a half through float, as c10 does
 
     def run(*args):
         cast = [operand(a, i == 1) for i, a in enumerate(args[:nargs])]

@@ -16,6 +16,7 @@ from jaxdev.fallback import FallbackError
 from jaxdev.ops import capabilities
 from jaxdev.ops.linalg import decompositions
 from jaxdev.ops.registry import KERNELS
+from jaxdev.ops.toolkit import jitted
 
 F64 = torch.float64
 
@@ -125,4 +126,22 @@ def test_every_op_in_the_table_has_a_kernel_and_every_gap_a_family():
     assert set(capabilities.FAMILIES) <= registered, set(capabilities.FAMILIES) - registered
     for gaps in capabilities.GAPS.values():
         for family, gap in gaps.items():
-            assert family in capabilities.FAMILIES.values() and gap.status in ("confirmed", "suspected")
+            assert family in {*capabilities.FAMILIES.values(), *capabilities.DTYPE_GAPS}, family
+            assert gap.status in ("confirmed", "suspected")
+
+
+def test_without_complex128_python_complex_numbers_enter_programs_as_complex64(lacking):
+    """Where the platform has no complex128 (suspected on a TPU: pytest aborted in its compiler on
+    complex64 values beside Python complex numbers), jitted kernel bodies take them as complex64."""
+
+    def body_factory():
+        return lambda number, x: (x * number, jax.numpy.asarray(number))
+
+    x = jax.numpy.ones(2, jax.numpy.complex64)
+    product, number = jitted(body_factory)()(1 + 2j, x)
+    assert number.dtype == jax.numpy.complex128  # here: a complex128 parameter
+    lacking("complex128", dtypes=(torch.complex128,))
+    product, number = jitted(body_factory)()(1 + 2j, x)
+    assert number.dtype == jax.numpy.complex64 and product.dtype == jax.numpy.complex64
+    assert product.tolist() == [1 + 2j, 1 + 2j]
+    assert "complex<f64>" not in jitted(body_factory)().lower(1 + 2j, x).as_text()
