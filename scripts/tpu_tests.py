@@ -1,7 +1,7 @@
 """Run all of tests/ in chunks, one pytest process each (no xdist: one process may hold a TPU), and
 merge what they found; scripts/tpu_tests.sh sets the machine up and calls this.
 
-    python scripts/tpu_tests.py [K/N ...] [--chunks N] [--resume] [--limit S]
+    python scripts/tpu_tests.py [K/N ...] [--chunks N] [--resume] [--limit S] [--budget S]
 
 K/N runs chunk K of N (several may be given; none: every chunk of --chunks, default 40). The tests are
 collected once (kept in the state folder), split into N runs of consecutive tests of about equal count
@@ -10,6 +10,9 @@ collected once (kept in the state folder), split into N runs of consecutive test
 outcome to the chunk's progress file as it happens: a chunk that crashes (XLA's TPU compiler aborting)
 or runs past the limit still says what it ran and names the test it was running. --resume runs again
 only what a chunk has not finished: the tests after its crash (the crashing test is not run again).
+--budget (default 530 s, counted from $TPU_TESTS_STARTED, which tpu_tests.sh sets before the machine's
+setup) bounds the whole call: a chunk gets what is left of it, and none starts with less than a minute
+left (one call of the device tool may run 10 minutes); --resume continues where a call stopped.
 
 State (collected ids, each chunk's progress, log and --junitxml): $TPU_TESTS_STATE (default
 /tmp/jaxdev-tpu-tests), kept between calls on a warm machine. Results, merged over every chunk in the
@@ -115,7 +118,9 @@ def read_progress(path: Path) -> tuple[dict, str | None]:
     return ended, started
 
 
-def run_chunk(k: int, n: int, ids: list[str], limit: float, resume: bool) -> None:
+def run_chunk(k: int, n: int, ids: list[str], limit: float, resume: bool, budget_cut: bool = False) -> None:
+    """Chunk k of n (what is left of it, with `resume`). `budget_cut`: `limit` is what the call's budget
+    left, not the chunk's own limit: a test it stops is not counted as timed out (--resume reruns it)."""
     name = f"chunk-{k:03d}-of-{n:03d}"
     progress, marks = STATE / f"{name}.progress", STATE / f"{name}.json"
     done = json.loads(marks.read_text()) if marks.exists() else {"crashed": [], "finished": False}
@@ -147,11 +152,13 @@ def run_chunk(k: int, n: int, ids: list[str], limit: float, resume: bool) -> Non
                 proc.wait()
                 code = "timeout"
         _, running = read_progress(progress)
-        if running is not None:
+        if running is not None and not (code == "timeout" and budget_cut):
             why = "timed out" if code == "timeout" else f"exit {code}"
             done["crashed"].append(running)
             done.setdefault("how", {})[running] = why
         done["finished"] = running is None
+        if running is not None and running not in done["crashed"]:
+            print(f"{name}: the budget ended it in {running}; --resume goes on from there", flush=True)
         print(f"{name}: {len(todo)} tests, {time.monotonic() - began:.0f} s, exit {code}", flush=True)
     else:
         done["finished"] = True
@@ -200,6 +207,7 @@ def main() -> int:
     parser.add_argument("--chunks", dest="n", type=int, default=40, help="how many chunks when none is named")
     parser.add_argument("--resume", action="store_true", help="run only what the named chunks have not finished")
     parser.add_argument("--limit", type=float, default=540, help="seconds a chunk may run (default 540)")
+    parser.add_argument("--budget", type=float, default=530, help="seconds for the whole call (default 530)")
     args = parser.parse_args()
     wanted = []
     for spec in args.chunks:
@@ -208,9 +216,14 @@ def main() -> int:
             parser.error(f"a chunk is K/N with 1 <= K <= N, not {spec!r}")
         wanted.append((int(k), int(n)))
     wanted = wanted or [(k, args.n) for k in range(1, args.n + 1)]
+    began = float(os.environ.get("TPU_TESTS_STARTED") or time.time())
     ids = collect()
     for k, n in wanted:
-        run_chunk(k, n, ids, args.limit, args.resume)
+        left = args.budget - (time.time() - began)
+        if left < 60:
+            print(f"chunk {k}/{n} and after: not started, {left:.0f} s of the budget left (--resume goes on)")
+            break
+        run_chunk(k, n, ids, min(args.limit, left), args.resume, budget_cut=left < args.limit)
     merge(ids, wanted[0][1], Path(os.environ.get("OUT") or "tpu-tests-out"))
     return 0
 

@@ -7,5 +7,6 @@
 # Rehearsal here: OUT=/tmp/tt bash scripts/tpu_tests.sh 1/40
 set -euo pipefail
 cd "$(dirname "$0")/.."
+export TPU_TESTS_STARTED=${TPU_TESTS_STARTED:-$(date +%s)}  # the budget counts the setup too
 source scripts/tpu_env.sh
 exec "$PY" scripts/tpu_tests.py "$@"
