@@ -173,6 +173,9 @@ def _programs():
         "c128 -> c64 convert": jit(lambda v: v.astype(jnp.complex64), np.ones(2, np.complex128)),
         "c64 multiply": jit(lambda v: v * v, np.ones(2, np.complex64)),
         "f64 exp": jit(jnp.exp, np.ones(2)),
+        "f16 dot HIGHEST -> f32": jit(lambda a: _dot(a, "HIGHEST"), np.ones((8, 8), np.float16)),
+        "bf16 dot DEFAULT -> f32": jit(lambda a: _dot(a, "DEFAULT"), np.ones((8, 8), ml_dtypes.bfloat16)),
+        "f32 dot HIGHEST": jit(lambda a: _dot(a, "HIGHEST", None), np.ones((8, 8), np.float32)),
         "nextafter f64": jit(jnp.nextafter, np.ones(2), np.zeros(2)),
     }
     for name in (
@@ -188,6 +191,10 @@ def _programs():
         if dt is not None:
             cases[f"f32 -> {name}"] = jit(lambda v, dt=dt: v.astype(dt).astype(jnp.float32), np.ones(3, np.float32))
     return cases
+
+
+def _dot(a, precision, accumulate="float32"):
+    return jax.numpy.matmul(a, a, precision=getattr(jax.lax.Precision, precision), preferred_element_type=accumulate)
 
 
 def build(groups):
