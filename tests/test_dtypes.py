@@ -5,9 +5,11 @@ from __future__ import annotations
 import itertools
 import math
 
+import jax
 import jax.numpy as jnp
 import pytest
 import torch
+from half_programs import program_hazards
 from jaxdev_testing import ALL_DTYPES, JAX, assert_same, on_both
 
 import jaxdev
@@ -299,3 +301,18 @@ def test_float_to_integer_conversion_of_out_of_range_values_is_cpus(src, dst):
     on_both(lambda d: values.to(d).to(dst))
     on_both(lambda d: torch.zeros(len(_OUT_OF_RANGE), dtype=dst, device=d).copy_(values.to(d)))
     on_both(lambda d: values.to(d)[::2].to(dst))
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_float64_converts_to_a_half_through_float32_as_cpu(dtype):
+    """c10's halves are built from float: a double just above a float that is a half's tie rounds to
+    that float, then to even (two roundings). XLA's one-step convert rounds once on a CPU with native
+    float16, so dtypes.convert writes the step through float32 (issue 41): the program holds no
+    float64 -> half convert, and the values are CPU's."""
+    eps = torch.finfo(dtype).eps
+    base = torch.rand(4000, generator=torch.Generator().manual_seed(0), dtype=torch.float64) + 1
+    ties = base.to(dtype).to(torch.float64) * (1 + eps / 2 * (1 + 1e-12))
+    x = torch.cat([base, ties, -ties])
+    assert_same(x.to(JAX).to(dtype), x.to(dtype))
+    program = jax.jit(lambda v: dtypes.convert(v, dtypes.to_jax_dtype(dtype)))
+    assert program_hazards(program, jnp.ones(4, jnp.float64)) == []

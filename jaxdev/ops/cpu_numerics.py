@@ -24,6 +24,17 @@ bfloat16 operation whose result the same program converts to float32 keeps float
 operation's own rounding is dropped: XLA computes bfloat16 in float32); a division by a constant
 becomes a multiplication; converting float64 to a half rounds twice (through float32), and to
 float32 flushes subnormals. ``round_to`` takes the path that is exact for each case.
+
+What depends on the CPU (issue 41): XLA generates code for the host's instruction set. LLVM narrows a
+float32 operation on widened halves whose result is narrowed again into a half operation, and XLA lets
+LLVM fuse a product into the sum that uses it; without native float16 each half operation is computed
+in float and rounded back, with AVX512-FP16 it is float16 arithmetic and the pair becomes one FMA (one
+rounding where CPU rounds twice). The one-step float64 -> float16 convert rounds once there. So a
+kernel whose half results must be CPU's computes in float32 (or float64), rounds with ``round_to``
+(reduce_precision: integer operations on the bits, the same code on every CPU), never with a convert
+round trip, and converts a float64 to a half through float32 (``narrowed``, as c10 builds a half from
+a float). tests/half_programs.py checks a program for this; tests/README.md runs the half-precision
+tests under each instruction set XLA can be capped to.
 """
 
 from __future__ import annotations
@@ -48,24 +59,47 @@ def round_to(dtype):
 
     A value already of a half dtype is pinned with reduce_precision (XLA may compute a chain of half
     operations in float32); float32 and float64 values of their own dtype are left as they are. A
-    float64 value goes through reduce_precision with subnormals rounded by hand, since XLA's convert
-    from float64 rounds twice to a half and flushes float32 subnormals (reduce_precision flushes
-    them too); the gradient passes straight through there. A narrower value (float32 to a half)
-    round-trips through `dtype`, which XLA keeps."""
+    wider float value (float64, or float32 to a half) is rounded by reduce_precision, which XLA emits
+    as integer operations on the bits, the same code on every CPU; it flushes what falls below the
+    target's smallest normal where the target's exponent range is narrower, so those values are
+    rounded to the target's subnormal grid here (the gradient passing straight through). It is not
+    a convert round trip, v.astype(dtype).astype(v.dtype): LLVM narrows an operation on widened
+    halves whose result is narrowed again into half arithmetic, and on a CPU with native float16
+    (AVX512-FP16) fuses a product and a sum of those into one FMA, one rounding where CPU rounds
+    twice (issue 41). Integers and narrower floats round-trip through `dtype`: exact wherever run."""
     target = jnp.dtype(dtype)
     info = jnp.finfo(target)
 
     def rounded(v):
         if v.dtype == target:
             return lax.reduce_precision(v, info.nexp, info.nmant) if target in _HALVES else v
-        if v.dtype == jnp.float64:
-            kept = lax.reduce_precision(v, exponent_bits=info.nexp, mantissa_bits=info.nmant)
-            step = float(info.smallest_subnormal)
-            subnormal = v + lax.stop_gradient(jnp.round(v / step) * step - v)
-            return jnp.where(jnp.abs(v) < float(info.smallest_normal), subnormal, kept)
+        if jnp.issubdtype(v.dtype, jnp.floating) and jnp.finfo(v.dtype).bits > info.bits:
+            return _rounded_from_wider(v, info)
         return v.astype(target).astype(v.dtype)
 
     return rounded
+
+
+def _rounded_from_wider(v, info):
+    """v rounded to the grid of the float type `info` describes, in v's own (wider) dtype."""
+    kept = lax.reduce_precision(v, exponent_bits=info.nexp, mantissa_bits=info.nmant)
+    if jnp.finfo(v.dtype).nexp == info.nexp:
+        return kept  # float32 -> bfloat16: one exponent range, subnormals rounded by reduce_precision
+    step = float(info.smallest_subnormal)
+    grid = jnp.round(v / step) * step  # exact: step is a power of two
+    # value: grid; gradient: v's. copysign keeps the sign of a value that rounds to zero (-1e-9 -> -0)
+    subnormal = jnp.copysign(grid + (v - lax.stop_gradient(v)), v)
+    return jnp.where(jnp.abs(v) < float(info.smallest_normal), subnormal, kept)
+
+
+def narrowed(v, dtype):
+    """v converted to `dtype` as C++ converts a double: to a half through float (c10::Half and
+    c10::BFloat16 are built from float), since XLA's one-step float64 -> float16 convert rounds once
+    on a CPU with native float16 and twice elsewhere."""
+    target = jnp.dtype(dtype)
+    if target in _HALVES and v.dtype == jnp.float64:
+        v = v.astype(jnp.float32)
+    return v.astype(target)
 
 
 def widened(fn):

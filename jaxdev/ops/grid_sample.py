@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import torch
 
 from jaxdev import dtypes
-from jaxdev.ops.cpu_numerics import round_to
+from jaxdev.ops.cpu_numerics import narrowed, round_to
 from jaxdev.ops.registry import aten, register_backward, register_functional
 from jaxdev.ops.toolkit import J, jitted, opmath
 
@@ -139,7 +139,7 @@ def _bicubic(img, grid, padding_mode, align_corners):
         c = [k[:, None] for k in cx]
         rows.append(add(add(fma(c[0], v[0], mul(c[1], v[1])), mul(c[2], v[2])), mul(c[3], v[3])))
     c = [k[:, None] for k in cy]
-    return fma(c[3], rows[3], fma(c[2], rows[2], fma(c[1], rows[1], mul(c[0], rows[0])))).astype(img.dtype)
+    return narrowed(fma(c[3], rows[3], fma(c[2], rows[2], fma(c[1], rows[1], mul(c[0], rows[0])))), img.dtype)
 
 
 def _sample(img, grid, mode, padding_mode, align_corners):

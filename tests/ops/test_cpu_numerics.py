@@ -3,6 +3,12 @@ the rounding, barrier, polynomial and CPU loop helpers, against numpy's and CPU 
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import tempfile
+
+import half_programs
 import jax
 import jax.numpy as jnp
 import ml_dtypes
@@ -79,17 +85,31 @@ def test_what_xla_drops_is_a_bfloat16_operations_own_rounding():
     assert _bits_equal(eager_r, jitted_r) and _bits_equal(eager_r, eager)
 
 
-@pytest.mark.parametrize("narrow", [ml_dtypes.bfloat16, np.float16])
-def test_xla_converts_float64_to_a_half_through_float32_and_round_to_rounds_once(narrow):
-    """Double rounding: a float64 just above a float32 value that is a half's tie rounds to that float32
-    first, then to even; once rounded, it goes up. round_to takes float64 to the half in one rounding."""
+def _double_rounding_cases(narrow) -> np.ndarray:
+    """float64 values, half of them just above a float32 value that is a tie of `narrow`: rounded to
+    float32 first they fall on the tie and go to even; rounded once they go up."""
     base = RNG.uniform(1, 2, 20000)
     eps = float(ml_dtypes.finfo(narrow).eps)
-    x = np.concatenate([base, _single_rounding(base, narrow) * (1 + eps / 2 * (1 + 1e-12))])
-    twice = np.asarray(jax.jit(lambda v: v.astype(narrow).astype(jnp.float64))(_on_cpu(x)))
-    assert not np.array_equal(twice, _single_rounding(x, narrow))
+    return np.concatenate([base, _single_rounding(base, narrow) * (1 + eps / 2 * (1 + 1e-12))])
+
+
+@pytest.mark.parametrize("narrow", [ml_dtypes.bfloat16, np.float16])
+def test_round_to_takes_float64_to_a_half_in_one_rounding(narrow):
+    x = _double_rounding_cases(narrow)
     for result in _both(cn.round_to(narrow), _on_cpu(x)):
         assert _bits_equal(result, _single_rounding(x, narrow))
+
+
+@pytest.mark.parametrize("narrow", [ml_dtypes.bfloat16, np.float16])
+def test_xla_converts_float64_to_a_half_through_float32_without_native_float16(narrow):
+    """XLA's one-step float64 -> half convert depends on the CPU: two roundings (through float32, as
+    c10::Half(float(d)) rounds) where the CPU has no float64 -> float16 instruction, one with
+    AVX512-FP16's vcvtsd2sh. Why dtypes.convert writes the step through float32 (issue 41)."""
+    x = _double_rounding_cases(narrow)
+    one_step = np.asarray(jax.jit(lambda v: v.astype(narrow).astype(jnp.float64))(_on_cpu(x)))
+    if _bits_equal(one_step, _single_rounding(x, narrow)):
+        pytest.skip(f"this CPU's XLA rounds float64 to {np.dtype(narrow).name} once (native float16)")
+    assert _bits_equal(one_step, x.astype(np.float32).astype(narrow).astype(np.float64))
 
 
 def test_xla_flushes_float32_subnormals_from_float64_and_round_to_keeps_them():
@@ -108,6 +128,70 @@ def test_round_to_a_values_own_dtype():
         assert _bits_equal(result, h)
     f = _on_cpu(np.array([1e-40, 1.0], np.float32))
     assert cn.round_to(jnp.float32)(f) is f
+
+
+@pytest.mark.parametrize("narrow", [np.float16, ml_dtypes.bfloat16])
+def test_round_to_from_float32_is_the_conversions_rounding_on_every_bit_pattern_class(narrow):
+    """float32 -> half by reduce_precision (and the subnormal grid by hand for float16) gives what the
+    conversion gives: normals, ties, subnormals of the half and of float32, -0, overflow to inf."""
+    bits = RNG.randint(0, 2**32, 200000, dtype=np.uint64).astype(np.uint32).view(np.float32)
+    tiny = (RNG.uniform(-1, 1, 100000) * 2.0**-14).astype(np.float32)
+    ties = ((np.round(RNG.uniform(-1024, 1024, 20000)) + 0.5) * 2.0**-24).astype(np.float32)
+    edges = np.array([-0.0, -1e-9, 65519.99, 65520.0, -65520.0, np.inf, -np.inf, 2.0**-25, 3 * 2.0**-25], np.float32)
+    x = np.concatenate([bits[np.isfinite(bits)], tiny, ties, edges])
+    with np.errstate(over="ignore"):
+        expected = x.astype(narrow).astype(np.float32)
+    for result in _both(cn.round_to(narrow), _on_cpu(x)):
+        assert _bits_equal(result, expected)
+
+
+# --- what a program states: the structural check of tests/half_programs.py ---------------------------
+
+
+def test_the_structural_check_names_each_host_dependent_rounding():
+    f16, f32 = jnp.float16, jnp.float32
+    h = _on_cpu(np.ones(64, np.float16))
+    w = _on_cpu(np.ones(64, np.float32))
+
+    def trip(v):
+        return v.astype(f16).astype(f32)
+
+    assert half_programs.program_hazards(lambda a, b: a * b, h, h)[0].startswith("arithmetic in a half dtype")
+    found = half_programs.program_hazards(lambda a, b: (trip(a * b) + 1).astype(f16), w, w)
+    assert [f.split(":")[0] for f in found] == ["round trip through a half"]
+    found = half_programs.program_hazards(lambda v: v.astype(f16), _on_cpu(np.ones(64)))
+    assert [f.split(":")[0] for f in found] == ["float64 to a half in one step"]
+    r = cn.round_to(f16)
+    assert half_programs.program_hazards(lambda a, b: (r(r(a * b) + 1) * 3).astype(f16), w, w) == []
+    assert half_programs.program_hazards(lambda a, b: (a.astype(f32) * b.astype(f32) + 1).astype(f16), h, h) == []
+
+
+def test_llvm_makes_half_arithmetic_of_float32_between_written_round_trips():
+    """The mechanism of issue 41, on any x86 CPU: XLA hands the float32 product and sum between written
+    round trips to LLVM, which narrows each into a half operation (no rounding is lost by that alone);
+    a CPU with native float16 then computes them in float16 and fuses the pair into an FMA, one
+    rounding where CPU rounds twice. round_to's reduce_precision leaves LLVM no half arithmetic."""
+    script = """if True:
+        import glob, os, sys, jax, jax.numpy as jnp
+        from jaxdev.ops.cpu_numerics import round_to
+        w = jnp.ones(256, jnp.float16)
+        def written(a, b, c):
+            trip = lambda v: v.astype(jnp.float16).astype(jnp.float32)
+            return trip(trip(a.astype(jnp.float32) * b) + c).astype(jnp.float16)
+        def stated(a, b, c):
+            r = round_to(jnp.float16)
+            return r(r(a.astype(jnp.float32) * b) + c).astype(jnp.float16)
+        for fn in (written, stated):
+            jax.jit(fn)(w, w, w)
+            ir = [open(p).read() for p in glob.glob(os.path.join(sys.argv[1], f"*{fn.__name__}*with-opt.ll"))]
+            print(fn.__name__, any("x half>" in line and (" fmul " in line or " fadd " in line)
+                                   for text in ir for line in text.splitlines()))
+    """
+    with tempfile.TemporaryDirectory() as dump:
+        env = {**os.environ, "XLA_FLAGS": f"--xla_dump_to={dump}", "JAXDEV_CACHE_DIR": "off"}
+        out = subprocess.run([sys.executable, "-c", script, dump], env=env, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["written", "True", "stated", "False"]
 
 
 # --- barriers ----------------------------------------------------------------------------------------

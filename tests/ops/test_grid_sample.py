@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import itertools
 
+import jax.numpy as jnp
 import pytest
 import torch
 import torch.nn.functional as F
+from half_programs import program_hazards
 from jaxdev_testing import JAX, assert_same, on_both, seeded_randn
+
+from jaxdev.ops import grid_sample
 
 # --- grid_sample's bicubic mode bit for bit against CPU. test_ops' compare_cpu found jaxdev off by up to
 # 2.7e-3 on OpInfo's reference input (a 345x456 image of 0..255 under a rotation): jaxdev unnormalized
@@ -90,6 +94,18 @@ def test_grid_sampler_3d_half(dtype, mode, padding, align_corners):
     inp = seeded_randn(2, 3, 5, 6, 7, dtype=dtype)
     grid = (torch.rand(2, 4, 3, 5, 3, generator=torch.Generator().manual_seed(1)) * 3 - 1.5).to(dtype)
     on_both(lambda d: torch.grid_sampler_3d(inp.to(d), grid.to(d), mode, padding, align_corners))
+
+
+@pytest.mark.parametrize("dtype", [jnp.float16, jnp.bfloat16])
+@pytest.mark.parametrize(("nd", "mode"), [(2, 0), (2, 1), (2, 2), (3, 0), (3, 1)])
+def test_half_sampler_programs_state_their_rounding(dtype, nd, mode):
+    """Issue 41: each step rounds by reduce_precision, in float32 (bilinear/nearest) or float64
+    (bicubic), and the result leaves float64 through float32: no half arithmetic for LLVM to fuse on
+    a CPU with native float16 (the round trips the 2-D half kernel wrote made it round once where CPU
+    rounds twice, and grid_sampler_2d half failed there)."""
+    img, grid = jnp.ones((1, 2) + (4,) * nd, dtype), jnp.zeros((1,) + (3,) * nd + (nd,), dtype)
+    for padding, align in itertools.product((0, 1, 2), (False, True)):
+        assert program_hazards(grid_sample._sampler(mode, padding, align), img, grid) == []
 
 
 SHAPES = [

@@ -8,6 +8,7 @@ import jax.numpy as jnp
 import pytest
 import torch
 import torch.nn.functional as F
+from half_programs import program_hazards
 from jaxdev_testing import JAX, assert_same, on_both, seeded_randn
 
 from jaxdev.ops.linalg import products as linalg
@@ -112,6 +113,17 @@ def test_addr_half_rounds_every_step(dtype):
     on_both(lambda d: torch.addr(s.to(d), a.to(d), b.to(d), alpha=0.2))  # beta 1 still rounds alpha*vec1 first
     out = torch.empty(50, 60, dtype=dtype)
     on_both(lambda d: torch.addr(s.to(d), a.to(d), b.to(d), beta=0.3, alpha=3, out=out.to(d)))
+
+
+@pytest.mark.parametrize("dtype", [jnp.float16, jnp.bfloat16])
+def test_addr_half_program_states_its_rounding(dtype):
+    """Issue 41: beta * self and alpha * vec1 round by reduce_precision, not by float16 round trips,
+    which LLVM turns into float16 arithmetic that a CPU with native float16 fuses (beta * self + prod
+    in one rounding): test_addr_half_rounds_every_step failed there. beta and alpha, already the half's
+    values, enter as float32 (no float64 -> half convert)."""
+    s, v1, v2 = jnp.ones((5, 6), dtype), jnp.ones(5, dtype), jnp.ones(6, dtype)
+    for use_self in (True, False):
+        assert program_hazards(linalg._outer_update(jnp.dtype(dtype), use_self), s, v1, v2, 0.5, 0.25) == []
 
 
 def test_addr_scalars_and_dtypes():

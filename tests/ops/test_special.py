@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import jax.numpy as jnp
 import pytest
 import torch
 from jaxdev_testing import JAX, assert_same, check, like_cpu
+
+from jaxdev import dtypes
 
 pytestmark = pytest.mark.usefixtures("no_fallback")  # tests/conftest.py
 
@@ -156,6 +159,20 @@ def test_i0e_backward_as_cpu(dtype):
         (grad,) = torch.autograd.grad(torch.special.i0e(xx), xx, g.to(device))
         grads.append(grad)
     assert_same(grads[1], grads[0])
+
+
+@pytest.mark.parametrize("dtype", HALF)
+def test_i0e_half_program_states_its_rounding(dtype):
+    """Issue 41: the scalar path rounds every step by reduce_precision, not by a float16 round trip,
+    which LLVM turns into float16 arithmetic and a CPU with native float16 fuses (y * b1 - b2 in one
+    rounding): 13 half i0e tests failed there."""
+    from half_programs import program_hazards
+
+    from jaxdev.ops.special import i0e
+
+    x = jnp.ones((37, 70), dtypes.to_jax_dtype(dtype))
+    for strides in ((70, 1), (1, 37)):
+        assert program_hazards(i0e._i0e_half(dtype, (37, 70), strides, 1), x) == []
 
 
 @pytest.mark.per_op_mode("fused mode traces the kernel into its program: the one-program sum, no rounds")

@@ -14,6 +14,7 @@ import jax.numpy as jnp
 import torch
 
 from jaxdev import dtypes, tensor
+from jaxdev.ops.cpu_numerics import round_to
 from jaxdev.ops.registry import aten, check_cast, register, register_functional, store_into
 from jaxdev.ops.toolkit import J, jitted, matmul, on_views, product_precision, wrap_dim
 
@@ -325,12 +326,14 @@ def _outer_update(jdt, use_self):
 
         return run
     compute = dtypes.opmath(jdt)
-
-    def rounded(x):
-        return x.astype(jdt).astype(compute)
+    half = jdt in (jnp.float16, jnp.bfloat16)
+    rounded = round_to(jdt) if half else (lambda x: x)  # other dtypes compute in their own
+    # beta and alpha arrive as Python numbers already converted to jdt's values (_scalar_as): a half's
+    # value is a float32 exactly, so they enter float32 without a float64 -> half convert
+    scalar_dtype = compute if half else jdt
 
     def run(s, v1, v2, beta, alpha):
-        beta, alpha = jnp.asarray(beta, jdt).astype(compute), jnp.asarray(alpha, jdt).astype(compute)
+        beta, alpha = jnp.asarray(beta, scalar_dtype).astype(compute), jnp.asarray(alpha, scalar_dtype).astype(compute)
         prod = rounded(rounded(alpha * v1[:, None].astype(compute)) * v2[None, :].astype(compute))
         return (rounded(beta * s.astype(compute)) + prod if use_self else prod).astype(jdt)
 

@@ -64,10 +64,12 @@ def _i0e_half(half, shape, strides, threads):
     jdt = dtypes.to_jax_dtype(half)
 
     def run(x):
+        # both paths in float32, one convert to the half at the end: the scalar path's values are on
+        # the half's grid already, the vector path rounds there once
         x = x.astype(jnp.float32)
-        vector = _cephes_i0e(x, lambda v: v).astype(jdt)
-        scalar = _cephes_i0e(x, round_to(jdt)).astype(jdt)
-        return jnp.where(scalar_lanes(shape, strides, _HALF_BLOCK, threads), scalar, vector)
+        vector = _cephes_i0e(x, lambda v: v)
+        scalar = _cephes_i0e(x, round_to(jdt))
+        return jnp.where(scalar_lanes(shape, strides, _HALF_BLOCK, threads), scalar, vector).astype(jdt)
 
     return run
 
