@@ -1,4 +1,4 @@
-"""Functional collectives inside compiled programs (jaxdev/compiler/collectives.py): two processes on
+"""Functional collectives inside compiled programs (jaxdev/parallel/compiled_collectives.py): two processes on
 localhost, jax.distributed + the "jax" process group (XLA route). Per training step of an MLP
 16-32-4 on each rank's half of a batch of 8, for
 
@@ -99,7 +99,7 @@ EAGER_COLLECTIVES = []  # every collective the "jax" group ran eagerly (XLA rout
 
 
 def _count_eager_collectives() -> None:
-    from jaxdev import distributed as jd
+    from jaxdev.parallel import distributed as jd
 
     for cls, name in ((jd._XlaCollectives, "run"), (jd.JaxProcessGroup, "_run")):
         original = getattr(cls, name)
@@ -146,8 +146,8 @@ def ddp_style(rank: int, data, steps: int) -> dict:
     import torch.distributed as dist
     import torch.distributed._functional_collectives as funcol
 
-    from jaxdev.compiler import collectives
     from jaxdev.compiler.inputs import UntraceableGraph
+    from jaxdev.parallel import compiled_collectives
 
     world = dist.group.WORLD
     model = mlp().to("jax")
@@ -176,16 +176,16 @@ def ddp_style(rank: int, data, steps: int) -> dict:
     compiled = torch.compile(step, backend="jax")
     eager, reference = train(step), train(one_process, "cpu", shard=False)
     (losses, weights), programs, calls, eager_collectives = _counting(lambda: train(compiled))
-    plan = collectives.plan
+    plan = compiled_collectives.plan
 
     def refuse(gm):  # the lowering off: such graphs ran op by op before it
         if plan(gm) is not None:
             raise UntraceableGraph(None, "the collectives' lowering is off (benchmark)")
 
-    collectives.plan = refuse
+    compiled_collectives.plan = refuse
     op_by_op = torch.compile(lambda *a: step(*a), backend="jax")
     (_, _), programs_before, calls_before, eager_before = _counting(lambda: train(op_by_op))
-    collectives.plan = plan
+    compiled_collectives.plan = plan
     local = torch.compile(one_process, backend="jax")
     params = {k: p.detach().to("jax") for k, p in mlp().named_parameters()}
     x, y = data[0][4 * rank : 4 * rank + 4].to("jax"), data[1][4 * rank : 4 * rank + 4].to("jax")

@@ -1,7 +1,7 @@
 """torch CUDA eager's own training steps, the reference rows of accelerator_check.py and fused_step.py.
 
 Run in a process of its own: PyTorch's autograd engine serves one accelerator per process, and once
-jaxdev registers `jax` a CUDA backward cannot run (jaxdev/accelerators.py). So jaxdev is not imported
+jaxdev registers `jax` a CUDA backward cannot run (jaxdev/capabilities/accelerators.py). So jaxdev is not imported
 here: compile_step's `import jaxdev` gets an empty stand-in, and only its torch models are used.
 
     python benchmarks/cuda_reference.py [--steps 8]     # prints one "name ms_per_step first_s" line per row

@@ -1,4 +1,4 @@
-"""A pytest plugin that checks jaxdev/exact_programs.py's claim on real programs: every program it
+"""A pytest plugin that checks jaxdev/programs/exact_programs.py's claim on real programs: every program it
 compiles with `xla_backend_optimization_level=0` is compiled a second time with XLA's default
 optimization and run on the same arguments, and the two results must agree bit for bit.
 
@@ -18,7 +18,7 @@ import numpy as np
 
 os.environ["JAXDEV_EXEC_CACHE"] = "off"
 
-from jaxdev import exact_programs, exec_cache
+from jaxdev.programs import exact_programs, exec_cache
 
 COUNTS = {"programs": 0, "checked": 0, "skipped (donated)": 0}
 DIFFERENT: list[str] = []

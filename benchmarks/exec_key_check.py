@@ -1,4 +1,4 @@
-"""A pytest plugin that checks jaxdev/program_keys.py's keys for collisions on real programs: every
+"""A pytest plugin that checks jaxdev/programs/program_keys.py's keys for collisions on real programs: every
 program a test compiles is keyed and also lowered to StableHLO, and two programs with one key must
 lower to the same module text (module and function names aside).
 
@@ -17,7 +17,7 @@ import re
 
 from jax._src import pjit
 
-from jaxdev import exec_cache, program_keys
+from jaxdev.programs import exec_cache, program_keys
 
 SEEN: dict = {}
 COUNTS = {"programs": 0, "unkeyable": 0}

@@ -80,7 +80,7 @@ def run(title: str, build_torch, build_jax, rounds: int, steps: int) -> None:
         # torch.compile's own CPU compiler: the bar issue 28 sets for the compiled path
         "torch CPU inductor": compile_step.torch_step(build_torch, "cpu", compiled=True, backend="inductor"),
     }
-    # No torch CUDA row: a CUDA backward cannot run in a process that imported jaxdev (jaxdev/accelerators.py).
+    # No torch CUDA row: a CUDA backward cannot run in a process that imported jaxdev (jaxdev/capabilities/accelerators.py).
     jax_run, _ = build_jax()
     variants["JAX jit (hand-written)"] = jax_run
     with warnings.catch_warnings():

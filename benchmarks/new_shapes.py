@@ -39,7 +39,7 @@ def child(n_shapes: int) -> dict:
     import torch
 
     import jaxdev  # noqa: F401  (registers the device)
-    from jaxdev.exec_cache import STATS
+    from jaxdev.programs.exec_cache import STATS
 
     events = {
         "/jax/core/compile/jaxpr_trace_duration": "trace",

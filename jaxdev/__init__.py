@@ -21,30 +21,29 @@ def _autoload() -> None:
 
 
 # ruff: noqa: E402  (_autoload must exist before the first import, and registration runs between imports)
-from jaxdev import cache as _cache
 from jaxdev import device as _device
+from jaxdev.programs import cache as _cache
 
 _cache.configure()
 _device.register()
 
-from jaxdev import accelerators as _accelerators
-from jaxdev import autocast as _autocast
 from jaxdev import compiler as _compiler
 from jaxdev import eager_modes as _eager_modes
-from jaxdev import executables as _executables
 from jaxdev import fallback as _fallback  # noqa: F401  (registers the CPU fallback; needs the device)
-from jaxdev import generator as _generator
-from jaxdev import host_methods as _host_methods
 from jaxdev import layout as _layout
 from jaxdev import ops as _ops  # noqa: F401
-from jaxdev import parameters as _parameters
-from jaxdev import storage as _storage
-from jaxdev.custom_ops import jax_op
+from jaxdev.capabilities import accelerators as _accelerators
+from jaxdev.capabilities import autocast as _autocast
+from jaxdev.capabilities import generator as _generator
+from jaxdev.capabilities import host_methods as _host_methods
+from jaxdev.capabilities import parameters as _parameters
+from jaxdev.capabilities import serialization as _serialization
+from jaxdev.capabilities.custom_ops import jax_op
+from jaxdev.capabilities.interop import from_jax, to_jax
 from jaxdev.dtypes import UnsupportedDtypeError, UnsupportedError, UnsupportedLayoutError
 from jaxdev.eager_modes import eager_mode, get_eager_mode
 from jaxdev.fallback import fallback_counts, reset_fallback_counts
-from jaxdev.interop import from_jax, to_jax
-from jaxdev.mesh import (
+from jaxdev.parallel.mesh import (
     distribute,
     from_process_local,
     get_mesh,
@@ -55,10 +54,11 @@ from jaxdev.mesh import (
     sharding,
     unshard,
 )
+from jaxdev.programs import executables as _executables
 
 _accelerators.install()
 _executables.install()
-_storage.install()
+_serialization.install()
 _autocast.install()
 _parameters.install()
 _generator.install()
@@ -66,14 +66,14 @@ _host_methods.install()
 _layout.install_fake_convolution()
 _compiler.register()
 
-from jaxdev import distributed as _distributed
+from jaxdev.parallel import distributed as _distributed
 
 _distributed.register()  # the torch.distributed backend "jax" (gloo on host copies)
 _eager_modes.install()
 
-from jaxdev import shutdown as _shutdown
+from jaxdev.capabilities import shutdown as _shutdown
 
-_shutdown.install()  # last: freezes the import-time heap, so exit's collections skip it (jaxdev/shutdown.py)
+_shutdown.install()  # last: freezes the import-time heap, so exit's collections skip it (jaxdev/capabilities/shutdown.py)
 
 
 __all__ = [

@@ -119,7 +119,7 @@ def _make_module() -> types.ModuleType:
     m.get_rng_state_all = lambda: [rng.get_state()]
     m.set_rng_state_all = lambda states: rng.set_state(states[0])
     m.get_amp_supported_dtype = lambda: [torch.float16, torch.bfloat16, torch.float32]
-    from jaxdev import memory, streams
+    from jaxdev.capabilities import memory, streams
 
     for fn in memory.API:
         setattr(m, fn.__name__, fn)
@@ -132,7 +132,7 @@ module = _make_module()
 
 
 def _empty_host_cache() -> None:
-    """Pinned host memory goes back to the system when its storage dies (jaxdev/pinned.py): nothing is
+    """Pinned host memory goes back to the system when its storage dies (jaxdev/capabilities/pinned.py): nothing is
     cached to release."""
 
 
@@ -253,7 +253,7 @@ def register() -> None:
             f"jaxdev cannot register the 'jax' device: PyTorch's PrivateUse1 slot already belongs to "
             f"'{current}' in this process"
         )
-    from jaxdev import pinned
+    from jaxdev.capabilities import pinned
 
     # A process registers PrivateUse1 hooks once: the native ones (pinned memory) go first, and PyTorch
     # then keeps them over the Python `_Hooks`, which stay for a process without the native module.

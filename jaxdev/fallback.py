@@ -21,7 +21,7 @@ import torch
 from torch.utils._pytree import tree_map
 
 from jaxdev import tensor, tracing
-from jaxdev.mesh import reshard_like  # (jaxdev.mesh, the attribute, is the `mesh` scope function)
+from jaxdev.parallel.mesh import reshard_like
 from jaxdev.tensor import is_jax
 
 _counts: collections.Counter[str] = collections.Counter()
@@ -159,7 +159,9 @@ def run_on_cpu_lacking(op, kernel: str, args, kwargs):
             if id(x) in originals:
                 return originals[id(x)]
             value = tensor.from_cpu(x)
-            if tensor.SHARDED_ENTRIES:  # a result shaped like a sharded input gets its sharding back (jaxdev/mesh.py)
+            if (
+                tensor.SHARDED_ENTRIES
+            ):  # a result shaped like a sharded input gets its sharding back (jaxdev/parallel/mesh.py)
                 value = reshard_like(value, originals.values())
             return tensor.wrap(value)
         return x

@@ -84,7 +84,7 @@ def next_key(generator=None) -> jax.Array:
         _traced.draws += 1
         return _key(lo, offset, hi)
     if generator is not None:
-        from jaxdev.generator import draw_seed
+        from jaxdev.capabilities.generator import draw_seed
 
         s = draw_seed(generator)
         lo, offset, hi = s & 0xFFFF_FFFF, 0, s >> 32

@@ -30,7 +30,7 @@ if PLATFORM != "cpu":
     # process's backend is up already, so its own choice stands).
     os.environ["JAX_PLATFORMS"] = "cpu"
 
-# XLA executables are bounded by jaxdev itself (jaxdev/executables.py): the full suite compiles over
+# XLA executables are bounded by jaxdev itself (jaxdev/programs/executables.py): the full suite compiles over
 # 10,000 kernels, past the memory-map limit that once crashed it.
 
 

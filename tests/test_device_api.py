@@ -93,7 +93,7 @@ class _AssertingEngine:
 def test_a_foreign_accelerators_backward_fails_in_one_sentence(monkeypatch):
     from torch.autograd.variable import Variable
 
-    from jaxdev.accelerators import OneAcceleratorEngine
+    from jaxdev.capabilities.accelerators import OneAcceleratorEngine
 
     engine = Variable._execution_engine
     assert isinstance(engine, OneAcceleratorEngine)

@@ -35,7 +35,7 @@ import os
 import sys
 from typing import Any
 
-from jaxdev import cache
+from jaxdev.programs import cache
 
 ENV = "JAXDEV_COMPILE_CACHE"
 _OFF = ("", "0", "off", "none", "false", "no")

@@ -102,7 +102,7 @@ class Inputs:
     def arrays(self) -> list:
         arrays = [b.array for b in self.boxes]
         if self.cpu:
-            # host placement: replicated over the mesh when one is set (jaxdev/mesh.py), else the default device
+            # host placement: replicated over the mesh when one is set (jaxdev/parallel/mesh.py), else the default device
             moved = jax.device_put([dtypes.cpu_to_numpy(t) for t in self.cpu.values()], placement.host_placement())
             for g, a in zip(self.cpu, moved):
                 arrays[g] = a
@@ -115,7 +115,7 @@ class Inputs:
                 box = self.boxes[g]
                 box.array = v
                 box.writes += 1
-                if tensor.SHARDED_ENTRIES:  # a sharded storage keeps its sharding (jaxdev/mesh.py)
+                if tensor.SHARDED_ENTRIES:  # a sharded storage keeps its sharding (jaxdev/parallel/mesh.py)
                     tensor.keep_sharding(box)
         if on_cpu:
             host = jax.device_get([v for _, v in on_cpu])

@@ -40,8 +40,9 @@ import torch
 import torch.fx
 
 from jaxdev import eager_modes, rng, tensor, tracing
-from jaxdev.compiler import collectives, planned, program_cache
+from jaxdev.compiler import planned, program_cache
 from jaxdev.compiler.inputs import Inputs, UntraceableGraph
+from jaxdev.parallel import compiled_collectives
 from jaxdev.tensor import BOXES, Box
 
 _JAX_TYPE = "jax"
@@ -88,11 +89,11 @@ class _NodeRunner(torch.fx.Interpreter):
     def __init__(self, gm, spmd=None):
         super().__init__(gm)
         self.seen: set[int] = set()  # storages of the inputs and of the results so far
-        self.spmd = spmd  # inside a shard_map: the functional collectives become XLA's (collectives.py)
+        self.spmd = spmd  # inside a shard_map: the functional collectives become XLA's (compiled_collectives.py)
         self.node = None
 
     def call_function(self, target, args, kwargs):
-        if self.spmd is not None and collectives.is_collective(target):
+        if self.spmd is not None and compiled_collectives.is_collective(target):
             return self.spmd.lower(self.node, args, kwargs, self.env)
         return super().call_function(target, args, kwargs)
 
@@ -146,7 +147,7 @@ class Specialisation:
         self.mutated: list[int] = []
         self.bumped: list[int] = []  # arguments whose version counter a call bumps
         self.draws = 0
-        self.spmd = collectives.plan(program.gm)  # a graph with collectives: one program per rank
+        self.spmd = compiled_collectives.plan(program.gm)  # a graph with collectives: one program per rank
         self.jitted = jax.jit(self._trace) if self.spmd is None else self.spmd.jit(self._trace)
 
     def _trace(self, arrays, rng_base):

@@ -31,9 +31,11 @@ import tempfile
 import jax
 import torch
 
-from jaxdev import cache, mesh, tensor
+from jaxdev import tensor
 from jaxdev.compiler import aot_cache
 from jaxdev.compiler.inputs import UntraceableGraph
+from jaxdev.parallel import mesh
+from jaxdev.programs import cache
 
 SUBDIR = "programs"
 _FIELDS = ("outputs", "new_storages", "mutated", "bumped", "draws")

@@ -15,9 +15,10 @@ import jax
 import jax.numpy as jnp
 import torch
 
-from jaxdev import dtypes, executables, native
+from jaxdev import dtypes, native
 from jaxdev.core.limits import check_layout, out_of_memory_as_torch
 from jaxdev.core.plans import bitcast_flat, transpose_program
+from jaxdev.programs import executables
 
 DEVICE = torch.device("jax", 0)
 _CPU_KEYS = torch._C.DispatchKeySet(torch._C.DispatchKey.CPU)

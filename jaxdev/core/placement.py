@@ -1,6 +1,6 @@
 """Where arrays are placed: JAX's device, host values' placement (a mesh's replicated sharding while
 one is set), the storages placed over a mesh (`SHARDED`: writes keep them so), and the hooks
-jaxdev/mesh.py installs (`set_host_placement`, `set_view_sharding`)."""
+jaxdev/parallel/mesh.py installs (`set_host_placement`, `set_view_sharding`)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from jaxdev import dtypes, tracing
 from jaxdev.core.boxes import Box, alias
 from jaxdev.core.limits import out_of_memory_as_torch
 
-# --- placement over a mesh (jaxdev/mesh.py) -----------------------------------------------------
+# --- placement over a mesh (jaxdev/parallel/mesh.py) -----------------------------------------------------
 #
 # A storage placed with `jaxdev.shard` keeps its layout over the mesh: box -> (the array's shape, its
 # jax Sharding). Writes (eager, CPU fallback, compiled programs) put the new array back in that layout,
@@ -28,7 +28,7 @@ SHARDED_ENTRIES: dict = SHARDED.data
 # sharded arrays); `jaxdev.set_mesh` sets the mesh's replicated sharding (set_host_placement).
 _host_placement = None
 # (box, view shape, view strides) -> the sharding a view of a sharded box is read in, or None; set by
-# jaxdev/mesh.py (set_view_sharding).
+# jaxdev/parallel/mesh.py (set_view_sharding).
 _view_sharding = None
 
 
@@ -47,7 +47,7 @@ def host_placement():
 
 def set_view_sharding(fn) -> object:
     """Install `fn(box, shape, strides) -> Sharding | None`, the sharding a view of a sharded box is
-    read in (jaxdev/mesh.py). Returns the previous one."""
+    read in (jaxdev/parallel/mesh.py). Returns the previous one."""
     global _view_sharding
     previous, _view_sharding = _view_sharding, fn
     return previous

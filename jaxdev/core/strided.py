@@ -173,7 +173,7 @@ def _read_stored(t: torch.Tensor, box: Box) -> jax.Array:
         return a
     shape, strides, offset = tuple(t.shape), t.stride(), t.storage_offset()
     recipe = view_recipe(shape, strides, t.dtype, box.numel, box.dtype, offset)
-    # A view of a sharded storage arrives sharded along the storage dims it steps (jaxdev/mesh.py).
+    # A view of a sharded storage arrives sharded along the storage dims it steps (jaxdev/parallel/mesh.py).
     sharding = view_sharding(box, shape, strides) if SHARDED_ENTRIES and box in SHARDED else None
     return _gather(*recipe, sharding)(box.array, offset_arg(offset))
 
@@ -248,7 +248,7 @@ def write(t: torch.Tensor, value: jax.Array) -> None:
     box.writes += 1
     if t.dtype == box.dtype and t.storage_offset() == 0 and t.numel() == box.numel and t.is_contiguous():
         box.array = value
-        if SHARDED_ENTRIES:  # a storage placed over a mesh stays so (jaxdev/mesh.py)
+        if SHARDED_ENTRIES:  # a storage placed over a mesh stays so (jaxdev/parallel/mesh.py)
             keep_sharding(box)
         return
     if t.numel() == 0:

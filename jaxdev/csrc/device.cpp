@@ -52,7 +52,7 @@ PyObject* install_device_guard(PyObject*, PyObject*) {
 // them, registered first. "Pinned" means allocated here: 64-byte aligned host memory, not page-locked
 // (JAX's GPU client stages host buffers itself); what it buys is that jaxdev may hand the buffer to
 // jax.device_put without copying it first, so on an accelerator `.to("jax", non_blocking=True)`
-// returns while the transfer runs (jaxdev/pinned.py). The allocator is also the device's host
+// returns while the transfer runs (jaxdev/capabilities/pinned.py). The allocator is also the device's host
 // allocator: torch.accelerator.empty_host_cache() reads that registry and crashed (a null pointer)
 // while it was empty.
 std::mutex g_pinned_mutex;

@@ -49,7 +49,7 @@
 //   install_hooks()              the jax device's PrivateUse1 hooks in C++, registered before PyTorch's
 //                                Python ones (a process has one): they answer what those answer, and
 //                                give pinned host memory (Tensor.pin_memory, DataLoader(pin_memory=
-//                                True)) and is_pinned(). Python twin: jaxdev/pinned.py's fallback.
+//                                True)) and is_pinned(). Python twin: jaxdev/capabilities/pinned.py's fallback.
 //
 // The CPython API is used directly (no pybind11): the module compiles in seconds. Its source files,
 // one concern each, share native.h: this file (the module, its method table, and the CPU redispatch

@@ -6,7 +6,8 @@ import jax.numpy as jnp
 import numpy as np
 import torch
 
-from jaxdev import layout, native, pinned, tensor, tracing
+from jaxdev import layout, native, tensor, tracing
+from jaxdev.capabilities import pinned
 from jaxdev.device import check_index
 from jaxdev.ops import registry
 from jaxdev.ops.registry import aten, register
@@ -16,7 +17,7 @@ from jaxdev.tensor import is_jax
 
 def _from_cpu(src: torch.Tensor, non_blocking: bool):
     """A CPU tensor's values as a jax array: from pinned memory with non_blocking, the transfer is left
-    running (jaxdev/pinned.py); otherwise copied first, so the source may change as soon as we return."""
+    running (jaxdev/capabilities/pinned.py); otherwise copied first, so the source may change as soon as we return."""
     value = pinned.to_jax_async(src) if non_blocking else None
     return tensor.from_cpu(src) if value is None else value
 

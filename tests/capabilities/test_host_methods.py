@@ -1,4 +1,4 @@
-"""jaxdev/host_methods.py: Tensor.apply_, map_ and map2_ on jax tensors as on CPU (PyTorch itself runs
+"""jaxdev/capabilities/host_methods.py: Tensor.apply_, map_ and map2_ on jax tensors as on CPU (PyTorch itself runs
 them on CPU tensors only)."""
 
 from __future__ import annotations

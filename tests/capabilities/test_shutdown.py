@@ -1,9 +1,9 @@
-"""A jaxdev process exits as fast as torch and jax alone (jaxdev/shutdown.py).
+"""A jaxdev process exits as fast as torch and jax alone (jaxdev/capabilities/shutdown.py).
 
 The time from a script's last line to its exit is CPython's finalization: four full garbage
 collections, each traversing every tracked object still alive. These tests count those objects
 instead of timing the exit, which on a loaded machine varies by a factor of two between runs: the
-count is exact, and the exit time follows it (see jaxdev/shutdown.py for the measurements).
+count is exact, and the exit time follows it (see jaxdev/capabilities/shutdown.py for the measurements).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import gc
 
 from jaxdev_testing import describe_exit, run_python
 
-from jaxdev import shutdown
+from jaxdev.capabilities import shutdown
 
 _BASELINE = """
 import gc, torch, jax.numpy as jnp

@@ -1,4 +1,4 @@
-"""One rank of tests/test_distributed_fsdp.py: FSDP2 (`fully_shard`) and DTensor on jax tensors over the
+"""One rank of tests/parallel/test_distributed_fsdp.py: FSDP2 (`fully_shard`) and DTensor on jax tensors over the
 "jax" process-group backend, with jax.distributed initialized too (so both routes run: gloo on host
 copies, and XLA collectives). Prints one RESULT line of JSON."""
 
@@ -18,8 +18,8 @@ from torch.distributed.fsdp import fully_shard
 from torch.distributed.tensor import Replicate, Shard, distribute_tensor
 
 import jaxdev
-from jaxdev import distributed as jd
 from jaxdev.compiler import program
+from jaxdev.parallel import distributed as jd
 
 LAUNCHED = float(os.environ.get("RANK_LAUNCHED", time.time()))
 # a hang shows where: stacks and exit at HANG_S seconds after the launch

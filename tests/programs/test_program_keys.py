@@ -1,4 +1,4 @@
-"""Program keys (jaxdev/program_keys.py): the key of jaxdev's executable cache moves with everything a
+"""Program keys (jaxdev/programs/program_keys.py): the key of jaxdev's executable cache moves with everything a
 program's lowering depends on, and stays put for the same program traced again. (That it is the same in
 another process: tests/test_exec_cache.py.)"""
 
@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxdev import cache, exec_cache, program_keys
+from jaxdev.programs import cache, exec_cache, program_keys
 
 
 @pytest.fixture

@@ -1,7 +1,7 @@
 """Pinned memory, and the rest of what PyTorch asks of the current accelerator, with jax being it.
 
 With jaxdev installed, `import torch` makes jax the accelerator of every process: a CPU-only script
-that pins memory (DataLoader(pin_memory=True)) must keep working (jaxdev/pinned.py).
+that pins memory (DataLoader(pin_memory=True)) must keep working (jaxdev/capabilities/pinned.py).
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ import torch.utils.checkpoint as checkpoint
 from jaxdev_testing import describe_exit, run_python
 from torch.utils.data import DataLoader, TensorDataset
 
-from jaxdev import native, pinned
+from jaxdev import native
+from jaxdev.capabilities import pinned
 
 needs_native = pytest.mark.skipif(native.module is None, reason=f"native module not in use: {native.unavailable}")
 

@@ -8,7 +8,7 @@ moved), since LLVM's optimizations may contract, reorder or vectorize float arit
 min/max instructions. A program whose every operation moves, selects, compares or converts values, or
 computes on integers and booleans only, has no such freedom: each output element is a fixed function
 of input bits whatever the code's shape. So jaxdev asks for the cheaper compile for those programs
-only, and only where every value is small (TINY) (jaxdev/exec_cache.py adds the option where it keys them), and everything else compiles as
+only, and only where every value is small (TINY) (jaxdev/programs/exec_cache.py adds the option where it keys them), and everything else compiles as
 before.
 
     JAXDEV_FAST_COMPILE=off     compile every program with XLA's default optimization

@@ -1,6 +1,6 @@
 """torch.jax's memory answers let go of a tensor as soon as the tensor is gone, as CUDA's do: after
 `del t`, after the `gc.collect()` that frees a reference cycle, after a backward that freed what it
-saved, with no op run in between (jaxdev/memory.py, the native module's storage deleter)."""
+saved, with no op run in between (jaxdev/capabilities/memory.py, the native module's storage deleter)."""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ Measured on this workload (benchmarks/new_shapes.py: small views, elementwise op
 indexing on new shapes, warm persistent cache): every new program still cost 16 ms in a fresh process,
 1 ms tracing, 9 ms lowering to StableHLO, 4 ms computing JAX's cache key from the lowered module and
 loading the executable. JAX's persistent cache is keyed by the lowered module, so it cannot skip the
-lowering. This cache is keyed by what the lowering reads (jaxdev/program_keys.py: the traced jaxpr with
+lowering. This cache is keyed by what the lowering reads (jaxdev/programs/program_keys.py: the traced jaxpr with
 its constants, the arguments' types and placements, the call's shardings, layouts and donations, the
 JAX settings), so a hit costs the trace, the key and a load.
 
@@ -18,7 +18,7 @@ same bits as compiling it again. Programs with effects (host callbacks), over se
 with anything the key cannot encode are compiled as before (and kept in JAX's own cache).
 
 Entries live in `<JAXDEV_CACHE_DIR>/executables/<fingerprint>/` (jax, jaxlib, Python, the backend's
-platform and version, XLA_FLAGS) and are trimmed with the rest of the cache (jaxdev/cache.py).
+platform and version, XLA_FLAGS) and are trimmed with the rest of the cache (jaxdev/programs/cache.py).
 A damaged or unreadable entry is ignored and the program compiled again.
 
     JAXDEV_EXEC_CACHE=off        no executable cache (JAX's persistent cache stays on)
@@ -38,7 +38,7 @@ import time
 
 import jax
 
-from jaxdev import cache, exact_programs, executables, program_keys
+from jaxdev.programs import cache, exact_programs, executables, program_keys
 
 ENV = "JAXDEV_EXEC_CACHE"
 SUBDIR = "executables"

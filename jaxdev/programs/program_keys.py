@@ -1,4 +1,4 @@
-"""A program's content as a stable key, for jaxdev's executable cache (jaxdev/exec_cache.py).
+"""A program's content as a stable key, for jaxdev's executable cache (jaxdev/programs/exec_cache.py).
 
 A jitted call's program is fixed by what JAX lowers: the traced jaxpr (its equations, their
 parameters, its constants' values), the arguments' types and placements, the call's shardings,

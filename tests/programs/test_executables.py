@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from jaxdev import executables
+from jaxdev.programs import executables
 
 
 def test_executables_are_dropped_past_the_map_budget_and_work_goes_on(monkeypatch):

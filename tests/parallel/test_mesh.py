@@ -1,4 +1,4 @@
-"""One logical `jax:0` over a mesh (jaxdev/mesh.py), on 8 virtual CPU devices.
+"""One logical `jax:0` over a mesh (jaxdev/parallel/mesh.py), on 8 virtual CPU devices.
 
 XLA's device count is fixed when JAX starts, so the checks run in one child interpreter with
 `XLA_FLAGS=--xla_force_host_platform_device_count=8` (and JAXDEV_FALLBACK=error, except where a

@@ -1,4 +1,4 @@
-"""torch.distributed on jax tensors (jaxdev/distributed.py): the process-group backend "jax". Two
+"""torch.distributed on jax tensors (jaxdev/parallel/distributed.py): the process-group backend "jax". Two
 processes on localhost (bounded in time) with jax.distributed initialized too, so both routes run:
 gloo on host copies and XLA collectives. Collectives on jax tensors, and `DistributedDataParallel`
 over an MLP on jax matching one process's training within 1e-5, by each route."""
@@ -20,7 +20,7 @@ import torch.distributed as dist
 
 rank, port = int(os.environ["DDP_RANK"]), os.environ["DDP_PORT"]
 import jax
-from jaxdev import distributed as jd
+from jaxdev.parallel import distributed as jd
 
 jax.config.update("jax_cpu_collectives_implementation", "gloo")
 jax.distributed.initialize(f"127.0.0.1:{os.environ['JAX_PORT']}", num_processes=2, process_id=rank, initialization_timeout=60)
@@ -75,7 +75,7 @@ with warnings.catch_warnings(record=True) as caught:
 out["funcol_compiled_eager"] = any("runs op by op" in str(w.message) for w in caught)
 
 # On the XLA route a compiled graph's functional collectives run inside its one XLA program
-# (jaxdev/compiler/collectives.py): the ops, and a DDP-style step (grads, their all_reduce, the update).
+# (jaxdev/parallel/compiled_collectives.py): the ops, and a DDP-style step (grads, their all_reduce, the update).
 from jaxdev.compiler import program as jp
 began = time.monotonic()
 WORLD = dist.group.WORLD
@@ -171,7 +171,7 @@ out["fallbacks"] = jaxdev.fallback_counts()
 dist.destroy_process_group()
 print("RESULT" + json.dumps(out), flush=True)
 jax.distributed.shutdown()
-os._exit(0)  # JAX's atexit clean_up (clear_backends) can hang after shutdown (tests/distributed_fsdp_rank.py)
+os._exit(0)  # JAX's atexit clean_up (clear_backends) can hang after shutdown (tests/parallel/distributed_fsdp_rank.py)
 """
 
 
@@ -231,12 +231,12 @@ def test_compiled_collectives_inside_one_program(ranks):
 
 
 def test_run_compiled_compiles_once_per_signature():
-    """jaxdev.distributed.run_compiled (the compile-then-barrier step of collective programs): one
+    """jaxdev.parallel.distributed.run_compiled (the compile-then-barrier step of collective programs): one
     executable per argument signature, the jitted program's values. No jax.distributed here: no barrier."""
     import jax
     import jax.numpy as jnp
 
-    from jaxdev import distributed
+    from jaxdev.parallel import distributed
 
     program, compiled = jax.jit(lambda x, y: x * 2 + y), {}
     assert distributed.run_compiled(program, compiled, jnp.arange(3.0), jnp.float32(1)).tolist() == [1.0, 3.0, 5.0]

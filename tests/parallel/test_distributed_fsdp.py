@@ -1,5 +1,5 @@
 """FSDP2 (`torch.distributed.fsdp.fully_shard`) and DTensor on jax tensors over the "jax" process-group
-backend: two processes on localhost (tests/distributed_fsdp_rank.py, bounded in time) with
+backend: two processes on localhost (tests/parallel/distributed_fsdp_rank.py, bounded in time) with
 jax.distributed initialized too, so both routes run (gloo on host copies, XLA collectives). Models
 trained sharded over the two ranks match one process on the whole batch (jax and CPU) within 1e-5;
 DTensor's distribute/redistribute/matmul/full_tensor match CPU's values."""
@@ -21,7 +21,7 @@ DEADLINE_S = 400  # for both ranks together; each prints its stacks and exits a 
 
 @pytest.fixture(scope="module")
 def ranks():
-    script = str(ROOT / "tests" / "distributed_fsdp_rank.py")
+    script = str(ROOT / "tests" / "parallel" / "distributed_fsdp_rank.py")
     env = {"HANG_S": str(DEADLINE_S - 20), "RANK_LAUNCHED": str(time.time())}
     return run_ranks([sys.executable, script], deadline_s=DEADLINE_S, env=env)
 
@@ -110,6 +110,6 @@ def test_refusals_and_compiled(ranks):
             "(dist.init_process_group('jax', ...)); this group's backend is 'gloo'."
         )
         # inside torch.compile(backend="jax") on the XLA route the functional collectives are lowered
-        # into the graph's program (jaxdev/compiler/collectives.py): not op by op
+        # into the graph's program (jaxdev/parallel/compiled_collectives.py): not op by op
         assert r["compiled_gather"] == [1.0, 1.0, 3.0, 3.0] and not r["compiled_op_by_op"]
         assert set(r["seconds"]) >= {"start", "functional_gloo", "dtensor", "mlp_sgd_gloo"}  # wall time per part

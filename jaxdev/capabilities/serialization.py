@@ -43,7 +43,7 @@ def clone_jax_storage(self):
     source = tensor.BOXES[self.data_ptr()]
     box = tensor.Box(source.array, source.numel, source.dtype)  # jax arrays are immutable: sharing is a copy
     box.untyped = source.untyped
-    if source in tensor.SHARDED:  # a copy of a sharded storage keeps its sharding (jaxdev/mesh.py)
+    if source in tensor.SHARDED:  # a copy of a sharded storage keeps its sharding (jaxdev/parallel/mesh.py)
         tensor.SHARDED[box] = tensor.SHARDED[source]
     return tensor.new_storage(box)
 

@@ -1,4 +1,4 @@
-"""Which programs jaxdev compiles with less optimization (jaxdev/exact_programs.py): only those without
+"""Which programs jaxdev compiles with less optimization (jaxdev/programs/exact_programs.py): only those without
 floating-point arithmetic, and their results are the bits the default compile gives."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxdev import exact_programs, exec_cache
+from jaxdev.programs import exact_programs, exec_cache
 
 X = jnp.asarray(np.random.default_rng(0).standard_normal((6, 5)).astype(np.float32))
 IDX = jnp.asarray([4, 0, 2])

@@ -271,9 +271,9 @@ class JaxProcessGroup(dist.ProcessGroup):
 
 
 def _create(opts, backend_options=None):
-    from jaxdev import distributed_functional
+    from jaxdev.parallel import functional_collectives
 
-    distributed_functional.register()  # DTensor's and FSDP2's functional collectives on jax tensors
+    functional_collectives.register()  # DTensor's and FSDP2's functional collectives on jax tensors
     pg = JaxProcessGroup(opts.store, opts.group_rank, opts.group_size, opts.timeout)
     pg._set_group_name(opts.group_id)  # the functional collectives find groups by name
     return pg

@@ -1,4 +1,4 @@
-"""jaxdev's executable cache (jaxdev/exec_cache.py, keys: jaxdev/program_keys.py): a program met again
+"""jaxdev's executable cache (jaxdev/programs/exec_cache.py, keys: jaxdev/programs/program_keys.py): a program met again
 loads the executable an earlier compile wrote, with the same bits; its key moves with everything the
 program depends on; a damaged entry is compiled again, not a crash."""
 
@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 
-from jaxdev import cache, exec_cache, program_keys
+from jaxdev.programs import cache, exec_cache, program_keys
 
 
 @pytest.fixture
@@ -108,7 +108,7 @@ def test_jaxdev_kernels_run_from_the_cache_like_compiled_ones(store):
     x = a.to("jax")
     first = ((x * nonce).t()[::2] + 1).sum(0).cpu()
     hits = exec_cache.STATS.hits
-    jax.clear_caches()  # as jaxdev's executable bound does (jaxdev/executables.py)
+    jax.clear_caches()  # as jaxdev's executable bound does (jaxdev/programs/executables.py)
     second = ((x * nonce).t()[::2] + 1).sum(0).cpu()
     assert exec_cache.STATS.hits > hits
     assert torch.equal(first, second) and torch.allclose(first, want)
@@ -170,7 +170,7 @@ _LINALG_CHILD = """
 import sys
 import jax, jax.numpy as jnp, numpy as np
 import jaxdev
-from jaxdev import exec_cache
+from jaxdev.programs import exec_cache
 nonce = float(sys.argv[1])
 a = jnp.asarray(np.linspace(-1, 1, 64).reshape(8, 8))
 out = jax.jit(lambda a: jnp.linalg.cholesky(a @ a.T + nonce * jnp.eye(8)))(a)

@@ -43,7 +43,7 @@ DEFAULT_DIR = os.path.join(os.path.expanduser("~"), ".cache", "jaxdev", "xla")
 TRIM_EVERY_S = 3600
 _STAMP = ".jaxdev-trimmed"
 _OFF = ("", "0", "off", "none", "false")
-# torch.compile(backend="jax")'s caches and the eager executables (jaxdev/exec_cache.py), trimmed with JAX's
+# torch.compile(backend="jax")'s caches and the eager executables (jaxdev/programs/exec_cache.py), trimmed with JAX's
 COMPILED_SUBDIRS = ("aotautograd", "programs", "executables")
 
 
@@ -57,7 +57,7 @@ def max_bytes() -> int:
 
 
 def configure() -> None:
-    from jaxdev import exec_cache  # imports this module
+    from jaxdev.programs import exec_cache  # imports this module
 
     exec_cache.install()  # asks directory() at each program: on wherever the cache is
     if jax.config.jax_compilation_cache_dir:

@@ -1,4 +1,4 @@
-"""`jaxdev.jax_op` (jaxdev/custom_ops.py): JAX functions, Pallas kernels included, as PyTorch operators:
+"""`jaxdev.jax_op` (jaxdev/capabilities/custom_ops.py): JAX functions, Pallas kernels included, as PyTorch operators:
 eager (per-op and fused), compiled without a graph break, on a mesh, differentiated, and opcheck'ed."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from jax.experimental import pallas as pl
 from jaxdev_testing import describe_exit, run_python
 
 import jaxdev
-from jaxdev.custom_ops import infer_schema
+from jaxdev.capabilities.custom_ops import infer_schema
 from jaxdev.fused import recorder
 
 pytestmark = pytest.mark.usefixtures("no_fallback")

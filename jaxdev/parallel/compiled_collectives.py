@@ -3,7 +3,7 @@
 A graph captured from code that calls `torch.distributed._functional_collectives` (a DDP-style step
 that all-reduces its gradients, DTensor's redistributions, FSDP2's all-gathers) holds nodes of
 `torch.ops._c10d_functional` (`all_reduce`, `all_gather_into_tensor`, `reduce_scatter_tensor`, ...
-each followed by `wait_tensor`). Where their process group takes the XLA route (jaxdev/distributed.py:
+each followed by `wait_tensor`). Where their process group takes the XLA route (jaxdev/parallel/distributed.py:
 `jax.distributed` spans exactly the group's processes, in rank order), the graph's program becomes a
 `shard_map` over the group's 1-D mesh, one device per process, axis "ranks": every rank runs the same
 program on its own arrays, which enter as its block of global arrays (no copy), and the collectives
@@ -26,8 +26,9 @@ import torch
 from jax import lax
 from jax.sharding import NamedSharding, PartitionSpec
 
-from jaxdev import distributed, mesh, tensor
+from jaxdev import tensor
 from jaxdev.compiler.inputs import UntraceableGraph
+from jaxdev.parallel import distributed, mesh
 
 AXIS = "ranks"
 _NAMESPACE = "_c10d_functional"

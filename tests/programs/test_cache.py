@@ -16,8 +16,8 @@ x = torch.arange(12.0, device="jax").reshape(3, 4)
 y = (x.t() @ x).softmax(-1).sum(0)
 f = torch.compile(lambda a: (a * 2).cos().sum(), backend="jax")
 print(y.cpu().tolist(), f(x).item())
-print("DIR", jaxdev.cache.directory())
-hits = sum(e.endswith("cache_hits") for e in events) + jaxdev.exec_cache.STATS.hits  # JAX's cache, or jaxdev's executables
+print("DIR", jaxdev.programs.cache.directory())
+hits = sum(e.endswith("cache_hits") for e in events) + jaxdev.programs.exec_cache.STATS.hits  # JAX's cache, or jaxdev's executables
 print("HITS", hits, "MISSES", sum(e.endswith("cache_misses") for e in events))
 """
 
@@ -52,13 +52,13 @@ def test_cache_can_be_turned_off_and_a_users_own_setting_wins(tmp_path):
 
 def test_jax_runs_the_cache_unbounded_and_jaxdev_trims_it(tmp_path):
     """JAX's own bound re-reads the whole directory on every write (quadratic cold starts): it stays
-    off, and jaxdev.cache.trim keeps the directory under JAXDEV_CACHE_MAX_BYTES, oldest first."""
+    off, and jaxdev.programs.cache.trim keeps the directory under JAXDEV_CACHE_MAX_BYTES, oldest first."""
     code = "import jax, jaxdev; print(jax.config.jax_compilation_cache_max_size)"
     env = {"JAXDEV_CACHE_DIR": str(tmp_path), "PATH": "/usr/bin:/bin"}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
     assert out.stdout.split() == ["-1"], out.stderr[-2000:]
 
-    from jaxdev import cache
+    from jaxdev.programs import cache
 
     now = time.time()
     for age, name in enumerate(["new", "mid", "old", "oldest"]):
@@ -74,7 +74,7 @@ def test_jax_runs_the_cache_unbounded_and_jaxdev_trims_it(tmp_path):
 def test_trim_covers_the_compiled_paths_caches(tmp_path):
     """The compiled path's entries (aotautograd/, programs/, a folder per fingerprint) are trimmed with
     JAX's, oldest first, and a folder left empty goes too."""
-    from jaxdev import cache
+    from jaxdev.programs import cache
 
     now = time.time()
     stale = tmp_path / "programs" / "old-fingerprint"
@@ -92,8 +92,8 @@ def test_trim_covers_the_compiled_paths_caches(tmp_path):
 
 
 def test_trim_covers_the_eager_executables(tmp_path):
-    """jaxdev's executable cache (executables/<fingerprint>/, jaxdev/exec_cache.py) shares the bound."""
-    from jaxdev import cache
+    """jaxdev's executable cache (executables/<fingerprint>/, jaxdev/programs/exec_cache.py) shares the bound."""
+    from jaxdev.programs import cache
 
     now = time.time()
     folder = tmp_path / "executables" / "fingerprint"
