@@ -23,7 +23,9 @@ def _autoload() -> None:
 # ruff: noqa: E402  (_autoload must exist before the first import, and registration runs between imports)
 from jaxdev import device as _device
 from jaxdev.programs import cache as _cache
+from jaxdev.programs import exec_cache as _exec_cache
 
+_exec_cache.install()  # in JAX's compile path; asks cache.directory() at each program
 _cache.configure()
 _device.register()
 
@@ -36,8 +38,11 @@ from jaxdev.capabilities import accelerators as _accelerators
 from jaxdev.capabilities import autocast as _autocast
 from jaxdev.capabilities import generator as _generator
 from jaxdev.capabilities import host_methods as _host_methods
+from jaxdev.capabilities import memory as _memory
 from jaxdev.capabilities import parameters as _parameters
+from jaxdev.capabilities import pinned as _pinned
 from jaxdev.capabilities import serialization as _serialization
+from jaxdev.capabilities import streams as _streams
 from jaxdev.capabilities.custom_ops import jax_op
 from jaxdev.capabilities.interop import from_jax, to_jax
 from jaxdev.dtypes import UnsupportedDtypeError, UnsupportedError, UnsupportedLayoutError
@@ -56,6 +61,9 @@ from jaxdev.parallel.mesh import (
 )
 from jaxdev.programs import executables as _executables
 
+_memory.install()
+_streams.install()
+_pinned.install()
 _accelerators.install()
 _executables.install()
 _serialization.install()

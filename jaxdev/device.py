@@ -17,7 +17,7 @@ import jax
 import torch
 import torch.utils.backend_registration as _backend_registration
 
-from jaxdev import rng
+from jaxdev import native, rng
 
 jax.config.update("jax_enable_x64", True)
 
@@ -119,13 +119,7 @@ def _make_module() -> types.ModuleType:
     m.get_rng_state_all = lambda: [rng.get_state()]
     m.set_rng_state_all = lambda states: rng.set_state(states[0])
     m.get_amp_supported_dtype = lambda: [torch.float16, torch.bfloat16, torch.float32]
-    from jaxdev.capabilities import memory, streams
-
-    for fn in memory.API:
-        setattr(m, fn.__name__, fn)
-    for name in ("Stream", "Event", "current_stream", "default_stream", "stream"):
-        setattr(m, name, getattr(streams, name))
-    return m
+    return m  # the memory, stream and event API: each capability adds its own (jaxdev/capabilities/)
 
 
 module = _make_module()
@@ -166,9 +160,14 @@ _ACCELERATOR_CALLS = {
 
 
 def _routed(accelerator, original, ours):
+    """`ours` a name is looked up in the torch.jax module at each call: the capability that answers it
+    (jaxdev/capabilities/memory.py) adds it to the module after the device is registered."""
+
     def call(*args, **kwargs):
         current = accelerator.current_accelerator()
-        return ours(*args, **kwargs) if current is not None and current.type == NAME else original(*args, **kwargs)
+        if current is not None and current.type == NAME:
+            return (getattr(module, ours) if isinstance(ours, str) else ours)(*args, **kwargs)
+        return original(*args, **kwargs)
 
     return call
 
@@ -185,7 +184,7 @@ def _route_accelerator_calls() -> None:
             if original is None or getattr(original, "_jaxdev", False):
                 continue
 
-            call = _routed(accelerator, original, getattr(module, ours) if isinstance(ours, str) else ours)
+            call = _routed(accelerator, original, ours)
 
             functools.update_wrapper(call, original)
             call._jaxdev = True
@@ -214,8 +213,6 @@ def _native_device_guard() -> None:
     operation, some of them noexcept: a backward whose hook raised then aborted the whole process
     (std::terminate) instead of raising. The native module (jaxdev/native.py) installs the same guard in
     C++; without it the Python one stays."""
-    from jaxdev import native
-
     if native.module is not None:
         native.module.install_device_guard()
         native.module.install_attention_choice()  # jaxdev/ops/attention.py
@@ -253,15 +250,12 @@ def register() -> None:
             f"jaxdev cannot register the 'jax' device: PyTorch's PrivateUse1 slot already belongs to "
             f"'{current}' in this process"
         )
-    from jaxdev.capabilities import pinned
-
     # A process registers PrivateUse1 hooks once: the native ones (pinned memory) go first, and PyTorch
     # then keeps them over the Python `_Hooks`, which stay for a process without the native module.
-    pinned.install_native_hooks()
+    native.install_hooks()
     _backend_registration._setup_privateuseone_for_python_backend(
         rename=NAME, backend_module=module, hook=_Hooks(), device_guard=_Guard()
     )
-    pinned.install_fallback()
     _route_accelerator_calls()
     _native_device_guard()
     run_backward_on_calling_thread()

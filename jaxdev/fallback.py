@@ -21,7 +21,7 @@ import torch
 from torch.utils._pytree import tree_map
 
 from jaxdev import tensor, tracing
-from jaxdev.parallel.mesh import reshard_like
+from jaxdev.core.placement import reshard_like
 from jaxdev.tensor import is_jax
 
 _counts: collections.Counter[str] = collections.Counter()
@@ -161,7 +161,7 @@ def run_on_cpu_lacking(op, kernel: str, args, kwargs):
             value = tensor.from_cpu(x)
             if (
                 tensor.SHARDED_ENTRIES
-            ):  # a result shaped like a sharded input gets its sharding back (jaxdev/parallel/mesh.py)
+            ):  # a result shaped like a sharded input gets its sharding back (jaxdev/core/placement.py)
                 value = reshard_like(value, originals.values())
             return tensor.wrap(value)
         return x

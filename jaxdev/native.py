@@ -159,3 +159,15 @@ def load(*, announce: bool = True):
 
 
 module = load()
+
+# Whether the module's PrivateUse1 hooks (and so the pinned allocator, jaxdev/capabilities/pinned.py)
+# are the device's in this process: jaxdev/device.py installs them before PyTorch's Python ones.
+hooks = False
+
+
+def install_hooks() -> None:
+    """The module's hooks, registered before PyTorch's Python ones (only the first registration
+    counts); none when the module is unavailable."""
+    global hooks
+    if module is not None and hasattr(module, "install_hooks"):
+        hooks = bool(module.install_hooks())

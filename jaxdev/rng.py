@@ -76,7 +76,7 @@ def _key_of(parts):
 
 def next_key(generator=None) -> jax.Array:
     """A fresh key for one random op: from `generator` when one is given (a jax
-    `torch.Generator`, see generator.py), else from the device's state. Eagerly the key is made by one
+    `torch.Generator`, see jaxdev/capabilities/generator.py), else from the device's state. Eagerly the key is made by one
     jitted call on the three numbers (three eager calls took ~230 us for a 4x4 randn); traced, inside
     the program."""
     if _traced.base is not None and generator is None:
@@ -84,9 +84,7 @@ def next_key(generator=None) -> jax.Array:
         _traced.draws += 1
         return _key(lo, offset, hi)
     if generator is not None:
-        from jaxdev.capabilities.generator import draw_seed
-
-        s = draw_seed(generator)
+        s = _draw_seed(generator)
         lo, offset, hi = s & 0xFFFF_FFFF, 0, s >> 32
     else:
         lo, offset, hi = _state.seed & 0xFFFF_FFFF, _state.offset, _state.seed >> 32
@@ -94,6 +92,11 @@ def next_key(generator=None) -> jax.Array:
     # fold_in takes 32 bits: the traced path's int64 offset wraps there, and so does this one (eager
     # fold_in refused offsets past 2**32 - 1, the 4,294,967,296th random op of a seed).
     return _key_of(np.array([lo, offset & 0xFFFF_FFFF, hi], dtype=np.int64))
+
+
+def _draw_seed(generator) -> int:
+    """64 random bits from a generator's state (advancing it), for one random op's key."""
+    return int(torch.randint(-(2**63), 2**63 - 1, (), dtype=torch.int64, generator=generator)) & (2**64 - 1)
 
 
 def traced_base() -> np.ndarray:

@@ -59,11 +59,6 @@ def _restore(state, on_jax):
     return g
 
 
-def draw_seed(generator) -> int:
-    """64 random bits from a generator's state (advancing it), for one random op's key."""
-    return int(torch.randint(-(2**63), 2**63 - 1, (), dtype=torch.int64, generator=generator)) & (2**64 - 1)
-
-
 def install() -> None:
     if torch.Generator is not Generator:
         torch.Generator = Generator

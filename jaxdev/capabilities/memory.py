@@ -26,6 +26,8 @@ import os
 
 import jax
 
+from jaxdev import device as jax_device_module
+
 _peak = {"allocated": 0}
 
 
@@ -137,3 +139,9 @@ API = (
     get_device_name,
     get_device_properties,
 )
+
+
+def install() -> None:
+    """torch.jax.memory_allocated and the rest of torch.cuda's memory API, on the device module."""
+    for fn in API:
+        setattr(jax_device_module.module, fn.__name__, fn)

@@ -12,7 +12,7 @@ Two ways, chosen once at registration:
   Python ones (a process registers hooks once). Its allocator gives 64-byte aligned host memory,
   not page-locked, and records each block, so `is_pinned()` is True exactly for memory it gave.
   What it buys, on a GPU or TPU: `.to("jax", non_blocking=True)` of a pinned tensor hands the buffer
-  itself to `jax.device_put`, which returns while the transfer runs (`to_jax_async`), where every other
+  itself to `jax.device_put`, which returns while the transfer runs (`to_jax_async`, jaxdev/core/placement.py), where every other
   host-to-jax copy first copies the values into a private numpy array, in full, on the calling thread.
   CUDA's contract holds: do not write the source before the transfer is done (`torch.jax.synchronize()`,
   or any read of the result). On JAX's CPU device the copy stays blocking: there `jax.device_put`
@@ -29,33 +29,20 @@ from __future__ import annotations
 
 import warnings
 
-import jax
 import torch
 
-from jaxdev import dtypes
+from jaxdev import native
 
-# Whether the native hooks (and so a pinned allocator) are in place in this process.
-native_hooks = False
 _fallback_lib = None
 _warned = False
 
 
-def install_native_hooks() -> bool:
-    """The native module's hooks, registered before PyTorch's Python ones (only the first registration
-    counts). False when the module is unavailable."""
-    global native_hooks
-    from jaxdev import native
-
-    if native.module is not None and hasattr(native.module, "install_hooks"):
-        native_hooks = bool(native.module.install_hooks())
-    return native_hooks
-
-
-def install_fallback() -> None:
-    """Without the native hooks, CPU's `_pin_memory` (what `pin_memory()` calls when a tensor is not
-    pinned) makes an ordinary copy instead of asking the hooks for an allocator they cannot give."""
+def install() -> None:
+    """Without the native hooks (jaxdev/device.py registers them: native.install_hooks), CPU's `_pin_memory` (what
+    `pin_memory()` calls when a tensor is not pinned) makes an ordinary copy instead of asking the
+    hooks for an allocator they cannot give."""
     global _fallback_lib
-    if native_hooks or _fallback_lib is not None:
+    if native.hooks or _fallback_lib is not None:
         return
     _fallback_lib = torch.library.Library("aten", "IMPL")
     _fallback_lib.impl("_pin_memory", _unpinned_copy, "CPU")
@@ -65,8 +52,6 @@ def _unpinned_copy(self: torch.Tensor, device=None) -> torch.Tensor:
     global _warned
     if not _warned:
         _warned = True
-        from jaxdev import native
-
         warnings.warn(
             "pin_memory() returns ordinary memory (is_pinned() is False) because jaxdev's native module, "
             f"which provides the jax device's pinned allocator, is not loaded: {native.unavailable}",
@@ -75,37 +60,3 @@ def _unpinned_copy(self: torch.Tensor, device=None) -> torch.Tensor:
         )
     # the layout CUDA's _pin_memory gives: self's sizes and strides over a new storage
     return torch.empty_strided(self.size(), self.stride(), dtype=self.dtype).copy_(self)
-
-
-def _platform(device) -> str:
-    return device if isinstance(device, str) else device.platform
-
-
-def _copies_to_device_memory(placement) -> bool:
-    """Whether jax.device_put of host memory to `placement` copies it into an accelerator's memory (a
-    transfer that can run on its own) rather than possibly aliasing it (JAX's CPU device, or a host
-    memory kind)."""
-    if placement is None:  # JAX's default device
-        devices = [jax.config.jax_default_device or jax.devices()[0]]
-    else:
-        devices = getattr(placement, "device_set", None) or [placement]
-        if getattr(placement, "memory_kind", None) not in (None, "device"):
-            return False
-    return all(_platform(d) != "cpu" for d in devices)
-
-
-def to_jax_async(t: torch.Tensor) -> jax.Array | None:
-    """The array of CPU tensor `t`'s values, its transfer started and not awaited, when `t` is pinned
-    memory that jax.device_put can read as it is (contiguous, a dtype numpy holds, no lazy conj/neg)
-    and copies into an accelerator's memory; None otherwise (the caller copies as usual). jax keeps the
-    numpy view, and through it `t`'s storage, alive until the transfer is done."""
-    if not native_hooks or t.layout != torch.strided or t.is_conj() or t.is_neg():
-        return None
-    if dtypes.needs_carrier(t.dtype) or not t.is_contiguous() or not t.is_pinned():
-        return None
-    from jaxdev.core import placement as placements  # imported late: it needs the registered device
-
-    placement = placements.host_placement()  # a mesh's replicated sharding while one is set
-    if not _copies_to_device_memory(placement):
-        return None
-    return jax.device_put(t.detach().numpy(), placement)

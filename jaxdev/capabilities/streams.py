@@ -14,6 +14,8 @@ import time
 
 import torch
 
+from jaxdev import device as jax_device_module
+
 
 class Stream:
     """The device's one stream."""
@@ -92,3 +94,9 @@ class Event:
         if self._time is None or end._time is None:
             raise RuntimeError("Both events must be recorded before calculating elapsed time.")
         return (end._time - self._time) * 1000.0
+
+
+def install() -> None:
+    """torch.jax.Stream, Event, current_stream, default_stream and stream, on the device module."""
+    for api in (Stream, Event, current_stream, default_stream, stream):
+        setattr(jax_device_module.module, api.__name__, api)

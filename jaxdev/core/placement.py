@@ -10,8 +10,8 @@ import jax
 import numpy as np
 import torch
 
-from jaxdev import dtypes, tracing
-from jaxdev.core.boxes import Box, alias
+from jaxdev import dtypes, native, tracing
+from jaxdev.core.boxes import BOXES, Box, alias
 from jaxdev.core.limits import out_of_memory_as_torch
 
 # --- placement over a mesh (jaxdev/parallel/mesh.py) -----------------------------------------------------
@@ -75,6 +75,17 @@ def keep_sharding(box: Box) -> None:
     box.array = a
 
 
+def reshard_like(result: jax.Array, inputs) -> jax.Array:
+    """For the CPU fallback: a new result with the shape of a sharded input gets that input's
+    sharding (else it stays as placed: replicated over the mesh while one is set)."""
+    for t in inputs:
+        box = BOXES.get(t.untyped_storage().data_ptr())
+        kept = None if box is None else SHARDED.get(box)
+        if kept is not None and kept[0] == result.shape:
+            return jax.device_put(result, kept[1])
+    return result
+
+
 # --- moving data between CPU and jax ------------------------------------------------------------
 
 
@@ -90,3 +101,35 @@ def to_cpu(array: jax.Array, dtype: torch.dtype) -> torch.Tensor:
     tracing.resolve_checks()  # values leave the device: compiled programs' checks are read first
     with out_of_memory_as_torch():  # an allocation that failed asynchronously surfaces here
         return dtypes.numpy_to_cpu(np.asarray(array), dtype)
+
+
+def _platform(device) -> str:
+    return device if isinstance(device, str) else device.platform
+
+
+def _copies_to_device_memory(placement) -> bool:
+    """Whether jax.device_put of host memory to `placement` copies it into an accelerator's memory (a
+    transfer that can run on its own) rather than possibly aliasing it (JAX's CPU device, or a host
+    memory kind)."""
+    if placement is None:  # JAX's default device
+        devices = [jax.config.jax_default_device or jax.devices()[0]]
+    else:
+        devices = getattr(placement, "device_set", None) or [placement]
+        if getattr(placement, "memory_kind", None) not in (None, "device"):
+            return False
+    return all(_platform(d) != "cpu" for d in devices)
+
+
+def to_jax_async(t: torch.Tensor) -> jax.Array | None:
+    """The array of CPU tensor `t`'s values, its transfer started and not awaited, when `t` is pinned
+    memory (the native hooks' allocator: jaxdev/capabilities/pinned.py) that jax.device_put can read as
+    it is (contiguous, a dtype numpy holds, no lazy conj/neg) and copies into an accelerator's memory; None otherwise (the caller copies as usual). jax keeps the
+    numpy view, and through it `t`'s storage, alive until the transfer is done."""
+    if not native.hooks or t.layout != torch.strided or t.is_conj() or t.is_neg():
+        return None
+    if dtypes.needs_carrier(t.dtype) or not t.is_contiguous() or not t.is_pinned():
+        return None
+    placement = _host_placement  # a mesh's replicated sharding while one is set
+    if not _copies_to_device_memory(placement):
+        return None
+    return jax.device_put(t.detach().numpy(), placement)

@@ -7,7 +7,7 @@ import numpy as np
 import torch
 
 from jaxdev import layout, native, tensor, tracing
-from jaxdev.capabilities import pinned
+from jaxdev.core import placement
 from jaxdev.device import check_index
 from jaxdev.ops import registry
 from jaxdev.ops.registry import aten, register
@@ -17,8 +17,8 @@ from jaxdev.tensor import is_jax
 
 def _from_cpu(src: torch.Tensor, non_blocking: bool):
     """A CPU tensor's values as a jax array: from pinned memory with non_blocking, the transfer is left
-    running (jaxdev/capabilities/pinned.py); otherwise copied first, so the source may change as soon as we return."""
-    value = pinned.to_jax_async(src) if non_blocking else None
+    running (placement.to_jax_async); otherwise copied first, so the source may change as soon as we return."""
+    value = placement.to_jax_async(src) if non_blocking else None
     return tensor.from_cpu(src) if value is None else value
 
 

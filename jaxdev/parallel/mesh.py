@@ -287,14 +287,3 @@ def view_sharding(box, shape, strides) -> NamedSharding | None:
 
 
 placement.set_view_sharding(view_sharding)
-
-
-def reshard_like(result: jax.Array, inputs) -> jax.Array:
-    """For the CPU fallback: a new result with the shape of a sharded input gets that input's
-    sharding (else it stays as placed: replicated over the mesh while one is set)."""
-    for t in inputs:
-        box = tensor.BOXES.get(t.untyped_storage().data_ptr())
-        kept = None if box is None else tensor.SHARDED.get(box)
-        if kept is not None and kept[0] == result.shape:
-            return jax.device_put(result, kept[1])
-    return result

@@ -57,9 +57,8 @@ def max_bytes() -> int:
 
 
 def configure() -> None:
-    from jaxdev.programs import exec_cache  # imports this module
-
-    exec_cache.install()  # asks directory() at each program: on wherever the cache is
+    """JAX's persistent cache in JAXDEV_CACHE_DIR, unless the user set one or turned it off (jaxdev's
+    executable cache, exec_cache.py, asks `directory()` at each program: it is on wherever this is)."""
     if jax.config.jax_compilation_cache_dir:
         return  # the user configured JAX's cache themselves
     value = os.environ.get(ENV)

@@ -20,7 +20,7 @@ from jaxdev_testing import describe_exit, run_python
 from torch.utils.data import DataLoader, TensorDataset
 
 from jaxdev import native
-from jaxdev.capabilities import pinned
+from jaxdev.core import placement as placements
 
 needs_native = pytest.mark.skipif(native.module is None, reason=f"native module not in use: {native.unavailable}")
 
@@ -117,14 +117,14 @@ def test_accelerator_transfer_hands_jax_the_pinned_buffer(monkeypatch):
     """On a GPU or TPU jax.device_put copies into device memory: it gets the pinned buffer itself and the
     call returns while the transfer runs. (On this CPU device it would alias instead, hence the patch.)"""
     seen = []
-    real_put = pinned.jax.device_put
+    real_put = placements.jax.device_put
 
     def put(x, placement=None, **kwargs):
         seen.append(x)
         return real_put(np.array(x), placement, **kwargs)  # a copy: the CPU device must not alias it
 
-    monkeypatch.setattr(pinned, "_copies_to_device_memory", lambda placement: True)
-    monkeypatch.setattr(pinned.jax, "device_put", put)
+    monkeypatch.setattr(placements, "_copies_to_device_memory", lambda placement: True)
+    monkeypatch.setattr(placements.jax, "device_put", put)
     src = torch.arange(6.0).pin_memory()
     y = src.to("jax", non_blocking=True)
     assert len(seen) == 1 and seen[0].ctypes.data == src.data_ptr()
@@ -139,11 +139,11 @@ def test_accelerator_transfer_hands_jax_the_pinned_buffer(monkeypatch):
 def test_only_device_memory_takes_the_pinned_buffer():
     """JAX's CPU device (and a host memory kind) may alias an aligned host buffer instead of copying it:
     there the transfer from pinned memory copies first, as any other."""
-    jax = pinned.jax
-    assert pinned._copies_to_device_memory(None) == (jax.devices()[0].platform != "cpu")
+    jax = placements.jax
+    assert placements._copies_to_device_memory(None) == (jax.devices()[0].platform != "cpu")
     cpu = jax.sharding.SingleDeviceSharding(jax.devices("cpu")[0])
-    assert not pinned._copies_to_device_memory(cpu)
-    assert not pinned._copies_to_device_memory(jax.devices("cpu")[0])
+    assert not placements._copies_to_device_memory(cpu)
+    assert not placements._copies_to_device_memory(jax.devices("cpu")[0])
 
 
 def test_without_native_module_pin_memory_copies():
