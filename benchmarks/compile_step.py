@@ -253,7 +253,7 @@ def interleaved(steps_by_name: dict, rounds: int, steps: int) -> dict[str, float
 def run(title: str, build_torch, build_jax, rounds: int, steps: int, with_cpu: bool) -> None:
     print(f"\n{title}")
     jaxdev.reset_fallback_counts()
-    from jaxdev.compiler.program import STATS
+    from jaxdev.graphs.program import STATS
 
     variants = {
         "jaxdev compiled": torch_step(build_torch, "jax", compiled=True),

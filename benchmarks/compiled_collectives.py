@@ -108,7 +108,7 @@ def _count_eager_collectives() -> None:
 
 def _counting(run):
     """`run()` with the programs compiled, graph calls made and eager collectives run during it."""
-    from jaxdev.compiler import program
+    from jaxdev.graphs import program
 
     programs, calls, eager = program.STATS.programs, program.STATS.calls, len(EAGER_COLLECTIVES)
     result = run()
@@ -146,7 +146,7 @@ def ddp_style(rank: int, data, steps: int) -> dict:
     import torch.distributed as dist
     import torch.distributed._functional_collectives as funcol
 
-    from jaxdev.compiler.inputs import UntraceableGraph
+    from jaxdev.graphs.inputs import UntraceableGraph
     from jaxdev.parallel import compiled_collectives
 
     world = dist.group.WORLD

@@ -30,7 +30,7 @@ import torch._dynamo
 from torch import nn
 
 import jaxdev  # noqa: F401  (the jax device and backend)
-from jaxdev.compiler import program
+from jaxdev.graphs import program
 
 VOCAB, D, HEADS = 500, 64, 4
 

@@ -56,8 +56,9 @@ def child_compiled() -> dict:
     import torch
     import torch._dynamo  # imported by torch.compile before any step, as in a user's script
 
-    from jaxdev.compiler import aot_cache, program_cache
-    from jaxdev.compiler.program import STATS
+    from jaxdev.compiler import aot_cache
+    from jaxdev.graphs import program_cache
+    from jaxdev.graphs.program import STATS
 
     durations = _listen()
     step = compile_step.torch_step(compile_step.torch_lm, "jax", compiled=True)

@@ -27,8 +27,8 @@ import resnet
 import torch
 
 import jaxdev
-from jaxdev.compiler import program as compiled_program
 from jaxdev.fused import recorder
+from jaxdev.graphs import program as compiled_program
 
 
 def fused(step):

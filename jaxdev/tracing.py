@@ -1,7 +1,7 @@
 """What a kernel does differently when it runs inside a compiled program.
 
 Under `torch.compile(backend="jax")` the graph's ops run once through the same kernels as eager
-mode, on jax tensors whose storages hold JAX tracers (see `jaxdev/compiler/program.py`). A kernel
+mode, on jax tensors whose storages hold JAX tracers (see `jaxdev/graphs/program.py`). A kernel
 then sees shapes and dtypes but no values, so it must never branch on a value in Python. Where CPU
 raises on bad values (a class index out of range, an integer division by zero), a kernel states the
 check with `check_values`:

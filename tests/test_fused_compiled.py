@@ -11,8 +11,8 @@ from torch import nn
 
 import jaxdev
 from jaxdev import tensor as tensor_module
-from jaxdev.compiler import program as compiled
 from jaxdev.fused import recorder
+from jaxdev.graphs import program as compiled
 
 
 @pytest.fixture(autouse=True)

@@ -159,7 +159,7 @@ def _judge(unit, op, result: dict, ref: _Reference, outputs: tuple, caught, samp
     actual, laid = outputs
     backward = unit.direction in BACKWARD_DIRECTIONS
     expected, unchecked = ref.expected, ref.random or ref.uninitialised
-    untraced = [str(w.message) for w in caught if issubclass(w.category, jaxdev.compiler.program.EagerGraphWarning)]
+    untraced = [str(w.message) for w in caught if issubclass(w.category, jaxdev.graphs.program.EagerGraphWarning)]
     lost = [str(w.message) for w in caught if any(t in str(w.message) for t in _LOST_AUTOGRAD_TEXT)]
     if lost:
         return {**result, "status": "lost_autograd", "reason": lost[0].splitlines()[0][:300]}

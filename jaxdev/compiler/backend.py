@@ -15,7 +15,7 @@ compiling the same model skips AOTAutograd's tracing and partitioning.
 from __future__ import annotations
 
 from jaxdev.compiler import aot_cache
-from jaxdev.compiler.program import GraphProgram
+from jaxdev.graphs.program import GraphProgram
 
 NAME = "jax"
 

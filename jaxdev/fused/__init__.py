@@ -6,7 +6,7 @@ pending (`boxes.PendingBox`). The pending ops run as one jitted program when a v
 anything that reads a pending storage (a host read, printing, `.item()`, an op that cannot be recorded,
 the CPU fallback), `torch.jax.synchronize()`, the end of `optimizer.step()`, a change of the random
 state, or a size bound. The program is the recorded ops replayed through the very same kernels over
-tracers (`jaxdev/compiler/program.py`'s machinery, as `torch.compile(backend="jax")` runs them).
+tracers (`jaxdev/graphs/program.py`'s machinery, as `torch.compile(backend="jax")` runs them).
 
 Recording must not run the kernel, yet must return results with PyTorch's exact metadata and raise
 a wrong call's error at the call. Both come from a trie of what was seen (`recorder`): each op is

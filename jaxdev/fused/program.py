@@ -1,7 +1,7 @@
 """A recorded segment as one cached XLA program.
 
 The segment's ops become an FX graph over its inputs (each op called through the dispatcher, as a
-compiled graph's ops are), and `jaxdev/compiler/program.py` traces and jits it: inputs that share a
+compiled graph's ops are), and `jaxdev/graphs/program.py` traces and jits it: inputs that share a
 storage share one traced box, writes into inputs come back as the storages' new values, random ops
 draw from the device's state as eagerly, value checks are deferred to the next sync. The graph
 returns the first result on each new storage that is still alive at the flush; intermediates that
@@ -24,10 +24,10 @@ import torch
 import torch.fx
 
 from jaxdev import rng, tensor, tracing
-from jaxdev.compiler import program as compiled
 from jaxdev.fused import offsets
 from jaxdev.fused.learn import NotRecordable
 from jaxdev.fused.stats import STATS
+from jaxdev.graphs import program as compiled
 from jaxdev.tensor import BOXES
 
 

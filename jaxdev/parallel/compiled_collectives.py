@@ -27,7 +27,7 @@ from jax import lax
 from jax.sharding import NamedSharding, PartitionSpec
 
 from jaxdev import tensor
-from jaxdev.compiler.inputs import UntraceableGraph
+from jaxdev.graphs.inputs import UntraceableGraph
 from jaxdev.parallel import distributed, mesh
 
 AXIS = "ranks"

@@ -43,7 +43,7 @@ def test_compile_backward_runs_the_compiled_graphs_and_is_judged_against_cpu(mon
     verdict = check.run_sample(unit, sample)
     assert verdict["status"] == eager["status"] == "pass", verdict
     # the grads came from programs the jax backend compiled: no programs, no grads
-    from jaxdev.compiler import program
+    from jaxdev.graphs import program
 
     before = program.STATS.programs
     cpu_sample = samples.to_device(sample, "cpu")

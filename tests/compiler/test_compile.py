@@ -13,7 +13,7 @@ from torch import nn
 
 import jaxdev
 from jaxdev import tensor
-from jaxdev.compiler.program import EagerGraphWarning
+from jaxdev.graphs.program import EagerGraphWarning
 
 
 @pytest.fixture(autouse=True)

@@ -14,15 +14,17 @@ import torch
 from jaxdev_testing import describe_exit, run_python
 
 import jaxdev  # noqa: F401
-from jaxdev.compiler import aot_cache, program_cache
-from jaxdev.compiler.program import GraphProgram
+from jaxdev.compiler import aot_cache
+from jaxdev.graphs import program_cache
+from jaxdev.graphs.program import GraphProgram
 
 # A training step (forward+backward graph, then the optimizer's graphs) and an inference graph with
 # an input mutation; prints the cache counters and every value as exact hex.
 _CHILD = """
 import json, sys, torch, jaxdev
 from torch import nn
-from jaxdev.compiler import aot_cache, program_cache
+from jaxdev.compiler import aot_cache
+from jaxdev.graphs import program_cache
 {patch}
 torch.manual_seed(0)
 model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4)).to("jax")

@@ -17,7 +17,7 @@ import pytest
 import torch
 from jaxdev_testing import JAX, assert_same, on_both
 
-from jaxdev.compiler.program import EagerGraphWarning
+from jaxdev.graphs.program import EagerGraphWarning
 
 S = torch.special
 

@@ -10,7 +10,7 @@ from jaxdev_testing import CPU, JAX, assert_same
 
 import jaxdev
 from jaxdev import tensor
-from jaxdev.compiler.program import EagerGraphWarning
+from jaxdev.graphs.program import EagerGraphWarning
 
 # --- aten::_assert_async on jax: CPU's errors eagerly, and inside a compiled graph a deferred check, so the
 # graph stays one program (the CPU fallback needed the value, and made the graph run op by op: the

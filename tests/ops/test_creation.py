@@ -10,7 +10,7 @@ import pytest
 import torch
 from jaxdev_testing import JAX, assert_same, like_cpu, on_both, raises_as_cpu, result_or_error_as_cpu
 
-from jaxdev.compiler.program import EagerGraphWarning
+from jaxdev.graphs.program import EagerGraphWarning
 
 aten = torch.ops.aten
 

@@ -18,7 +18,7 @@ from torch.distributed.fsdp import fully_shard
 from torch.distributed.tensor import Replicate, Shard, distribute_tensor
 
 import jaxdev
-from jaxdev.compiler import program
+from jaxdev.graphs import program
 from jaxdev.parallel import distributed as jd
 
 LAUNCHED = float(os.environ.get("RANK_LAUNCHED", time.time()))

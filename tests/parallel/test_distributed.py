@@ -76,7 +76,7 @@ out["funcol_compiled_eager"] = any("runs op by op" in str(w.message) for w in ca
 
 # On the XLA route a compiled graph's functional collectives run inside its one XLA program
 # (jaxdev/parallel/compiled_collectives.py): the ops, and a DDP-style step (grads, their all_reduce, the update).
-from jaxdev.compiler import program as jp
+from jaxdev.graphs import program as jp
 began = time.monotonic()
 WORLD = dist.group.WORLD
 

@@ -1,4 +1,4 @@
-"""A compiled graph's intermediates are laid out as the graph was planned (jaxdev/compiler/planned.py),
+"""A compiled graph's intermediates are laid out as the graph was planned (jaxdev/graphs/planned.py),
 even where a kernel and its meta function disagree (on torch 2.11 on an H200 the Transformer LM's
 backward graph stopped tracing on a `view` and ran op by op)."""
 
@@ -10,7 +10,7 @@ import torch.nn.functional as F
 
 import jaxdev  # noqa: F401
 from jaxdev import layout
-from jaxdev.compiler import planned
+from jaxdev.graphs import planned
 
 ATTENTION = torch.ops.aten._scaled_dot_product_fused_attention_overrideable.default
 

@@ -33,7 +33,7 @@ import torch
 
 from jaxdev import tensor
 from jaxdev.compiler import aot_cache
-from jaxdev.compiler.inputs import UntraceableGraph
+from jaxdev.graphs.inputs import UntraceableGraph
 from jaxdev.parallel import mesh
 from jaxdev.programs import cache
 

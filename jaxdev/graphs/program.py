@@ -40,8 +40,8 @@ import torch
 import torch.fx
 
 from jaxdev import eager_modes, rng, tensor, tracing
-from jaxdev.compiler import planned, program_cache
-from jaxdev.compiler.inputs import Inputs, UntraceableGraph
+from jaxdev.graphs import planned, program_cache
+from jaxdev.graphs.inputs import Inputs, UntraceableGraph
 from jaxdev.parallel import compiled_collectives
 from jaxdev.tensor import BOXES, Box
 
@@ -84,7 +84,7 @@ def checks_enabled() -> bool:
 
 class _NodeRunner(torch.fx.Interpreter):
     """Runs the graph node by node, so a failure names the op that caused it, each new result laid out
-    as the graph was planned (compiler/planned.py)."""
+    as the graph was planned (graphs/planned.py)."""
 
     def __init__(self, gm, spmd=None):
         super().__init__(gm)

@@ -9,7 +9,7 @@ import torch
 import torch._dynamo
 
 import jaxdev  # noqa: F401
-from jaxdev.compiler import program
+from jaxdev.graphs import program
 
 
 def test_sizes_beyond_the_limit_run_op_by_op():
