@@ -146,8 +146,8 @@ def ddp_style(rank: int, data, steps: int) -> dict:
     import torch.distributed as dist
     import torch.distributed._functional_collectives as funcol
 
-    from jaxdev.graphs.inputs import UntraceableGraph
     from jaxdev.parallel import compiled_collectives
+    from jaxdev.tracing import UntraceableGraph
 
     world = dist.group.WORLD
     model = mlp().to("jax")

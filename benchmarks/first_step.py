@@ -56,7 +56,7 @@ def child_compiled() -> dict:
     import torch
     import torch._dynamo  # imported by torch.compile before any step, as in a user's script
 
-    from jaxdev.compiler import aot_cache
+    from jaxdev.compiler import stats as aot_cache_stats
     from jaxdev.graphs import program_cache
     from jaxdev.graphs.program import STATS
 
@@ -84,8 +84,8 @@ def child_compiled() -> dict:
         "second": second,
         "phases": phases,
         "programs": STATS.programs,
-        "aot hits": aot_cache.STATS.hits,
-        "aot compiled": aot_cache.STATS.compiled,
+        "aot hits": aot_cache_stats.STATS.hits,
+        "aot compiled": aot_cache_stats.STATS.compiled,
         "program hits": program_cache.STATS.hits,
     }
 

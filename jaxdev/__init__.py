@@ -48,6 +48,7 @@ from jaxdev.capabilities.interop import from_jax, to_jax
 from jaxdev.dtypes import UnsupportedDtypeError, UnsupportedError, UnsupportedLayoutError
 from jaxdev.eager_modes import eager_mode, get_eager_mode
 from jaxdev.fallback import fallback_counts, reset_fallback_counts
+from jaxdev.fused import mode as _fused_mode
 from jaxdev.parallel.mesh import (
     distribute,
     from_process_local,
@@ -77,6 +78,7 @@ _compiler.register()
 from jaxdev.parallel import distributed as _distributed
 
 _distributed.register()  # the torch.distributed backend "jax" (gloo on host copies)
+_fused_mode.install()  # the "fused" eager mode's handler (jaxdev/fused/)
 _eager_modes.install()
 
 from jaxdev.capabilities import shutdown as _shutdown

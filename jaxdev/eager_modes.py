@@ -15,6 +15,10 @@
 Every Python kernel the registry installs calls `dispatch` when a mode other than "op" is on (one
 attribute test per op otherwise); the native fast paths are turned off in those modes so that no op
 escapes the mode (`native.cpp`'s set_python_kernels).
+
+The modes are one table, HANDLERS: a mode's name -> its handler (a `Mode`), which says what a kernel
+call and a compiled graph's call do while the mode is on, and what a flush runs. "op" and "sync" are
+defined here; "fused" is jaxdev/fused/'s (mode.py registers it), so this module imports no mode.
 """
 
 from __future__ import annotations
@@ -24,42 +28,82 @@ import threading
 
 import jax
 
-from jaxdev import native
+from jaxdev import native, tensor, tracing
 
-MODES = ("op", "fused", "sync")
+MODES = ("op", "fused", "sync")  # the names, in the order the docs give them
 ENV = "JAXDEV_EAGER"
 
 
+class Mode:
+    """An eager mode's handler; this one is the default mode's ("op"): a kernel runs as it is, a
+    compiled graph as its own program, and nothing is ever pending."""
+
+    name = "op"
+
+    def kernel(self, op, fn, args, kwargs):
+        """A kernel call (the dispatcher's `op`, its Python kernel `fn`) while this mode is on."""
+        return fn(*args, **kwargs)
+
+    def graph(self, program, args: list):
+        """A compiled graph's call (`program`, a graphs.program.GraphProgram) while this mode is on."""
+        return program.run(args)
+
+    def flush(self) -> None:
+        """Run what this mode holds pending."""
+
+
+class _Sync(Mode):
+    """Every op waits for its results, so errors and NaNs show up at the op that made them."""
+
+    name = "sync"
+
+    def kernel(self, op, fn, args, kwargs):
+        with as_is():
+            out = fn(*args, **kwargs)
+        _wait(out)
+        return out
+
+
+HANDLERS: dict[str, Mode] = {}
+
+
+def register(mode: Mode) -> None:
+    """`mode` becomes the handler of the mode named `mode.name`."""
+    HANDLERS[mode.name] = mode
+
+
 class _Active:
-    """`on`: a mode other than "op" is set (the kernels' one test); `name`: the mode."""
+    """`on`: a mode other than "op" is set (the kernels' one test); `name`: the mode; `handler`: its Mode."""
 
     on = False
     name = "op"
+    handler = Mode()
 
 
 ACTIVE = _Active()
+register(ACTIVE.handler)
+register(_Sync())
 # Kernels that run inside another kernel, a trace or a flush run as they are (thread-local: autograd
 # runs backward kernels on its own thread while the caller's thread waits).
 _local = threading.local()
+# The handlers of every mode set in this process: what `flush` asks (work may be pending in a mode
+# that was left since, on another thread).
+_entered: list[Mode] = []
 
 
 def _check(name: str) -> str:
-    if name not in MODES:
+    if name not in HANDLERS:
         raise ValueError(f"jaxdev eager mode must be one of {', '.join(MODES)}, not {name!r}")
     return name
 
 
-_ever_fused = False
-
-
 def _set(name: str) -> None:
-    global _ever_fused
-    if ACTIVE.name == "fused" and name != "fused":
-        from jaxdev.fused import recorder
-
-        recorder.flush()
-    _ever_fused = _ever_fused or name == "fused"
-    ACTIVE.name = name
+    handler = HANDLERS[name]
+    if ACTIVE.name != name:
+        ACTIVE.handler.flush()  # what the mode left holds pending runs now
+    if handler not in _entered:
+        _entered.append(handler)
+    ACTIVE.name, ACTIVE.handler = name, handler
     ACTIVE.on = name != "op"
     if native.module is not None:
         native.module.set_python_kernels(ACTIVE.on)
@@ -81,11 +125,9 @@ class eager_mode:
 
 
 def flush() -> None:
-    """Run fused eager's pending ops now (nothing to do in the other modes)."""
-    if ACTIVE.name == "fused" or _ever_fused:
-        from jaxdev.fused import recorder
-
-        recorder.flush()
+    """Run every mode's pending work now (fused eager's pending ops; nothing in the other modes)."""
+    for handler in _entered:
+        handler.flush()
 
 
 def get_eager_mode() -> str:
@@ -110,37 +152,16 @@ def dispatch(op, fn, args, kwargs):
     """A kernel call while a mode other than "op" is on."""
     if getattr(_local, "depth", 0) or _tracing():
         return fn(*args, **kwargs)
-    if ACTIVE.name == "fused":
-        from jaxdev.fused import recorder
-
-        return recorder.record(op, fn, args, kwargs)
-    with as_is():
-        out = fn(*args, **kwargs)
-    _wait(out)
-    return out
+    return ACTIVE.handler.kernel(op, fn, args, kwargs)
 
 
 def _tracing() -> bool:
     """Kernels are being traced (a compiled program, a VJP body, fused's own evaluation): run them."""
-    if _probes is None:
-        _find_probes()
-    return _probes[0]() or _probes[1]()
-
-
-_probes = None  # (tracing.tracing_now, tensor.in_scratch): imported at the first op (they import this module)
-
-
-def _find_probes() -> None:
-    global _probes
-    from jaxdev import tensor, tracing
-
-    _probes = (tracing.tracing_now, tensor.in_scratch)
+    return tracing.tracing_now() or tensor.in_scratch()
 
 
 def _wait(out) -> None:
     """sync mode: block until `out`'s values exist, so a device error is raised here."""
-    from jaxdev import tensor
-
     for t in out if isinstance(out, (tuple, list)) else (out,):
         if tensor.is_jax(t):
             jax.block_until_ready(tensor.box_of(t).pending())
@@ -149,14 +170,13 @@ def _wait(out) -> None:
 def from_environment() -> None:
     name = os.environ.get(ENV, "").strip().lower()
     if name and name != "op":
-        if name not in MODES:
+        if name not in HANDLERS:
             raise RuntimeError(f"{ENV}={name!r} is not a jaxdev eager mode: use one of {', '.join(MODES)}")
         _set(name)
 
 
 def _after_optimizer_step(optimizer, args, kwargs) -> None:
-    if ACTIVE.name == "fused":
-        flush()
+    ACTIVE.handler.flush()
 
 
 def install() -> None:

@@ -32,10 +32,11 @@ _state = _State()
 
 def _settle_pending() -> None:
     """Fused eager's pending random ops draw from the state as it is now, as they would have eagerly."""
+    # Imported here: jaxdev/device.py imports this module before the device exists, and eager_modes'
+    # imports (the tensor core) need it.
     from jaxdev import eager_modes
 
-    if eager_modes.ACTIVE.name == "fused":
-        eager_modes.flush()
+    eager_modes.ACTIVE.handler.flush()
 
 
 def manual_seed(seed: int) -> None:

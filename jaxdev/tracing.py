@@ -14,6 +14,9 @@ check with `check_values`:
   of the failing call (kept until then), and the user gets the eager kernel's own exception there:
   asynchronous like CUDA's device-side errors, but with CPU's exception and message.
   `JAXDEV_COMPILE_CHECKS=0` skips the checks.
+
+What cannot be traced at all (a kernel that needs values, a collective without a lowering) raises
+`UntraceableGraph`: the graph engine (jaxdev/graphs/) then runs the graph op by op.
 """
 
 from __future__ import annotations
@@ -21,8 +24,26 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import jax
+import torch
 
 Tracer = jax.core.Tracer
+
+
+class UntraceableGraph(Exception):
+    """A graph, or node `node` of it, cannot run inside one XLA program: it runs op by op instead."""
+
+    def __init__(self, node: torch.fx.Node | None, reason: str):
+        self.node = node
+        self.reason = reason
+        where = f"{op_name(node)} (graph node {node.name!r})" if node is not None else "the graph"
+        super().__init__(f"{where} cannot run inside one XLA program: {reason}")
+
+
+def op_name(node: torch.fx.Node) -> str:
+    target = node.target
+    if isinstance(target, torch._ops.OpOverload):
+        return target.name()
+    return getattr(target, "__name__", str(target))
 
 
 class _Checks:

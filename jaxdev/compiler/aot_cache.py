@@ -20,7 +20,8 @@ What the backend changes, only while it compiles (config patches, nothing global
 * the entries live in jaxdev's cache directory, `<JAXDEV_CACHE_DIR>/aotautograd/<fingerprint>`,
   not in inductor's.
 
-    JAXDEV_COMPILE_CACHE=on      the AOTAutograd cache for the jax backend (off by default: see enabled;
+    JAXDEV_COMPILE_CACHE=on      the AOTAutograd cache for the jax backend (off by default: see
+                                 jaxdev/programs/cache.py's compile_caches_on;
                                  JAXDEV_CACHE_DIR=off turns it off too;
                                  PyTorch's own switches, TORCHINDUCTOR_AUTOGRAD_CACHE=0 and
                                  torch.compiler.config.force_disable_caches, are obeyed)
@@ -29,65 +30,17 @@ What the backend changes, only while it compiles (config patches, nothing global
 from __future__ import annotations
 
 import contextlib
-import functools
-import hashlib
 import os
-import sys
 from typing import Any
 
 from jaxdev.programs import cache
 
-ENV = "JAXDEV_COMPILE_CACHE"
-_OFF = ("", "0", "off", "none", "false", "no")
 SUBDIR = "aotautograd"
-
-
-class STATS:
-    """This process's AOTAutograd cache traffic for the jax backend (graphs, not steps)."""
-
-    hits = 0  # compiled graphs (forward+backward pairs, or inference graphs) loaded from disk
-    compiled = 0  # graphs AOTAutograd traced here (a miss, or the cache off)
-
-
-def enabled() -> bool:
-    """Off unless JAXDEV_COMPILE_CACHE is set to a true value (on, 1): measured interleaved in fresh
-    processes (benchmarks/first_step.py --with-cache-off), the caches cost more than they save today:
-    the LM's first compiled step cold 20.6 s with them against 6.5 s without, warm 6.6 s against 5.2 s
-    (a hit still pays AOTAutograd's key, which hashes torch's source, plus unpickling and export
-    wrappers; a cold process exports and lowers each program twice). JAX's own XLA cache stays on."""
-    value = os.environ.get(ENV)
-    return cache.directory() is not None and value is not None and value.strip().lower() not in _OFF
-
-
-# jaxdev's package folder (this file is jaxdev/compiler/aot_cache.py)
-_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-@functools.cache
-def fingerprint() -> str:
-    """Changes with jaxdev's source (every .py file under the package), torch, jax, jaxlib, Python."""
-    import jax
-    import jaxlib
-    import torch
-
-    h = hashlib.sha256()
-    for part in (torch.__version__, torch.version.git_version, jax.__version__, jaxlib.__version__, sys.version):
-        h.update(str(part).encode())
-    root = _PACKAGE
-    for folder, dirs, files in os.walk(root):
-        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
-        for name in sorted(files):
-            if name.endswith((".py", ".cpp")):
-                path = os.path.join(folder, name)
-                h.update(os.path.relpath(path, root).encode())
-                with open(path, "rb") as f:
-                    h.update(f.read())
-    return h.hexdigest()[:16]
 
 
 def directory() -> str | None:
     root = cache.directory()
-    return os.path.join(root, SUBDIR, fingerprint()) if root else None
+    return os.path.join(root, SUBDIR, cache.fingerprint()) if root else None
 
 
 def _types():
@@ -115,7 +68,7 @@ def serializable(compile_graph):
 def caching():
     """Around one dynamo graph's compilation by the jax backend: AOTAutograd's cache on, bundled,
     keyed and placed as jaxdev's (see the module's docstring); a no-op when the cache is off."""
-    path = directory() if enabled() else None
+    path = directory() if cache.compile_caches_on() else None
     if path is None:
         with _patched(enable_autograd_cache=False):
             yield

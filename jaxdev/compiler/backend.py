@@ -15,6 +15,7 @@ compiling the same model skips AOTAutograd's tracing and partitioning.
 from __future__ import annotations
 
 from jaxdev.compiler import aot_cache
+from jaxdev.compiler.stats import STATS
 from jaxdev.graphs.program import GraphProgram
 
 NAME = "jax"
@@ -22,7 +23,7 @@ NAME = "jax"
 
 def _compiler(kind: str):
     def compile_graph(gm, example_inputs):
-        aot_cache.STATS.compiled += kind != "backward"
+        STATS.compiled += kind != "backward"
         return aot_cache.wrap(GraphProgram(gm, kind))
 
     compile_graph.__name__ = f"jax_{kind}_compiler"

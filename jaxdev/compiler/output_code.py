@@ -9,7 +9,8 @@ from typing import Any
 from torch._inductor.custom_graph_pass import CustomGraphPass
 from torch._inductor.output_code import OutputCode
 
-from jaxdev.compiler import aot_cache
+from jaxdev.compiler.stats import STATS
+from jaxdev.programs import cache
 
 
 @dataclasses.dataclass
@@ -31,7 +32,7 @@ class ProgramCode(OutputCode):
     def post_compile(self, example_inputs, constants, graph_kwargs) -> None:
         # Called on a cache hit only, once per graph: count entries by their forward or inference graph.
         if not graph_kwargs.get("is_backward"):
-            aot_cache.STATS.hits += 1
+            STATS.hits += 1
 
     def set_triton_bundle(self, triton_bundle) -> None:
         pass
@@ -45,4 +46,4 @@ class Key(CustomGraphPass):
         pass
 
     def uuid(self) -> str:
-        return f"jaxdev-{aot_cache.fingerprint()}"
+        return f"jaxdev-{cache.fingerprint()}"

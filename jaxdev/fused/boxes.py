@@ -14,7 +14,7 @@ code ever sees a value that is not there yet, or an old one.
 
 from __future__ import annotations
 
-from jaxdev import tensor
+from jaxdev import eager_modes, tensor
 from jaxdev.core import boxes as core_boxes
 from jaxdev.tensor import BOXES, Box
 
@@ -35,9 +35,7 @@ PENDING = _Unset()
 
 
 def _flush(box: Box) -> None:
-    from jaxdev.fused import recorder
-
-    recorder.flush()
+    eager_modes.flush()  # the pending segment (jaxdev/fused/mode.py's flush)
     held = box._array
     if type(held) is _Unset:  # the flush failed before this value was computed
         raise RuntimeError(

@@ -23,7 +23,7 @@ import numpy as np
 import torch
 import torch.fx
 
-from jaxdev import rng, tensor, tracing
+from jaxdev import eager_modes, rng, tensor, tracing
 from jaxdev.fused import offsets
 from jaxdev.fused.learn import NotRecordable
 from jaxdev.fused.stats import STATS
@@ -66,7 +66,7 @@ class _Fused:
                 else:
                     STATS.hits += 1
                 return _call(spec, inputs, seg.numbers)
-            except compiled.UntraceableGraph as e:
+            except tracing.UntraceableGraph as e:
                 self.graph.specialisations.pop(inputs.key, None)
                 self._give_up(str(e).splitlines()[0])
         return _eagerly(seg, alive)
@@ -94,7 +94,7 @@ def _call(spec, inputs, numbers: list) -> list:
         tracing.checks.eager_layouts = was
     spec.fused_checks = flag is not None
     if any(o[0] != "new" or o[1] != i for i, o in enumerate(spec.outputs)):
-        raise compiled.UntraceableGraph(None, "a result came out on an input's storage")
+        raise tracing.UntraceableGraph(None, "a result came out on an input's storage")
     if spec.draws:
         rng.advance(spec.draws)
     if flag is not None and compiled.checks_enabled():
@@ -130,8 +130,6 @@ def _donating(spec, donated: tuple):
 
 
 def _raise_eagerly(spec, arrays, base) -> None:
-    from jaxdev import eager_modes
-
     arrays = [jax.device_put(a) if isinstance(a, np.ndarray) else a for a in arrays]  # the numbers
     with eager_modes.as_is():
         spec._raise_eagerly(arrays, base)

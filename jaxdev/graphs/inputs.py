@@ -13,6 +13,7 @@ import torch.fx
 from jaxdev import dtypes, tensor
 from jaxdev.core import placement
 from jaxdev.tensor import BOXES, Box
+from jaxdev.tracing import UntraceableGraph
 
 # Non-tensor graph inputs (sizes under dynamic shapes, scalars) are baked into the program.
 _STATIC_TYPES = (
@@ -27,21 +28,6 @@ _STATIC_TYPES = (
     torch.memory_format,
     torch.layout,
 )
-
-
-class UntraceableGraph(Exception):
-    def __init__(self, node: torch.fx.Node | None, reason: str):
-        self.node = node
-        self.reason = reason
-        where = f"{op_name(node)} (graph node {node.name!r})" if node is not None else "the graph"
-        super().__init__(f"{where} cannot run inside one XLA program: {reason}")
-
-
-def op_name(node: torch.fx.Node) -> str:
-    target = node.target
-    if isinstance(target, torch._ops.OpOverload):
-        return target.name()
-    return getattr(target, "__name__", str(target))
 
 
 def _opaque_key(a):

@@ -41,9 +41,10 @@ import torch.fx
 
 from jaxdev import eager_modes, rng, tensor, tracing
 from jaxdev.graphs import planned, program_cache
-from jaxdev.graphs.inputs import Inputs, UntraceableGraph
+from jaxdev.graphs.inputs import Inputs
 from jaxdev.parallel import compiled_collectives
 from jaxdev.tensor import BOXES, Box
+from jaxdev.tracing import UntraceableGraph
 
 _JAX_TYPE = "jax"
 # A program whose value check failed is being rerun eagerly, where its kernels raise (thread-local).
@@ -337,15 +338,12 @@ class GraphProgram:
 
     def __call__(self, args):
         args = list(args)
-        if eager_modes.ACTIVE.name == "fused" and self.eager_reason is None and not _nested():
-            # Fused eager: the graph joins the pending segment as one op, so a compiled step's
-            # forward, backward and optimizer graphs run as one XLA program (jaxdev/fused/).
-            from jaxdev.fused import recorder
+        mode = eager_modes.ACTIVE
+        if mode.on and self.eager_reason is None and not _nested():
+            return mode.handler.graph(self, args)  # fused eager: the call joins the pending segment
+        return self.run(args)
 
-            return recorder.record(self.op, self._recorded, tuple(args), {})
-        return self._run(args)
-
-    def _recorded(self, *args):
+    def recorded(self, *args):
         """The graph as fused eager calls it: its ops inline while fused eager traces or evaluates it,
         else (it could not be recorded) the compiled program as outside fused mode."""
         if tracing.tracing_now() or tensor.in_scratch():
@@ -361,9 +359,9 @@ class GraphProgram:
             return list(out) if isinstance(out, (list, tuple)) else [out]
         if getattr(_rerun, "on", False):
             return self.run_eagerly(list(args))
-        return self._run(list(args))
+        return self.run(list(args))
 
-    def _run(self, args):
+    def run(self, args):
         STATS.calls += 1
         if self.eager_reason is None:
             try:

@@ -9,7 +9,7 @@ inputs it writes, the random numbers it draws). A later process unpickles it and
 export is what runs in the process that made it too, so a process that traced the program and one
 that loaded it run the same StableHLO, and compute the same bits.
 
-Key: jaxdev's fingerprint (its source, torch, jax, jaxlib, Python: aot_cache.fingerprint), the
+Key: jaxdev's fingerprint (its source, torch, jax, jaxlib, Python: cache.fingerprint), the
 graph's ops and dataflow, its output devices, the inputs' layout key (sizes, strides, offsets, dtypes, aliasing,
 Python scalars), the storage shapes, the platform and device kind, and the JAX and torch settings a
 kernel reads while tracing. Not cached (traced as before, in memory only): graphs with constants
@@ -32,10 +32,9 @@ import jax
 import torch
 
 from jaxdev import tensor
-from jaxdev.compiler import aot_cache
-from jaxdev.graphs.inputs import UntraceableGraph
 from jaxdev.parallel import mesh
 from jaxdev.programs import cache
+from jaxdev.tracing import UntraceableGraph
 
 SUBDIR = "programs"
 _FIELDS = ("outputs", "new_storages", "mutated", "bumped", "draws")
@@ -50,9 +49,9 @@ class STATS:
 
 def directory() -> str | None:
     root = cache.directory()
-    if root is None or not aot_cache.enabled():
+    if root is None or not cache.compile_caches_on():
         return None
-    return os.path.join(root, SUBDIR, aot_cache.fingerprint())
+    return os.path.join(root, SUBDIR, cache.fingerprint())
 
 
 def key(spec, inputs) -> str | None:
@@ -64,7 +63,7 @@ def key(spec, inputs) -> str | None:
         return None
     device = jax.devices()[0]
     parts = (
-        aot_cache.fingerprint(),
+        cache.fingerprint(),
         spec.program.name,
         _graph_key(gm),
         tuple(spec.program.output_devices),

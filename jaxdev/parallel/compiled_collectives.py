@@ -27,8 +27,8 @@ from jax import lax
 from jax.sharding import NamedSharding, PartitionSpec
 
 from jaxdev import tensor
-from jaxdev.graphs.inputs import UntraceableGraph
 from jaxdev.parallel import distributed, mesh
+from jaxdev.tracing import UntraceableGraph
 
 AXIS = "ranks"
 _NAMESPACE = "_c10d_functional"

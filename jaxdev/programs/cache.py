@@ -23,14 +23,18 @@ the directory to JAXDEV_CACHE_MAX_BYTES, least recently used entries first, in a
 at most once an hour.
 
 The compiled path (`torch.compile(backend="jax")`) keeps AOTAutograd's graphs and jaxdev's traced
-programs in the same directory, under `aotautograd/` and `programs/` (jaxdev/compiler/aot_cache.py):
+programs in the same directory, under `aotautograd/` and `programs/` (jaxdev/compiler/aot_cache.py,
+jaxdev/graphs/program_cache.py; opt-in: JAXDEV_COMPILE_CACHE, `compile_caches_on`):
 the trim counts and deletes their files with JAX's, and removes the folders it empties.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
+import hashlib
 import os
+import sys
 import threading
 import time
 
@@ -54,6 +58,47 @@ def directory() -> str | None:
 
 def max_bytes() -> int:
     return int(os.environ.get(MAX_BYTES_ENV, DEFAULT_MAX_BYTES))
+
+
+# torch.compile(backend="jax")'s caches (AOTAutograd's graphs, jaxdev's traced programs): opt-in.
+COMPILE_CACHE_ENV = "JAXDEV_COMPILE_CACHE"
+_COMPILE_CACHE_OFF = ("", "0", "off", "none", "false", "no")
+
+
+def compile_caches_on() -> bool:
+    """Off unless JAXDEV_COMPILE_CACHE is set to a true value (on, 1): measured interleaved in fresh
+    processes (benchmarks/first_step.py --with-cache-off), the caches cost more than they save today:
+    the LM's first compiled step cold 20.6 s with them against 6.5 s without, warm 6.6 s against 5.2 s
+    (a hit still pays AOTAutograd's key, which hashes torch's source, plus unpickling and export
+    wrappers; a cold process exports and lowers each program twice). JAX's own XLA cache stays on."""
+    value = os.environ.get(COMPILE_CACHE_ENV)
+    return directory() is not None and value is not None and value.strip().lower() not in _COMPILE_CACHE_OFF
+
+
+# jaxdev's package folder (this file is jaxdev/programs/cache.py)
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@functools.cache
+def fingerprint() -> str:
+    """The name of the compiled caches' entries folder: changes with jaxdev's source (every .py and .cpp
+    file under the package), torch, jax, jaxlib, Python."""
+    import jaxlib
+    import torch
+
+    h = hashlib.sha256()
+    for part in (torch.__version__, torch.version.git_version, jax.__version__, jaxlib.__version__, sys.version):
+        h.update(str(part).encode())
+    root = _PACKAGE
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+        for name in sorted(files):
+            if name.endswith((".py", ".cpp")):
+                path = os.path.join(folder, name)
+                h.update(os.path.relpath(path, root).encode())
+                with open(path, "rb") as f:
+                    h.update(f.read())
+    return h.hexdigest()[:16]
 
 
 def configure() -> None:

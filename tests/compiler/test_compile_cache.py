@@ -17,14 +17,16 @@ import jaxdev  # noqa: F401
 from jaxdev.compiler import aot_cache
 from jaxdev.graphs import program_cache
 from jaxdev.graphs.program import GraphProgram
+from jaxdev.programs import cache
 
 # A training step (forward+backward graph, then the optimizer's graphs) and an inference graph with
 # an input mutation; prints the cache counters and every value as exact hex.
 _CHILD = """
 import json, sys, torch, jaxdev
 from torch import nn
-from jaxdev.compiler import aot_cache
+from jaxdev.compiler.stats import STATS
 from jaxdev.graphs import program_cache
+from jaxdev.programs import cache
 {patch}
 torch.manual_seed(0)
 model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4)).to("jax")
@@ -54,7 +56,7 @@ with torch.no_grad():
 
 values = [*losses, *out.cpu().flatten().tolist(), *buf.cpu().tolist()]
 values += [v for p in model.parameters() for v in p.detach().cpu().flatten().tolist()]
-print(json.dumps({{"hits": aot_cache.STATS.hits, "compiled": aot_cache.STATS.compiled,
+print(json.dumps({{"hits": STATS.hits, "compiled": STATS.compiled,
                    "loaded": program_cache.STATS.hits, "saved": program_cache.STATS.saves,
                    "values": [float(v).hex() for v in values]}}))
 """
@@ -66,7 +68,7 @@ def _run(cache_dir, patch: str = "", batch: int = 5, **env) -> dict:
         env={
             "JAXDEV_CACHE_DIR": str(cache_dir),
             "TORCHINDUCTOR_CACHE_DIR": str(cache_dir / "inductor"),
-            "JAXDEV_COMPILE_CACHE": "on",  # off by default (aot_cache.enabled)
+            "JAXDEV_COMPILE_CACHE": "on",  # off by default (cache.compile_caches_on)
             **env,
         },
         timeout=600,
@@ -129,7 +131,7 @@ def test_the_cache_can_be_turned_off(filled, tmp_path):
 def test_another_jaxdev_misses(filled, tmp_path):
     """Entries are keyed by jaxdev's source, torch, jax and jaxlib (the fingerprint)."""
     cache_dir, first = _copy_of(filled, tmp_path)
-    other = _run(cache_dir, patch="aot_cache.fingerprint = lambda: 'another-jaxdev'")
+    other = _run(cache_dir, patch="cache.fingerprint = lambda: 'another-jaxdev'")
     assert other["hits"] == 0 and other["compiled"] == first["compiled"]
     assert other["loaded"] == 0 and other["saved"] == first["saved"]
     assert other["values"] == first["values"]
@@ -138,8 +140,8 @@ def test_another_jaxdev_misses(filled, tmp_path):
 
 
 def test_the_fingerprint_follows_the_source():
-    fp = aot_cache.fingerprint()
-    assert len(fp) == 16 and fp == aot_cache.fingerprint()
+    fp = cache.fingerprint()
+    assert len(fp) == 16 and fp == cache.fingerprint()
 
 
 def test_a_program_pickles_as_its_graph():
@@ -160,15 +162,15 @@ def test_a_program_pickles_as_its_graph():
 @pytest.mark.parametrize("value", ["off", "0", "", None])
 def test_off_values(monkeypatch, value):
     if value is None:  # unset: off by default
-        monkeypatch.delenv(aot_cache.ENV, raising=False)
+        monkeypatch.delenv(cache.COMPILE_CACHE_ENV, raising=False)
     else:
-        monkeypatch.setenv(aot_cache.ENV, value)
-    assert not aot_cache.enabled()
+        monkeypatch.setenv(cache.COMPILE_CACHE_ENV, value)
+    assert not cache.compile_caches_on()
 
 
 def test_on(monkeypatch):
-    monkeypatch.setenv(aot_cache.ENV, "on")
-    assert aot_cache.enabled() == (aot_cache.cache.directory() is not None)
+    monkeypatch.setenv(cache.COMPILE_CACHE_ENV, "on")
+    assert cache.compile_caches_on() == (cache.directory() is not None)
 
 
 def test_a_program_keeps_its_planned_layouts_through_pickling():
