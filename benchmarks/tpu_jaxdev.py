@@ -30,8 +30,8 @@ from timing import ALLOCATOR
 
 import jaxdev
 from jaxdev import eager_modes
-from jaxdev.compiler import program as compiled_program
 from jaxdev.fused import recorder
+from jaxdev.graphs import program as compiled_program
 
 IMPL = "jaxdev"
 DTYPES = {"bf16": torch.bfloat16, "f32": torch.float32}

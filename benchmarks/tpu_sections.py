@@ -35,7 +35,7 @@ def parse_args(doc: str, default_modes: str):
 
 def use_jax_cache() -> None:
     """JAX's persistent compilation cache in $TPUCHECK_JAX_CACHE, set as jaxdev sets its own
-    (jaxdev/cache.py: every program kept), so that no implementation's warm start is favoured."""
+    (jaxdev/programs/cache.py: every program kept), so that no implementation's warm start is favoured."""
     path = os.environ.get("TPUCHECK_JAX_CACHE")
     if path:
         jax.config.update("jax_compilation_cache_dir", path)
