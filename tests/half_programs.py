@@ -10,9 +10,14 @@ half arithmetic out of float32 code. And XLA's one-step float64 -> float16 conve
 most CPUs (through float, as c10::Half does) and once with native float16. A program whose half
 results are CPU's on every CPU therefore has, once XLA has optimized it:
 
-- no arithmetic in a half dtype (moves, selects, compares, converts and sign operations only);
-- no round trip from a wider float through a half and back: rounding is reduce_precision (integer
-  operations on the bits; jaxdev.ops.cpu_numerics.round_to);
+- no arithmetic in a half dtype but moves, selects, compares, converts, sign operations and lone
+  correctly rounded operations (a sum, difference, product, quotient or square root: every CPU rounds
+  those once, natively or in float, and the same); no half product summed;
+- no round trip of a computed value from a wider float through float16 and back: rounding is
+  reduce_precision (integer operations on the bits; jaxdev.ops.cpu_numerics.round_to). bfloat16 has
+  no such hazard: XLA converts to it with integer code of its own, never an LLVM bfloat16 rounding to
+  narrow (tests/ops/test_cpu_numerics.py checks both on this host's IR), and its FloatNormalization
+  wraps every bfloat16 operation in such conversions;
 - no float64 -> half convert in one step (through float32, as C++ builds a half from a double).
 """
 
@@ -25,14 +30,16 @@ import jax
 HALVES = frozenset({"f16", "bf16"})
 _WIDER = frozenset({"f32", "f64"})
 _FLOATS = HALVES | _WIDER
-# Operations that move, select, compare, convert or change a sign: exact in any dtype on any CPU. A
-# reduce, map or scatter is judged by its computation's own instructions.
+# Operations that move, select, compare, convert or change a sign: exact in any dtype on any CPU. An
+# operation that applies a computation (reduce, scatter, sort, map) is judged by that computation's
+# own instructions, which hazards() reads as it reads the others.
 _EXACT = frozenset({
     "parameter", "constant", "convert", "bitcast", "bitcast-convert", "reshape", "broadcast", "transpose",
     "slice", "dynamic-slice", "dynamic-update-slice", "concatenate", "pad", "reverse", "copy", "select",
     "compare", "tuple", "get-tuple-element", "gather", "scatter", "fusion", "call", "while", "conditional",
     "iota", "sort", "opt-barrier", "copy-start", "copy-done", "is-finite", "abs", "negate", "maximum",
-    "minimum", "clamp", "reduce-precision", "after-all", "custom-call",
+    "minimum", "clamp", "reduce-precision", "after-all", "custom-call", "reduce", "reduce-window", "map",
+    "select-and-scatter",
 })  # fmt: skip
 _NAME = re.compile(r"^\s*(?:ROOT\s+)?%?([\w.\-]+)\s*=\s*")
 
@@ -80,7 +87,10 @@ def computations(hlo: str) -> list[dict[str, tuple[str, str, list[str], str]]]:
 
 
 # Of the exact operations, those whose float result is one of their float operands' values
-_MOVES = _EXACT - {"parameter", "constant", "convert", "bitcast-convert", "iota", "fusion", "call", "custom-call"}
+_APPLIES = frozenset({"reduce", "reduce-window", "map", "select-and-scatter", "scatter", "sort"})
+_MOVES = (
+    _EXACT - _APPLIES - {"parameter", "constant", "convert", "bitcast-convert", "iota", "fusion", "call", "custom-call"}
+)
 
 
 def _computed(name: str, instructions: dict, seen: set) -> bool:
@@ -92,27 +102,47 @@ def _computed(name: str, instructions: dict, seen: set) -> bool:
     etype, opcode, operands, _ = instructions[name]
     if etype not in _FLOATS:
         return False  # an index or a predicate: integer arithmetic is no float rounding
-    if opcode not in _EXACT:
+    if opcode not in _EXACT or opcode in _APPLIES:
         return True
     return opcode in _MOVES and any(_computed(o, instructions, seen) for o in operands)
 
 
+# IEEE operations every CPU rounds correctly in float16, natively or in float (whose 24 bits round a
+# half's sum, product, quotient or root exactly once): alone they give one answer everywhere
+_CORRECTLY_ROUNDED = frozenset({"add", "subtract", "multiply", "divide", "sqrt"})
+
+
+def _product(name: str, instructions: dict, seen: set) -> bool:
+    """Whether `name`'s value is, through moves only, a half product of its own computation (which a
+    CPU with native float16 fuses into the sum that takes it)."""
+    if name in seen or name not in instructions:
+        return False
+    seen.add(name)
+    etype, opcode, operands, _ = instructions[name]
+    if opcode == "multiply":
+        return etype in HALVES
+    return opcode in _MOVES and any(_product(o, instructions, seen) for o in operands)
+
+
 def hazards(hlo: str) -> list[str]:
     """The instructions of `hlo` (an optimized HLO module's text) whose result may depend on the CPU
-    it runs on, each as 'why: the instruction'. A round trip of a value that was only moved (XLA's own
-    conversions around a bfloat16 select, say) rounds nothing and is not one."""
+    it runs on, each as 'why: the instruction'. A round trip of a value that was only moved rounds
+    nothing and is not one."""
     found = []
     for instructions in computations(hlo):
         for etype, opcode, operands, line in instructions.values():
             types = [instructions[o][0] for o in operands if o in instructions]
             if opcode not in _EXACT and (etype in HALVES or HALVES.intersection(types)):
-                found.append(f"arithmetic in a half dtype: {line}")
+                if opcode not in _CORRECTLY_ROUNDED:
+                    found.append(f"arithmetic in a half dtype: {line}")
+                elif opcode in ("add", "subtract") and any(_product(o, instructions, set()) for o in operands):
+                    found.append(f"a half product summed: {line}")
             if opcode != "convert" or not types:
                 continue
             if etype in HALVES and types[0] == "f64":
                 found.append(f"float64 to a half in one step: {line}")
             source = instructions.get(operands[0])
-            if etype in _WIDER and source and source[1] == "convert" and source[0] in HALVES and source[2]:
+            if etype in _WIDER and source and source[1] == "convert" and source[0] == "f16" and source[2]:
                 inner = instructions.get(source[2][0])
                 if inner and inner[0] in _WIDER and _computed(source[2][0], instructions, set()):
                     found.append(f"round trip through a half: {line}")

@@ -17,6 +17,7 @@ import torch
 
 from jaxdev import dtypes, tensor, tracing
 from jaxdev.ops import indexed_writes, overlaps
+from jaxdev.ops.cpu_numerics import narrowed
 from jaxdev.ops.indexed_writes import into
 from jaxdev.ops.registry import aten, register, register_functional
 from jaxdev.ops.toolkit import J, add_at, any_device, check_index_bounds, jitted
@@ -155,7 +156,7 @@ def fill_value(value: torch.Tensor, dtype: torch.dtype) -> jax.Array:
     if not tracing.is_traced(v):
         scalar = value.item()
         dtypes.check_scalar(scalar, dtype)
-        return jnp.asarray(scalar).astype(jdt)
+        return narrowed(jnp.asarray(scalar), jdt)  # a double to a half through float, as c10 converts
     dtypes.check_array_fits(v, dtype)
     return dtypes.convert(v, jdt)
 
@@ -165,8 +166,8 @@ def _put_value(self, values, mask, p):
     if values.dim() == 0:
         v = fill_value(values, self.dtype) if values.device.type == "jax" or values.is_cpu else None
     else:
-        v = J(values).astype(J(self).dtype) if values.device.type == "jax" else None
-    v = tensor.from_cpu(values).astype(dtypes.to_jax_dtype(self.dtype)) if v is None else v
+        v = narrowed(J(values), J(self).dtype) if values.device.type == "jax" else None
+    v = narrowed(tensor.from_cpu(values), dtypes.to_jax_dtype(self.dtype)) if v is None else v
     pre, rest = tuple(self.shape[:p]), tuple(self.shape[p + mask.ndim :])
     count = jnp.sum(mask)
 

@@ -97,8 +97,8 @@ def narrowed(v, dtype):
     c10::BFloat16 are built from float), since XLA's one-step float64 -> float16 convert rounds once
     on a CPU with native float16 and twice elsewhere."""
     target = jnp.dtype(dtype)
-    if target in _HALVES and v.dtype == jnp.float64:
-        v = v.astype(jnp.float32)
+    if target in _HALVES and v.dtype in (jnp.float64, jnp.complex128):
+        v = v.astype(jnp.float32 if v.dtype == jnp.float64 else jnp.complex64)  # a complex: its real part
     return v.astype(target)
 
 

@@ -11,6 +11,7 @@ import torch
 from jaxdev import dtypes, rng, tensor, tracing
 from jaxdev.ops import registry
 from jaxdev.ops import transcendentals as tm
+from jaxdev.ops.cpu_numerics import narrowed, round_to
 from jaxdev.ops.registry import aten, register, register_functional, store_into
 from jaxdev.ops.toolkit import J, opmath
 
@@ -27,7 +28,7 @@ def _continuous(self, distribution, cpp_name):
 
 
 def _fill(self, values, jdt):
-    tensor.write(self, values.astype(jdt))
+    tensor.write(self, narrowed(values, jdt))  # a double draw to a half through float, as c10 converts
     return self
 
 
@@ -93,6 +94,13 @@ def _normal(mean, std, shape, dtype, generator):
         z = jax.lax.complex(real[..., 0], real[..., 1])
     else:
         z = jax.random.normal(rng.next_key(generator), shape, opmath(jdt)).astype(jdt)
+    if jdt in (jnp.float16, jnp.bfloat16):
+        # each half operation rounded, stated in float32 (float16 arithmetic's code depends on the CPU,
+        # and a traced z * std + mean is one FMA on a CPU with native float16); a double std or mean
+        # becomes a half through float, as c10 converts it
+        r = round_to(jdt)
+        s, m = (narrowed(jnp.asarray(v), jdt).astype(jnp.float32) for v in (std, mean))
+        return r(r(z.astype(jnp.float32) * s) + m).astype(jdt)
     return (z * jnp.asarray(std).astype(jdt) + jnp.asarray(mean).astype(jdt)).astype(jdt)
 
 

@@ -20,6 +20,7 @@ import torch
 from jaxdev import dtypes, layout, tensor, tracing
 from jaxdev.ops import out_dtypes, overlaps
 from jaxdev.ops.advanced_indexing import fill_value, masked_rows, true_positions
+from jaxdev.ops.cpu_numerics import narrowed, round_to
 from jaxdev.ops.index_checks import (
     bounds_error,
     check_in_range,
@@ -61,7 +62,8 @@ def _cat_checked(tensors, dim):
 
 @jitted
 def _concatenated(d, jdt):
-    return lambda *xs: jnp.concatenate([x.astype(jdt) for x in xs], axis=d)
+    # each input copied into the result as CPU copies it: a double to a half through float
+    return lambda *xs: jnp.concatenate([narrowed(x, jdt) for x in xs], axis=d)
 
 
 def _concatenate(kept, d, dtype):
@@ -124,7 +126,7 @@ def _mask_value(self, mask, value):
 @jitted
 def _masked_fill():
     """One program (eagerly: a conversion, a cast and a select, ~30 us for 4x8)."""
-    return lambda x, mask, value: jnp.where(mask, jnp.asarray(value).astype(x.dtype), x)
+    return lambda x, mask, value: jnp.where(mask, narrowed(jnp.asarray(value), x.dtype), x)  # double -> half via float
 
 
 register_functional(aten.masked_fill.Scalar, aten.masked_fill.Tensor)(_mask_value)
@@ -302,8 +304,9 @@ def _renorm_rows(max_norm, norm_type):
             norm = jnp.sum(rows != 0, axis=1).astype(compute)
         else:
             norm = jnp.sum(jnp.abs(rows) ** norm_type, axis=1) ** (1.0 / norm_type)
-        norm = norm.astype(w.dtype).astype(jnp.float64)
-        scale = (max_norm / (norm + 1e-7)).astype(w.dtype).astype(compute)  # CPU's mul_ casts the scalar first
+        norm = round_to(w.dtype)(norm).astype(jnp.float64)  # held in the weight's dtype
+        # CPU's mul_ casts the scalar first (a double to a half through float, as c10 converts)
+        scale = narrowed(max_norm / (norm + 1e-7), w.dtype).astype(compute)
         named = jnp.zeros((w.shape[0],), bool).at[idx].set(True)
         renormed = (rows * scale[:, None]).astype(w.dtype)
         return jnp.where((named & (norm > max_norm))[:, None], renormed, w)

@@ -15,6 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxdev.ops.cpu_numerics import narrowed, round_to
 from jaxdev.ops.registry import aten, register_backward, register_functional
 from jaxdev.ops.toolkit import J, jitted
 
@@ -23,7 +24,7 @@ from jaxdev.ops.toolkit import J, jitted
 
 @jitted
 def _constant(config):
-    return lambda x, v: jax.lax.pad(x, v.astype(x.dtype), config)
+    return lambda x, v: jax.lax.pad(x, narrowed(v, x.dtype), config)  # a double to a half through float
 
 
 @register_functional(aten.constant_pad_nd.default)
@@ -107,7 +108,7 @@ def _half_backward(g, sources, sizes):
             val = jnp.take(val, jnp.asarray(table[:, r]), axis=lead + k)
             m = jnp.asarray(mask[:, r]).reshape((-1,) + (1,) * (len(sources) - 1 - k))
             keep = m if keep is None else keep & m
-        acc = (acc + jnp.where(keep, val.astype(jnp.float32), 0.0)).astype(g.dtype).astype(jnp.float32)
+        acc = round_to(g.dtype)(acc + jnp.where(keep, val.astype(jnp.float32), 0.0))  # each sum rounded
     return acc.astype(g.dtype)
 
 

@@ -13,6 +13,7 @@ import jax.numpy as jnp
 import torch
 
 from jaxdev import dtypes, tracing
+from jaxdev.ops.cpu_numerics import narrowed
 from jaxdev.ops.index_checks import bounds_error, check_in_range, index_dtype_check, nonempty_dim, nonempty_size
 from jaxdev.ops.indexed_writes import into
 from jaxdev.ops.reduce_at import positions, reduce_at
@@ -171,7 +172,7 @@ def _index_add(d, c):
     def run(x, i, s, alpha):
         i = jnp.where(i < 0, i + x.shape[d], i)
         if c != x.dtype and x.ndim == 1:
-            s = (s.astype(c) * jnp.asarray(alpha).astype(x.dtype).astype(c)).astype(x.dtype)
+            s = (s.astype(c) * narrowed(jnp.asarray(alpha), x.dtype).astype(c)).astype(x.dtype)
             return add_at(x.at[i], s)
         s = (s.astype(c) * alpha).astype(c)
         if c == x.dtype:
@@ -357,7 +358,7 @@ def index_fill(self, dim, index, value):
             )
         value = J(value)
     x = J(self)
-    v = jnp.asarray(value).astype(x.dtype)
+    v = narrowed(jnp.asarray(value), x.dtype)  # a double to a half through float, as c10 converts
     if x.ndim == 0:
         return v if i.size else x
     return into(_slice_set(d), x, i, v)

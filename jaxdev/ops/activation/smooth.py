@@ -62,7 +62,7 @@ def _logit_rounded(x, eps, half):
 
     rounded = round_to(half)
     if eps is not None:
-        lo = jnp.asarray(eps, half).astype(x.dtype)
+        lo = rounded(jnp.asarray(eps, x.dtype))  # c10 makes the half of a double through float
         x = jnp.clip(x, lo, rounded(1 - lo))
     return tm.log(rounded(x / rounded(1 - x)))
 

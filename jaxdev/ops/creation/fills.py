@@ -9,6 +9,7 @@ import torch
 
 from jaxdev import device as jax_device_module
 from jaxdev import dtypes, tensor
+from jaxdev.ops.cpu_numerics import narrowed
 from jaxdev.ops.registry import aten, register
 from jaxdev.ops.toolkit import J, each_location_once, jitted
 
@@ -70,7 +71,7 @@ def _fill_value(self, value):
             raise RuntimeError(
                 f"fill_ only supports 0-dimension value tensor but got tensor with {value.dim()} dimensions."
             )
-        return jnp.broadcast_to(J(value).astype(dtypes.to_jax_dtype(self.dtype)), tuple(self.shape))
+        return jnp.broadcast_to(narrowed(J(value), dtypes.to_jax_dtype(self.dtype)), tuple(self.shape))
     return _filled(tuple(self.shape), self.dtype, value)
 
 
@@ -89,7 +90,8 @@ def _filled(shape: tuple, dtype: torch.dtype, value) -> jax.Array:
 @jitted
 def _full(shape, jdt):
     """Filling is the first op of every factory (ones, full, *_like): one cached jitted call each."""
-    return lambda value: jnp.full(shape, value, dtype=jdt)
+    # a float64 number to a half through float, as c10 converts it (one step rounds once on some CPUs)
+    return lambda value: jnp.full(shape, narrowed(jnp.asarray(value), jdt), dtype=jdt)
 
 
 # --- factories that fill: one program for the values -------------------------------------------------

@@ -10,6 +10,7 @@ import jax.numpy as jnp
 import torch
 
 from jaxdev import dtypes, tensor
+from jaxdev.ops.cpu_numerics import narrowed
 from jaxdev.ops.creation.fills import composite, elsewhere
 from jaxdev.ops.registry import aten, register, store_into
 from jaxdev.ops.toolkit import jitted
@@ -99,7 +100,7 @@ def _arange_values(n: int, start, step, dtype: torch.dtype) -> jax.Array:
 
 @jitted
 def _ramp(n, acc, jdt):
-    return lambda start, step: (jnp.arange(n, dtype=acc) * step + start).astype(jdt)
+    return lambda start, step: narrowed(jnp.arange(n, dtype=acc) * step + start, jdt)  # double -> half via float
 
 
 _ONE_PROGRAM_BYTES = 1 << 30

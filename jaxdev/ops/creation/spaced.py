@@ -10,7 +10,7 @@ import numpy as np
 import torch
 
 from jaxdev import dtypes, tensor, tracing
-from jaxdev.ops.cpu_numerics import round_to
+from jaxdev.ops.cpu_numerics import divide_by, narrowed, round_to
 from jaxdev.ops.registry import aten, register, store_into
 from jaxdev.ops.toolkit import J
 
@@ -99,8 +99,14 @@ def _linspace_values(start, end, steps, dtype):
     if steps > 1 and dtype == torch.bool:  # one step is a fill; more run CPU's kernel, which has no Bool
         raise NotImplementedError("\"linspace_cpu\" not implemented for 'Bool'")
     jdt = dtypes.to_jax_dtype(dtype)
-    if dtype.is_complex or dtype.is_floating_point:
-        acc = jdt  # each step rounds in the output dtype, as with c10::Half / BFloat16 scalars
+    half = jdt in (jnp.float16, jnp.bfloat16)
+    if half:
+        # c10::Half / BFloat16 scalars: each operation computed in float and rounded to the half, stated
+        # as float32 arithmetic with round_to (float16 operations' code depends on the CPU: issue 41)
+        acc, r = jnp.float32, round_to(jdt)
+        start, end = (r(_as(v, acc)) for v in (start, end))  # a double to the half through float
+    elif dtype.is_complex or dtype.is_floating_point:
+        acc = jdt  # each step rounds in the output dtype
     else:
         start, end, acc = _as_integral(start, jdt), _as_integral(end, jdt), jnp.float64
     if steps == 1:
@@ -112,10 +118,15 @@ def _linspace_values(start, end, steps, dtype):
             step = _scale(hi - lo, 1 / (steps - 1))
             values = jnp.where(i < steps // 2, lo + _scale(step, i), hi - _scale(step, steps - 1 - i))
         else:
-            # each operation rounds to the dtype, as C++ arithmetic in it does
-            r = round_to(acc)
-            step = r(r(hi - lo) / (steps - 1))
-            values = jnp.where(i < steps // 2, r(lo + r(step * i)), r(hi - r(step * (steps - 1 - i))))
+            # each operation rounds to the dtype, as C++ arithmetic in it does; an integer operand is
+            # the dtype's value of it (c10's half operators convert it first)
+            if half:
+                step = r(divide_by(r(hi - lo), float(np.asarray(steps - 1, jdt))))
+                k, rest = r(i.astype(acc)), r((steps - 1 - i).astype(acc))
+            else:
+                r = round_to(acc)
+                step, k, rest = r(r(hi - lo) / (steps - 1)), i, steps - 1 - i
+            values = jnp.where(i < steps // 2, r(lo + r(step * k)), r(hi - r(step * rest)))
     return dtypes.convert(values, jdt)
 
 
@@ -149,7 +160,7 @@ def _logspace_values(start, end, steps, base, dtype):
             with np.errstate(all="ignore"):
                 host = np.power(np.asarray(base, acc), np.asarray(start, acc))
             dtypes.check_scalar(complex(host) if dtype.is_complex else float(host), dtype)
-        return _logspace_integral(jnp.full((1,), value), jdt).astype(jdt)
+        return narrowed(_logspace_integral(jnp.full((1,), value), jdt), jdt)
     if not (dtype.is_floating_point or dtype.is_complex or dtype == torch.bool):
         info = torch.iinfo(dtype)
         message = f"value cannot be converted to type {_C_INT[dtype]} without overflow"
@@ -171,15 +182,22 @@ def _logspace_values(start, end, steps, base, dtype):
         values = jnp.full((steps,), jnp.power(jnp.asarray(base, acc), _as(start, acc)))
     else:
         acc = jdt if dtype.is_complex else jnp.float64
-        lo, hi = _widened(start).astype(jdt), _widened(end).astype(jdt)
-        # integer outputs: the ends rounded to the dtype (-1 wraps to 255 in uint8), subtracted in double
-        span = (hi.astype(acc) - lo.astype(acc)) if jnp.issubdtype(jdt, jnp.integer) else (hi - lo).astype(acc)
+        lo, hi = narrowed(_widened(start), jdt), narrowed(_widened(end), jdt)
+        # integer outputs: the ends rounded to the dtype (-1 wraps to 255 in uint8), subtracted in double;
+        # floating ones subtracted in the dtype, a half's difference of halves rounded by round_to (exact
+        # in double, then one rounding: no float16 operation, whose code depends on the CPU)
+        if jnp.issubdtype(jdt, jnp.integer):
+            span = hi.astype(acc) - lo.astype(acc)
+        elif jdt in (jnp.float16, jnp.bfloat16):
+            span = round_to(jdt)(hi.astype(acc) - lo.astype(acc))
+        else:
+            span = (hi - lo).astype(acc)
         step = span / jnp.asarray(steps - 1, acc)
         i = jnp.arange(steps)
         lo, hi = lo.astype(acc), hi.astype(acc)
         exponent = jnp.where(i < steps // 2, lo + step * i.astype(acc), hi - step * (steps - 1 - i).astype(acc))
         values = jnp.power(jnp.asarray(base, acc), exponent)
-    return _logspace_integral(values, jdt).astype(jdt)
+    return narrowed(_logspace_integral(values, jdt), jdt)
 
 
 def _logspace_integral(values, jdt):

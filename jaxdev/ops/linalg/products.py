@@ -359,7 +359,24 @@ def addr(self, vec1, vec2, *, beta=1, alpha=1):
 
 def _cross(a, b, axis):
     a, b = jnp.moveaxis(a, axis, -1), jnp.moveaxis(b, axis, -1)
+    if a.dtype in (jnp.float16, jnp.bfloat16):
+        return jnp.moveaxis(_half_cross()(a, b), -1, axis)
     return jnp.moveaxis(jnp.cross(a, b), -1, axis)
+
+
+@jitted
+def _half_cross():
+    """CPU's cross in c10::Half / BFloat16 arithmetic, a[i] * b[j] - a[j] * b[i] with each product and
+    the difference rounded, stated in float32 (in float16 a CPU with native float16 fuses a product
+    into the difference: issue 41)."""
+
+    def run(a, b):
+        half, r = a.dtype, round_to(a.dtype)
+        a, b = a.astype(jnp.float32), b.astype(jnp.float32)
+        parts = [r(r(a[..., i] * b[..., j]) - r(a[..., j] * b[..., i])) for i, j in ((1, 2), (2, 0), (0, 1))]
+        return jnp.stack(parts, axis=-1).astype(half)
+
+    return run
 
 
 @register_functional(aten.linalg_cross.default)

@@ -9,6 +9,7 @@ import torch
 
 from jaxdev import dtypes, tensor
 from jaxdev.ops import transcendentals as tm
+from jaxdev.ops.cpu_numerics import round_to
 from jaxdev.ops.reductions.common import reduce_over
 from jaxdev.ops.registry import aten, register, register_functional, store_into
 from jaxdev.ops.toolkit import J, accumulate_dtype, axes, jitted, opmath
@@ -157,6 +158,8 @@ def _logsumexp(ax, keepdim, jdt, out_jdt):
     and add in `out_jdt` (the functional op's result dtype, or an out= tensor's)."""
 
     def step(v, dtype):  # one of CPU's ops: computed in opmath, rounded to its dtype
+        if dtype in (jnp.float16, jnp.bfloat16):  # by round_to, not a float16 round trip (issue 41)
+            return round_to(dtype)(v.astype(opmath(dtype)))
         return v.astype(dtype).astype(opmath(dtype))
 
     def run(x):
