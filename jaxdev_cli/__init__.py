@@ -22,14 +22,18 @@ LIGHT = frozenset(
         "jaxdev.audit",
         "jaxdev.audit.aten_matrix",
         "jaxdev.audit.explain",
+        "jaxdev.audit.explain_platforms",
         "jaxdev.audit.facts",
         "jaxdev.audit.listing",
         "jaxdev.audit.lookup",
         "jaxdev.audit.matrix",
+        "jaxdev.audit.model",
         "jaxdev.audit.names",
+        "jaxdev.audit.platforms",
         "jaxdev.audit.report",
         "jaxdev.audit.report_files",
         "jaxdev.audit.report_html",
+        "jaxdev.audit.report_platforms",
         "jaxdev.audit.schemas",
     }
 )

@@ -61,11 +61,10 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import time
-from collections.abc import Callable
 
 from jaxdev.audit import AuditError, matrix
 from jaxdev.audit.facts import BACKWARD_DIRECTIONS, DIRECTIONS, FAILURES, SEVERITY, UNMEASURED, worst
+from jaxdev.audit.model import CPU, AtenNode, Cell, OpNode, Platform, Verdict
 
 SCHEMA = 1
 ATEN_FILE = "aten.yaml"
@@ -77,48 +76,53 @@ NOT_DENSE = ("sparse", "quantized", "nested")  # layouts jax tensors cannot hold
 # Aggregation (pure: no torch)
 
 
-def reaching(ops: dict) -> dict[str, list[str]]:
+def reaching(ops: dict[str, OpNode]) -> dict[str, list[str]]:
     """overload -> the OpInfos whose `aten:` lists name it, from a matrix's `ops` mapping."""
     out: dict[str, list[str]] = {}
     for op in sorted(ops):
-        for name in ops[op].get("aten", ()) or ():
+        for name in ops[op].aten:
             out.setdefault(name, []).append(op)
     return out
 
 
-def _attributed(entry: dict, overload: str) -> str:
-    status = entry["status"]
-    if status == "fallback" and overload not in entry.get("fallback", ()):
+def _attributed(cell: Cell, overload: str) -> str:
+    if cell.status == "fallback" and overload not in cell.fallback:
         return "pass"  # the fallback ran other ops; this one ran on jax kernels
-    return status
+    return cell.status
 
 
-def aggregate(overload: str, ops: dict, judges: list[str]) -> tuple[dict, dict | None]:
+@dataclasses.dataclass(frozen=True)
+class Deciding:
+    """The worst measured cell of an overload's judging OpInfos: where it is, its status (as
+    attributed to the overload) and the cell's reason (when the status is the cell's own) and repro."""
+
+    opinfo: str
+    dtype: str
+    direction: str
+    status: str
+    reason: str
+    repro: str
+
+
+def aggregate(overload: str, ops: dict[str, OpNode], judges: list[str]) -> tuple[dict, Deciding | None]:
     """(cells, deciding) for one overload from the judging OpInfos' cells (the module's rule):
-    cells {dtype: {direction: status}}; deciding {opinfo, dtype, direction, status, reason, repro}
-    for the worst measured cell (None when nothing was measured)."""
+    cells {dtype: {direction: status}}; the Deciding cell (None when nothing was measured)."""
     backward_only = overload.split("::", 1)[-1].split(".")[0].endswith("_backward")
     cells: dict[str, dict[str, str]] = {}
     deciding = None
     for op in judges:
-        for dtype, dirs in (ops[op].get("results") or {}).items():
-            for direction, entry in (dirs or {}).items():
+        for dtype, dirs in ops[op].results.items():
+            for direction, cell in dirs.items():
                 if backward_only and direction not in BACKWARD_DIRECTIONS:
                     continue
-                status = _attributed(entry, overload)
+                status = _attributed(cell, overload)
                 slot = cells.setdefault(dtype, {})
                 slot[direction] = worst([slot[direction], status]) if direction in slot else status
                 if status in UNMEASURED:
                     continue
-                if deciding is None or _rank(status) < _rank(deciding["status"]):
-                    deciding = {
-                        "opinfo": op,
-                        "dtype": dtype,
-                        "direction": direction,
-                        "status": status,
-                        "reason": entry.get("reason", "") if status == entry["status"] else "",
-                        "repro": entry.get("repro"),
-                    }
+                if deciding is None or _rank(status) < _rank(deciding.status):
+                    reason = cell.reason if status == cell.status else ""
+                    deciding = Deciding(op, dtype, direction, status, reason, cell.repro)
     ordered = {d: {k: cells[d][k] for k in DIRECTIONS if k in cells[d]} for d in sorted(cells)}
     return ordered, deciding
 
@@ -139,14 +143,14 @@ def verdict_of(status: str) -> tuple[str, str | None]:
     return "pass", None
 
 
-def from_opinfos(overload: str, ops: dict, reached_by: list[str], namesakes: list[str]) -> dict | None:
+def from_opinfos(overload: str, ops: dict[str, OpNode], reached_by: list[str], namesakes: list[str]) -> AtenNode | None:
     """The overload's node from the OpInfo matrix; None when none of its cells is measured."""
     judges = namesakes or reached_by
     cells, deciding = aggregate(overload, ops, judges)
     if deciding is None:
         return None
-    verdict, category = verdict_of(deciding["status"])
-    where = f"{deciding['opinfo']} {deciding['dtype']} {deciding['direction']}"
+    verdict, category = verdict_of(deciding.status)
+    where = f"{deciding.opinfo} {deciding.dtype} {deciding.direction}"
     indirect = "" if namesakes else f"; indirect: reached by {len(reached_by)} OpInfo(s), none named after it"
     untraced = any("untraced" in d.values() for d in cells.values())
     if verdict == "pass":
@@ -154,46 +158,33 @@ def from_opinfos(overload: str, ops: dict, reached_by: list[str], namesakes: lis
             " (compile: untraced in some)" if untraced else ""
         )
     else:
-        detail = f": {deciding['reason']}" if deciding["reason"] else ""
-        reason = f"{deciding['status']} in OpInfo {where}{detail}"
-    node = {
-        "opinfos": list(reached_by),
-        "evidence": "opinfo",
-        "verdict": verdict,
-        "reason": reason + indirect,
-        "cells": cells,
-    }
+        detail = f": {deciding.reason}" if deciding.reason else ""
+        reason = f"{deciding.status} in OpInfo {where}{detail}"
+    node = AtenNode(verdict, "opinfo", reason + indirect, category or "", cells=cells, opinfos=list(reached_by))
     if judges != reached_by:
-        node["judged_by"] = list(judges)
-    if category:
-        node["category"] = category
-    if verdict != "pass" and deciding.get("repro"):
-        node["repro"] = deciding["repro"]
+        node.judged_by = list(judges)
+    if verdict != "pass":
+        node.repro = deciding.repro
     return node
 
 
-def from_trial(result: dict) -> dict:
+def from_trial(result: Verdict) -> AtenNode:
     """The overload's node from a direct trial (schema_samples.trial's verdict)."""
-    status = result["status"]
+    status = result.status
     if status == "untriable":
-        node = {"evidence": "none", "verdict": "untriable", "category": result["category"], "cells": {}}
+        node = AtenNode("untriable", "none", category=result.category)
     else:
         verdict, category = verdict_of(status)
-        node = {
-            "evidence": "direct",
-            "verdict": verdict,
-            "cells": {result.get("dtype", "float32"): {"forward": status}},
-        }
-        if category:
-            node["category"] = category
-    reason = result.get("reason", "")
+        node = AtenNode(
+            verdict, "direct", category=category or "", cells={result.dtype or "float32": {"forward": status}}
+        )
+    reason = result.reason
     if status == "pass":
         reason = "direct trial: equal to CPU" + (f" ({reason})" if reason else "")
     elif status != "untriable":
         reason = f"direct trial: {status}: {reason}" if reason else f"direct trial: {status}"
-    node["reason"] = reason
-    if result.get("repro"):
-        node["repro"] = result["repro"]
+    node.reason = reason
+    node.repro = result.repro
     return node
 
 
@@ -219,19 +210,19 @@ def donors(todo, reach: dict[str, list[str]], ops: dict, per: int = 3) -> dict[s
     return out
 
 
-def counts(overloads: dict) -> dict:
+def counts(overloads: dict[str, AtenNode]) -> dict:
     """meta.counts for the overload nodes (see the module docstring)."""
     verdicts = {v: 0 for v in VERDICTS}
     evidence: dict[str, int] = {}
     fails: dict[str, int] = {}
     untriable: dict[str, int] = {}
     for node in overloads.values():
-        verdicts[node["verdict"]] += 1
-        evidence[node["evidence"]] = evidence.get(node["evidence"], 0) + 1
-        if node["verdict"] == "fails":
-            fails[node["category"]] = fails.get(node["category"], 0) + 1
-        if node["verdict"] == "untriable":
-            untriable[node["category"]] = untriable.get(node["category"], 0) + 1
+        verdicts[node.verdict] += 1
+        evidence[node.evidence] = evidence.get(node.evidence, 0) + 1
+        if node.verdict == "fails":
+            fails[node.category] = fails.get(node.category, 0) + 1
+        if node.verdict == "untriable":
+            untriable[node.category] = untriable.get(node.category, 0) + 1
     n = len(overloads)
     tried = n - verdicts["untriable"]
     dense = n - sum(untriable.get(c, 0) for c in NOT_DENSE)
@@ -261,15 +252,24 @@ class AtenMatrix:
     scope, direct, this_run); meta.counts is computed from the nodes when written."""
 
     meta: dict
-    overloads: dict[str, dict]
+    overloads: dict[str, AtenNode]
 
     @classmethod
-    def of_run(cls, overloads: dict, source: str, direct: dict, scope=()) -> AtenMatrix:
-        """The matrix one `build` made of `overloads`."""
+    def of_run(
+        cls, overloads: dict, source: str, direct: dict, scope=(), platform: Platform | None = None
+    ) -> AtenMatrix:
+        """The matrix one `build` made of `overloads`, on `platform` (its trials' workers')."""
         meta = {"versions": matrix.versions(), "source": source, "direct": direct}
         if scope:
             meta["scope"] = list(scope)
+        if platform is not None:
+            meta["platform"] = platform.to_yaml()
         return cls(meta, overloads)
+
+    @property
+    def measured_on(self) -> Platform:
+        """meta.platform: where its direct trials ran (CPU when not recorded)."""
+        return Platform.from_yaml(self.meta.get("platform")) or CPU
 
     def counts(self) -> dict:
         return counts(self.overloads)
@@ -279,6 +279,7 @@ class AtenMatrix:
         with `this_run` describing the run (meta.direct stays the full run's)."""
         this_run = {**run.meta, "overloads": len(run.overloads), "verdicts": run.counts()["verdicts"]}
         this_run.pop("versions")
+        this_run.pop("platform", None)  # the file's own (a scoped run must run where the file was made)
         meta = {**self.meta, "this_run": this_run}
         if "scope" in self.meta:  # the file itself held a scope: it now holds both
             meta["scope"] = list(dict.fromkeys([*self.meta["scope"], *run.meta.get("scope", ())]))
@@ -288,7 +289,7 @@ class AtenMatrix:
         return {
             "schema": SCHEMA,
             "meta": {**self.meta, "counts": self.counts()},
-            "overloads": dict(sorted(self.overloads.items())),
+            "overloads": {name: node.to_yaml() for name, node in sorted(self.overloads.items())},
         }
 
 
@@ -302,7 +303,10 @@ def load(path: str) -> AtenMatrix:
     doc = matrix.read_yaml(path, f"no aten matrix at {path}; run `jaxdev coverage --aten` first")
     if not isinstance(doc, dict) or doc.get("schema") != SCHEMA or not isinstance(doc.get("overloads"), dict):
         raise AuditError(f"{path} is not a jaxdev aten matrix (schema {SCHEMA} with an `overloads` mapping)")
-    return AtenMatrix(doc.get("meta") or {}, doc["overloads"])
+    nodes = doc["overloads"]
+    if not all(isinstance(node, dict) for node in nodes.values()):
+        raise AuditError(f"{path} is malformed: every overload must map to a node")
+    return AtenMatrix(doc.get("meta") or {}, {name: AtenNode.from_yaml(node) for name, node in nodes.items()})
 
 
 def default_path() -> str | None:
@@ -313,115 +317,3 @@ def default_path() -> str | None:
         if os.path.exists(path):
             return path
     return None
-
-
-# ---------------------------------------------------------------------------------------------
-# Building it (needs torch: routes, namesakes, direct trials)
-
-
-def build(
-    matrix_path: str,
-    out_path: str,
-    *,
-    patterns=(),
-    jobs: int = 1,
-    timeout: float | None = None,
-    cache_dir: str | None = None,
-    on_start: Callable[[int, int], None] | None = None,
-    on_trial: Callable[[str, dict], None] | None = None,
-) -> AtenMatrix:
-    """Aggregate `matrix_path`'s cells per overload, try the rest directly, write `out_path`, and
-    return the matrix. `patterns`: only these aten overloads (names.aten_overloads' forms); where
-    `out_path` already holds an aten matrix, their nodes replace the same nodes in it and every
-    other node stays (`meta.this_run` describes the scoped run; `meta.direct` stays the full run's).
-    `on_start(aggregated, to_try)` before the trials, `on_trial(name, result)` after each."""
-    from jaxdev.audit import dispatch
-
-    m = matrix.load(matrix_path)
-    kept = None
-    if patterns and os.path.exists(out_path):
-        kept = load(out_path)  # before any trial: a file that cannot take the nodes fails at once
-        matrix.check_versions(kept.meta.get("versions") or {}, out_path, "a scoped --aten run")
-    all_names = _chosen(patterns) if patterns else dispatch.all_op_names("aten")
-    reach = reaching(m.ops)
-    overloads, todo = _judge(all_names, m.ops, reach)
-    if on_start:
-        on_start(len(all_names) - len(todo), len(todo))
-    direct = _try(todo, overloads, donors(todo, reach, m.ops), jobs, timeout, cache_dir, on_trial)
-    run = AtenMatrix.of_run(overloads, matrix_path, direct, patterns)
-    result = run if kept is None else kept.merged(run)
-    save(result, out_path)
-    return result
-
-
-def _try(todo: list[str], overloads: dict, given: dict, jobs: int, timeout, cache_dir, on_trial) -> dict:
-    """The direct trials of `todo`, each result taken into its node; returns meta.direct."""
-    from jaxdev.audit import schema_samples
-
-    start = time.monotonic()
-
-    def got(name: str, result: dict) -> None:
-        _take_trial(overloads[name], result)
-        if on_trial:
-            on_trial(name, result)
-
-    timeout = timeout or schema_samples.DEFAULT_TIMEOUT_S
-    schema_samples.run_trials(todo, donors=given, jobs=jobs, timeout=timeout, on_result=got, cache_dir=cache_dir)
-    return {"tried": len(todo), "jobs": jobs, "timeout_s": timeout, "wall_s": round(time.monotonic() - start, 1)}
-
-
-def _chosen(patterns) -> list[str]:
-    """The aten overloads `patterns` name; a pattern that names none is an AuditError."""
-    from jaxdev.audit import names
-
-    chosen: set[str] = set()
-    for p in patterns:
-        hits = [n for n in names.aten_overloads(p) if n.startswith("aten::")]
-        if not hits:
-            raise AuditError(f"no aten overload named {p!r}")
-        chosen.update(hits)
-    return sorted(chosen)
-
-
-def _judge(all_names: list[str], ops: dict, reach: dict[str, list[str]]) -> tuple[dict[str, dict], list[str]]:
-    """(overload -> node from the OpInfo cells or a static verdict, the overloads to try directly)."""
-    from jaxdev.audit import dispatch, names, samples, schema_samples
-
-    db = samples.op_db()
-    overloads: dict[str, dict] = {}
-    todo: list[str] = []
-    for name in all_names:
-        st = dispatch.status(name)
-        route = {"PrivateUse1": st.device, "AutogradPrivateUse1": st.autograd}
-        reached_by = [op for op in reach.get(name, []) if op in ops]
-        b = names.base(name)
-        namesakes = [op for op in reached_by if op in db and names.namesake(op, getattr(db[op], "name", op), b)]
-        node = from_opinfos(name, ops, reached_by, namesakes) if reached_by else None
-        if node is not None and node["verdict"] == "fails" and not namesakes:
-            todo.append(name)  # indirect evidence only: a direct trial decides (see the docstring)
-        if node is None:
-            static = schema_samples.static_untriable(name)
-            if static:
-                node = from_trial({"status": "untriable", "category": static[0], "reason": static[1]})
-            else:
-                todo.append(name)
-                node = {}
-        overloads[name] = {"route": route, "opinfos": reached_by, **node}
-    return overloads, todo
-
-
-def _take_trial(node: dict, result: dict) -> None:
-    """A direct trial's result into the overload's node (the module docstring's rule)."""
-    trial = from_trial(result)
-    if node.get("evidence") == "opinfo":  # an indirect failure, tried to see whose it is
-        if trial["verdict"] == "untriable":
-            node["reason"] += f"; a direct trial was not possible ({trial['reason'][:120]})"
-            return
-        trial["reason"] += f"; its OpInfo cells: {node['reason']}"
-        if trial["verdict"] != "fails":
-            node.pop("repro", None)
-            node.pop("category", None)
-    opinfo_cells = node.get("cells", {})
-    for dtype, dirs in trial.pop("cells").items():
-        opinfo_cells.setdefault(dtype, {}).update(dirs)
-    node.update(trial, cells=opinfo_cells)

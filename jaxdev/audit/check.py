@@ -6,7 +6,7 @@ eager run); fused runs the forward in fused eager mode (calls.py), and is judged
 
 The judging API, which run_sample and the direct trials (trials.py) both use: `call` (an OpInfo
 sample run forward or backward), `layouts` (the outputs' shapes and strides on the device),
-`compare` (values, dtypes and shapes within tolerances), `exception_status` (what a raise on the
+`differs` (values, dtypes and shapes within tolerances; `compare` the same as a mapping), `exception_status` (what a raise on the
 device means), `stride_mismatch` (where the device lays a result out otherwise than CPU) and
 `UNINITIALISED` (allocations compared by shape and dtype only).
 """
@@ -29,9 +29,10 @@ from jaxdev.audit import samples as sample_db
 from jaxdev.audit.arbitration import arbitrate, tolerance_units  # noqa: F401
 from jaxdev.audit.calls import LostAutograd as _LostAutograd
 from jaxdev.audit.calls import Uncapturable, call, layouts, short, to_cpu
-from jaxdev.audit.compare import arrangement_problem, compare, compare_tied, compare_tied_grads  # noqa: F401
+from jaxdev.audit.compare import arrangement_problem, compare, compare_tied, compare_tied_grads, differs  # noqa: F401
 from jaxdev.audit.facts import BACKWARD_DIRECTIONS, COMPILED_DIRECTIONS, TIED_INDICES
 from jaxdev.audit.facts.aten import UNINITIALISED
+from jaxdev.audit.model import Verdict
 from jaxdev.tensor import is_non_overlapping_and_dense
 
 _LOST_AUTOGRAD_TEXT = ("an autograd kernel was not registered", "does not require grad and does not have a grad_fn")
@@ -68,14 +69,13 @@ def exception_status(e: BaseException) -> str:
     return "exception"
 
 
-def run_sample(unit: sample_db.Unit, sample, repro: str | None = None) -> dict:
-    """The verdict for one sample: {status, reason, repro, aten, fallback, [max_abs, max_rel, random,
-    uninitialised, arbitrated]}: `arbitrated` when values CPU disagrees with passed by float64
-    arbitration (see arbitrate). `repro`: describe(unit, sample), when the caller already has it."""
+def run_sample(unit: sample_db.Unit, sample, repro: str | None = None) -> Verdict:
+    """The verdict for one sample (model.Verdict): `arbitrated` when values CPU disagrees with passed
+    by float64 arbitration (see arbitrate). `repro`: describe(unit, sample), when the caller already has it."""
     op = sample_db.op_db()[unit.op]
-    result: dict = {"repro": repro or describe(unit, sample)}
+    result = Verdict("pass", repro=repro or describe(unit, sample))
     ref = _reference(unit, op, sample, result)
-    if isinstance(ref, dict):
+    if isinstance(ref, Verdict):
         return ref
     jaxdev.reset_fallback_counts()
     with warnings.catch_warnings(record=True) as caught:
@@ -83,21 +83,19 @@ def run_sample(unit: sample_db.Unit, sample, repro: str | None = None) -> dict:
         try:
             actual, laid = _on_jax(unit, op, sample, ref.seeds)
         except Uncapturable as e:
-            return {
-                **result,
-                "status": "skip",
-                "reason": f"torch.compile(fullgraph=True) cannot run it on CPU either: {e}",
-            }
+            return result.but(status="skip", reason=f"torch.compile(fullgraph=True) cannot run it on CPU either: {e}")
         except Exception as e:
-            result["fallback"] = sorted(jaxdev.fallback_counts())
-            return {**result, "status": exception_status(e), "reason": short(e)}
-    result["fallback"] = sorted(jaxdev.fallback_counts())
+            result.fallback = sorted(jaxdev.fallback_counts())
+            return result.but(status=exception_status(e), reason=short(e))
+    result.fallback = sorted(jaxdev.fallback_counts())
     return _judge(unit, op, result, ref, (actual, laid), caught, sample)
 
 
 class _Reference(NamedTuple):
     """CPU's run of a sample: its CPU copy, the outputs (backward: the grads) and grad-output seeds,
-    a second untraced run (`again`: strides as a program sees them), and what cannot be compared."""
+    the identical call once more (`repeat`), a run under another seed (`again`: strides as a
+    program sees them, and whether the op is random), what cannot be compared, and how CPU's two
+    identical calls differ (`unstable`: "" when they agree)."""
 
     sample: object
     expected: object
@@ -105,9 +103,11 @@ class _Reference(NamedTuple):
     again: object
     random: bool
     uninitialised: bool
+    repeat: object = None
+    unstable: str = ""
 
 
-def _reference(unit, op, sample, result: dict) -> _Reference | dict:
+def _reference(unit, op, sample, result: Verdict) -> _Reference | Verdict:
     """The sample on CPU, or the `skip` verdict when CPU gives nothing to compare with. Fills
     result's aten (the overloads reached), random and uninitialised."""
     backward = unit.direction in BACKWARD_DIRECTIONS
@@ -117,24 +117,38 @@ def _reference(unit, op, sample, result: dict) -> _Reference | dict:
         sample_db.seed_all(0)
         with trace:
             expected, seeds = call(op, cpu_sample, backward)
+        sample_db.seed_all(0)
+        repeat, _ = call(op, sample_db.to_device(sample, "cpu"), backward, seeds)  # the identical call
         sample_db.seed_all(1)
         again, _ = call(op, sample_db.to_device(sample, "cpu"), backward)
     except Exception as e:
-        return {**result, "status": "skip", "reason": f"CPU raised {short(e)}", "aten": sorted(trace.ops)}
-    result["aten"] = sorted(trace.ops)
+        return result.but(status="skip", reason=f"CPU raised {short(e)}", aten=sorted(trace.ops))
+    result.aten = sorted(trace.ops)
     if backward and expected is None:
-        return {**result, "status": "skip", "reason": "no differentiable output on CPU"}
+        return result.but(status="skip", reason="no differentiable output on CPU")
     # Random ops (dropout, rand_like, ...) and uninitialised memory (empty, new_empty, ...): only
     # shapes and dtypes can be compared.
     uninitialised = bool(trace.ops) and {name.split(".")[0] for name in trace.ops} <= UNINITIALISED
+    # CPU giving other values for the identical call is not randomness: jax is judged against both
+    # results (and float64), and the reason says so (unstable_note), rather than the verdict flipping.
+    itself = None if uninitialised else differs(repeat, expected, 0.0, 0.0)
     random = not uninitialised and (
-        any(_is_seeded(name) for name in trace.ops) or compare(again, expected, 0.0, 0.0) is not None
+        any(_is_seeded(name) for name in trace.ops)
+        or (itself is None and differs(again, expected, 0.0, 0.0) is not None)
     )
-    if random:
-        result["random"] = True
-    if uninitialised:
-        result["uninitialised"] = True
-    return _Reference(cpu_sample, expected, seeds, again, random, uninitialised)
+    unstable = unstable_note(itself) if itself is not None and not random else ""
+    result.random, result.uninitialised, result.unstable = random, uninitialised, bool(unstable)
+    return _Reference(cpu_sample, expected, seeds, again, random, uninitialised, repeat, unstable)
+
+
+def unstable_note(itself: Verdict) -> str:
+    """How CPU's two identical calls differ, in words (`itself`: differs' verdict between them)."""
+    if itself.status == "wrong" and itself.max_abs is not None:
+        return (
+            f"CPU gives two results for identical calls (max abs diff {itself.max_abs:.3g}, max rel diff "
+            f"{itself.max_rel:.3g}): jax is judged against both and the float64 result"
+        )
+    return f"CPU gives two results for identical calls ({itself.reason}): jax is judged against both"
 
 
 def _on_jax(unit, op, sample, seeds) -> tuple[object, list]:
@@ -153,39 +167,49 @@ def _on_jax(unit, op, sample, seeds) -> tuple[object, list]:
     return tree_map(to_cpu, actual), laid
 
 
-def _judge(unit, op, result: dict, ref: _Reference, outputs: tuple, caught, sample) -> dict:
+def _judge(unit, op, result: Verdict, ref: _Reference, outputs: tuple, caught, sample) -> Verdict:
     """The verdict on `outputs` the device gave: (as CPU tensors, their layouts on jax); `caught`:
     the warnings; `sample`: the CPU sample, to copy again."""
     actual, laid = outputs
     backward = unit.direction in BACKWARD_DIRECTIONS
-    expected, unchecked = ref.expected, ref.random or ref.uninitialised
+    expected = ref.expected
     untraced = [str(w.message) for w in caught if issubclass(w.category, jaxdev.graphs.program.EagerGraphWarning)]
     lost = [str(w.message) for w in caught if any(t in str(w.message) for t in _LOST_AUTOGRAD_TEXT)]
     if lost:
-        return {**result, "status": "lost_autograd", "reason": lost[0].splitlines()[0][:300]}
+        return result.but(status="lost_autograd", reason=lost[0].splitlines()[0][:300])
     if backward:
         for i, (a, e) in enumerate(zip(actual, expected)):
             if a is None and e is not None:
-                return {**result, "status": "lost_autograd", "reason": f"grad of input {i} is None on jax"}
+                return result.but(status="lost_autograd", reason=f"grad of input {i} is None on jax")
     atol, rtol = sample_db.tolerance(unit)
-    tied = TIED_INDICES.get(unit.op)
-    if tied and not unchecked:
-        judge = compare_tied_grads if backward else compare_tied
-        bad = judge(tied, ref.sample, actual, expected, atol, rtol)
-    else:
-        bad = compare(actual, expected, atol, rtol, values=not unchecked)
+    bad = _compared(unit, ref, actual, expected, (atol, rtol))
+    if bad and ref.unstable and _compared(unit, ref, actual, ref.repeat, (atol, rtol)) is None:
+        bad = None  # as CPU's other result for the identical call
     note = ""
     if bad:
         bad, note = _excused(unit, op, sample, ref, actual, bad, (atol, rtol), result)
     if bad:
-        if result["fallback"]:
-            bad["reason"] += f" (CPU fallback used for {', '.join(result['fallback'])})"
-        return {**result, **bad}
+        if result.fallback:
+            bad.reason += f" (CPU fallback used for {', '.join(result.fallback)})"
+        if ref.unstable:
+            bad.reason += f"; {ref.unstable}"
+        return result.but(status=bad.status, reason=bad.reason, max_abs=bad.max_abs, max_rel=bad.max_rel)
     misplaced, strides_note = _misplaced(unit, op, sample, ref, laid)
-    return _correct(result, ref, misplaced, untraced, note or strides_note)
+    return _correct(result, ref, misplaced, untraced, "; ".join(x for x in (note or strides_note, ref.unstable) if x))
 
 
-def _excused(unit, op, sample, ref: _Reference, actual, bad: dict, tolerance: tuple, result: dict):
+def _compared(unit, ref: _Reference, actual, expected, tolerance: tuple) -> Verdict | None:
+    """compare(), or the op's tie rule (facts.TIED_INDICES), of jax's outputs with a CPU result."""
+    atol, rtol = tolerance
+    unchecked = ref.random or ref.uninitialised
+    tied = TIED_INDICES.get(unit.op)
+    if tied and not unchecked:
+        judge = compare_tied_grads if unit.direction in BACKWARD_DIRECTIONS else compare_tied
+        return judge(tied, ref.sample, actual, expected, atol, rtol)
+    return differs(actual, expected, atol, rtol, values=not unchecked)
+
+
+def _excused(unit, op, sample, ref: _Reference, actual, bad: Verdict, tolerance: tuple, result: Verdict):
     """(bad or None, a note): whether a sample that differs from CPU's eager run is right after all.
     Up to what the op leaves unspecified (forward); by float64 arbitration (`wrong` reduced-precision
     samples: result's `arbitrated` is set); or, in a compiled direction, as torch.compile's own run
@@ -198,26 +222,27 @@ def _excused(unit, op, sample, ref: _Reference, actual, bad: dict, tolerance: tu
         # PyTorch's own test_compare_cpu compares outputs after the sample's output_process_fn_grad,
         # which removes what the op leaves unspecified (the signs of eigen- and singular vectors)
         return None, "equal to CPU up to what the op leaves unspecified (OpInfo's output_process_fn_grad)"
-    if bad["status"] == "wrong" and not unchecked:
-        passed, note = arbitrate(unit, op, ref.sample, actual, ref.expected, ref.seeds, atol, rtol)
+    if bad.status == "wrong" and not unchecked:
+        repeats = [ref.repeat] if ref.unstable else []
+        passed, note = arbitrate(unit, op, ref.sample, actual, ref.expected, ref.seeds, atol, rtol, repeats)
         if passed:
-            result["arbitrated"] = True
+            result.arbitrated = True
             return None, note
         if note:
-            bad["reason"] += f"; {note}"
+            bad.reason += f"; {note}"
     if unit.direction not in COMPILED_DIRECTIONS or unchecked:
         return bad, ""
     try:
         sample_db.seed_all(0)
         compiled, _ = calls.compiled_on_cpu(op, sample_db.to_device(sample, "cpu"), ref.seeds)
     except Exception as e:
-        bad["reason"] += f"; torch.compile on CPU raised {short(e)}"
+        bad.reason += f"; torch.compile on CPU raised {short(e)}"
         return bad, ""
-    if compare(actual, compiled, atol, rtol) is not None:
+    if differs(actual, compiled, atol, rtol) is not None:
         return bad, ""
     return (
         None,
-        f"as torch.compile computes it on CPU too (its graphs on CPU's kernels); against CPU's eager run: {bad['reason']}",
+        f"as torch.compile computes it on CPU too (its graphs on CPU's kernels); against CPU's eager run: {bad.reason}",
     )
 
 
@@ -252,20 +277,18 @@ def _misplaced(unit, op, sample, ref: _Reference, laid: list) -> tuple[str | Non
     )
 
 
-def _correct(result: dict, ref: _Reference, misplaced: str | None, untraced: list, note: str) -> dict:
+def _correct(result: Verdict, ref: _Reference, misplaced: str | None, untraced: list, note: str) -> Verdict:
     """The verdict on values that are right: stride_mismatch, untraced, fallback or pass."""
     if misplaced:
-        return {**result, "status": "stride_mismatch", "reason": misplaced}
+        return result.but(status="stride_mismatch", reason=misplaced)
     if untraced:
-        return {**result, "status": "untraced", "reason": untraced[0].split(": ", 1)[-1][:300]}
-    if result["fallback"]:
-        return {
-            **result,
-            "status": "fallback",
-            "reason": f"correct only through the CPU fallback for {', '.join(result['fallback'])}",
-        }
+        return result.but(status="untraced", reason=untraced[0].split(": ", 1)[-1][:300])
+    if result.fallback:
+        return result.but(
+            status="fallback", reason=f"correct only through the CPU fallback for {', '.join(result.fallback)}"
+        )
     unchecked = "random op" if ref.random else "uninitialised memory" if ref.uninitialised else ""
-    return {**result, "status": "pass", "reason": f"values unchecked: {unchecked}" if unchecked else note}
+    return result.but(status="pass", reason=f"values unchecked: {unchecked}" if unchecked else note)
 
 
 def _gauge_free(sample, actual, expected, atol, rtol) -> bool:
@@ -274,7 +297,7 @@ def _gauge_free(sample, actual, expected, atol, rtol) -> bool:
     if getattr(process, "__name__", "") == "<lambda>" and process(expected) is expected:
         return False  # the identity: nothing is unspecified
     try:
-        return compare(process(actual), process(expected), atol, rtol) is None
+        return differs(process(actual), process(expected), atol, rtol) is None
     except Exception:
         return False
 

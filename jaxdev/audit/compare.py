@@ -13,6 +13,7 @@ from torch.utils._pytree import tree_flatten
 
 from jaxdev.audit import samples as sample_db
 from jaxdev.audit.facts import TiedIndices
+from jaxdev.audit.model import Verdict
 
 
 def _errors(actual: torch.Tensor, expected: torch.Tensor) -> tuple[float, float]:
@@ -28,22 +29,29 @@ def _errors(actual: torch.Tensor, expected: torch.Tensor) -> tuple[float, float]
 
 
 def compare(actual, expected, atol: float, rtol: float, values: bool = True, floor: bool = True) -> dict | None:
-    """None if the outputs (CPU tensors, or nests of them) agree; else {status, reason, max_abs,
-    max_rel}. The one jax-vs-CPU comparison: the auditor and the tests both judge with it.
+    """differs() as a mapping {status, reason[, max_abs, max_rel]}: the form the tests' helpers read
+    (tests/jaxdev_testing.py, tests/fuzz_cases.py)."""
+    bad = differs(actual, expected, atol, rtol, values, floor)
+    if bad is None:
+        return None
+    extra = {"max_abs": bad.max_abs, "max_rel": bad.max_rel} if bad.max_abs is not None else {}
+    return {"status": bad.status, "reason": bad.reason, **extra}
+
+
+def differs(actual, expected, atol: float, rtol: float, values: bool = True, floor: bool = True) -> Verdict | None:
+    """None if the outputs (CPU tensors, or nests of them) agree; else the Verdict (status, reason,
+    and for `wrong` values max_abs, max_rel). The one jax-vs-CPU comparison: the auditor and the tests both judge with it.
     `floor`: a tolerance never below assert_close's default for the output's dtype (the auditor's
     rule); tests that demand exactness pass False."""
     a_leaves, e_leaves = tree_flatten(actual)[0], tree_flatten(expected)[0]
     if len(a_leaves) != len(e_leaves):
-        return {"status": "shape_mismatch", "reason": f"{len(a_leaves)} outputs, CPU gives {len(e_leaves)}"}
+        return Verdict("shape_mismatch", f"{len(a_leaves)} outputs, CPU gives {len(e_leaves)}")
     worst_abs = worst_rel = 0.0
     bad = None
     for i, (a, e) in enumerate(zip(a_leaves, e_leaves)):
         where = f"output {i}" if len(e_leaves) > 1 else "output"
         if isinstance(e, torch.Tensor) != isinstance(a, torch.Tensor):
-            return {
-                "status": "shape_mismatch",
-                "reason": f"{where} is {type(a).__name__}, CPU gives {type(e).__name__}",
-            }
+            return Verdict("shape_mismatch", f"{where} is {type(a).__name__}, CPU gives {type(e).__name__}")
         if not isinstance(e, torch.Tensor):
             if values and not (
                 a == e
@@ -53,15 +61,13 @@ def compare(actual, expected, atol: float, rtol: float, values: bool = True, flo
                     and (math.isclose(a, e, rel_tol=rtol, abs_tol=atol) or (math.isnan(a) and math.isnan(e)))
                 )
             ):
-                bad = bad or {"status": "wrong", "reason": f"{where} is {a!r}, CPU gives {e!r}"}
+                bad = bad or Verdict("wrong", f"{where} is {a!r}, CPU gives {e!r}")
             continue
         if tuple(a.shape) != tuple(e.shape):
-            return {"status": "shape_mismatch", "reason": f"{where} shape {list(a.shape)}, CPU gives {list(e.shape)}"}
+            return Verdict("shape_mismatch", f"{where} shape {list(a.shape)}, CPU gives {list(e.shape)}")
         if a.dtype != e.dtype:
-            return {
-                "status": "dtype_mismatch",
-                "reason": f"{where} dtype {sample_db.dtype_name(a.dtype)}, CPU gives {sample_db.dtype_name(e.dtype)}",
-            }
+            names = sample_db.dtype_name(a.dtype), sample_db.dtype_name(e.dtype)
+            return Verdict("dtype_mismatch", f"{where} dtype {names[0]}, CPU gives {names[1]}")
         if not values:
             continue
         # The unit's tolerance is for its input dtype; an output of another dtype (fft of int64 is
@@ -82,10 +88,10 @@ def compare(actual, expected, atol: float, rtol: float, values: bool = True, flo
         except AssertionError:
             abs_err, rel_err = _errors(a, e)
             worst_abs, worst_rel = max(worst_abs, abs_err), max(worst_rel, rel_err)
-            bad = bad or {"status": "wrong", "reason": f"{where} differs (atol {out_atol:g}, rtol {out_rtol:g})"}
-    if bad and bad["status"] == "wrong" and (worst_abs or worst_rel):
-        bad.update(max_abs=worst_abs, max_rel=worst_rel)
-        bad["reason"] += f": max abs err {worst_abs:.3g}, max rel err {worst_rel:.3g}"
+            bad = bad or Verdict("wrong", f"{where} differs (atol {out_atol:g}, rtol {out_rtol:g})")
+    if bad and bad.status == "wrong" and (worst_abs or worst_rel):
+        bad.max_abs, bad.max_rel = worst_abs, worst_rel
+        bad.reason += f": max abs err {worst_abs:.3g}, max rel err {worst_rel:.3g}"
     return bad
 
 
@@ -147,12 +153,12 @@ def _by_value_then_grad(x: torch.Tensor, grad: torch.Tensor, d: int) -> torch.Te
     return g.gather(-1, by_grad.gather(-1, by_value))
 
 
-def compare_tied_grads(rule: TiedIndices, sample, actual, expected, atol: float, rtol: float) -> dict | None:
-    """compare() for gradients of an op in facts.TIED_INDICES: as CPU's, or as CPU's up to a
+def compare_tied_grads(rule: TiedIndices, sample, actual, expected, atol: float, rtol: float) -> Verdict | None:
+    """differs() for gradients of an op in facts.TIED_INDICES: as CPU's, or as CPU's up to a
     reordering within each group of tied input elements along the dim."""
-    bad = compare(actual, expected, atol, rtol)
+    bad = differs(actual, expected, atol, rtol)
     dim = _arg(sample, rule.dim, "dim", rule.default_dim)
-    if not bad or bad["status"] != "wrong" or sample.kwargs.get("stable") is True or dim is None:
+    if not bad or bad.status != "wrong" or sample.kwargs.get("stable") is True or dim is None:
         return bad
     x = sample.input.detach()
     a_leaves, e_leaves = tree_flatten(actual)[0], tree_flatten(expected)[0]
@@ -162,14 +168,14 @@ def compare_tied_grads(rule: TiedIndices, sample, actual, expected, atol: float,
     if a.shape != x.shape or e.shape != x.shape or x.is_complex():
         return bad
     d = dim % x.dim()
-    regrouped = compare(_by_value_then_grad(x, a, d), _by_value_then_grad(x, e, d), atol, rtol)
+    regrouped = differs(_by_value_then_grad(x, a, d), _by_value_then_grad(x, e, d), atol, rtol)
     if regrouped:
-        regrouped["reason"] += " (also after reordering within tied elements)"
+        regrouped.reason += " (also after reordering within tied elements)"
     return regrouped
 
 
-def compare_tied(rule: TiedIndices, sample, actual, expected, atol: float, rtol: float) -> dict | None:
-    """compare() for an op in facts.TIED_INDICES: the outputs other than the indices as usual; the
+def compare_tied(rule: TiedIndices, sample, actual, expected, atol: float, rtol: float) -> Verdict | None:
+    """differs() for an op in facts.TIED_INDICES: the outputs other than the indices as usual; the
     indices as CPU's, or any valid arrangement of tied elements (arrangement_problem). With
     stable=True (a specified order) everything is compared as usual."""
     a_leaves, _ = tree_flatten(actual)
@@ -180,21 +186,21 @@ def compare_tied(rule: TiedIndices, sample, actual, expected, atol: float, rtol:
         or len(e_leaves) <= rule.indices
         or len(a_leaves) != len(e_leaves)
     ):
-        return compare(actual, expected, atol, rtol)
-    bad = compare(actual, expected, atol, rtol, values=False)  # shapes and dtypes of every output
+        return differs(actual, expected, atol, rtol)
+    bad = differs(actual, expected, atol, rtol, values=False)  # shapes and dtypes of every output
     if bad:
         return bad
     others = [i for i in range(len(e_leaves)) if i != rule.indices]
-    bad = compare([a_leaves[i] for i in others], [e_leaves[i] for i in others], atol, rtol)
+    bad = differs([a_leaves[i] for i in others], [e_leaves[i] for i in others], atol, rtol)
     if bad:
         return bad
     a_idx, e_idx = a_leaves[rule.indices], e_leaves[rule.indices]
-    if compare(a_idx, e_idx, 0.0, 0.0) is None:
+    if differs(a_idx, e_idx, 0.0, 0.0) is None:
         return None
     if _arg(sample, rule.dim, "dim", rule.default_dim) is None:
-        return compare(actual, expected, atol, rtol)
+        return differs(actual, expected, atol, rtol)
     values = a_leaves[rule.values] if rule.values is not None else None
     problem = arrangement_problem(rule, sample, a_idx, values, e_idx)
     if problem:
-        return {"status": "wrong", "reason": f"output {rule.indices} (indices) {problem}"}
+        return Verdict("wrong", f"output {rule.indices} (indices) {problem}")
     return None

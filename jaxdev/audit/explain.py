@@ -15,8 +15,9 @@ from __future__ import annotations
 import os
 import re
 
-from jaxdev.audit import AuditError, lookup, names, schemas
+from jaxdev.audit import AuditError, explain_platforms, lookup, names, schemas
 from jaxdev.audit.facts import DIRECTIONS, FAILURES, UNSUPPORTED_MEANING
+from jaxdev.audit.model import AtenNode, Cell, Route
 
 MAX_GLOB_OVERLOADS = 12
 
@@ -136,22 +137,31 @@ def matrix_path(given: str | None) -> str | None:
     return index if index and os.path.exists(index) else None
 
 
-def overload_answer(name: str, node: dict | None) -> dict:
+def overload_answer(name: str, node: AtenNode | None) -> dict:
     """Schema, how it runs, its verdict and cells, and what to do, for one overload."""
     info = schemas.table().get(name, {})
     out: dict = {"name": name, "schema": info.get("schema")}
     if node is None:
         out["todo"] = "no verdict in coverage/aten.yaml for it; `jaxdev coverage --aten NAME` tries it"
         return out
-    route = node.get("route") or {}
-    device, autograd = route.get("PrivateUse1", "missing"), route.get("AutogradPrivateUse1", "missing")
+    device, autograd = node.route or Route()
     out.update(device=device, autograd=autograd, runs=RUNS.get(device, device), gradients=GRADIENTS.get(autograd))
-    for key in ("verdict", "category", "evidence", "reason", "repro", "cells"):
-        if node.get(key) not in (None, "", {}):
-            out[key] = node[key]
-    out["by_status"] = by_status(node.get("cells") or {})
+    known = {k: v for k, v in node.to_yaml().items() if k in ANSWERED}
+    out.update({k: known[k] for k in ANSWERED if known.get(k) not in (None, "", {})})
+    out["by_status"] = by_status(node.cells)
     out["todo"] = what_to_do(out)
     return out
+
+
+# An aten node's fields `explain` answers with, when they say something.
+ANSWERED = ("verdict", "category", "evidence", "reason", "repro", "cells")
+# A cell's fields a problem row gives, when they say something.
+PROBLEM_FIELDS = ("status", "reason", "repro", "max_abs", "max_rel", "arbitrated")
+
+
+def _problem(cell: Cell) -> dict:
+    written = cell.to_yaml()
+    return {k: written[k] for k in PROBLEM_FIELDS if written.get(k) not in (None, "")}
 
 
 def by_status(cells: dict) -> dict[str, list[str]]:
@@ -193,25 +203,22 @@ def what_to_do(a: dict) -> str:
 def opinfo_cells(opinfo: str, path: str) -> dict | None:
     """The OpInfo's cells from the coverage matrix: a dtype x direction grid of statuses, and the
     cells that are not plain passes with their reasons and repros (one note for unsupported ones)."""
-    node = lookup.entry(path, "ops", opinfo)
+    node = lookup.op_node(path, opinfo)
     if not node:
         return None
     grid: dict[str, dict[str, str]] = {}
     problems, unsupported = [], []
-    for dtype in sorted(node.get("results") or {}):
-        dirs = node["results"][dtype] or {}
+    for dtype in sorted(node.results):
+        dirs = node.results[dtype]
         for direction in DIRECTIONS:
-            entry = dirs.get(direction)
-            if entry is None:
+            cell = dirs.get(direction)
+            if cell is None:
                 continue
-            status = entry.get("status")
-            grid.setdefault(dtype, {})[direction] = status
-            if status == "unsupported":
+            grid.setdefault(dtype, {})[direction] = cell.status
+            if cell.status == "unsupported":
                 unsupported.append(f"{dtype} {direction}")
-            elif status not in ("pass", "skip") or entry.get("arbitrated"):
-                keys = ("status", "reason", "repro", "max_abs", "max_rel", "arbitrated")
-                row = {k: entry[k] for k in keys if entry.get(k) not in (None, "")}
-                problems.append({"dtype": dtype, "direction": direction, **row})
+            elif cell.status not in ("pass", "skip") or cell.arbitrated:
+                problems.append({"dtype": dtype, "direction": direction, **_problem(cell)})
     out = {"opinfo": opinfo, "source": path, "grid": grid, "problems": problems}
     if unsupported:
         out["unsupported"] = {"cells": unsupported, "meaning": UNSUPPORTED_MEANING}
@@ -227,14 +234,23 @@ def explain(name: str, matrix: str | None = None, *, dev: bool = False) -> dict:
         "query": name,
         "opinfo": opinfo,
         "sources": {"aten": path, "matrix": matrix_path(matrix)},
-        "overloads": [overload_answer(n, lookup.entry(path, "overloads", n) if path else None) for n in overloads],
+        "overloads": [overload_answer(n, lookup.aten_node(path, n) if path else None) for n in overloads],
     }
+    for answer in report["overloads"]:
+        across = explain_platforms.verdicts(answer["name"], path)
+        if across:
+            answer["platforms"] = across
     if path:
         built, now = (lookup.meta(path).get("versions") or {}).get("torch"), schemas.torch_version()
         if built and now and built != now:
             report["stale"] = f"{path} was built with torch {built}; this is torch {now}"
     source = report["sources"]["matrix"]
     report["coverage"] = opinfo_cells(opinfo, source) if opinfo and source else None
+    report["platforms"] = explain_platforms.sources(source)
+    if report["coverage"] and report["platforms"]:
+        report["coverage"]["by_platform"] = explain_platforms.differing_cells(opinfo, source)
+    if not report["platforms"]:
+        del report["platforms"]  # one platform: the answer as before
     if dev:
         from jaxdev.audit import explain_dev
 
@@ -251,9 +267,10 @@ def aten_verdicts(overloads: list[str], path: str | None = None) -> dict[str, di
     keys = ("verdict", "category", "reason", "evidence", "cells", "repro")
     out = {}
     for n in overloads:
-        node = lookup.entry(path, "overloads", n)
+        node = lookup.aten_node(path, n)
         if node is not None:
-            out[n] = {k: node[k] for k in keys if k in node}
+            written = node.to_yaml()
+            out[n] = {k: written[k] for k in keys if k in written}
     return out
 
 

@@ -129,9 +129,9 @@ def reaches(opinfo: str, matrix_path: str) -> list[dict]:
     every cell), with their device status now; the first the device lacks is flagged."""
     from jaxdev.audit import dispatch
 
-    node = lookup.entry(matrix_path, "ops", opinfo) or {}
+    node = lookup.op_node(matrix_path, opinfo)
     rows, flagged = [], False
-    for name in node.get("aten") or ():
+    for name in node.aten if node else ():
         st = dispatch.status(name).device
         lacks = st in ("fallback", "missing") and not flagged
         flagged = flagged or lacks
@@ -145,9 +145,8 @@ def section(overloads: list[str], opinfo: str | None, matrix_path: str | None, a
     described = []
     for name in overloads:
         info = describe(name)
-        node = lookup.entry(aten_path, "overloads", name) if aten_path else None
-        route = (node or {}).get("route") or {}
-        recorded = (route.get("PrivateUse1"), route.get("AutogradPrivateUse1"))
+        node = lookup.aten_node(aten_path, name) if aten_path else None
+        recorded = tuple(node.route) if node and node.route else (None, None)
         if node is not None and recorded != (info["device"], info["autograd"]):
             info["changed"] = (
                 f"{aten_path} recorded {recorded[0]}/{recorded[1]}; this checkout now routes it "

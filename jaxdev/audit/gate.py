@@ -7,9 +7,11 @@ reported as such, apart from new failures."""
 from __future__ import annotations
 
 import dataclasses
+import os
 
-from jaxdev.audit import AuditError, matrix, samples
-from jaxdev.audit.facts import BACKWARD_DIRECTIONS, DIRECTIONS, MODE_DIRECTIONS
+from jaxdev.audit import AuditError, matrix, platforms, samples
+from jaxdev.audit.facts import BACKWARD_DIRECTIONS, DEFAULT_BASELINE, DIRECTIONS, MODE_DIRECTIONS
+from jaxdev.audit.model import Platform
 
 GOOD = ("pass",)
 UNSUPPORTED = "unsupported"
@@ -41,15 +43,24 @@ class Change:
         return "changed kind"
 
 
-def load_baseline(path: str) -> dict:
-    import os
-
+def load_baseline(path: str) -> matrix.Matrix:
     if not os.path.exists(path):
         raise AuditError(f"no baseline at {path}; create one with `jaxdev gate OPS --init --baseline {path}`")
     try:
         return matrix.load(path)
     except AuditError as e:
         raise AuditError(f"cannot use baseline: {e}") from e
+
+
+def check_platform(baseline: matrix.Matrix, path: str, now: Platform) -> None:
+    """A baseline is gated on the platform it was measured on only: one sentence otherwise."""
+    if baseline.measured_on != now:
+        recorded = baseline.measured_on
+        own = platforms.path(os.path.dirname(DEFAULT_BASELINE), "baseline.yaml", now)
+        raise AuditError(
+            f"{path} was measured on {recorded.label} ({recorded.name}) and this JAX runs on {now.label} "
+            f"({now.name}): gate against {own} (create it with --init OPS) or run on {recorded.name}"
+        )
 
 
 @dataclasses.dataclass
@@ -113,11 +124,11 @@ def scope(
 
 def compare(baseline: matrix.Matrix, fresh: matrix.Matrix) -> list[Change]:
     changes = []
-    for op, dtype, direction, entry in fresh.cells():
+    for op, dtype, direction, cell in fresh.cells():
         old = baseline.get(op, dtype, direction)
-        old_status = old["status"] if old else "absent"
-        if old_status != entry["status"]:
-            changes.append(Change(op, dtype, direction, old_status, entry["status"], entry.get("reason", "")))
+        old_status = old.status if old else "absent"
+        if old_status != cell.status:
+            changes.append(Change(op, dtype, direction, old_status, cell.status, cell.reason))
     return changes
 
 
@@ -134,10 +145,10 @@ def tally(changes: list[Change]) -> dict[str, int]:
 
 def accept(baseline: matrix.Matrix, fresh: matrix.Matrix, path: str) -> None:
     """Write the fresh cells into the baseline (others untouched), atomically."""
-    for op, dtype, direction, entry in fresh.cells():
-        baseline.put(op, dtype, direction, entry, fresh.aten(op))
+    for op, dtype, direction, cell in fresh.cells():
+        baseline.put(op, dtype, direction, cell, fresh.aten(op))
     baseline.versions = matrix.versions()
-    for key in ("max_samples", "timeout_s"):
-        baseline.run[key] = fresh.run.get(key)
-    baseline.run["complete"] = True
+    baseline.platform = fresh.platform or baseline.platform
+    baseline.run.max_samples, baseline.run.timeout_s = fresh.run.max_samples, fresh.run.timeout_s
+    baseline.run.complete = True
     matrix.save(baseline, path)

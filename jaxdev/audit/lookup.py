@@ -18,6 +18,7 @@ import re
 import yaml
 
 from jaxdev.audit import AuditError
+from jaxdev.audit.model import AtenNode, OpNode
 
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _KEY = re.compile(r"^  (?! )(?P<key>[^\n]+):$", re.M)
@@ -74,6 +75,18 @@ def entry(path: str, section: str, key: str):
         return _whole(path).get(section, {}).get(key)  # not the canonical layout: parse it all
 
 
+def op_node(path: str, opinfo: str) -> OpNode | None:
+    """An OpInfo's node in a coverage matrix (its `aten:` list and cells), or None."""
+    node = entry(path, "ops", opinfo)
+    return OpNode.from_yaml(node) if isinstance(node, dict) else None
+
+
+def aten_node(path: str, overload: str) -> AtenNode | None:
+    """An overload's node in an aten matrix, or None."""
+    node = entry(path, "overloads", overload)
+    return AtenNode.from_yaml(node) if isinstance(node, dict) else None
+
+
 @functools.cache
 def _whole_at(path: str, mtime: float) -> dict:
     doc = yaml.load(text(path), Loader=_LOADER)
@@ -123,13 +136,20 @@ def aten_routes(path: str) -> dict[str, tuple[str, str, str]]:
     return out
 
 
+def section(path: str, name: str) -> dict:
+    """A small top-level mapping of a file (`meta`, `platform`), parsed whole; {} when absent."""
+    body = text(path)
+    head = 0 if body.startswith(f"{name}:\n") else body.find(f"\n{name}:\n") + 1
+    if head == 0 and not body.startswith(f"{name}:\n"):
+        return {}
+    end = re.compile(r"^\S", re.M).search(body, head + len(name) + 2)
+    try:
+        parsed = yaml.load(body[head : end.start() if end else len(body)], Loader=_LOADER)
+        return parsed.get(name) or {}
+    except (yaml.YAMLError, AttributeError):
+        return _whole(path).get(name) or {}
+
+
 def meta(path: str) -> dict:
     """An aten matrix's `meta` mapping (small: parsed whole)."""
-    span = entries(path, "meta")
-    if not span:
-        return {}
-    start, end = min(s for s, _ in span.values()), max(e for _, e in span.values())
-    try:
-        return yaml.load("meta:\n" + text(path)[start:end], Loader=_LOADER)["meta"] or {}
-    except (yaml.YAMLError, KeyError, TypeError):
-        return _whole(path).get("meta") or {}
+    return section(path, "meta")

@@ -4,6 +4,7 @@ Layout (keys sorted, so diffs stay small):
 
     schema: 1
     versions: {torch, jax, jaxdev, python}
+    platform: {name, device_kind}       # where the jax cells ran (model.Platform; absent: cpu)
     run: {complete, max_samples, timeout_s, wall_s, samples, shard, ...}
     summary: {forward: {status: count}, backward: {...}, compile: {...}}
     shares: {forward: {measured, pass, fallback}, ...}   # fractions of measured cells (facts.shares)
@@ -12,7 +13,7 @@ Layout (keys sorted, so diffs stay small):
         aten: [aten::sin, ...]            # overloads the OpInfo reached (CPU trace)
         results:
           float32:
-            forward: {status, reason, samples, of, counts, fallback, repro, ...}
+            forward: {status, reason, samples, counts, fallback, repro, ...}   # a model.Cell
 
 Written atomically: a temporary file in the same folder, then os.replace.
 """
@@ -30,6 +31,7 @@ import yaml
 
 from jaxdev.audit import AuditError
 from jaxdev.audit.facts import DIRECTIONS, SEVERITY, shares
+from jaxdev.audit.model import CPU, Cell, OpNode, Platform, RunFacts, ThisRun
 
 # libyaml when PyYAML has it: the same text, ~3x faster (a full matrix is ~100k lines, saved often).
 _DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
@@ -52,49 +54,59 @@ def versions() -> dict[str, str]:
     }
 
 
-class Cell(NamedTuple):
+class Placed(NamedTuple):
+    """A cell with where it sits in the matrix."""
+
     op: str
     dtype: str
     direction: str
-    entry: dict  # status, reason, samples, counts, [fallback, repro, max_abs, max_rel, random, limited, arbitrated]
+    cell: Cell
 
 
 @dataclasses.dataclass
 class Matrix:
-    """OpInfo x dtype x direction -> entry, with the run's facts and the versions that made it."""
+    """OpInfo x dtype x direction -> Cell, with the run's facts, the versions that made it and the
+    platform it ran on (None: not recorded, i.e. CPU; see `measured_on`)."""
 
     versions: dict = dataclasses.field(default_factory=versions)
-    run: dict = dataclasses.field(default_factory=dict)
-    ops: dict = dataclasses.field(default_factory=dict)  # op -> {"aten": [...], "results": {dtype: {dir: entry}}}
+    run: RunFacts = dataclasses.field(default_factory=RunFacts)
+    ops: dict[str, OpNode] = dataclasses.field(default_factory=dict)
+    platform: Platform | None = None
 
-    def put(self, op: str, dtype: str, direction: str, entry: dict, aten=()) -> None:
-        node = self.ops.setdefault(op, {"aten": [], "results": {}})
-        node["aten"] = sorted(set(node["aten"]) | set(aten))
-        node["results"].setdefault(dtype, {})[direction] = entry
+    def put(self, op: str, dtype: str, direction: str, cell: Cell, aten=()) -> None:
+        node = self.ops.setdefault(op, OpNode())
+        node.aten = sorted(set(node.aten) | set(aten))
+        node.results.setdefault(dtype, {})[direction] = cell
 
-    def get(self, op: str, dtype: str, direction: str) -> dict | None:
-        return self.ops.get(op, {}).get("results", {}).get(dtype, {}).get(direction)
+    def get(self, op: str, dtype: str, direction: str) -> Cell | None:
+        node = self.ops.get(op)
+        return node.results.get(dtype, {}).get(direction) if node else None
 
     def aten(self, op: str) -> list[str]:
         """The aten overloads the OpInfo's samples reached."""
-        return self.ops.get(op, {}).get("aten", [])
+        node = self.ops.get(op)
+        return node.aten if node else []
 
-    def cells(self) -> Iterator[Cell]:
+    @property
+    def measured_on(self) -> Platform:
+        return self.platform or CPU
+
+    def cells(self) -> Iterator[Placed]:
         """Every cell, sorted by op, dtype, then direction."""
         for op in sorted(self.ops):
-            results = self.ops[op].get("results", {})
+            results = self.ops[op].results
             for dtype in sorted(results):
                 for direction in DIRECTIONS:
                     if direction in results[dtype]:
-                        yield Cell(op, dtype, direction, results[dtype][direction])
+                        yield Placed(op, dtype, direction, results[dtype][direction])
 
     @property
     def summary(self) -> dict[str, dict[str, int]]:
         """direction -> status -> cells."""
         summary: dict[str, dict[str, int]] = {d: {} for d in DIRECTIONS}
-        for cell in self.cells():
-            counts = summary[cell.direction]
-            counts[cell.entry["status"]] = counts.get(cell.entry["status"], 0) + 1
+        for placed in self.cells():
+            counts = summary[placed.direction]
+            counts[placed.cell.status] = counts.get(placed.cell.status, 0) + 1
         return summary
 
     @property
@@ -106,23 +118,27 @@ class Matrix:
         """Copy in the cells of `old` whose (direction, dtype) is not in `replaced`: what a full run
         replaces is every slice it runs (all of forward; compile in float32 only, unless it ran more),
         so the compiled directions' other dtypes, measured by scoped runs, stay."""
-        for cell in old.cells():
-            if (cell.direction, cell.dtype) not in replaced:
-                self.put(*cell, old.aten(cell.op))
+        for placed in old.cells():
+            if (placed.direction, placed.dtype) not in replaced:
+                self.put(*placed, old.aten(placed.op))
 
     def to_yaml(self) -> dict:
-        return {
+        doc = {
             "schema": SCHEMA,
             "versions": self.versions,
-            "run": self.run,
+            "run": self.run.to_yaml(),
             "summary": self.summary,
             "shares": self.shares,
-            "ops": self.ops,
+            "ops": {op: node.to_yaml() for op, node in self.ops.items()},
         }
+        if self.platform is not None:
+            doc["platform"] = self.platform.to_yaml()
+        return doc
 
 
-def empty(run: dict | None = None) -> Matrix:
-    return Matrix(run=dict(run or {}))
+def empty(run: dict | RunFacts | None = None) -> Matrix:
+    """A matrix with no cells; `run`: its facts (a RunFacts, or their YAML mapping)."""
+    return Matrix(run=run if isinstance(run, RunFacts) else RunFacts.from_yaml(run))
 
 
 def save(matrix: Matrix, path: str) -> None:
@@ -187,7 +203,10 @@ def load(path: str) -> Matrix:
             for direction, entry in (dirs or {}).items():
                 if direction not in DIRECTIONS or not isinstance(entry, dict) or entry.get("status") not in SEVERITY:
                     raise AuditError(f"{path} is malformed: bad entry at {op} / {dtype} / {direction}")
-    return Matrix(versions=data.get("versions") or {}, run=data.get("run") or {}, ops=data["ops"])
+    ops = {op: OpNode.from_yaml(node) for op, node in data["ops"].items()}
+    platform = Platform.from_yaml(data.get("platform"))
+    run = RunFacts.from_yaml(data.get("run") if isinstance(data.get("run"), dict) else None)
+    return Matrix(versions=data.get("versions") or {}, run=run, ops=ops, platform=platform)
 
 
 def check_versions(recorded: dict, path: str, how: str = "a scoped run", now: dict | None = None) -> None:
@@ -202,9 +221,19 @@ def check_versions(recorded: dict, path: str, how: str = "a scoped run", now: di
             )
 
 
+def check_platform(recorded: Platform, now: Platform, path: str, how: str = "a scoped run") -> None:
+    """Cells measured on one platform never join a file of another (platforms.folder gives each its
+    own): one sentence when `recorded` (the file's) is not `now`."""
+    if recorded != now:
+        raise AuditError(
+            f"{path} was measured on {recorded.label} ({recorded.name}) and this is {now.label} ({now.name}); "
+            f"{how} would mix the two in one file: write elsewhere with --out DIR"
+        )
+
+
 def inputs(m: Matrix) -> str:
     """Which of the OpInfos' inputs the matrix's cells ran (facts.INPUTS): `run.inputs`, sample when absent."""
-    return m.run.get("inputs", "sample")
+    return m.run.inputs or "sample"
 
 
 def check_inputs(m: Matrix, wanted: str, path: str) -> None:
@@ -218,20 +247,20 @@ def check_inputs(m: Matrix, wanted: str, path: str) -> None:
 
 
 def cell_count(m: Matrix) -> int:
-    return sum(len(dirs or {}) for node in m.ops.values() for dirs in node.get("results", {}).values())
+    return sum(len(dirs) for node in m.ops.values() for dirs in node.results.values())
 
 
 def recount_samples(m: Matrix) -> None:
     """run.samples from the cells, for a file whose cells come from more than one run."""
-    m.run["samples"] = sum(entry.get("samples", 0) for *_, entry in m.cells())
+    m.run.samples = sum(placed.cell.samples for placed in m.cells())
 
 
 def full_sweep(matrices: list[Matrix]) -> bool:
     """Do these matrices make one full sweep: complete, run without a scope, and either unsharded
     or together every shard K/N of one N?"""
-    if not matrices or any(not m.run.get("complete") or m.run.get("scope") for m in matrices):
+    if not matrices or any(not m.run.complete or m.run.scope for m in matrices):
         return False
-    shards = [m.run.get("shard") for m in matrices]
+    shards = [m.run.shard for m in matrices]
     if not any(shards):
         return True
     if not all(shards):
@@ -249,15 +278,17 @@ def combine(matrices: list[Matrix], existing: Matrix | None, path: str) -> Matri
     if existing is None:
         return merged
     check_inputs(existing, inputs(merged), path)
+    check_platform(existing.measured_on, merged.measured_on, path, "merging these matrices")
     if full_sweep(matrices):
         merged.keep_others(existing, {(c.direction, c.dtype) for c in merged.cells()})
         return merged
     for m in matrices:
         check_versions(existing.versions, path, "merging these matrices", now=m.versions)
-    for cell in merged.cells():
-        existing.put(*cell, merged.aten(cell.op))
+    for placed in merged.cells():
+        existing.put(*placed, merged.aten(placed.op))
+    existing.platform = existing.platform or merged.platform
     recount_samples(existing)
-    existing.run["this_run"] = {"merged": len(matrices), "cells": cell_count(merged)}
+    existing.run.this_run = ThisRun(merged=len(matrices), cells=cell_count(merged))
     return existing
 
 
@@ -266,15 +297,22 @@ def merge(matrices: list[Matrix]) -> Matrix:
     kinds = {inputs(m) for m in matrices}
     if len(kinds) > 1:
         raise AuditError("these matrices mix sample-input and reference-input cells; merge each kind on its own")
-    out = empty({"complete": all(m.run.get("complete", False) for m in matrices), "merged": len(matrices)})
+    places = sorted({m.measured_on for m in matrices})
+    if len(places) > 1:
+        labels = ", ".join(p.label for p in places)
+        raise AuditError(
+            f"these matrices were measured on different platforms ({labels}); merge each platform's on its own"
+        )
+    out = empty(RunFacts(complete=all(bool(m.run.complete) for m in matrices), merged=len(matrices)))
+    out.platform = next((m.platform for m in matrices if m.platform is not None), None)
     if kinds != {"sample"}:
-        out.run["inputs"] = kinds.pop()
+        out.run.inputs = kinds.pop()
     for m in matrices:
-        for cell in m.cells():
-            out.put(*cell, m.aten(cell.op))
+        for placed in m.cells():
+            out.put(*placed, m.aten(placed.op))
     for key in ("max_samples", "timeout_s"):
-        values = {m.run.get(key) for m in matrices}
+        values = {getattr(m.run, key) for m in matrices}
         if len(values) == 1:
-            out.run[key] = values.pop()
-    out.run["samples"] = sum(m.run.get("samples", 0) for m in matrices)
+            setattr(out.run, key, values.pop())
+    out.run.samples = sum(m.run.samples or 0 for m in matrices)
     return out

@@ -27,8 +27,12 @@
     }
     return out;
   }
+  // other platforms' matrices (coverage/tpu/matrix.yaml beside this one) add rows of their own
+  const PLATFORMS = D.platforms || [];
   const OPS = D.opinfo.map((r, i) => {
-    const row = { i, tab: "opinfo", name: r[0], fam: [r[1]], aten: r[2].map((k) => D.aten_names[k]), info: {} };
+    const plat = r[4] || 0;
+    const key = plat ? `${r[0]} @${PLATFORMS[plat]}` : r[0];
+    const row = { i, tab: "opinfo", name: r[0], key, plat, fam: [r[1]], aten: r[2].map((k) => D.aten_names[k]), info: {} };
     row.cells = cellsOf(row, r[3]);
     return row;
   });
@@ -37,7 +41,7 @@
     row.cells = cellsOf(row, r[3]);
     return row;
   });
-  const byName = new Map(OPS.map((r) => [r.name, r]));
+  const byName = new Map(OPS.filter((r) => !r.plat).map((r) => [r.name, r]));
   const CH = D.changes
     ? D.changes.rows.map((r, i) => {
         const row = { i, tab: "changes", name: r[0], fam: [r[1]], kind: r[6], old: r[4], now: r[5], info: {} };
@@ -59,7 +63,7 @@
 
   // ---- state <-> URL hash ----
   const state = { tab: "opinfo", q: "", status: new Set(), dir: new Set(), dtype: new Set(), family: "", view: "grid",
-    sort: "name", info: {}, open: "", shown: PAGE };
+    sort: "name", info: {}, open: "", shown: PAGE, platform: "" };
   function readHash() {
     const p = new URLSearchParams(location.hash.slice(1));
     const set = (k) => new Set((p.get(k) || "").split(",").filter(Boolean));
@@ -69,6 +73,7 @@
     state.dir = set("dir");
     state.dtype = set("dtype");
     state.family = p.get("family") || "";
+    state.platform = PLATFORMS.includes(p.get("platform")) ? p.get("platform") : "";
     state.view = p.get("view") === "list" ? "list" : "grid";
     state.sort = p.get("sort") === "worst" ? "worst" : "name";
     state.open = p.get("open") || "";
@@ -82,6 +87,7 @@
     if (state.q) p.set("q", state.q);
     for (const k of ["status", "dir", "dtype"]) if (state[k].size) p.set(k, [...state[k]].join(","));
     if (state.family) p.set("family", state.family);
+    if (state.platform) p.set("platform", state.platform);
     if (state.view !== "grid") p.set("view", state.view);
     if (state.sort !== "name") p.set("sort", state.sort);
     for (const [k, v] of Object.entries(state.info)) if (state.tab === "aten" && v) p.set(k, v);
@@ -116,6 +122,7 @@
     const out = [];
     for (const row of ROWS[state.tab]) {
       if (state.family && !row.fam.includes(state.family)) continue;
+      if (state.platform && state.tab === "opinfo" && PLATFORMS[row.plat] !== state.platform) continue;
       if (state.tab === "aten" && Object.entries(state.info).some(([k, v]) => v && String(row.info[k]) !== v)) continue;
       if (m && !m.every((f) => names(row).some(f))) continue;
       const vis = row.cells.filter(colVisible);

@@ -10,7 +10,7 @@ import xml.etree.ElementTree as ET
 
 import yaml
 
-from jaxdev.audit import AuditError, matrix
+from jaxdev.audit import AuditError, matrix, report_platforms
 from jaxdev.audit.facts import (
     ARBITRATION_MEANING,
     DEGRADED,
@@ -21,6 +21,7 @@ from jaxdev.audit.facts import (
     UNSUPPORTED_MEANING,
 )
 from jaxdev.audit.facts import shares as facts_shares
+from jaxdev.audit.model import Cell
 
 # OpInfo name prefixes that are torch namespaces: an OpInfo's family is its namespace ("torch" else).
 NAMESPACES = ("nn.functional", "linalg", "special", "fft", "masked", "signal", "sparse", "_refs", "torch")
@@ -42,6 +43,8 @@ class Sources:
     aten_path: str | None = None
     reference: matrix.Matrix | None = None  # coverage/reference_matrix.yaml (cells on reference inputs)
     reference_path: str | None = None
+    # other platforms' matrices beside it (coverage/tpu/matrix.yaml: platforms.beside), as (path, matrix)
+    platforms: list[tuple[str, matrix.Matrix]] = dataclasses.field(default_factory=list)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,7 +57,7 @@ class Change:
     old: str
     new: str
     kind: str  # gate's words: new failure, unexpected pass, changed kind; "not measured" when absent
-    entry: dict  # the matrix's entry (the baseline's when absent)
+    cell: Cell  # the matrix's cell (the baseline's when absent)
 
 
 def changes(m: matrix.Matrix, baseline: matrix.Matrix) -> tuple[list[Change], int]:
@@ -66,10 +69,10 @@ def changes(m: matrix.Matrix, baseline: matrix.Matrix) -> tuple[list[Change], in
     for op, dtype, direction, old in baseline.cells():
         new = m.get(op, dtype, direction)
         if new is None:
-            out.append(Change(op, dtype, direction, old["status"], "absent", "not measured", old))
-        elif new["status"] != old["status"]:
-            kind = gate.Change(op, dtype, direction, old["status"], new["status"], "").kind
-            out.append(Change(op, dtype, direction, old["status"], new["status"], kind, new))
+            out.append(Change(op, dtype, direction, old.status, "absent", "not measured", old))
+        elif new.status != old.status:
+            kind = gate.Change(op, dtype, direction, old.status, new.status, "").kind
+            out.append(Change(op, dtype, direction, old.status, new.status, kind, new))
     rank = {s: i for i, s in enumerate((*SEVERITY, "absent"))}
     out.sort(key=lambda c: (rank[c.new], c.op, c.dtype, DIRECTIONS.index(c.direction)))
     unrecorded = sum(baseline.get(op, dtype, d) is None for op, dtype, d, _ in m.cells())
@@ -90,12 +93,13 @@ def load_aten(path: str) -> dict:
     return data
 
 
-def failures(m: matrix.Matrix) -> dict[str, list[tuple[str, str, str, dict]]]:
+def failures(m: matrix.Matrix) -> dict[str, list[matrix.Placed]]:
     """Failures, degraded and unsupported cells by status, worst first."""
     by: dict[str, list] = {}
-    for op, dtype, direction, entry in m.cells():
-        if entry["status"] in FAILURES or entry["status"] in DEGRADED or entry["status"] == "unsupported":
-            by.setdefault(entry["status"], []).append((op, dtype, direction, entry))
+    for placed in m.cells():
+        status = placed.cell.status
+        if status in FAILURES or status in DEGRADED or status == "unsupported":
+            by.setdefault(status, []).append(placed)
     return {k: by[k] for k in SEVERITY if k in by}
 
 
@@ -130,10 +134,10 @@ def by_dtype_tables(m: matrix.Matrix) -> list[tuple[str, list[list[str]]]]:
 def by_dtype_rows(m: matrix.Matrix, direction: str) -> list[list[str]]:
     """status x dtype counts for one direction."""
     counts: dict[str, dict[str, int]] = {}
-    for _, dtype, d, entry in m.cells():
+    for _, dtype, d, cell in m.cells():
         if d == direction:
             row = counts.setdefault(dtype, {})
-            row[entry["status"]] = row.get(entry["status"], 0) + 1
+            row[cell.status] = row.get(cell.status, 0) + 1
     if not counts:
         return []
     statuses = [s for s in SEVERITY if any(s in c for c in counts.values())]
@@ -145,7 +149,7 @@ def by_dtype_rows(m: matrix.Matrix, direction: str) -> list[list[str]]:
     return rows
 
 
-def _md_table(rows: list[list[str]]) -> list[str]:
+def md_table(rows: list[list[str]]) -> list[str]:
     return ["| " + " | ".join(rows[0]) + " |", "|" + "---|" * len(rows[0])] + [
         "| " + " | ".join(r) + " |" for r in rows[1:]
     ]
@@ -153,13 +157,18 @@ def _md_table(rows: list[list[str]]) -> list[str]:
 
 def headline(m: matrix.Matrix, source: str) -> str:
     v, run = m.versions, m.run
-    wall = f", {run['wall_s']} s" if "wall_s" in run else ""  # merged shards have no one wall time
+    wall = f", {run.wall_s} s" if run.wall_s is not None else ""  # merged shards have no one wall time
     kind = "samples" if matrix.inputs(m) == "sample" else f"{matrix.inputs(m)} inputs"
+    where = f", on {m.platform.label}" if m.platform is not None else ""  # files before platforms: no word
     return (
-        f"Matrix `{source}`: torch {v.get('torch')}, jax {v.get('jax')}, jaxdev {v.get('jaxdev')}; "
-        f"{len(m.ops)} OpInfos, {run.get('samples', '?')} {kind} (at most {run.get('max_samples', '?')} per cell), "
-        f"{'complete' if run.get('complete') else 'PARTIAL'} run{wall}."
+        f"Matrix `{source}`: torch {v.get('torch')}, jax {v.get('jax')}, jaxdev {v.get('jaxdev')}{where}; "
+        f"{len(m.ops)} OpInfos, {_or_unknown(run.samples)} {kind} (at most {_or_unknown(run.max_samples)} per cell), "
+        f"{'complete' if run.complete else 'PARTIAL'} run{wall}."
     )
+
+
+def _or_unknown(value) -> str:
+    return "?" if value is None else str(value)
 
 
 def reference_section(m: matrix.Matrix, source: str) -> list[str]:
@@ -169,11 +178,11 @@ def reference_section(m: matrix.Matrix, source: str) -> list[str]:
     for direction, counts in m.summary.items():
         if counts:
             lines.append(f"- {direction}: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
-    bad = [c for c in m.cells() if c.entry["status"] in FAILURES or c.entry["status"] == "stride_mismatch"]
+    bad = [c for c in m.cells() if c.cell.status in FAILURES or c.cell.status == "stride_mismatch"]
     lines += ["", f"{len(bad)} cells fail or restride on reference inputs:" if bad else "No cell fails on them."]
-    for op, dtype, direction, entry in bad[:100]:
-        reason = entry.get("reason", "").replace("|", "\\|").replace("\n", " ")[:160]
-        lines.append(f"- {entry['status']}: `{op}` {dtype} {direction}: {reason}")
+    for op, dtype, direction, cell in bad[:100]:
+        reason = cell.reason.replace("|", "\\|").replace("\n", " ")[:160]
+        lines.append(f"- {cell.status}: `{op}` {dtype} {direction}: {reason}")
     if len(bad) > 100:
         lines.append(f"- ... and {len(bad) - 100} more")
     return lines
@@ -184,33 +193,28 @@ def markdown(
     source: str,
     baseline: tuple[str, matrix.Matrix] | None = None,
     reference: tuple[str, matrix.Matrix] | None = None,
+    others: list[tuple[str, matrix.Matrix]] = (),
 ) -> str:
     lines = ["# jaxdev coverage report", "", headline(m, source), ""]
-    lines += _md_table(summary_rows(m))
+    lines += md_table(summary_rows(m))
     lines += ["", f"Shares are of measured cells: {' and '.join(UNMEASURED)} cells are left out.", ""]
     for i, (title, rows) in enumerate(by_dtype_tables(m)):
-        lines += ([""] if i else []) + [f"## {title}", ""] + _md_table(rows)
+        lines += ([""] if i else []) + [f"## {title}", ""] + md_table(rows)
     for status, cells in failures(m).items():
         lines += ["", f"## {status} ({len(cells)})", ""]
         if status == "unsupported":
             lines += [UNSUPPORTED_MEANING[0].upper() + UNSUPPORTED_MEANING[1:] + ".", ""]
-        for op, dtype, direction, entry in cells[:200]:
-            reason = entry.get("reason", "").replace("|", "\\|").replace("\n", " ")[:200]
+        for op, dtype, direction, cell in cells[:200]:
+            reason = cell.reason.replace("|", "\\|").replace("\n", " ")[:200]
             lines.append(f"- `{op}` {dtype} {direction}: {reason}")
         if len(cells) > 200:
             lines.append(f"- ... and {len(cells) - 200} more")
-    arbitrated = [
-        (op, dtype, direction, e)
-        for op, dtype, direction, e in m.cells()
-        if e.get("arbitrated") and e["status"] == "pass"
-    ]
+    arbitrated = [placed for placed in m.cells() if placed.cell.arbitrated and placed.cell.status == "pass"]
     if arbitrated:
         lines += ["", f"## passed by float64 arbitration ({len(arbitrated)})", "", ARBITRATION_MEANING, ""]
-        for op, dtype, direction, entry in arbitrated[:200]:
-            reason = entry.get("reason", "").replace("|", "\\|").replace("\n", " ")[:200]
-            lines.append(
-                f"- `{op}` {dtype} {direction} ({entry['arbitrated']} of {entry.get('samples', '?')}): {reason}"
-            )
+        for op, dtype, direction, cell in arbitrated[:200]:
+            reason = cell.reason.replace("|", "\\|").replace("\n", " ")[:200]
+            lines.append(f"- `{op}` {dtype} {direction} ({cell.arbitrated} of {cell.samples}): {reason}")
         if len(arbitrated) > 200:
             lines.append(f"- ... and {len(arbitrated) - 200} more")
     if baseline:
@@ -223,29 +227,31 @@ def markdown(
             lines.append(f"- ... and {len(changed) - 200} more")
     if reference:
         lines += reference_section(reference[1], reference[0])
+    if others:
+        lines += report_platforms.section_lines([(source, m), *others], md_table)
     return "\n".join(lines) + "\n"
 
 
 def junit(m: matrix.Matrix) -> str:
     root = ET.Element("testsuites", name="jaxdev-coverage")
     for direction in DIRECTIONS:
-        cells = [(op, dtype, e) for op, dtype, d, e in m.cells() if d == direction]
+        cells = [(op, dtype, c) for op, dtype, d, c in m.cells() if d == direction]
         suite = ET.SubElement(
             root,
             "testsuite",
             name=f"coverage.{direction}",
             tests=str(len(cells)),
-            failures=str(sum(e["status"] in FAILURES for _, _, e in cells)),
-            skipped=str(sum(e["status"] in UNMEASURED for _, _, e in cells)),
+            failures=str(sum(c.status in FAILURES for _, _, c in cells)),
+            skipped=str(sum(c.status in UNMEASURED for _, _, c in cells)),
         )
-        for op, dtype, e in cells:
+        for op, dtype, c in cells:
             case = ET.SubElement(suite, "testcase", classname=f"coverage.{direction}.{op}", name=dtype)
-            if e["status"] in FAILURES:
-                f = ET.SubElement(case, "failure", type=e["status"], message=e.get("reason", "")[:500])
-                f.text = e.get("repro", "")
-            elif e["status"] in UNMEASURED:
-                ET.SubElement(case, "skipped", message=f"{e['status']}: {e.get('reason', '')}")
-            elif e["status"] in DEGRADED:
-                ET.SubElement(case, "system-out").text = e.get("reason", "")
+            if c.status in FAILURES:
+                f = ET.SubElement(case, "failure", type=c.status, message=c.reason[:500])
+                f.text = c.repro
+            elif c.status in UNMEASURED:
+                ET.SubElement(case, "skipped", message=f"{c.status}: {c.reason}")
+            elif c.status in DEGRADED:
+                ET.SubElement(case, "system-out").text = c.reason
     ET.indent(root)
     return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"

@@ -20,6 +20,8 @@
     const fams = [...new Set(ROWS[state.tab].flatMap((r) => r.fam))].sort();
     const famSel = `<select id="family"><option value="">all families</option>${fams.map((f) =>
       `<option${f === state.family ? " selected" : ""}>${esc(f)}</option>`).join("")}</select>`;
+    const platSel = PLATFORMS.length > 1 && state.tab === "opinfo" ? `<select id="platform"><option value="">all platforms</option>${
+      PLATFORMS.map((p) => `<option${p === state.platform ? " selected" : ""}>${esc(p)}</option>`).join("")}</select>` : "";
     let infoSel = "";
     if (state.tab === "aten") {
       for (const k of D.aten.columns) {
@@ -37,6 +39,7 @@
       (dirChips ? `<div class="group"><label>direction</label>${dirChips}</div>` : "") +
       (dtChips ? `<div class="group"><label>dtype</label>${dtChips}</div>` : "") +
       `<div class="group"><label>family</label>${famSel}${infoSel}</div>` +
+      (platSel ? `<div class="group"><label>platform</label>${platSel}</div>` : "") +
       (state.tab === "changes" ? "" : `<div class="group"><label>view</label><span class="seg"><button data-view="grid" class="${state.view === "grid" ? "on" : ""}">grid</button><button data-view="list" class="${state.view === "list" ? "on" : ""}">cell list</button></span>` +
         (state.view === "grid" ? `<span class="seg"><button data-sort="name" class="${state.sort === "name" ? "on" : ""}">by name</button><button data-sort="worst" class="${state.sort === "worst" ? "on" : ""}">worst first</button></span>` : "") + `</div>`) +
       `<button class="link" id="reset">reset filters</button><span id="count"></span>`;
@@ -90,6 +93,7 @@
       const hitSet = new Set(hit);
       const at = new Map(row.cells.map((c) => [c.dir * 1000 + c.dt, c]));
       let tr = `<tr class="row" data-t="${row.tab}" data-i="${row.i}" data-name="${esc(row.name)}"><td class="name"><button class="op" title="details of ${esc(row.name)}">${esc(row.name)}</button>`;
+      if (row.tab === "opinfo" && PLATFORMS.length > 1) tr += `<span class="sub plat">${esc(PLATFORMS[row.plat])}</span>`;
       if (row.tab === "opinfo" && row.aten.length) tr += `<span class="sub">${row.aten.length} aten</span>`;
       const fams = row.fam.length > 2 ? row.fam.slice(0, 2).join(", ") + ` +${row.fam.length - 2}` : row.fam.join(", ");
       tr += "</td>" + (famCol ? `<td><span class="fam" title="${esc(row.fam.join(", "))}">${esc(fams)}</span></td>` : "");
@@ -112,13 +116,14 @@
     for (const { hit } of rows) for (const c of hit) cells.push(c);
     cells.sort((a, b) => sev(a) - sev(b) || (a.row.name < b.row.name ? -1 : 1));
     const changes = state.tab === "changes";
-    let h = `<table class="grid"><thead><tr><th class="name">${changes ? "OpInfo" : state.tab === "aten" ? "aten overload" : "OpInfo"}</th><th>family</th><th>dtype</th><th>direction</th>` +
+    const platCol = state.tab === "opinfo" && PLATFORMS.length > 1;
+    let h = `<table class="grid"><thead><tr><th class="name">${changes ? "OpInfo" : state.tab === "aten" ? "aten overload" : "OpInfo"}</th>${platCol ? "<th>platform</th>" : ""}<th>family</th><th>dtype</th><th>direction</th>` +
       `${changes ? "<th>change</th><th>baseline → now</th>" : "<th>status</th><th>samples</th>"}<th>reason</th></tr></thead><tbody>`;
     for (const c of cells.slice(0, state.shown)) {
       const det = D.details[c.det] || {};
       const reason = det.reason || "";
       h += `<tr class="row click" data-t="${c.row.tab}" data-i="${c.row.i}" data-c="${c.row.cells.indexOf(c)}" data-name="${esc(c.row.name)}">` +
-        `<td class="name"><span class="op">${esc(c.row.name)}</span></td><td><span class="fam">${esc(c.row.fam.join(", "))}</span></td>` +
+        `<td class="name"><span class="op">${esc(c.row.name)}</span></td>${platCol ? `<td>${esc(PLATFORMS[c.row.plat])}</td>` : ""}<td><span class="fam">${esc(c.row.fam.join(", "))}</span></td>` +
         `<td>${esc(D.dtypes[c.dt])}</td><td>${esc(D.directions[c.dir])}</td>` +
         (changes ? `<td>${esc(c.row.kind)}</td><td>${badge(c.row.old)} → ${badge(c.row.now)}</td>` : `<td>${badge(ST[c.st])}</td><td>${c.n || ""}</td>`) +
         `<td class="reason">${esc(reason.length > 220 ? reason.slice(0, 220) + "…" : reason)}</td></tr>`;
@@ -175,10 +180,10 @@
 
   // ---- details ----
   // A detail's key names what it shows, so links survive a new matrix: tab|name, or tab|name|dtype|direction.
-  const keyOf = (row, c) => [row.tab, row.name, ...(c ? [D.dtypes[c.dt], D.directions[c.dir]] : [])].join("|");
+  const keyOf = (row, c) => [row.tab, row.key || row.name, ...(c ? [D.dtypes[c.dt], D.directions[c.dir]] : [])].join("|");
   function findCell(key) {
     const [tab, name, dt, dir] = key.split("|");
-    const row = (ROWS[tab] || []).find((r) => r.name === name);
+    const row = (ROWS[tab] || []).find((r) => (r.key || r.name) === name);
     if (!row) return null;
     if (dt === undefined) return { row, cell: null };
     const cell = row.cells.find((c) => D.dtypes[c.dt] === dt && D.directions[c.dir] === dir);
@@ -230,7 +235,7 @@
     }
     if (t.dataset.view) return setAndDraw(() => { state.view = t.dataset.view; });
     if (t.dataset.sort) return setAndDraw(() => { state.sort = t.dataset.sort; });
-    if (t.id === "reset") return setAndDraw(() => { Object.assign(state, { q: "", status: new Set(), dir: new Set(), dtype: new Set(), family: "", info: {} }); });
+    if (t.id === "reset") return setAndDraw(() => { Object.assign(state, { q: "", status: new Set(), dir: new Set(), dtype: new Set(), family: "", info: {}, platform: "" }); });
     if (t.id === "more") { state.shown = Infinity; return draw(); }
     const tr = t.closest("tr.row");
     if (!tr) return;
@@ -248,6 +253,7 @@
   });
   document.addEventListener("change", (e) => {
     if (e.target.id === "family") setAndDraw(() => { state.family = e.target.value; });
+    else if (e.target.id === "platform") setAndDraw(() => { state.platform = e.target.value; });
     else if (e.target.dataset.info) setAndDraw(() => { state.info[e.target.dataset.info] = e.target.value; });
   });
   document.addEventListener("keydown", (e) => {

@@ -13,7 +13,7 @@ def write(src: report.Sources, out_dir: str) -> list[str]:
     baseline = (src.baseline_path, src.baseline) if src.baseline is not None else None
     reference = (src.reference_path, src.reference) if src.reference is not None else None
     files = {
-        "summary.md": report.markdown(src.matrix, src.matrix_path, baseline, reference),
+        "summary.md": report.markdown(src.matrix, src.matrix_path, baseline, reference, src.platforms),
         "index.html": report_html.page(src),
         "junit.xml": report.junit(src.matrix),
     }

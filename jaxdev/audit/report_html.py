@@ -12,32 +12,12 @@ import html
 import json
 from importlib import resources
 
-from jaxdev.audit import report
-from jaxdev.audit.facts import DIRECTIONS, SEVERITY, STATUSES, UNMEASURED, Status
+from jaxdev.audit import report, report_platforms
+from jaxdev.audit.facts import DIRECTIONS, DTYPE_NAMES, SEVERITY, STATUSES, UNMEASURED, Status
+from jaxdev.audit.model import Cell, OpNode
 
-# Column order; dtypes not named here follow, sorted.
-DTYPE_ORDER = (
-    "bool",
-    "uint8",
-    "uint16",
-    "uint32",
-    "uint64",
-    "int8",
-    "int16",
-    "int32",
-    "int64",
-    "float8_e4m3fn",
-    "float8_e4m3fnuz",
-    "float8_e5m2",
-    "float8_e5m2fnuz",
-    "float16",
-    "bfloat16",
-    "float32",
-    "float64",
-    "complex32",
-    "complex64",
-    "complex128",
-)
+# Column order (facts.DTYPE_NAMES); dtypes not named there follow, sorted.
+DTYPE_ORDER = DTYPE_NAMES
 # Aten overload name prefixes that say their family; others take the families of the OpInfos reaching them.
 ATEN_FAMILIES = {
     "linalg_": "linalg",
@@ -127,25 +107,40 @@ class _Builder:
             values.append(value)
         return values.index(value)
 
-    def detail(self, entry: dict) -> int:
+    def detail(self, cell: Cell) -> int:
         """A cell's facts but its status and sample count (those are in the cell itself)."""
+        return self._detail(cell.to_yaml())
+
+    def _detail(self, entry: dict) -> int:
         return self.details({k: v for k, v in entry.items() if k not in ("status", "samples")})
 
-    def cells(self, results: dict) -> list:
+    def opinfo_cells(self, node: OpNode) -> list:
         """Flat [dtype, direction, status, samples, detail] * cells; dtypes by name until `finish`."""
+        flat: list = []
+        for dtype, by_direction in node.results.items():
+            for direction, cell in by_direction.items():
+                flat += self._flat(dtype, direction, cell.status, cell.samples, self.detail(cell))
+        return flat
+
+    def _flat(self, dtype: str, direction: str, status: str, samples: int, detail: int) -> list:
+        self.dtypes.add(str(dtype))
+        return [
+            str(dtype),
+            self._index(self.directions, str(direction)),
+            self._index(self.statuses, status),
+            samples,
+            detail,
+        ]
+
+    def aten_cells(self, results: dict) -> list:
+        """opinfo_cells for an aten node's cells ({dtype: {direction: status}}; a mapping of a cell's
+        fields in place of a status is read too: a file of another layout draws as well as it can)."""
         flat: list = []
         for dtype, by_direction in (results or {}).items():
             for direction, entry in (by_direction or {}).items():
                 entry = entry if isinstance(entry, dict) else {"status": str(entry)}
                 status = str(entry.get("status", "unknown"))
-                self.dtypes.add(str(dtype))
-                flat += [
-                    str(dtype),
-                    self._index(self.directions, str(direction)),
-                    self._index(self.statuses, status),
-                    entry.get("samples", 0),
-                    self.detail(entry),
-                ]
+                flat += self._flat(dtype, direction, status, entry.get("samples", 0), self._detail(entry))
         return flat
 
     def finish(self, tables: list[list], changes: list) -> None:
@@ -176,9 +171,8 @@ def data(src: report.Sources) -> dict:
     aten_at = {a: i for i, a in enumerate(aten_names)}
     opinfos = sorted(m.ops)
     opinfo_at = {op: i for i, op in enumerate(opinfos)}
-    rows = [
-        [op, report.family(op), [aten_at[a] for a in m.aten(op)], b.cells(m.ops[op].get("results"))] for op in opinfos
-    ]
+    rows = [[op, report.family(op), [aten_at[a] for a in m.aten(op)], b.opinfo_cells(m.ops[op])] for op in opinfos]
+    platforms = _platform_rows(src, b, aten_names, rows)
     reached: dict[str, list[int]] = {}
     for op in opinfos:
         for a in m.aten(op):
@@ -187,7 +181,9 @@ def data(src: report.Sources) -> dict:
     aten = _aten_view(src, b, aten_names, reached, rows)
     changes = _changes(src, b)
     b.finish([rows, aten["rows"]], changes["rows"] if changes else [])
+    shown = {"platforms": platforms} if platforms else {}  # the page of one platform, as before platforms
     return {
+        **shown,
         "headline": report.headline(m, src.matrix_path),
         "statuses": b.statuses,
         "colours": {s: STATUSES[s].html if s in STATUSES else UNKNOWN.html for s in b.statuses},
@@ -204,10 +200,30 @@ def data(src: report.Sources) -> dict:
     }
 
 
+def _platform_rows(src: report.Sources, b: _Builder, aten_names: list[str], rows: list) -> list[str]:
+    """Each other platform's OpInfo rows after the matrix's own, a row's fifth field the index of its
+    platform in the list returned (the platforms' labels, the matrix's first; [] for one platform).
+    An overload only another platform's samples reached joins `aten_names`."""
+    if not src.platforms:
+        return []
+    labels = [report_platforms.label(src.matrix)]
+    for _, m in src.platforms:
+        labels.append(report_platforms.label(m))
+        aten_names += sorted({a for op in m.ops for a in m.aten(op)} - set(aten_names))
+        at = {a: i for i, a in enumerate(aten_names)}
+        for op in sorted(m.ops):
+            rows.append(
+                [op, report.family(op), [at[a] for a in m.aten(op)], b.opinfo_cells(m.ops[op]), len(labels) - 1]
+            )
+    return labels
+
+
 def _aten_view(src: report.Sources, b: _Builder, aten_names: list[str], reached: dict, rows: list) -> dict:
     """The aten tab: a row per overload (its families, the OpInfos reaching it, its cells, its
     node's other facts interned), and the short scalar fields that become columns and filters."""
-    opinfo_at = {row[0]: i for i, row in enumerate(rows)}
+    opinfo_at: dict[str, int] = {}
+    for i, row in enumerate(rows):
+        opinfo_at.setdefault(row[0], i)  # the matrix's own row (other platforms' rows follow it)
     aten = {"source": src.aten_path, "present": src.aten is not None, "rows": [], "columns": [], "labels": LABELS}
     aten["meta"] = (src.aten or {}).get("meta") if isinstance((src.aten or {}).get("meta"), dict) else None
     nodes = _aten_nodes(src.aten) if src.aten is not None else dict.fromkeys(aten_names)
@@ -224,7 +240,7 @@ def _aten_view(src: report.Sources, b: _Builder, aten_names: list[str], reached:
         base = full.split("::", 1)[1].split(".")[0]
         prefix = next((f for p, f in ATEN_FAMILIES.items() if base.startswith(p)), None)
         families = [prefix] if prefix else sorted({rows[i][1] for i in reach}) or ["torch"]
-        aten["rows"].append([full, families, reach, b.cells(_aten_results(node)), infos(info)])
+        aten["rows"].append([full, families, reach, b.aten_cells(_aten_results(node)), infos(info)])
     aten["infos"] = infos.items
     # Short scalar fields of the aten nodes (routes, verdicts) become columns and filters.
     values: dict[str, set] = {}
@@ -251,7 +267,7 @@ def _changes(src: report.Sources, b: _Builder) -> dict | None:
             "cells": sum(1 for _ in src.baseline.cells()),
             "unrecorded": unrecorded,
             "rows": [
-                [c.op, report.family(c.op), c.dtype, c.direction, c.old, c.new, c.kind, b.detail(c.entry)]
+                [c.op, report.family(c.op), c.dtype, c.direction, c.old, c.new, c.kind, b.detail(c.cell)]
                 for c in changed
             ],
         }

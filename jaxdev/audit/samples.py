@@ -23,6 +23,8 @@ from jaxdev.audit.facts import (
     ALL_DTYPES,
     BACKWARD_DIRECTIONS,
     COMPILE_DEFAULT_DTYPE,
+    DTYPE_NAMES,
+    FLOAT8_DTYPES,
     FUSED_DEFAULT_DTYPE,
     MODE_DIRECTIONS,
     MODES,
@@ -31,27 +33,8 @@ from jaxdev.audit.facts import (
 
 PLUGINS_ENV = "JAXDEV_AUDIT_PLUGINS"
 
-DTYPES = {
-    str(d).removeprefix("torch."): d
-    for d in (
-        torch.bool,
-        torch.uint8,
-        torch.int8,
-        torch.int16,
-        torch.int32,
-        torch.int64,
-        torch.float16,
-        torch.bfloat16,
-        torch.float32,
-        torch.float64,
-        torch.complex32,
-        torch.complex64,
-        torch.complex128,
-        torch.uint16,
-        torch.uint32,
-        torch.uint64,
-    )
-}
+# --dtype's names (facts.DTYPE_NAMES but float8) -> the dtypes
+DTYPES = {name: getattr(torch, name) for name in DTYPE_NAMES if name not in FLOAT8_DTYPES}
 
 
 def dtype_name(d: torch.dtype) -> str:

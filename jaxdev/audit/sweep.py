@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 from jaxdev.audit import AuditError, matrix, samples, unit_work
 from jaxdev.audit.facts import SweepOptions
+from jaxdev.audit.model import Platform, ThisRun
 
 # A kill loses at most the work since the last save. Saving a full matrix takes ~0.5 s, so the
 # interval grows with the matrix: saving costs the parent at most 1/SAVE_SHARE of its time.
@@ -60,24 +61,34 @@ def sweep(
     on_start: Callable[[int, int], None] | None = None,
     on_unit: Callable[[unit_work.UnitResult], None] | None = None,
     on_sample: Callable[[], None] | None = None,
+    platform: Platform | None = None,
 ) -> matrix.Matrix:
     """Runs the units, writes `out_path` as it goes, and returns the final matrix (see `start` for
     what it keeps of a matrix already at `out_path`). `run_info` goes into the file's `run`, or,
-    when a merge keeps that run's facts, into `run.this_run`."""
+    when a merge keeps that run's facts, into `run.this_run`. `platform`: the one the workers must
+    run on, recorded in the file (None: not checked, the file's own kept)."""
     problem = options.problems()
     if problem:
         raise AuditError(problem)
-    m, todo, kept_whole = start(units, out_path, options.max_samples, resume=resume, merge=merge, inputs=options.inputs)
+    m, todo, kept_whole = start(
+        units, out_path, options.max_samples, resume=resume, merge=merge, inputs=options.inputs, platform=platform
+    )
+    m.platform = platform or m.platform
     # A merge leaves the facts of the sweep that made the file (complete, wall_s, max_samples) as
     # they were: they describe most of its cells. Its samples are recounted from the cells. A
-    # resume of the same scope (a full sweep's, or the scoped run that made the file) continues it.
-    owns_run = not kept_whole or (resume and m.run.get("scope") == (run_info or {}).get("scope"))
+    # resume of the same scope and shard (a full sweep's, or the scoped run that made the file)
+    # continues it; a resume of another shard into the file is a merge.
+    info = run_info or {}
+    same = all(getattr(m.run, k) == info.get(k) for k in ("scope", "shard"))
+    owns_run = not kept_whole or (resume and same)
     writer = _Writer(m, out_path, owns_run, resume)
     if owns_run:
-        m.run.update({"max_samples": options.max_samples, "timeout_s": options.timeout, **(run_info or {})})
+        m.run.max_samples, m.run.timeout_s = options.max_samples, options.timeout
+        for key, value in info.items():
+            setattr(m.run, key, value)  # scope, shard
         if options.inputs != "sample":
-            m.run["inputs"] = options.inputs  # a sample-input matrix says nothing (the default)
-        m.run["complete"] = False
+            m.run.inputs = options.inputs  # a sample-input matrix says nothing (the default)
+        m.run.complete = False
     if on_start:
         on_start(len(units) - len(todo), len(todo))
 
@@ -89,12 +100,14 @@ def sweep(
 
     writer.save(False)
     try:
-        unit_work.run(todo, options, on_result=on_result, on_sample=on_sample)
+        unit_work.run(todo, options, on_result=on_result, on_sample=on_sample, platform=platform)
     except BaseException:
         writer.save(False)  # Ctrl-C or kill: a partial matrix that --resume completes (a merge: earlier cells kept)
         raise
-    this = {"units": len(todo), "samples": writer.samples, "wall_s": round(time.monotonic() - writer.start, 1)}
-    m.run["this_run"] = this if owns_run else {**this, **(run_info or {})}
+    this = ThisRun(len(todo), writer.samples, round(time.monotonic() - writer.start, 1))
+    if not owns_run:
+        this.scope, this.shard = info.get("scope"), info.get("shard")
+    m.run.this_run = this
     writer.save(True)
     return m
 
@@ -106,17 +119,17 @@ class _Writer:
 
     def __init__(self, m: matrix.Matrix, out_path: str, owns_run: bool, resume: bool):
         self.m, self.out_path, self.owns_run = m, out_path, owns_run
-        self.previous_wall = m.run.get("wall_s", 0.0) if resume else 0.0
-        self.previous_samples = m.run.get("samples", 0) if resume else 0
+        self.previous_wall = (m.run.wall_s or 0.0) if resume else 0.0
+        self.previous_samples = (m.run.samples or 0) if resume else 0
         self.start = self.last_save = time.monotonic()
         self.save_cost = 0.0
         self.samples = 0
 
     def take(self, r: unit_work.UnitResult) -> None:
-        self.m.put(r.unit.op, r.unit.dtype, r.unit.direction, r.entry, r.aten)
+        self.m.put(r.unit.op, r.unit.dtype, r.unit.direction, r.cell, r.aten)
         self.samples += r.samples
         if self.owns_run:
-            self.m.run["samples"] = self.previous_samples + self.samples
+            self.m.run.samples = self.previous_samples + self.samples
 
     def save_now_and_then(self) -> None:
         if time.monotonic() - self.last_save > max(SAVE_EVERY_S, SAVE_SHARE * self.save_cost):
@@ -125,8 +138,8 @@ class _Writer:
     def save(self, complete: bool) -> None:
         began = time.monotonic()
         if self.owns_run:
-            self.m.run["wall_s"] = round(self.previous_wall + began - self.start, 1)
-            self.m.run["complete"] = complete
+            self.m.run.wall_s = round(self.previous_wall + began - self.start, 1)
+            self.m.run.complete = complete
         else:
             matrix.recount_samples(self.m)
         matrix.save(self.m, self.out_path)
@@ -135,7 +148,14 @@ class _Writer:
 
 
 def start(
-    units: list[samples.Unit], out_path: str, max_samples: int, *, resume: bool, merge: bool, inputs: str = "sample"
+    units: list[samples.Unit],
+    out_path: str,
+    max_samples: int,
+    *,
+    resume: bool,
+    merge: bool,
+    inputs: str = "sample",
+    platform: Platform | None = None,
 ) -> tuple[matrix.Matrix, list[samples.Unit], bool]:
     """(the matrix the run writes into, the units to run, whether `out_path`'s matrix is kept whole).
 
@@ -145,13 +165,16 @@ def start(
     otherwise (a full run) the (direction, dtype) slices the units run are replaced whole and the
     others kept.
     Both keep the whole file, so a file they cannot read, or one measured with another
-    --max-samples, torch/jax or inputs (sample or reference), is an error rather than replaced."""
+    --max-samples, torch/jax or inputs (sample or reference), is an error rather than replaced.
+    No run writes into a file measured on another platform than `platform` (when given)."""
     if not os.path.exists(out_path):
         return matrix.empty(), list(units), False
     if resume or merge:
         old = matrix.load(out_path)
         matrix.check_inputs(old, inputs, out_path)
-        ran_with = old.run.get("max_samples")
+        if platform is not None:
+            matrix.check_platform(old.measured_on, platform, out_path, "resuming it" if resume else "a scoped run")
+        ran_with = old.run.max_samples
         if ran_with not in (None, max_samples):
             how = "resume" if resume else "a scoped run merges into it, so run it"
             raise AuditError(
@@ -166,8 +189,12 @@ def start(
     # A full run replaces the slices it runs: an eager sweep keeps the compile cells of the matrix
     # it overwrites, a compile sweep the eager ones, and a float32 compile sweep the compile cells of
     # other dtypes (scoped runs measure those: every dtype is too long for the main job).
+    old = None
     with contextlib.suppress(AuditError):  # not a readable matrix (or one of other inputs): this run replaces it
         old = matrix.load(out_path)
         matrix.check_inputs(old, inputs, out_path)
+    if old is not None and platform is not None:  # another platform's cells are never replaced
+        matrix.check_platform(old.measured_on, platform, out_path, "a full run")
+    if old is not None and matrix.inputs(old) == inputs:
         m.keep_others(old, {(u.direction, u.dtype) for u in units})
     return m, list(units), False

@@ -1,7 +1,7 @@
 """OpInfo units in the worker pool (runner.py): the parent's record of a unit in progress (its
 samples' verdicts, where to resume) and the worker's serving of it.
 
-For each sample the worker first says ("start", i, repro), then ("sample", i, verdict). If the
+For each sample the worker first says Started(i, repro), then Judged(i, verdict) (messages.py). If the
 worker dies or goes silent past the timeout during sample i, sample i is recorded as crash/timeout,
 and the unit resumes at sample i + 1 in a fresh worker (up to MAX_LOST_SAMPLES lost samples).
 """
@@ -13,6 +13,8 @@ from collections.abc import Callable
 
 from jaxdev.audit import runner
 from jaxdev.audit.facts import FAILURES, SweepOptions, worst
+from jaxdev.audit.messages import Count, Done, Judged, Started, UnitRequest
+from jaxdev.audit.model import Cell, Platform, Verdict
 from jaxdev.audit.samples import Unit
 
 MAX_LOST_SAMPLES = 2  # crashes/timeouts after which a unit's remaining samples are not run
@@ -21,7 +23,7 @@ MAX_LOST_SAMPLES = 2  # crashes/timeouts after which a unit's remaining samples 
 @dataclasses.dataclass
 class UnitResult:
     unit: Unit
-    entry: dict
+    cell: Cell
     aten: list[str]
     samples: int
 
@@ -33,7 +35,7 @@ class UnitTask(runner.Task):
         self.unit = unit
         self.max_samples = max_samples
         self.inputs = inputs  # facts.INPUTS: which of the OpInfo's inputs the cell draws from
-        self.verdicts: dict[int, dict] = {}
+        self.verdicts: dict[int, Verdict] = {}
         self.total: int | None = None
         self.next = 0
         self.lost_samples = 0
@@ -41,25 +43,25 @@ class UnitTask(runner.Task):
         self.current_repro = ""  # the sample's shapes, dtypes and kwargs, for a crash or hang
         self.counter = counter or _Counter()
 
-    def request(self) -> tuple:
+    def request(self) -> UnitRequest:
         self.current = None
-        return ("unit", self.unit, self.next, self.max_samples, self.inputs)
+        return UnitRequest(self.unit, self.next, self.max_samples, self.inputs)
 
-    def progress(self, msg: tuple) -> None:
-        kind = msg[0]
-        if kind == "count":
-            self.total = msg[1]
-        elif kind == "start":
-            self.current, self.current_repro = msg[1], msg[2]
-        elif kind == "sample":
-            self.verdicts[msg[1]] = msg[2]
-            self.next = msg[1] + 1
+    def progress(self, msg: Count | Started | Judged) -> None:
+        if isinstance(msg, Count):
+            self.total = msg.total
+        elif isinstance(msg, Started):
+            self.current, self.current_repro = msg.index, msg.repro
+        elif isinstance(msg, Judged):
+            self.verdicts[msg.index] = msg.verdict
+            self.next = msg.index + 1
             self.current = None
             self.counter.sample()
 
-    def done(self, payload: dict) -> None:
-        if "error" in payload:
-            self.verdicts.setdefault(self.next, {"status": "skip", "reason": payload["error"]})
+    def done(self, error: str) -> None:
+        """`error`: why the OpInfo's sample generator failed ("" when it did not)."""
+        if error:
+            self.verdicts.setdefault(self.next, Verdict("skip", error))
         self.counter.finish(self)
 
     def lost(self, status: str, reason: str) -> bool:
@@ -70,11 +72,9 @@ class UnitTask(runner.Task):
         elif self.current is not None:
             reason += f" on sample {i}"
         repro = self.current_repro if self.current is not None else ""
-        self.verdicts[i] = {
-            "status": status,
-            "reason": reason,
-            "repro": repro or f"{self.unit.op} {self.unit.dtype} {self.unit.direction}: sample {i}",
-        }
+        self.verdicts[i] = Verdict(
+            status, reason, repro or f"{self.unit.op} {self.unit.dtype} {self.unit.direction}: sample {i}"
+        )
         self.counter.samples += 1
         self.lost_samples += 1
         self.next = i + 1
@@ -84,39 +84,33 @@ class UnitTask(runner.Task):
         self.counter.finish(self)
         return False
 
-    def entry(self) -> dict:
+    def cell(self) -> Cell:
         """The cell: the worst status of its samples, the first reason of that status, counts, ..."""
         verdicts = [self.verdicts[i] for i in sorted(self.verdicts)]
-        status = worst(v["status"] for v in verdicts) if verdicts else "skip"
+        status = worst(v.status for v in verdicts) if verdicts else "skip"
         # the first sample of the cell's status that says something (a pass by float64 arbitration
         # or up to gauge explains itself even when an earlier sample passed plainly)
-        of_status = [v for v in verdicts if v["status"] == status]
-        first_bad = next((v for v in of_status if v.get("reason")), of_status[0] if of_status else {})
+        of_status = [v for v in verdicts if v.status == status]
+        first_bad = next((v for v in of_status if v.reason), of_status[0] if of_status else None)
         counts: dict[str, int] = {}
         for v in verdicts:
-            counts[v["status"]] = counts.get(v["status"], 0) + 1
-        entry = {"status": status, "reason": first_bad.get("reason", "no samples"), "samples": len(verdicts)}
-        entry["counts"] = counts
-        fallback = sorted({op for v in verdicts for op in v.get("fallback", ())})
-        if fallback:
-            entry["fallback"] = fallback
-        if (status in FAILURES or status == "stride_mismatch") and first_bad.get("repro"):
-            entry["repro"] = first_bad["repro"]
-        for key in ("max_abs", "max_rel"):
-            values = [v[key] for v in verdicts if key in v]
-            if values:
-                entry[key] = float(f"{max(values):.4g}")
-        if any(v.get("random") for v in verdicts):
-            entry["random"] = True
-        arbitrated = sum(1 for v in verdicts if v.get("arbitrated"))
-        if arbitrated:
-            entry["arbitrated"] = arbitrated  # samples that passed by float64 arbitration (check.arbitrate)
-        if self.total is not None and self.total > self.max_samples:
-            entry["limited"] = True
-        return entry
+            counts[v.status] = counts.get(v.status, 0) + 1
+        cell = Cell(status, first_bad.reason if first_bad else "no samples", len(verdicts), counts)
+        cell.fallback = sorted({op for v in verdicts for op in v.fallback})
+        if (status in FAILURES or status == "stride_mismatch") and first_bad and first_bad.repro:
+            cell.repro = first_bad.repro
+        abs_errors = [v.max_abs for v in verdicts if v.max_abs is not None]
+        rel_errors = [v.max_rel for v in verdicts if v.max_rel is not None]
+        cell.max_abs = float(f"{max(abs_errors):.4g}") if abs_errors else None
+        cell.max_rel = float(f"{max(rel_errors):.4g}") if rel_errors else None
+        cell.random = any(v.random for v in verdicts)
+        cell.arbitrated = sum(1 for v in verdicts if v.arbitrated)  # passed by float64 arbitration (check.arbitrate)
+        cell.unstable = sum(1 for v in verdicts if v.unstable)  # CPU gave two results (check._reference)
+        cell.limited = self.total is not None and self.total > self.max_samples
+        return cell
 
     def aten(self) -> list[str]:
-        return sorted({op for v in self.verdicts.values() for op in v.get("aten", ())})
+        return sorted({op for v in self.verdicts.values() for op in v.aten})
 
 
 class _Counter:
@@ -133,7 +127,7 @@ class _Counter:
             self.on_sample()
 
     def finish(self, task: UnitTask) -> None:
-        self.on_result(UnitResult(task.unit, task.entry(), task.aten(), len(task.verdicts)))
+        self.on_result(UnitResult(task.unit, task.cell(), task.aten(), len(task.verdicts)))
 
 
 def run(
@@ -143,13 +137,16 @@ def run(
     on_result: Callable[[UnitResult], None],
     on_sample: Callable[[], None] | None = None,
     env: dict | None = None,
+    platform: Platform | None = None,
 ) -> int:
     """Run every unit across `options.jobs` workers; `on_result` gets each finished unit. Returns
-    samples run. `options.cache_dir`: JAX's persistent cache (default $JAXDEV_AUDIT_CACHE, else runner.CACHE_DIR)."""
+    samples run. `options.cache_dir`: JAX's persistent cache (default $JAXDEV_AUDIT_CACHE, else
+    runner.CACHE_DIR); `platform`: the one the workers must run on (None: any)."""
     counter = _Counter(on_result, on_sample)
     tasks = [UnitTask(u, options.max_samples, counter, options.inputs) for u in units]
     env = runner.worker_env(env, options.cache_dir)
-    runner.run(tasks, runner.Pool(__name__, options.jobs, options.timeout, env, "coverage worker"))
+    pool = runner.Pool(__name__, options.jobs, options.timeout, env, "coverage worker", platform=platform)
+    runner.run(tasks, pool)
     return counter.samples
 
 
@@ -163,24 +160,24 @@ def prepare() -> None:
     samples.op_db()
 
 
-def serve(msg: tuple, send) -> None:
+def serve(msg: UnitRequest, send) -> None:
     """Run the unit's samples from `start` (up to `limit`, drawn from `inputs`: samples.drawn),
     saying each one's start and verdict."""
     from jaxdev.audit import check, samples
 
-    _, unit, start, limit, inputs = msg
+    unit = msg.unit
     try:
-        todo, total = samples.drawn(unit, limit, inputs)
+        todo, total = samples.drawn(unit, msg.limit, msg.inputs)
     except Exception as e:  # the OpInfo's sample generator itself failed
-        send.send(("done", {"error": f"sample generation raised {type(e).__name__}: {str(e)[:200]}"}))
+        send.send(Done(f"sample generation raised {type(e).__name__}: {str(e)[:200]}"))
         return
-    send.send(("count", total))
-    for i in range(start, len(todo)):
+    send.send(Count(total))
+    for i in range(msg.start, len(todo)):
         repro = check.describe(unit, todo[i])
-        send.send(("start", i, repro))
+        send.send(Started(i, repro))
         try:
             verdict = check.run_sample(unit, todo[i], repro)
         except Exception as e:  # an auditor bug on an odd sample must not stop the sweep
-            verdict = {"status": "exception", "reason": f"auditor: {type(e).__name__}: {str(e)[:200]}"}
-        send.send(("sample", i, verdict))
-    send.send(("done", {}))
+            verdict = Verdict("exception", f"auditor: {type(e).__name__}: {str(e)[:200]}")
+        send.send(Judged(i, verdict))
+    send.send(Done(""))

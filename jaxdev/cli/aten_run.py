@@ -3,14 +3,13 @@ progress, and the options of `coverage` it honours or refuses."""
 
 from __future__ import annotations
 
-import os
 import time
 
 import click
 from click.core import ParameterSource
 
 from jaxdev.cli.progress import LogProgress, bar, clock, interrupt_on_term
-from jaxdev.cli.render import coloured, console
+from jaxdev.cli.render import coloured, console, print_platform
 
 # What --aten does with each of `coverage`'s options (parameter names): it honours these ...
 HONOURED = ("ops", "jobs", "timeout", "cache_dir", "out_dir", "matrix_path", "aten")
@@ -48,16 +47,19 @@ def refuse_unused(ctx: click.Context) -> None:
         )
 
 
-def run_aten(patterns, out_dir, matrix_path, jobs, timeout, cache_dir):
-    """OUT/aten.yaml from the OpInfo matrix plus direct trials, with progress; prints the counts.
-    `timeout`: seconds per trial (None: TRIAL_TIMEOUT_S)."""
-    from jaxdev.audit import AuditError, aten_matrix, facts
+def run_aten(patterns, out_dir, matrix_path, jobs, timeout, cache_dir, probe):
+    """OUT/aten.yaml (OUT/PLATFORM/aten.yaml off CPU, platforms.folder) from the OpInfo matrix plus
+    direct trials, with progress; prints the counts. `timeout`: seconds per trial (None:
+    TRIAL_TIMEOUT_S); `probe`: the platforms.Probe of the platform the trials run on."""
+    from jaxdev.audit import AuditError, aten_build, aten_matrix, facts, platforms
 
     problem = facts.SweepOptions(jobs=jobs, timeout=timeout or TRIAL_TIMEOUT_S).problems()
     if problem:
         raise AuditError(problem)
-    source = matrix_path or os.path.join(out_dir, facts.MATRIX_FILE)
-    out_path = os.path.join(out_dir, aten_matrix.ATEN_FILE)
+    platform = probe.result()
+    source = matrix_path or platforms.path(out_dir, facts.MATRIX_FILE, platform)
+    out_path = platforms.path(out_dir, aten_matrix.ATEN_FILE, platform)
+    print_platform(platform, out_path)
     on_bar = console.is_terminal
     progress = bar(rate=False, disable=not on_bar)
     task = progress.add_task("direct trials", total=None)
@@ -81,8 +83,8 @@ def run_aten(patterns, out_dir, matrix_path, jobs, timeout, cache_dir):
 
     interrupt_on_term()
     with progress:
-        m = aten_matrix.build(source, out_path, patterns=patterns, jobs=jobs, timeout=timeout, cache_dir=cache_dir,
-                              on_start=on_start, on_trial=on_trial)  # fmt: skip
+        m = aten_build.build(source, out_path, patterns=patterns, jobs=jobs, timeout=timeout, cache_dir=cache_dir,
+                             on_start=on_start, on_trial=on_trial, platform=platform)  # fmt: skip
     print_aten_counts(m, out_path)
 
 

@@ -10,7 +10,7 @@ from jaxdev.audit.facts import REFERENCE_MAX_SAMPLES
 from jaxdev.cli.aten_run import given, refuse_unused, run_aten
 from jaxdev.cli.options import scope_options
 from jaxdev.cli.progress import run_sweep
-from jaxdev.cli.render import coloured, console
+from jaxdev.cli.render import coloured, console, print_platform
 
 HELP = f"""Run PyTorch's OpInfo samples on jax and on CPU, compare, and write OUT/matrix.yaml.
 
@@ -34,6 +34,12 @@ HELP = f"""Run PyTorch's OpInfo samples on jax and on CPU, compare, and write OU
     --max-samples); a run of everything replaces the directions it runs and keeps the others. The
     summary gives this run's cells, then what the file now holds. --out DIR writes elsewhere.
 
+    Platforms: the cells are measured on the JAX platform the workers find (jax.devices()[0]),
+    recorded in the file. A CPU run writes OUT/matrix.yaml; a run on any other platform writes
+    OUT/PLATFORM/matrix.yaml (coverage/tpu/matrix.yaml), and OUT/PLATFORM/aten.yaml with --aten,
+    never another platform's file. On an accelerator one process may hold the chip: run --jobs 1,
+    in pieces with --shard K/N (each merged into the platform's file), --resume to finish one.
+
     --reference-inputs runs each OpInfo's reference inputs (its sample inputs plus extremal values,
     large and noncontiguous tensors) instead, into OUT/reference_matrix.yaml, never over the
     sample-input cells: {REFERENCE_MAX_SAMPLES} per cell unless --max-samples, spread evenly over all of them.
@@ -44,6 +50,7 @@ HELP = f"""Run PyTorch's OpInfo samples on jax and on CPU, compare, and write OU
       jaxdev coverage abs add.Tensor aten::mm --dtype float32
       jaxdev coverage 'nn.functional.*' --no-backward --jobs 2 --out /tmp/cov
       jaxdev coverage --shard 1/4 --out shard1   # then: jaxdev coverage --merge shard*/matrix.yaml
+      jaxdev coverage --shard 3/32 --jobs 1 --max-samples 2 --resume   # on a TPU: coverage/tpu/matrix.yaml
       jaxdev coverage --resume                   # finish an interrupted sweep
       jaxdev coverage --mode compile             # add torch.compile coverage beside the eager cells
       jaxdev coverage --mode compile --dtype all --jobs 2   # compiled, forward and backward, every dtype
@@ -69,10 +76,10 @@ def print_summary(m, path: str | None = None, units=None):
     if units is not None:
         ran: dict[str, dict[str, int]] = {d: {} for d in DIRECTIONS}
         for u in units:
-            entry = m.get(u.op, u.dtype, u.direction)
-            if entry is not None:
+            cell = m.get(u.op, u.dtype, u.direction)
+            if cell is not None:
                 counts = ran[u.direction]
-                counts[entry["status"]] = counts.get(entry["status"], 0) + 1
+                counts[cell.status] = counts.get(cell.status, 0) + 1
         console.print(f"this run, {sum(sum(c.values()) for c in ran.values()):,} cells:")
         _print_counts(ran)
     if path:
@@ -118,10 +125,10 @@ def print_aten_results(selections, m) -> None:
         if not s.is_aten:
             continue
         per: dict[str, dict[str, int]] = {}
-        for cell in m.cells():
-            if cell.op in s.opinfos:
-                counts = per.setdefault(cell.direction, {})
-                counts[cell.entry["status"]] = counts.get(cell.entry["status"], 0) + 1
+        for placed in m.cells():
+            if placed.op in s.opinfos:
+                counts = per.setdefault(placed.direction, {})
+                counts[placed.cell.status] = counts.get(placed.cell.status, 0) + 1
         target = s.overloads[0] if len(s.overloads) == 1 else s.pattern
         cells = "; ".join(
             f"{d} " + " ".join(f"{coloured(k)} {v}" for k, v in sorted(c.items())) for d, c in per.items()
@@ -193,16 +200,17 @@ def command(
 ):
     ctx = click.get_current_context()
     refuse_unused(ctx)  # before the device loads: a refusal answers at once
-    from jaxdev.audit import AuditError, facts, names, sweep
+    from jaxdev.audit import AuditError, facts, names, platforms, sweep
 
     if out_dir.endswith((".yaml", ".yml")):
         raise AuditError(f"--out is a folder (matrix.yaml and aten.yaml are written in it), not a file: {out_dir}")
-    if aten:
-        run_aten(ops, out_dir, matrix_path, jobs, timeout if given(ctx, "timeout") else None, cache_dir)
-        return
-    out_path = os.path.join(out_dir, facts.REFERENCE_MATRIX_FILE if reference_inputs else facts.MATRIX_FILE)
+    file_name = facts.REFERENCE_MATRIX_FILE if reference_inputs else facts.MATRIX_FILE
     if merge_files:
-        merge_into(_merged_files(merge_files, ops), out_path)
+        merge_into(_merged_files(merge_files, ops), out_dir, file_name)
+        return
+    probe = platforms.Probe()  # the platform the workers will find, asked while op_db loads
+    if aten:
+        run_aten(ops, out_dir, matrix_path, jobs, timeout if given(ctx, "timeout") else None, cache_dir, probe)
         return
     parsed_shard = sweep.parse_shard(shard)
     selections = resolve_ops(ops, all_reaching)
@@ -217,7 +225,12 @@ def command(
     # a run of everything may replace it (its directions) whole.
     scope = {k: list(v) for k, v in (("ops", ops), ("dtypes", dtypes)) if v}
     info = {**({"shard": shard} if shard else {}), **({"scope": scope} if scope else {})}
-    m = run_sweep(units, out_path, options, resume=resume, merge=bool(scope or shard), run_info=info or None)
+    platform = probe.result()
+    out_path = platforms.path(out_dir, file_name, platform)
+    print_platform(platform, out_path)
+    m = run_sweep(
+        units, out_path, options, resume=resume, merge=bool(scope or shard), run_info=info or None, platform=platform
+    )
     print_summary(m, out_path, units)
     print_aten_results(selections, m)
 
@@ -232,11 +245,13 @@ def _merged_files(merge_files, ops) -> list[str]:
     return files
 
 
-def merge_into(files, out_path: str) -> None:
-    """`--merge`: the matrices in `files` into `out_path` (matrix.combine's rule), with what it now holds."""
-    from jaxdev.audit import matrix
+def merge_into(files, out_dir: str, file_name: str) -> None:
+    """`--merge`: the matrices in `files` into their platform's `file_name` under `out_dir`
+    (matrix.combine's rule), with what it now holds."""
+    from jaxdev.audit import matrix, platforms
 
     inputs = [matrix.load(p) for p in files]
+    out_path = platforms.path(out_dir, file_name, matrix.merge(inputs).measured_on)
     same = os.path.exists(out_path) and any(os.path.samefile(p, out_path) for p in files if os.path.exists(p))
     existing = matrix.load(out_path) if os.path.exists(out_path) and not same else None
     combined = matrix.combine(inputs, existing, out_path)

@@ -88,6 +88,8 @@ def print_answer(a: dict) -> None:
         _line(f"  {coloured(status)}{' ' * max(1, 10 - len(status))}{escape('; '.join(where))}")
     if a.get("repro") and verdict not in (None, "pass"):
         _line(f"  repro     {escape(a['repro'])}")
+    if a.get("platforms"):
+        _line(f"  platforms {escape(a['platforms']['line'])}")
     _line(f"  [bold]to do[/bold]     {escape(a['todo'])}")
     _line()
 
@@ -111,7 +113,19 @@ def print_cells(c: dict) -> None:
     if c.get("unsupported"):
         u = c["unsupported"]
         _line(f"  {coloured('unsupported')} ({escape(', '.join(u['cells']))}): {escape(u['meaning'])}")
+    if "by_platform" in c:
+        print_platforms(c["by_platform"])
     _line()
+
+
+def print_platforms(rows: list[dict]) -> None:
+    """The cells whose status differs between the platforms' matrices, each platform's side by side."""
+    if not rows:
+        _line("  [dim]on every platform with a matrix beside it, each cell has the same status[/dim]")
+        return
+    _line(f"  [bold]on each platform[/bold] ({len(rows)} cells differ):")
+    for row in rows:
+        _line(f"  {escape(row['line'])}")
 
 
 def print_dev(d: dict) -> None:

@@ -38,6 +38,10 @@ HELP = """Rerun the baseline's cells (of OPS, or all of them) and compare with t
     --accept rewrites the baseline with the fresh results. A missing, malformed or
     wrong-version baseline is an error (exit 2) and nothing is overwritten.
 
+    Platforms: a baseline records the JAX platform it was measured on, and is gated only there.
+    The default baseline is coverage/baseline.yaml on CPU, coverage/PLATFORM/baseline.yaml on any
+    other platform (coverage/tpu/baseline.yaml: create it there with --init).
+
     \b
     Examples:
       jaxdev gate                                   # CI: everything in coverage/baseline.yaml
@@ -46,12 +50,17 @@ HELP = """Rerun the baseline's cells (of OPS, or all of them) and compare with t
       jaxdev gate abs --strict                      # abs's cells the baseline lacks fail the gate
       jaxdev gate sin --accept                      # record an improvement
       jaxdev gate sin add --dtype float32 --init --baseline coverage/baseline.yaml
+      jaxdev gate --jobs 1                          # on a TPU: coverage/tpu/baseline.yaml
 """
 
 
 @click.command("gate", help=HELP)
 @click.option(
-    "--baseline", "baseline_path", default=facts.DEFAULT_BASELINE, show_default=True, type=click.Path(dir_okay=False)
+    "--baseline",
+    "baseline_path",
+    type=click.Path(dir_okay=False),
+    help=f"The baseline matrix (default {facts.DEFAULT_BASELINE}; on another platform than CPU, "
+    "coverage/PLATFORM/baseline.yaml).",
 )
 @click.option("--accept", is_flag=True, help="Record the fresh results in the baseline instead of failing.")
 @click.option("--init", is_flag=True, help="Create the baseline from a fresh run of OPS (refuses to overwrite one).")
@@ -64,27 +73,31 @@ HELP = """Rerun the baseline's cells (of OPS, or all of them) and compare with t
 def command(
     ops, baseline_path, accept, init, strict, all_reaching, dtypes, no_backward, mode, jobs, timeout, max_samples
 ):
-    from jaxdev.audit import AuditError
+    from jaxdev.audit import AuditError, platforms
 
+    probe = platforms.Probe()  # the platform the workers will find, asked while op_db loads
+    if baseline_path is None:
+        baseline_path = platforms.path(os.path.dirname(facts.DEFAULT_BASELINE), "baseline.yaml", probe.result())
     if init:
         if os.path.exists(baseline_path):
             raise AuditError(f"{baseline_path} already exists; use --accept to update it")
         if not ops:
             raise click.UsageError("--init needs the OPS to put in the new baseline")
-        _init(ops, baseline_path, all_reaching, dtypes, no_backward, mode, (jobs, timeout, max_samples))
+        _init(ops, baseline_path, all_reaching, dtypes, no_backward, mode, (jobs, timeout, max_samples, probe))
         return
-    _check(ops, baseline_path, accept, strict, all_reaching, dtypes, no_backward, mode, (jobs, timeout, max_samples))
+    how = (jobs, timeout, max_samples, probe)
+    _check(ops, baseline_path, accept, strict, all_reaching, dtypes, no_backward, mode, how)
 
 
 def _init(ops, baseline_path, all_reaching, dtypes, no_backward, mode, how) -> None:
     """`--init`: a new baseline from a fresh run of OPS."""
     from jaxdev.audit import sweep
 
-    jobs, timeout, max_samples = how
+    jobs, timeout, max_samples, probe = how
     selections = resolve_ops(ops, all_reaching)
     units = sweep.plan([o for s in selections for o in s.opinfos], dtypes, not no_backward, mode=mode or "eager")
     options = facts.SweepOptions(jobs, timeout or facts.DEFAULT_TIMEOUT_S, max_samples or facts.DEFAULT_MAX_SAMPLES)
-    run_sweep(units, baseline_path, options)
+    run_sweep(units, baseline_path, options, platform=probe.result())
     console.print(f"baseline written: {baseline_path}")
 
 
@@ -92,9 +105,10 @@ def _check(ops, baseline_path, accept, strict, all_reaching, dtypes, no_backward
     """Rerun the baseline's cells in scope and compare; exit 1 on a change (unless --accept)."""
     from jaxdev.audit import gate
 
-    jobs, timeout, max_samples = how
+    jobs, timeout, max_samples, probe = how
     baseline = gate.load_baseline(baseline_path)
     scope = gate.scope(baseline, ops, not no_backward, dtypes, mode, strict=strict or accept, all_reaching=all_reaching)
+    gate.check_platform(baseline, baseline_path, probe.result())  # after op_db loaded: the probe ran meanwhile
     for s in scope.selections:
         if s.is_aten:
             console.print(s.describe(), markup=False, soft_wrap=True)
@@ -114,22 +128,24 @@ def _check(ops, baseline_path, accept, strict, all_reaching, dtypes, no_backward
         return
     options = facts.SweepOptions(
         jobs,
-        timeout or baseline.run.get("timeout_s") or facts.DEFAULT_TIMEOUT_S,
-        max_samples or baseline.run.get("max_samples") or facts.DEFAULT_MAX_SAMPLES,
+        timeout or baseline.run.timeout_s or facts.DEFAULT_TIMEOUT_S,
+        max_samples or baseline.run.max_samples or facts.DEFAULT_MAX_SAMPLES,
     )
-    fresh = _fresh(units, options)
+    fresh = _fresh(units, options, baseline.measured_on)
     changes = gate.compare(baseline, fresh)
     _print_changes(changes)
     print_aten_results(scope.selections, fresh)
     _verdict(changes, baseline, fresh, baseline_path, len(units), accept, strict, ops, scope)
 
 
-def _fresh(units, options):
-    """The units' cells, run into a temporary matrix (read back as written: what --accept records)."""
+def _fresh(units, options, platform):
+    """The units' cells, run on `platform` into a temporary matrix (read back as written: what
+    --accept records)."""
     from jaxdev.audit import matrix
 
     with tempfile.TemporaryDirectory(prefix="jaxdev-gate-") as tmp:
-        run_sweep(units, os.path.join(tmp, "matrix.yaml"), options, temporary=True)  # its path: gone at exit
+        path = os.path.join(tmp, "matrix.yaml")
+        run_sweep(units, path, options, temporary=True, platform=platform)  # its path: gone at exit
         return matrix.load(os.path.join(tmp, "matrix.yaml"))
 
 

@@ -62,10 +62,12 @@ def bar(*, rate: bool, disable: bool) -> Progress:
     return Progress(*columns, console=console, disable=disable)
 
 
-def run_sweep(units, out_path, options, *, resume=False, merge=False, run_info=None, quiet=False, temporary=False):
+def run_sweep(
+    units, out_path, options, *, resume=False, merge=False, run_info=None, quiet=False, temporary=False, platform=None
+):
     """The sweep with a progress bar (in a terminal) or a progress line every 10 s (in a log);
     prints wall time and samples/s. Shared with `gate`, whose matrix is `temporary`: its path is
-    never printed (it is gone when gate exits)."""
+    never printed (it is gone when gate exits). `platform`: the one the workers must run on."""
     from jaxdev.audit import sweep
 
     merging = merge and not resume and os.path.exists(out_path)
@@ -95,21 +97,22 @@ def run_sweep(units, out_path, options, *, resume=False, merge=False, run_info=N
     with progress:
         try:
             m = sweep.sweep(units, out_path, options, resume=resume, merge=merge, run_info=run_info,
-                            on_start=on_start, on_unit=on_unit, on_sample=on_sample)  # fmt: skip
+                            on_start=on_start, on_unit=on_unit, on_sample=on_sample, platform=platform)  # fmt: skip
         except KeyboardInterrupt:
             progress.stop()
             console.print(f"[yellow]interrupted[/yellow]: {_left_behind(out_path, temporary, merging)}", soft_wrap=True)
             sys.exit(130)
     if not quiet:
-        _print_rate(m.run["this_run"], "" if temporary else out_path, merging)
+        _print_rate(m.run.this_run, "" if temporary else out_path, merging)
     return m
 
 
-def _print_rate(this: dict, out_path: str, merging: bool) -> None:
-    rate = this["samples"] / this["wall_s"] if this["wall_s"] else 0.0
+def _print_rate(this, out_path: str, merging: bool) -> None:
+    """`this`: the sweep's model.ThisRun."""
+    rate = this.samples / this.wall_s if this.wall_s else 0.0
     where = f" -> {out_path}" + (" (merged: its other cells kept)" if merging else "") if out_path else ""
     console.print(
-        f"{this['units']} units, {this['samples']} samples in {this['wall_s']:.1f} s ({rate:.1f} samples/s){where}",
+        f"{this.units} units, {this.samples} samples in {this.wall_s:.1f} s ({rate:.1f} samples/s){where}",
         soft_wrap=True,
     )
 

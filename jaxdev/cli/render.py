@@ -31,3 +31,9 @@ def shown(path: str | None) -> str | None:
         return path
     rel = os.path.relpath(path)
     return path if rel.startswith("..") else rel
+
+
+def print_platform(platform, path: str) -> None:
+    """On a platform other than CPU, a line saying where its cells go (a CPU run says nothing new)."""
+    if platform.name != "cpu":
+        console.print(f"measuring on {platform.label} ({platform.name}): cells go to {path}", soft_wrap=True)

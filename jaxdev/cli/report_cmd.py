@@ -30,18 +30,22 @@ def command(matrix_path, out_dir, baseline_path, aten_path):
     self-contained page to explore the cells (filters by status, dtype, direction and family,
     search, a detail per cell with its reason and repro, the aten overloads, the cells changed
     since the baseline); and junit.xml. A reference_matrix.yaml beside MATRIX (coverage
-    --reference-inputs) adds a section to summary.md.
+    --reference-inputs) adds a section to summary.md. Other platforms' matrices beside MATRIX
+    (coverage/tpu/matrix.yaml) add their rows to the page, with a platform filter, and to
+    summary.md each platform's shares and the cells whose status differs between platforms.
 
     \b
     Examples:
       jaxdev report
       jaxdev report /tmp/cov/matrix.yaml --out /tmp/cov/report --baseline coverage/baseline.yaml
+      jaxdev report coverage/tpu/matrix.yaml --out reports/tpu   # one platform's matrix on its own
     """
-    from jaxdev.audit import AuditError, matrix, report, report_files
+    from jaxdev.audit import AuditError, matrix, platforms, report, report_files
 
     src = report.Sources(matrix.load(matrix_path), matrix_path)
-    if baseline_path is None and os.path.exists(facts.DEFAULT_BASELINE):
-        baseline_path = facts.DEFAULT_BASELINE
+    own = platforms.path(os.path.dirname(facts.DEFAULT_BASELINE), "baseline.yaml", src.matrix.measured_on)
+    if baseline_path is None and os.path.exists(own):
+        baseline_path = own  # the baseline of the matrix's platform
     if baseline_path is not None:
         if not os.path.exists(baseline_path):
             raise AuditError(f"no baseline at {baseline_path}")
@@ -55,5 +59,6 @@ def command(matrix_path, out_dir, baseline_path, aten_path):
     reference_path = os.path.join(os.path.dirname(matrix_path), facts.REFERENCE_MATRIX_FILE)
     if os.path.exists(reference_path) and not os.path.samefile(reference_path, matrix_path):
         src.reference, src.reference_path = matrix.load(reference_path), reference_path
+    src.platforms = [(path, matrix.load(path)) for _, path in platforms.beside(matrix_path)[1:]]
     for path in report_files.write(src, out_dir):
         console.print(f"wrote {path}")

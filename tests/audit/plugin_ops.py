@@ -6,6 +6,9 @@ hang   sleeps forever on the 2-element sample only
 slow   sleeps 2 s per sample (for killing a sweep mid-way)
 rounding  3 * x where CPU's float32 is off by a relative 8e-6 (a rounding error ~6 tolerances at
        these values) and jax's by JAXDEV_TEST_ERROR (default 4e-6: closer to the float64 result)
+wobbly 3 * x where CPU's float32 alternates between two results for identical calls (off by a
+       relative 8e-6, then by 2e-7: as a CPU kernel whose reduction order varies between calls),
+       and jax's is off by JAXDEV_TEST_WOBBLE (default 0: within tolerance of CPU's second result)
 twice  2 * x in float32, bfloat16 and float64, differentiable (its backward is the op twice_grad);
        right eagerly, and broken only while a compiled graph is traced, as named in
        JAXDEV_TEST_BREAK_TRACED (comma-separated): `forward-DTYPE` makes the traced forward 3 * x
@@ -139,6 +142,37 @@ OPINFOS.append(
         op=torch.ops.jaxdev_audit_test.twice,
         dtypes=_dispatch_dtypes((torch.float32, torch.bfloat16, torch.float64)),
         sample_inputs_func=_twice_samples,
+        supports_out=False,
+    )
+)
+
+
+_WOBBLES = [0]
+
+
+def _wobbly_cpu(x):
+    _WOBBLES[0] += 1
+    off = 8e-6 if _WOBBLES[0] % 2 else 2e-7
+    exact = x.double() * 3
+    return (exact if x.dtype == torch.float64 else exact * (1 + off)).to(x.dtype)
+
+
+def _wobbly_jax(x):
+    error = float(os.environ.get("JAXDEV_TEST_WOBBLE", "0"))
+    return (x.cpu().double() * 3 * (1 + error)).to(x.dtype).to(x.device)
+
+
+_LIB.define("wobbly(Tensor x) -> Tensor")
+_LIB.impl("wobbly", _wobbly_cpu, "CPU")
+_LIB.impl("wobbly", torch.empty_like, "Meta")
+_LIB.impl("wobbly", _wobbly_jax, "PrivateUse1")
+OPINFOS.append(
+    OpInfo(
+        f"{NS}.wobbly",
+        op=torch.ops.jaxdev_audit_test.wobbly,
+        dtypes=_dispatch_dtypes((torch.float32,)),
+        sample_inputs_func=_rounding_samples,
+        supports_autograd=False,
         supports_out=False,
     )
 )

@@ -5,10 +5,11 @@ import pytest
 import yaml
 
 from jaxdev.audit import aten_matrix, matrix, schema_samples
+from jaxdev.audit.model import Cell, OpNode, Route, Verdict
 
 
 def _entry(status, **extra):
-    return {"status": status, "reason": f"{status} reason", "samples": 1, **extra}
+    return Cell(status, f"{status} reason", 1, **extra)
 
 
 OPS = {
@@ -31,43 +32,44 @@ OPS = {
         },
     },
 }
+OPS = {op: OpNode(node["aten"], node["results"]) for op, node in OPS.items()}
 
 
 def test_namesake_opinfos_judge_and_fallback_on_other_ops_counts_as_pass():
     node = aten_matrix.from_opinfos("aten::foo.Tensor", OPS, ["foo", "other"], ["foo"])
     # other's wrong forward does not count: foo is named after the overload
-    assert node["judged_by"] == ["foo"] and node["opinfos"] == ["foo", "other"]
+    assert node.judged_by == ["foo"] and node.opinfos == ["foo", "other"]
     # foo's float32 backward fell back for aten::bar only: a pass for aten::foo.Tensor
-    assert node["cells"] == {"float32": {"forward": "pass", "backward": "pass"}, "int64": {"forward": "fallback"}}
-    assert node["verdict"] == "fallback" and "foo int64 forward" in node["reason"]
+    assert node.cells == {"float32": {"forward": "pass", "backward": "pass"}, "int64": {"forward": "fallback"}}
+    assert node.verdict == "fallback" and "foo int64 forward" in node.reason
 
 
 def test_without_namesake_the_worst_cell_of_every_reaching_opinfo_decides():
     node = aten_matrix.from_opinfos("aten::bar", OPS, ["foo", "other"], [])
-    assert node["cells"]["float32"] == {"forward": "wrong", "backward": "fallback"}
-    assert node["cells"]["complex32"] == {"forward": "unsupported"}  # kept, but not measured
-    assert node["verdict"] == "fails" and node["category"] == "wrong"
-    assert node["reason"].startswith("wrong in OpInfo other float32 forward") and "indirect" in node["reason"]
-    assert node["repro"] == "other float32 forward: ..."
+    assert node.cells["float32"] == {"forward": "wrong", "backward": "fallback"}
+    assert node.cells["complex32"] == {"forward": "unsupported"}  # kept, but not measured
+    assert node.verdict == "fails" and node.category == "wrong"
+    assert node.reason.startswith("wrong in OpInfo other float32 forward") and "indirect" in node.reason
+    assert node.repro == "other float32 forward: ..."
 
 
 def test_backward_ops_take_backward_cells_and_unmeasured_cells_give_no_verdict():
     node = aten_matrix.from_opinfos("aten::baz_backward", OPS, ["other"], [])
-    assert node["cells"] == {"float32": {"backward": "pass"}} and node["verdict"] == "pass"
-    only_unsupported = {"x": {"aten": ["aten::x"], "results": {"complex32": {"forward": _entry("unsupported")}}}}
+    assert node.cells == {"float32": {"backward": "pass"}} and node.verdict == "pass"
+    only_unsupported = {"x": OpNode(["aten::x"], {"complex32": {"forward": _entry("unsupported")}})}
     assert aten_matrix.from_opinfos("aten::x", only_unsupported, ["x"], ["x"]) is None  # -> a direct trial
 
 
 def test_counts_and_trial_nodes():
     nodes = {
-        "a": aten_matrix.from_trial({"status": "pass", "reason": "", "dtype": "float32", "repro": "a(...)"}),
-        "b": aten_matrix.from_trial({"status": "wrong", "reason": "output differs", "dtype": "int64"}),
-        "c": aten_matrix.from_trial({"status": "untriable", "category": "sparse", "reason": "sparse"}),
-        "d": aten_matrix.from_trial({"status": "untriable", "category": "no_valid_sample", "reason": "no valid"}),
+        "a": aten_matrix.from_trial(Verdict("pass", "", dtype="float32", repro="a(...)")),
+        "b": aten_matrix.from_trial(Verdict("wrong", "output differs", dtype="int64")),
+        "c": aten_matrix.from_trial(Verdict("untriable", "sparse", category="sparse")),
+        "d": aten_matrix.from_trial(Verdict("untriable", "no valid", category="no_valid_sample")),
     }
-    assert nodes["a"]["cells"] == {"float32": {"forward": "pass"}} and nodes["a"]["evidence"] == "direct"
-    assert nodes["b"]["verdict"] == "fails" and nodes["b"]["category"] == "wrong"
-    assert nodes["c"]["evidence"] == "none" and nodes["c"]["cells"] == {}
+    assert nodes["a"].cells == {"float32": {"forward": "pass"}} and nodes["a"].evidence == "direct"
+    assert nodes["b"].verdict == "fails" and nodes["b"].category == "wrong"
+    assert nodes["c"].evidence == "none" and nodes["c"].cells == {}
     c = aten_matrix.counts(nodes)
     assert c["verdicts"] == {"pass": 1, "fails": 1, "fallback": 0, "untriable": 2}
     assert c["tried"] == 2 and c["tried_share"] == 0.5 and c["dense"] == 3 and c["tried_share_dense"] == 0.6667
@@ -82,8 +84,8 @@ def test_pinning_host_memory_is_untriable_as_on_cuda():
 
 def test_direct_trial_passes_on_an_out_variant():
     result = schema_samples.trial("aten::sinh.out")
-    assert result["status"] == "pass", result
-    assert result["dtype"] == "float32" and result["repro"].startswith("aten::sinh.out(self=float32[3, 3]")
+    assert result.status == "pass", result
+    assert result.dtype == "float32" and result.repro.startswith("aten::sinh.out(self=float32[3, 3]")
 
 
 @pytest.mark.parametrize("name", ["aten::_ctc_loss.out", "aten::_ctc_loss.Tensor_out"])
@@ -93,14 +95,14 @@ def test_outputs_cpu_leaves_partly_unwritten_are_compared_by_shape(name):
     # the aten matrix takes the arguments of a sibling overload the OpInfo reaches (aten_matrix.donors)
     siblings = [("aten::_ctc_loss", "nn.functional.ctc_loss"), ("aten::_ctc_loss.Tensor", "nn.functional.ctc_loss")]
     result = schema_samples.trial(name, donors=siblings)
-    assert result["status"] == "pass", result
-    assert "values of output(s) [1, 3] unchecked" in result["reason"]
+    assert result.status == "pass", result
+    assert "values of output(s) [1, 3] unchecked" in result.reason
 
 
 def test_cpu_rejecting_every_candidate_is_untriable_not_a_failure():
     result = schema_samples.trial("aten::sspaddmm")  # CPU: "can only be called on sparse tensors"
-    assert result["status"] == "untriable" and result["category"] == "no_valid_sample", result
-    assert "no valid sample found" in result["reason"]
+    assert result.status == "untriable" and result.category == "no_valid_sample", result
+    assert "no valid sample found" in result.reason
 
 
 def test_static_classification():
@@ -116,9 +118,9 @@ def test_worker_trials_judge_a_broken_kernel_wrong(monkeypatch):
     schema_samples.run_trials(
         ["jaxdev_audit_test::good", "aten::sinh.out"], jobs=1, timeout=60, on_result=got.__setitem__
     )
-    assert got["jaxdev_audit_test::good"]["status"] == "wrong", got
-    assert "max abs err" in got["jaxdev_audit_test::good"]["reason"]
-    assert got["aten::sinh.out"]["status"] == "pass"
+    assert got["jaxdev_audit_test::good"].status == "wrong", got
+    assert "max abs err" in got["jaxdev_audit_test::good"].reason
+    assert got["aten::sinh.out"].status == "pass"
 
 
 @pytest.fixture
@@ -143,12 +145,12 @@ def test_cli_writes_aten_yaml_for_a_scope(cli, tmp_path, tiny_matrix):
     assert doc.meta["scope"] == ["aten::sin.default", "sinh.out", "aten::_nnz"]
     assert doc.counts()["verdicts"] == {"pass": 2, "fails": 0, "fallback": 0, "untriable": 1}
     sin = doc.overloads["aten::sin"]
-    assert sin["evidence"] == "opinfo" and sin["opinfos"] == ["sin"] and sin["verdict"] == "pass"
-    assert sin["cells"] == {"float32": {"forward": "pass", "backward": "pass"}}
-    assert sin["route"] == {"PrivateUse1": "native", "AutogradPrivateUse1": "autograd"}
+    assert sin.evidence == "opinfo" and sin.opinfos == ["sin"] and sin.verdict == "pass"
+    assert sin.cells == {"float32": {"forward": "pass", "backward": "pass"}}
+    assert sin.route == Route("native", "autograd")
     sinh = doc.overloads["aten::sinh.out"]
-    assert sinh["evidence"] == "direct" and sinh["cells"] == {"float32": {"forward": "pass"}}
-    assert doc.overloads["aten::_nnz"]["category"] == "sparse"
+    assert sinh.evidence == "direct" and sinh.cells == {"float32": {"forward": "pass"}}
+    assert doc.overloads["aten::_nnz"].category == "sparse"
     assert yaml.safe_load((out / "aten.yaml").read_text())["schema"] == aten_matrix.SCHEMA
     from jaxdev.audit import explain
 
@@ -172,15 +174,15 @@ def test_cli_writes_aten_yaml_for_a_scope(cli, tmp_path, tiny_matrix):
 )
 def test_hinted_families_are_tried_with_consistent_arguments(name, shown):
     result = schema_samples.trial(name)
-    assert result["status"] not in ("untriable", "exception", "crash"), result
-    assert shown in result["repro"], result["repro"]
+    assert result.status not in ("untriable", "exception", "crash"), result
+    assert shown in result.repro, result.repro
 
 
 def test_out_dtypes_follow_the_functional_overload_and_cpu_only_outs_stay_on_cpu():
     rfft = schema_samples.trial("aten::fft_rfft.out")  # a complex out= for a real input
-    assert rfft["status"] == "pass" and "out=complex64[" in rfft["repro"], rfft
+    assert rfft.status == "pass" and "out=complex64[" in rfft.repro, rfft
     packed = schema_samples.trial("aten::_pack_padded_sequence.out")  # lengths and out1 (batch_sizes) on CPU
-    assert packed["status"] == "pass", packed
+    assert packed.status == "pass", packed
 
 
 def test_fit_keeps_what_the_overload_can_take():
@@ -199,17 +201,17 @@ def test_fit_keeps_what_the_overload_can_take():
 
 
 def test_casts_to_unsigned_get_non_negative_inputs_and_storages_are_built():
-    assert schema_samples.trial("aten::_cast_Byte")["status"] == "pass"  # negative float -> uint8 is UB in C++
+    assert schema_samples.trial("aten::_cast_Byte").status == "pass"  # negative float -> uint8 is UB in C++
     assert schema_samples.static_untriable("aten::set_.source_Storage") is None
     result = schema_samples.trial("aten::set_.source_Storage_storage_offset")
-    assert result["status"] == "pass" and "UntypedStorage[48 bytes]" in result["repro"], result
+    assert result.status == "pass" and "UntypedStorage[48 bytes]" in result.repro, result
 
 
 def test_sparse_only_copies_are_sparse_and_seeded_ops_without_randomness_are_compared_by_value():
     assert schema_samples.static_untriable("aten::values_copy")[0] == "sparse"
     assert schema_samples.static_untriable("aten::sspaddmm.out")[0] == "sparse"
     lstm = schema_samples.trial("aten::lstm.input")  # tagged random (dropout), dropout 0 here
-    assert lstm["status"] == "pass" and "random" not in lstm and lstm["reason"] == "", lstm
+    assert lstm.status == "pass" and not lstm.random and lstm.reason == "", lstm
 
 
 def _flip(x, dim, index):
@@ -227,7 +229,7 @@ def test_decompositions_are_compared_up_to_their_gauge():
     flipped = (_flip(u, -1, 0), s, _flip(vh, -2, 0))  # the same factorisation, another sign
     from jaxdev.audit import check
 
-    assert check.compare([flipped], [(u, s, vh)], 0.0, 0.0)["status"] == "wrong"
+    assert check.differs([flipped], [(u, s, vh)], 0.0, 0.0).status == "wrong"
     assert schema_samples.gauge_free("aten::linalg_svd", [flipped], [(u, s, vh)])
     assert schema_samples.gauge_free("aten::linalg_svd.U", [flipped, *flipped], [(u, s, vh), u, s, vh])
     assert not schema_samples.gauge_free("aten::linalg_svd", [(_flip(u, -1, 0), s, vh)], [(u, s, vh)])  # U only

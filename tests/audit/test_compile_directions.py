@@ -3,15 +3,18 @@ dtype, and compile-backward (torch.autograd.grad through the compiled forward's 
 each judged against CPU's eager run as its eager twin is. The plugin's `twice` is right eagerly and
 broken only while a graph is traced (JAXDEV_TEST_BREAK_TRACED), so only these directions can see it."""
 
+import dataclasses
+
 import torch
 
 from jaxdev.audit import aten_matrix, calls, check, gate, matrix, report, samples
+from jaxdev.audit.model import Cell, OpNode
 
 TWICE = "jaxdev_audit_test.twice"
 
 
 def _cells(m, direction):
-    return {(c.op, c.dtype): c.entry for c in m.cells() if c.direction == direction}
+    return {(c.op, c.dtype): c.cell for c in m.cells() if c.direction == direction}
 
 
 def test_compiled_units_are_float32_unless_dtypes_are_named_and_all_names_every_dtype():
@@ -41,7 +44,7 @@ def test_compile_backward_runs_the_compiled_graphs_and_is_judged_against_cpu(mon
     sample = samples.samples(unit, 1)[0]
     eager = check.run_sample(samples.Unit(unit.op, unit.dtype, "backward"), sample)
     verdict = check.run_sample(unit, sample)
-    assert verdict["status"] == eager["status"] == "pass", verdict
+    assert verdict.status == eager.status == "pass", verdict
     # the grads came from programs the jax backend compiled: no programs, no grads
     from jaxdev.graphs import program
 
@@ -66,7 +69,7 @@ def test_a_kernel_wrong_only_when_traced_fails_only_the_compiled_direction_it_br
     assert code == 0, out
     assert "compile-backward wrong 2" in out.replace("  ", " "), out
     m = matrix.load(str(tmp_path / "matrix.yaml"))
-    status = {(c.dtype, c.direction): c.entry["status"] for c in m.cells()}
+    status = {(c.dtype, c.direction): c.cell.status for c in m.cells()}
     assert status == {
         ("float32", "forward"): "pass",
         ("float32", "backward"): "pass",
@@ -78,7 +81,7 @@ def test_a_kernel_wrong_only_when_traced_fails_only_the_compiled_direction_it_br
         ("bfloat16", "compile-backward"): "wrong",
     }
     wrong = m.get(TWICE, "float32", "compile-backward")
-    assert wrong["max_abs"] > 0 and "compile-backward" in wrong["repro"]
+    assert wrong.max_abs > 0 and "compile-backward" in wrong.repro
     # the reports break the compiled directions down by dtype
     md = report.markdown(m, "matrix.yaml")
     assert "## compile by dtype" in md and "## compile-backward by dtype" in md
@@ -92,18 +95,18 @@ def test_compiled_strides_are_judged_against_torch_compile_on_cpu_where_they_dif
     unit = samples.Unit("rot90", "float32", "compile-backward")
     sample = samples.samples(unit, 1)[0]
     verdict = check.run_sample(unit, sample)
-    assert verdict["status"] == "pass", verdict
-    assert verdict["reason"].startswith("strides as torch.compile plans them on CPU too"), verdict
-    assert check.run_sample(samples.Unit("rot90", "float32", "backward"), sample)["reason"] == ""
+    assert verdict.status == "pass", verdict
+    assert verdict.reason.startswith("strides as torch.compile plans them on CPU too"), verdict
+    assert check.run_sample(samples.Unit("rot90", "float32", "backward"), sample).reason == ""
     # float16 mul's meta strides are not its eager kernel's: the backward graph of tensordot plans a grad
     # laid out otherwise than aot_eager's kernels lay it out, and the jax backend follows the plan
     unit16 = samples.Unit("tensordot", "float16", "compile-backward")
     verdict = check.run_sample(unit16, samples.samples(unit16, 2)[1])
-    assert verdict["status"] == "pass" and "CPU gives [1, 2, 2] (shape [2, 2, 1])" in verdict["reason"], verdict
+    assert verdict.status == "pass" and "CPU gives [1, 2, 2] (shape [2, 2, 1])" in verdict.reason, verdict
     # strides that are neither CPU's eager ones nor torch.compile's stay a stride_mismatch
     monkeypatch.setattr(calls, "compiled_on_cpu", lambda op, cpu_sample, seeds: (None, [((5, 5, 5), (1, 5, 25))]))
     verdict = check.run_sample(unit, sample)
-    assert verdict["status"] == "stride_mismatch" and "CPU gives [5, 25, 1]" in verdict["reason"], verdict
+    assert verdict.status == "stride_mismatch" and "CPU gives [5, 25, 1]" in verdict.reason, verdict
 
 
 def test_values_torch_compile_itself_computes_otherwise_on_cpu_are_judged_against_that(monkeypatch):
@@ -113,29 +116,27 @@ def test_values_torch_compile_itself_computes_otherwise_on_cpu_are_judged_agains
     sample = samples.samples(unit, 2)[1]
     assert sample.kwargs == {"value": 3.14}
     verdict = check.run_sample(unit, sample)
-    assert verdict["status"] == "pass", verdict
-    assert verdict["reason"].startswith("as torch.compile computes it on CPU too (its graphs on CPU's kernels)"), (
-        verdict
-    )
-    assert "farther from the float64 result than CPU" in verdict["reason"]
+    assert verdict.status == "pass", verdict
+    assert verdict.reason.startswith("as torch.compile computes it on CPU too (its graphs on CPU's kernels)"), verdict
+    assert "farther from the float64 result than CPU" in verdict.reason
     # values torch.compile does not give on CPU either stay wrong
     monkeypatch.setattr(
         calls,
         "compiled_on_cpu",
         lambda op, cpu_sample, seeds: (op(cpu_sample.input, *cpu_sample.args, **cpu_sample.kwargs), []),
     )
-    assert check.run_sample(unit, sample)["status"] == "wrong"
+    assert check.run_sample(unit, sample).status == "wrong"
 
 
 def test_a_full_compile_run_keeps_the_compiled_cells_of_other_dtypes():
     m, old = matrix.empty(), matrix.empty()
-    entry = {"status": "pass", "reason": "", "samples": 1, "counts": {"pass": 1}}
+    entry = Cell("pass", "", 1, {"pass": 1})
     for dtype in ("float32", "bfloat16"):
         for direction in ("forward", "compile", "compile-backward"):
-            old.put("sin", dtype, direction, {**entry, "reason": f"old {dtype}"})
+            old.put("sin", dtype, direction, dataclasses.replace(entry, reason=f"old {dtype}"))
     m.put("sin", "float32", "compile", entry)  # what a full default run measured
     m.keep_others(old, {("compile", "float32"), ("compile-backward", "float32")})
-    cells = {(c.dtype, c.direction): c.entry["reason"] for c in m.cells()}
+    cells = {(c.dtype, c.direction): c.cell.reason for c in m.cells()}
     assert cells == {
         ("bfloat16", "compile"): "old bfloat16",
         ("bfloat16", "compile-backward"): "old bfloat16",
@@ -166,13 +167,13 @@ def test_gate_reruns_compile_backward_cells_and_no_backward_leaves_them_out(cli,
 
 def test_aten_verdicts_take_compile_backward_cells_and_untraced_hides_no_fallback():
     def opinfo(**cells):
-        entries = {d.replace("_", "-"): {"status": st, "reason": st, "samples": 1, **x} for d, (st, x) in cells.items()}
-        return {"mexp": {"aten": ["aten::mexp", "aten::mexp_backward"], "results": {"float16": entries}}}
+        entries = {d.replace("_", "-"): Cell(st, st, 1, **x) for d, (st, x) in cells.items()}
+        return {"mexp": OpNode(["aten::mexp", "aten::mexp_backward"], {"float16": entries})}
 
     # matrix_exp in half precision: the CPU fallback eagerly, which a compiled graph cannot trace
     ops = opinfo(forward=("fallback", {"fallback": ["aten::mexp"]}), compile=("untraced", {}))
     node = aten_matrix.from_opinfos("aten::mexp", ops, ["mexp"], ["mexp"])
-    assert node["verdict"] == "fallback" and "mexp float16 forward" in node["reason"], node
+    assert node.verdict == "fallback" and "mexp float16 forward" in node.reason, node
     ops = opinfo(forward=("pass", {}), compile_backward=("wrong", {}))
     node = aten_matrix.from_opinfos("aten::mexp_backward", ops, ["mexp"], [])
-    assert node["cells"] == {"float16": {"compile-backward": "wrong"}} and node["verdict"] == "fails"
+    assert node.cells == {"float16": {"compile-backward": "wrong"}} and node.verdict == "fails"

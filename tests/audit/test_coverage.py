@@ -5,6 +5,7 @@ import torch
 from conftest import jaxdev_process
 
 from jaxdev.audit import matrix
+from jaxdev.audit.model import Cell
 
 
 def test_coverage_tiny_scope_writes_a_canonical_matrix(cli, tmp_path):
@@ -13,11 +14,11 @@ def test_coverage_tiny_scope_writes_a_canonical_matrix(cli, tmp_path):
     assert "samples/s" in out
     path = tmp_path / "matrix.yaml"
     m = matrix.load(str(path))
-    assert m.to_yaml()["schema"] == matrix.SCHEMA and m.run["complete"]
+    assert m.to_yaml()["schema"] == matrix.SCHEMA and m.run.complete
     assert set(m.versions) >= {"torch", "jax", "jaxdev"}
     for direction in ("forward", "backward"):
         entry = m.get("sin", "float32", direction)
-        assert entry["status"] in {
+        assert entry.status in {
             "pass",
             "fallback",
             "missing",
@@ -27,8 +28,8 @@ def test_coverage_tiny_scope_writes_a_canonical_matrix(cli, tmp_path):
             "dtype_mismatch",
             "shape_mismatch",
         }
-        assert entry["samples"] >= 1
-    assert "aten::sin" in m.ops["sin"]["aten"]
+        assert entry.samples >= 1
+    assert "aten::sin" in m.ops["sin"].aten
     # YAML round trip: load -> save gives the same bytes
     before = path.read_bytes()
     matrix.save(matrix.load(str(path)), str(path))
@@ -41,8 +42,8 @@ def test_broken_kernel_is_a_wrong_result_with_errors(cli, tmp_path):
     )
     assert code == 0, out
     entry = matrix.load(str(tmp_path / "matrix.yaml")).get("jaxdev_audit_test.good", "float32", "forward")
-    assert entry["status"] == "wrong"
-    assert entry["max_abs"] == 2.0 and "max abs err" in entry["reason"] and "repro" in entry
+    assert entry.status == "wrong"
+    assert entry.max_abs == 2.0 and "max abs err" in entry.reason and entry.repro
 
 
 def test_crash_and_hang_cost_only_their_sample(cli, tmp_path):
@@ -61,12 +62,12 @@ def test_crash_and_hang_cost_only_their_sample(cli, tmp_path):
     m = matrix.load(str(tmp_path / "matrix.yaml"))
     crash = m.get("jaxdev_audit_test.crash", "float32", "forward")
     hang = m.get("jaxdev_audit_test.hang", "float32", "forward")
-    assert crash["status"] == "crash" and "SIGSEGV" in crash["reason"]
-    assert crash["counts"] == {"crash": 1, "pass": 2}
+    assert crash.status == "crash" and "SIGSEGV" in crash.reason
+    assert crash.counts == {"crash": 1, "pass": 2}
     # the repro names the sample that crashed: its shapes and dtypes, not just its index
-    assert "size=(2,)" in crash["repro"] and "float32" in crash["repro"]
-    assert "size=(2,)" in hang["repro"]
-    assert hang["status"] == "timeout" and hang["counts"] == {"timeout": 1, "pass": 2}
+    assert "size=(2,)" in crash.repro and "float32" in crash.repro
+    assert "size=(2,)" in hang.repro
+    assert hang.status == "timeout" and hang.counts == {"timeout": 1, "pass": 2}
 
 
 def test_resume_completes_a_killed_sweep(cli, tmp_path):
@@ -82,7 +83,7 @@ def test_resume_completes_a_killed_sweep(cli, tmp_path):
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     partial = matrix.load(str(path))  # never a truncated file
-    assert not partial.run["complete"]
+    assert not partial.run.complete
     assert partial.get("jaxdev_audit_test.slow", "float32", "forward") is None
     missing = 2 - len(list(partial.cells()))
     code, out = cli(
@@ -98,9 +99,9 @@ def test_resume_completes_a_killed_sweep(cli, tmp_path):
     assert code == 0, out
     assert f"{missing} units" in out  # only the missing cells ran (1 unless the machine was too busy)
     m = matrix.load(str(path))
-    assert m.run["complete"]
-    assert m.get("jaxdev_audit_test.slow", "float32", "forward")["status"] == "pass"
-    assert m.get("jaxdev_audit_test.good", "float32", "forward")["status"] == "pass"
+    assert m.run.complete
+    assert m.get("jaxdev_audit_test.slow", "float32", "forward").status == "pass"
+    assert m.get("jaxdev_audit_test.good", "float32", "forward").status == "pass"
 
 
 def test_shards_split_ops_and_merge(cli, tmp_path):
@@ -110,8 +111,8 @@ def test_shards_split_ops_and_merge(cli, tmp_path):
     two = {u.op for u in sweep.plan(["jaxdev_audit_test.*"], shard=(2, 2))}
     assert one and two and not one & two
     a, b = matrix.empty({"complete": True}), matrix.empty({"complete": True})
-    a.put("x", "float32", "forward", {"status": "pass"})
-    b.put("y", "float32", "forward", {"status": "wrong"})
+    a.put("x", "float32", "forward", Cell("pass"))
+    b.put("y", "float32", "forward", Cell("wrong"))
     matrix.save(a, str(tmp_path / "a.yaml"))
     matrix.save(b, str(tmp_path / "b.yaml"))
     code, out = cli(
@@ -169,8 +170,8 @@ def test_max_samples_limits_and_flags_the_cell(cli, tmp_path):
     assert code == 0, out
     m = matrix.load(str(tmp_path / "matrix.yaml"))
     entry = m.get("jaxdev_audit_test.good", "float32", "forward")
-    assert entry["samples"] == 2 and entry["limited"]
-    assert "limited" not in m.get("neg", "float32", "forward")  # neg has one sample
+    assert entry.samples == 2 and entry.limited
+    assert not m.get("neg", "float32", "forward").limited  # neg has one sample
     assert any((tmp_path / "cache").iterdir())  # --cache-dir is where the workers' executables go
 
 
@@ -183,7 +184,7 @@ def test_progress_lines_in_a_log(cli, tmp_path, monkeypatch):
     assert "1/1 units, 3 samples" in out and "samples/s, elapsed 0:" in out and "ETA" in out
 
 
-def test_workers_compile_fast_unless_told_otherwise():
+def test_workers_compile_as_users_do_but_faster_unless_told_otherwise():
     from jaxdev.audit import runner
 
     env = runner.worker_env({"XLA_FLAGS": "--xla_backend_optimization_level=3"}, cache_dir="/tmp/c")
@@ -192,6 +193,10 @@ def test_workers_compile_fast_unless_told_otherwise():
         "--xla_llvm_disable_expensive_passes=true",
     ]
     assert env[runner.CACHE_ENV] == "/tmp/c" and env["JAXDEV_FALLBACK"] == "silent"
+    # XLA's default optimization level, as users compile: level 0 changes floating-point results
+    assert "optimization_level" not in runner.worker_env({}, cache_dir="/tmp/c")["XLA_FLAGS"]
+    env = runner.worker_env({"XLA_FLAGS": "--xla_llvm_disable_expensive_passes=false"})
+    assert env["XLA_FLAGS"] == "--xla_llvm_disable_expensive_passes=false"
 
 
 def test_compile_mode_adds_its_direction_and_keeps_the_eager_cells(cli, tmp_path):
@@ -202,11 +207,11 @@ def test_compile_mode_adds_its_direction_and_keeps_the_eager_cells(cli, tmp_path
     code, out = cli("coverage", "sin", "nonzero", "--mode", "compile", "--jobs", "1", "--out", str(tmp_path))
     assert code == 0, out
     m = matrix.load(str(tmp_path / "matrix.yaml"))
-    assert m.get("sin", "float32", "forward")["status"] == "pass"  # kept from the eager run
-    assert m.get("sin", "float32", "compile")["status"] == "pass"
+    assert m.get("sin", "float32", "forward").status == "pass"  # kept from the eager run
+    assert m.get("sin", "float32", "compile").status == "pass"
     # nonzero's output shape depends on values: XLA cannot hold it in one program, and says so.
     nonzero = m.get("nonzero", "float32", "compile")
-    assert nonzero["status"] == "untraced" and "aten::nonzero" in nonzero["reason"]
+    assert nonzero.status == "untraced" and "aten::nonzero" in nonzero.reason
     assert set(m.summary["compile"]) == {"pass", "untraced"}
 
 
@@ -225,7 +230,7 @@ def test_compile_mode_catches_a_broken_kernel(cli, tmp_path):
     assert code == 0, out
     entry = matrix.load(str(tmp_path / "matrix.yaml")).get("jaxdev_audit_test.good", "float32", "compile")
     # the test op's kernel reads values on CPU, so its graph cannot be traced: it runs op by op, wrong
-    assert entry["status"] == "wrong"
+    assert entry.status == "wrong"
 
 
 def test_backward_runs_in_every_dtype_the_opinfo_differentiates():

@@ -20,7 +20,7 @@ def test_fused_mode_runs_float32_forward_cells_that_match_the_eager_ones(cli, tm
     }
     for op in ops:
         eager, fused = m.get(op, "float32", "forward"), m.get(op, "float32", "fused")
-        assert (fused["status"], fused["counts"]) == (eager["status"], eager["counts"]) == ("pass", eager["counts"])
+        assert (fused.status, fused.counts) == (eager.status, eager.counts) == ("pass", eager.counts)
     assert m.summary["fused"] == {"pass": 2}
 
 
@@ -51,4 +51,4 @@ def test_a_value_error_deferred_to_the_sync_is_the_samples_exception_and_does_no
     # the deferred check was read with the failed sample, not left for the next one's read
     assert torch.ones(2, device="jax").sum().item() == 2.0
     unit = samples.Unit("sin", "float32", "fused")
-    assert check.run_sample(unit, samples.samples(unit, 1)[0])["status"] == "pass"
+    assert check.run_sample(unit, samples.samples(unit, 1)[0]).status == "pass"

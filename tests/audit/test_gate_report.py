@@ -2,6 +2,7 @@ import json
 import xml.etree.ElementTree as ET
 
 from jaxdev.audit import matrix
+from jaxdev.audit.model import Cell
 
 GOOD = "jaxdev_audit_test.good"
 
@@ -10,7 +11,7 @@ def test_gate_red_on_broken_kernel_green_after_accept(cli, tmp_path):
     base = str(tmp_path / "baseline.yaml")
     code, out = cli("gate", GOOD, "--init", "--baseline", base, "--jobs", "1")
     assert code == 0, out
-    assert matrix.load(base).get(GOOD, "float32", "forward")["status"] == "pass"
+    assert matrix.load(base).get(GOOD, "float32", "forward").status == "pass"
 
     broken = {"JAXDEV_TEST_BREAK": "1"}
     code, out = cli("gate", "--baseline", base, "--jobs", "1", env=broken)
@@ -63,12 +64,12 @@ def test_gate_treats_unsupported_as_neither_pass_nor_failure():
 
 def test_shares_leave_out_unsupported_and_skipped_cells(cli, tmp_path):
     m = matrix.empty({"complete": True, "samples": 6})
-    m.put("abs", "float32", "forward", {"status": "pass", "reason": ""})
-    m.put("abs", "float64", "forward", {"status": "fallback", "reason": "CPU fallback for aten::abs"})
-    m.put("abs", "complex32", "forward", {"status": "unsupported", "reason": "UnsupportedDtypeError: no JAX type"})
-    m.put("chalf", "float32", "forward", {"status": "unsupported", "reason": "UnsupportedDtypeError: no JAX type"})
-    m.put("neg", "int8", "forward", {"status": "skip", "reason": "CPU raised"})
-    m.put("neg", "float32", "forward", {"status": "wrong", "reason": "differs"})
+    m.put("abs", "float32", "forward", Cell("pass", ""))
+    m.put("abs", "float64", "forward", Cell("fallback", "CPU fallback for aten::abs"))
+    m.put("abs", "complex32", "forward", Cell("unsupported", "UnsupportedDtypeError: no JAX type"))
+    m.put("chalf", "float32", "forward", Cell("unsupported", "UnsupportedDtypeError: no JAX type"))
+    m.put("neg", "int8", "forward", Cell("skip", "CPU raised"))
+    m.put("neg", "float32", "forward", Cell("wrong", "differs"))
     assert m.shares["forward"] == {"measured": 3, "pass": 0.3333, "fallback": 0.3333}
     path = tmp_path / "matrix.yaml"
     matrix.save(m, str(path))
@@ -109,9 +110,9 @@ def test_gate_refuses_bad_baselines_and_overwrites_nothing(cli, tmp_path):
 
 def test_report_writes_markdown_html_data_and_junit(cli, tmp_path):
     m = matrix.empty({"complete": True, "samples": 3})
-    m.put("sin", "float32", "forward", {"status": "pass", "reason": ""})
-    m.put("sin", "float32", "backward", {"status": "lost_autograd", "reason": "grad is None", "repro": "sin ..."})
-    m.put("cos", "float64", "forward", {"status": "fallback", "reason": "CPU fallback for aten::cos"})
+    m.put("sin", "float32", "forward", Cell("pass", ""))
+    m.put("sin", "float32", "backward", Cell("lost_autograd", "grad is None", repro="sin ..."))
+    m.put("cos", "float64", "forward", Cell("fallback", "CPU fallback for aten::cos"))
     path = tmp_path / "matrix.yaml"
     matrix.save(m, str(path))
     code, out = cli("report", str(path), "--out", str(tmp_path / "reports"))
@@ -126,7 +127,8 @@ def test_report_writes_markdown_html_data_and_junit(cli, tmp_path):
         for d, s in zip(flat[1::5], flat[2::5])
     }
     assert cells == {("sin", "forward", "pass"), ("sin", "backward", "lost_autograd"), ("cos", "forward", "fallback")}
-    assert {"reason": "grad is None", "repro": "sin ..."} in data["details"]
+    # a cell's detail: its fields but status and samples (a hand-made cell gains counts {}: model.Cell)
+    assert {"counts": {}, "reason": "grad is None", "repro": "sin ..."} in data["details"]
     assert "<td>lost_autograd</td><td>0</td><td>1</td>" in page  # the static table, for readers without scripts
     suites = ET.parse(tmp_path / "reports" / "junit.xml").getroot()
     backward = next(s for s in suites if s.get("name") == "coverage.backward")
@@ -135,9 +137,9 @@ def test_report_writes_markdown_html_data_and_junit(cli, tmp_path):
 
 def test_report_reads_baseline_and_aten_matrix_and_refuses_missing_ones(cli, tmp_path):
     m = matrix.empty({"complete": True})
-    m.put("sin", "float32", "forward", {"status": "wrong", "reason": "differs"}, ["aten::sin"])
+    m.put("sin", "float32", "forward", Cell("wrong", "differs"), ["aten::sin"])
     base = matrix.empty({"complete": True})
-    base.put("sin", "float32", "forward", {"status": "pass", "reason": ""})
+    base.put("sin", "float32", "forward", Cell("pass", ""))
     matrix.save(m, str(tmp_path / "matrix.yaml"))
     matrix.save(base, str(tmp_path / "baseline.yaml"))
     out_dir = str(tmp_path / "reports")

@@ -5,11 +5,12 @@ from __future__ import annotations
 import pytest
 
 from jaxdev.audit import AuditError, matrix
+from jaxdev.audit.model import Cell
 
 
 def _one(inputs: str | None, op: str = "sin") -> matrix.Matrix:
     m = matrix.empty({"complete": True, **({"inputs": inputs} if inputs else {})})
-    m.put(op, "float32", "forward", {"status": "pass", "samples": 1})
+    m.put(op, "float32", "forward", Cell("pass", samples=1))
     return m
 
 

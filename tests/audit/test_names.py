@@ -1,22 +1,24 @@
 """Aten names wherever an op is named (coverage, gate, ops, explain), near-name suggestions, and the
 gate's scope: the baseline's cells of the named ops only."""
 
+import dataclasses
 import json
 
 import pytest
 import yaml
 
 from jaxdev.audit import AuditError, gate, matrix, names, samples
+from jaxdev.audit.model import Cell
 
 GOOD = "jaxdev_audit_test.good"
-PASS = {"status": "pass", "reason": "", "samples": 1, "counts": {"pass": 1}}
+PASS = Cell("pass", "", 1, {"pass": 1})
 
 
 def _matrix(path, cells, aten):
     """A small matrix file: cells (op, dtype, direction) all pass, `aten` op -> reached overloads."""
     m = matrix.empty({"complete": True, "max_samples": 3, "timeout_s": 60.0})
     for op, dtype, direction in cells:
-        m.put(op, dtype, direction, dict(PASS), aten.get(op, ()))
+        m.put(op, dtype, direction, dataclasses.replace(PASS), aten.get(op, ()))
     matrix.save(m, str(path))
     return m
 
@@ -108,7 +110,7 @@ def test_coverage_runs_an_aten_name_through_its_opinfos(cli, tmp_path, index):
     assert code == 0, out
     assert f"jaxdev_audit_test::good: OpInfo {GOOD}" in out
     assert f"jaxdev_audit_test::good (run as OpInfo {GOOD}): forward pass 1" in out
-    assert matrix.load(str(tmp_path / "matrix.yaml")).get(GOOD, "float32", "forward")["status"] == "pass"
+    assert matrix.load(str(tmp_path / "matrix.yaml")).get(GOOD, "float32", "forward").status == "pass"
 
 
 def test_gate_checks_only_the_baselines_cells_of_the_named_ops(tmp_path, index):

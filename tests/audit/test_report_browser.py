@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from jaxdev.audit import matrix
+from jaxdev.audit.model import Cell, Platform
 
 BROWSER = next(
     (p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")) if p), None
@@ -61,25 +62,29 @@ def pages(tmp_path_factory):
 
     tmp = tmp_path_factory.mktemp("report")
     m = matrix.empty({"complete": True, "samples": 6})
-    m.put("sin", "float32", "forward", {"status": "pass", "reason": "", "samples": 3}, ["aten::sin"])
+    m.put("sin", "float32", "forward", Cell("pass", "", samples=3), ["aten::sin"])
     m.put(
         "sin",
         "float32",
         "backward",
-        {"status": "lost_autograd", "reason": "grad is None", "repro": "sin float32 backward: SampleInput(<x>)"},
+        Cell("lost_autograd", "grad is None", repro="sin float32 backward: SampleInput(<x>)"),
         ["aten::sin"],
     )
-    m.put("cos", "float64", "forward", {"status": "fallback", "reason": "CPU fallback for aten::cos"}, ["aten::cos"])
-    m.put("linalg.det", "float32", "forward", {"status": "wrong", "reason": "max abs err 0.5"}, ["aten::linalg_det"])
+    m.put("cos", "float64", "forward", Cell("fallback", "CPU fallback for aten::cos"), ["aten::cos"])
+    m.put("linalg.det", "float32", "forward", Cell("wrong", "max abs err 0.5"), ["aten::linalg_det"])
     base = matrix.empty({"complete": True})
-    base.put("sin", "float32", "backward", {"status": "pass", "reason": ""})
-    base.put("cos", "float64", "forward", {"status": "fallback", "reason": "CPU fallback for aten::cos"})
+    base.put("sin", "float32", "backward", Cell("pass", ""))
+    base.put("cos", "float64", "forward", Cell("fallback", "CPU fallback for aten::cos"))
     (tmp / "aten.yaml").write_text(yaml.safe_dump(ATEN))
     full = report.Sources(
         m, "matrix.yaml", base, "baseline.yaml", report.load_aten(str(tmp / "aten.yaml")), "aten.yaml"
     )
     report_files.write(full, str(tmp / "full"))
     report_files.write(report.Sources(m, "matrix.yaml"), str(tmp / "bare"))
+    tpu = matrix.empty({"complete": True, "samples": 2})
+    tpu.platform = Platform("tpu", "TPU v5 lite")
+    tpu.put("sin", "float32", "forward", Cell("wrong", "max abs err 0.01 on the TPU", samples=2), ["aten::sin"])
+    report_files.write(report.Sources(m, "matrix.yaml", platforms=[("tpu/matrix.yaml", tpu)]), str(tmp / "platforms"))
     return tmp
 
 
@@ -153,6 +158,18 @@ def test_page_without_baseline_or_aten_matrix_and_without_scripts(pages):
     static = html.split("<main")[0]  # what a reader without scripts gets
     assert "<td>lost_autograd</td>" in static and "Changed since the baseline (1)" in static
     assert "http://" not in html and "https://" not in html  # nothing fetched
+
+
+def test_other_platforms_rows_with_a_platform_filter(pages):
+    page = pages / "platforms" / "index.html"
+    dom, console = load(page)
+    assert console == [] and rows(dom) == ["cos", "linalg.det", "sin", "sin"]  # sin on cpu, and on the TPU
+    assert '<span class="sub plat">TPU v5 lite (tpu)</span>' in dom and "all platforms" in dom
+    assert rows(load(page, "platform=TPU v5 lite (tpu)")[0]) == ["sin"]
+    dom, console = load(page, "platform=cpu&status=wrong&view=list")
+    assert console == [] and rows(dom) == ["linalg.det"] and "<th>platform</th>" in dom
+    dom, console = load(page, "open=opinfo|sin @TPU v5 lite (tpu)|float32|forward")
+    assert console == [] and "max abs err 0.01 on the TPU" in dom.split('<tr class="detail">')[1]
 
 
 def test_screenshot(pages):

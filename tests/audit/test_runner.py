@@ -5,8 +5,10 @@ start being one clear error."""
 import os
 
 import pytest
+from pool_server import Crash, Echo, Hang, Progress
 
 from jaxdev.audit import AuditError, runner
+from jaxdev.audit.model import CPU, Platform
 
 HERE = os.path.dirname(__file__)
 
@@ -20,7 +22,7 @@ class Probe(runner.Task):
         return self.msg
 
     def progress(self, msg):
-        self.steps.append(msg[1])
+        self.steps.append(msg.index)
 
     def done(self, payload):
         self.result = payload
@@ -28,25 +30,25 @@ class Probe(runner.Task):
     def lost(self, status, reason):
         self.losses.append((status, reason))
         if len(self.losses) <= self.resumes:
-            self.msg = ("echo", "resumed")
+            self.msg = Echo("resumed")
             return True
         return False
 
 
-def _pool(jobs=2, timeout=5.0, **env):
+def _pool(jobs=2, timeout=5.0, platform=None, **env):
     full = runner.worker_env({**os.environ, "PYTHONPATH": HERE + os.pathsep + os.environ.get("PYTHONPATH", ""), **env})
-    return runner.Pool("pool_server", jobs, timeout, full, "test worker", max_failed_starts=2)
+    return runner.Pool("pool_server", jobs, timeout, full, "test worker", max_failed_starts=2, platform=platform)
 
 
 def test_answers_progress_and_losses_each_charged_to_their_task():
     tasks = {
-        "echo": Probe(("echo", 1)),
-        "progress": Probe(("progress", 3, "p")),
-        "crash": Probe(("crash",)),
-        "hang": Probe(("hang",)),
-        "resumed": Probe(("crash",), resumes=1),
+        "echo": Probe(Echo(1)),
+        "progress": Probe(Progress(3, "p")),
+        "crash": Probe(Crash()),
+        "hang": Probe(Hang()),
+        "resumed": Probe(Crash(), resumes=1),
     }
-    runner.run(list(tasks.values()), _pool(timeout=3.0))
+    runner.run(list(tasks.values()), _pool(timeout=3.0, platform=CPU))
     assert tasks["echo"].result == 1 and not tasks["echo"].losses
     assert tasks["progress"].steps == [0, 1, 2] and tasks["progress"].result == "p"
     assert tasks["crash"].losses == [("crash", "worker killed by signal SIGKILL")] and tasks["crash"].result is None
@@ -58,4 +60,10 @@ def test_a_worker_that_cannot_start_is_one_error():
     with pytest.raises(
         AuditError, match=r"a test worker failed to start 2 times in a row \(worker exited with code 3\)"
     ):
-        runner.run([Probe(("echo", 1))], _pool(jobs=1, POOL_SERVER_FAIL="1"))
+        runner.run([Probe(Echo(1))], _pool(jobs=1, POOL_SERVER_FAIL="1"))
+
+
+def test_workers_on_another_platform_than_expected_are_one_error():
+    tpu = Platform("tpu", "TPU v5 lite")
+    with pytest.raises(AuditError, match=r"the test workers run on cpu \(cpu\), not on TPU v5 lite \(tpu\)"):
+        runner.run([Probe(Echo(1))], _pool(jobs=1, platform=tpu))

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from jaxdev.audit import AuditError, aten_matrix, matrix, sweep
+from jaxdev.audit.model import Cell
 from jaxdev.audit.samples import Unit
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -29,7 +30,7 @@ def _copy(src: str, folder) -> str:
 
 
 def _cells(m: matrix.Matrix) -> dict:
-    return {(c.op, c.dtype, c.direction): c.entry for c in m.cells()}
+    return {(c.op, c.dtype, c.direction): c.cell for c in m.cells()}
 
 
 def test_readme_example_keeps_every_other_cell(cli, tmp_path):
@@ -43,18 +44,15 @@ def test_readme_example_keeps_every_other_cell(cli, tmp_path):
     old, new = _cells(before), _cells(after)
     assert set(new) == set(old)  # nothing dropped, nothing invented
     assert {k: v for k, v in new.items() if k not in ran} == {k: v for k, v in old.items() if k not in ran}
-    assert {op: n["aten"] for op, n in after.ops.items() if op != "sin"} == {
-        op: n["aten"] for op, n in before.ops.items() if op != "sin"
+    assert {op: n.aten for op, n in after.ops.items() if op != "sin"} == {
+        op: n.aten for op, n in before.ops.items() if op != "sin"
     }
     assert set(before.aten("sin")) <= set(after.aten("sin"))
     # the sweep that made the file still describes it; this run is recorded beside it
     for key in ("complete", "max_samples", "timeout_s", "wall_s"):
-        assert after.run.get(key) == before.run.get(key), key
-    assert after.run["samples"] == sum(e.get("samples", 0) for e in new.values())
-    assert after.run["this_run"]["units"] == 2 and after.run["this_run"]["scope"] == {
-        "ops": ["sin"],
-        "dtypes": ["float32"],
-    }
+        assert getattr(after.run, key) == getattr(before.run, key), key
+    assert after.run.samples == sum(cell.samples for cell in new.values())
+    assert after.run.this_run.units == 2 and after.run.this_run.scope == {"ops": ["sin"], "dtypes": ["float32"]}
     # the summary: this run's 2 cells, then the file's (the kept compile cells only there)
     text = " ".join(out.split())
     mine, _, held = text.partition(f"now holds {len(old):,} cells:")
@@ -81,7 +79,7 @@ def test_a_scoped_run_refuses_a_file_it_cannot_join(cli, tmp_path):
 def _saved(tmp_path, cells, **run) -> str:
     m = matrix.empty({"complete": True, "max_samples": 3, **run})
     for op, dtype, direction, status in cells:
-        m.put(op, dtype, direction, {"status": status, "samples": 1}, [f"aten::{op}"])
+        m.put(op, dtype, direction, Cell(status, samples=1), [f"aten::{op}"])
     path = str(tmp_path / "matrix.yaml")
     matrix.save(m, path)
     return path
@@ -109,12 +107,12 @@ def test_only_a_full_run_replaces_its_directions(tmp_path):
 def test_merging_shards_keeps_what_they_do_not_hold(tmp_path):
     existing = matrix.load(_saved(tmp_path, [("a", "float32", "forward", "pass"), ("b", "float32", "forward", "pass")]))
     part = matrix.empty({"complete": True, "shard": "1/2"})
-    part.put("a", "float32", "forward", {"status": "wrong", "samples": 1})
+    part.put("a", "float32", "forward", Cell("wrong", samples=1))
     merged = matrix.combine([part], matrix.load(str(tmp_path / "matrix.yaml")), "m.yaml")
-    assert merged.get("a", "float32", "forward")["status"] == "wrong"
+    assert merged.get("a", "float32", "forward").status == "wrong"
     assert merged.get("b", "float32", "forward") == existing.get("b", "float32", "forward")
     other = matrix.empty({"complete": True, "shard": "2/2"})
-    other.put("c", "float32", "forward", {"status": "pass", "samples": 1})
+    other.put("c", "float32", "forward", Cell("pass", samples=1))
     assert matrix.full_sweep([part, other]) and not matrix.full_sweep([part])
     whole = matrix.combine([part, other], existing, "m.yaml")  # every shard of a full sweep: it replaces
     assert {c.op for c in whole.cells()} == {"a", "c"}
@@ -125,7 +123,7 @@ def test_a_scoped_aten_run_keeps_every_other_overload(cli, tmp_path):
     before = aten_matrix.load(path)
     source = str(tmp_path / "opinfo-matrix.yaml")
     m = matrix.empty({"complete": True})
-    m.put("sin", "float32", "forward", {"status": "pass", "samples": 1}, ["aten::sin"])
+    m.put("sin", "float32", "forward", Cell("pass", samples=1), ["aten::sin"])
     matrix.save(m, source)
     code, out = cli(
         "coverage", "--aten", "aten::sin.default", "--matrix", source, "--jobs", "1", "--out", str(tmp_path)

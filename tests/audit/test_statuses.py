@@ -2,6 +2,7 @@
 read their order, meaning, colours and glyphs from it."""
 
 from jaxdev.audit import facts, matrix, report, report_html
+from jaxdev.audit.model import Cell
 from jaxdev.cli import render
 
 
@@ -17,8 +18,8 @@ def test_the_terminal_and_the_page_read_the_table():
     assert render.coloured("wrong") == "[red]wrong[/red]" and render.coloured("native") == "[green]native[/green]"
     assert render.coloured("whatever") == "whatever"
     m = matrix.empty({"complete": True})
-    m.put("sin", "float32", "forward", {"status": "stride_mismatch", "reason": "r"}, ["aten::sin"])
-    m.put("cos", "float32", "forward", {"status": "novel", "reason": "a status this jaxdev does not know"})
+    m.put("sin", "float32", "forward", Cell("stride_mismatch", "r"), ["aten::sin"])
+    m.put("cos", "float32", "forward", Cell("novel", "a status this jaxdev does not know"))
     d = report_html.data(report.Sources(m, "m.yaml"))
     assert d["statuses"][: len(facts.SEVERITY)] == list(facts.SEVERITY) and d["statuses"][-1] == "novel"
     for s in facts.SEVERITY:

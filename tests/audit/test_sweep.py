@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from jaxdev.audit import AuditError, matrix, samples, sweep
+from jaxdev.audit.model import Cell
 from jaxdev.audit.samples import Unit
 
 
@@ -20,7 +21,7 @@ def test_reference_runs_plan_only_opinfos_with_reference_inputs():
 def test_sample_and_reference_cells_never_share_a_file(tmp_path):
     path = str(tmp_path / "m.yaml")
     m = matrix.empty({"complete": True, "max_samples": 3})
-    m.put("sin", "float32", "forward", {"status": "pass", "samples": 1})
+    m.put("sin", "float32", "forward", Cell("pass", samples=1))
     matrix.save(m, path)
     units = [Unit("sin", "float32", "forward")]
     for how in ({"resume": True, "merge": False}, {"resume": False, "merge": True}):

@@ -60,7 +60,7 @@ def gauge_free(name: str, actual, expected) -> bool:
     from jaxdev.audit import check
 
     kind = GAUGE.get(name.split("::", 1)[-1].split(".")[0])
-    if kind is None or check.compare(actual, expected, 0.0, 0.0, values=False) is not None:
+    if kind is None or check.differs(actual, expected, 0.0, 0.0, values=False) is not None:
         return False
     # the result, and the written arguments (out= variants) when they are the result's tensors
     groups = [(actual[0], expected[0])]
@@ -72,7 +72,7 @@ def gauge_free(name: str, actual, expected) -> bool:
             shaped = isinstance(e, torch.Tensor) if kind == "eigvals" else isinstance(e, (tuple, list)) and len(e) >= 2
             if not shaped:
                 return False
-            if check.compare(_canonical(kind, a), _canonical(kind, e), 0.0, 0.0) is not None:
+            if check.differs(_canonical(kind, a), _canonical(kind, e), 0.0, 0.0) is not None:
                 return False
         return True
     except Exception:

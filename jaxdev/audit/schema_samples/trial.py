@@ -17,6 +17,7 @@ from jaxdev.audit.facts.aten import (
     UNINITIALISED_TRIALS,
     UNTRIABLE,
 )
+from jaxdev.audit.model import Verdict
 from jaxdev.audit.schema_samples.build import Unbuildable, candidates, is_out
 from jaxdev.audit.schema_samples.donors import describe, donor_candidates
 from jaxdev.audit.schema_samples.gauge import gauge_free
@@ -80,11 +81,11 @@ class _Chosen(NamedTuple):
     written: list
 
 
-def _untriable(category: str, reason: str, **extra) -> dict:
-    return {**extra, "status": "untriable", "category": category, "reason": reason}
+def _untriable(category: str, reason: str, out: Verdict | None = None) -> Verdict:
+    return (out or Verdict("untriable")).but(status="untriable", category=category, reason=reason)
 
 
-def _choose(op, donors) -> _Chosen | dict:
+def _choose(op, donors) -> _Chosen | Verdict:
     """The first candidate (donors' first) CPU runs, or the untriable verdict when none."""
     from jaxdev.audit import samples
 
@@ -136,9 +137,9 @@ def _unstable(op, name: str, chosen: _Chosen) -> tuple[bool, set[int]]:
             kwargs2, _ = build("cpu", 0)
             samples.seed_all(seed)
             again = _outputs(op(**kwargs2), kwargs2, written)
-            random = check.compare(again, expected, 0.0, 0.0, values=False) is not None
+            random = check.differs(again, expected, 0.0, 0.0, values=False) is not None
             for i, (x, y) in enumerate(zip(tree_flatten(again)[0], expected_leaves)):
-                if check.compare([x], [y], 0.0, 0.0) is not None:
+                if check.differs([x], [y], 0.0, 0.0) is not None:
                     unstable.add(i)
         except Exception:
             random = True
@@ -151,7 +152,7 @@ def _unstable(op, name: str, chosen: _Chosen) -> tuple[bool, set[int]]:
             samples.seed_all(seeds[0])
             again = _outputs(op(**kwargs2), kwargs2, written)
             for i, (x, y) in enumerate(zip(tree_flatten(again)[0], expected_leaves)):
-                if _partly_sentinel(x) and check.compare([x], [y], 0.0, 0.0) is not None:
+                if _partly_sentinel(x) and check.differs([x], [y], 0.0, 0.0) is not None:
                     unstable.add(i)
     # Outputs CPU leaves partly unwritten by design: two runs may agree by chance (fresh zeroed pages)
     unstable |= set(PARTLY_UNWRITTEN.get(name.split(".")[0], ()))
@@ -161,7 +162,7 @@ def _unstable(op, name: str, chosen: _Chosen) -> tuple[bool, set[int]]:
     return random, unstable
 
 
-def _on_jax(op, chosen: _Chosen, out: dict) -> tuple | dict:
+def _on_jax(op, chosen: _Chosen, out: Verdict) -> tuple | Verdict:
     """(outputs as CPU tensors, their layouts on jax, fallback ops), or the verdict of a raise."""
     import warnings
 
@@ -184,15 +185,15 @@ def _on_jax(op, chosen: _Chosen, out: dict) -> tuple | dict:
             status = check.exception_status(e)
             fallback = sorted(jaxdev.fallback_counts())
             if status == "unsupported":
-                return _untriable("unsupported", short(e), **out)
-            return {**out, "status": status, "reason": short(e), **({"fallback": fallback} if fallback else {})}
+                return _untriable("unsupported", short(e), out)
+            return out.but(status=status, reason=short(e), fallback=fallback)
     return actual, layouts, sorted(jaxdev.fallback_counts())
 
 
-def trial(name: str, on_phase: Callable[[str], None] = lambda phase: None, donors=()) -> dict:
-    """The verdict of one overload tried directly: {status, reason, [category, dtype, repro,
-    fallback, max_abs, max_rel, random]}. status is an auditor status (facts.SEVERITY) or
-    "untriable" (with a category from facts.aten.UNTRIABLE)."""
+def trial(name: str, on_phase: Callable[[str], None] = lambda phase: None, donors=()) -> Verdict:
+    """The verdict of one overload tried directly: its status is an auditor status (facts.SEVERITY)
+    or "untriable" (with a category from facts.aten.UNTRIABLE); it gives the dtype of the inputs and,
+    where known, the repro, the donor, the fallback ops, the errors and whether it is random."""
     import torch
     from torch.utils._pytree import tree_flatten
 
@@ -203,57 +204,49 @@ def trial(name: str, on_phase: Callable[[str], None] = lambda phase: None, donor
         return _untriable("python", UNTRIABLE["python"])
     on_phase("cpu")
     chosen = _choose(op, donors)
-    if isinstance(chosen, dict):
+    if isinstance(chosen, Verdict):
         return chosen
     dtypes = [v.dtype for v in tree_flatten(chosen.kwargs)[0] if isinstance(v, torch.Tensor)]
-    out = {
-        "dtype": samples.dtype_name(dtypes[0]) if dtypes else "float32",
-        "repro": describe(name, chosen.plan, chosen.kwargs),
-    }
+    out = Verdict("pass", dtype=samples.dtype_name(dtypes[0]) if dtypes else "float32")
+    out.repro = describe(name, chosen.plan, chosen.kwargs)
     if chosen.plan[0] == "donor":
-        out["donor"] = f"arguments of {chosen.plan[1]} in OpInfo {chosen.plan[2]}'s sample"
+        out.donor = f"arguments of {chosen.plan[1]} in OpInfo {chosen.plan[2]}'s sample"
     random, unstable = _unstable(op, name, chosen)
-    if random:
-        out["random"] = True
+    out.random = random
     on_phase("jax")
     ran = _on_jax(op, chosen, out)
-    if isinstance(ran, dict):
+    if isinstance(ran, Verdict):
         return ran
     return _judge(name, out, ran, chosen.expected, random, unstable)
 
 
-def _judge(name: str, out: dict, ran: tuple, expected, random: bool, unstable: set) -> dict:
+def _judge(name: str, out: Verdict, ran: tuple, expected, random: bool, unstable: set) -> Verdict:
     """The verdict on jax's outputs: `ran` is (outputs as CPU tensors, layouts on jax, fallback ops)."""
     from jaxdev.audit import check
 
     actual, layouts, fallback = ran
-    if fallback:
-        out["fallback"] = fallback
-    bad = check.compare(actual, expected, 0.0, 0.0, values=not random)
+    out.fallback = fallback
+    bad = check.differs(actual, expected, 0.0, 0.0, values=not random)
     if bad and unstable and not random:  # compare the stable outputs' values only
-        bad = check.compare(actual, expected, 0.0, 0.0, values=False) or check.compare(
+        bad = check.differs(actual, expected, 0.0, 0.0, values=False) or check.differs(
             _masked(actual, unstable), _masked(expected, unstable), 0.0, 0.0
         )
     gauge = ""
-    if bad and bad["status"] == "wrong" and gauge_free(name, actual, expected):
+    if bad and bad.status == "wrong" and gauge_free(name, actual, expected):
         bad, gauge = None, GAUGE_NOTE
     if bad:
         if fallback:
-            bad["reason"] += f" (CPU fallback used for {', '.join(fallback)})"
-        return {**out, **bad}
+            bad.reason += f" (CPU fallback used for {', '.join(fallback)})"
+        return out.but(status=bad.status, reason=bad.reason, max_abs=bad.max_abs, max_rel=bad.max_rel)
     misplaced = check.stride_mismatch(layouts, expected)
     if misplaced:
-        return {**out, "status": "stride_mismatch", "reason": misplaced}
+        return out.but(status="stride_mismatch", reason=misplaced)
     if fallback:
-        return {
-            **out,
-            "status": "fallback",
-            "reason": f"correct only through the CPU fallback for {', '.join(fallback)}",
-        }
+        return out.but(status="fallback", reason=f"correct only through the CPU fallback for {', '.join(fallback)}")
     partly = (
         f"values of output(s) {sorted(unstable)} unchecked: they vary between CPU runs, or CPU leaves them "
         "partly unwritten"
         if unstable
         else ""
     )
-    return {**out, "status": "pass", "reason": UNCHECKED if random else "; ".join(x for x in (gauge, partly) if x)}
+    return out.but(status="pass", reason=UNCHECKED if random else "; ".join(x for x in (gauge, partly) if x))

@@ -10,6 +10,8 @@ from collections.abc import Callable
 
 from jaxdev.audit import runner
 from jaxdev.audit.facts.aten import UNTRIABLE
+from jaxdev.audit.messages import Done, Phase, TrialRequest
+from jaxdev.audit.model import Platform, Verdict
 from jaxdev.audit.schema_samples.trial import short, trial
 
 DEFAULT_TIMEOUT_S = 30.0
@@ -19,29 +21,29 @@ MAX_FAILED_STARTS = 3  # in a row: a worker that cannot import jaxdev at all is 
 class TrialTask(runner.Task):
     """One overload's trial: its donors, the phase it is in, and where its verdict goes."""
 
-    def __init__(self, name: str, donors, on_result: Callable[[str, dict], None]):
+    def __init__(self, name: str, donors, on_result: Callable[[str, Verdict], None]):
         self.name = name
         self.donors = donors
         self.on_result = on_result
         self.phase = "cpu"
 
-    def request(self) -> tuple:
+    def request(self) -> TrialRequest:
         self.phase = "cpu"
-        return ("trial", self.name, self.donors)
+        return TrialRequest(self.name, tuple(self.donors))
 
-    def progress(self, msg: tuple) -> None:
-        self.phase = msg[1]  # ("phase", cpu | jax)
+    def progress(self, msg: Phase) -> None:
+        self.phase = msg.phase
 
-    def done(self, verdict: dict) -> None:
+    def done(self, verdict: Verdict) -> None:
         self.on_result(self.name, verdict)
 
     def lost(self, status: str, reason: str) -> bool:
         if status == "timeout":
             reason += f" ({self.phase})"
         if self.phase == "cpu":
-            verdict = {"status": "untriable", "category": "cpu_crash", "reason": f"{UNTRIABLE['cpu_crash']}: {reason}"}
+            verdict = Verdict("untriable", f"{UNTRIABLE['cpu_crash']}: {reason}", category="cpu_crash")
         else:
-            verdict = {"status": status, "reason": reason}
+            verdict = Verdict(status, reason)
         self.on_result(self.name, verdict)
         return False
 
@@ -51,16 +53,19 @@ def run_trials(
     *,
     jobs: int = 1,
     timeout: float = DEFAULT_TIMEOUT_S,
-    on_result: Callable[[str, dict], None],
+    on_result: Callable[[str, Verdict], None],
     env: dict | None = None,
     cache_dir: str | None = None,
     donors: dict | None = None,
+    platform: Platform | None = None,
 ) -> None:
     """Try each overload in worker processes; `on_result(name, verdict)` as each finishes.
-    `donors`: overload -> [(sibling overload, OpInfo reaching it)] (see donor_candidates)."""
+    `donors`: overload -> [(sibling overload, OpInfo reaching it)] (see donor_candidates);
+    `platform`: the one the workers must run on (None: any)."""
     tasks = [TrialTask(name, (donors or {}).get(name, ()), on_result) for name in names]
     env = runner.worker_env(env, cache_dir)
-    runner.run(tasks, runner.Pool(__name__, jobs, timeout, env, "trial worker", MAX_FAILED_STARTS))
+    pool = runner.Pool(__name__, jobs, timeout, env, "trial worker", MAX_FAILED_STARTS, platform)
+    runner.run(tasks, pool)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -75,10 +80,9 @@ def prepare() -> None:
         samples.op_db()  # plugins define their ops (once: op_db is cached)
 
 
-def serve(msg: tuple, send) -> None:
-    _, name, donors = msg
+def serve(msg: TrialRequest, send) -> None:
     try:
-        verdict = trial(name, lambda phase: send.send(("phase", phase)), donors)
+        verdict = trial(msg.name, lambda phase: send.send(Phase(phase)), msg.donors)
     except Exception as e:  # an auditor bug on an odd overload must not stop the run
-        verdict = {"status": "exception", "reason": f"auditor: {short(e)}"}
-    send.send(("done", verdict))
+        verdict = Verdict("exception", f"auditor: {short(e)}")
+    send.send(Done(verdict))
