@@ -22,6 +22,10 @@ from jaxdev.audit.facts import (
     TIED_INDICES,
 )
 
+# How a note of arbitrate begins when it measured jax farther from the exact result than CPU: a
+# decided `wrong` (every other note that fails says why nothing was decided).
+FARTHER = "farther from the"
+
 
 def _wide_dtype(dtype: torch.dtype) -> torch.dtype | None:
     """float16/bfloat16/float32 -> float64, complex32/complex64 -> complex128; None for the rest."""
@@ -218,4 +222,4 @@ def _verdict(unit, jax_err: float, cpu_err: float, ref: str) -> tuple[bool, str]
             f"not arbitrated: CPU is {_units(cpu_err)}x tolerance from the {ref} result, over the "
             f"{ARBITRATION_CPU_BOUND:g}x that may excuse jax's {_units(jax_err)}x"
         )
-    return False, f"farther from the {ref} result than CPU: {numbers}"
+    return False, f"{FARTHER} {ref} result than CPU: {numbers}"

@@ -6,9 +6,10 @@ hang   sleeps forever on the 2-element sample only
 slow   sleeps 2 s per sample (for killing a sweep mid-way)
 rounding  3 * x where CPU's float32 is off by a relative 8e-6 (a rounding error ~6 tolerances at
        these values) and jax's by JAXDEV_TEST_ERROR (default 4e-6: closer to the float64 result)
-wobbly 3 * x where CPU's float32 alternates between two results for identical calls (off by a
-       relative 8e-6, then by 2e-7: as a CPU kernel whose reduction order varies between calls),
-       and jax's is off by JAXDEV_TEST_WOBBLE (default 0: within tolerance of CPU's second result)
+wobbly 3 * x where CPU alternates between two results for identical calls (off by a relative
+       8e-6, then by 2e-7: as a CPU kernel whose reduction order varies between calls), in float32
+       and float64; jax's is off by JAXDEV_TEST_WOBBLE (default 0: in float32 within tolerance of
+       CPU's second result, in float64 of neither)
 twice  2 * x in float32, bfloat16 and float64, differentiable (its backward is the op twice_grad);
        right eagerly, and broken only while a compiled graph is traced, as named in
        JAXDEV_TEST_BREAK_TRACED (comma-separated): `forward-DTYPE` makes the traced forward 3 * x
@@ -153,8 +154,7 @@ _WOBBLES = [0]
 def _wobbly_cpu(x):
     _WOBBLES[0] += 1
     off = 8e-6 if _WOBBLES[0] % 2 else 2e-7
-    exact = x.double() * 3
-    return (exact if x.dtype == torch.float64 else exact * (1 + off)).to(x.dtype)
+    return (x.double() * 3 * (1 + off)).to(x.dtype)
 
 
 def _wobbly_jax(x):
@@ -170,7 +170,7 @@ OPINFOS.append(
     OpInfo(
         f"{NS}.wobbly",
         op=torch.ops.jaxdev_audit_test.wobbly,
-        dtypes=_dispatch_dtypes((torch.float32,)),
+        dtypes=_dispatch_dtypes((torch.float32, torch.float64)),
         sample_inputs_func=_rounding_samples,
         supports_autograd=False,
         supports_out=False,

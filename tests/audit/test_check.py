@@ -95,3 +95,9 @@ def test_cpu_giving_two_results_for_identical_calls_is_said_and_judged_against_b
     assert verdict.status == "wrong" and verdict.unstable, verdict
     assert "farther from the float64 result than CPU" in verdict.reason
     assert verdict.reason.endswith("jax is judged against both and the float64 result"), verdict
+    # float64 (not arbitrated): CPU's two results differ beyond tolerance and jax matches neither:
+    # there is nothing to call jax wrong against, and the verdict says so
+    monkeypatch.setenv("JAXDEV_TEST_WOBBLE", "0")
+    unit = samples.Unit("jaxdev_audit_test.wobbly", "float64", "forward")
+    verdict = check.run_sample(unit, samples.samples(unit)[0])
+    assert verdict.status == "skip" and verdict.reason.startswith("no verdict: jax matches neither: output"), verdict
