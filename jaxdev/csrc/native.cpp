@@ -46,6 +46,12 @@
 //                                program each way, where it applies; the math composite elsewhere.
 //                                No Python twin: without this module attention takes the math path.
 //
+//   fused_match(seg, key, ...)   fused eager's replay guard (fused.cpp; jaxdev/fused/replay.py): an op
+//                                call checked against the key the trie expects next, without building
+//                                its key. Python twin: the recorder's full key.
+//   fused_layout, fused_alive,   fused eager's flush over every input and pending storage (fused_flush.cpp):
+//   fused_settle, fused_unwrite  program._layout, recorder._alive, boxes.settle and boxes.unwritten.
+//
 //   install_hooks()              the jax device's PrivateUse1 hooks in C++, registered before PyTorch's
 //                                Python ones (a process has one): they answer what those answer, and
 //                                give pinned host memory (Tensor.pin_memory, DataLoader(pin_memory=
@@ -54,7 +60,7 @@
 // The CPython API is used directly (no pybind11): the module compiles in seconds. Its source files,
 // one concern each, share native.h: this file (the module, its method table, and the CPU redispatch
 // kernels; the PrivateUse1 library is made here, so the dispatcher names this file as where jaxdev's
-// native kernels are registered), boxes.cpp, cow.cpp, readers.cpp, fast_ops.cpp and device.cpp. They are built
+// native kernels are registered), boxes.cpp, cow.cpp, readers.cpp, fast_ops.cpp, fused.cpp, fused_flush.cpp and device.cpp. They are built
 // as one translation unit, included below (jaxdev/native.py compiles this file): compiled apart, each
 // parsed PyTorch's headers again, 61 s of compiler time against 20 s for one unit.
 
@@ -65,6 +71,8 @@
 #include "fast_ops.cpp"
 #include "cow.cpp"  // after fast_ops.cpp: its copies take addresses from the same counter
 #include "readers.cpp"
+#include "fused.cpp"
+#include "fused_flush.cpp"
 
 #include <ATen/core/stack.h>
 #include <torch/library.h>
@@ -130,6 +138,14 @@ PyMethodDef methods[] = {
     {"plain_value", plain_value, METH_O, "the array of a tensor that is its whole storage, else None"},
     {"plain_values", plain_values, METH_O, "plain_value of each tensor, or None"},
     {"all_plain", all_plain, METH_O, "every tensor contiguous with default strides"},
+    {"fused_match", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(fused_match)), METH_FASTCALL,
+     "whether an op call's key is a fused-eager trie child's; on a match, its effects on the segment"},
+    {"fused_layout", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(fused_layout)), METH_FASTCALL,
+     "a fused segment's inputs as its program takes them, or None"},
+    {"fused_alive", fused_alive, METH_O, "whether each pending box's storage is still held"},
+    {"fused_settle", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(fused_settle)), METH_FASTCALL,
+     "pending boxes given their values, plain Boxes again"},
+    {"fused_unwrite", fused_unwrite, METH_O, "written boxes plain Boxes again"},
     {"install_hooks", install_hooks, METH_NOARGS, "the jax device's PrivateUse1 hooks, with pinned memory"},
     {nullptr, nullptr, 0, nullptr}};
 

@@ -61,6 +61,14 @@ PyObject* register_clone_kernel(PyObject*, PyObject* const* args, Py_ssize_t nar
 PyObject* set_allocation(PyObject*, PyObject* const* args, Py_ssize_t nargs);
 PyObject* set_python_kernels(PyObject*, PyObject* flag);
 
+// --- fused.cpp, fused_flush.cpp: fused eager's replay guard and flush loops ------------------------
+bool same_layout(c10::TensorImpl* impl, PyObject* meta);
+PyObject* fused_match(PyObject*, PyObject* const* args, Py_ssize_t nargs);
+PyObject* fused_layout(PyObject*, PyObject* const* args, Py_ssize_t nargs);
+PyObject* fused_alive(PyObject*, PyObject* pending);
+PyObject* fused_settle(PyObject*, PyObject* const* args, Py_ssize_t nargs);
+PyObject* fused_unwrite(PyObject*, PyObject* boxes);
+
 // --- device.cpp: the jax device's guard, hooks and attention choice ---------------------------------
 PyObject* install_device_guard(PyObject*, PyObject*);
 PyObject* install_hooks(PyObject*, PyObject*);

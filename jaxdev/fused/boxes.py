@@ -14,10 +14,16 @@ code ever sees a value that is not there yet, or an old one.
 
 from __future__ import annotations
 
-from jaxdev import eager_modes, tensor
+import torch
+
+from jaxdev import eager_modes, native, tensor
 from jaxdev.core import boxes as core_boxes
 from jaxdev.tensor import BOXES, Box
 
+# The flush's loops over every storage, natively (jaxdev/csrc/fused_flush.cpp); the loops below otherwise.
+_native_alive = getattr(native.module, "fused_alive", None)
+_native_settle = getattr(native.module, "fused_settle", None)
+_native_unwrite = getattr(native.module, "fused_unwrite", None)
 _ARRAY = Box.__dict__["array"]
 _LOGICAL = Box.__dict__["logical"]  # the slot's descriptor
 
@@ -119,10 +125,50 @@ def new_pending_tensor(shape: tuple, dtype) -> tuple[PendingBox, object, int]:
     return box, t, address
 
 
+def address(t) -> int:
+    """The data pointer of `t`'s storage, without a Python storage object: one made once stays with the
+    storage (PyTorch keeps it), which then counts two users, so autograd would sum a gradient into a
+    new tensor where it sums in place otherwise (InputBuffer's can_accumulate_inplace), and a step whose
+    ops were replayed (replay.py, which makes none) would call other ops than the step that learned them."""
+    p = t.data_ptr()  # 0 for an empty tensor, whatever its storage
+    return p - t.storage_offset() * t.element_size() if p else t.untyped_storage().data_ptr()
+
+
 def settle(box: Box, array) -> None:
     """The program gave `box`'s value: it is a plain Box from now on."""
     box.__class__ = Box
     box._array = array
+
+
+def alive(pending: list) -> tuple:
+    """For each (box, node, m) of a segment's new storages: whether a tensor still holds the storage."""
+    if _native_alive is not None:
+        return _native_alive(pending)
+    return tuple(_alive(box) for box, _, _ in pending)
+
+
+def _alive(box: Box) -> bool:
+    # The native module releases a dead storage's weak reference and sets it to None; 0 is a box whose
+    # storages share it copy-on-write (jaxdev/csrc/cow.cpp), alive while it is in BOXES.
+    return box.weak is not None and (box.weak == 0 or not torch.UntypedStorage._expired(box.weak))
+
+
+def settle_all(pending: list, alive: tuple, values: list) -> None:
+    """settle for each (box, node, m): the next of `values` where it is alive, else None."""
+    if _native_settle is not None:
+        return _native_settle(pending, alive, values)
+    given = iter(values)
+    for (box, _, _), live in zip(pending, alive):
+        settle(box, next(given) if live else None)
+    return None
+
+
+def unwrite_all(written: list) -> None:
+    if _native_unwrite is not None:
+        return _native_unwrite(written)
+    for box in written:
+        unwritten(box)
+    return None
 
 
 def fail(box: Box, error: str) -> None:

@@ -14,6 +14,7 @@ import jax.numpy as jnp
 import torch
 
 from jaxdev import dtypes, rng, tensor, tracing
+from jaxdev.fused import boxes
 from jaxdev.tensor import BOXES, Box
 
 _LOGICAL = Box.__dict__["logical"]  # the slot's descriptor
@@ -67,7 +68,7 @@ def cached(key: tuple, op, fn, args, kwargs, tensors: list) -> Learned:
         if type(part) is tuple and part and type(part[0]) is tuple:
             t = next(tensor_parts)
             slot = storages.setdefault(part[0], len(storages))
-            box = BOXES.get(t.untyped_storage().data_ptr())
+            box = BOXES.get(boxes.address(t))
             local.append((slot, part[1], box.numel if box is not None else None))
         else:
             local.append(part)
@@ -99,7 +100,7 @@ def _abstract(fn, args, kwargs, tensors: list) -> Learned:
     stored: list[tuple[int, torch.dtype]] = []
     shapes = []
     for t in tensors:
-        address = t.untyped_storage().data_ptr()
+        address = boxes.address(t)
         if address not in index:
             index[address] = len(stored)
             box = BOXES[address]
@@ -107,7 +108,7 @@ def _abstract(fn, args, kwargs, tensors: list) -> Learned:
             shapes.append(_stored_shape(box, t))
     structs = [jax.ShapeDtypeStruct(shape, dtypes.to_jax_dtype(d)) for shape, (_, d) in zip(shapes, stored)]
     learned = Learned()
-    positions = [index[t.untyped_storage().data_ptr()] for t in tensors]
+    positions = [index[boxes.address(t)] for t in tensors]
 
     def abstract(arrays, base):
         made = [Box(a, numel, dtype) for a, (numel, dtype) in zip(arrays, stored)]

@@ -22,6 +22,7 @@ from jax import lax
 
 from jaxdev import tensor
 from jaxdev.core import placement
+from jaxdev.fused import boxes
 from jaxdev.tensor import BOXES
 
 MOVED = "moved"  # stands for the offset in a moved tensor's key part (offsets are ints: no collision)
@@ -51,7 +52,7 @@ def stripped(key: tuple, tensors: list) -> tuple[tuple, tuple]:
     tensor_parts = iter(tensors)
     for part in key:
         if type(part) is tuple and part and type(part[0]) is tuple:
-            address = next(tensor_parts).untyped_storage().data_ptr()
+            address = boxes.address(next(tensor_parts))
             box = BOXES.get(address)
             local = (storages.setdefault(part[0], len(storages)), part[0][0], box.numel if box is not None else None)
             if part[0][0] == "i":
@@ -108,7 +109,7 @@ def _movable(t: torch.Tensor, tensors: list) -> bool:
     if placement.SHARDED_ENTRIES and box in placement.SHARDED:
         return False
     address = storage.data_ptr()
-    return sum(1 for u in tensors if u.untyped_storage().data_ptr() == address) == 1
+    return sum(1 for u in tensors if boxes.address(u) == address) == 1
 
 
 def has_views(learned) -> bool:

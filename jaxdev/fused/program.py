@@ -23,12 +23,14 @@ import numpy as np
 import torch
 import torch.fx
 
-from jaxdev import eager_modes, rng, tensor, tracing
+from jaxdev import eager_modes, native, rng, tensor, tracing
 from jaxdev.fused import offsets
 from jaxdev.fused.learn import NotRecordable
 from jaxdev.fused.stats import STATS
 from jaxdev.graphs import program as compiled
 from jaxdev.tensor import BOXES
+
+_native_layout = getattr(native.module, "fused_layout", None)  # _layout's loop (jaxdev/csrc/fused_flush.cpp)
 
 
 class FusedGraphWarning(UserWarning):
@@ -93,15 +95,24 @@ def _call(spec, inputs, numbers: list) -> list:
     finally:
         tracing.checks.eager_layouts = was
     spec.fused_checks = flag is not None
-    if any(o[0] != "new" or o[1] != i for i, o in enumerate(spec.outputs)):
+    if not _new_outputs(spec):
         raise tracing.UntraceableGraph(None, "a result came out on an input's storage")
     if spec.draws:
         rng.advance(spec.draws)
     if flag is not None and compiled.checks_enabled():
+        flag.copy_to_host_async()  # read at the next call or sync: on the host by then, not fetched then
         tracing.defer_check(spec, flag, functools.partial(_raise_eagerly, spec, arrays, base))
     if spec.mutated:
         inputs.store(spec.mutated, mutated)  # version counters were bumped when the ops were recorded
     return list(new_arrays)
+
+
+def _new_outputs(spec) -> bool:
+    """Every output of the traced program is on a new storage, in order (asked once per program)."""
+    plain = spec.__dict__.get("fused_new_outputs")
+    if plain is None:
+        plain = spec.fused_new_outputs = all(o[0] == "new" and o[1] == i for i, o in enumerate(spec.outputs))
+    return plain
 
 
 def _donated(spec, inputs) -> tuple:
@@ -145,6 +156,28 @@ def _layout(seg) -> tuple[list, compiled.Inputs]:
     """_inputs' tensors and their compiled.Inputs, built from what the recorder saw rather than asked of
     every tensor again: each input is on the storage and at the place recorded (an alias is made where
     it no longer is), a jax storage with its box and no conj/neg bit (the recorder took no other)."""
+    placed = _native_layout(seg.inputs, seg.input_metas) if _native_layout is not None else None
+    if placed is not None:  # every input where it was recorded, every storage boxed: checked natively
+        args, (metas, storages, boxes), unboxed = list(seg.inputs), placed, False
+    else:
+        args, metas, storages, boxes, unboxed = _placed(seg)
+    if unboxed:
+        args = [*args, _numbers(len(seg.numbers))] if seg.numbers else args
+        return args, compiled.Inputs(args)
+    if seg.numbers:
+        t = _numbers(len(seg.numbers))
+        args.append(t)
+        metas.append((len(storages), t.dtype, t.shape, t.stride(), 0, False, False))
+        storages.append(t.untyped_storage())
+        boxes.append(tensor.box_of(t))
+    inputs = compiled.Inputs.__new__(compiled.Inputs)
+    inputs.key = (*metas, *((b.numel, b.dtype, False) for b in boxes))
+    inputs.metas, inputs.storages, inputs.boxes, inputs.cpu = metas, storages, boxes, {}
+    return args, inputs
+
+
+def _placed(seg) -> tuple:
+    """_layout's inputs in Python: (tensors, metas, storages, boxes, whether a storage has no box)."""
     args, metas, storages, boxes, index, unboxed = [], [], [], [], {}, False
     for t, (storage, meta) in zip(seg.inputs, seg.input_metas):
         address = storage.data_ptr()
@@ -159,19 +192,7 @@ def _layout(seg) -> tuple[list, compiled.Inputs]:
             storages.append(storage)
             boxes.append(box)
         metas.append((g, *meta, False, False))
-    if unboxed:
-        args = [*args, _numbers(len(seg.numbers))] if seg.numbers else args
-        return args, compiled.Inputs(args)
-    if seg.numbers:
-        t = _numbers(len(seg.numbers))
-        args.append(t)
-        metas.append((len(storages), t.dtype, t.shape, t.stride(), 0, False, False))
-        storages.append(t.untyped_storage())
-        boxes.append(tensor.box_of(t))
-    inputs = compiled.Inputs.__new__(compiled.Inputs)
-    inputs.key = (*metas, *((b.numel, b.dtype, False) for b in boxes))
-    inputs.metas, inputs.storages, inputs.boxes, inputs.cpu = metas, storages, boxes, {}
-    return args, inputs
+    return args, metas, storages, boxes, unboxed
 
 
 _NUMBERS: dict[int, torch.Tensor] = {}

@@ -8,8 +8,8 @@ import warnings
 
 import torch
 
-from jaxdev import eager_modes, tensor
-from jaxdev.fused import boxes, learn, offsets, program
+from jaxdev import eager_modes
+from jaxdev.fused import boxes, learn, offsets, program, replay, results
 from jaxdev.fused.stats import STATS
 from jaxdev.ops.registry import DYNAMIC_NUMBERS
 from jaxdev.tensor import BOXES, Box
@@ -61,13 +61,15 @@ class Number:
 class Trie:
     """What was learned about an op reached by one path of ops (see learn.Learned), and what follows."""
 
-    __slots__ = ("children", "learned", "programs", "storming")
+    __slots__ = ("children", "expect", "expected", "learned", "programs", "storming")
 
     def __init__(self, learned=None):
         self.children: dict = {}
         self.learned = learned
         self.programs: dict = {}
         self.storming: set = set()  # ops that run eagerly here: they change from call to call
+        self.expect: dict = {}  # op -> the child it led to last (replay.py: guarded, not keyed)
+        self.expected = None  # what replaying this op needs (replay.Expected)
 
 
 ROOT = Trie()
@@ -95,6 +97,13 @@ class Segment:
         self.moving: frozenset | None = None  # tensor positions of the op being keyed to record as Moved
         self.uploads: set = set()  # the kinds of host-to-device copies made during the segment (_upload)
         self.serial = next(_SERIALS)
+        self.stale = False  # ops were replayed since `placeholders` was last kept up (replay.py)
+
+    def refresh(self) -> None:
+        """`placeholders` rebuilt from the inputs, after replayed ops added inputs without it."""
+        slots = self.slots
+        self.placeholders = {(slots[s.data_ptr()], meta): i for i, (s, meta) in enumerate(self.input_metas)}
+        self.stale = False
 
     # --- building an op's key -----------------------------------------------------------------
 
@@ -123,9 +132,10 @@ class Segment:
         # (above 2**52, beyond any real mapping), so a tensor elsewhere has no slot and no box.
         if t.is_conj() or t.is_neg():
             raise NotRecordable("a tensor with a conj/neg bit")
-        storage = t.untyped_storage()
-        address = storage.data_ptr()
-        meta = (t.dtype, t.shape, t.stride(), t.storage_offset())
+        offset = t.storage_offset()
+        address = t.data_ptr()  # boxes.address, inline
+        address = address - offset * t.element_size() if address else t.untyped_storage().data_ptr()
+        meta = (t.dtype, t.shape, t.stride(), offset)
         slot = self.slots.get(address)
         if slot is None:
             box = BOXES.get(address)
@@ -142,7 +152,7 @@ class Segment:
         if index is None:
             index = self.placeholders[(slot, meta)] = len(self.inputs)
             self.inputs.append(t)
-            self.input_metas.append((storage, meta))
+            self.input_metas.append((t.untyped_storage(), meta))
         return In(index)
 
     def _moved_ref(self, t: torch.Tensor, key: list, position: int) -> offsets.Moved:
@@ -150,7 +160,7 @@ class Segment:
         storage is the placeholder, and the key holds its layout without the offset."""
         _, flat = offsets.base_meta(t)
         base = self._tensor_ref(flat, [])
-        key.append((self.slots[t.untyped_storage().data_ptr()], (t.dtype, t.shape, t.stride(), offsets.MOVED)))
+        key.append((self.slots[boxes.address(t)], (t.dtype, t.shape, t.stride(), offsets.MOVED)))
         self.numbers.append(float(t.storage_offset()))
         return offsets.Moved(base.index, len(self.numbers) - 1, position, t.dtype, tuple(t.shape), t.stride())
 
@@ -183,111 +193,86 @@ class Segment:
             return type(v)(self._lifted(x) for x in v)
         return v
 
-    # --- the results of a recorded op -----------------------------------------------------------
-
-    def results(self, learned, tensors: list):
-        node = len(self.nodes)
-        made: dict[int, object] = {}
-        kind, specs = learned.out
-
-        def build(spec):
-            if spec is None:
-                return None
-            if spec[0] == "arg":
-                return tensors[spec[1]]
-            if spec[0] == "value":
-                return spec[1]
-            if spec[0] == "view":
-                return tensor.tensor_on_storage(tensors[spec[1]].untyped_storage(), *spec[2:])
-            if spec[0] == "fresh":
-                _, m, dtype, shape = spec
-                box, t, address = boxes.new_pending_tensor(shape, dtype)
-                if kind != "one":  # later results of the op may be on it
-                    made[m] = t.untyped_storage()
-                self.slots[address] = ("p", node, m)
-                self.pending.append((box, node, m))
-                return t
-            _, m, dtype, shape, stride, offset = spec
-            storage = made.get(m)
-            if storage is None:
-                numel, storage_dtype = learned.storages[m]
-                box, storage = boxes.new_pending(numel, storage_dtype)
-                made[m] = storage
-                self.slots[storage.data_ptr()] = ("p", node, m)
-                self.pending.append((box, node, m))
-            return tensor.tensor_on_storage(storage, dtype, shape, stride, offset)
-
-        if learned.bumps:
-            torch._C._increment_version([tensors[i] for i in learned.bumps])
-        for i in learned.writes:
-            box = BOXES.get(tensors[i].untyped_storage().data_ptr())
-            if type(box) is Box:
-                box.__class__ = boxes.WrittenBox
-                self.written.append(box)
-        if kind == "one":
-            return build(specs)
-        if kind == "none":
-            return None
-        return kind(build(s) for s in specs)
-
 
 _segment = Segment()
 
 
 def record(op, fn, args, kwargs):
-    """A kernel call in fused mode: recorded, or run eagerly after the pending work."""
-    global _segment
+    """A kernel call in fused mode: replayed where the trie expects it (replay.py), else keyed and
+    recorded, or run eagerly after the pending work."""
     with _lock:
         seg = _segment
-        key: list = [op, torch.get_default_dtype()]  # kernels read it for Python floats (int.eq_(0.5))
-        tensors: list = []
-        lifted, mark = args, seg.mark()
-        positions = DYNAMIC_NUMBERS.get(op)
-        if positions:
-            lifted = seg.lift(args, positions)
-        try:  # the op's key (what _keyed builds, inline on this hot path)
-            refs = seg.ref(lifted, key, tensors)
-            krefs = {k: seg.ref(v, key, tensors) for k, v in kwargs.items()} if kwargs else {}
-        except NotRecordable as e:
+        child = seg.trie.expect.get(op)
+        if child is not None:
+            tensors = replay.match(seg, child, args, kwargs)
+            if tensors is not None:
+                seg.stale = True
+                STATS.replayed += 1
+                return _recorded(seg, child, tensors, child.expected.node)
+        return _keyed_record(seg, op, fn, args, kwargs)
+
+
+def _recorded(seg: Segment, child: Trie, tensors: list, node: tuple):
+    """The op at `child` is in the segment: its results, made as learned."""
+    STATS.recorded += 1
+    seg.trie = child
+    learned = child.learned
+    out = results.make(seg, learned, tensors)
+    seg.nodes.append(node)
+    if len(seg.nodes) >= MAX_OPS >> 1 and (learned.cut or len(seg.nodes) >= MAX_OPS):
+        _cut(learned)
+    return out
+
+
+def _keyed_record(seg: Segment, op, fn, args, kwargs):
+    """record's way for a call the trie did not expect: its whole key, looked up among the children."""
+    if seg.stale:
+        seg.refresh()
+    key: list = [op, torch.get_default_dtype()]  # kernels read it for Python floats (int.eq_(0.5))
+    tensors: list = []
+    lifted, mark = args, seg.mark()
+    positions = DYNAMIC_NUMBERS.get(op)
+    if positions:
+        lifted = seg.lift(args, positions)
+    try:  # the op's key (what _keyed builds, inline on this hot path)
+        refs = seg.ref(lifted, key, tensors)
+        krefs = {k: seg.ref(v, key, tensors) for k, v in kwargs.items()} if kwargs else {}
+    except NotRecordable as e:
+        seg.undo(mark)
+        if op is _TO_COPY and _uploads(args, kwargs):
+            return _upload(fn, args, kwargs)
+        return _eagerly(fn, args, kwargs, op, str(e))
+    key = tuple(key) if not kwargs else (*key, tuple(kwargs))
+    child = seg.trie.children.get(key)
+    moved = None
+    if child is None:  # new here: offsets that moved since an earlier segment become program data
+        moved = offsets.moving(key, op, tensors, seg.serial)
+        if moved:
             seg.undo(mark)
-            if op is _TO_COPY and _uploads(args, kwargs):
-                return _upload(fn, args, kwargs)
-            return _eagerly(fn, args, kwargs, op, str(e))
-        key = tuple(key) if not kwargs else (*key, tuple(kwargs))
-        child = seg.trie.children.get(key)
-        moved = None
-        if child is None:  # new here: offsets that moved since an earlier segment become program data
-            moved = offsets.moving(key, op, tensors, seg.serial)
-            if moved:
-                seg.undo(mark)
-                key, refs, krefs, tensors = _keyed(seg, op, args, kwargs, moved)
-                child = seg.trie.children.get(key)
-                STATS.moved += 1
-        if child is None:
-            if op in seg.trie.storming:
-                seg.undo(mark)
-                return _eagerly(fn, args, kwargs, op, "the ops here change from call to call")
-            child = Trie(learn.cached(key, op, fn, args, kwargs, tensors))
-            if moved and offsets.has_views(child.learned):  # its results' offsets are learned: keep it static
-                seg.undo(mark)
-                offsets.keep_static(key, tensors)
-                return record(op, fn, args, kwargs)
-            if _segment is not seg:  # learning ran the segment (it must not): record into the new one
-                _add_child(seg.trie, key, child, op)
-                return record(op, fn, args, kwargs)
+            key, refs, krefs, tensors = _keyed(seg, op, args, kwargs, moved)
+            child = seg.trie.children.get(key)
+            STATS.moved += 1
+    if child is None:
+        if op in seg.trie.storming:
+            seg.undo(mark)
+            return _eagerly(fn, args, kwargs, op, "the ops here change from call to call")
+        child = Trie(learn.cached(key, op, fn, args, kwargs, tensors))
+        if moved and offsets.has_views(child.learned):  # its results' offsets are learned: keep it static
+            seg.undo(mark)
+            offsets.keep_static(key, tensors)
+            return record(op, fn, args, kwargs)
+        if _segment is not seg:  # learning ran the segment (it must not): record into the new one
             _add_child(seg.trie, key, child, op)
-        if child.learned.eager or (child.learned.writes and _writes_inference_tensor(child.learned, tensors)):
-            seg.undo(mark)
-            reason = child.learned.reason or "it writes an inference tensor (the kernel refuses that)"
-            return _eagerly(fn, args, kwargs, op, reason)
-        STATS.recorded += 1
-        seg.trie = child
-        learned = child.learned
-        out = seg.results(learned, tensors)
-        seg.nodes.append((op, refs, krefs, learned, fn))
-        if len(seg.nodes) >= MAX_OPS >> 1 and (learned.cut or len(seg.nodes) >= MAX_OPS):
-            _cut(learned)
-        return out
+            return record(op, fn, args, kwargs)
+        _add_child(seg.trie, key, child, op)
+    if child.learned.eager or (child.learned.writes and _writes_inference_tensor(child.learned, tensors)):
+        seg.undo(mark)
+        reason = child.learned.reason or "it writes an inference tensor (the kernel refuses that)"
+        return _eagerly(fn, args, kwargs, op, reason)
+    node = (op, refs, krefs, child.learned, fn)
+    if not moved:
+        replay.expect(seg.trie, child, seg, key, node, positions, mark[0], tensors)
+    return _recorded(seg, child, tensors, node)
 
 
 def _keyed(seg: Segment, op, args, kwargs, moved: frozenset) -> tuple:
@@ -399,9 +384,8 @@ def flush() -> None:
         _segment = Segment()
         if not seg.nodes:
             return
-        for box in seg.written:
-            boxes.unwritten(box)
-        alive = tuple(_alive(box) for box, _, _ in seg.pending)
+        boxes.unwrite_all(seg.written)
+        alive = boxes.alive(seg.pending)
         STATS.flushes += 1
         with eager_modes.as_is():
             try:
@@ -411,15 +395,7 @@ def flush() -> None:
                     if boxes.is_deferred(box):
                         boxes.fail(box, f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}")
                 raise
-        given = iter(values)
-        for (box, _, _), live in zip(seg.pending, alive):
-            boxes.settle(box, next(given) if live else None)
-
-
-def _alive(box: Box) -> bool:
-    # The native module releases a dead storage's weak reference and sets it to None; 0 is a box whose
-    # storages share it copy-on-write (jaxdev/csrc/cow.cpp), alive while it is in BOXES.
-    return box.weak is not None and (box.weak == 0 or not torch.UntypedStorage._expired(box.weak))
+        boxes.settle_all(seg.pending, alive, values)
 
 
 def pending_ops() -> int:

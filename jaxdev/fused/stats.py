@@ -7,11 +7,12 @@ import typing
 
 
 class STATS:
-    """What fused eager did in this process: ops recorded, ops run eagerly (by op and reason), flushes
+    """What fused eager did in this process: ops recorded (replayed among them), ops run eagerly (by op and reason), flushes
     of at least one op, programs built (traced and compiled) for them, flushes that replayed a cached
     program (hits)."""
 
     recorded = 0
+    replayed = 0  # of those, ops the trie expected (replay.py: a guard, not a key)
     flushes = 0
     programs = 0
     hits = 0
@@ -21,5 +22,5 @@ class STATS:
 
     @classmethod
     def reset(cls) -> None:
-        cls.recorded = cls.flushes = cls.programs = cls.hits = cls.uploads = cls.moved = 0
+        cls.recorded = cls.replayed = cls.flushes = cls.programs = cls.hits = cls.uploads = cls.moved = 0
         cls.eager = {}

@@ -1,0 +1,341 @@
+// Fused eager's replay guard (jaxdev/fused/replay.py): whether an op call's key in the recorder's trie
+// would be a given child's key, decided by walking the call's arguments against that key part by part,
+// without building the key. See native.cpp.
+//
+//   fused_match(seg, key, args, kwargs, lift, new_inputs, written_box)
+//       key: the child's key as recorder.record built it: (op, default dtype, parts..., [kwarg names]),
+//       a part being (tuple|list, length), (scalar type, value), (Number,) for a float lifted to program
+//       data, or (slot, (dtype, sizes, strides, offset)) for a tensor, slot ("i", k) being the k-th
+//       input storage of the segment and ("p", node, m) a storage a recorded op made.
+//       On a match it does what recording the call would have done to the segment `seg`: its new input
+//       storages get their slots (seg.slots, seg.stored), the lifted floats go to seg.numbers, and the
+//       tensors at `new_inputs` ((position, meta) pairs, the child's) become placeholders (seg.inputs,
+//       seg.input_metas); it returns the call's tensor arguments, in order. None when anything
+//       differs, or is unusual (a conj/neg bit, a copy-on-write or storage-less tensor, an inference
+//       tensor outside inference mode): the full key then decides, as without this module.
+
+#include "native.h"
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/DefaultDtype.h>
+#include <c10/core/InferenceMode.h>
+#include <c10/core/StorageImpl.h>
+#include <c10/core/TensorImpl.h>
+#include <c10/core/impl/COW.h>
+#include <torch/csrc/DynamicTypes.h>
+#include <torch/csrc/autograd/python_variable.h>
+
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace jaxdev_native {
+
+namespace {
+
+PyObject* s_slots = nullptr;
+PyObject* s_stored = nullptr;
+PyObject* s_numbers = nullptr;
+PyObject* s_inputs = nullptr;
+PyObject* s_input_metas = nullptr;
+
+// One walk of a call's arguments against a key. Every PyObject* it holds is borrowed from the call's
+// arguments or the key, which outlive it, except the new slots' addresses (owned, released by ~Walk).
+struct Walk {
+  PyObject* key;
+  Py_ssize_t next = 0;
+  PyObject* slots;
+  PyObject* written_box;
+  long long stored = 0;
+  std::vector<PyObject*> tensors;
+  std::vector<PyObject*> floats;
+  std::vector<std::pair<PyObject*, long long>> new_slots;  // (address, k): storages first met in this call
+  std::unordered_map<const void*, long long> new_slot_of;  // the same, by address
+
+  ~Walk() {
+    for (auto& s : new_slots) Py_DECREF(s.first);
+  }
+
+  // The next part of the key, borrowed, if it is a tuple of `size` items.
+  PyObject* part(Py_ssize_t size) {
+    if (next >= PyTuple_GET_SIZE(key)) return nullptr;
+    PyObject* p = PyTuple_GET_ITEM(key, next++);
+    return PyTuple_CheckExact(p) && PyTuple_GET_SIZE(p) == size ? p : nullptr;
+  }
+};
+
+bool long_is(PyObject* o, long long value) {
+  if (!PyLong_CheckExact(o)) return false;
+  int overflow = 0;
+  long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
+  return !overflow && v == value && !(v == -1 && PyErr_Occurred());
+}
+
+bool ints_are(PyObject* seq, c10::IntArrayRef values) {
+  if (!PyTuple_Check(seq) || PyTuple_GET_SIZE(seq) != static_cast<Py_ssize_t>(values.size())) return false;
+  for (size_t i = 0; i < values.size(); i++) {
+    if (!long_is(PyTuple_GET_ITEM(seq, i), values[i])) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+// Whether `impl` has the layout `meta`, a 4-tuple (dtype, sizes, strides, offset) as the recorder keys it.
+bool same_layout(c10::TensorImpl* impl, PyObject* meta) {
+  PyObject* dtype = reinterpret_cast<PyObject*>(torch::getTHPDtype(c10::typeMetaToScalarType(impl->dtype())));
+  return PyTuple_GET_ITEM(meta, 0) == dtype && ints_are(PyTuple_GET_ITEM(meta, 1), impl->sizes()) &&
+         ints_are(PyTuple_GET_ITEM(meta, 2), impl->strides()) && long_is(PyTuple_GET_ITEM(meta, 3), impl->storage_offset());
+}
+
+namespace {
+
+// -1: an error is set; 0: no match; 1: the slot part `expected` is the storage at `address`'s.
+int slot_matches(Walk& w, const void* address, PyObject* expected) {
+  PyObject* key = PyLong_FromVoidPtr(const_cast<void*>(address));
+  if (!key) return -1;
+  PyObject* slot = PyDict_GetItemWithError(w.slots, key);  // borrowed
+  if (slot) {
+    Py_DECREF(key);
+    return PyObject_RichCompareBool(slot, expected, Py_EQ);
+  }
+  if (PyErr_Occurred()) {
+    Py_DECREF(key);
+    return -1;
+  }
+  auto found = w.new_slot_of.find(address);
+  long long k = found == w.new_slot_of.end() ? -1 : found->second;
+  if (k < 0) {  // a storage new to the segment: an input, if jaxdev holds it as one box (Box or WrittenBox)
+    PyObject* box = PyDict_GetItemWithError(g_boxes, key);
+    if (!box || (Py_TYPE(box) != reinterpret_cast<PyTypeObject*>(g_box_type) && Py_TYPE(box) != reinterpret_cast<PyTypeObject*>(w.written_box))) {
+      Py_DECREF(key);
+      return PyErr_Occurred() ? -1 : 0;
+    }
+    k = w.stored + static_cast<long long>(w.new_slots.size());
+    w.new_slots.emplace_back(key, k);  // owns key now
+    w.new_slot_of.emplace(address, k);
+  } else {
+    Py_DECREF(key);
+  }
+  if (!PyTuple_CheckExact(expected) || PyTuple_GET_SIZE(expected) != 2) return 0;
+  PyObject* kind = PyTuple_GET_ITEM(expected, 0);
+  return PyUnicode_Check(kind) && PyUnicode_CompareWithASCIIString(kind, "i") == 0 &&
+         long_is(PyTuple_GET_ITEM(expected, 1), k);
+}
+
+// -1: an error is set; 0: no match; 1: tensor `obj` is the key's next part.
+int tensor_matches(Walk& w, PyObject* obj) {
+  PyObject* part = w.part(2);
+  if (!part) return 0;
+  const at::Tensor& t = THPVariable_Unpack(obj);
+  c10::TensorImpl* impl = t.unsafeGetTensorImpl();
+  if (impl->is_conj() || impl->is_neg() || !impl->has_storage() || impl->is_nested() || impl->is_python_dispatch() ||
+      impl->has_symbolic_sizes_strides() ||
+      (impl->is_inference() && !c10::InferenceMode::is_enabled())) {
+    return 0;
+  }
+  const c10::StorageImpl* storage = impl->unsafe_storage().unsafeGetStorageImpl();
+  if (c10::impl::cow::is_cow_data_ptr(storage->data_ptr())) return 0;  // Python's data_ptr() materializes it
+  PyObject* meta = PyTuple_GET_ITEM(part, 1);
+  if (!PyTuple_CheckExact(meta) || PyTuple_GET_SIZE(meta) != 4) return 0;
+  if (!same_layout(impl, meta)) return PyErr_Occurred() ? -1 : 0;
+  int slot = slot_matches(w, storage->data(), PyTuple_GET_ITEM(part, 0));
+  if (slot == 1) w.tensors.push_back(obj);
+  return slot;
+}
+
+int walk(Walk& w, PyObject* a, bool lifted);
+
+// A float lifted to program data (recorder.Segment.lift): a float, or a list/tuple of floats only.
+int lifted_matches(Walk& w, PyObject* a) {
+  if (PyFloat_CheckExact(a)) {
+    if (!w.part(1)) return 0;
+    w.floats.push_back(a);
+    return 1;
+  }
+  bool seq = PyList_CheckExact(a) || PyTuple_CheckExact(a);
+  Py_ssize_t n = seq ? PySequence_Fast_GET_SIZE(a) : 0;
+  for (Py_ssize_t i = 0; seq && i < n; i++) seq = PyFloat_CheckExact(PySequence_Fast_GET_ITEM(a, i));
+  if (!seq) return walk(w, a, false);
+  PyObject* part = w.part(2);
+  if (!part || PyTuple_GET_ITEM(part, 0) != reinterpret_cast<PyObject*>(Py_TYPE(a)) || !long_is(PyTuple_GET_ITEM(part, 1), n)) {
+    return 0;
+  }
+  for (Py_ssize_t i = 0; i < n; i++) {
+    if (!w.part(1)) return 0;
+    w.floats.push_back(PySequence_Fast_GET_ITEM(a, i));
+  }
+  return 1;
+}
+
+// -1: an error is set; 0: no match; 1: argument `a` gives the key's next parts (recorder.Segment.ref).
+int walk(Walk& w, PyObject* a, bool lifted) {
+  if (lifted) return lifted_matches(w, a);
+  if (THPVariable_Check(a)) return tensor_matches(w, a);
+  if (PyList_CheckExact(a) || PyTuple_CheckExact(a)) {
+    PyObject* part = w.part(2);
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(a);
+    if (!part || PyTuple_GET_ITEM(part, 0) != reinterpret_cast<PyObject*>(Py_TYPE(a)) || !long_is(PyTuple_GET_ITEM(part, 1), n)) {
+      return 0;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+      int r = walk(w, PySequence_Fast_GET_ITEM(a, i), false);
+      if (r != 1) return r;
+    }
+    return 1;
+  }
+  // A scalar: the key holds (its exact type, its value), the type one of recorder._SCALARS, so the
+  // comparison never runs a user's __eq__.
+  PyObject* part = w.part(2);
+  if (!part || PyTuple_GET_ITEM(part, 0) != reinterpret_cast<PyObject*>(Py_TYPE(a))) return 0;
+  return PyObject_RichCompareBool(a, PyTuple_GET_ITEM(part, 1), Py_EQ);
+}
+
+bool contains(PyObject* positions, Py_ssize_t i) {
+  for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(positions); j++) {
+    if (long_is(PyTuple_GET_ITEM(positions, j), i)) return true;
+  }
+  return false;
+}
+
+// -1: an error is set; 0: no match; 1: the whole call gives `w.key` (recorder.record's key).
+int call_matches(Walk& w, PyObject* args, PyObject* kwargs, PyObject* lift) {
+  PyObject* head = w.part(2);  // the arguments' tuple: (tuple, len(args))
+  Py_ssize_t n = PyTuple_GET_SIZE(args);
+  if (!head || PyTuple_GET_ITEM(head, 0) != reinterpret_cast<PyObject*>(&PyTuple_Type) || !long_is(PyTuple_GET_ITEM(head, 1), n)) {
+    return 0;
+  }
+  for (Py_ssize_t i = 0; i < n; i++) {
+    int r = walk(w, PyTuple_GET_ITEM(args, i), lift != Py_None && contains(lift, i));
+    if (r != 1) return r;
+  }
+  Py_ssize_t nk = PyDict_GET_SIZE(kwargs);
+  if (nk) {
+    Py_ssize_t pos = 0;
+    PyObject *name, *value;
+    while (PyDict_Next(kwargs, &pos, &name, &value)) {
+      int r = walk(w, value, false);
+      if (r != 1) return r;
+    }
+    if (w.next >= PyTuple_GET_SIZE(w.key)) return 0;
+    PyObject* names = PyTuple_GET_ITEM(w.key, w.next++);
+    if (!PyTuple_CheckExact(names) || PyTuple_GET_SIZE(names) != nk) return 0;
+    pos = 0;
+    for (Py_ssize_t i = 0; PyDict_Next(kwargs, &pos, &name, &value); i++) {
+      int r = PyObject_RichCompareBool(name, PyTuple_GET_ITEM(names, i), Py_EQ);
+      if (r != 1) return r;
+    }
+  }
+  return w.next == PyTuple_GET_SIZE(w.key);
+}
+
+// Appends every item of `items` to the list attribute `name` of `seg`. False with an error set.
+bool extend(PyObject* seg, PyObject* name, const std::vector<PyObject*>& items) {
+  PyObject* list = PyObject_GetAttr(seg, name);
+  bool ok = list && PyList_Check(list);
+  for (size_t i = 0; ok && i < items.size(); i++) ok = PyList_Append(list, items[i]) == 0;
+  if (list && !PyList_Check(list) && !PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "fused_match: not a list");
+  Py_XDECREF(list);
+  return ok;
+}
+
+// What recording the call does to the segment (see the top of this file). False with an error set.
+bool apply(Walk& w, PyObject* seg, PyObject* new_inputs) {
+  for (auto& [address, k] : w.new_slots) {
+    PyObject* slot = Py_BuildValue("(sL)", "i", k);
+    bool ok = slot && PyDict_SetItem(w.slots, address, slot) == 0;
+    Py_XDECREF(slot);
+    if (!ok) return false;
+  }
+  if (!w.new_slots.empty()) {
+    PyObject* stored = PyLong_FromLongLong(w.stored + static_cast<long long>(w.new_slots.size()));
+    bool ok = stored && PyObject_SetAttr(seg, s_stored, stored) == 0;
+    Py_XDECREF(stored);
+    if (!ok) return false;
+  }
+  if (!w.floats.empty() && !extend(seg, s_numbers, w.floats)) return false;
+  std::vector<PyObject*> inputs, metas;
+  bool ok = true;
+  for (Py_ssize_t i = 0; ok && i < PyTuple_GET_SIZE(new_inputs); i++) {
+    PyObject* entry = PyTuple_GET_ITEM(new_inputs, i);  // (position, meta)
+    Py_ssize_t position = PyLong_AsSsize_t(PyTuple_GET_ITEM(entry, 0));
+    if (position < 0 || position >= static_cast<Py_ssize_t>(w.tensors.size())) {
+      if (!PyErr_Occurred()) PyErr_SetString(PyExc_IndexError, "fused_match: a new input's position");
+      ok = false;
+      break;
+    }
+    PyObject* t = w.tensors[position];
+    PyObject* storage = torch::createPyObject(THPVariable_Unpack(t).storage());
+    PyObject* pair = storage ? PyTuple_Pack(2, storage, PyTuple_GET_ITEM(entry, 1)) : nullptr;
+    Py_XDECREF(storage);
+    ok = pair != nullptr;
+    if (ok) {
+      inputs.push_back(t);
+      metas.push_back(pair);
+    }
+  }
+  ok = ok && extend(seg, s_inputs, inputs) && extend(seg, s_input_metas, metas);
+  for (PyObject* m : metas) Py_DECREF(m);
+  return ok;
+}
+
+}  // namespace
+
+PyObject* fused_match(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  if (nargs != 7 || !PyTuple_CheckExact(args[1]) || !PyTuple_CheckExact(args[2]) || !PyDict_Check(args[3]) ||
+      !PyTuple_CheckExact(args[5])) {
+    PyErr_SetString(PyExc_TypeError, "fused_match(seg, key: tuple, args: tuple, kwargs: dict, lift, new_inputs: tuple, WrittenBox)");
+    return nullptr;
+  }
+  if (!check_ready()) return nullptr;
+  if (!s_slots) {
+    s_slots = PyUnicode_InternFromString("slots");
+    s_stored = PyUnicode_InternFromString("stored");
+    s_numbers = PyUnicode_InternFromString("numbers");
+    s_inputs = PyUnicode_InternFromString("inputs");
+    s_input_metas = PyUnicode_InternFromString("input_metas");
+    if (!s_slots || !s_stored || !s_numbers || !s_inputs || !s_input_metas) return nullptr;
+  }
+  PyObject* seg = args[0];
+  Walk w;
+  w.key = args[1];
+  w.written_box = args[6];
+  // key[0] is the op (the caller found the child by it); key[1] the default dtype kernels read
+  if (PyTuple_GET_SIZE(w.key) < 2 ||
+      PyTuple_GET_ITEM(w.key, 1) != reinterpret_cast<PyObject*>(torch::getTHPDtype(at::get_default_dtype_as_scalartype()))) {
+    Py_RETURN_NONE;
+  }
+  w.next = 2;
+  PyObject* slots = PyObject_GetAttr(seg, s_slots);
+  PyObject* stored = slots ? PyObject_GetAttr(seg, s_stored) : nullptr;
+  if (!stored || !PyDict_Check(slots)) {
+    Py_XDECREF(slots);
+    Py_XDECREF(stored);
+    if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "fused_match: seg.slots is not a dict");
+    return nullptr;
+  }
+  w.slots = slots;
+  w.stored = PyLong_AsLongLong(stored);
+  Py_DECREF(stored);
+  int r = -1;
+  try {
+    r = PyErr_Occurred() ? -1 : call_matches(w, args[2], args[3], args[4]);
+  } catch (const std::exception&) {  // a tensor without sizes or strides to read: the full key decides
+    PyErr_Clear();
+    r = 0;
+  }
+  PyObject* out = nullptr;
+  if (r == 1 && apply(w, seg, args[5])) {
+    out = PyList_New(static_cast<Py_ssize_t>(w.tensors.size()));
+    for (size_t i = 0; out && i < w.tensors.size(); i++) {
+      Py_INCREF(w.tensors[i]);
+      PyList_SET_ITEM(out, i, w.tensors[i]);
+    }
+  } else if (r == 0) {
+    out = Py_NewRef(Py_None);
+  }
+  Py_DECREF(slots);
+  return out;
+}
+
+}  // namespace jaxdev_native

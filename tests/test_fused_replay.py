@@ -1,0 +1,158 @@
+"""Fused eager's replay (jaxdev/fused/replay.py): an op the trie expects is guarded, not keyed, and
+leaves the segment exactly as keying it would."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+import jaxdev
+from jaxdev.fused import recorder, replay
+
+STATS = recorder.STATS
+pytestmark = pytest.mark.skipif(replay._match is None, reason="replay needs jaxdev's native module")
+
+
+@pytest.fixture(autouse=True)
+def _per_op_after():
+    yield
+    jaxdev.eager_mode("op")
+    torch.jax.synchronize()
+
+
+class Tied(nn.Module):
+    """A head tied to the embedding (its gradient is summed from two ops), LayerNorm, GELU with a
+    keyword argument, a transposed weight."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(16, 8)
+        self.norm = nn.LayerNorm(8)
+        self.up = nn.Linear(8, 12)
+
+    def forward(self, tokens):
+        h = nn.functional.gelu(self.up(self.norm(self.emb(tokens))), approximate="tanh")
+        return h[..., :8] @ self.emb.weight.t()
+
+
+def _setup():
+    torch.manual_seed(0)
+    model = Tied().to("jax")
+    tokens = torch.randint(0, 16, (2, 5)).to("jax")
+    opt = torch.optim.AdamW(model.parameters(), lr=0.01, foreach=True)  # lifted step sizes (ScalarList)
+
+    def record_step():
+        opt.zero_grad(set_to_none=True)
+        loss = nn.functional.cross_entropy(model(tokens).reshape(-1, 16), tokens.reshape(-1))
+        loss.backward()
+        return loss
+
+    return model, opt, record_step
+
+
+def _state(seg) -> tuple:
+    """The segment as the program is built from it (inputs by their storages: a view is a new tensor
+    every step)."""
+    return (
+        [(node[0], id(node[3])) for node in seg.nodes],
+        [t.untyped_storage().data_ptr() for t in seg.inputs],
+        [meta for _, meta in seg.input_metas],
+        list(seg.numbers),
+        sorted(map(str, seg.slots.values())),
+        seg.stored,
+        id(seg.trie),
+    )
+
+
+def test_replayed_segment_is_the_keyed_one(monkeypatch):
+    _, opt, record_step = _setup()
+    with jaxdev.eager_mode("fused"):
+        for _ in range(3):
+            record_step()
+            opt.step()
+        STATS.reset()
+        record_step()  # forward and backward, pending
+        replayed = _state(recorder._segment)
+        assert STATS.replayed == STATS.recorded > 10
+        recorder.flush()
+        monkeypatch.setattr(replay, "_match", None)  # every op keyed, as without the native module
+        STATS.reset()
+        record_step()
+        assert STATS.replayed == 0 and STATS.recorded > 10
+        keyed = _state(recorder._segment)
+        recorder.flush()
+    assert replayed[1:-1] == keyed[1:-1]  # inputs, their layouts, numbers, slots: the same
+    assert replayed[0] == keyed[0] and replayed[-1] == keyed[-1]  # the same ops, learned, trie place
+
+
+def test_training_replays_one_program():
+    """Every step after the first replays the trie (no op keyed) and the program learned at step 2:
+    autograd sums the tied gradient as it did when it was learned (replaying makes no Python storage
+    object: boxes.address), so no new program comes after it."""
+    _, opt, record_step = _setup()
+    losses, programs = [], []
+    with jaxdev.eager_mode("fused"):
+        for _ in range(6):
+            programs.append(STATS.programs)
+            before = STATS.recorded - STATS.replayed
+            losses.append(record_step())
+            opt.step()
+            keyed = STATS.recorded - STATS.replayed - before
+    assert programs[2:] == [programs[2]] * 4
+    assert keyed == 0
+    per_op = _per_op_losses()
+    torch.testing.assert_close(torch.stack(losses).cpu(), per_op, rtol=1e-5, atol=1e-6)
+
+
+def _per_op_losses() -> torch.Tensor:
+    _, opt, record_step = _setup()
+    losses = []
+    for _ in range(6):
+        losses.append(record_step())
+        opt.step()
+    return torch.stack(losses).cpu()
+
+
+def test_a_changed_call_takes_the_key():
+    """The same op with other sizes, another storage layout, other numbers or another keyword at an
+    expected place is keyed, and gives its own results."""
+    x = torch.randn(4, 6).to("jax")
+    with jaxdev.eager_mode("fused"):
+        for _ in range(2):
+            y = (x * 2).sum(0)
+            recorder.flush()
+        STATS.reset()
+        variants = [
+            lambda: (x * 3).sum(0),  # another number
+            lambda: (x.t() * 2).sum(0),  # a transposed view
+            lambda: (x[:2] * 2).sum(0),  # other sizes
+            lambda: (x * 2).sum(1),  # another dim
+            lambda: (x * 2).sum(0, keepdim=True),
+        ]
+        got = [v() for v in variants]
+        keyed = STATS.recorded - STATS.replayed
+        again = (x * 2).sum(0)
+    cpu = x.cpu()
+    expected = [(cpu * 3).sum(0), (cpu.t() * 2).sum(0), (cpu[:2] * 2).sum(0), (cpu * 2).sum(1), (cpu * 2).sum(0, True)]
+    for g, e in zip(got, expected):
+        torch.testing.assert_close(g.cpu(), e)
+    torch.testing.assert_close(again.cpu(), y.cpu())
+    assert keyed >= len(variants)
+
+
+def test_versions_and_autograd_errors_survive_replay():
+    """Replayed in-place ops bump version counters as keyed ones do: autograd still refuses a tensor
+    saved for backward and modified since."""
+    w = torch.randn(3, requires_grad=True, device="jax")
+    with jaxdev.eager_mode("fused"):
+        for _ in range(3):
+            a = w * 1.0
+            b = a.exp()  # saves its result
+            before = b._version
+            b.add_(1.0)
+            assert b._version == before + 1
+            with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+                b.sum().backward()
+            recorder.flush()
+        assert STATS.replayed > 0
