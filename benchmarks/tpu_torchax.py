@@ -1,8 +1,9 @@
 """benchmarks/tpu_check.sh's torchax process: the same workloads through torchax 0.0.13's jitted path.
 
 torchax renames PrivateUse1 to "jax" as jaxdev does, so it runs in a process of its own with
-TORCH_DEVICE_BACKEND_AUTOLOAD=0 (no jaxdev), imported through benchmarks/torchax_compat.py (its
-tables name overloads torch 2.13 removed). Its fast training path is functional:
+TORCH_DEVICE_BACKEND_AUTOLOAD=0 (no jaxdev), imported through jaxdev/audit/peers/torchax_compat.py (its
+tables name overloads torch 2.13 removed), loaded by its path: importing it as a jaxdev module would
+run jaxdev/__init__.py, jaxdev's device, in this process. Its fast training path is functional:
 `interop.JittableModule(model)` and `train.make_train_step(model_fn, loss_fn, optax.adamw(...))`,
 wrapped in `interop.jax_jit` with the weights and optimizer state donated: one program per step. The
 forward is JittableModule's jitted forward; the decoding step is the model's `decode_step` through
@@ -19,6 +20,7 @@ the same).
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 
@@ -31,12 +33,22 @@ import numpy as np
 import optax
 import resnet
 import torch
-import torchax_compat
 import tpu_gpt
 import tpu_measure as tm
 import tpu_sections as ts
 
-torchax = torchax_compat.import_torchax()
+
+def _compat():
+    """jaxdev/audit/peers/torchax_compat.py, the one torchax shim, as a module of its own (by its path)."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    path = os.path.join(root, "jaxdev", "audit", "peers", "torchax_compat.py")
+    spec = importlib.util.spec_from_file_location("torchax_compat", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+torchax = _compat().import_torchax()
 from torchax import interop, train  # noqa: E402  (after the shim)
 
 IMPL, MODE = "torchax", "jitted"

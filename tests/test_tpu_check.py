@@ -1,6 +1,6 @@
 """benchmarks/tpu_check.sh's parts that run without a TPU or torchax: the hand-written JAX twin computes
-what the PyTorch GPT computes (loss, an AdamW step, greedy decoding), the torchax import shim resolves
-only removed named-tensor overloads, and the report marks rows a time limit cut and prints ratios."""
+what the PyTorch GPT computes (loss, an AdamW step, greedy decoding), and the report marks rows a time
+limit cut and prints ratios (the torchax import shim's test: tests/audit/test_peers.py)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,6 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks"))
 
-import torchax_compat
 import tpu_gpt
 import tpu_gpt_jax
 import tpu_report
@@ -51,19 +50,6 @@ def test_twin_decodes_the_same_tokens(cfg):
             tokens.append(int(token))
     twin = [int(t[0, 0]) for t in tpu_gpt_jax.generate(cfg, np.float32)()]
     assert twin == tokens
-
-
-def test_shim_resolves_only_removed_named_overloads():
-    torchax_compat.install()
-    try:
-        assert isinstance(torch.ops.aten.prod.dim_Dimname, torchax_compat.MissingOverload)
-        assert torch.ops.aten.prod.dim_Dimname is torch.ops.aten.prod.dim_Dimname  # one per name
-        with pytest.raises(AttributeError):
-            _ = torch.ops.aten.prod.no_such_overload
-    finally:
-        torchax_compat.uninstall()
-    with pytest.raises(AttributeError):
-        _ = torch.ops.aten.prod.dim_Dimname
 
 
 def test_report_marks_cut_rows_and_prints_ratios(tmp_path):

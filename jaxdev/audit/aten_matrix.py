@@ -64,7 +64,7 @@ import os
 
 from jaxdev.audit import AuditError, matrix
 from jaxdev.audit.facts import BACKWARD_DIRECTIONS, DIRECTIONS, FAILURES, SEVERITY, UNMEASURED, worst
-from jaxdev.audit.model import CPU, AtenNode, Cell, OpNode, Platform, Verdict
+from jaxdev.audit.model import CPU, AtenNode, Cell, OpNode, Peer, Platform, Verdict
 
 SCHEMA = 1
 ATEN_FILE = "aten.yaml"
@@ -256,15 +256,23 @@ class AtenMatrix:
 
     @classmethod
     def of_run(
-        cls, overloads: dict, source: str, direct: dict, scope=(), platform: Platform | None = None
+        cls, overloads: dict, source: str, direct: dict, scope=(), platform: Platform | None = None, peer=None
     ) -> AtenMatrix:
-        """The matrix one `build` made of `overloads`, on `platform` (its trials' workers')."""
+        """The matrix one `build` made of `overloads`, on `platform` (its trials' workers'), of the
+        peer backend `peer` (a model.Peer; None: jaxdev)."""
         meta = {"versions": matrix.versions(), "source": source, "direct": direct}
         if scope:
             meta["scope"] = list(scope)
         if platform is not None:
             meta["platform"] = platform.to_yaml()
+        if peer is not None:
+            meta["peer"] = peer.to_yaml()
         return cls(meta, overloads)
+
+    @property
+    def peer(self) -> Peer | None:
+        """meta.peer: the peer backend its verdicts are of (None: jaxdev)."""
+        return Peer.from_yaml(self.meta.get("peer"))
 
     @property
     def measured_on(self) -> Platform:
@@ -280,6 +288,7 @@ class AtenMatrix:
         this_run = {**run.meta, "overloads": len(run.overloads), "verdicts": run.counts()["verdicts"]}
         this_run.pop("versions")
         this_run.pop("platform", None)  # the file's own (a scoped run must run where the file was made)
+        this_run.pop("peer", None)  # likewise
         meta = {**self.meta, "this_run": this_run}
         if "scope" in self.meta:  # the file itself held a scope: it now holds both
             meta["scope"] = list(dict.fromkeys([*self.meta["scope"], *run.meta.get("scope", ())]))

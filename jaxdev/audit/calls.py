@@ -13,8 +13,6 @@ import torch
 from torch.utils._python_dispatch import _disable_current_modes
 from torch.utils._pytree import tree_flatten, tree_map
 
-import jaxdev
-
 
 class LostAutograd(Exception):
     """Outputs that have a grad_fn on CPU have none on jax."""
@@ -113,6 +111,8 @@ def compiled_backward(op, sample, seeds, fresh_sample) -> tuple[object, list]:
 
 def _unsupported(e: BaseException) -> BaseException | None:
     """The jaxdev.UnsupportedError behind `e` (torch.compile re-raises a failure `from` it), if any."""
+    import jaxdev
+
     while e is not None and not isinstance(e, jaxdev.UnsupportedError):
         e = e.__cause__
     return e
@@ -190,6 +190,8 @@ def fused(op, sample) -> tuple[object, list]:
     flush or the sync is raised here, in the sample that caused it: the sample's exception, as the
     op's own is in per-op mode. When the sample raised anyway, its pending checks are read and
     dropped: left deferred, one would raise at the next sample's first read."""
+    import jaxdev
+
     try:
         with jaxdev.eager_mode("fused"):
             out = op(sample.input, *sample.args, **sample.kwargs)

@@ -1,14 +1,16 @@
-"""Run one OpInfo sample on CPU and on `jax`, and classify what the device did (the statuses and
-their order are in facts.py). Directions: forward and backward run the op eagerly; compile runs the
-forward through `torch.compile(backend="jax", fullgraph=True)` and compile-backward its gradients
-through the compiled forward and backward graphs, each judged as its eager twin is (against CPU's
-eager run); fused runs the forward in fused eager mode (calls.py), and is judged as forward is.
+"""Run one OpInfo sample on CPU and on the device under test (devices.py: jaxdev's `jax`, or a peer
+backend's in its own workers), and classify what the device did (the statuses and their order are
+in facts.py). Directions: forward and backward run the op eagerly; compile runs the forward through
+`torch.compile(backend="jax", fullgraph=True)` and compile-backward its gradients through the
+compiled forward and backward graphs, each judged as its eager twin is (against CPU's eager run);
+fused runs the forward in fused eager mode (calls.py), and is judged as forward is. How each runs
+on the device is the device's (devices.Device.run); the judging is the same for every device.
 
-The judging API, which run_sample and the direct trials (trials.py) both use: `call` (an OpInfo
-sample run forward or backward), `layouts` (the outputs' shapes and strides on the device),
-`differs` (values, dtypes and shapes within tolerances; `compare` the same as a mapping), `exception_status` (what a raise on the
-device means), `stride_mismatch` (where the device lays a result out otherwise than CPU) and
-`UNINITIALISED` (allocations compared by shape and dtype only).
+The judging API, which run_sample and the direct trials (schema_samples/trial.py) both use: `call`
+(an OpInfo sample run forward or backward), `differs` (values, dtypes and shapes within
+tolerances; `compare` the same as a mapping), `exception_status` (what a raise on the device means),
+`stride_mismatch` (where the device lays a result out otherwise than CPU) and `UNINITIALISED`
+(allocations compared by shape and dtype only); calls.layouts gives the outputs' layouts.
 """
 
 from __future__ import annotations
@@ -18,24 +20,19 @@ from typing import NamedTuple
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_flatten, tree_map
+from torch.utils._pytree import tree_flatten
 
-import jaxdev
-from jaxdev.audit import calls
+from jaxdev.audit import calls, devices
 from jaxdev.audit import samples as sample_db
 
 # arbitrate, tolerance_units, compare, compare_tied, compare_tied_grads and arrangement_problem are
 # the judges' own modules' (arbitration.py, compare.py); check.X still names them, as callers know them.
 from jaxdev.audit.arbitration import FARTHER, arbitrate, tolerance_units  # noqa: F401
-from jaxdev.audit.calls import LostAutograd as _LostAutograd
-from jaxdev.audit.calls import Uncapturable, call, layouts, short, to_cpu
+from jaxdev.audit.calls import Uncapturable, call, short
 from jaxdev.audit.compare import arrangement_problem, compare, compare_tied, compare_tied_grads, differs  # noqa: F401
 from jaxdev.audit.facts import BACKWARD_DIRECTIONS, COMPILED_DIRECTIONS, TIED_INDICES
 from jaxdev.audit.facts.aten import UNINITIALISED
 from jaxdev.audit.model import Verdict
-from jaxdev.tensor import is_non_overlapping_and_dense
-
-_LOST_AUTOGRAD_TEXT = ("an autograd kernel was not registered", "does not require grad and does not have a grad_fn")
 
 
 class Trace(TorchDispatchMode):
@@ -51,44 +48,33 @@ class Trace(TorchDispatchMode):
 
 
 def exception_status(e: BaseException) -> str:
-    """The status of a raise on the device: unsupported, lost_autograd, missing or exception."""
-    text = str(e)
-    # By type only: jaxdev raises UnsupportedError for what it cannot hold by design (quantized dtypes,
-    # sparse layouts); a dtype's name never decides, so a bug raising anything else stays a failure.
-    cause: BaseException | None = e
-    while cause is not None:  # torch.compile re-raises a backend's error `from` it
-        if isinstance(cause, jaxdev.UnsupportedError):
-            return "unsupported"
-        cause = cause.__cause__
-    if any(t in text for t in _LOST_AUTOGRAD_TEXT) or isinstance(e, _LostAutograd):
-        return "lost_autograd"
-    # Composite kernels raise NotImplementedError for a backend they do not know
-    # (convolution_overrideable); the dispatcher says "Could not run".
-    if isinstance(e, (jaxdev.fallback.FallbackError, NotImplementedError)) or "Could not run '" in text:
-        return "missing"
-    return "exception"
+    """The status of a raise on the device under test (devices.current()): unsupported (jaxdev cannot
+    hold the tensors by design), lost_autograd, missing or exception."""
+    return devices.current().exception_status(e)
 
 
-def run_sample(unit: sample_db.Unit, sample, repro: str | None = None) -> Verdict:
-    """The verdict for one sample (model.Verdict): `arbitrated` when values CPU disagrees with passed
-    by float64 arbitration (see arbitrate). `repro`: describe(unit, sample), when the caller already has it."""
+def run_sample(unit: sample_db.Unit, sample, repro: str | None = None, device: devices.Device | None = None) -> Verdict:
+    """The verdict for one sample (model.Verdict) on `device` (default: the device under test,
+    devices.current()): `arbitrated` when values CPU disagrees with passed by float64 arbitration
+    (see arbitrate). `repro`: describe(unit, sample), when the caller already has it."""
+    device = device or devices.current()
     op = sample_db.op_db()[unit.op]
     result = Verdict("pass", repro=repro or describe(unit, sample))
     ref = _reference(unit, op, sample, result)
     if isinstance(ref, Verdict):
         return ref
-    jaxdev.reset_fallback_counts()
+    device.reset()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            actual, laid = _on_jax(unit, op, sample, ref.seeds)
+            actual, laid = device.run(unit, op, sample, ref.seeds)
         except Uncapturable as e:
             return result.but(status="skip", reason=f"torch.compile(fullgraph=True) cannot run it on CPU either: {e}")
         except Exception as e:
-            result.fallback = sorted(jaxdev.fallback_counts())
-            return result.but(status=exception_status(e), reason=short(e))
-    result.fallback = sorted(jaxdev.fallback_counts())
-    return _judge(unit, op, result, ref, (actual, laid), caught, sample)
+            result.fallback = device.fallback_ops()
+            return result.but(status=device.exception_status(e), reason=short(e))
+    result.fallback = device.fallback_ops()
+    return _judge(unit, op, result, ref, (actual, laid), caught, sample, device)
 
 
 class _Reference(NamedTuple):
@@ -151,30 +137,14 @@ def unstable_note(itself: Verdict) -> str:
     return f"CPU gives two results for identical calls ({itself.reason}): jax is judged against both"
 
 
-def _on_jax(unit, op, sample, seeds) -> tuple[object, list]:
-    """The sample on jax in the unit's direction: (its outputs as CPU tensors, their layouts on jax)."""
-    device_sample = sample_db.to_device(sample, "jax", unit.op)
-    sample_db.seed_all(0)
-    fresh = lambda device: sample_db.to_device(sample, device, unit.op)
-    if unit.direction == "compile":
-        return calls.compiled(op, device_sample, fresh)
-    if unit.direction == "compile-backward":
-        return calls.compiled_backward(op, device_sample, seeds, fresh)
-    if unit.direction == "fused":
-        return calls.fused(op, device_sample)
-    actual, _ = call(op, device_sample, unit.direction == "backward", seeds)
-    laid = layouts(actual)
-    return tree_map(to_cpu, actual), laid
-
-
-def _judge(unit, op, result: Verdict, ref: _Reference, outputs: tuple, caught, sample) -> Verdict:
+def _judge(unit, op, result: Verdict, ref: _Reference, outputs: tuple, caught, sample, device) -> Verdict:
     """The verdict on `outputs` the device gave: (as CPU tensors, their layouts on jax); `caught`:
     the warnings; `sample`: the CPU sample, to copy again."""
     actual, laid = outputs
     backward = unit.direction in BACKWARD_DIRECTIONS
     expected = ref.expected
-    untraced = [str(w.message) for w in caught if issubclass(w.category, jaxdev.graphs.program.EagerGraphWarning)]
-    lost = [str(w.message) for w in caught if any(t in str(w.message) for t in _LOST_AUTOGRAD_TEXT)]
+    untraced = device.untraced(caught)
+    lost = devices.lost_autograd_warnings(caught)
     if lost:
         return result.but(status="lost_autograd", reason=lost[0].splitlines()[0][:300])
     if backward:
@@ -186,8 +156,9 @@ def _judge(unit, op, result: Verdict, ref: _Reference, outputs: tuple, caught, s
     if bad and ref.unstable and _compared(unit, ref, actual, ref.repeat, (atol, rtol)) is None:
         bad = None  # as CPU's other result for the identical call
     note = ""
+    compiled = unit.direction in COMPILED_DIRECTIONS and device.compile_reference
     if bad:
-        bad, note = _excused(unit, op, sample, ref, actual, bad, (atol, rtol), result)
+        bad, note = _excused(unit, op, sample, ref, actual, bad, (atol, rtol), result, compiled)
     if bad:
         if result.fallback:
             bad.reason += f" (CPU fallback used for {', '.join(result.fallback)})"
@@ -196,7 +167,7 @@ def _judge(unit, op, result: Verdict, ref: _Reference, outputs: tuple, caught, s
             if _undecided(unit, ref, bad, (atol, rtol)):
                 return result.but(status="skip", reason=f"no verdict: jax matches neither: {bad.reason}")
         return result.but(status=bad.status, reason=bad.reason, max_abs=bad.max_abs, max_rel=bad.max_rel)
-    misplaced, strides_note = _misplaced(unit, op, sample, ref, laid)
+    misplaced, strides_note = _misplaced(unit, op, sample, ref, laid, compiled)
     return _correct(result, ref, misplaced, untraced, "; ".join(x for x in (note or strides_note, ref.unstable) if x))
 
 
@@ -223,13 +194,16 @@ def _compared(unit, ref: _Reference, actual, expected, tolerance: tuple) -> Verd
     return differs(actual, expected, atol, rtol, values=not unchecked)
 
 
-def _excused(unit, op, sample, ref: _Reference, actual, bad: Verdict, tolerance: tuple, result: Verdict):
+def _excused(
+    unit, op, sample, ref: _Reference, actual, bad: Verdict, tolerance: tuple, result: Verdict, compiled: bool
+):
     """(bad or None, a note): whether a sample that differs from CPU's eager run is right after all.
     Up to what the op leaves unspecified (forward); by float64 arbitration (`wrong` reduced-precision
     samples: result's `arbitrated` is set); or, in a compiled direction, as torch.compile's own run
     on CPU gives it (calls.compiled_on_cpu: its graphs on CPU's kernels): the graph dynamo and
     AOTAutograd traced computes otherwise than the eager op (addcdiv(value=) becomes div, mul and
-    add, each rounded to float16), and the jax backend runs that graph as CPU's kernels run it."""
+    add, each rounded to float16), and the jax backend runs that graph as CPU's kernels run it
+    (`compiled`: a torch.compile direction, where that run is a reference)."""
     atol, rtol = tolerance
     backward, unchecked = unit.direction in BACKWARD_DIRECTIONS, ref.random or ref.uninitialised
     if not backward and _gauge_free(ref.sample, actual, ref.expected, atol, rtol):
@@ -244,7 +218,7 @@ def _excused(unit, op, sample, ref: _Reference, actual, bad: Verdict, tolerance:
             return None, note
         if note:
             bad.reason += f"; {note}"
-    if unit.direction not in COMPILED_DIRECTIONS or unchecked:
+    if not compiled or unchecked:
         return bad, ""
     try:
         sample_db.seed_all(0)
@@ -260,7 +234,7 @@ def _excused(unit, op, sample, ref: _Reference, actual, bad: Verdict, tolerance:
     )
 
 
-def _misplaced(unit, op, sample, ref: _Reference, laid: list) -> tuple[str | None, str]:
+def _misplaced(unit, op, sample, ref: _Reference, laid: list, compiled: bool) -> tuple[str | None, str]:
     """(where the device's layouts differ from CPU's, a note when they differ from CPU's eager run
     only as torch.compile itself lays them out).
 
@@ -276,7 +250,7 @@ def _misplaced(unit, op, sample, ref: _Reference, laid: list) -> tuple[str | Non
     eager run, torch.compile's own run on CPU (calls.compiled_on_cpu: its graphs' outputs as their
     meta lays them out) is the reference: its layouts are not jaxdev's to change."""
     misplaced = stride_mismatch(laid, ref.again)
-    if not misplaced or unit.direction not in COMPILED_DIRECTIONS:
+    if not misplaced or not compiled:
         return misplaced, ""
     try:
         sample_db.seed_all(0)
@@ -323,7 +297,7 @@ def stride_mismatch(layouts: list, expected) -> str | None:
     for i, (laid, e) in enumerate(zip(layouts, e_leaves)):
         if laid is None or not isinstance(e, torch.Tensor) or e.layout != torch.strided or e.numel() <= 1:
             continue
-        if not is_non_overlapping_and_dense(e):
+        if not _dense(e.shape, e.stride()):
             continue
         shape, strides = laid
         if any(n > 1 and s != t for n, s, t in zip(shape, strides, e.stride())):
@@ -332,8 +306,19 @@ def stride_mismatch(layouts: list, expected) -> str | None:
     return None
 
 
+def _dense(shape, strides) -> bool:
+    """Some permutation of the dims is contiguous (size-1 dims' strides are free), as jaxdev.core.limits
+    tells a dense, non-overlapping tensor (not imported: a peer's worker never loads jaxdev's device)."""
+    expected = 1
+    for stride, size in sorted((s, n) for n, s in zip(shape, strides) if n != 1):
+        if stride != expected:
+            return False
+        expected *= size
+    return True
+
+
 def _is_seeded(name: str) -> bool:
-    from jaxdev.audit.dispatch import overload
+    from jaxdev.audit.schemas import overload
 
     op = overload(name)
     return op is not None and torch.Tag.nondeterministic_seeded in op.tags

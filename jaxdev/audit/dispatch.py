@@ -16,6 +16,7 @@ import torch
 
 import jaxdev  # noqa: F401  (registers the device, its kernels and its fallback)
 from jaxdev.audit.facts import AUTOGRAD_STATUSES, DEVICE_STATUSES
+from jaxdev.audit.schemas import overload
 from jaxdev.ops import registry
 
 _LINE = re.compile(
@@ -64,16 +65,6 @@ def all_op_names(namespace: str | None = "aten") -> list[str]:
 def table(name: str) -> dict[str, Entry]:
     """The computed dispatch table of `name`: dispatch key -> Entry."""
     return {m["key"]: Entry(m["kind"], m["where"]) for m in _LINE.finditer(torch._C._dispatch_dump_table(name))}
-
-
-def overload(name: str) -> torch._ops.OpOverload | None:
-    """The OpOverload for "ns::op.overload", or None where Python cannot reach it."""
-    ns, _, rest = name.partition("::")
-    op, _, ov = rest.partition(".")
-    try:
-        return getattr(getattr(getattr(torch.ops, ns), op), ov or "default")
-    except (AttributeError, RuntimeError):
-        return None
 
 
 def tags(name: str) -> tuple[str, ...]:

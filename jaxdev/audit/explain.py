@@ -225,8 +225,9 @@ def opinfo_cells(opinfo: str, path: str) -> dict | None:
     return out
 
 
-def explain(name: str, matrix: str | None = None, *, dev: bool = False) -> dict:
-    """Everything `jaxdev explain NAME` prints, as data (see the module docstring)."""
+def explain(name: str, matrix: str | None = None, *, dev: bool = False, peers: bool = False) -> dict:
+    """Everything `jaxdev explain NAME` prints, as data (see the module docstring); `peers`: each
+    peer backend's verdicts and cells beside jaxdev's (explain_peers), when its files lie beside."""
     index = names.load_index(matrix_path(matrix)) if matrix else None
     overloads, opinfo = resolve(name, index)
     path = aten_path()
@@ -251,11 +252,32 @@ def explain(name: str, matrix: str | None = None, *, dev: bool = False) -> dict:
         report["coverage"]["by_platform"] = explain_platforms.differing_cells(opinfo, source)
     if not report["platforms"]:
         del report["platforms"]  # one platform: the answer as before
+    if peers:
+        _add_peers(report, path, source)
     if dev:
         from jaxdev.audit import explain_dev
 
         report["dev"] = explain_dev.section(overloads, opinfo, source, path)
     return report
+
+
+def _add_peers(report: dict, aten: str | None, source: str | None) -> None:
+    """Each overload's verdict on every backend, and the OpInfo's cells beside each peer's; one
+    sentence when no peer's files lie beside the ones read."""
+    from jaxdev.audit import explain_peers
+    from jaxdev.audit import peers as peer_files
+
+    if not peer_files.beside(aten, "aten.yaml") and not peer_files.beside(source, "matrix.yaml"):
+        where = os.path.dirname(os.path.abspath(aten or source or os.path.join("coverage", "aten.yaml")))
+        where = where if os.path.relpath(where).startswith("..") else os.path.relpath(where)
+        raise AuditError(
+            f"no peer backend's files beside {where} (peers/NAME/aten.yaml, matrix.yaml): "
+            "`jaxdev coverage --backend torchax` and `--aten --backend torchax` make them"
+        )
+    for answer in report["overloads"]:
+        answer["peers"] = explain_peers.verdicts(answer["name"], aten)
+    if report["opinfo"] and source:
+        report["peer_cells"] = explain_peers.cells(report["opinfo"], source)
 
 
 def aten_verdicts(overloads: list[str], path: str | None = None) -> dict[str, dict]:

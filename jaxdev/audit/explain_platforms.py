@@ -52,12 +52,13 @@ def verdicts(overload: str, main: str | None) -> dict | None:
     return {"verdicts": each, "line": side_by_side(each, "verdict")} if len(each) > 1 else None
 
 
-def side_by_side(entries: list[dict], key: str) -> str:
-    """'pass on cpu; wrong on TPU v5 lite: output differs ...': each platform's `key` (status or
-    verdict, with its category), with the reason of those that do not pass."""
+def side_by_side(entries: list[dict], key: str, where: str = "platform") -> str:
+    """'pass on cpu; wrong on TPU v5 lite: output differs ...': each entry's `key` (status or
+    verdict, with its category) on its `where` (its platform, or a backend: explain_peers), with the
+    reason of those that do not pass."""
     parts = []
     for e in entries:
         word = e[key] + (f" ({e['category']})" if e.get("category") else "")
         detail = f": {e['reason']}" if e[key] != "pass" and e.get("reason") else ""
-        parts.append(f"{word} on {e['platform']}{detail}")
+        parts.append(f"{word} on {e[where]}{detail}")
     return "; ".join(parts)

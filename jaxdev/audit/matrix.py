@@ -5,6 +5,7 @@ Layout (keys sorted, so diffs stay small):
     schema: 1
     versions: {torch, jax, jaxdev, python}
     platform: {name, device_kind}       # where the jax cells ran (model.Platform; absent: cpu)
+    peer: {name, version, how}          # a peer backend's matrix (model.Peer; absent: jaxdev's)
     run: {complete, max_samples, timeout_s, wall_s, samples, shard, ...}
     summary: {forward: {status: count}, backward: {...}, compile: {...}}
     shares: {forward: {measured, pass, fallback}, ...}   # fractions of measured cells (facts.shares)
@@ -31,7 +32,7 @@ import yaml
 
 from jaxdev.audit import AuditError
 from jaxdev.audit.facts import DIRECTIONS, SEVERITY, shares
-from jaxdev.audit.model import CPU, Cell, OpNode, Platform, RunFacts, ThisRun
+from jaxdev.audit.model import CPU, Cell, OpNode, Peer, Platform, RunFacts, ThisRun
 
 # libyaml when PyYAML has it: the same text, ~3x faster (a full matrix is ~100k lines, saved often).
 _DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
@@ -65,13 +66,15 @@ class Placed(NamedTuple):
 
 @dataclasses.dataclass
 class Matrix:
-    """OpInfo x dtype x direction -> Cell, with the run's facts, the versions that made it and the
-    platform it ran on (None: not recorded, i.e. CPU; see `measured_on`)."""
+    """OpInfo x dtype x direction -> Cell, with the run's facts, the versions that made it, the
+    platform it ran on (None: not recorded, i.e. CPU; see `measured_on`) and the peer backend its
+    cells measured (None: jaxdev)."""
 
     versions: dict = dataclasses.field(default_factory=versions)
     run: RunFacts = dataclasses.field(default_factory=RunFacts)
     ops: dict[str, OpNode] = dataclasses.field(default_factory=dict)
     platform: Platform | None = None
+    peer: Peer | None = None
 
     def put(self, op: str, dtype: str, direction: str, cell: Cell, aten=()) -> None:
         node = self.ops.setdefault(op, OpNode())
@@ -133,6 +136,8 @@ class Matrix:
         }
         if self.platform is not None:
             doc["platform"] = self.platform.to_yaml()
+        if self.peer is not None:
+            doc["peer"] = self.peer.to_yaml()
         return doc
 
 
@@ -206,7 +211,8 @@ def load(path: str) -> Matrix:
     ops = {op: OpNode.from_yaml(node) for op, node in data["ops"].items()}
     platform = Platform.from_yaml(data.get("platform"))
     run = RunFacts.from_yaml(data.get("run") if isinstance(data.get("run"), dict) else None)
-    return Matrix(versions=data.get("versions") or {}, run=run, ops=ops, platform=platform)
+    peer = Peer.from_yaml(data.get("peer"))
+    return Matrix(versions=data.get("versions") or {}, run=run, ops=ops, platform=platform, peer=peer)
 
 
 def check_versions(recorded: dict, path: str, how: str = "a scoped run", now: dict | None = None) -> None:
@@ -229,6 +235,18 @@ def check_platform(recorded: Platform, now: Platform, path: str, how: str = "a s
             f"{path} was measured on {recorded.label} ({recorded.name}) and this is {now.label} ({now.name}); "
             f"{how} would mix the two in one file: write elsewhere with --out DIR"
         )
+
+
+def check_peer(recorded: Peer | None, now: Peer | None, path: str, how: str = "a scoped run") -> None:
+    """A peer backend's cells never join jaxdev's file, another peer's, or another version's
+    (peers.folder gives each its own): one sentence when `recorded` (the file's) is not `now`."""
+    if (recorded is None and now is None) or (now is not None and now.same(recorded)):
+        return
+    was, this = (p.label if p else "jaxdev" for p in (recorded, now))
+    raise AuditError(
+        f"{path} holds cells of {was} and this run measures {this}; {how} would mix the two in one file: "
+        "write elsewhere with --out DIR"
+    )
 
 
 def inputs(m: Matrix) -> str:
@@ -279,6 +297,7 @@ def combine(matrices: list[Matrix], existing: Matrix | None, path: str) -> Matri
         return merged
     check_inputs(existing, inputs(merged), path)
     check_platform(existing.measured_on, merged.measured_on, path, "merging these matrices")
+    check_peer(existing.peer, merged.peer, path, "merging these matrices")
     if full_sweep(matrices):
         merged.keep_others(existing, {(c.direction, c.dtype) for c in merged.cells()})
         return merged
@@ -303,8 +322,13 @@ def merge(matrices: list[Matrix]) -> Matrix:
         raise AuditError(
             f"these matrices were measured on different platforms ({labels}); merge each platform's on its own"
         )
+    backends = {(m.peer.name, m.peer.version) if m.peer else ("jaxdev", "") for m in matrices}
+    if len(backends) > 1:
+        labels = ", ".join(" ".join(b).strip() for b in sorted(backends))
+        raise AuditError(f"these matrices measured different backends ({labels}); merge each backend's on its own")
     out = empty(RunFacts(complete=all(bool(m.run.complete) for m in matrices), merged=len(matrices)))
     out.platform = next((m.platform for m in matrices if m.platform is not None), None)
+    out.peer = next((m.peer for m in matrices if m.peer is not None), None)
     if kinds != {"sample"}:
         out.run.inputs = kinds.pop()
     for m in matrices:

@@ -7,6 +7,7 @@ from the committed files import it).
   of an aten overload (schema_samples.trial); a cell is made of its samples' verdicts.
 - `AtenNode`: one overload of coverage/aten.yaml, with its `Route` to the device.
 - `Platform`: the JAX platform and device kind a matrix was measured on.
+- `Peer`: the other PyTorch-on-JAX backend a matrix measured instead of jaxdev (jaxdev/audit/peers).
 
 Round trip: `from_yaml` then `to_yaml` gives the mapping that was read, so a committed file loads
 and dumps to the same bytes. A field that says nothing (an empty list, False, 0, None) is left out,
@@ -275,3 +276,32 @@ class Platform(NamedTuple):
 
 # What a matrix without a `platform` field was measured on: every one before platforms were recorded.
 CPU = Platform("cpu", "cpu")
+
+
+class Peer(NamedTuple):
+    """The backend a peer matrix measured instead of jaxdev (coverage/peers/NAME/matrix.yaml): its
+    name and version as its workers imported it, and how a sample ran through it (`how`, one line
+    per direction and setting: jaxdev/audit/peers). Two records are the same peer when name and
+    version agree; `how` is what the file says, not what makes it."""
+
+    name: str
+    version: str
+    how: tuple[str, ...] = ()
+
+    @property
+    def label(self) -> str:
+        """How reports name it: "torchax 0.0.13"."""
+        return f"{self.name} {self.version}"
+
+    def same(self, other: Peer | None) -> bool:
+        return other is not None and (self.name, self.version) == (other.name, other.version)
+
+    @classmethod
+    def from_yaml(cls, data: dict | None) -> Peer | None:
+        if not isinstance(data, dict) or not data.get("name"):
+            return None
+        return cls(str(data["name"]), str(data.get("version") or "?"), tuple(data.get("how") or ()))
+
+    def to_yaml(self) -> dict:
+        out = {"name": self.name, "version": self.version}
+        return {**out, "how": list(self.how)} if self.how else out

@@ -10,7 +10,7 @@ import xml.etree.ElementTree as ET
 
 import yaml
 
-from jaxdev.audit import AuditError, matrix, report_platforms
+from jaxdev.audit import AuditError, matrix, report_peers, report_platforms
 from jaxdev.audit.facts import (
     ARBITRATION_MEANING,
     DEGRADED,
@@ -45,6 +45,8 @@ class Sources:
     reference_path: str | None = None
     # other platforms' matrices beside it (coverage/tpu/matrix.yaml: platforms.beside), as (path, matrix)
     platforms: list[tuple[str, matrix.Matrix]] = dataclasses.field(default_factory=list)
+    # peer backends' matrices beside it (coverage/peers/torchax/matrix.yaml: peers.beside), as (path, matrix)
+    peers: list[tuple[str, matrix.Matrix]] = dataclasses.field(default_factory=list)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -160,8 +162,9 @@ def headline(m: matrix.Matrix, source: str) -> str:
     wall = f", {run.wall_s} s" if run.wall_s is not None else ""  # merged shards have no one wall time
     kind = "samples" if matrix.inputs(m) == "sample" else f"{matrix.inputs(m)} inputs"
     where = f", on {m.platform.label}" if m.platform is not None else ""  # files before platforms: no word
+    of = f", cells of {m.peer.label} (not jaxdev's)" if m.peer is not None else ""
     return (
-        f"Matrix `{source}`: torch {v.get('torch')}, jax {v.get('jax')}, jaxdev {v.get('jaxdev')}{where}; "
+        f"Matrix `{source}`: torch {v.get('torch')}, jax {v.get('jax')}, jaxdev {v.get('jaxdev')}{where}{of}; "
         f"{len(m.ops)} OpInfos, {_or_unknown(run.samples)} {kind} (at most {_or_unknown(run.max_samples)} per cell), "
         f"{'complete' if run.complete else 'PARTIAL'} run{wall}."
     )
@@ -194,6 +197,7 @@ def markdown(
     baseline: tuple[str, matrix.Matrix] | None = None,
     reference: tuple[str, matrix.Matrix] | None = None,
     others: list[tuple[str, matrix.Matrix]] = (),
+    peers: list[tuple[str, matrix.Matrix]] = (),
 ) -> str:
     lines = ["# jaxdev coverage report", "", headline(m, source), ""]
     lines += md_table(summary_rows(m))
@@ -229,6 +233,8 @@ def markdown(
         lines += reference_section(reference[1], reference[0])
     if others:
         lines += report_platforms.section_lines([(source, m), *others], md_table)
+    for path, peer_m in peers:
+        lines += report_peers.section_lines(source, m, path, peer_m, md_table)
     return "\n".join(lines) + "\n"
 
 

@@ -12,7 +12,7 @@ import html
 import json
 from importlib import resources
 
-from jaxdev.audit import report, report_platforms
+from jaxdev.audit import report, report_peers, report_platforms
 from jaxdev.audit.facts import DIRECTIONS, DTYPE_NAMES, SEVERITY, STATUSES, UNMEASURED, Status
 from jaxdev.audit.model import Cell, OpNode
 
@@ -201,14 +201,16 @@ def data(src: report.Sources) -> dict:
 
 
 def _platform_rows(src: report.Sources, b: _Builder, aten_names: list[str], rows: list) -> list[str]:
-    """Each other platform's OpInfo rows after the matrix's own, a row's fifth field the index of its
-    platform in the list returned (the platforms' labels, the matrix's first; [] for one platform).
+    """Each other platform's and each peer backend's OpInfo rows after the matrix's own, a row's fifth
+    field the index of its platform in the list returned (the labels, the matrix's first; [] for one).
     An overload only another platform's samples reached joins `aten_names`."""
-    if not src.platforms:
+    if not src.platforms and not src.peers:
         return []
-    labels = [report_platforms.label(src.matrix)]
-    for _, m in src.platforms:
-        labels.append(report_platforms.label(m))
+    # a peer backend's rows as another platform's; with peers, every label names its backend
+    label = report_peers.label if src.peers else report_platforms.label
+    labels = [label(src.matrix)]
+    for _, m in [*src.platforms, *src.peers]:
+        labels.append(label(m))
         aten_names += sorted({a for op in m.ops for a in m.aten(op)} - set(aten_names))
         at = {a: i for i, a in enumerate(aten_names)}
         for op in sorted(m.ops):

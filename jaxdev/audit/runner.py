@@ -2,7 +2,8 @@
 task (or one sample of it), never the run. Both the OpInfo sweep (unit_work.py: a unit's samples)
 and the direct trials (schema_samples/work.py: one aten overload) run in it.
 
-Each worker is `python -m jaxdev.audit.runner IN_FD OUT_FD SERVER`: SERVER names the module that
+Each worker is `python -m jaxdev.audit.runner IN_FD OUT_FD SERVER` (a peer backend's: `python -m
+jaxdev_cli.peer_worker ...`, which never loads jaxdev's device): SERVER names the module that
 serves its tasks (`prepare()` once, then `serve(request, send)` per task). The worker says
 Ready(platform), then per task any progress messages and finally Done(payload) (messages.py). A task (`Task`)
 keeps its own state: the pool hands its `request()` to an idle worker, passes it the worker's
@@ -40,6 +41,7 @@ CACHE_ENV = "JAXDEV_AUDIT_CACHE"
 # and a verdict close to a tolerance flipped with it (conv_transpose3d's float32 backward). A
 # user's own XLA_FLAGS setting of these wins.
 FAST_COMPILE_FLAGS = ("--xla_llvm_disable_expensive_passes=true",)
+JAXDEV_WORKER = ("-m", "jaxdev.audit.runner")  # a worker's command after the interpreter (Pool.argv)
 MLIR_CONTEXT_USES = 1000  # lowerings per shared MLIR context (bounds what a context accumulates)
 STARTUP_TIMEOUT_S = 180.0
 
@@ -67,8 +69,9 @@ class Task:
 class Pool:
     """How tasks run: `server` (the module serving them in the workers), `jobs` workers, a
     `timeout` in seconds of silence per task, the workers' `env` (worker_env), what the workers
-    are called in an error (`name`), how many failed starts in a row are an error, and the
-    platform the workers must run on (None: any)."""
+    are called in an error (`name`), how many failed starts in a row are an error, the platform
+    the workers must run on (None: any), and the worker's command after the interpreter (`argv`:
+    jaxdev's worker, or a peer backend's, peers.Selected.argv)."""
 
     server: str
     jobs: int
@@ -77,17 +80,18 @@ class Pool:
     name: str
     max_failed_starts: int = 1
     platform: Platform | None = None
+    argv: tuple[str, ...] = JAXDEV_WORKER
 
 
 class WorkerProcess:
     """A child `python -m jaxdev.audit.runner fd_in fd_out SERVER` in its own session, talking over
     two pipes; killed with its whole process group (a crash or hang costs only the child)."""
 
-    def __init__(self, env: dict, server: str):
+    def __init__(self, env: dict, server: str, argv: tuple[str, ...] = JAXDEV_WORKER):
         parent_in, child_out = os.pipe()
         child_in, parent_out = os.pipe()
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "jaxdev.audit.runner", str(child_in), str(child_out), server],
+            [sys.executable, *argv, str(child_in), str(child_out), server],
             pass_fds=(child_in, child_out),
             env=env,
             stdin=subprocess.DEVNULL,
@@ -137,7 +141,7 @@ class _Run:
             while self.queue or any(w.task for w in self.workers):
                 busy = sum(1 for w in self.workers if w.task)
                 while len(self.workers) < self.pool.jobs and len(self.workers) < len(self.queue) + busy:
-                    self.workers.append(WorkerProcess(self.pool.env, self.pool.server))
+                    self.workers.append(WorkerProcess(self.pool.env, self.pool.server, self.pool.argv))
                 if not self.workers:
                     break  # jobs < 1: nothing can run (callers check their options first)
                 ready = wait(
@@ -264,7 +268,8 @@ def _share_mlir_context() -> None:
     mlir.make_ir_context = shared_context
 
 
-def _worker_main(fd_in: int, fd_out: int, server: str) -> None:
+def worker_main(fd_in: int, fd_out: int, server: str) -> None:
+    """A worker's life: say Ready(platform), then serve each request with `server` until Stop."""
     from jaxdev.audit import platforms
 
     recv, send = worker_connections(fd_in, fd_out)
@@ -282,4 +287,4 @@ def _worker_main(fd_in: int, fd_out: int, server: str) -> None:
 
 
 if __name__ == "__main__":
-    _worker_main(int(sys.argv[1]), int(sys.argv[2]), sys.argv[3])
+    worker_main(int(sys.argv[1]), int(sys.argv[2]), sys.argv[3])

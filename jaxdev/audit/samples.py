@@ -181,7 +181,9 @@ def seed_all(seed: int) -> None:
     """torch.manual_seed for the two devices in play; torch.manual_seed itself also queues lazy
     seeding for CUDA, XPU and MTIA, formatting a stack trace each time (a tenth of a warm sweep)."""
     torch.default_generator.manual_seed(seed)
-    torch.jax.manual_seed_all(seed)
+    device_module = getattr(torch, "jax", None)  # jaxdev's, or a peer's that names its device jax too
+    if device_module is not None:
+        device_module.manual_seed_all(seed)
 
 
 def to_device(sample, device: str, op: str | None = None):

@@ -112,3 +112,16 @@ def _write(data: dict, path: str) -> None:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+def overload(name: str):
+    """The OpOverload for "ns::op.overload", or None where Python cannot reach it (imports torch,
+    not jaxdev's device: a peer's worker resolves names with it too)."""
+    import torch
+
+    ns, _, rest = name.partition("::")
+    op, _, ov = rest.partition(".")
+    try:
+        return getattr(getattr(getattr(torch.ops, ns), op), ov or "default")
+    except (AttributeError, RuntimeError):
+        return None

@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 from jaxdev.audit import AuditError, matrix, samples, unit_work
 from jaxdev.audit.facts import SweepOptions
-from jaxdev.audit.model import Platform, ThisRun
+from jaxdev.audit.model import Peer, Platform, ThisRun
 
 # A kill loses at most the work since the last save. Saving a full matrix takes ~0.5 s, so the
 # interval grows with the matrix: saving costs the parent at most 1/SAVE_SHARE of its time.
@@ -62,18 +62,23 @@ def sweep(
     on_unit: Callable[[unit_work.UnitResult], None] | None = None,
     on_sample: Callable[[], None] | None = None,
     platform: Platform | None = None,
+    peer=None,
 ) -> matrix.Matrix:
     """Runs the units, writes `out_path` as it goes, and returns the final matrix (see `start` for
     what it keeps of a matrix already at `out_path`). `run_info` goes into the file's `run`, or,
     when a merge keeps that run's facts, into `run.this_run`. `platform`: the one the workers must
-    run on, recorded in the file (None: not checked, the file's own kept)."""
+    run on, recorded in the file (None: not checked, the file's own kept). `peer`: the peer backend
+    the workers test instead of jaxdev (a peers.Selected, probed: its record goes into the file)."""
     problem = options.problems()
     if problem:
         raise AuditError(problem)
+    record = peer.record if peer is not None else None
     m, todo, kept_whole = start(
-        units, out_path, options.max_samples, resume=resume, merge=merge, inputs=options.inputs, platform=platform
-    )
+        units, out_path, options.max_samples, resume=resume, merge=merge, inputs=options.inputs, platform=platform,
+        peer=record,
+    )  # fmt: skip
     m.platform = platform or m.platform
+    m.peer = record
     # A merge leaves the facts of the sweep that made the file (complete, wall_s, max_samples) as
     # they were: they describe most of its cells. Its samples are recounted from the cells. A
     # resume of the same scope and shard (a full sweep's, or the scoped run that made the file)
@@ -100,7 +105,7 @@ def sweep(
 
     writer.save(False)
     try:
-        unit_work.run(todo, options, on_result=on_result, on_sample=on_sample, platform=platform)
+        unit_work.run(todo, options, on_result=on_result, on_sample=on_sample, platform=platform, peer=peer)
     except BaseException:
         writer.save(False)  # Ctrl-C or kill: a partial matrix that --resume completes (a merge: earlier cells kept)
         raise
@@ -156,6 +161,7 @@ def start(
     merge: bool,
     inputs: str = "sample",
     platform: Platform | None = None,
+    peer: Peer | None = None,
 ) -> tuple[matrix.Matrix, list[samples.Unit], bool]:
     """(the matrix the run writes into, the units to run, whether `out_path`'s matrix is kept whole).
 
@@ -166,7 +172,8 @@ def start(
     others kept.
     Both keep the whole file, so a file they cannot read, or one measured with another
     --max-samples, torch/jax or inputs (sample or reference), is an error rather than replaced.
-    No run writes into a file measured on another platform than `platform` (when given)."""
+    No run writes into a file measured on another platform than `platform` (when given), nor into
+    one of another backend than `peer` (None: jaxdev's)."""
     if not os.path.exists(out_path):
         return matrix.empty(), list(units), False
     if resume or merge:
@@ -174,6 +181,7 @@ def start(
         matrix.check_inputs(old, inputs, out_path)
         if platform is not None:
             matrix.check_platform(old.measured_on, platform, out_path, "resuming it" if resume else "a scoped run")
+        matrix.check_peer(old.peer, peer, out_path, "resuming it" if resume else "a scoped run")
         ran_with = old.run.max_samples
         if ran_with not in (None, max_samples):
             how = "resume" if resume else "a scoped run merges into it, so run it"
@@ -195,6 +203,8 @@ def start(
         matrix.check_inputs(old, inputs, out_path)
     if old is not None and platform is not None:  # another platform's cells are never replaced
         matrix.check_platform(old.measured_on, platform, out_path, "a full run")
+    if old is not None:  # nor another backend's (a peer's version is the backend's)
+        matrix.check_peer(old.peer, peer, out_path, "a full run")
     if old is not None and matrix.inputs(old) == inputs:
         m.keep_others(old, {(u.direction, u.dtype) for u in units})
     return m, list(units), False

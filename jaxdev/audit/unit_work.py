@@ -138,20 +138,25 @@ def run(
     on_sample: Callable[[], None] | None = None,
     env: dict | None = None,
     platform: Platform | None = None,
+    peer=None,
 ) -> int:
     """Run every unit across `options.jobs` workers; `on_result` gets each finished unit. Returns
     samples run. `options.cache_dir`: JAX's persistent cache (default $JAXDEV_AUDIT_CACHE, else
-    runner.CACHE_DIR); `platform`: the one the workers must run on (None: any)."""
+    runner.CACHE_DIR); `platform`: the one the workers must run on (None: any); `peer`: the peer
+    backend the workers test instead of jaxdev (a peers.Selected; None: jaxdev)."""
     counter = _Counter(on_result, on_sample)
     tasks = [UnitTask(u, options.max_samples, counter, options.inputs) for u in units]
     env = runner.worker_env(env, options.cache_dir)
-    pool = runner.Pool(__name__, options.jobs, options.timeout, env, "coverage worker", platform=platform)
+    name, argv = "coverage worker", runner.JAXDEV_WORKER
+    if peer is not None:
+        env, name, argv = peer.worker_env(env), f"{peer.name} coverage worker", peer.argv
+    pool = runner.Pool(__name__, options.jobs, options.timeout, env, name, platform=platform, argv=argv)
     runner.run(tasks, pool)
     return counter.samples
 
 
 # ---------------------------------------------------------------------------------------------
-# The worker's side (runner._worker_main imports this module by name)
+# The worker's side (runner.worker_main imports this module by name)
 
 
 def prepare() -> None:

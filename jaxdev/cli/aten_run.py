@@ -12,7 +12,7 @@ from jaxdev.cli.progress import LogProgress, bar, clock, interrupt_on_term
 from jaxdev.cli.render import coloured, console, print_platform
 
 # What --aten does with each of `coverage`'s options (parameter names): it honours these ...
-HONOURED = ("ops", "jobs", "timeout", "cache_dir", "out_dir", "matrix_path", "aten")
+HONOURED = ("ops", "jobs", "timeout", "cache_dir", "out_dir", "matrix_path", "aten", "backend", "peer_path")
 # ... and refuses these (they choose or run OpInfo cells, which --aten reads from --matrix).
 REFUSED = {
     "all_reaching": "--all-reaching",
@@ -47,19 +47,21 @@ def refuse_unused(ctx: click.Context) -> None:
         )
 
 
-def run_aten(patterns, out_dir, matrix_path, jobs, timeout, cache_dir, probe):
-    """OUT/aten.yaml (OUT/PLATFORM/aten.yaml off CPU, platforms.folder) from the OpInfo matrix plus
-    direct trials, with progress; prints the counts. `timeout`: seconds per trial (None:
-    TRIAL_TIMEOUT_S); `probe`: the platforms.Probe of the platform the trials run on."""
-    from jaxdev.audit import AuditError, aten_build, aten_matrix, facts, platforms
+def run_aten(patterns, out_dir, matrix_path, jobs, timeout, cache_dir, probe, peer=None):
+    """OUT/aten.yaml (OUT/PLATFORM/aten.yaml off CPU, platforms.folder; OUT/peers/NAME/... for a
+    peer) from the OpInfo matrix plus direct trials, with progress; prints the counts. `timeout`:
+    seconds per trial (None: TRIAL_TIMEOUT_S); `probe`: the platforms.Probe of the platform the
+    trials run on, or the peer (peers.Selected) they run through."""
+    from jaxdev.audit import AuditError, aten_build, aten_matrix, facts, peers
 
     problem = facts.SweepOptions(jobs=jobs, timeout=timeout or TRIAL_TIMEOUT_S).problems()
     if problem:
         raise AuditError(problem)
-    platform = probe.result()
-    source = matrix_path or platforms.path(out_dir, facts.MATRIX_FILE, platform)
-    out_path = platforms.path(out_dir, aten_matrix.ATEN_FILE, platform)
-    print_platform(platform, out_path)
+    platform = probe.result()[1] if peer else probe.result()
+    name = peer and peer.name
+    source = matrix_path or peers.path(out_dir, facts.MATRIX_FILE, name, platform)
+    out_path = peers.path(out_dir, aten_matrix.ATEN_FILE, name, platform)
+    print_platform(platform, out_path, peer)
     on_bar = console.is_terminal
     progress = bar(rate=False, disable=not on_bar)
     task = progress.add_task("direct trials", total=None)
@@ -84,7 +86,7 @@ def run_aten(patterns, out_dir, matrix_path, jobs, timeout, cache_dir, probe):
     interrupt_on_term()
     with progress:
         m = aten_build.build(source, out_path, patterns=patterns, jobs=jobs, timeout=timeout, cache_dir=cache_dir,
-                             on_start=on_start, on_trial=on_trial, platform=platform)  # fmt: skip
+                             on_start=on_start, on_trial=on_trial, platform=platform, peer=peer)  # fmt: skip
     print_aten_counts(m, out_path)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 import click
+from click.core import ParameterSource
 
 from jaxdev.audit.facts import REFERENCE_MAX_SAMPLES
 from jaxdev.cli.aten_run import given, refuse_unused, run_aten
@@ -40,6 +41,13 @@ HELP = f"""Run PyTorch's OpInfo samples on jax and on CPU, compare, and write OU
     never another platform's file. On an accelerator one process may hold the chip: run --jobs 1,
     in pieces with --shard K/N (each merged into the platform's file), --resume to finish one.
 
+    Peer backends: --backend torchax runs the same samples, dtypes and directions through torchax
+    (forward, backward through loss.backward(), and its jitted path as compile) in workers that never
+    load jaxdev, judged by the same check, into OUT/peers/torchax/matrix.yaml (and aten.yaml with
+    --aten), never jaxdev's files. torchax is no dependency of jaxdev: install it with pip install
+    --no-deps torchax==0.0.13 (--no-deps: pip leaves the pinned torch alone), or apart with --target
+    DIR and pass --peer-path DIR. explain --peers and report put its verdicts beside jaxdev's.
+
     --reference-inputs runs each OpInfo's reference inputs (its sample inputs plus extremal values,
     large and noncontiguous tensors) instead, into OUT/reference_matrix.yaml, never over the
     sample-input cells: {REFERENCE_MAX_SAMPLES} per cell unless --max-samples, spread evenly over all of them.
@@ -57,6 +65,7 @@ HELP = f"""Run PyTorch's OpInfo samples on jax and on CPU, compare, and write OU
       jaxdev coverage --mode fused --dtype float32   # fused eager's forward cells, merged beside them
       jaxdev coverage --aten --jobs 2            # coverage/aten.yaml: a verdict for every aten overload
       jaxdev coverage --reference-inputs --no-backward --jobs 2   # coverage/reference_matrix.yaml
+      jaxdev coverage --backend torchax --mode both --dtype float32 --max-samples 2   # coverage/peers/torchax/
 """
 
 
@@ -180,6 +189,19 @@ def print_aten_results(selections, m) -> None:
     type=click.Path(dir_okay=False),
     help="With --aten: the OpInfo matrix to aggregate (default OUT/matrix.yaml).",
 )
+@click.option(
+    "--backend",
+    default="jaxdev",
+    show_default=True,
+    help="The backend the cells measure: jaxdev, or a peer (torchax), whose files go to OUT/peers/NAME/.",
+)
+@click.option(
+    "--peer-path",
+    type=click.Path(file_okay=False),
+    envvar="JAXDEV_PEER_PATH",
+    help="With a peer --backend: the folder it is installed in (pip install --no-deps --target DIR ...), "
+    "first on its workers' PYTHONPATH only [env JAXDEV_PEER_PATH].",
+)
 def command(
     ops,
     all_reaching,
@@ -197,10 +219,15 @@ def command(
     aten,
     reference_inputs,
     matrix_path,
+    backend,
+    peer_path,
 ):
     ctx = click.get_current_context()
     refuse_unused(ctx)  # before the device loads: a refusal answers at once
-    from jaxdev.audit import AuditError, facts, names, platforms, sweep
+    from jaxdev.audit import AuditError, facts, names, peers, platforms, sweep
+
+    if backend == peers.JAXDEV and ctx.get_parameter_source("peer_path") == ParameterSource.COMMANDLINE:
+        raise click.UsageError("--peer-path only applies with a peer --backend (torchax)")
 
     if out_dir.endswith((".yaml", ".yml")):
         raise AuditError(f"--out is a folder (matrix.yaml and aten.yaml are written in it), not a file: {out_dir}")
@@ -208,14 +235,17 @@ def command(
     if merge_files:
         merge_into(_merged_files(merge_files, ops), out_dir, file_name)
         return
-    probe = platforms.Probe()  # the platform the workers will find, asked while op_db loads
+    peer = peers.select(backend, peer_path)  # its probe started: it imports the peer while op_db loads
+    probe = peer or platforms.Probe()  # the platform the workers will find, asked while op_db loads
     if aten:
-        run_aten(ops, out_dir, matrix_path, jobs, timeout if given(ctx, "timeout") else None, cache_dir, probe)
+        run_aten(ops, out_dir, matrix_path, jobs, timeout if given(ctx, "timeout") else None, cache_dir, probe, peer)
         return
     parsed_shard = sweep.parse_shard(shard)
     selections = resolve_ops(ops, all_reaching)
     inputs = "reference" if reference_inputs else "sample"
     units = sweep.plan(names.opinfos(selections), dtypes, not no_backward, parsed_shard, mode, inputs=inputs)
+    if peer is not None:
+        units = peer_units(units, peer, mode)
     if not units:
         raise click.UsageError("nothing to run: no (op, dtype) pair matches these options")
     if reference_inputs and not given(ctx, "max_samples"):
@@ -225,14 +255,26 @@ def command(
     # a run of everything may replace it (its directions) whole.
     scope = {k: list(v) for k, v in (("ops", ops), ("dtypes", dtypes)) if v}
     info = {**({"shard": shard} if shard else {}), **({"scope": scope} if scope else {})}
-    platform = probe.result()
-    out_path = platforms.path(out_dir, file_name, platform)
-    print_platform(platform, out_path)
+    platform = probe.result()[1] if peer else probe.result()
+    out_path = peers.path(out_dir, file_name, peer and peer.name, platform)
+    print_platform(platform, out_path, peer)
     m = run_sweep(
-        units, out_path, options, resume=resume, merge=bool(scope or shard), run_info=info or None, platform=platform
-    )
+        units, out_path, options, resume=resume, merge=bool(scope or shard), run_info=info or None, platform=platform,
+        peer=peer,
+    )  # fmt: skip
     print_summary(m, out_path, units)
     print_aten_results(selections, m)
+
+
+def peer_units(units, peer, mode: str):
+    """The units a peer runs: those of its directions (torchax: forward, backward, compile); a mode
+    that runs none of them is one sentence."""
+    kept = [u for u in units if u.direction in peer.adapter.DIRECTIONS]
+    if units and not kept:
+        raise click.UsageError(
+            f"{peer.name} runs {', '.join(peer.adapter.DIRECTIONS)}: --mode {mode} runs none of those directions"
+        )
+    return kept
 
 
 def _merged_files(merge_files, ops) -> list[str]:
@@ -248,10 +290,11 @@ def _merged_files(merge_files, ops) -> list[str]:
 def merge_into(files, out_dir: str, file_name: str) -> None:
     """`--merge`: the matrices in `files` into their platform's `file_name` under `out_dir`
     (matrix.combine's rule), with what it now holds."""
-    from jaxdev.audit import matrix, platforms
+    from jaxdev.audit import matrix, peers
 
     inputs = [matrix.load(p) for p in files]
-    out_path = platforms.path(out_dir, file_name, matrix.merge(inputs).measured_on)
+    merged = matrix.merge(inputs)
+    out_path = peers.path(out_dir, file_name, merged.peer and merged.peer.name, merged.measured_on)
     same = os.path.exists(out_path) and any(os.path.samefile(p, out_path) for p in files if os.path.exists(p))
     existing = matrix.load(out_path) if os.path.exists(out_path) and not same else None
     combined = matrix.combine(inputs, existing, out_path)

@@ -26,8 +26,14 @@ from jaxdev.cli.render import coloured, console, dump, shown
     help="Add the kernel author's section: routes through this checkout's dispatcher, where the kernels are "
     "registered, what registering one implies, the ops the OpInfo reaches (loads the device: seconds).",
 )
+@click.option(
+    "--peers",
+    is_flag=True,
+    help="Put each peer backend's verdict and cells beside jaxdev's (coverage/peers/NAME/, from `jaxdev "
+    "coverage --backend torchax`): per dtype and direction, and the cells one passes and the other fails.",
+)
 @click.option("--format", "fmt", type=click.Choice(["text", "yaml", "json"]), default="text", show_default=True)
-def command(op, error_text, matrix_path, dev, fmt):
+def command(op, error_text, matrix_path, dev, peers, fmt):
     """Explain OP on the jax device: whether it works, in which dtypes and directions it passes or
     fails, and what to do. Read from coverage/aten.yaml, coverage/matrix.yaml and torch's schemas
     (no device: under a second); --dev adds the kernel author's view, live from this checkout.
@@ -40,6 +46,7 @@ def command(op, error_text, matrix_path, dev, fmt):
       jaxdev explain aten::reshape
       jaxdev explain add
       jaxdev explain nn.functional.conv2d --dev
+      jaxdev explain aten::linear --peers     # jaxdev's verdict beside torchax's
       jaxdev explain --from-error "Could not run 'aten::reshape' with arguments from the 'Autogradjax' backend"
     """
     from jaxdev.audit import explain
@@ -50,7 +57,7 @@ def command(op, error_text, matrix_path, dev, fmt):
         op = explain.op_from_error(error_text)
         if fmt == "text":
             console.print(f"the error is about [bold]{escape(op)}[/bold]")
-    report = explain.explain(op, matrix_path, dev=dev)
+    report = explain.explain(op, matrix_path, dev=dev, peers=peers)
     if fmt != "text":
         click.echo(dump(report, fmt))
         return
@@ -62,6 +69,8 @@ def command(op, error_text, matrix_path, dev, fmt):
         print_cells(report["coverage"])
     elif report["opinfo"]:
         _line(f"[dim]no cells of OpInfo {escape(report['opinfo'])} in the coverage matrix[/dim]")
+    for entry in report.get("peer_cells") or ():
+        print_peer_cells(report["opinfo"], entry)
     if report.get("dev"):
         print_dev(report["dev"])
     else:
@@ -90,6 +99,8 @@ def print_answer(a: dict) -> None:
         _line(f"  repro     {escape(a['repro'])}")
     if a.get("platforms"):
         _line(f"  platforms {escape(a['platforms']['line'])}")
+    if a.get("peers"):
+        _line(f"  backends  {escape(a['peers']['line'])}")
     _line(f"  [bold]to do[/bold]     {escape(a['todo'])}")
     _line()
 
@@ -126,6 +137,30 @@ def print_platforms(rows: list[dict]) -> None:
     _line(f"  [bold]on each platform[/bold] ({len(rows)} cells differ):")
     for row in rows:
         _line(f"  {escape(row['line'])}")
+
+
+def print_peer_cells(opinfo: str, entry: dict) -> None:
+    """An OpInfo's cells on jaxdev beside a peer's: a grid of 'jaxdev / peer' statuses per dtype and
+    direction, the counts, and the cells whose status differs with both reasons."""
+    peer = entry["peer"]
+    _line(f"[bold]OpInfo {escape(opinfo)}[/bold], jaxdev / {escape(peer)} ({escape(shown(entry['path']))}):")
+    directions = [d for d in DIRECTIONS if any(d in dirs for dirs in entry["grid"].values())]
+    if directions:
+        width = max(len(d) for d in entry["grid"]) + 2
+        col = {d: max(28, len(d) + 2) for d in directions}
+        _line("  " + " " * width + "".join(f"{d:{col[d]}}" for d in directions))
+        for dtype, dirs in entry["grid"].items():
+            cells = ""
+            for d in directions:
+                pair = dirs.get(d)
+                text = f"{pair[0]} / {pair[1]}" if pair else ""
+                shade = "" if not pair or pair[0] == pair[1] else "[yellow]"
+                cells += (f"{shade}{text}[/yellow]" if shade else text) + " " * (col[d] - len(text))
+            _line(f"  {dtype:{width}}{cells.rstrip()}")
+    _line(f"  {escape(entry['sentence'])}")
+    for row in entry["differing"]:
+        _line(f"  {escape(row['line'])}")
+    _line()
 
 
 def print_dev(d: dict) -> None:

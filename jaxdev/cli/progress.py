@@ -63,11 +63,13 @@ def bar(*, rate: bool, disable: bool) -> Progress:
 
 
 def run_sweep(
-    units, out_path, options, *, resume=False, merge=False, run_info=None, quiet=False, temporary=False, platform=None
-):
+    units, out_path, options, *, resume=False, merge=False, run_info=None, quiet=False, temporary=False, platform=None,
+    peer=None,
+):  # fmt: skip
     """The sweep with a progress bar (in a terminal) or a progress line every 10 s (in a log);
     prints wall time and samples/s. Shared with `gate`, whose matrix is `temporary`: its path is
-    never printed (it is gone when gate exits). `platform`: the one the workers must run on."""
+    never printed (it is gone when gate exits). `platform`: the one the workers must run on;
+    `peer`: the peer backend they test (peers.Selected; None: jaxdev)."""
     from jaxdev.audit import sweep
 
     merging = merge and not resume and os.path.exists(out_path)
@@ -97,7 +99,8 @@ def run_sweep(
     with progress:
         try:
             m = sweep.sweep(units, out_path, options, resume=resume, merge=merge, run_info=run_info,
-                            on_start=on_start, on_unit=on_unit, on_sample=on_sample, platform=platform)  # fmt: skip
+                            on_start=on_start, on_unit=on_unit, on_sample=on_sample, platform=platform,
+                            peer=peer)  # fmt: skip
         except KeyboardInterrupt:
             progress.stop()
             console.print(f"[yellow]interrupted[/yellow]: {_left_behind(out_path, temporary, merging)}", soft_wrap=True)

@@ -33,7 +33,9 @@ def shown(path: str | None) -> str | None:
     return path if rel.startswith("..") else rel
 
 
-def print_platform(platform, path: str) -> None:
-    """On a platform other than CPU, a line saying where its cells go (a CPU run says nothing new)."""
-    if platform.name != "cpu":
-        console.print(f"measuring on {platform.label} ({platform.name}): cells go to {path}", soft_wrap=True)
+def print_platform(platform, path: str, peer=None) -> None:
+    """On a platform other than CPU, or for a peer backend (peers.Selected), a line saying where its
+    cells go (jaxdev's run on CPU says nothing new)."""
+    what = f"{peer.record.label} " if peer is not None else ""
+    if platform.name != "cpu" or peer is not None:
+        console.print(f"measuring {what}on {platform.label} ({platform.name}): cells go to {path}", soft_wrap=True)

@@ -32,7 +32,10 @@ def command(matrix_path, out_dir, baseline_path, aten_path):
     since the baseline); and junit.xml. A reference_matrix.yaml beside MATRIX (coverage
     --reference-inputs) adds a section to summary.md. Other platforms' matrices beside MATRIX
     (coverage/tpu/matrix.yaml) add their rows to the page, with a platform filter, and to
-    summary.md each platform's shares and the cells whose status differs between platforms.
+    summary.md each platform's shares and the cells whose status differs between platforms. A peer
+    backend's matrix beside it (coverage/peers/torchax/matrix.yaml, `coverage --backend torchax`)
+    adds its rows to the page, a section to summary.md (the cells one passes and the other fails,
+    counted) and OUT/peers/NAME.md (every OpInfo and dtype, jaxdev's status beside the peer's).
 
     \b
     Examples:
@@ -40,7 +43,7 @@ def command(matrix_path, out_dir, baseline_path, aten_path):
       jaxdev report /tmp/cov/matrix.yaml --out /tmp/cov/report --baseline coverage/baseline.yaml
       jaxdev report coverage/tpu/matrix.yaml --out reports/tpu   # one platform's matrix on its own
     """
-    from jaxdev.audit import AuditError, matrix, platforms, report, report_files
+    from jaxdev.audit import AuditError, matrix, peers, platforms, report, report_files
 
     src = report.Sources(matrix.load(matrix_path), matrix_path)
     own = platforms.path(os.path.dirname(facts.DEFAULT_BASELINE), "baseline.yaml", src.matrix.measured_on)
@@ -60,5 +63,7 @@ def command(matrix_path, out_dir, baseline_path, aten_path):
     if os.path.exists(reference_path) and not os.path.samefile(reference_path, matrix_path):
         src.reference, src.reference_path = matrix.load(reference_path), reference_path
     src.platforms = [(path, matrix.load(path)) for _, path in platforms.beside(matrix_path)[1:]]
+    if src.matrix.peer is None:  # jaxdev's matrix: each peer backend's beside it (coverage/peers/NAME/)
+        src.peers = [(path, matrix.load(path)) for _, path in peers.beside(matrix_path, facts.MATRIX_FILE)]
     for path in report_files.write(src, out_dir):
         console.print(f"wrote {path}")

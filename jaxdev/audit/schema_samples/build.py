@@ -282,14 +282,19 @@ def _functional_of(op):
 def like_functional(op, out_args, kwargs, dtype) -> list:
     """(dtype, shape) per out= tensor (a list of them for a Tensor[] out) from the functional
     overload's results on these inputs on CPU (an undefined result: the candidate's dtype, empty);
-    raises when there is no functional overload or it rejects the inputs (the candidate is skipped)."""
+    raises when there is no functional overload or it rejects the inputs (the candidate is skipped).
+    Built inside the device's context (devices.Device.context), the CPU run steps outside it."""
     import torch
     from torch.utils._pytree import tree_flatten
 
     functional = _functional_of(op)
     if functional is None:
         raise NoFunctional(f"{op._schema.name} has no functional overload to take out= dtypes from")
-    results = functional(**to(dict(kwargs), "cpu"))
+    from jaxdev.audit import devices
+
+    on_cpu = to(dict(kwargs), "cpu")
+    with devices.current().outside():  # CPU's run, not the device's (a peer's modes would take it)
+        results = functional(**on_cpu)
     leaves = [r for r in tree_flatten(results)[0] if r is None or isinstance(r, torch.Tensor)]
     metas = [(dtype, (0,)) if r is None else (r.dtype, tuple(r.shape)) for r in leaves]
     if len(out_args) == 1 and str(out_args[0].real_type).startswith("List"):

@@ -162,32 +162,31 @@ def _unstable(op, name: str, chosen: _Chosen) -> tuple[bool, set[int]]:
     return random, unstable
 
 
-def _on_jax(op, chosen: _Chosen, out: Verdict) -> tuple | Verdict:
-    """(outputs as CPU tensors, their layouts on jax, fallback ops), or the verdict of a raise."""
+def _on_device(op, chosen: _Chosen, out: Verdict, device) -> tuple | Verdict:
+    """(outputs as CPU tensors, their layouts on the device, fallback ops), or the verdict of a raise.
+    Built, run and read back inside the device's context (a peer's environment: devices.py)."""
     import warnings
 
-    import torch
     from torch.utils._pytree import tree_map
 
-    import jaxdev
-    from jaxdev.audit import check, samples
+    from jaxdev.audit import calls, samples
 
-    jaxdev.reset_fallback_counts()
-    with warnings.catch_warnings():
+    device.reset()
+    with warnings.catch_warnings(), device.context():
         warnings.simplefilter("ignore")
         try:
-            dev_kwargs, _ = chosen.build("jax", 0)
+            dev_kwargs, _ = chosen.build(device.name, 0)
             samples.seed_all(0)
             actual = _outputs(op(**dev_kwargs), dev_kwargs, chosen.written)
-            layouts = check.layouts(actual)
-            actual = tree_map(lambda x: x.cpu() if isinstance(x, torch.Tensor) else x, actual)
+            layouts = calls.layouts(actual)
+            actual = tree_map(device.to_cpu, actual)
         except Exception as e:
-            status = check.exception_status(e)
-            fallback = sorted(jaxdev.fallback_counts())
+            status = device.exception_status(e)
+            fallback = device.fallback_ops()
             if status == "unsupported":
                 return _untriable("unsupported", short(e), out)
             return out.but(status=status, reason=short(e), fallback=fallback)
-    return actual, layouts, sorted(jaxdev.fallback_counts())
+    return actual, layouts, device.fallback_ops()
 
 
 def trial(name: str, on_phase: Callable[[str], None] = lambda phase: None, donors=()) -> Verdict:
@@ -197,9 +196,10 @@ def trial(name: str, on_phase: Callable[[str], None] = lambda phase: None, donor
     import torch
     from torch.utils._pytree import tree_flatten
 
-    from jaxdev.audit import dispatch, samples
+    from jaxdev.audit import devices, samples
+    from jaxdev.audit.schemas import overload
 
-    op = dispatch.overload(name)
+    op = overload(name)
     if op is None:
         return _untriable("python", UNTRIABLE["python"])
     on_phase("cpu")
@@ -214,7 +214,7 @@ def trial(name: str, on_phase: Callable[[str], None] = lambda phase: None, donor
     random, unstable = _unstable(op, name, chosen)
     out.random = random
     on_phase("jax")
-    ran = _on_jax(op, chosen, out)
+    ran = _on_device(op, chosen, out, devices.current())
     if isinstance(ran, Verdict):
         return ran
     return _judge(name, out, ran, chosen.expected, random, unstable)

@@ -58,23 +58,27 @@ def run_trials(
     cache_dir: str | None = None,
     donors: dict | None = None,
     platform: Platform | None = None,
+    peer=None,
 ) -> None:
     """Try each overload in worker processes; `on_result(name, verdict)` as each finishes.
     `donors`: overload -> [(sibling overload, OpInfo reaching it)] (see donor_candidates);
-    `platform`: the one the workers must run on (None: any)."""
+    `platform`: the one the workers must run on (None: any); `peer`: the peer backend they try
+    the overloads on instead of jaxdev (a peers.Selected; None: jaxdev)."""
     tasks = [TrialTask(name, (donors or {}).get(name, ()), on_result) for name in names]
     env = runner.worker_env(env, cache_dir)
-    pool = runner.Pool(__name__, jobs, timeout, env, "trial worker", MAX_FAILED_STARTS, platform)
+    name, argv = "trial worker", runner.JAXDEV_WORKER
+    if peer is not None:
+        env, name, argv = peer.worker_env(env), f"{peer.name} trial worker", peer.argv
+    pool = runner.Pool(__name__, jobs, timeout, env, name, MAX_FAILED_STARTS, platform, argv)
     runner.run(tasks, pool)
 
 
 # ---------------------------------------------------------------------------------------------
-# The worker's side (runner._worker_main imports this module by name)
+# The worker's side (runner.worker_main imports this module by name)
 
 
 def prepare() -> None:
-    import jaxdev  # noqa: F401
-    from jaxdev.audit import samples
+    from jaxdev.audit import samples  # the device under test is loaded: jaxdev's by `-m jaxdev.audit.runner`
 
     if os.environ.get(samples.PLUGINS_ENV):
         samples.op_db()  # plugins define their ops (once: op_db is cached)

@@ -4,10 +4,14 @@ torchax's amp and decomposition tables name named-tensor overloads that torch 2.
 (`aten.prod.dim_Dimname`, `aten.norm.names_ScalarOpt_dim`, ...), and the attribute lookup raises at
 import. From `install()` on, such a missing overload resolves to a placeholder instead: an amp
 table then keys a rule no op will ever look up, and `torch._decomp.get_decompositions` skips what is
-not an operator. Every other missing name still raises. Kept in this one module so that it can move
-(issue 40: the auditor's torchax comparison) without touching the benchmarks that use it.
+not an operator. Every other missing name still raises.
 
-    import torchax_compat
+The one compatibility shim for torchax, loaded only where torchax runs: the auditor's torchax workers
+(peers/torchax_backend.py, `jaxdev coverage --backend torchax`) and benchmarks/tpu_torchax.py, which
+loads this file by its path (importing it as jaxdev.audit.peers.torchax_compat would run
+jaxdev/__init__.py, jaxdev's device, in torchax's process). It imports only torch.
+
+    from jaxdev.audit.peers import torchax_compat   # in a peer worker (jaxdev_cli/peer_worker.py)
     torchax = torchax_compat.import_torchax()
 """
 
