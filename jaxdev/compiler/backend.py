@@ -24,7 +24,7 @@ NAME = "jax"
 def _compiler(kind: str):
     def compile_graph(gm, example_inputs):
         STATS.compiled += kind != "backward"
-        return aot_cache.wrap(GraphProgram(gm, kind))
+        return aot_cache.wrap(GraphProgram(gm, kind, wrap_outputs=True))
 
     compile_graph.__name__ = f"jax_{kind}_compiler"
     return aot_cache.serializable(compile_graph)

@@ -28,8 +28,12 @@ _create_empty = torch._C._acc.create_empty_tensor
 _expired = torch.UntypedStorage._expired
 _free_weak_ref = torch.UntypedStorage._free_weak_ref
 
-# Fake addresses: far above any real mapping, 64-byte aligned, never reused.
-next_address = itertools.count(1 << 52, 1 << 40)
+# Fake addresses: far above any real mapping, 64-byte aligned, never reused. 64 GiB apart (no storage
+# reaches its neighbour's address) plus 64 bytes: the low bits differ from storage to storage, so the
+# dictionaries keyed by address (BOXES, fused eager's slots) spread them (at 2**40 apart every address
+# hashed to the same slot: a lookup cost 3x), and 2**28 storages fit below 2**64 (at 2**40, 16.7M: a
+# long training run's worth, ~600 new storages a step in per-op mode).
+next_address = itertools.count(1 << 52, (1 << 36) + 64)
 
 
 class Box:

@@ -42,26 +42,72 @@ def _opaque_key(a):
     raise UntraceableGraph(None, f"an input of type {type(a).__name__} cannot be part of a program's key")
 
 
+# --- a specialisation's guard ----------------------------------------------------------------------
+
+try:  # dynamo's C++ tensor check (TENSOR_MATCH): dtype, device, sizes, strides, dispatch keys, ...
+    from torch._C._dynamo.guards import TensorGuards as _TensorGuards
+except ImportError:  # without it every call builds its full key (slower, the same programs)
+    _TensorGuards = None
+
+_BITS = (torch._C.DispatchKey.Conjugate, torch._C.DispatchKey.Negative)
+_included = torch._C._dispatch_tls_is_dispatch_key_included
+_excluded = torch._C._dispatch_tls_is_dispatch_key_excluded
+
+
+def _bits_hidden() -> bool:
+    """The thread's dispatch state adds or removes the conj/neg keys (never outside their fallbacks):
+    a tensor check that compares dispatch keys as that state shows them could not tell the bits."""
+    return any(_included(k) or _excluded(k) for k in _BITS)
+
+
+class Guard:
+    """Whether a call's tensors have the dtypes, sizes, strides and conj/neg bits of the tensors a
+    specialisation was made for. With the same `Inputs.placed` (storages, offsets, Python arguments)
+    that is the same full key. The check is dynamo's own, in C++; it also compares what the key does
+    not hold (device, Python type, requires_grad, the dispatch state), where a difference only sends
+    the call to the full key."""
+
+    __slots__ = ("_check",)
+
+    def __init__(self, check):
+        self._check = check
+
+    @classmethod
+    def of(cls, tensors: list) -> Guard | None:
+        if _TensorGuards is None or _bits_hidden():
+            return None
+        sizes = [list(t.shape) for t in tensors]
+        strides = [list(t.stride()) for t in tensors]
+        return cls(_TensorGuards(*tensors, dynamic_dims_sizes=sizes, dynamic_dims_strides=strides).check)
+
+    def passes(self, tensors: list) -> bool:
+        return self._check(*tensors) and not _bits_hidden()
+
+
 # --- the layout of one call's inputs -------------------------------------------------------------
+
+_STATIC = object()  # marks a Python argument in `Inputs.placed`, so that no two lists of arguments share one
 
 
 class Inputs:
     """The storages one call's tensors reach, and each tensor's place on them.
 
     `metas[i]` is (storage group, dtype, sizes, strides, offset, conj bit, neg bit) for tensor
-    argument i (None for other arguments); `key` fixes everything a traced program depends on."""
+    argument i (None for other arguments); `key` fixes everything a traced program depends on.
 
-    __slots__ = ("boxes", "cpu", "key", "metas", "storages")
+    `Inputs(args, full=False)` stops at where the tensors are (`placed`): which storage each one is
+    on and at which offset, the storages' sizes and dtypes, and the Python arguments; the tensors'
+    own dtypes, sizes, strides and conj/neg bits are then left to a `Guard` (one C++ check per call,
+    where asking each tensor in Python cost a microsecond), and `complete(args)` adds them."""
 
-    def __init__(self, args):
-        key, metas, storages, boxes, cpu = [], [], [], [], {}
+    __slots__ = ("boxes", "cpu", "key", "metas", "placed", "storages", "tensors")
+
+    def __init__(self, args, full: bool = True):
+        placed, tensors, storages, boxes, cpu, stored = [], [], [], [], {}, []
         index: dict[int, int] = {}
         for a in args:
             if not isinstance(a, torch.Tensor):
-                if not isinstance(a, _STATIC_TYPES):
-                    a = _opaque_key(a)
-                key.append(a)
-                metas.append(None)
+                placed += (_STATIC, a if isinstance(a, _STATIC_TYPES) else _opaque_key(a))
                 continue
             st = a.untyped_storage()
             ptr = st.data_ptr()
@@ -79,11 +125,33 @@ class Inputs:
                     cpu[g] = torch.empty(0, dtype=a.dtype).set_(st, 0, (numel,), (1,))
                     box = Box(None, numel, a.dtype)
                 boxes.append(box)
-            meta = (g, a.dtype, a.shape, a.stride(), a.storage_offset(), a.is_conj(), a.is_neg())
+                stored += (box.numel, box.dtype, g in cpu)
+            placed += (g, a.storage_offset())
+            tensors.append(a)
+        placed += stored
+        self.placed, self.tensors, self.storages, self.boxes, self.cpu = tuple(placed), tensors, storages, boxes, cpu
+        self.key = self.metas = None
+        if full:
+            self.complete(args)
+
+    def complete(self, args) -> None:
+        """The full key and each tensor's meta, from the placement and the tensors themselves."""
+        key, metas = [], []
+        tensors = iter(self.tensors)
+        groups = iter(self.placed)
+        for a in args:
+            if not isinstance(a, torch.Tensor):
+                next(groups)
+                key.append(next(groups))
+                metas.append(None)
+                continue
+            t = next(tensors)
+            g, offset = next(groups), next(groups)
+            meta = (g, t.dtype, t.shape, t.stride(), offset, t.is_conj(), t.is_neg())
             metas.append(meta)
             key.append(meta)
-        key.extend((b.numel, b.dtype, g in cpu) for g, b in enumerate(boxes))
-        self.key, self.storages, self.boxes, self.cpu, self.metas = tuple(key), storages, boxes, cpu, metas
+        key.extend((b.numel, b.dtype, g in self.cpu) for g, b in enumerate(self.boxes))
+        self.key, self.metas = tuple(key), metas
 
     def arrays(self) -> list:
         arrays = [b.array for b in self.boxes]

@@ -40,8 +40,8 @@ import torch
 import torch.fx
 
 from jaxdev import eager_modes, rng, tensor, tracing
-from jaxdev.graphs import planned, program_cache
-from jaxdev.graphs.inputs import Inputs
+from jaxdev.graphs import outputs, planned, program_cache
+from jaxdev.graphs.inputs import Guard, Inputs
 from jaxdev.parallel import compiled_collectives
 from jaxdev.tensor import BOXES, Box
 from jaxdev.tracing import UntraceableGraph
@@ -147,6 +147,7 @@ class Specialisation:
         self.new_storages: list[tuple[int, torch.dtype]] = []
         self.mutated: list[int] = []
         self.bumped: list[int] = []  # arguments whose version counter a call bumps
+        self.wrapped: list[bool] = []  # new storages whose one output the native wrap makes (outputs.sole_outputs)
         self.draws = 0
         self.spmd = compiled_collectives.plan(program.gm)  # a graph with collectives: one program per rank
         self.jitted = jax.jit(self._trace) if self.spmd is None else self.spmd.jit(self._trace)
@@ -160,7 +161,7 @@ class Specialisation:
         storages = [tensor.new_storage(b) for b in boxes]
         inputs = []
         for meta, static in zip(self.arg_meta, self.static_args):
-            inputs.append(static if meta is None else _on_storage(storages[meta[0]], meta[1:]))
+            inputs.append(static if meta is None else outputs.on_storage(storages[meta[0]], meta[1:]))
         input_ptrs = [t.untyped_storage().data_ptr() if isinstance(t, torch.Tensor) else None for t in inputs]
 
         tracing.start_checks()
@@ -176,6 +177,7 @@ class Specialisation:
                 raise UntraceableGraph(None, "the graph replaces an input's storage (resize_ or set_)")
 
         by_ptr = {s.data_ptr(): g for g, s in enumerate(storages)}
+        given = {id(t): i for i, t in enumerate(inputs) if isinstance(t, torch.Tensor)}
         new_index: dict[int, int] = {}
         new_arrays, new_meta, specs = [], [], []
         outs = outs if isinstance(outs, (list, tuple)) else [outs]
@@ -188,6 +190,10 @@ class Specialisation:
                 continue
             if o.device.type != _JAX_TYPE:
                 specs.append(("constant", o.detach().clone()))
+                continue
+            arg = given.get(id(o))
+            if arg is not None and inputs[arg] is o:  # an argument returned as it is (a primal saved for backward)
+                specs.append(("arg", arg))
                 continue
             meta = (o.dtype, o.shape, o.stride(), o.storage_offset(), o.is_conj(), o.is_neg())
             ptr = o.untyped_storage().data_ptr()
@@ -204,6 +210,9 @@ class Specialisation:
 
         mutated = [g for g, b in enumerate(boxes) if b.writes]
         self.outputs, self.new_storages, self.mutated = specs, new_meta, mutated
+        self.wrapped = (
+            outputs.sole_outputs(specs, new_arrays, new_meta) if self.program.wrap_outputs else [False] * len(new_meta)
+        )
         self.bumped = [i for i, m in enumerate(self.arg_meta) if m is not None and m[0] in set(mutated)]
         self.draws = draws
         flag = jnp.any(jnp.stack([jnp.asarray(c) for c in checks])) if checks else None
@@ -211,21 +220,23 @@ class Specialisation:
 
     def run(self, args, inputs: Inputs, first: bool = False):
         arrays = inputs.arrays()
-        for i, (a, shape) in enumerate(zip(arrays, self.array_shapes)):
-            if a.shape != shape:
-                arrays[i] = a.reshape(shape)
-        base = rng.traced_base()
+        if [a.shape for a in arrays] != self.array_shapes:
+            arrays = [a if a.shape == shape else a.reshape(shape) for a, shape in zip(arrays, self.array_shapes)]
+        # A program that draws nothing never reads the state: a constant already on the device, not
+        # the state's three numbers moved there at every call.
+        base = rng.traced_base() if first or self.draws or self.spmd is not None else outputs.no_draws(arrays)
         if first and self.spmd is None:  # the program from jaxdev's disk cache, or traced, exported and stored there
             program_cache.install(self, inputs, arrays, base)
         new_arrays, mutated, flag = self.jitted(arrays, base)
         if self.draws:
             rng.advance(self.draws)
         if flag is not None and checks_enabled():
+            flag.copy_to_host_async()  # read at the next call or sync: on the host by then, not fetched then
             tracing.defer_check(self, flag, functools.partial(self._raise_eagerly, arrays, base))
         if self.mutated:
             inputs.store(self.mutated, mutated)
             torch._C._increment_version([args[i] for i in self.bumped])
-        return self._rebuild(new_arrays, inputs)
+        return outputs.rebuild(self, new_arrays, args, inputs)
 
     def _raise_eagerly(self, arrays, base) -> None:
         """A check of the call on `arrays` failed: run that call eagerly, where the kernel raises."""
@@ -236,7 +247,8 @@ class Specialisation:
             )
         storages = [tensor.new_storage(Box(a, numel, dtype)) for a, (numel, dtype) in zip(arrays, self.storage_meta)]
         inputs = [
-            s if m is None else _on_storage(storages[m[0]], m[1:]) for m, s in zip(self.arg_meta, self.static_args)
+            s if m is None else outputs.on_storage(storages[m[0]], m[1:])
+            for m, s in zip(self.arg_meta, self.static_args)
         ]
         _rerun.on = True  # graphs recorded into it (fused eager) rerun op by op too, so they raise
         try:
@@ -248,27 +260,6 @@ class Specialisation:
             f"jaxdev: the compiled {self.program.name} program flagged invalid input values that its eager run accepted"
         )
 
-    def _rebuild(self, new_arrays, inputs: Inputs):
-        made = [tensor.new_storage(Box(a, numel, dtype)) for a, (numel, dtype) in zip(new_arrays, self.new_storages)]
-        results = []
-        for spec in self.outputs:
-            kind = spec[0]
-            if kind == "new":
-                t = _on_storage(made[spec[1]], spec[2])
-                results.append(t.cpu() if spec[3] else t)
-            elif kind == "input":
-                g, meta = spec[1], spec[2]
-                if g in inputs.cpu:
-                    dtype, shape, stride, offset = meta[:4]
-                    results.append(torch.empty(0, dtype=dtype).set_(inputs.storages[g], offset, shape, stride))
-                else:
-                    results.append(_on_storage(inputs.storages[g], meta))
-            elif kind == "constant":
-                results.append(spec[1].clone())
-            else:
-                results.append(spec[1])
-        return results
-
 
 def _planned_val(val):
     """A fake result's dtype, sizes and strides as a meta tensor (picklable), where they are plain ints."""
@@ -277,16 +268,6 @@ def _planned_val(val):
     if not isinstance(val, torch.Tensor) or not all(type(s) is int for s in (*val.shape, *val.stride())):
         return None
     return torch.empty_strided(tuple(val.shape), val.stride(), dtype=val.dtype, device="meta")
-
-
-def _on_storage(storage, meta) -> torch.Tensor:
-    dtype, shape, stride, offset, conj, neg = meta
-    t = tensor.tensor_on_storage(storage, dtype, shape, stride, offset)
-    if conj:
-        torch._C._set_conj(t, True)
-    if neg:
-        torch._C._set_neg(t, True)
-    return t
 
 
 def _nested() -> bool:
@@ -310,12 +291,16 @@ class _GraphOp:
 class GraphProgram:
     """A boxed callable for AOTAutograd: `program(args) -> list of outputs`."""
 
-    def __init__(self, gm: torch.fx.GraphModule, name: str = "graph"):
+    def __init__(self, gm: torch.fx.GraphModule, name: str = "graph", wrap_outputs: bool = False):
         self._boxed_call = True  # an instance attribute: wrappers copy __dict__, not class attributes
         self.gm = gm
         self.name = name
+        # outputs made by the native wrap where they can be (outputs.sole_outputs); fused eager takes its
+        # programs' arrays as they are
+        self.wrap_outputs = wrap_outputs
         self.output_devices = _expected_devices(gm)
         self.specialisations: dict[tuple, Specialisation] = {}
+        self.guards: dict[tuple, list[tuple[Guard, Specialisation]]] = {}  # by Inputs.placed
         self.eager_reason: str | None = None
         self.limit_warned = False
         self.op = _GraphOp(self)
@@ -325,10 +310,16 @@ class GraphProgram:
         metadata does not survive pickling, so what the trace reads of it is kept: the output
         devices, and each node's planned layout (`planned.py`) as a meta tensor."""
         vals = [_planned_val(n.meta.get("val")) for n in self.gm.graph.nodes]
-        return {"gm": self.gm, "name": self.name, "output_devices": self.output_devices, "vals": vals}
+        return {
+            "gm": self.gm,
+            "name": self.name,
+            "wrap_outputs": self.wrap_outputs,
+            "output_devices": self.output_devices,
+            "vals": vals,
+        }
 
     def __setstate__(self, state):
-        self.__init__(state["gm"], state["name"])
+        self.__init__(state["gm"], state["name"], state.get("wrap_outputs", False))
         self.output_devices = state["output_devices"]
         nodes = list(self.gm.graph.nodes)
         if len(nodes) == len(state["vals"]):  # the same graph, node for node
@@ -365,18 +356,17 @@ class GraphProgram:
         STATS.calls += 1
         if self.eager_reason is None:
             try:
-                inputs = Inputs(args)
-                spec = self.specialisations.get(inputs.key)
+                inputs = Inputs(args, full=False)
+                spec = self._guarded(inputs)
                 if spec is None:
-                    if len(self.specialisations) >= _limit():
-                        self._warn_limit()
-                        return self.run_eagerly(args)
-                    began = time.perf_counter()
-                    spec = self.specialisations[inputs.key] = Specialisation(self, args, inputs)
-                    out = spec.run(args, inputs, first=True)  # traces (or loads) and compiles
-                    STATS.programs += 1
-                    STATS.seconds += time.perf_counter() - began
-                    return out
+                    inputs.complete(args)
+                    spec = self.specialisations.get(inputs.key)
+                    if spec is None:
+                        if len(self.specialisations) >= _limit():
+                            self._warn_limit()
+                            return self.run_eagerly(args)
+                        return self._first_call(args, inputs)
+                    self._guard(inputs, spec)
                 return spec.run(args, inputs)
             except UntraceableGraph as e:
                 self.eager_reason = str(e).splitlines()[0]  # torch.fx appends the node's source lines
@@ -386,6 +376,31 @@ class GraphProgram:
                     stacklevel=2,
                 )
         return self.run_eagerly(args)
+
+    def _first_call(self, args, inputs: Inputs):
+        began = time.perf_counter()
+        spec = self.specialisations[inputs.key] = Specialisation(self, args, inputs)
+        out = spec.run(args, inputs, first=True)  # traces (or loads) and compiles
+        STATS.programs += 1
+        STATS.seconds += time.perf_counter() - began
+        self._guard(inputs, spec)
+        return out
+
+    def _guarded(self, inputs: Inputs) -> Specialisation | None:
+        """The specialisation for a call placed as `inputs` whose tensors pass its guard."""
+        for guard, spec in self.guards.get(inputs.placed, ()):
+            if guard.passes(inputs.tensors):
+                return spec
+        return None
+
+    def _guard(self, inputs: Inputs, spec: Specialisation) -> None:
+        """Later calls placed and laid out as `inputs` find `spec` by its guard. A guard fails where
+        the key would not (another dispatch state: autocast, inference mode), which adds one more:
+        a bounded number per placement."""
+        entries = self.guards.setdefault(inputs.placed, [])
+        guard = Guard.of(inputs.tensors) if len(entries) < 2 * _limit() else None
+        if guard is not None:
+            entries.append((guard, spec))
 
     def _warn_limit(self) -> None:
         if not self.limit_warned:

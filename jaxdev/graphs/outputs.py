@@ -1,0 +1,94 @@
+"""What a graph program's call hands back: its outputs rebuilt from the program's arrays (new
+storages, views of its inputs' storages, its arguments themselves, constants), and the random state's
+stand-in for a program that draws nothing (jaxdev/graphs/program.py)."""
+
+from __future__ import annotations
+
+import jax
+import torch
+
+from jaxdev import dtypes, rng, tensor
+from jaxdev.tensor import Box
+
+
+def rebuild(spec, new_arrays, args, inputs) -> list:
+    """A call's outputs from its program's new arrays, as `spec` (a Specialisation) traced them."""
+    wrap, new_storage = tensor.wrap, tensor.new_storage
+    made = [
+        wrap(a) if sole else new_storage(Box(a, numel, dtype))
+        for a, (numel, dtype), sole in zip(new_arrays, spec.new_storages, spec.wrapped)
+    ]
+    results = []
+    for out in spec.outputs:
+        kind = out[0]
+        if kind == "new":
+            k = out[1]
+            if spec.wrapped[k]:
+                results.append(made[k])
+                continue
+            t = on_storage(made[k], out[2])
+            results.append(t.cpu() if out[3] else t)
+        elif kind == "arg":
+            results.append(args[out[1]])
+        elif kind == "input":
+            g, meta = out[1], out[2]
+            if g in inputs.cpu:
+                dtype, shape, stride, offset = meta[:4]
+                results.append(torch.empty(0, dtype=dtype).set_(inputs.storages[g], offset, shape, stride))
+            else:
+                results.append(on_storage(inputs.storages[g], meta))
+        elif kind == "constant":
+            results.append(out[1].clone())
+        else:
+            results.append(out[1])
+    return results
+
+
+def sole_outputs(specs: list, new_arrays: list, new_meta: list) -> list[bool]:
+    """Per new storage: whether its one output is the whole storage, contiguous, in the storage's dtype,
+    with no conj/neg bit. Its array then leaves the program in the output's shape (a reshape XLA does
+    for free), and the call makes the output with the native wrap (tensor, storage and box at once,
+    0.5 us) instead of a storage and then a tensor on it (4 us), an output as likely to be read
+    whole (a loss, logits, a saved activation) then needing no reshaping program."""
+    users = [0] * len(new_arrays)
+    for spec in specs:
+        if spec[0] == "new":
+            users[spec[1]] += 1
+    wrapped = [False] * len(new_arrays)
+    for spec in specs:
+        if spec[0] != "new" or users[spec[1]] != 1 or spec[3]:
+            continue
+        k, (dtype, shape, stride, offset, conj, neg) = spec[1], spec[2]
+        numel, stored = new_meta[k]
+        if offset or conj or neg or dtype != stored or shape.numel() != numel:
+            continue
+        if stride != tensor.contiguous_strides(shape) or dtypes.JAX_TO_TORCH.get(new_arrays[k].dtype) != dtype:
+            continue
+        new_arrays[k] = new_arrays[k].reshape(tuple(shape))
+        wrapped[k] = True
+    return wrapped
+
+
+_NO_DRAWS: dict = {}
+
+
+def no_draws(arrays: list):
+    """The state's stand-in for a program that draws nothing: the same shape and dtype, kept on the
+    device of the call's arrays (the state itself, as host data, where they are spread over devices)."""
+    sharding = arrays[0].sharding if arrays else None
+    if not isinstance(sharding, jax.sharding.SingleDeviceSharding):
+        return rng.traced_base()
+    base = _NO_DRAWS.get(sharding)
+    if base is None:
+        base = _NO_DRAWS[sharding] = jax.device_put(rng.traced_base(), sharding)
+    return base
+
+
+def on_storage(storage, meta) -> torch.Tensor:
+    dtype, shape, stride, offset, conj, neg = meta
+    t = tensor.tensor_on_storage(storage, dtype, shape, stride, offset)
+    if conj:
+        torch._C._set_conj(t, True)
+    if neg:
+        torch._C._set_neg(t, True)
+    return t

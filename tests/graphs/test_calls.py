@@ -1,0 +1,97 @@
+"""A graph program's call path: a later call finds its specialisation by where its tensors are (storages,
+offsets) and one C++ check of their layouts, and gets a new one for any difference the full key holds;
+outputs come back as the arguments themselves, as wrapped arrays in their own shape, or as views."""
+
+from __future__ import annotations
+
+import torch
+from torch.fx.experimental.proxy_tensor import make_fx
+
+import jaxdev  # noqa: F401
+from jaxdev import tensor
+from jaxdev.graphs import inputs as graph_inputs
+from jaxdev.graphs.program import GraphProgram
+
+
+def _f(a, b):
+    return (a * 2 + b, a, (a + 1).t())
+
+
+def _program() -> GraphProgram:
+    x = torch.randn(4, 4, device="jax")
+    return GraphProgram(make_fx(_f, tracing_mode="fake")(x, x.clone()), "forward", wrap_outputs=True)
+
+
+def _check(program, a, b):
+    got = program([a, b])
+    want = _f(a.cpu(), b.cpu())
+    for g, w in zip(got, want):  # values: a graph lays its results out as planned, not as its inputs'
+        torch.testing.assert_close(g.cpu(), w, rtol=0, atol=0)
+    return got
+
+
+def _layouts():
+    def r(*shape, dtype=torch.float32):
+        return torch.randn(*shape, dtype=dtype, device="jax")
+
+    base = r(6, 4, dtype=torch.float64)
+    return [
+        (r(4, 4), r(4, 4)),
+        (r(6, 4)[1:5], r(4, 4)),  # another offset, the same sizes and strides
+        (r(4, 4).t(), r(4, 4)),  # other strides
+        (torch._neg_view(r(4, 4)), r(4, 4)),  # the neg bit
+        (r(4, 4, dtype=torch.float64), r(4, 4, dtype=torch.float64)),
+        (base[:4], base[2:]),  # both on one storage
+        (base[:4], base[:4]),  # one tensor twice
+    ]
+
+
+def test_each_layout_gets_its_program_and_a_repeated_one_reuses_it():
+    program = _program()
+    for n, (a, b) in enumerate(_layouts(), start=1):
+        _check(program, a, b)
+        assert len(program.specialisations) == n
+    for a, b in _layouts():  # new tensors laid out as before: no new program
+        _check(program, a, b)
+    assert len(program.specialisations) == len(_layouts())
+
+
+def test_offsets_on_device_storages_are_part_of_the_key():
+    program = _program()
+    big = torch.randn(6, 4, device="jax")
+    _check(program, big[:4], torch.randn(4, 4, device="jax"))
+    _check(program, big[2:], torch.randn(4, 4, device="jax"))  # the same sizes and strides, offset 8
+    assert len(program.specialisations) == 2
+
+
+def test_outputs_argument_wrapped_and_view():
+    program = _program()
+    a, b = torch.randn(4, 4, device="jax"), torch.randn(4, 4, device="jax")
+    new, same, view = program([a, b])
+    assert same is a  # the graph returns its argument: the argument itself, as eagerly
+    spec = next(iter(program.specialisations.values()))
+    assert [o[0] for o in spec.outputs] == ["new", "arg", "new"] and spec.wrapped == [True, False]
+    assert tensor.box_of(new).array.shape == (4, 4)  # in its own shape: a read reshapes nothing
+    assert view.stride() == (1, 4)
+
+
+def test_a_guard_that_fails_under_another_dispatch_state_falls_back_to_the_key():
+    program = _program()
+    a, b = torch.randn(4, 4, device="jax"), torch.randn(4, 4, device="jax")
+    _check(program, a, b)
+    for _ in range(3):
+        with torch.inference_mode():  # the C++ check compares dispatch keys, which this state changes
+            _check(program, torch.randn(4, 4, device="jax"), b)
+        _check(program, a, b)
+    assert len(program.specialisations) == 1
+    assert [len(entries) for entries in program.guards.values()] == [2]  # one guard per dispatch state
+
+
+def test_the_guard_cannot_tell_conj_bits_where_the_dispatch_state_hides_them():
+    x = torch.randn(2, 2, dtype=torch.complex64)
+    guard = graph_inputs.Guard.of([x])
+    assert guard.passes([torch.randn(2, 2, dtype=torch.complex64)])
+    assert not guard.passes([x.conj()])
+    with torch._C._ExcludeDispatchKeyGuard(torch._C.DispatchKeySet(torch._C.DispatchKey.Conjugate)):
+        assert not guard.passes([x])  # not trusted there: the call builds its full key
+        assert graph_inputs.Guard.of([x]) is None
