@@ -1,0 +1,242 @@
+"""Per-op eager against plain op-by-op JAX on the same op stream (issue 37 item 4).
+
+The stream is what one step of benchmarks/tpu_gpt.py's LM sends to jaxdev's kernels (its training step
+with AdamW, or its batch-1 forward), captured once in per-op mode below autograd (a TorchDispatchMode:
+the backward's ops too) with the actual arguments. It is then replayed op by op two ways, interleaved
+round by round:
+* jaxdev: each op through the dispatcher (`torch.ops.aten.X(*args)`) on the captured jax tensors:
+  what per-op mode runs for it, from the call to its result tensors;
+* jnp: each op's own computation, jitted on its own (jaxdev's kernel traced into one jax.jit program of
+  arrays, as fused eager builds it for a one-op segment) and called on copies of the arrays behind those
+  tensors: one jitted call per op and nothing else, what op-by-op JAX code pays at best.
+Views (t, view, transpose: metadata in PyTorch, each a program in JAX) have no jnp twin and are timed
+apart, as are ops that cannot be traced alone (their values decide their shapes).
+
+Rows: ms per stream each way (wall, results waited for once per stream; and main-thread CPU), the ratio,
+us per op, XLA programs per op (JAX's profiler), then the ops whose own ratio is worst.
+
+    python benchmarks/op_stream.py [--stream train|forward] [--size host|quick|full] [--rounds 7]
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import os
+import statistics
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import jax
+import numpy as np
+import torch
+import tpu_gpt
+import tpu_measure
+from timing import ALLOCATOR
+from torch.utils._python_dispatch import TorchDispatchMode
+
+import jaxdev
+from jaxdev import rng
+from jaxdev.fused import program as fused_program
+from jaxdev.fused import recorder
+
+tpu_gpt.SIZES["host"] = dict(layers=6, d=64, heads=4, vocab=256, batch=2, seq=32, fwd_tokens=8, new_tokens=4)
+
+
+class _Capture(TorchDispatchMode):
+    def __init__(self):
+        super().__init__()
+        self.ops: list[tuple] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        self.ops.append((func, args, kwargs))
+        return func(*args, **kwargs)
+
+
+def capture(stream: str, size: str, dtype: torch.dtype) -> list[tuple]:
+    cfg = tpu_gpt.Config(size)
+    model = tpu_gpt.torch_model(cfg, dtype).to("jax")
+    x, y, prompt = (torch.from_numpy(a).to("jax") for a in tpu_gpt.numpy_batch(cfg))
+    opt = tpu_gpt.make_adamw(model.parameters())
+
+    def step():
+        if stream == "forward":
+            with torch.no_grad():
+                return model(prompt)
+        opt.zero_grad(set_to_none=True)
+        loss = tpu_gpt.loss_fn(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    step(), step()  # optimizer state made, every per-op program compiled
+    mode = _Capture()
+    with mode:
+        step()
+    return mode.ops
+
+
+def _is_view(func) -> bool:
+    return func.is_view or torch.Tag.view_copy in func.tags or func._schema.name in ("aten::_unsafe_view",)
+
+
+def twin(func, args, kwargs):
+    """The op's jitted JAX program and copies of its input arrays: (call, n programs) or None. Built by
+    recording the op alone in fused mode and catching the program its flush runs (without donation, so
+    that the arrays stay)."""
+    caught = {}
+    original_call, original_donated = fused_program._call, fused_program._donated
+
+    def catch(spec, inputs, numbers):
+        arrays = [jax.numpy.array(a, copy=True) for a in inputs.arrays()]
+        if numbers:
+            arrays[-1] = np.asarray(numbers, np.float64)
+        caught["call"] = (spec, arrays)
+        return original_call(spec, inputs, numbers)
+
+    fused_program._call, fused_program._donated = catch, lambda spec, inputs: ()
+    try:
+        with jaxdev.eager_mode("fused"):
+            recorder.flush()
+            before = recorder.STATS.recorded
+            out = func(*args, **kwargs)  # alive at the flush: the program computes every result
+            recorded = recorder.STATS.recorded > before
+            recorder.flush()
+            del out
+    except Exception:
+        return None
+    finally:
+        fused_program._call, fused_program._donated = original_call, original_donated
+    if not recorded or "call" not in caught:
+        return None
+    spec, arrays = caught["call"]
+    jitted = spec.jitted
+    return lambda: jitted(arrays, rng.traced_base())
+
+
+def _wait(r) -> None:
+    leaves = [x for x in jax.tree_util.tree_leaves(r, is_leaf=lambda x: isinstance(x, torch.Tensor))]
+    arrays = [jaxdev.tensor.read(x) if isinstance(x, torch.Tensor) and x.device.type == "jax" else x for x in leaves]
+    jax.block_until_ready([a for a in arrays if isinstance(a, jax.Array)])
+
+
+def _below_autograd(func, args, kwargs):
+    """The op as the dispatcher runs it under autograd in a step: what per-op mode's kernels cost, not
+    autograd's bookkeeping (PyTorch's, the same in every mode)."""
+
+    def call():
+        with torch._C._AutoDispatchBelowAutograd():
+            return func(*args, **kwargs)
+
+    return call
+
+
+def streams(ops: list[tuple]) -> dict:
+    """{"jaxdev": [calls], "jnp": [calls], "views": [calls], "alone": [calls without a twin], "names": [...]}"""
+    out = collections.defaultdict(list)
+    for func, args, kwargs in ops:
+        call = _below_autograd(func, args, kwargs)
+        if _is_view(func):
+            out["views"].append(call)
+            continue
+        ref = twin(func, args, kwargs)
+        if ref is None:
+            out["alone"].append((func, call))
+            continue
+        out["jaxdev"].append(call)
+        out["jnp"].append(ref)
+        out["names"].append(func.name())
+    return out
+
+
+def run_all(calls: list):
+    def run():
+        r = None
+        for c in calls:
+            r = c()
+        return r
+
+    return run
+
+
+def timed(runs: dict, rounds: int) -> dict:
+    """Median wall and main-thread CPU seconds per stream of each side, round by round."""
+    wall, cpu = collections.defaultdict(list), collections.defaultdict(list)
+    for _ in range(rounds):
+        for side, run in runs.items():
+            _wait(run())
+            t0, c0 = time.perf_counter(), time.thread_time()
+            r = run()
+            c1 = time.thread_time()
+            _wait(r)
+            wall[side].append(time.perf_counter() - t0)
+            cpu[side].append(c1 - c0)
+    return {s: (statistics.median(wall[s]), statistics.median(cpu[s])) for s in runs}
+
+
+def host_pair(dev, ref, per: int = 20, batches: int = 7) -> tuple[float, float]:
+    """Main-thread CPU seconds per call of `dev` and `ref`, batches alternating, the least of each."""
+    best = [float("inf"), float("inf")]
+    for _ in range(batches):
+        for side, fn in enumerate((dev, ref)):
+            c0 = time.thread_time()
+            for _ in range(per):
+                r = fn()
+            best[side] = min(best[side], (time.thread_time() - c0) / per)
+            _wait(r)
+    return best[0], best[1]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--stream", choices=("train", "forward"), default="train")
+    parser.add_argument("--size", default="host", help="host (6 layers, d 64: default), quick, full")
+    parser.add_argument("--dtype", choices=("f32", "bf16"), default="f32")
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--worst", type=int, default=8, help="ops listed with their own ratio")
+    args = parser.parse_args()
+    print(f"jax {jax.__version__} on {jax.devices()[0].platform}; torch {torch.__version__}; {ALLOCATOR}")
+    dtype = {"f32": torch.float32, "bf16": torch.bfloat16}[args.dtype]
+    ops = capture(args.stream, args.size, dtype)
+    s = streams(ops)
+    print(
+        f"LM {args.stream} stream ({args.size}, {args.dtype}): {len(ops)} ops: {len(s['jaxdev'])} with a jnp twin, "
+        f"{len(s['views'])} views, {len(s['alone'])} without a twin ({sorted({f.name() for f, _ in s['alone']})})"
+    )
+    runs = {"jaxdev": run_all(s["jaxdev"]), "jnp": run_all(s["jnp"])}
+    t = timed(runs, args.rounds)
+    n = len(s["jaxdev"])
+    print(f"\n{'same op stream':<22} {'jaxdev':>9} {'jnp':>9} {'ratio':>7}")
+    print(
+        f"{'wall ms per stream':<22} {t['jaxdev'][0] * 1e3:>9.2f} {t['jnp'][0] * 1e3:>9.2f} {t['jaxdev'][0] / t['jnp'][0]:>7.2f}"
+    )
+    print(
+        f"{'host CPU ms per stream':<22} {t['jaxdev'][1] * 1e3:>9.2f} {t['jnp'][1] * 1e3:>9.2f} {t['jaxdev'][1] / t['jnp'][1]:>7.2f}"
+    )
+    print(f"{'host CPU us per op':<22} {t['jaxdev'][1] * 1e6 / n:>9.2f} {t['jnp'][1] * 1e6 / n:>9.2f}")
+    views, alone = run_all(s["views"]), run_all([c for _, c in s["alone"]])
+    for name, run, count in (("views", views, len(s["views"])), ("ops without a twin", alone, len(s["alone"]))):
+        if count:
+            tv = timed({"x": run}, args.rounds)["x"]
+            print(f"{name:<22} {tv[1] * 1e3:>9.2f} ms host for {count} ({tv[1] * 1e6 / count:.1f} us each)")
+    for side, run in runs.items():
+        per, how = tpu_measure.count_programs(run, _wait, 2)
+        print(f"XLA programs per stream, {side}: {per} ({how}; {n} ops)")
+    if args.worst:
+        rows = []
+        by_name = collections.defaultdict(list)
+        for name, dev, ref in zip(s["names"], s["jaxdev"], s["jnp"]):
+            by_name[name].append((dev, ref))
+        for name, pairs in by_name.items():
+            td, tr = host_pair(*pairs[0])
+            rows.append((td / tr, name, len(pairs), td, tr))
+        print(f"\n{'op (first of each), host CPU':<52} {'calls':>5} {'jaxdev us':>10} {'jnp us':>8} {'ratio':>6}")
+        for ratio, name, count, td, tr in sorted(rows, reverse=True)[: args.worst]:
+            print(f"{name:<52} {count:>5} {td * 1e6:>10.1f} {tr * 1e6:>8.1f} {ratio:>6.2f}")
+
+
+if __name__ == "__main__":
+    main()
