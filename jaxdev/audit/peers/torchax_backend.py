@@ -38,7 +38,10 @@ HOW = (
     "called, results read back with .cpu()",
     "backward: as forward, then torch.autograd.backward(outputs, CPU's seeds moved to jax) "
     "(loss.backward()), grads read from the inputs' .grad",
-    "compile: torchax.compile(fn) (interop.jax_jit) of fn(jax tensors) closing over the sample's other arguments",
+    "compile: torchax.compile(fn) (interop.jax_jit) of fn(jax tensors) closing over the sample's other arguments, "
+    "a named-tuple result (torch.return_types) returned as a plain tuple (jax.jit takes no structseq)",
+    "extra grad_fn: where more outputs are differentiable than on CPU (_batch_norm_with_update's statistics), "
+    "CPU's seeds go to the outputs of their shape and dtype, in order",
 )
 
 
@@ -118,6 +121,8 @@ class Torchax(Device):
         outs = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor) and t.requires_grad]
         leaves = tree_flatten((sample.input, sample.args, sample.kwargs))[0]
         inputs = [t for t in leaves if isinstance(t, torch.Tensor) and t.requires_grad]
+        if len(outs) > len(seeds):
+            outs = _seeded(outs, seeds)
         if len(outs) != len(seeds):
             raise LostAutograd(
                 f"{len(seeds) - len(outs)} of {len(seeds)} outputs have no grad_fn (CPU's eager outputs have one)"
@@ -136,6 +141,21 @@ class Torchax(Device):
             for i, t in zip(traced, tensors):
                 filled[i] = t
             first, args, kwargs = tree_unflatten(filled, spec)
-            return op(first, *args, **kwargs)
+            out = op(first, *args, **kwargs)
+            return tuple(out) if isinstance(out, tuple) and type(out) is not tuple else out  # jax.jit: no structseq
 
         return self.torchax.compile(fn)(*(leaves[i] for i in traced))
+
+
+def _seeded(outs: list, seeds: list) -> list:
+    """Where torchax makes more outputs differentiable than CPU does (_batch_norm_with_update's saved
+    statistics), the outputs CPU's seeds belong to: for each seed in order, the next output of its
+    shape and dtype (those CPU leaves without grad_fn are torchax's extra ones)."""
+    chosen, rest = [], list(outs)
+    for g in seeds:
+        match = next((t for t in rest if t.shape == g.shape and t.dtype == g.dtype), None)
+        if match is None:
+            raise RuntimeError(f"{len(outs)} outputs have a grad_fn where CPU's eager run has {len(seeds)}")
+        chosen.append(match)
+        rest = rest[rest.index(match) + 1 :]
+    return chosen
