@@ -10,6 +10,8 @@ for jaxdev/ops/indexing.py, tests/ops/test_linalg.py for the sub-package jaxdev/
 * `cpu_fact(reason)` marker: a test that leans on a fact of XLA's CPU backend (its flushing of
   subnormals, its functions' bits, a dtype it has); on another platform (`PLATFORM`, where jaxdev's
   arrays live: a TPU) it is skipped, naming the fact. jaxdev_testing.cpu_fact does it inside a test.
+* `tpu_fact(reason)` marker: a test of a fact of XLA's TPU backend (an abort, a raw error), run on CPU
+  under the TPU's policy; `pytest -m tpu_fact tests` selects them for a TPU run.
 """
 
 from __future__ import annotations
@@ -43,6 +45,11 @@ def pytest_configure(config):
     )
     config.addinivalue_line(
         "markers", "cpu_fact(reason): leans on a fact of XLA's CPU backend; skipped on other platforms, naming it"
+    )
+    config.addinivalue_line(
+        "markers",
+        "tpu_fact(reason): a regression test of a TPU fact (capabilities.PROGRAM_FACTS), run here under the"
+        " TPU's policy and as it is on a TPU (`pytest -m tpu_fact tests` there first)",
     )
 
 

@@ -12,8 +12,19 @@ kernel gives (XLA's UNIMPLEMENTED or INVALID_ARGUMENT, JAX's missing lowering) s
 every later one of that family and dtype to CPU (`learned`). benchmarks/tpu_probe_kernels.py tries every
 family on a TPU and says which raise, so that suspected gaps become confirmed or are struck.
 
-A platform without complex128 (`has("complex128", ...)`, not an op family: the dtype in any program)
-gets Python complex numbers into programs as complex64 (toolkit.jitted: `narrowing_complex_numbers`).
+Facts of a platform that shape every program rather than one op family (`PROGRAM_FACTS`, asked with
+`fact(name)`), measured on a TPU v5e with JAX 0.10.2 (DESIGN.md, "TPU facts, third round"):
+- `complex_narrowing_aborts`: XLA's TPU compiler aborts the process (SIGABRT) on any complex128 ->
+  complex64 convert in a program, a Python complex number put into a complex64 op included (JAX makes
+  it complex128 first). complex128 parameters and arithmetic are fine. Where the fact holds, every
+  such convert is lowered as its real and imaginary parts converted and recombined
+  (`_complex64_in_parts`, installed as convert_element_type's lowering: jaxdev's programs and any
+  other in the process), the same values to the bit.
+- `float64_emulated`: no float64 hardware (XLA computes float64 with pairs of float32), and several
+  float64 programs raise raw XLA errors there (nextafter; sinh, exp2 and igamma of float32 computed in
+  float64). float32 kernels that widen to float64 for CPU's last bits (cpu_numerics.wide, widened)
+  stay in float32 there with an accurate formulation (transcendentals.py's functions), and float64
+  nextafter is computed on the bits (binary/floating.py).
 
 Kernels that widen a float32 matrix to float64 for accuracy (SVD, eigh: decompositions.py) ask
 `has(family, dtype)` first and stay in float32 where the wide kernel is missing.
@@ -28,6 +39,8 @@ import functools
 import jax
 import numpy as np
 import torch
+from jax._src.interpreters import mlir as mlir_internal  # the usual lowering, to fall back to
+from jax.interpreters import mlir
 
 from jaxdev import dtypes, fallback
 
@@ -57,12 +70,6 @@ GAPS: dict[str, dict[str, Gap]] = {
         "qr": _gap("suspected", _SUSPECTED),
         "svd": _gap("suspected", _SUSPECTED),
         "eigh": _gap("suspected", _SUSPECTED),
-        "complex128": _gap(
-            "suspected",
-            "suspected: pytest aborted in XLA's TPU compiler on tests/ops/test_views.py::test_conj_and_neg_views "
-            "(complex64 with Python complex numbers, which enter programs as complex128); jax-ml/jax#10158",
-            (C128,),
-        ),
         "eig": _gap(
             "suspected",
             "suspected: JAX lowers its nonsymmetric eigendecomposition for CPU and GPU only",
@@ -71,8 +78,14 @@ GAPS: dict[str, dict[str, Gap]] = {
     }
 }
 
-# gaps of a dtype in any program rather than of an op family
-DTYPE_GAPS = frozenset({"complex128"})
+# platform -> facts of its XLA backend that shape every program (the module's docstring says what each does)
+PROGRAM_FACTS: dict[str, dict[str, str]] = {
+    "tpu": {
+        "complex_narrowing_aborts": "any complex128 -> complex64 convert aborts XLA's TPU compiler (SIGABRT)",
+        "float64_emulated": "float64 emulated with float32 pairs; nextafter, and sinh, exp2, igamma float32 "
+        "computed in float64, raise raw XLA errors",
+    }
+}
 
 _NAMES = {
     "lu": "LU decomposition",
@@ -191,31 +204,23 @@ def served(op, kernel):
     return run
 
 
-def narrowing_complex_numbers(jit):
-    """`jit` whose programs take a Python complex number as complex64, where the platform has no
-    complex128 (a Python complex enters a program as a complex128 parameter otherwise). The values
-    are those of the number converted inside the program to the complex64 it computes in; only a
-    complex128 result (of a number beside a float64 tensor) narrows too, which such a platform
-    cannot compute anyway."""
-    return lambda body: _NarrowedNumbers(jit(body))
+def fact(name: str) -> bool:
+    """Whether `name` (a key of PROGRAM_FACTS' entries) holds on this process's platform."""
+    return name in PROGRAM_FACTS.get(platform(), {})
 
 
-class _NarrowedNumbers:
-    """A jitted function (its attributes, lower included, are the wrapped one's) called with Python
-    complex numbers as complex64."""
+def _complex64_in_parts(ctx, operand, *, new_dtype, **params):
+    """convert_element_type's lowering: a complex128 -> complex64 convert as its two parts converted
+    and recombined where the platform aborts on the convert itself, the usual lowering otherwise."""
+    (aval,) = ctx.avals_in
+    if aval.dtype == np.complex128 and np.dtype(new_dtype) == np.complex64 and fact("complex_narrowing_aborts"):
+        f32 = np.float32
+        parts = mlir.lower_fun(lambda v: jax.lax.complex(v.real.astype(f32), v.imag.astype(f32)), False)
+        return parts(ctx, operand)
+    return _usual_convert(ctx, operand, new_dtype=new_dtype, **params)
 
-    def __init__(self, compiled):
-        self._compiled = compiled
 
-    def __getattr__(self, name):
-        return getattr(self._compiled, name)
-
-    @staticmethod
-    def _narrowed(args):
-        return [np.complex64(a) if type(a) is complex else a for a in args]
-
-    def __call__(self, *args, **kwargs):
-        return self._compiled(*self._narrowed(args), **kwargs)
-
-    def lower(self, *args, **kwargs):
-        return self._compiled.lower(*self._narrowed(args), **kwargs)
+_usual = mlir_internal._lowerings[jax.lax.convert_element_type_p]
+_usual_convert = getattr(_usual.rule, "usual", _usual.rule)  # a reloaded module: the rule before ours
+_complex64_in_parts.usual = _usual_convert
+mlir.register_lowering(jax.lax.convert_element_type_p, _complex64_in_parts, inline=_usual.inline)

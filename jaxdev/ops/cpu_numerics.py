@@ -39,13 +39,15 @@ tests under each instruction set XLA can be capped to.
 
 from __future__ import annotations
 
+import math
+
 import jax
 import jax.numpy as jnp
-import numpy as np
 import torch
 from jax import lax
 
 from jaxdev import layout
+from jaxdev.ops import transcendentals as tm
 
 _HALVES = (jnp.dtype(jnp.float16), jnp.dtype(jnp.bfloat16))
 
@@ -102,21 +104,45 @@ def narrowed(v, dtype):
     return v.astype(target)
 
 
+def float64_native() -> bool:
+    """Whether float32 kernels may widen to float64 for CPU's last bits: not where the platform
+    emulates float64 (capabilities' `float64_emulated`: a TPU, where several such programs raise raw
+    XLA errors); there they compute in float32 with transcendentals.py's functions. Read when a
+    kernel is traced."""
+    from jaxdev.ops import capabilities  # imports the fallback, which needs the ops package loaded
+
+    return not capabilities.fact("float64_emulated")
+
+
+def wide_dtype(dtype):
+    """The dtype a float32 computation widens to for CPU's last bits: float64, or float32 itself
+    where float64 is emulated (float64_native); other dtypes as they are."""
+    dtype = jnp.dtype(dtype)
+    return jnp.dtype(jnp.float64) if dtype == jnp.float32 and float64_native() else dtype
+
+
+def wide(v):
+    """v in wide_dtype(v.dtype)."""
+    return v.astype(wide_dtype(v.dtype))
+
+
 def widened(fn):
     """fn taken in float64 and rounded once to its first argument's dtype (float64 as it is): how a
     float32 result of the C library CPU calls (expf, logf, log1pf, expm1f, erfcf, lgammaf, all
-    nearly correctly rounded) is reached, where XLA's float32 versions are an ulp or more off."""
+    nearly correctly rounded) is reached, where XLA's float32 versions are an ulp or more off. Where
+    float64 is emulated (float64_native), fn in float32 itself: fn must then be accurate in float32
+    (transcendentals.py's functions are, off the CPU backend)."""
 
     def run(*args):
         dt = args[0].dtype
-        if dt == jnp.float64:
+        if wide_dtype(dt) == dt:
             return fn(*args)
         return fn(*(a.astype(jnp.float64) for a in args)).astype(dt)
 
     return run
 
 
-exp_wide, log_wide = widened(jnp.exp), widened(jnp.log)
+exp_wide, log_wide = widened(tm.exp), widened(tm.log)
 
 
 def const(value, like):
@@ -144,14 +170,15 @@ def divide_by(x, constant):
 def log_half(x):
     """log(0.5 * x) with 0.5 * x subnormal as CPU has it: XLA flushes subnormals to zero (log would
     give -inf at the smallest normal x). float32 halves in float64 and rounds to float32's
-    subnormal grid; float64, having no wider type, takes log(x * 2^52) - 53 log 2 there."""
-    if x.dtype == jnp.float32:
+    subnormal grid; float64, having no wider type (and float32 where float64 is emulated), takes
+    log(x * 2^52) - 53 log 2 there."""
+    if x.dtype == jnp.float32 and wide_dtype(x.dtype) == jnp.float64:
         y = 0.5 * x.astype(jnp.float64)
         y = jnp.round(y * 2.0**149) * 2.0**-149
         return jnp.log(y).astype(jnp.float32)
     subnormal = x < 2 * jnp.finfo(x.dtype).tiny
-    scaled = jnp.log(x * 2.0**52) - 53 * np.log(2.0)
-    return jnp.where(subnormal, scaled, jnp.log(0.5 * x))
+    scaled = tm.log(x * 2.0**52) - 53 * math.log(2.0)
+    return jnp.where(subnormal, scaled, tm.log(0.5 * x))
 
 
 # --- polynomial evaluation ---------------------------------------------------------------------------

@@ -76,7 +76,7 @@ def _erfinv(y):
     erfinv, a different polynomial, was up to 5.6e-6 relative away in float32)."""
     t = y.dtype
 
-    wide = jnp.float64 if t == jnp.float32 else t
+    wide = cpu_numerics.wide_dtype(t)
 
     def poly(z, coeffs):
         acc = jnp.asarray(coeffs[0], t)
@@ -114,7 +114,9 @@ def _float32_in_float64(fn):
     """`fn` for float32 values taken in float64 and rounded once (cpu_numerics.widened), as is for
     other dtypes: XLA's float32 sinh and cosh (exp(|x| + log(1/2)): the rounded sum moves the
     exponent) were up to 24 ulps off (1.5e-6 relative, past float32's tolerance: sinh of integer
-    tensors, which CPU computes in float32, came out wrong), its exp2 (exp(x * ln 2)) 34 ulps."""
+    tensors, which CPU computes in float32, came out wrong), its exp2 (exp(x * ln 2)) 34 ulps. Where
+    float64 is emulated (a TPU, which raised on these in float64) fn computes in float32 on
+    transcendentals.py's functions."""
     wide = cpu_numerics.widened(fn)
 
     def run(x):
@@ -139,10 +141,19 @@ def _hyperbolic(sign):
         big = jnp.where(jnp.isinf(e), (half / 2) * half, (e + sign / e) / 2)
         if sign > 0:
             return big
-        return jnp.where(a < 1, fn(x), jnp.copysign(big, x))
+        return jnp.where(a < 1, _sinh_small(x, fn), jnp.copysign(big, x))
 
     hyperbolic.__name__ = fn.__name__
     return hyperbolic
+
+
+def _sinh_small(x, fn):
+    """sinh of |x| < 1: XLA's in float64 (on CPU float32 is widened to it); in float32 (where float64
+    is emulated) from one expm1, sinh = (u + u / (u + 1)) / 2 with u = expm1(|x|), within 2 ulps."""
+    if x.dtype != jnp.float32:
+        return fn(x)
+    u = tm.expm1(jnp.abs(x))
+    return jnp.copysign((u + u / (u + 1)) / 2, x)
 
 
 def _exp2(x):

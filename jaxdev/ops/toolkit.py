@@ -25,7 +25,6 @@ import torch
 
 from jaxdev import dtypes, native, tensor, tracing
 from jaxdev.dtypes import opmath
-from jaxdev.ops import capabilities
 from jaxdev.ops.cpu_numerics import narrowed
 
 Tensor = torch.Tensor
@@ -163,8 +162,6 @@ def jitted(factory: Callable | None = None, *, maxsize: int | None = None, donat
             body = factory(*static)
         given = donate(*static) if callable(donate) else donate
         jit = functools.partial(jax.jit, donate_argnums=given) if given else jax.jit
-        if not capabilities.has("complex128", torch.complex128):
-            jit = capabilities.narrowing_complex_numbers(jit)
         return tuple(jit(b) for b in body) if isinstance(body, tuple) else jit(body)
 
     cached = functools.cache(build) if maxsize is None else functools.lru_cache(maxsize=maxsize)(build)

@@ -4,19 +4,21 @@ XLA's CPU backend lacks none, so these tests pretend it does (as a TPU lacks flo
 
 from __future__ import annotations
 
+import re
 import warnings
 
 import jax
+import jax.numpy as jnp
+import numpy as np
 import pytest
 import torch
 from jaxdev_testing import JAX
 
 import jaxdev
 from jaxdev.fallback import FallbackError
-from jaxdev.ops import capabilities
+from jaxdev.ops import capabilities, transcendentals
 from jaxdev.ops.linalg import decompositions
 from jaxdev.ops.registry import KERNELS
-from jaxdev.ops.toolkit import jitted
 
 F64 = torch.float64
 
@@ -126,22 +128,163 @@ def test_every_op_in_the_table_has_a_kernel_and_every_gap_a_family():
     assert set(capabilities.FAMILIES) <= registered, set(capabilities.FAMILIES) - registered
     for gaps in capabilities.GAPS.values():
         for family, gap in gaps.items():
-            assert family in {*capabilities.FAMILIES.values(), *capabilities.DTYPE_GAPS}, family
+            assert family in capabilities.FAMILIES.values(), family
             assert gap.status in ("confirmed", "suspected")
 
 
-def test_without_complex128_python_complex_numbers_enter_programs_as_complex64(lacking):
-    """Where the platform has no complex128 (suspected on a TPU: pytest aborted in its compiler on
-    complex64 values beside Python complex numbers), jitted kernel bodies take them as complex64."""
+# --- facts of a platform's programs (PROGRAM_FACTS): run here under the TPU's, and as they are on a TPU ---
 
-    def body_factory():
-        return lambda number, x: (x * number, jax.numpy.asarray(number))
+_C128_TO_C64 = re.compile(r"stablehlo\.convert .*complex<f64>.*-> tensor<[^>]*complex<f32>")
+_F64_ARRAY = re.compile(r"tensor<[0-9x]+xf64>")  # a float64 array (a Python float is a float64 scalar)
 
-    x = jax.numpy.ones(2, jax.numpy.complex64)
-    product, number = jitted(body_factory)()(1 + 2j, x)
-    assert number.dtype == jax.numpy.complex128  # here: a complex128 parameter
-    lacking("complex128", dtypes=(torch.complex128,))
-    product, number = jitted(body_factory)()(1 + 2j, x)
-    assert number.dtype == jax.numpy.complex64 and product.dtype == jax.numpy.complex64
-    assert product.tolist() == [1 + 2j, 1 + 2j]
-    assert "complex<f64>" not in jitted(body_factory)().lower(1 + 2j, x).as_text()
+
+@pytest.fixture
+def tpu_policy(monkeypatch):
+    """The TPU's program facts on this process's platform and its own float32 functions (JAXDEV_MATH
+    auto picks them off CPU), with every program traced and lowered afresh while they hold; and a list
+    of the (from, to) dtypes of each convert the usual lowering was asked for."""
+    monkeypatch.setitem(capabilities.PROGRAM_FACTS, capabilities.platform(), dict(capabilities.PROGRAM_FACTS["tpu"]))
+    seen, usual = [], capabilities._usual_convert
+
+    def spy(ctx, operand, *, new_dtype, **params):
+        seen.append((ctx.avals_in[0].dtype, np.dtype(new_dtype)))
+        return usual(ctx, operand, new_dtype=new_dtype, **params)
+
+    monkeypatch.setattr(capabilities, "_usual_convert", spy)
+    jax.clear_caches()
+    with transcendentals.forced("own"):
+        yield seen
+    jax.clear_caches()  # the next test's programs as this platform makes them
+
+
+@pytest.mark.tpu_fact("a complex128 -> complex64 convert aborts XLA's TPU compiler")
+def test_complex128_to_complex64_is_lowered_in_parts_with_the_same_bits(tpu_policy):
+    parts = [1 + 2j, 1e300 - 3.3e38j, complex(np.nan, 1e-310), complex(-np.inf, -0.0), 3.4028235677973366e38 + 0j]
+    x = jnp.asarray(np.array(parts + list(np.random.default_rng(0).standard_normal(64) * 1e30), np.complex128))
+    with jax.default_device(jax.devices("cpu")[0]):
+        expected = np.asarray(jax.device_get(x)).astype(np.complex64)  # NumPy's convert: the CPU backend's bits
+    narrow = jax.jit(lambda v: v.astype(jnp.complex64))
+    assert not _C128_TO_C64.search(narrow.lower(x).as_text())
+    assert np.asarray(narrow(x)).view(np.uint32).tolist() == expected.view(np.uint32).tolist()
+    scaled = jax.jit(lambda v, number: v * number)  # a Python complex enters as complex128
+    ones = jnp.ones(2, jnp.complex64)
+    assert not _C128_TO_C64.search(scaled.lower(ones, 1 + 2j).as_text())
+    assert scaled(ones, 1 + 2j).tolist() == [1 + 2j, 1 + 2j]
+    assert (np.dtype(np.complex128), np.dtype(np.complex64)) not in tpu_policy
+
+
+@pytest.mark.tpu_fact("a complex128 -> complex64 convert aborts XLA's TPU compiler")
+def test_complex64_ops_with_python_numbers_and_complex128_copies_never_narrow_whole(tpu_policy):
+    """What aborted pytest on a TPU (test_views.py::test_conj_and_neg_views: complex64 and complex32
+    ops with Python complex numbers) and the other ways a complex128 value meets complex64."""
+    g = torch.Generator().manual_seed(0)
+    z = torch.randn(5, dtype=torch.complex64, generator=g)
+    z128 = torch.randn(5, dtype=torch.complex128, generator=g)
+    cases = {
+        "mul number": lambda v, w: v * (1.5 - 2j),
+        "add_ number": lambda v, w: v.clone().add_(3j, alpha=2),
+        "conj mul": lambda v, w: v.conj() * (2 + 1j),
+        "neg of conj": lambda v, w: torch.neg(v.conj()) - 2j,
+        "to complex64": lambda v, w: w.to(torch.complex64),
+        "0-dim complex128": lambda v, w: v + w[0],
+        "full": lambda v, w: torch.full((3,), 1 / 3 + 2j, dtype=torch.complex64, device=v.device),
+        "complex32": lambda v, w: (v.to(torch.complex32) * (1 + 1j)).to(torch.complex64),
+        "scalar_tensor complex32": lambda v, w: torch.scalar_tensor(1 + 2j, dtype=torch.complex32, device=v.device),
+    }
+    for name, fn in cases.items():
+        got, want = fn(z.to(JAX), z128.to(JAX)).cpu(), fn(z, z128)
+        torch.testing.assert_close(got, want, msg=name)  # (CPU's complex product rounds differently from XLA's)
+    assert (np.dtype(np.complex128), np.dtype(np.complex64)) not in tpu_policy
+
+
+def _widening_bodies():
+    from jaxdev.ops import cpu_numerics, pointwise
+    from jaxdev.ops.special import igamma
+    from jaxdev.ops.special.bessel import i_k
+
+    return {
+        "sinh": pointwise._float32_in_float64(pointwise._hyperbolic(-1)),
+        "cosh": pointwise._float32_in_float64(pointwise._hyperbolic(1)),
+        "exp2": pointwise._float32_in_float64(pointwise._exp2),
+        "erfinv": pointwise._erfinv,
+        "exp_wide": cpu_numerics.exp_wide,
+        "log_wide": cpu_numerics.log_wide,
+        "log_half": cpu_numerics.log_half,
+        "igamma": lambda v: igamma.igamma(v + 1, v),
+        "igammac": lambda v: igamma.igammac(v + 1, v),
+        "k0": i_k._k0_small,
+    }
+
+
+@pytest.mark.tpu_fact("float64 is emulated: sinh, exp2 and igamma of float32 raised in float64")
+def test_float32_kernels_that_widen_stay_float32_where_float64_is_emulated(monkeypatch):
+    x = jnp.linspace(0.5, 3, 8, dtype=jnp.float32)
+    widening = _widening_bodies()
+    if capabilities.platform() == "cpu":  # widened here (what the test below takes away)
+        assert all(_F64_ARRAY.search(jax.jit(fn).lower(x).as_text()) for fn in widening.values())
+    monkeypatch.setitem(capabilities.PROGRAM_FACTS, capabilities.platform(), {"float64_emulated": "pretended"})
+    jax.clear_caches()  # traced anew
+    for name, fn in _widening_bodies().items():
+        assert not _F64_ARRAY.search(jax.jit(fn).lower(x).as_text()), name
+
+
+@pytest.mark.tpu_fact("float64 is emulated: sinh, exp2 and igamma of float32 raised in float64")
+def test_float32_kernels_without_float64_stay_close_to_cpu(tpu_policy):
+    """In float32 with jaxdev's own functions: sinh within 2 ulps of CPU's, cosh and exp2 within 1,
+    erfinv as close as CPU jaxdev (its float32 Newton steps), igamma and K0/K1 within float32's
+    tolerance (measured: igamma 9.8e-7 absolute, K0 4.9e-7 relative; CPU's policy 5.4e-7, 2.6e-7)."""
+    g = torch.Generator().manual_seed(0)
+
+    def points(lo, hi):
+        inside = torch.rand(20000, generator=g) * (hi - lo) + lo
+        return torch.cat(
+            [inside, torch.randn(5000, generator=g), torch.tensor([0.0, -0.0, 1e-30, -1e-8, np.inf, np.nan])]
+        )
+
+    for fn, lo, hi, ulps in [(torch.sinh, -88, 88, 2), (torch.cosh, -88, 88, 1), (torch.exp2, -126, 127.9, 1)]:
+        x = points(lo, hi)
+        got, want = fn(x.to(JAX)).cpu().double(), fn(x).double()
+        ulp = torch.nextafter(want.float().abs(), torch.tensor(np.inf)).double() - want.abs()
+        off = torch.where((got == want) | (got.isnan() & want.isnan()), 0, (got - want).abs() / ulp)
+        assert off.max() <= ulps, (fn.__name__, off.max())
+    y = points(-0.99999, 0.99999).clamp(-0.99999, 0.99999)
+    torch.testing.assert_close(torch.erfinv(y.to(JAX)).cpu(), torch.erfinv(y), rtol=1e-5, atol=1e-6, equal_nan=True)
+    a = torch.cat([torch.rand(3000, generator=g) * 50 + 0.01, torch.rand(500, generator=g) * 1000 + 50])
+    x = torch.rand(len(a), generator=g) * 3 * a
+    for fn in (torch.special.gammainc, torch.special.gammaincc):
+        torch.testing.assert_close(fn(a.to(JAX), x.to(JAX)).cpu(), fn(a, x), rtol=1.3e-6, atol=1e-5, equal_nan=True)
+    k = torch.rand(5000, generator=g) * 2 + 1e-4  # K0 and K1 below 2: log_half, exp_wide, _k0_small
+    for fn in (
+        torch.special.modified_bessel_k0,
+        torch.special.scaled_modified_bessel_k0,
+        torch.special.modified_bessel_k1,
+    ):
+        torch.testing.assert_close(fn(k.to(JAX)).cpu(), fn(k), rtol=1.3e-6, atol=0)
+    assert (np.dtype(np.float32), np.dtype(np.float64)) not in tpu_policy  # nothing widened
+
+
+@pytest.mark.tpu_fact("float64 is emulated: XLA's float64 nextafter raised on a TPU")
+def test_float64_nextafter_on_its_bits_is_ieees(tpu_policy):
+    from jaxdev.ops.binary.floating import nextafter_values
+
+    special = [
+        0.0,
+        -0.0,
+        5e-324,
+        -5e-324,
+        2.2250738585072014e-308,
+        1.7976931348623157e308,
+        1.0,
+        -1.0,
+        np.inf,
+        -np.inf,
+        np.nan,
+    ]
+    rng = np.random.default_rng(0)
+    spread = rng.standard_normal(4000) * 10.0 ** rng.integers(-300, 300, 4000)
+    a, b = (np.concatenate([grid.ravel(), rng.permutation(spread)]) for grid in np.meshgrid(special, special))
+    b[len(special) ** 2 :] = np.where(rng.random(4000) < 0.1, a[len(special) ** 2 :], b[len(special) ** 2 :])
+    assert "next_after" not in jax.jit(nextafter_values).lower(a, b).as_text()
+    expected = torch.nextafter(torch.from_numpy(a), torch.from_numpy(b))
+    got = torch.nextafter(torch.from_numpy(a).to(JAX), torch.from_numpy(b).to(JAX)).cpu()
+    assert torch.equal(got.view(torch.int64), expected.view(torch.int64))

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import jax.numpy as jnp
+import numpy as np
+from jax import lax
 
 from jaxdev import dtypes
+from jaxdev.ops import cpu_numerics
 from jaxdev.ops import transcendentals as tm
 from jaxdev.ops.binary.rules import binary
 from jaxdev.ops.registry import aten, register_functional
@@ -54,7 +57,24 @@ def nextafter(self, other):
 
 @jitted
 def _nextafter(jdt):
-    return lambda a, b: jnp.nextafter(a.astype(jdt), b.astype(jdt))
+    return lambda a, b: nextafter_values(a.astype(jdt), b.astype(jdt))
+
+
+def nextafter_values(a, b):
+    """jnp.nextafter, float64's on its bits where the platform emulates float64 (XLA's own raised
+    'Binary op and ... s32 and u32' on a TPU): IEEE's values, subnormals compared exactly (no float
+    comparison, which XLA's CPU backend makes with subnormals as zero)."""
+    if a.dtype != jnp.float64 or cpu_numerics.float64_native():
+        return jnp.nextafter(a, b)
+    magnitude = np.int64(2**63 - 1)
+    bits, other = (lax.bitcast_convert_type(v, jnp.int64) for v in (a, b))
+    # the bits as an integer in the values' order (both zeros 0): sign and magnitude to two's complement
+    key, other_key = (jnp.where(v < 0, -(v & magnitude), v) for v in (bits, other))
+    stepped = jnp.where((other_key > key) == (key > 0), bits + 1, bits - 1)  # |a| grows: b beyond a from 0
+    smallest = jnp.where(other_key < 0, np.int64(1 - 2**63), np.int64(1))  # the smallest subnormal, b's sign
+    out = jnp.where(key == other_key, other, jnp.where(key == 0, smallest, stepped))
+    nan = ((bits & magnitude) > 0x7FF0000000000000) | ((other & magnitude) > 0x7FF0000000000000)
+    return jnp.where(nan, a + b, lax.bitcast_convert_type(out, jnp.float64))
 
 
 def _heaviside(x, values):

@@ -24,7 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxdev.ops import transcendentals as tm
-from jaxdev.ops.cpu_numerics import horner, round_to, widened
+from jaxdev.ops.cpu_numerics import horner, round_to, wide, widened
 
 # Cephes' coefficients d[k][n] of the asymptotic expansion, as Math.h lists them (25 rows of 25).
 _D = np.array(
@@ -180,7 +180,9 @@ def _machep(dt):
 
 
 def _wide(v):
-    return v.astype(jnp.float64)
+    """v in float64, or as it is where the platform emulates float64 (cpu_numerics.wide: a TPU, whose
+    X64 rewrite refused this kernel's reduce_precision): there float32 computes in float32."""
+    return wide(v)
 
 
 def _libm(fn, *args):
@@ -306,7 +308,7 @@ def _igamc_continued_fraction(a, x, running):
         t = jnp.where(nonzero, jnp.abs((ans - r) / r), 1)
         ans = jnp.where(nonzero, r, ans)
         # rescaled together when the numerators grow past BIG
-        s = jnp.where(jnp.abs(pk) > big, biginv, 1).astype(dt)
+        s = jnp.where(jnp.abs(pk) > big, jnp.asarray(biginv, dt), jnp.asarray(1, dt))
         return (y, z, c, pkm1 * s, pk * s, qkm1 * s, qk * s, ans), t <= machep
 
     one = jnp.ones_like(a)

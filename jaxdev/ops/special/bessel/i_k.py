@@ -8,6 +8,7 @@ from jaxdev.ops.cpu_numerics import (
     chebyshev,
     const,
     exp_wide,
+    float64_native,
     log_half,
     sqrt_divisor,
 )
@@ -240,9 +241,10 @@ def _k_domain(x, r):
 
 def _k0_small(x):
     """K0 on (0, 2]. CPU's log(0.5 * x) * I0(x) is a double expression whatever the input's
-    precision (the 0.5 is a double literal), so the difference is taken in float64."""
+    precision (the 0.5 is a double literal), so the difference is taken in float64 (in x's dtype
+    where the platform emulates float64: cpu_numerics.float64_native)."""
     a, p = chebyshev(_K0_A, x * x - 2.0)
-    wide = jnp.float64
+    wide = jnp.float64 if float64_native() else x.dtype
     log_term = log_half(x.astype(wide)) * modified_i0(x).astype(wide)
     return ((0.5 * (a - p)).astype(wide) - log_term).astype(x.dtype)
 
