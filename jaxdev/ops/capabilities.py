@@ -58,6 +58,7 @@ def _gap(status: str, evidence: str, dtypes=(F64, C128)) -> Gap:
     return Gap(frozenset(dtypes), status, evidence)
 
 
+_ABORTED = "the process aborted (SIGABRT) inside XLA's TPU compiler on a TPU v5e (the probe, 2026-12-05): "
 _SUSPECTED = "suspected: a TPU has no float64 hardware; not yet probed (benchmarks/tpu_probe_kernels.py)"
 
 # platform -> op family -> the dtypes XLA has no kernel for there
@@ -65,10 +66,16 @@ GAPS: dict[str, dict[str, Gap]] = {
     "tpu": {
         "lu": _gap("confirmed", "UNIMPLEMENTED: Only F32 and C64 types are implemented in LuDecomposition"),
         "fft": _gap("confirmed", "INVALID_ARGUMENT: complex128 FFT (jax-ml/jax#10158: C128 is not supported on TPU)"),
-        "cholesky": _gap("suspected", _SUSPECTED),
-        "triangular_solve": _gap("suspected", _SUSPECTED),
-        "qr": _gap("suspected", _SUSPECTED),
-        "svd": _gap("suspected", _SUSPECTED),
+        # A process that aborts cannot learn a gap: kernels seen killing it are confirmed, every dtype
+        # that did (benchmarks/tpu_probe_kernels.py on a TPU v5e, 2026-12-05; DESIGN.md).
+        "cholesky": _gap("confirmed", "complex128: raised on a TPU v5e (the probe, 2026-12-05)", (C128,)),
+        "triangular_solve": _gap("confirmed", _ABORTED + "solve_triangular complex128", (C128,)),
+        "qr": _gap("confirmed", _ABORTED + "qr and householder_product complex128", (C128,)),
+        "svd": _gap(
+            "confirmed",
+            _ABORTED + "svd float32 and complex64 (which of its programs, not isolated: every dtype served on CPU)",
+            (torch.float32, F64, torch.complex64, C128),
+        ),
         "eigh": _gap("suspected", _SUSPECTED),
         "eig": _gap(
             "suspected",

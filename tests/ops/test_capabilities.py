@@ -123,6 +123,24 @@ def test_float32_decompositions_stay_float32_where_float64_is_missing(lacking):
     assert "f64[3,3]" not in str(jax.make_jaxpr(lambda v: body(v))(x))  # traced anew
 
 
+@pytest.mark.tpu_fact("float64 is emulated: no closer than float32 there, and SVD aborted a TPU's compiler")
+def test_float32_decompositions_stay_float32_where_float64_is_emulated(monkeypatch):
+    """SVD and eigh widen float32 to float64 only where float64 is hardware (not a TPU)."""
+    x = jax.numpy.eye(3, dtype=jax.numpy.float32)
+    bodies = (decompositions._svd_body.__wrapped__(False, True, True), decompositions._eigh_body.__wrapped__(True))
+    monkeypatch.setitem(capabilities.PROGRAM_FACTS, capabilities.platform(), {"float64_emulated": "pretended"})
+    for body in bodies:
+        assert "f64[3,3]" not in str(jax.make_jaxpr(lambda v, body=body: body(v))(x))
+
+
+def test_kernels_that_aborted_a_tpu_are_confirmed_gaps_there():
+    """A process killed inside XLA cannot learn a suspected gap: those must be served on CPU from the start."""
+    tpu = capabilities.GAPS["tpu"]
+    assert {torch.float32, torch.complex64, F64, torch.complex128} <= tpu["svd"].dtypes
+    for family in ("svd", "qr", "triangular_solve", "cholesky"):
+        assert tpu[family].status == "confirmed" and torch.complex128 in tpu[family].dtypes, family
+
+
 def test_every_op_in_the_table_has_a_kernel_and_every_gap_a_family():
     registered = {name.split(".")[0] for name in KERNELS}
     assert set(capabilities.FAMILIES) <= registered, set(capabilities.FAMILIES) - registered

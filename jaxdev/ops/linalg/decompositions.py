@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import torch
 
 from jaxdev import dtypes, tracing
-from jaxdev.ops import capabilities
+from jaxdev.ops import capabilities, cpu_numerics
 from jaxdev.ops.linalg.lapack import (
     LAPACK_DTYPES,
     check_info,
@@ -45,9 +45,10 @@ _WIDE = {jnp.dtype(jnp.float32): jnp.dtype(jnp.float64), jnp.dtype(jnp.complex64
 
 
 def _widened(a, family: str):
-    """a in float64/complex128 where this platform has `family` there (a TPU may not: then as it is)."""
+    """a in float64/complex128 where this platform has `family` there and float64 in hardware (a TPU
+    has neither: emulated float64 is no closer than float32 there, and costs; then a as it is)."""
     wide = _WIDE.get(a.dtype)
-    if wide is None or not capabilities.has(family, dtypes.to_torch_dtype(wide)):
+    if wide is None or not cpu_numerics.float64_native() or not capabilities.has(family, dtypes.to_torch_dtype(wide)):
         return a
     return a.astype(wide)
 
