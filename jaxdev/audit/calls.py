@@ -50,6 +50,39 @@ def call(op, sample, backward: bool, grad_outputs=None):
     return grads, grad_outputs
 
 
+def by_schema(op, named: dict) -> tuple[list, dict]:
+    """An overload's arguments given by schema name (a direct trial's) as a user passes them:
+    (positional, keyword). Each positional schema argument positionally, up to the last one given
+    (one left out before it is given as its schema default, as the dispatcher passes it to a
+    dispatch mode); keyword-only ones (out=, alpha=, dtype=) by keyword. The dispatcher takes either
+    form, but a peer that intercepts the call in Python (torchax's function mode) sees what it is
+    given. A name that is no positional argument, or one after a left-out argument with no
+    default, goes by keyword."""
+    args, kwargs, left_out = [], {}, []
+    for a in op._schema.arguments:
+        if a.name not in named:
+            if not a.kwarg_only:
+                left_out.append(a)
+            continue
+        if a.kwarg_only or kwargs or any(not x.has_default_value() for x in left_out):
+            kwargs[a.name] = named[a.name]
+            continue
+        args += [x.default_value for x in left_out] + [named[a.name]]
+        left_out = []
+    kwargs.update((k, v) for k, v in named.items() if k not in kwargs and k not in _names(op))
+    return args, kwargs
+
+
+def _names(op) -> set:
+    return {a.name for a in op._schema.arguments}
+
+
+def invoke(op, named: dict):
+    """The overload called on arguments given by schema name, as a user calls it (by_schema)."""
+    args, kwargs = by_schema(op, named)
+    return op(*args, **kwargs)
+
+
 class Uncapturable(Exception):
     """torch.compile(fullgraph=True) cannot run the sample on CPU either: no backend could."""
 

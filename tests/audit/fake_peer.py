@@ -3,7 +3,8 @@
 
 Its "device" is CPU under a TorchFunctionMode that breaks two ops as a peer might: `sin` gives
 sin(x) + 1 (wrong values) and `neg` a result without grad_fn (lost autograd); every other op runs
-as CPU runs it. `load()` first imports the peer's package, $JAXDEV_TEST_PEER_IMPORT (default: json,
+as CPU runs it. Like torchax's dispatch, it takes an aten overload's positional arguments only
+positionally: one given by keyword raises (a direct trial must call the op as a user does). `load()` first imports the peer's package, $JAXDEV_TEST_PEER_IMPORT (default: json,
 which is there; a test names a missing one), and refuses to run where jaxdev's device is loaded:
 a peer's worker must never load it.
 """
@@ -44,6 +45,10 @@ def _broken():
 
     class Broken(torch.overrides.TorchFunctionMode):
         def __torch_function__(self, func, types, args=(), kwargs=None):
+            schema = getattr(func, "_schema", None)
+            by_keyword = {a.name for a in schema.arguments if not a.kwarg_only} & set(kwargs or ()) if schema else ()
+            if by_keyword:
+                raise TypeError(f"{func} got positional argument(s) {sorted(by_keyword)} by keyword")
             out = func(*args, **(kwargs or {}))
             if _base(func) == "sin":
                 return out + 1

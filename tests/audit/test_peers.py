@@ -164,3 +164,17 @@ def test_shim_resolves_only_removed_named_overloads():
         torchax_compat.uninstall()
     with pytest.raises(AttributeError):
         _ = torch.ops.aten.prod.dim_Dimname
+
+
+def test_direct_trials_call_an_overload_as_a_user_does():
+    """calls.by_schema: positional schema arguments positionally (one left out before a given one as
+    its default), keyword-only ones by keyword: what a peer intercepting the call in Python takes."""
+    from jaxdev.audit.calls import by_schema, invoke
+
+    x, y, out = torch.ones(2), torch.full((2,), 2.0), torch.empty(0)
+    aten = torch.ops.aten
+    assert by_schema(aten.add.Tensor, {"self": x, "other": y, "alpha": 2}) == ([x, y], {"alpha": 2})
+    assert by_schema(aten.clamp.default, {"self": x, "max": 0.5}) == ([x, None, 0.5], {})
+    assert by_schema(aten.cat.out, {"tensors": [x, y], "out": out}) == ([[x, y]], {"out": out})
+    assert by_schema(aten.sum.dim_IntList, {"self": x, "dim": [0], "dtype": None}) == ([x, [0]], {"dtype": None})
+    assert invoke(aten.clamp.default, {"self": x, "max": 0.5}).tolist() == [0.5, 0.5]

@@ -154,8 +154,12 @@ class _Candidate:
         kwargs: dict = {}
         written: list[str] = []
         given = self.given
-        if self.hint is not None:
-            given = fit_hint(self.hint(arguments.Ctx(torch.Generator().manual_seed(seed + 7919), self.dtype)), schema)
+        if self.hint is not None:  # CPU values (facts.arguments.Ctx), made on CPU though a peer's modes are on
+            from jaxdev.audit import devices
+
+            with devices.current().outside():
+                hinted = self.hint(arguments.Ctx(torch.Generator().manual_seed(seed + 7919), self.dtype))
+            given = fit_hint(hinted, schema)
         out_args = []
         for a in schema.arguments:
             if a.alias_info is not None and a.alias_info.is_write:
@@ -291,10 +295,11 @@ def like_functional(op, out_args, kwargs, dtype) -> list:
     if functional is None:
         raise NoFunctional(f"{op._schema.name} has no functional overload to take out= dtypes from")
     from jaxdev.audit import devices
+    from jaxdev.audit.calls import invoke
 
     on_cpu = to(dict(kwargs), "cpu")
     with devices.current().outside():  # CPU's run, not the device's (a peer's modes would take it)
-        results = functional(**on_cpu)
+        results = invoke(functional, on_cpu)
     leaves = [r for r in tree_flatten(results)[0] if r is None or isinstance(r, torch.Tensor)]
     metas = [(dtype, (0,)) if r is None else (r.dtype, tuple(r.shape)) for r in leaves]
     if len(out_args) == 1 and str(out_args[0].real_type).startswith("List"):

@@ -88,6 +88,7 @@ def _untriable(category: str, reason: str, out: Verdict | None = None) -> Verdic
 def _choose(op, donors) -> _Chosen | Verdict:
     """The first candidate (donors' first) CPU runs, or the untriable verdict when none."""
     from jaxdev.audit import samples
+    from jaxdev.audit.calls import invoke
 
     first_error = None
     no_cpu = True  # every candidate: "Could not run ... with arguments from the 'CPU' backend"
@@ -96,7 +97,7 @@ def _choose(op, donors) -> _Chosen | Verdict:
             try:
                 kwargs, written = build("cpu", 0)
                 samples.seed_all(0)
-                expected = _outputs(op(**kwargs), kwargs, written)
+                expected = _outputs(invoke(op, kwargs), kwargs, written)
             except Unbuildable as e:
                 return _untriable("argument", f"{UNTRIABLE['argument']}: {e}")
             except Exception as e:
@@ -126,6 +127,7 @@ def _unstable(op, name: str, chosen: _Chosen) -> tuple[bool, set[int]]:
     from torch.utils._pytree import tree_flatten
 
     from jaxdev.audit import check, samples
+    from jaxdev.audit.calls import invoke
 
     build, expected, written = chosen.build, chosen.expected, chosen.written
     random = _is_uninitialised(name) or name in DEVICE_RESULTS
@@ -136,7 +138,7 @@ def _unstable(op, name: str, chosen: _Chosen) -> tuple[bool, set[int]]:
         try:
             kwargs2, _ = build("cpu", 0)
             samples.seed_all(seed)
-            again = _outputs(op(**kwargs2), kwargs2, written)
+            again = _outputs(invoke(op, kwargs2), kwargs2, written)
             random = check.differs(again, expected, 0.0, 0.0, values=False) is not None
             for i, (x, y) in enumerate(zip(tree_flatten(again)[0], expected_leaves)):
                 if check.differs([x], [y], 0.0, 0.0) is not None:
@@ -150,7 +152,7 @@ def _unstable(op, name: str, chosen: _Chosen) -> tuple[bool, set[int]]:
             kwargs2, _ = build("cpu", 0)
             _prefill_outs(op, kwargs2, written, expected)
             samples.seed_all(seeds[0])
-            again = _outputs(op(**kwargs2), kwargs2, written)
+            again = _outputs(invoke(op, kwargs2), kwargs2, written)
             for i, (x, y) in enumerate(zip(tree_flatten(again)[0], expected_leaves)):
                 if _partly_sentinel(x) and check.differs([x], [y], 0.0, 0.0) is not None:
                     unstable.add(i)
@@ -164,7 +166,9 @@ def _unstable(op, name: str, chosen: _Chosen) -> tuple[bool, set[int]]:
 
 def _on_device(op, chosen: _Chosen, out: Verdict, device) -> tuple | Verdict:
     """(outputs as CPU tensors, their layouts on the device, fallback ops), or the verdict of a raise.
-    Built, run and read back inside the device's context (a peer's environment: devices.py)."""
+    Built, run and read back inside the device's context (a peer's environment: devices.py). A raise
+    in a step of the trial's own (building the arguments on the device, reading the results back)
+    says so in its reason: the op itself did not raise it."""
     import warnings
 
     from torch.utils._pytree import tree_map
@@ -172,12 +176,15 @@ def _on_device(op, chosen: _Chosen, out: Verdict, device) -> tuple | Verdict:
     from jaxdev.audit import calls, samples
 
     device.reset()
+    step = f"building the arguments on {device.name}"
     with warnings.catch_warnings(), device.context():
         warnings.simplefilter("ignore")
         try:
             dev_kwargs, _ = chosen.build(device.name, 0)
             samples.seed_all(0)
-            actual = _outputs(op(**dev_kwargs), dev_kwargs, chosen.written)
+            step = ""
+            actual = _outputs(calls.invoke(op, dev_kwargs), dev_kwargs, chosen.written)
+            step = "reading the results back to CPU"
             layouts = calls.layouts(actual)
             actual = tree_map(device.to_cpu, actual)
         except Exception as e:
@@ -185,7 +192,8 @@ def _on_device(op, chosen: _Chosen, out: Verdict, device) -> tuple | Verdict:
             fallback = device.fallback_ops()
             if status == "unsupported":
                 return _untriable("unsupported", short(e), out)
-            return out.but(status=status, reason=short(e), fallback=fallback)
+            reason = f"outside the op, {step}: {short(e)}" if step else short(e)
+            return out.but(status=status, reason=reason, fallback=fallback)
     return actual, layouts, device.fallback_ops()
 
 
