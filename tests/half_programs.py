@@ -19,13 +19,18 @@ results are CPU's on every CPU therefore has, once XLA has optimized it:
   narrow (tests/ops/test_cpu_numerics.py checks both on this host's IR), and its FloatNormalization
   wraps every bfloat16 operation in such conversions;
 - no float64 -> half convert in one step (through float32, as C++ builds a half from a double).
+
+A test of an XLA fact (how XLA converts or rounds here) states what the fact needs with xla_fact, from
+native_float16() and xla_flag(), and skips with the reason where it does not hold.
 """
 
 from __future__ import annotations
 
+import os
 import re
 
 import jax
+import pytest
 
 HALVES = frozenset({"f16", "bf16"})
 _WIDER = frozenset({"f32", "f64"})
@@ -153,3 +158,41 @@ def program_hazards(fn, *args) -> list[str]:
     """hazards() of the program `fn` (jitted or not) compiles to for `args`."""
     jitted = fn if hasattr(fn, "lower") else jax.jit(fn)
     return hazards(jitted.lower(*args).compile().as_text())
+
+
+# --- the host: what an XLA fact a test relies on depends on -------------------------------------------
+
+# XLA's x86 levels (xla/backends/cpu/codegen/cpu_features.cc) at or below which AVX512-FP16 is off
+_NO_AVX512 = ("SSE4_2", "AVX", "AVX2")
+
+
+def xla_flag(name: str) -> str | None:
+    """The value XLA_FLAGS gives --`name` (the last one given wins, as in XLA), or None."""
+    value = None
+    for flag in os.environ.get("XLA_FLAGS", "").split():
+        key, _, given = flag.lstrip("-").partition("=")
+        if key == name:
+            value = given or "true"
+    return value
+
+
+def native_float16() -> bool | None:
+    """Whether XLA generates float16 instructions here: the CPU has AVX512-FP16 (Linux's flag
+    avx512_fp16) and no --xla_cpu_max_isa of AVX2 or below turns it off. None where /proc/cpuinfo
+    cannot say."""
+    try:
+        with open("/proc/cpuinfo") as info:
+            flags = next((line.split(":", 1)[1].split() for line in info if line.startswith("flags")), None)
+    except OSError:
+        return None
+    if flags is None:
+        return None
+    return "avx512_fp16" in flags and (xla_flag("xla_cpu_max_isa") or "").upper() not in _NO_AVX512
+
+
+def xla_fact(holds: bool, reason: str) -> None:
+    """Skip the calling test where the XLA fact it checks next does not hold on this host or under these
+    XLA_FLAGS (`reason` says what the fact needs and that it is missing): it states why jaxdev writes its
+    arithmetic as it does, and is no result of jaxdev's (issue 41)."""
+    if not holds:
+        pytest.skip(f"an XLA fact that does not hold here: {reason}")

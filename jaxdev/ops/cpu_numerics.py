@@ -145,6 +145,32 @@ def widened(fn):
 exp_wide, log_wide = widened(tm.exp), widened(tm.log)
 
 
+def _veltkamp(a):
+    """a = hi + lo exactly, hi holding float32's top 12 significant bits (Veltkamp's split)."""
+    t = a * jnp.float32(4097.0)
+    hi = t - (t - a)
+    return hi, a - hi
+
+
+def fma32(a, b, c):
+    """a * b + c for float32 arrays with one rounding, as CPU's compiler contracts it: in float64
+    where the platform has it (an exact product, one rounding to float32); where float64 is emulated
+    (float64_native: a TPU, where each float64 op costs dozens of float32 ones) in float32 alone,
+    Dekker's exact product and a compensated sum: the same bits but for double roundings (rare,
+    half an ulp at most), and exactly the fused result where p + c cancels (x == mean in a norm's
+    gradient: the product's rounding error, not 0)."""
+    if float64_native():
+        f64 = jnp.float64
+        return (a.astype(f64) * b.astype(f64) + c.astype(f64)).astype(jnp.float32)
+    p = a * b
+    (ah, al), (bh, bl) = _veltkamp(a), _veltkamp(b)
+    e = ((ah * bh - p) + ah * bl + al * bh) + al * bl  # p + e == a * b exactly
+    s = p + c
+    z = s - p
+    err = (p - (s - z)) + (c - z)  # s + err == p + c exactly
+    return s + (err + e)
+
+
 def const(value, like):
     """C++'s T(value): a constant in `like`'s dtype."""
     return jnp.asarray(value, like.dtype)

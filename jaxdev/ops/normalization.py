@@ -12,7 +12,7 @@ import jax.numpy as jnp
 import torch
 
 from jaxdev import dtypes, tensor
-from jaxdev.ops.cpu_numerics import round_to
+from jaxdev.ops.cpu_numerics import fma32, round_to
 from jaxdev.ops.formulas import layer_norm, rsqrt
 from jaxdev.ops.registry import aten, register, register_functional
 from jaxdev.ops.toolkit import J, compiled, opmath
@@ -145,12 +145,12 @@ def _batch_norm_half(x, input, weight, bias, running_mean, running_var, training
         invstd = rsqrt(J(running_var).astype(f32) + jnp.float32(eps))
         saved = (jnp.zeros((0,), pdt), jnp.zeros((0,), pdt))
     alpha = invstd * J(weight).astype(f32) if weight is not None else invstd
-    f64 = jnp.float64  # an exact product and one rounding: a fused multiply-add
     b = J(bias).astype(f32) if bias is not None else jnp.float32(0)
-    # float32 parameters: CPU's compiler contracts bias - mean * alpha too; half ones it does not
-    beta = (b.astype(f64) - m.astype(f64) * alpha.astype(f64)).astype(f32) if mixed else b - m * alpha
-    y = xc.astype(f64) * alpha.astype(f64).reshape(shape) + beta.astype(f64).reshape(shape)
-    return (y.astype(f32).astype(x.dtype), *saved)
+    # an exact product and one rounding: a fused multiply-add (cpu_numerics.fma32). float32
+    # parameters: CPU's compiler contracts bias - mean * alpha too; half ones it does not
+    beta = fma32(-m, alpha, jnp.broadcast_to(b, alpha.shape)) if mixed else b - m * alpha
+    y = fma32(xc, alpha.reshape(shape), beta.reshape(shape))
+    return (y.astype(x.dtype), *saved)
 
 
 @register_functional(aten.native_batch_norm.default)
@@ -243,8 +243,7 @@ def _layer_norm_grad(g, x, mean, rstd, w, b, axes, mask):
         # where x == mean that is the product's rounding error, not 0 (a 1-element row: -4e-5, not 0)
         t = xhat
         if c == jnp.float32:
-            f64 = jnp.float64
-            t = (r.astype(f64) * xc.astype(f64) + (-r * m).astype(f64)).astype(c)
+            t = fma32(r, xc, -r * m)
         gw = jnp.sum(g * t, axis=lead).astype(w.dtype)
     else:
         gw = None
