@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 
 import half_programs
 import jax
@@ -198,8 +199,10 @@ def test_the_run_wide_scan_judges_what_jaxdevs_code_wrote():
     import half_scan
 
     h = _on_cpu(np.ones(8, np.float16))
+    # a new program each run: one from the persistent cache has no stack frames to name a file by
+    fresh = 1 + time.time_ns() % 1000 / 1024
     with half_scan.unjudged():  # the hazard is this test's, should the plugin judge this run
-        kernel = jax.jit(lambda z: cn.horner((1.5, 2.0, 3.0), z)).lower(h).compile().as_text()
+        kernel = jax.jit(lambda z: cn.horner((1.5, 2.0, fresh), z)).lower(h).compile().as_text()
     found = half_scan.jaxdev_hazards(kernel)
     assert found and all(
         f.startswith(os.path.join("ops", "cpu_numerics.py") + ": a half product summed") for f in found
