@@ -4,7 +4,7 @@ jitted JAX function that donates its input.
 
 A write that costs what it writes takes the same time at both sizes (the ratio column, 512 over 64
 MiB, near 1); one that copies the storage takes 8x as long at the larger one. jaxdev gives the
-storage's buffer to the write when nothing else can see it (jaxdev/ops/indexed_writes.py); "in place"
+storage's buffer to the write when nothing else can see it (jaxdev/ops/kit/indexed_writes.py); "in place"
 says whether the storage kept its buffer through a call. masked_scatter_ reads a mask of the
 storage's size, on CPU too: it cannot cost less than a pass over it.
 

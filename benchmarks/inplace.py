@@ -3,7 +3,7 @@
 ops (`x.add_(y)`, an optimizer's `lerp_`).
 
 jaxdev gives a storage's buffer to the write when nothing else can see it (XLA donation:
-tensor.sole_holder, ops/inplace.py), so a write costs what it writes. JAX pays the same only when its
+tensor.sole_holder, ops/kit/inplace.py), so a write costs what it writes. JAX pays the same only when its
 caller donates (`jax.jit(..., donate_argnums=0)`), and a new buffer per call when not: both references
 are printed.
 

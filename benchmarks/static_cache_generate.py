@@ -4,7 +4,7 @@ same tokens.
 
 A static cache (transformers' StaticCache) writes each new position with `keys.index_copy_(2, pos, k)`
 into a cache of `--cache-len` positions per layer: on jax that write gives the cache's buffer to its
-program (jaxdev/ops/indexed_writes.py), so a step costs what it computes, not a copy of the cache.
+program (jaxdev/ops/kit/indexed_writes.py), so a step costs what it computes, not a copy of the cache.
 
 Needs transformers, which jaxdev does not depend on: `pip install "torch==<the installed one>"
 transformers` (naming torch keeps pip from replacing it).

@@ -1,7 +1,7 @@
 """benchmarks/tpu_gpt.py's LM written in JAX by hand: the same parameters (same names, shapes and
 bits), the same computation and PyTorch's AdamW, each step one jitted program with its state donated.
 
-Products follow jaxdev's precision contract (jaxdev/ops/toolkit.py) so that jaxdev is compared with
+Products follow jaxdev's precision contract (jaxdev/ops/kit/toolkit.py) so that jaxdev is compared with
 the same arithmetic: bfloat16 operands multiply as they are at DEFAULT precision (one exact pass) and
 accumulate in float32, rounded once (product_precision), in the backward too; float32 products run at Precision.HIGHEST
 (PyTorch's default 'highest'). Attention widens bfloat16 to float32 as CPU's math path and jaxdev do,

@@ -1,5 +1,5 @@
 """float32 transcendentals on this platform against CPU PyTorch: XLA's own against jaxdev's
-(jaxdev/ops/transcendentals.py), in ulps and in time; then other XLA functions, float64 facts and the
+(jaxdev/ops/kit/transcendentals.py), in ulps and in time; then other XLA functions, float64 facts and the
 user-facing torch ops on the jax device (JAXDEV_MATH as set: the default chooses by platform).
 
     python benchmarks/tpu_numerics.py [--n 100000] [--size 4194304] [--json numerics.json]
@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 import jaxdev  # noqa: F401  (the device, and x64 as jaxdev runs it)
-from jaxdev.ops import transcendentals as tm
+from jaxdev.ops.kit import transcendentals as tm
 
 _TINY = {np.dtype(np.float32): np.float32(2.0**-126), np.dtype(np.float64): np.float64(2.0**-1022)}
 _EDGES = [0.0, -0.0, np.inf, -np.inf, np.nan, 1e-45, -1e-45, 1e-38, 3.4e38, -3.4e38, 1.0, -1.0, 0.5, 2.0]

@@ -9,7 +9,7 @@ printing START before each and DONE with its outcome after; if the worker dies (
 aborted: SIGABRT), the case it had started is recorded as `crash` with the signal, and a new worker goes
 on after it (each start costs ~10-15 s on a TPU). Outcomes: ok (with the largest difference from CPU's
 result, relative to its largest magnitude), raises (the error's first line), crash, timeout, not run
-(past --budget). Linear algebra runs with jaxdev's platform gaps ignored (ops/capabilities.py): the probe
+(past --budget). Linear algebra runs with jaxdev's platform gaps ignored (ops/kit/capabilities.py): the probe
 asks what XLA itself refuses. The lead runs it on the TPU (scripts/tpu_probe.sh).
 """
 
@@ -249,7 +249,7 @@ def _tensors(x):
 
 
 def run_case(case) -> dict:
-    from jaxdev.ops import capabilities
+    from jaxdev.ops.kit import capabilities
 
     try:
         if callable(case):

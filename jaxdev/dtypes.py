@@ -94,7 +94,7 @@ class UnsupportedLayoutError(UnsupportedError):
 
 
 # Dtypes with no JAX type whose tensors jax still holds, as raw bytes of these carriers: CPU PyTorch
-# gives them no arithmetic either, only ops that move bytes (jaxdev/ops/bit_dtypes.py).
+# gives them no arithmetic either, only ops that move bytes (jaxdev/ops/carriers/bit_dtypes.py).
 BYTE_CARRIERS: dict[torch.dtype, torch.dtype] = {
     torch.bits1x8: torch.uint8,
     torch.bits2x4: torch.uint8,
@@ -106,7 +106,7 @@ BYTE_CARRIERS: dict[torch.dtype, torch.dtype] = {
 
 
 # What a storage of each such dtype holds: the raw carriers above, and complex32 as uint32 (the bytes of
-# c10::complex<Half>: real float16 bits low, imaginary high), served by jaxdev/ops/complex_half.py.
+# c10::complex<Half>: real float16 bits low, imaginary high), served by jaxdev/ops/carriers/complex_half.py.
 STORED_AS: dict[torch.dtype, torch.dtype] = {**BYTE_CARRIERS, torch.complex32: torch.uint32}
 
 

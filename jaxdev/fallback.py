@@ -115,7 +115,7 @@ def run_on_cpu(op, *args, **kwargs):
 
 def run_on_cpu_lacking(op, kernel: str, args, kwargs):
     """`op` on CPU because jax lacks `kernel` for it ("jax kernel"; "float64 kernel on TPU (...)": a
-    platform's gap, jaxdev/ops/capabilities.py), which the warning and the refusals name."""
+    platform's gap, jaxdev/ops/kit/capabilities.py), which the warning and the refusals name."""
     name = op.name()
     policy = mode()
     if policy == "error":

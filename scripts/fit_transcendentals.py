@@ -1,4 +1,4 @@
-"""Fit the float32 polynomials of jaxdev/ops/transcendentals.py and print them as that module holds them.
+"""Fit the float32 polynomials of jaxdev/ops/kit/transcendentals.py and print them as that module holds them.
 
 Each polynomial is fitted by weighted least squares on Chebyshev nodes against mpmath (40 digits),
 its coefficients rounded to float32 one at a time from the constant term up, the rest refitted

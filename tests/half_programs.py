@@ -14,7 +14,7 @@ results are CPU's on every CPU therefore has, once XLA has optimized it:
   correctly rounded operations (a sum, difference, product, quotient or square root: every CPU rounds
   those once, natively or in float, and the same); no half product summed;
 - no round trip of a computed value from a wider float through float16 and back: rounding is
-  reduce_precision (integer operations on the bits; jaxdev.ops.cpu_numerics.round_to). bfloat16 has
+  reduce_precision (integer operations on the bits; jaxdev.ops.kit.cpu_numerics.round_to). bfloat16 has
   no such hazard: XLA converts to it with integer code of its own, never an LLVM bfloat16 rounding to
   narrow (tests/ops/test_cpu_numerics.py checks both on this host's IR), and its FloatNormalization
   wraps every bfloat16 operation in such conversions;

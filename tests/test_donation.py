@@ -120,7 +120,7 @@ def test_autograd_still_sees_writes_into_saved_tensors():
     torch.testing.assert_close(w.grad.cpu(), torch.ones(8, 8) @ x.cpu().t())
 
 
-# --- in-place pointwise ops (ops/inplace.py) -----------------------------------------------------
+# --- in-place pointwise ops (ops/kit/inplace.py) -----------------------------------------------------
 
 INPLACE = {
     "add_": lambda x, y: x.add_(y),
@@ -144,7 +144,7 @@ INPLACE = {
 
 @pytest.fixture
 def donate_all(monkeypatch):
-    from jaxdev.ops import inplace
+    from jaxdev.ops.kit import inplace
 
     monkeypatch.setattr(inplace, "DONATE_BYTES", 0)
     return inplace

@@ -237,7 +237,7 @@ def _assert_names_dtype_and_device(err: BaseException, dtype_name: str):
 
 
 def test_complex32_is_held_as_the_bytes_of_complex_half():
-    # served as CPU serves it (jaxdev/ops/complex_half.py; its tests: tests/ops/test_complex_half.py)
+    # served as CPU serves it (jaxdev/ops/carriers/complex_half.py; its tests: tests/ops/test_complex_half.py)
     cpu = torch.tensor([1 + 2j, -0.5 + 65504j], dtype=torch.complex32)
     on_jax = cpu.to("jax")
     assert on_jax.dtype == torch.complex32 and on_jax.untyped_storage().nbytes() == 8

@@ -73,7 +73,7 @@ def key(spec, inputs) -> str | None:
         getattr(device, "device_kind", ""),
         jax.config.jax_enable_x64,
         jax.config.jax_default_matmul_precision,
-        os.environ.get("JAXDEV_MATH", "auto"),  # which exp, log, ... kernels trace (ops/transcendentals.py)
+        os.environ.get("JAXDEV_MATH", "auto"),  # which exp, log, ... kernels trace (ops/kit/transcendentals.py)
         torch.are_deterministic_algorithms_enabled(),
         torch.get_default_dtype(),
     )

@@ -6,7 +6,7 @@ compile a program per count of true values (`x[mask] = v` in a training loop wou
 step): positions come from one padded program per mask shape plus a slice to the count, and a write
 through a single mask needs no positions at all. Integer indices are bounds-checked like PyTorch (JAX
 would silently clamp them). `x[idx] = v` into a storage nothing else sees writes into its own buffer
-(ops/indexed_writes.py).
+(ops/kit/indexed_writes.py).
 """
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ import jax.numpy as jnp
 import torch
 
 from jaxdev import dtypes, tensor, tracing
-from jaxdev.ops import indexed_writes, overlaps
-from jaxdev.ops.cpu_numerics import narrowed
-from jaxdev.ops.indexed_writes import into
+from jaxdev.ops.kit import indexed_writes, overlaps
+from jaxdev.ops.kit.cpu_numerics import narrowed
+from jaxdev.ops.kit.indexed_writes import into
+from jaxdev.ops.kit.toolkit import J, add_at, any_device, check_index_bounds, jitted
 from jaxdev.ops.registry import aten, register, register_functional
-from jaxdev.ops.toolkit import J, add_at, any_device, check_index_bounds, jitted
 
 # Positions of true values, one compile per shape.
 

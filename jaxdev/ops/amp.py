@@ -7,8 +7,8 @@ from __future__ import annotations
 import jax.numpy as jnp
 
 from jaxdev import tensor
+from jaxdev.ops.kit.toolkit import J, opmath
 from jaxdev.ops.registry import aten, register
-from jaxdev.ops.toolkit import J, opmath
 
 
 @register(aten._amp_foreach_non_finite_check_and_unscale_.default)

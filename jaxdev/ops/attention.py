@@ -33,10 +33,10 @@ import jax
 import jax.numpy as jnp
 
 from jaxdev import dtypes, layout, tensor, tracing
-from jaxdev.ops import attention_layouts
-from jaxdev.ops import transcendentals as tm
+from jaxdev.ops.kit import attention_layouts
+from jaxdev.ops.kit import transcendentals as tm
+from jaxdev.ops.kit.toolkit import jitted, matmul, on_views, widened_product_precision
 from jaxdev.ops.registry import aten, register
-from jaxdev.ops.toolkit import jitted, matmul, on_views, widened_product_precision
 
 
 def _attend(q, k, v, bias, is_causal, scale, precision, accumulate):

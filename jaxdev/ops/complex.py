@@ -13,9 +13,9 @@ import jax.numpy as jnp
 import torch
 
 from jaxdev import dtypes, layout
-from jaxdev.ops import out_dtypes
+from jaxdev.ops.kit import out_dtypes
+from jaxdev.ops.kit.toolkit import J, apply, float_of
 from jaxdev.ops.registry import aten, register, register_functional, store_into
-from jaxdev.ops.toolkit import J, apply, float_of
 
 _FLOATS = (torch.float16, torch.float32, torch.float64)
 

@@ -16,9 +16,9 @@ import jax.numpy as jnp
 import torch
 
 from jaxdev import dtypes
-from jaxdev.ops.cpu_numerics import round_to
+from jaxdev.ops.kit.cpu_numerics import round_to
+from jaxdev.ops.kit.toolkit import J, jitted, product_precision, zeros
 from jaxdev.ops.registry import aten, register_backward, register_functional
-from jaxdev.ops.toolkit import J, jitted, product_precision, zeros
 
 _SPATIAL = "DHW"
 

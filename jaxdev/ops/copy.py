@@ -10,8 +10,8 @@ from jaxdev import layout, native, tensor, tracing
 from jaxdev.core import placement
 from jaxdev.device import check_index
 from jaxdev.ops import registry
+from jaxdev.ops.kit.toolkit import cast
 from jaxdev.ops.registry import aten, register
-from jaxdev.ops.toolkit import cast
 from jaxdev.tensor import is_jax
 
 

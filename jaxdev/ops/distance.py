@@ -14,8 +14,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxdev.ops.kit.toolkit import J, jitted, opmath
 from jaxdev.ops.registry import aten, register_functional
-from jaxdev.ops.toolkit import J, jitted, opmath
 
 HIGHEST = jax.lax.Precision.HIGHEST
 

@@ -14,9 +14,9 @@ import numpy as np
 import torch
 
 from jaxdev import dtypes, tracing
-from jaxdev.ops.cpu_numerics import cpu_threads
+from jaxdev.ops.kit.cpu_numerics import cpu_threads
+from jaxdev.ops.kit.toolkit import J, any_device, jitted, opmath
 from jaxdev.ops.registry import aten, register_functional
-from jaxdev.ops.toolkit import J, any_device, jitted, opmath
 
 SUM, MEAN, MAX = 0, 1, 2
 

@@ -22,8 +22,9 @@ import jax.numpy as jnp
 import torch
 
 from jaxdev import tensor
-from jaxdev.ops import advanced_indexing, overlaps, tensor_iterator
-from jaxdev.ops.toolkit import J, jitted
+from jaxdev.ops import advanced_indexing
+from jaxdev.ops.kit import overlaps, tensor_iterator
+from jaxdev.ops.kit.toolkit import J, jitted
 
 
 def put(self: torch.Tensor, indices, values: torch.Tensor, accumulate: bool = False, unsafe: bool = False) -> None:

@@ -14,8 +14,8 @@ import math
 import jax.numpy as jnp
 
 from jaxdev import dtypes, tensor
+from jaxdev.ops.kit.toolkit import J, cast, jitted, wrap_dim
 from jaxdev.ops.registry import aten, register, register_functional, store_into
-from jaxdev.ops.toolkit import J, cast, jitted, wrap_dim
 
 
 def _scaled(y, n, normalization):

@@ -11,8 +11,8 @@ import jax
 import jax.numpy as jnp
 import torch
 
+from jaxdev.ops.kit.toolkit import J, jitted, opmath, wrap_dim
 from jaxdev.ops.registry import aten, broadcast_shapes, register_functional
-from jaxdev.ops.toolkit import J, jitted, opmath, wrap_dim
 
 
 def _blocks(size, k, d, p, s):

@@ -35,7 +35,7 @@ import numpy as np
 import torch
 
 from jaxdev import dtypes, tensor, tracing
-from jaxdev.ops import formulas, toolkit
+from jaxdev.ops.kit import formulas, toolkit
 from jaxdev.ops.registry import DYNAMIC_NUMBERS, FAST_BODIES, aten, register
 
 _CPU = torch._C.DispatchKeySet(torch._C.DispatchKey.CPU)

@@ -22,10 +22,10 @@ import torch
 from jax.scipy.special import digamma
 
 from jaxdev import dtypes, rng
-from jaxdev.ops import beta_grads
-from jaxdev.ops import transcendentals as tm
+from jaxdev.ops.kit import beta_grads
+from jaxdev.ops.kit import transcendentals as tm
+from jaxdev.ops.kit.toolkit import J, jitted
 from jaxdev.ops.registry import aten, register_functional
-from jaxdev.ops.toolkit import J, jitted
 
 
 def _f(v: float) -> float:

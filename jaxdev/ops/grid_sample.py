@@ -16,9 +16,9 @@ import jax.numpy as jnp
 import torch
 
 from jaxdev import dtypes
-from jaxdev.ops.cpu_numerics import narrowed, round_to
+from jaxdev.ops.kit.cpu_numerics import narrowed, round_to
+from jaxdev.ops.kit.toolkit import J, jitted, opmath
 from jaxdev.ops.registry import aten, register_backward, register_functional
-from jaxdev.ops.toolkit import J, jitted, opmath
 
 BILINEAR, NEAREST, BICUBIC = 0, 1, 2
 ZEROS, BORDER, REFLECTION = 0, 1, 2

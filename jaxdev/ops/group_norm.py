@@ -9,8 +9,8 @@ import math
 
 import jax.numpy as jnp
 
+from jaxdev.ops.kit.toolkit import J, compiled, opmath
 from jaxdev.ops.registry import aten, register_functional
-from jaxdev.ops.toolkit import J, compiled, opmath
 
 
 def _group_size(x, C, group) -> int:

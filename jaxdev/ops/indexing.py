@@ -18,10 +18,10 @@ import numpy as np
 import torch
 
 from jaxdev import dtypes, layout, tensor, tracing
-from jaxdev.ops import out_dtypes, overlaps
 from jaxdev.ops.advanced_indexing import fill_value, masked_rows, true_positions
-from jaxdev.ops.cpu_numerics import narrowed, round_to
-from jaxdev.ops.index_checks import (
+from jaxdev.ops.kit import out_dtypes, overlaps
+from jaxdev.ops.kit.cpu_numerics import narrowed, round_to
+from jaxdev.ops.kit.index_checks import (
     bounds_error,
     check_in_range,
     first_outside,
@@ -29,8 +29,8 @@ from jaxdev.ops.index_checks import (
     nonempty_dim,
     nonempty_size,
 )
+from jaxdev.ops.kit.toolkit import J, any_device, jitted, on_views, opmath, wrap_dim
 from jaxdev.ops.registry import aten, register, register_functional, store_into
-from jaxdev.ops.toolkit import J, any_device, jitted, on_views, opmath, wrap_dim
 
 
 def _cat_checked(tensors, dim):

@@ -27,10 +27,10 @@ import numpy as np
 import torch
 
 from jaxdev import dtypes, fallback, tensor
-from jaxdev.ops import transcendentals as tm
 from jaxdev.ops import transformer
+from jaxdev.ops.kit import transcendentals as tm
+from jaxdev.ops.kit.toolkit import J, jitted, matmul, product_precision
 from jaxdev.ops.registry import aten, register, register_layout_kernel
-from jaxdev.ops.toolkit import J, jitted, matmul, product_precision
 
 NESTED = "NestedTensorPrivateUse1"
 _FALLBACK_LIB = torch.library.Library("_", "IMPL")

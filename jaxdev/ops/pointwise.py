@@ -15,10 +15,10 @@ import jax.numpy as jnp
 import torch
 
 from jaxdev import dtypes
-from jaxdev.ops import complex_c99, cpu_numerics
-from jaxdev.ops import transcendentals as tm
+from jaxdev.ops.kit import complex_c99, cpu_numerics
+from jaxdev.ops.kit import transcendentals as tm
+from jaxdev.ops.kit.toolkit import J, apply, float_of, plain, same_dtype_bodies, typed_bodies
 from jaxdev.ops.registry import aten, register_functional
-from jaxdev.ops.toolkit import J, apply, float_of, plain, same_dtype_bodies, typed_bodies
 
 
 def _sign(x):

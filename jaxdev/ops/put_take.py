@@ -1,6 +1,6 @@
 """put (flat positions written or added into) and its read, take: CPU's checks in its order, negative
 positions from the end, the alert under deterministic algorithms. Their in-place variants write into
-self's own buffer where they may (ops/indexed_writes.py)."""
+self's own buffer where they may (ops/kit/indexed_writes.py)."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ import jax.numpy as jnp
 import torch
 
 from jaxdev import dtypes, tracing
-from jaxdev.ops import overlaps
-from jaxdev.ops.index_checks import alert_not_deterministic
-from jaxdev.ops.indexed_writes import into
+from jaxdev.ops.kit import overlaps
+from jaxdev.ops.kit.index_checks import alert_not_deterministic
+from jaxdev.ops.kit.indexed_writes import into
+from jaxdev.ops.kit.toolkit import J, add_at, any_device, jitted
 from jaxdev.ops.registry import aten, register, register_functional, store_into
-from jaxdev.ops.toolkit import J, add_at, any_device, jitted
 
 
 @register_functional(aten.put.default, indexed=True)

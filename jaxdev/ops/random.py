@@ -13,10 +13,10 @@ import jax.numpy as jnp
 import torch
 
 from jaxdev import dtypes, rng, tensor, tracing
-from jaxdev.ops import chunked_draws
-from jaxdev.ops import transcendentals as tm
+from jaxdev.ops.kit import chunked_draws
+from jaxdev.ops.kit import transcendentals as tm
+from jaxdev.ops.kit.toolkit import J, float_of, jitted, opmath
 from jaxdev.ops.registry import aten, register, register_functional, store_into
-from jaxdev.ops.toolkit import J, float_of, jitted, opmath
 
 
 # Compile storms: XLA takes ~0.1-1 s to compile a threefry draw, once per shape. Eager code that draws

@@ -26,8 +26,8 @@ import jax.numpy as jnp
 import torch
 
 from jaxdev import dtypes, fallback, tensor
+from jaxdev.ops.kit.toolkit import J
 from jaxdev.ops.registry import RAW_MEMORY_COMPOSITES, aten, register
-from jaxdev.ops.toolkit import J
 
 ON_CPU = (
     aten._sobol_engine_draw.default,

@@ -5,7 +5,7 @@ table per concern:
   KERNELS     the Python kernel registered at PrivateUse1
   FUNCTIONAL  a functional overload -> its body `fn(*args) -> jax.Array(s)` (what `register_functional`
               decorates): the source every derived kernel below is made from
-  DERIVED     in-place / out= overloads derived from a functional kernel (ops/derived.py) -> that
+  DERIVED     in-place / out= overloads derived from a functional kernel (ops/kit/derived.py) -> that
               functional overload
   BACKWARD    `*_backward` overloads derived as the VJP of a functional kernel -> that forward overload
 and FAST_BODIES, keyed by the OpOverload: an elementwise op's per-dtype jitted bodies (`fast=`).
@@ -24,8 +24,9 @@ import torch
 from torch._ops import OpOverload
 
 from jaxdev import dtypes, eager_modes, layout, native, tensor, tracing
-from jaxdev.ops import bit_dtypes, capabilities, complex_half
-from jaxdev.ops.derived import (  # noqa: F401  (check_cast, store_into, broadcast_shapes: imported from here)
+from jaxdev.ops.carriers import bit_dtypes, complex_half
+from jaxdev.ops.kit import capabilities
+from jaxdev.ops.kit.derived import (  # noqa: F401  (check_cast, store_into, broadcast_shapes: imported from here)
     as_shape_error,
     broadcast_shapes,
     check_cast,
@@ -37,7 +38,7 @@ from jaxdev.ops.derived import (  # noqa: F401  (check_cast, store_into, broadca
     shape_errors_as_torch,
     store_into,
 )
-from jaxdev.ops.toolkit import J, jitted
+from jaxdev.ops.kit.toolkit import J, jitted
 
 aten = torch.ops.aten
 
@@ -200,7 +201,7 @@ def _register(
     fn = complex_half.serving(op, bit_dtypes.serving_bytes(name, fn))
     if fast is not None:
         FAST_BODIES[op] = fast
-    # a family this platform's XLA lacks for some dtypes goes to CPU for them (ops/capabilities.py)
+    # a family this platform's XLA lacks for some dtypes goes to CPU for them (ops/kit/capabilities.py)
     installed = fn if on_cpu else capabilities.served(op, in_mode(op, fn))
     if on_cpu:
         native.module.register_cpu_kernels([name.removeprefix("aten::")])

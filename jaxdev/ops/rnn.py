@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
-from jaxdev.ops import transcendentals as tm
+from jaxdev.ops.kit import transcendentals as tm
+from jaxdev.ops.kit.toolkit import J, opmath
 from jaxdev.ops.registry import aten, register_functional
-from jaxdev.ops.toolkit import J, opmath
 
 
 def _opt(t):

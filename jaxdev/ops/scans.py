@@ -13,10 +13,10 @@ import jax.numpy as jnp
 import torch
 
 from jaxdev import dtypes, tensor
-from jaxdev.ops import out_dtypes
-from jaxdev.ops import transcendentals as tm
+from jaxdev.ops.kit import out_dtypes
+from jaxdev.ops.kit import transcendentals as tm
+from jaxdev.ops.kit.toolkit import J, accumulate_dtype, jitted, opmath, wrap_dim
 from jaxdev.ops.registry import aten, register, register_functional, store_into
-from jaxdev.ops.toolkit import J, accumulate_dtype, jitted, opmath, wrap_dim
 
 
 def _cumulative(fn, name):

@@ -1,7 +1,7 @@
 """Indexed writes: scatter (src, value, add, multiply), scatter_add, scatter_reduce.two
 (sum/prod/mean/amax/amin, include_self), index_add, masked_scatter, index_copy/index_fill/index_reduce
 (put and take: ops/put_take.py). Their in-place variants write into self's own buffer where they may
-(ops/indexed_writes.py).
+(ops/kit/indexed_writes.py).
 
 Their backward formulas are composites of ops that already run on jax (gather, index_select,
 masked_select, scatter_add, ...).
@@ -13,12 +13,12 @@ import jax.numpy as jnp
 import torch
 
 from jaxdev import dtypes, tracing
-from jaxdev.ops.cpu_numerics import narrowed
-from jaxdev.ops.index_checks import bounds_error, check_in_range, index_dtype_check, nonempty_dim, nonempty_size
-from jaxdev.ops.indexed_writes import into
-from jaxdev.ops.reduce_at import positions, reduce_at
+from jaxdev.ops.kit.cpu_numerics import narrowed
+from jaxdev.ops.kit.index_checks import bounds_error, check_in_range, index_dtype_check, nonempty_dim, nonempty_size
+from jaxdev.ops.kit.indexed_writes import into
+from jaxdev.ops.kit.reduce_at import positions, reduce_at
+from jaxdev.ops.kit.toolkit import J, add_at, any_device, check_index_bounds, jitted, multiply_at, opmath, wrap_dim
 from jaxdev.ops.registry import aten, register_functional
-from jaxdev.ops.toolkit import J, add_at, any_device, check_index_bounds, jitted, multiply_at, opmath, wrap_dim
 
 # --- scatter_ (src, value, add, multiply), scatter_add, scatter_reduce -----------------------------
 

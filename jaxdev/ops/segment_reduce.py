@@ -7,8 +7,8 @@ import jax.numpy as jnp
 import torch
 
 from jaxdev import dtypes, tracing
+from jaxdev.ops.kit.toolkit import J, jitted, opmath, wrap_dim
 from jaxdev.ops.registry import aten, register_functional
-from jaxdev.ops.toolkit import J, jitted, opmath, wrap_dim
 
 _SEGMENT_REDUCTIONS = {
     "max": "max",

@@ -14,9 +14,9 @@ import jax.numpy as jnp
 import torch
 
 from jaxdev import dtypes
-from jaxdev.ops.introsort import std_sort
+from jaxdev.ops.kit.introsort import std_sort
+from jaxdev.ops.kit.toolkit import J, jitted, stable_sort, wrap_dim
 from jaxdev.ops.registry import aten, register_functional
-from jaxdev.ops.toolkit import J, jitted, stable_sort, wrap_dim
 
 
 def _no_case(kernel: str, dtype: torch.dtype) -> None:

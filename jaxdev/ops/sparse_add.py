@@ -19,8 +19,8 @@ import jax.numpy as jnp
 import torch
 
 from jaxdev import dtypes, tensor
+from jaxdev.ops.kit.toolkit import J, jitted
 from jaxdev.ops.registry import aten, register_layout_kernel
-from jaxdev.ops.toolkit import J, jitted
 
 COO = "SparsePrivateUse1"
 _SPARSE_CPU = torch._C.DispatchKeySet(torch._C.DispatchKey.SparseCPU)

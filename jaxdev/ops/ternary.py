@@ -8,9 +8,9 @@ import jax.numpy as jnp
 import torch
 
 from jaxdev import dtypes
-from jaxdev.ops import formulas
+from jaxdev.ops.kit import formulas
+from jaxdev.ops.kit.toolkit import J, apply, opmath, value
 from jaxdev.ops.registry import aten, register_functional
-from jaxdev.ops.toolkit import J, apply, opmath, value
 
 # --- ternary -------------------------------------------------------------------------------------
 

@@ -21,10 +21,10 @@ import jax.numpy as jnp
 import torch
 
 from jaxdev import dtypes, tensor
-from jaxdev.ops import transcendentals as tm
-from jaxdev.ops.formulas import layer_norm
+from jaxdev.ops.kit import transcendentals as tm
+from jaxdev.ops.kit.formulas import layer_norm
+from jaxdev.ops.kit.toolkit import J, jitted, matmul, widened_product_precision
 from jaxdev.ops.registry import aten, register
-from jaxdev.ops.toolkit import J, jitted, matmul, widened_product_precision
 
 
 def _linear(x, w, b, precision, accumulate):

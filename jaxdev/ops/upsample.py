@@ -18,8 +18,8 @@ import numpy as np
 import torch
 
 from jaxdev import dtypes
+from jaxdev.ops.kit.toolkit import J, jitted, opmath, zeros
 from jaxdev.ops.registry import aten, register_backward, register_functional
-from jaxdev.ops.toolkit import J, jitted, opmath, zeros
 
 
 def _scale(in_size, out_size, align_corners, scale, ft):

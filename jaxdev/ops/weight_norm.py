@@ -16,8 +16,8 @@ import jax.numpy as jnp
 import torch
 
 from jaxdev.ops.creation import fills
+from jaxdev.ops.kit.toolkit import J, compiled, opmath
 from jaxdev.ops.registry import aten, register_backward, register_functional
-from jaxdev.ops.toolkit import J, compiled, opmath
 
 
 def _weight_norm(v, g, dim, rest):

@@ -34,7 +34,7 @@ def test_unsupported_is_judged_by_the_exception_type_never_by_the_dtype_name():
 
 
 def test_complex32_samples_are_checked_against_cpu():
-    # complex32 is served as CPU serves it (jaxdev/ops/complex_half.py): its samples compare with CPU's
+    # complex32 is served as CPU serves it (jaxdev/ops/carriers/complex_half.py): its samples compare with CPU's
     for op, dtype in (("abs", "complex32"), ("view_as_complex", "float16")):
         unit = samples.Unit(op, dtype, "forward")
         verdict = check.run_sample(unit, samples.samples(unit, 1)[0])

@@ -1,4 +1,4 @@
-"""Ops whose kernel the platform's XLA lacks for a dtype (jaxdev/ops/capabilities.py): served by CPU
+"""Ops whose kernel the platform's XLA lacks for a dtype (jaxdev/ops/kit/capabilities.py): served by CPU
 PyTorch through the fallback, counted and warned, or refused in one sentence, never a raw JAX error.
 XLA's CPU backend lacks none, so these tests pretend it does (as a TPU lacks float64 LU and FFT)."""
 
@@ -16,7 +16,7 @@ from jaxdev_testing import JAX
 
 import jaxdev
 from jaxdev.fallback import FallbackError
-from jaxdev.ops import capabilities, transcendentals
+from jaxdev.ops.kit import capabilities, transcendentals
 from jaxdev.ops.linalg import decompositions
 from jaxdev.ops.registry import KERNELS
 
@@ -216,7 +216,8 @@ def test_complex64_ops_with_python_numbers_and_complex128_copies_never_narrow_wh
 
 
 def _widening_bodies():
-    from jaxdev.ops import cpu_numerics, pointwise
+    from jaxdev.ops import pointwise
+    from jaxdev.ops.kit import cpu_numerics
     from jaxdev.ops.special import igamma
     from jaxdev.ops.special.bessel import i_k
 

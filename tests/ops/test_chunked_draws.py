@@ -1,4 +1,4 @@
-"""Large uniform_/normal_ fills are drawn in chunks into the tensor's own buffer (jaxdev/ops/chunked_draws.py):
+"""Large uniform_/normal_ fills are drawn in chunks into the tensor's own buffer (jaxdev/ops/kit/chunked_draws.py):
 the same values as the whole draw, bit for bit, and a peak of about the tensor itself."""
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ import pytest
 import torch
 
 from jaxdev import rng, tensor
-from jaxdev.ops import chunked_draws, random
+from jaxdev.ops import random
+from jaxdev.ops.kit import chunked_draws
 
 pytestmark = pytest.mark.per_op_mode(
     "fused eager records a fill into its segment's program, which draws it whole (the chunked path is per-op's)"

@@ -1,4 +1,4 @@
-"""torch.complex32 (ComplexHalf) on jax as CPU serves it (jaxdev/ops/complex_half.py and
+"""torch.complex32 (ComplexHalf) on jax as CPU serves it (jaxdev/ops/carriers/complex_half.py and
 complex_half_values.py): the ops CPU has ComplexHalf kernels for give CPU's dtypes and CPU's bits
 (arithmetic: up to the payload and sign of a NaN, which CPU's vector code picks by operand order),
 the rest refuse in one sentence naming the op and ComplexHalf, and new complex32 tensors warn once

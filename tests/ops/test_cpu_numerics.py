@@ -1,4 +1,4 @@
-"""jaxdev/ops/cpu_numerics.py: what XLA keeps of a program's rounding (the facts round_to is built on),
+"""jaxdev/ops/kit/cpu_numerics.py: what XLA keeps of a program's rounding (the facts round_to is built on),
 the rounding, barrier, polynomial and CPU loop helpers, against numpy's and CPU PyTorch's answers."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import pytest
 import torch
 
 import jaxdev  # noqa: F401
-from jaxdev.ops import cpu_numerics as cn
+from jaxdev.ops.kit import cpu_numerics as cn
 
 CPU = jax.devices("cpu")[0]
 RNG = np.random.RandomState(0)
@@ -236,7 +236,7 @@ def test_llvm_makes_half_arithmetic_of_float32_between_written_round_trips():
     integer code of its own): why tests/half_programs.py counts float16 round trips only."""
     script = """if True:
         import glob, os, re, sys, jax, jax.numpy as jnp
-        from jaxdev.ops.cpu_numerics import round_to
+        from jaxdev.ops.kit.cpu_numerics import round_to
         def written(half):
             def fn(a, b, c):
                 trip = lambda v: v.astype(half).astype(jnp.float32)

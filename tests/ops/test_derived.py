@@ -1,4 +1,4 @@
-"""jaxdev/ops/derived.py: in-place and out= variants derived from functional kernels (resizing rules)."""
+"""jaxdev/ops/kit/derived.py: in-place and out= variants derived from functional kernels (resizing rules)."""
 
 from __future__ import annotations
 

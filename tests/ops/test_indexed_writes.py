@@ -1,6 +1,6 @@
 """In-place indexed writes (index_put_, index_copy_, index_add_, index_fill_, index_reduce_, scatter_
 and its reductions, masked_scatter_, put_) write into their storage's own buffer when nothing else
-can see it (jaxdev/ops/indexed_writes.py), and keep CPU's values and aliasing everywhere: through a
+can see it (jaxdev/ops/kit/indexed_writes.py), and keep CPU's values and aliasing everywhere: through a
 view, into a storage other tensors view or share, beside an array handed out by `to_jax`, under
 autograd and in fused eager mode."""
 
@@ -15,7 +15,7 @@ from jaxdev_testing import on_both
 
 import jaxdev
 from jaxdev import tensor
-from jaxdev.ops import inplace, reduce_at
+from jaxdev.ops.kit import inplace, reduce_at
 
 G = torch.Generator().manual_seed(0)
 X = torch.randn(64, 32, generator=G)
@@ -209,7 +209,7 @@ def test_fused_eager_mode_keeps_the_values(name, donate_all):
     check(result, cpu, exact)
 
 
-# --- reductions into few positions (jaxdev/ops/reduce_at.py): the sparse path against the dense ---
+# --- reductions into few positions (jaxdev/ops/kit/reduce_at.py): the sparse path against the dense ---
 
 REDUCE_DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.int64]
 

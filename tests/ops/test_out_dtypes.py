@@ -1,7 +1,7 @@
 """out= tensors of another dtype than the result: every op OpInfo marks as taking out= is called with
 its first sample on CPU and on jax, with an out= of the wrong dtype; jax must refuse with CPU's
 exception and words, or accept and produce CPU's values in that dtype. PyTorch's rule depends on how
-the op is built (jaxdev/ops/out_dtypes.py): before it, jaxdev cast into any out= a safe cast allowed,
+the op is built (jaxdev/ops/kit/out_dtypes.py): before it, jaxdev cast into any out= a safe cast allowed,
 where CPU refuses 60 of these ops' out= of another dtype (mm, softmax, neg, floor, amax, dot, where...)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""CPU's overlap checks of written tensors (jaxdev/ops/overlaps.py): CPU refuses a written tensor passed
+"""CPU's overlap checks of written tensors (jaxdev/ops/kit/overlaps.py): CPU refuses a written tensor passed
 as its own index or source (assert_no_overlap: a full overlap, not only a partial one) for index_add_,
 index_copy_, index_reduce_, index_fill_'s index, scatter_ and its siblings, put_, index_put_ and the out=
 of index_select, gather, take, masked_select; jax computed all of these (PyTorch's test_torch

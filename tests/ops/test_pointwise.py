@@ -39,7 +39,7 @@ def _same_with_signs(got, want):
 @pytest.mark.parametrize("name", _BRANCHED)
 def test_complex_branch_cuts_and_special_values_as_cpu(name, dtype):
     """The sign of a zero part picks the side of a branch cut (sqrt(-2 - 0j) = -1.414j on CPU; jax gave
-    +1.414j), and infinities and NaNs get CPU's C-library answers (jaxdev/ops/complex_c99.py)."""
+    +1.414j), and infinities and NaNs get CPU's C-library answers (jaxdev/ops/kit/complex_c99.py)."""
     z = torch.tensor([complex(a, b) for a in _EXTREMES for b in _EXTREMES], dtype=dtype)
     want = getattr(torch, name)(z)
     got = getattr(torch, name)(z.to(JAX)).cpu()

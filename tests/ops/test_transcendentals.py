@@ -1,4 +1,4 @@
-"""jaxdev's float32 exp, log, tanh, sigmoid, erf, ... (jaxdev/ops/transcendentals.py): what a TPU's kernels
+"""jaxdev's float32 exp, log, tanh, sigmoid, erf, ... (jaxdev/ops/kit/transcendentals.py): what a TPU's kernels
 use by default, measured here on CPU by forcing them on (JAXDEV_MATH=own) against torch's CPU results;
 the CPU backend keeps XLA's own functions (its programs unchanged); every kernel goes through the kit."""
 
@@ -15,7 +15,7 @@ import pytest
 import torch
 from jaxdev_testing import run_python
 
-from jaxdev.ops import transcendentals as tm
+from jaxdev.ops.kit import transcendentals as tm
 
 EDGES = [0.0, -0.0, math.inf, -math.inf, math.nan, 1.0, -1.0, 0.5, 2.0, 1e-8, -1e-8, 3.4e38, -3.4e38, 1e-37]
 EDGES += [88.72283, 88.7229, -87.3, 20.0, -20.0, 0.625, -0.625, 0.84375, 1.25, -1.25, 2.857, 9.5, 10.06, -17.5]
@@ -136,7 +136,7 @@ _FLOAT64_ONLY = {"cpu_numerics.py": "widened() and log_half evaluate in float64"
 
 
 def test_kernels_call_the_kit_not_xlas_functions():
-    """Every kernel reaches exp, log, tanh, sigmoid, erf, ... through jaxdev/ops/transcendentals.py, so
+    """Every kernel reaches exp, log, tanh, sigmoid, erf, ... through jaxdev/ops/kit/transcendentals.py, so
     that a TPU gets jaxdev's functions everywhere (a direct jnp.exp there is 42 ulps from CPU's)."""
     root = Path(tm.__file__).parent
     found = []
@@ -147,13 +147,13 @@ def test_kernels_call_the_kit_not_xlas_functions():
             code = line.split("#")[0]
             if _DIRECT.search(code):
                 found.append(f"{path.relative_to(root)}:{number}: {line.strip()}")
-    assert found == [], "call jaxdev.ops.transcendentals instead:\n" + "\n".join(found)
+    assert found == [], "call jaxdev.ops.kit.transcendentals instead:\n" + "\n".join(found)
 
 
 _KERNELS = r"""
 import numpy as np, torch, torch.nn.functional as F
 import jaxdev
-from jaxdev.ops import transcendentals as tm
+from jaxdev.ops.kit import transcendentals as tm
 assert tm.mode() == "own"
 rng = np.random.default_rng(0)
 x = torch.from_numpy(rng.uniform(-9, 9, (50, 64)).astype(np.float32))

@@ -6,8 +6,8 @@ from __future__ import annotations
 import jax.numpy as jnp
 
 from jaxdev import dtypes
+from jaxdev.ops.kit.toolkit import apply
 from jaxdev.ops.registry import register_functional
-from jaxdev.ops.toolkit import apply
 
 
 def floating_only(name, t):

@@ -9,11 +9,11 @@ import jax.numpy as jnp
 import torch
 
 from jaxdev import dtypes
-from jaxdev.ops import transcendentals as tm
 from jaxdev.ops.activation.common import floating_only, register_unary, register_unary_backward, zero_like
-from jaxdev.ops.cpu_numerics import round_to
+from jaxdev.ops.kit import transcendentals as tm
+from jaxdev.ops.kit.cpu_numerics import round_to
+from jaxdev.ops.kit.toolkit import J, apply, jitted, opmath, wrap_dim
 from jaxdev.ops.registry import aten, register_backward, register_functional
-from jaxdev.ops.toolkit import J, apply, jitted, opmath, wrap_dim
 
 
 def _elu(x, alpha, scale, input_scale):

@@ -7,11 +7,11 @@ import numpy as np
 from jax import lax
 
 from jaxdev import dtypes
-from jaxdev.ops import cpu_numerics
-from jaxdev.ops import transcendentals as tm
 from jaxdev.ops.binary.rules import binary
+from jaxdev.ops.kit import cpu_numerics
+from jaxdev.ops.kit import transcendentals as tm
+from jaxdev.ops.kit.toolkit import apply, jitted, on_views, result_type
 from jaxdev.ops.registry import aten, register_functional
-from jaxdev.ops.toolkit import apply, jitted, on_views, result_type
 
 
 def _floating_only(name, fn):

@@ -9,8 +9,8 @@ import torch
 
 from jaxdev import dtypes
 from jaxdev.ops.binary.rules import as_read, binary, in_place_of
+from jaxdev.ops.kit.toolkit import apply, result_type
 from jaxdev.ops.registry import aten, register_functional
-from jaxdev.ops.toolkit import apply, result_type
 
 for _op, _fn in [
     (aten.bitwise_and.Tensor, jnp.bitwise_and),

@@ -17,7 +17,7 @@ from collections.abc import Callable
 import torch
 
 from jaxdev import dtypes, tensor
-from jaxdev.ops import tensor_iterator
+from jaxdev.ops.kit import tensor_iterator
 
 _FLOAT4 = frozenset({torch.float4_e2m1fn_x2})
 

@@ -37,7 +37,7 @@ import numpy as np
 import torch
 
 from jaxdev import dtypes, tensor
-from jaxdev.ops import bit_dtypes
+from jaxdev.ops.carriers import bit_dtypes
 
 _C32 = torch.complex32
 _CARRIER = torch.uint32
@@ -307,7 +307,7 @@ def serving(op, fn: Callable) -> Callable:
     name = op.name()
     if name not in ARITHMETIC:
         return fn
-    from jaxdev.ops import complex_half_values
+    from jaxdev.ops.carriers import complex_half_values
 
     def kernel(*args, **kwargs):
         if not involves(args, kwargs) and not (name == "aten::complex" and _half_parts(args, kwargs)):

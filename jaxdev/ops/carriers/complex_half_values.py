@@ -1,4 +1,4 @@
-"""The ARITHMETIC path of complex32 on jax (see jaxdev/ops/complex_half.py): an op CPU computes for
+"""The ARITHMETIC path of complex32 on jax (see jaxdev/ops/carriers/complex_half.py): an op CPU computes for
 ComplexHalf runs as its complex64 kernel on decoded values, its results rounded back to half parts.
 
 What CPU does, and so this: TensorIterator casts a computing op's inputs to the common dtype first, so
@@ -21,8 +21,8 @@ import torch
 from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dtypes
 
 from jaxdev import tensor
-from jaxdev.ops import bit_dtypes
-from jaxdev.ops import complex_half as ch
+from jaxdev.ops.carriers import bit_dtypes
+from jaxdev.ops.carriers import complex_half as ch
 
 _C32 = torch.complex32
 _WIDE = (torch.float32, torch.float64, torch.bfloat16, torch.complex64, torch.complex128)

@@ -9,9 +9,9 @@ import torch
 
 from jaxdev import device as jax_device_module
 from jaxdev import dtypes, tensor
-from jaxdev.ops.cpu_numerics import narrowed
+from jaxdev.ops.kit.cpu_numerics import narrowed
+from jaxdev.ops.kit.toolkit import J, each_location_once, jitted
 from jaxdev.ops.registry import aten, register
-from jaxdev.ops.toolkit import J, each_location_once, jitted
 
 
 def check_device(device) -> None:

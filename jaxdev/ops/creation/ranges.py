@@ -10,10 +10,10 @@ import jax.numpy as jnp
 import torch
 
 from jaxdev import dtypes, tensor
-from jaxdev.ops.cpu_numerics import narrowed
 from jaxdev.ops.creation.fills import composite, elsewhere
+from jaxdev.ops.kit.cpu_numerics import narrowed
+from jaxdev.ops.kit.toolkit import jitted
 from jaxdev.ops.registry import aten, register, store_into
-from jaxdev.ops.toolkit import jitted
 
 
 def _c_double(x: float) -> str:

@@ -10,9 +10,9 @@ import numpy as np
 import torch
 
 from jaxdev import dtypes, tensor, tracing
-from jaxdev.ops.cpu_numerics import divide_by, narrowed, round_to
+from jaxdev.ops.kit.cpu_numerics import divide_by, narrowed, round_to
+from jaxdev.ops.kit.toolkit import J
 from jaxdev.ops.registry import aten, register, store_into
-from jaxdev.ops.toolkit import J
 
 _C_INT = {
     torch.uint8: "uint8_t",

@@ -7,8 +7,8 @@ import jax.scipy.special as jss
 import torch
 
 from jaxdev import dtypes, tensor
+from jaxdev.ops.kit.toolkit import jitted, opmath
 from jaxdev.ops.registry import aten, register
-from jaxdev.ops.toolkit import jitted, opmath
 
 
 @jitted

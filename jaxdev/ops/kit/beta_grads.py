@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import digamma
 
-from jaxdev.ops import transcendentals as tm
+from jaxdev.ops.kit import transcendentals as tm
 
 # CPU's fitted coefficients of the rational correction: [numerator, denominator][u power][a power][b power]
 _RATIONAL = np.array(

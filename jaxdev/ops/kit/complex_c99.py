@@ -21,7 +21,7 @@ import math
 import jax
 import jax.numpy as jnp
 
-from jaxdev.ops import transcendentals as tm
+from jaxdev.ops.kit import transcendentals as tm
 
 _PI = math.pi
 _INF = math.inf

@@ -47,7 +47,7 @@ import torch
 from jax import lax
 
 from jaxdev import layout
-from jaxdev.ops import transcendentals as tm
+from jaxdev.ops.kit import transcendentals as tm
 
 _HALVES = (jnp.dtype(jnp.float16), jnp.dtype(jnp.bfloat16))
 
@@ -109,7 +109,7 @@ def float64_native() -> bool:
     emulates float64 (capabilities' `float64_emulated`: a TPU, where several such programs raise raw
     XLA errors); there they compute in float32 with transcendentals.py's functions. Read when a
     kernel is traced."""
-    from jaxdev.ops import capabilities  # imports the fallback, which needs the ops package loaded
+    from jaxdev.ops.kit import capabilities  # imports the fallback, which needs the ops package loaded
 
     return not capabilities.fact("float64_emulated")
 

@@ -12,7 +12,7 @@ import torch
 from torch._ops import OpOverload
 
 from jaxdev import dtypes, layout, tensor, tracing
-from jaxdev.ops import indexed_writes, inplace, out_dtypes, overlaps
+from jaxdev.ops.kit import indexed_writes, inplace, out_dtypes, overlaps
 from jaxdev.tensor import is_jax
 
 aten = torch.ops.aten

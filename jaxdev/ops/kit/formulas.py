@@ -11,8 +11,8 @@ import jax.numpy as jnp
 import torch
 
 from jaxdev import dtypes
-from jaxdev.ops.cpu_numerics import opaque, sqrt_divisor
-from jaxdev.ops.toolkit import opmath, plain
+from jaxdev.ops.kit.cpu_numerics import opaque, sqrt_divisor
+from jaxdev.ops.kit.toolkit import opmath, plain
 
 # mul's body (`plain`: a jnp ufunc keys the jit cache slowly).
 MUL = plain(jnp.multiply)

@@ -11,7 +11,7 @@ import numpy as np
 import torch
 
 from jaxdev import tracing
-from jaxdev.ops.toolkit import outside
+from jaxdev.ops.kit.toolkit import outside
 
 
 def first_outside(i, size: int) -> int:

@@ -35,7 +35,7 @@ import jax
 import torch
 
 from jaxdev import tensor
-from jaxdev.ops import inplace
+from jaxdev.ops.kit import inplace
 
 _armed = threading.local()  # .array: what the running in-place kernel gives away (per thread)
 _DONATING: dict = {}  # a kernel's jitted program -> the same body jitted with its first argument donated

@@ -1,6 +1,6 @@
 """CPU's TensorIterator loop layout, from metadata alone: where a CPU result depends on the order its loop
 visits elements (the last of several writes to one location wins: ops/expanded_put.py) or on the loop's
-innermost dim (flip of raw-byte dtypes copies whole rows only: ops/bit_dtypes.py).
+innermost dim (flip of raw-byte dtypes copies whole rows only: ops/carriers/bit_dtypes.py).
 
 `strides` is one list per operand (outputs first, as TensorIterator holds them), each as long as `shape`,
 in any one unit per operand (TensorIterator compares bytes; only comparisons within an operand matter).

@@ -25,7 +25,7 @@ import torch
 
 from jaxdev import dtypes, native, tensor, tracing
 from jaxdev.dtypes import opmath
-from jaxdev.ops.cpu_numerics import narrowed
+from jaxdev.ops.kit.cpu_numerics import narrowed
 
 Tensor = torch.Tensor
 

@@ -7,7 +7,7 @@ docstring gives the conventions. The kernels: decompositions.py (SVD, eigendecom
 Householder products), lu.py, cholesky.py, ldl.py, lstsq.py and matrix_exp.py.
 """
 
+from jaxdev.ops.kit.toolkit import matmul  # re-exported: linalg.matmul is toolkit.matmul
 from jaxdev.ops.linalg import cholesky, decompositions, ldl, lstsq, lu, matrix_exp, products  # noqa: F401
-from jaxdev.ops.toolkit import matmul  # re-exported: linalg.matmul is toolkit.matmul
 
 __all__ = ["matmul"]

@@ -13,7 +13,8 @@ import jax.numpy as jnp
 import torch
 
 from jaxdev import dtypes, tracing
-from jaxdev.ops import capabilities, cpu_numerics
+from jaxdev.ops.kit import capabilities, cpu_numerics
+from jaxdev.ops.kit.toolkit import J, jitted
 from jaxdev.ops.linalg.lapack import (
     LAPACK_DTYPES,
     check_info,
@@ -27,7 +28,6 @@ from jaxdev.ops.linalg.lapack import (
     present,
 )
 from jaxdev.ops.registry import aten
-from jaxdev.ops.toolkit import J, jitted
 
 # --- SVD and Hermitian eigendecomposition ---------------------------------------------------------
 

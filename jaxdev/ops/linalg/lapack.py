@@ -24,9 +24,9 @@ import numpy as np
 import torch
 
 from jaxdev import dtypes, tensor, tracing
-from jaxdev.ops import out_dtypes
+from jaxdev.ops.kit import out_dtypes
+from jaxdev.ops.kit.toolkit import J, jitted
 from jaxdev.ops.registry import aten, out_variant, register, store_into
-from jaxdev.ops.toolkit import J, jitted
 
 HIGHEST = jax.lax.Precision.HIGHEST
 LAPACK_DTYPES = (torch.float32, torch.float64, torch.complex64, torch.complex128)

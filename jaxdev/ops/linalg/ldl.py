@@ -12,9 +12,9 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
+from jaxdev.ops.kit.toolkit import J, jitted
 from jaxdev.ops.linalg.lapack import check_info, kernel, meta, present
 from jaxdev.ops.registry import aten
-from jaxdev.ops.toolkit import J, jitted
 
 _ALPHA = (1.0 + 17.0**0.5) / 8.0
 

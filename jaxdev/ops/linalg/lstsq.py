@@ -10,9 +10,9 @@ import jax.numpy as jnp
 import torch
 
 from jaxdev import tensor, tracing
+from jaxdev.ops.kit.toolkit import J, jitted
 from jaxdev.ops.linalg.lapack import HIGHEST, LAPACK_DTYPES, broadcast_batch, cpu_error, empty, kernel, mH, mT
 from jaxdev.ops.registry import aten
-from jaxdev.ops.toolkit import J, jitted
 
 _DRIVERS = ("gels", "gelsy", "gelsd", "gelss")
 

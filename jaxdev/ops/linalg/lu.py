@@ -12,10 +12,10 @@ import jax
 import jax.numpy as jnp
 
 from jaxdev import tensor, tracing
-from jaxdev.ops import transcendentals as tm
+from jaxdev.ops.kit import transcendentals as tm
+from jaxdev.ops.kit.toolkit import J, jitted
 from jaxdev.ops.linalg.lapack import broadcast_batch, check_info, empty, kernel, meta, mH, mT, present
 from jaxdev.ops.registry import aten
-from jaxdev.ops.toolkit import J, jitted
 
 # --- LAPACK's getrf and getrs ------------------------------------------------------------------------
 

@@ -17,10 +17,10 @@ import jax.numpy as jnp
 import torch
 
 from jaxdev import fallback
-from jaxdev.ops import transcendentals as tm
+from jaxdev.ops.kit import transcendentals as tm
+from jaxdev.ops.kit.toolkit import J, jitted
 from jaxdev.ops.linalg.lapack import HIGHEST, LAPACK_DTYPES, kernel, meta, present
 from jaxdev.ops.registry import aten
-from jaxdev.ops.toolkit import J, jitted
 
 # PyTorch's algorithm (Bader, Blanes, Casas 2019: optimized Taylor polynomials of degree 1, 2, 4, 8,
 # 12 and 18, picked by the 1-norm, scaling and squaring past the last), evaluated in the same order:

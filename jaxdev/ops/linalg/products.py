@@ -14,9 +14,9 @@ import jax.numpy as jnp
 import torch
 
 from jaxdev import dtypes, tensor
-from jaxdev.ops.cpu_numerics import round_to
+from jaxdev.ops.kit.cpu_numerics import round_to
+from jaxdev.ops.kit.toolkit import J, jitted, matmul, on_views, product_precision, wrap_dim
 from jaxdev.ops.registry import aten, check_cast, register, register_functional, store_into
-from jaxdev.ops.toolkit import J, jitted, matmul, on_views, product_precision, wrap_dim
 
 
 def _same_dtype(name, *ts):

@@ -9,10 +9,10 @@ import numpy as np
 import torch
 
 from jaxdev import dtypes
-from jaxdev.ops.cpu_numerics import round_to
+from jaxdev.ops.kit.cpu_numerics import round_to
+from jaxdev.ops.kit.toolkit import J, jitted, opmath
 from jaxdev.ops.pooling.windows import along, bins, check_not_empty, ntuple, output_size_of, pool_args, windows
 from jaxdev.ops.registry import aten, register_backward, register_functional
-from jaxdev.ops.toolkit import J, jitted, opmath
 
 
 def _avg_divisor(sizes, k, s, p, outs, count_include_pad, divisor_override):

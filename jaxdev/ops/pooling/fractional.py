@@ -10,8 +10,8 @@ import numpy as np
 import torch
 
 from jaxdev import dtypes
+from jaxdev.ops.kit.toolkit import J, jitted
 from jaxdev.ops.registry import aten, register_functional
-from jaxdev.ops.toolkit import J, jitted
 
 
 def _fractional_starts(sample, n_in, n_out, k):

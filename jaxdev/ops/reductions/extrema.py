@@ -5,9 +5,9 @@ from __future__ import annotations
 import jax.numpy as jnp
 
 from jaxdev import dtypes
+from jaxdev.ops.kit.toolkit import J, axes, jitted, wrap_dim
 from jaxdev.ops.reductions.common import check_nonempty, no_complex, reduce_over
 from jaxdev.ops.registry import aten, register_functional
-from jaxdev.ops.toolkit import J, axes, jitted, wrap_dim
 
 
 @register_functional(aten.amax.default)

@@ -7,9 +7,9 @@ import jax.numpy as jnp
 import torch
 
 from jaxdev import dtypes
+from jaxdev.ops.kit.toolkit import J, axes
 from jaxdev.ops.reductions.common import reduce_over
 from jaxdev.ops.registry import aten, register, register_functional
-from jaxdev.ops.toolkit import J, axes
 
 
 def _logical(fn):

@@ -7,8 +7,8 @@ import math
 import jax.numpy as jnp
 
 from jaxdev import dtypes
+from jaxdev.ops.kit.toolkit import J, axes, jitted, opmath
 from jaxdev.ops.registry import aten, register_functional
-from jaxdev.ops.toolkit import J, axes, jitted, opmath
 
 
 def _moments(self, dim, correction, keepdim):

@@ -7,9 +7,9 @@ import jax.numpy as jnp
 import torch
 
 from jaxdev import dtypes
-from jaxdev.ops.formulas import vector_norm_value
+from jaxdev.ops.kit.formulas import vector_norm_value
+from jaxdev.ops.kit.toolkit import J, axes, jitted, wrap_dim
 from jaxdev.ops.registry import aten, register_functional
-from jaxdev.ops.toolkit import J, axes, jitted, wrap_dim
 
 
 def _check_norm_dtype(self, dtype):

@@ -8,11 +8,11 @@ import jax.numpy as jnp
 import torch
 
 from jaxdev import dtypes, tensor
-from jaxdev.ops import transcendentals as tm
-from jaxdev.ops.cpu_numerics import round_to
+from jaxdev.ops.kit import transcendentals as tm
+from jaxdev.ops.kit.cpu_numerics import round_to
+from jaxdev.ops.kit.toolkit import J, accumulate_dtype, axes, jitted, opmath
 from jaxdev.ops.reductions.common import reduce_over
 from jaxdev.ops.registry import aten, register, register_functional, store_into
-from jaxdev.ops.toolkit import J, accumulate_dtype, axes, jitted, opmath
 
 
 @register_functional(aten.sum.dim_IntList, out=False)

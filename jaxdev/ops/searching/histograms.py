@@ -7,8 +7,8 @@ import jax.numpy as jnp
 import torch
 
 from jaxdev import dtypes, tensor, tracing
+from jaxdev.ops.kit.toolkit import J, jitted
 from jaxdev.ops.registry import aten, register, register_functional
-from jaxdev.ops.toolkit import J, jitted
 
 
 @register_functional(aten.histc.default)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import jax.numpy as jnp
 import torch
 
+from jaxdev.ops.kit.toolkit import J, jitted
 from jaxdev.ops.registry import aten, register_functional
-from jaxdev.ops.toolkit import J, jitted
 
 
 def _bisect(seq, v, right):

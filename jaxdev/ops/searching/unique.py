@@ -7,9 +7,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxdev import dtypes, tensor
-from jaxdev.ops import out_dtypes
+from jaxdev.ops.kit import out_dtypes
+from jaxdev.ops.kit.toolkit import J, sort_key, stable_sort, wrap_dim
 from jaxdev.ops.registry import aten, register, register_functional, store_into
-from jaxdev.ops.toolkit import J, sort_key, stable_sort, wrap_dim
 
 
 def _empty_index():

@@ -9,8 +9,8 @@ import jax.numpy as jnp
 import torch
 
 from jaxdev import dtypes, fallback, tensor
+from jaxdev.ops.kit.toolkit import J
 from jaxdev.ops.registry import aten, register_layout_kernel
-from jaxdev.ops.toolkit import J
 
 SPARSE_CPU = torch._C.DispatchKeySet(torch._C.DispatchKey.SparseCPU)
 

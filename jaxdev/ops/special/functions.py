@@ -9,10 +9,10 @@ import jax.scipy.special as jss
 import torch
 
 from jaxdev import dtypes
-from jaxdev.ops import transcendentals as tm
+from jaxdev.ops.kit import transcendentals as tm
+from jaxdev.ops.kit.toolkit import J, apply, float_of, jitted, opmath
 from jaxdev.ops.registry import aten, register_functional
 from jaxdev.ops.special import igamma
-from jaxdev.ops.toolkit import J, apply, float_of, jitted, opmath
 
 
 def _unary(op, fn):

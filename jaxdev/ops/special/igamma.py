@@ -23,8 +23,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxdev.ops import transcendentals as tm
-from jaxdev.ops.cpu_numerics import horner, round_to, wide, widened
+from jaxdev.ops.kit import transcendentals as tm
+from jaxdev.ops.kit.cpu_numerics import horner, round_to, wide, widened
 
 # Cephes' coefficients d[k][n] of the asymptotic expansion, as Math.h lists them (25 rows of 25).
 _D = np.array(

@@ -28,8 +28,8 @@ import jax.numpy as jnp
 import torch
 
 from jaxdev import dtypes
+from jaxdev.ops.kit.toolkit import apply, float_of
 from jaxdev.ops.registry import aten, register_functional
-from jaxdev.ops.toolkit import apply, float_of
 
 _INT64_MIN = jnp.iinfo(jnp.int64).min
 _TWO_63 = 2.0**63

@@ -14,9 +14,9 @@ import numpy as np
 import torch
 
 from jaxdev import dtypes, tracing
+from jaxdev.ops.kit.toolkit import J, apply, float_of, jitted, opmath
 from jaxdev.ops.registry import aten, register, register_functional, store_into
 from jaxdev.ops.special.functions import digamma, with_order
-from jaxdev.ops.toolkit import J, apply, float_of, jitted, opmath
 
 # (2j)! / B_2j, the Euler-Maclaurin tail's coefficients (B_2j the Bernoulli numbers).
 _EULER_MACLAURIN = (

@@ -33,11 +33,11 @@ from __future__ import annotations
 import torch
 
 from jaxdev import dtypes
+from jaxdev.ops.kit.toolkit import apply, float_of
 from jaxdev.ops.registry import aten, register_functional
 from jaxdev.ops.special.bessel.airy import airy_ai, spherical_j0
 from jaxdev.ops.special.bessel.i_k import modified_i0, modified_i1, modified_k0, modified_k1, scaled_k0, scaled_k1
 from jaxdev.ops.special.bessel.j_y import bessel_j0, bessel_j1, bessel_y0, bessel_y1
-from jaxdev.ops.toolkit import apply, float_of
 
 
 def _unary(op, fn, name):

@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from jaxdev.ops.cpu_numerics import (
+from jaxdev.ops.kit.cpu_numerics import (
     const,
     divide_by,
     exp_wide,

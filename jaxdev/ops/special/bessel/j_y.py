@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
-from jaxdev.ops.cpu_numerics import (
+from jaxdev.ops.kit.cpu_numerics import (
     const,
     horner,
     log_wide,
