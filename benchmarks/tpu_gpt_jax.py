@@ -1,7 +1,7 @@
 """benchmarks/tpu_gpt.py's LM written in JAX by hand: the same parameters (same names, shapes and
 bits), the same computation and PyTorch's AdamW, each step one jitted program with its state donated.
 
-Products follow jaxdev's precision contract (jaxdev/ops/kit/toolkit.py) so that jaxdev is compared with
+Products follow jaxdev's precision contract (jaxdev/ops/kit/precision.py) so that jaxdev is compared with
 the same arithmetic: bfloat16 operands multiply as they are at DEFAULT precision (one exact pass) and
 accumulate in float32, rounded once (product_precision), in the backward too; float32 products run at Precision.HIGHEST
 (PyTorch's default 'highest'). Attention widens bfloat16 to float32 as CPU's math path and jaxdev do,
@@ -67,7 +67,7 @@ def _layer_norm(x, p, name):
 
 def _attend(q, k, v, keep):
     """softmax(q k^T / sqrt(e) masked by `keep`) v, half inputs widened to float32 and multiplied at
-    float32's setting (jaxdev's attention: toolkit.widened_product_precision)."""
+    float32's setting (jaxdev's attention: kit.widened_product_precision)."""
     dtype = q.dtype
     q, k, v = (t.astype(F32) for t in (q, k, v))
     precision = jax.lax.Precision.HIGHEST

@@ -6,7 +6,7 @@ stores into the view (`v.copy_(src)`: the base changes; in JAX the same update o
 jitted). Views whose strides are a permutation, a strided slice, a broadcast or a diagonal are read
 and written as slices and transposes, not index gathers (tensor.py): the ratios show what is left.
 A use passes the view straight to a kernel (`x.t() @ y`, `F.linear`): the view is read inside the
-kernel's own program (toolkit.on_views), as JAX fuses `a.T` into the product. Last, the read
+kernel's own program (kit.on_views), as JAX fuses `a.T` into the product. Last, the read
 programs are timed alone against JAX's: what a read costs beyond its program is PyTorch's and
 jaxdev's dispatch (making the view, `.contiguous()`, the result's tensor).
 

@@ -39,7 +39,7 @@ import torch
 
 from jaxdev import dtypes, tensor
 from jaxdev.ops import registry
-from jaxdev.ops.kit.toolkit import J
+from jaxdev.ops.kit import J
 
 _MISSING = object()
 _SCALARS = {int: "int", float: "float", bool: "bool", str: "str"}

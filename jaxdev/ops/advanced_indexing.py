@@ -16,10 +16,9 @@ import jax.numpy as jnp
 import torch
 
 from jaxdev import dtypes, tensor, tracing
-from jaxdev.ops.kit import indexed_writes, overlaps
+from jaxdev.ops.kit import J, add_at, any_device, check_index_bounds, indexed_writes, jitted, overlaps
 from jaxdev.ops.kit.cpu_numerics import narrowed
 from jaxdev.ops.kit.indexed_writes import into
-from jaxdev.ops.kit.toolkit import J, add_at, any_device, check_index_bounds, jitted
 from jaxdev.ops.registry import aten, register, register_functional
 
 # Positions of true values, one compile per shape.

@@ -7,7 +7,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 
 from jaxdev import tensor
-from jaxdev.ops.kit.toolkit import J, opmath
+from jaxdev.ops.kit import J, opmath
 from jaxdev.ops.registry import aten, register
 
 

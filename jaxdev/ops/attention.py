@@ -11,7 +11,7 @@ Values are those of CPU's math path: the scale split as sqrt(scale) into both q 
 aligned top-left, a float mask added, a boolean one already turned into 0/-inf by PyTorch, and rows
 that see nothing giving zeros (_safe_softmax), not NaN. Half inputs are widened to float32 throughout,
 as that path widens them, and rounded once; the products are then float32 products, at float32's
-precision setting (toolkit.widened_product_precision), never the backend's one-pass bfloat16 default
+precision setting (kit.widened_product_precision), never the backend's one-pass bfloat16 default
 for float32 operands (a TPU's: the bfloat16 gradient was 118x the OpInfo tolerance off). (Rounding the probabilities to half for the second product, as
 fused GPU kernels do, put the results 1-2x the OpInfo tolerance farther from float64 than CPU's.)
 Results and gradients are laid out eagerly as the path CPU would take lays them out (its flash kernel
@@ -33,9 +33,8 @@ import jax
 import jax.numpy as jnp
 
 from jaxdev import dtypes, layout, tensor, tracing
-from jaxdev.ops.kit import attention_layouts
+from jaxdev.ops.kit import attention_layouts, jitted, matmul, on_views, widened_product_precision
 from jaxdev.ops.kit import transcendentals as tm
-from jaxdev.ops.kit.toolkit import jitted, matmul, on_views, widened_product_precision
 from jaxdev.ops.registry import aten, register
 
 
@@ -109,7 +108,7 @@ def fused_attention(
 ):
     if dropout_p != 0.0:  # the device never chooses this path with dropout; a direct call is refused
         raise RuntimeError("jaxdev's fused attention runs without dropout; dropout takes the math path")
-    # views (a head split's transposes, an expanded mask) are read inside the program (toolkit.on_views)
+    # views (a head split's transposes, an expanded mask) are read inside the program (kit.on_views)
     body = _forward(bool(is_causal), scale, *_settings(query))
     out, logsumexp = on_views(body, (query, key, value, attn_bias))
     if query.dim() == 3:  # the logsumexp of (heads, L, E) queries is (1, heads, L)

@@ -13,8 +13,7 @@ import jax.numpy as jnp
 import torch
 
 from jaxdev import dtypes, layout
-from jaxdev.ops.kit import out_dtypes
-from jaxdev.ops.kit.toolkit import J, apply, float_of
+from jaxdev.ops.kit import J, apply, float_of, out_dtypes
 from jaxdev.ops.registry import aten, register, register_functional, store_into
 
 _FLOATS = (torch.float16, torch.float32, torch.float64)

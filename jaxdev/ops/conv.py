@@ -3,7 +3,7 @@
 calls `convolution_backward`, which calls `convolution_backward_overrideable`.
 
 Gradients are the VJP of the same JAX forward, so they are exactly consistent with it. Products run
-at the device's precision (toolkit.product_precision, as in linalg.py): half inputs accumulate in
+at the device's precision (kit.product_precision, as in linalg.py): half inputs accumulate in
 float32, float32 follows torch.set_float32_matmul_precision.
 """
 
@@ -16,8 +16,8 @@ import jax.numpy as jnp
 import torch
 
 from jaxdev import dtypes
+from jaxdev.ops.kit import J, jitted, product_precision, zeros
 from jaxdev.ops.kit.cpu_numerics import round_to
-from jaxdev.ops.kit.toolkit import J, jitted, product_precision, zeros
 from jaxdev.ops.registry import aten, register_backward, register_functional
 
 _SPATIAL = "DHW"
@@ -66,7 +66,7 @@ def _conv(x, w, precision, accumulate, stride, padding, dilation, transposed, ou
 
 @jitted
 def _compiled_forward(params, has_bias, jdt, precision, accumulate):
-    """The convolution at the device's product precision (toolkit.product_precision); the bias is
+    """The convolution at the device's product precision (kit.product_precision); the bias is
     added before the one rounding of a half result."""
 
     def run(x, w, b):

@@ -10,7 +10,7 @@ from jaxdev import layout, native, tensor, tracing
 from jaxdev.core import placement
 from jaxdev.device import check_index
 from jaxdev.ops import registry
-from jaxdev.ops.kit.toolkit import cast
+from jaxdev.ops.kit import cast
 from jaxdev.ops.registry import aten, register
 from jaxdev.tensor import is_jax
 

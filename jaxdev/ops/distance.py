@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxdev.ops.kit.toolkit import J, jitted, opmath
+from jaxdev.ops.kit import J, jitted, opmath
 from jaxdev.ops.registry import aten, register_functional
 
 HIGHEST = jax.lax.Precision.HIGHEST

@@ -10,9 +10,9 @@ import torch
 
 from jaxdev import dtypes, rng, tensor, tracing
 from jaxdev.ops import registry
+from jaxdev.ops.kit import J, opmath
 from jaxdev.ops.kit import transcendentals as tm
 from jaxdev.ops.kit.cpu_numerics import narrowed, round_to
-from jaxdev.ops.kit.toolkit import J, opmath
 from jaxdev.ops.registry import aten, register, register_functional, store_into
 
 

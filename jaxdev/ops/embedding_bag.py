@@ -14,8 +14,8 @@ import numpy as np
 import torch
 
 from jaxdev import dtypes, tracing
+from jaxdev.ops.kit import J, any_device, jitted, opmath
 from jaxdev.ops.kit.cpu_numerics import cpu_threads
-from jaxdev.ops.kit.toolkit import J, any_device, jitted, opmath
 from jaxdev.ops.registry import aten, register_functional
 
 SUM, MEAN, MAX = 0, 1, 2

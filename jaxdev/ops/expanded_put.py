@@ -23,8 +23,7 @@ import torch
 
 from jaxdev import tensor
 from jaxdev.ops import advanced_indexing
-from jaxdev.ops.kit import overlaps, tensor_iterator
-from jaxdev.ops.kit.toolkit import J, jitted
+from jaxdev.ops.kit import J, jitted, overlaps, tensor_iterator
 
 
 def put(self: torch.Tensor, indices, values: torch.Tensor, accumulate: bool = False, unsafe: bool = False) -> None:

@@ -14,7 +14,7 @@ import math
 import jax.numpy as jnp
 
 from jaxdev import dtypes, tensor
-from jaxdev.ops.kit.toolkit import J, cast, jitted, wrap_dim
+from jaxdev.ops.kit import J, cast, jitted, wrap_dim
 from jaxdev.ops.registry import aten, register, register_functional, store_into
 
 

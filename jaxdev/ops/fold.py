@@ -11,7 +11,7 @@ import jax
 import jax.numpy as jnp
 import torch
 
-from jaxdev.ops.kit.toolkit import J, jitted, opmath, wrap_dim
+from jaxdev.ops.kit import J, jitted, opmath, wrap_dim
 from jaxdev.ops.registry import aten, broadcast_shapes, register_functional
 
 

@@ -8,7 +8,7 @@ one op per tensor: a step of a model with 100 parameters made about 1,000 jaxdev
 call is one jitted program over every index:
 
 * index i computes exactly what the per-tensor kernel computes for it: the very same jitted body
-  (`toolkit.applied_body` of the function the kernel applies, or the op's fast bodies), so the results
+  (`kit.applied_body` of the function the kernel applies, or the op's fast bodies), so the results
   are bit-identical to the loop (tests/test_foreach.py);
 * the Python numbers (a scalar, alpha, a scalar list: Adam's step sizes change every step) are one
   float64 argument of the program, not constants baked into it: one compile per list structure. Each is
@@ -35,7 +35,8 @@ import numpy as np
 import torch
 
 from jaxdev import dtypes, tensor, tracing
-from jaxdev.ops.kit import formulas, toolkit
+from jaxdev.ops import kit
+from jaxdev.ops.kit import formulas
 from jaxdev.ops.registry import DYNAMIC_NUMBERS, FAST_BODIES, aten, register
 
 _CPU = torch._C.DispatchKeySet(torch._C.DispatchKey.CPU)
@@ -55,9 +56,9 @@ def _binary(op, with_alpha=None, exact_numbers=None):
 
     def body(dtype, alpha_is_one):
         if not alpha_is_one:  # add/sub's kernel: a + b * alpha (binary.add)
-            return toolkit.applied_body(with_alpha, dtype, dtype, 2)
+            return kit.applied_body(with_alpha, dtype, dtype, 2)
         if exact_numbers is not None:
-            return toolkit.applied_body(exact_numbers, dtype, dtype, 2, exact_numbers=True)
+            return kit.applied_body(exact_numbers, dtype, dtype, 2, exact_numbers=True)
         made = FAST_BODIES[op](dtype)
         return None if made is None else made[0]
 
@@ -65,7 +66,7 @@ def _binary(op, with_alpha=None, exact_numbers=None):
 
 
 def _ternary(fn, casts: int):
-    return lambda dtype, alpha_is_one: toolkit.applied_body(fn, dtype, dtype, casts)
+    return lambda dtype, alpha_is_one: kit.applied_body(fn, dtype, dtype, casts)
 
 
 def _unary(op):
@@ -237,10 +238,10 @@ def _numbers_argument(numbers: list):
 # A floating dtype -> the dtype a number is rounded to before index i's body sees it: the per-tensor
 # kernel passes a Python number as a weakly typed scalar, which meets the compute (opmath) dtype's
 # operands first. Other dtypes are not computed here.
-_COMPUTE = {dtypes.to_jax_dtype(d): toolkit.opmath(dtypes.to_jax_dtype(d)) for d in _FLOATS}
+_COMPUTE = {dtypes.to_jax_dtype(d): kit.opmath(dtypes.to_jax_dtype(d)) for d in _FLOATS}
 
 
-@toolkit.jitted(maxsize=1024, donate=lambda name, body, kinds, computes, donate: (0,) if donate else ())
+@kit.jitted(maxsize=1024, donate=lambda name, body, kinds, computes, donate: (0,) if donate else ())
 def _program(name: str, body, kinds: tuple, computes: tuple, donate: bool):
     def run(selfs, lists, shared, numbers):
         out = []
@@ -278,7 +279,7 @@ def _zeros(selfs):
         or len({id(a) for a in arrays}) != len(arrays)
     ):
         return None
-    _store(selfs, _boxes(selfs), [toolkit.zeros(a.shape, a.dtype) for a in arrays])
+    _store(selfs, _boxes(selfs), [kit.zeros(a.shape, a.dtype) for a in arrays])
     return selfs
 
 
@@ -346,7 +347,7 @@ def _norms(tensors, ord, dtype):
     return [tensor.wrap(r) for r in _norm_program(type(ord), ord)(arrays)]
 
 
-@toolkit.jitted(maxsize=64)
+@kit.jitted(maxsize=64)
 def _norm_program(kind: type, ord):
     def run(arrays):
         return [

@@ -22,9 +22,8 @@ import torch
 from jax.scipy.special import digamma
 
 from jaxdev import dtypes, rng
-from jaxdev.ops.kit import beta_grads
+from jaxdev.ops.kit import J, beta_grads, jitted
 from jaxdev.ops.kit import transcendentals as tm
-from jaxdev.ops.kit.toolkit import J, jitted
 from jaxdev.ops.registry import aten, register_functional
 
 

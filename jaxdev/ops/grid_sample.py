@@ -16,8 +16,8 @@ import jax.numpy as jnp
 import torch
 
 from jaxdev import dtypes
+from jaxdev.ops.kit import J, jitted, opmath
 from jaxdev.ops.kit.cpu_numerics import narrowed, round_to
-from jaxdev.ops.kit.toolkit import J, jitted, opmath
 from jaxdev.ops.registry import aten, register_backward, register_functional
 
 BILINEAR, NEAREST, BICUBIC = 0, 1, 2

@@ -9,7 +9,7 @@ import math
 
 import jax.numpy as jnp
 
-from jaxdev.ops.kit.toolkit import J, compiled, opmath
+from jaxdev.ops.kit import J, compiled, opmath
 from jaxdev.ops.registry import aten, register_functional
 
 

@@ -28,8 +28,8 @@ import torch
 
 from jaxdev import dtypes, fallback, tensor
 from jaxdev.ops import transformer
+from jaxdev.ops.kit import J, jitted, matmul, product_precision
 from jaxdev.ops.kit import transcendentals as tm
-from jaxdev.ops.kit.toolkit import J, jitted, matmul, product_precision
 from jaxdev.ops.registry import aten, register, register_layout_kernel
 
 NESTED = "NestedTensorPrivateUse1"

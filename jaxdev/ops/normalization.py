@@ -12,9 +12,9 @@ import jax.numpy as jnp
 import torch
 
 from jaxdev import dtypes, tensor
+from jaxdev.ops.kit import J, compiled, opmath
 from jaxdev.ops.kit.cpu_numerics import fma32, round_to
 from jaxdev.ops.kit.formulas import layer_norm, rsqrt
-from jaxdev.ops.kit.toolkit import J, compiled, opmath
 from jaxdev.ops.registry import aten, register, register_functional
 
 

@@ -15,8 +15,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxdev.ops.kit import J, jitted
 from jaxdev.ops.kit.cpu_numerics import narrowed, round_to
-from jaxdev.ops.kit.toolkit import J, jitted
 from jaxdev.ops.registry import aten, register_backward, register_functional
 
 # --- constant -----------------------------------------------------------------------------------

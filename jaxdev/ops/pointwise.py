@@ -15,9 +15,8 @@ import jax.numpy as jnp
 import torch
 
 from jaxdev import dtypes
-from jaxdev.ops.kit import complex_c99, cpu_numerics
+from jaxdev.ops.kit import J, apply, complex_c99, cpu_numerics, float_of, plain, same_dtype_bodies, typed_bodies
 from jaxdev.ops.kit import transcendentals as tm
-from jaxdev.ops.kit.toolkit import J, apply, float_of, plain, same_dtype_bodies, typed_bodies
 from jaxdev.ops.registry import aten, register_functional
 
 

@@ -8,10 +8,9 @@ import jax.numpy as jnp
 import torch
 
 from jaxdev import dtypes, tracing
-from jaxdev.ops.kit import overlaps
+from jaxdev.ops.kit import J, add_at, any_device, jitted, overlaps
 from jaxdev.ops.kit.index_checks import alert_not_deterministic
 from jaxdev.ops.kit.indexed_writes import into
-from jaxdev.ops.kit.toolkit import J, add_at, any_device, jitted
 from jaxdev.ops.registry import aten, register, register_functional, store_into
 
 

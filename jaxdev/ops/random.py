@@ -13,9 +13,8 @@ import jax.numpy as jnp
 import torch
 
 from jaxdev import dtypes, rng, tensor, tracing
-from jaxdev.ops.kit import chunked_draws
+from jaxdev.ops.kit import J, chunked_draws, float_of, jitted, opmath
 from jaxdev.ops.kit import transcendentals as tm
-from jaxdev.ops.kit.toolkit import J, float_of, jitted, opmath
 from jaxdev.ops.registry import aten, register, register_functional, store_into
 
 

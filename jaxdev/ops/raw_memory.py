@@ -26,7 +26,7 @@ import jax.numpy as jnp
 import torch
 
 from jaxdev import dtypes, fallback, tensor
-from jaxdev.ops.kit.toolkit import J
+from jaxdev.ops.kit import J
 from jaxdev.ops.registry import RAW_MEMORY_COMPOSITES, aten, register
 
 ON_CPU = (

@@ -25,7 +25,7 @@ from torch._ops import OpOverload
 
 from jaxdev import dtypes, eager_modes, layout, native, tensor, tracing
 from jaxdev.ops.carriers import bit_dtypes, complex_half
-from jaxdev.ops.kit import capabilities
+from jaxdev.ops.kit import J, capabilities, jitted
 from jaxdev.ops.kit.derived import (  # noqa: F401  (check_cast, store_into, broadcast_shapes: imported from here)
     as_shape_error,
     broadcast_shapes,
@@ -38,7 +38,6 @@ from jaxdev.ops.kit.derived import (  # noqa: F401  (check_cast, store_into, bro
     shape_errors_as_torch,
     store_into,
 )
-from jaxdev.ops.kit.toolkit import J, jitted
 
 aten = torch.ops.aten
 

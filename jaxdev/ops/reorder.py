@@ -8,7 +8,7 @@ import math
 import jax.numpy as jnp
 
 from jaxdev import tensor
-from jaxdev.ops.kit.toolkit import J, jitted, wrap_dim
+from jaxdev.ops.kit import J, jitted, wrap_dim
 from jaxdev.ops.registry import aten, register, register_functional
 
 

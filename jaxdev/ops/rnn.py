@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
+from jaxdev.ops.kit import J, opmath
 from jaxdev.ops.kit import transcendentals as tm
-from jaxdev.ops.kit.toolkit import J, opmath
 from jaxdev.ops.registry import aten, register_functional
 
 

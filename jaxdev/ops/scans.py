@@ -13,9 +13,8 @@ import jax.numpy as jnp
 import torch
 
 from jaxdev import dtypes, tensor
-from jaxdev.ops.kit import out_dtypes
+from jaxdev.ops.kit import J, accumulate_dtype, jitted, opmath, out_dtypes, wrap_dim
 from jaxdev.ops.kit import transcendentals as tm
-from jaxdev.ops.kit.toolkit import J, accumulate_dtype, jitted, opmath, wrap_dim
 from jaxdev.ops.registry import aten, register, register_functional, store_into
 
 

@@ -13,11 +13,11 @@ import jax.numpy as jnp
 import torch
 
 from jaxdev import dtypes, tracing
+from jaxdev.ops.kit import J, add_at, any_device, check_index_bounds, jitted, multiply_at, opmath, wrap_dim
 from jaxdev.ops.kit.cpu_numerics import narrowed
 from jaxdev.ops.kit.index_checks import bounds_error, check_in_range, index_dtype_check, nonempty_dim, nonempty_size
 from jaxdev.ops.kit.indexed_writes import into
 from jaxdev.ops.kit.reduce_at import positions, reduce_at
-from jaxdev.ops.kit.toolkit import J, add_at, any_device, check_index_bounds, jitted, multiply_at, opmath, wrap_dim
 from jaxdev.ops.registry import aten, register_functional
 
 # --- scatter_ (src, value, add, multiply), scatter_add, scatter_reduce -----------------------------

@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import torch
 
 from jaxdev import dtypes, tracing
-from jaxdev.ops.kit.toolkit import J, jitted, opmath, wrap_dim
+from jaxdev.ops.kit import J, jitted, opmath, wrap_dim
 from jaxdev.ops.registry import aten, register_functional
 
 _SEGMENT_REDUCTIONS = {

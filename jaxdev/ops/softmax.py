@@ -7,9 +7,9 @@ import jax.numpy as jnp
 import torch
 
 from jaxdev import dtypes
+from jaxdev.ops.kit import J, compiled, on_views, opmath, wrap_dim
 from jaxdev.ops.kit import transcendentals as tm
 from jaxdev.ops.kit.cpu_numerics import round_to
-from jaxdev.ops.kit.toolkit import J, compiled, on_views, opmath, wrap_dim
 from jaxdev.ops.registry import aten, register_functional
 
 

@@ -14,8 +14,8 @@ import jax.numpy as jnp
 import torch
 
 from jaxdev import dtypes
+from jaxdev.ops.kit import J, jitted, stable_sort, wrap_dim
 from jaxdev.ops.kit.introsort import std_sort
-from jaxdev.ops.kit.toolkit import J, jitted, stable_sort, wrap_dim
 from jaxdev.ops.registry import aten, register_functional
 
 

@@ -19,7 +19,7 @@ import jax.numpy as jnp
 import torch
 
 from jaxdev import dtypes, tensor
-from jaxdev.ops.kit.toolkit import J, jitted
+from jaxdev.ops.kit import J, jitted
 from jaxdev.ops.registry import aten, register_layout_kernel
 
 COO = "SparsePrivateUse1"

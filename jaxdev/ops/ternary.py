@@ -8,8 +8,7 @@ import jax.numpy as jnp
 import torch
 
 from jaxdev import dtypes
-from jaxdev.ops.kit import formulas
-from jaxdev.ops.kit.toolkit import J, apply, opmath, value
+from jaxdev.ops.kit import J, apply, formulas, opmath, value
 from jaxdev.ops.registry import aten, register_functional
 
 # --- ternary -------------------------------------------------------------------------------------

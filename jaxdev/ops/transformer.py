@@ -21,9 +21,9 @@ import jax.numpy as jnp
 import torch
 
 from jaxdev import dtypes, tensor
+from jaxdev.ops.kit import J, jitted, matmul, widened_product_precision
 from jaxdev.ops.kit import transcendentals as tm
 from jaxdev.ops.kit.formulas import layer_norm
-from jaxdev.ops.kit.toolkit import J, jitted, matmul, widened_product_precision
 from jaxdev.ops.registry import aten, register
 
 

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from jaxdev import dtypes
-from jaxdev.ops.kit.toolkit import J, jitted, opmath, zeros
+from jaxdev.ops.kit import J, jitted, opmath, zeros
 from jaxdev.ops.registry import aten, register_backward, register_functional
 
 

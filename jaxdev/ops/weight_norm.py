@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import torch
 
 from jaxdev.ops.creation import fills
-from jaxdev.ops.kit.toolkit import J, compiled, opmath
+from jaxdev.ops.kit import J, compiled, opmath
 from jaxdev.ops.registry import aten, register_backward, register_functional
 
 

@@ -31,7 +31,7 @@ def test_reading_expanded_and_overlapping_views():
     on_both(scenario)
 
 
-# Views passed to kernels are read inside the kernel's own program (toolkit.on_views): the transpose of
+# Views passed to kernels are read inside the kernel's own program (kit.on_views): the transpose of
 # a Linear's weight fuses into its product instead of being copied first.
 FUSED_READS = {
     "t() sum": lambda t: t.t().sum(0),

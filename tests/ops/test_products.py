@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from half_programs import program_hazards
 from jaxdev_testing import JAX, assert_same, on_both, seeded_randn
 
-from jaxdev.ops.kit.toolkit import product_precision, widened_product_precision
+from jaxdev.ops.kit import product_precision, widened_product_precision
 from jaxdev.ops.linalg import products as linalg
 
 pytestmark = pytest.mark.usefixtures("no_fallback")  # tests/conftest.py

@@ -6,7 +6,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 
 from jaxdev import dtypes
-from jaxdev.ops.kit.toolkit import apply
+from jaxdev.ops.kit import apply
 from jaxdev.ops.registry import register_functional
 
 

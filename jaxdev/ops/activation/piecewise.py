@@ -10,7 +10,7 @@ import torch
 
 from jaxdev import dtypes, rng, tensor
 from jaxdev.ops.activation.common import floating_only, register_unary, register_unary_backward, zero_like
-from jaxdev.ops.kit.toolkit import J, apply, each_location_once, jitted, opmath
+from jaxdev.ops.kit import J, apply, each_location_once, jitted, opmath
 from jaxdev.ops.registry import aten, register, register_backward, register_functional, store_into
 
 

@@ -10,9 +10,9 @@ import torch
 
 from jaxdev import dtypes
 from jaxdev.ops.activation.common import floating_only, register_unary, register_unary_backward, zero_like
+from jaxdev.ops.kit import J, apply, jitted, opmath, wrap_dim
 from jaxdev.ops.kit import transcendentals as tm
 from jaxdev.ops.kit.cpu_numerics import round_to
-from jaxdev.ops.kit.toolkit import J, apply, jitted, opmath, wrap_dim
 from jaxdev.ops.registry import aten, register_backward, register_functional
 
 

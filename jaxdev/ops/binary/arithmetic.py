@@ -25,9 +25,9 @@ from jaxdev.ops.binary.rules import (
     no_float_alpha,
     real_dtype,
 )
+from jaxdev.ops.kit import apply, float_of, result_type, same_dtype_bodies, value
 from jaxdev.ops.kit.cpu_numerics import opaque
 from jaxdev.ops.kit.formulas import DIV, MUL, add_alpha, sub_alpha
-from jaxdev.ops.kit.toolkit import apply, float_of, result_type, same_dtype_bodies, value
 from jaxdev.ops.registry import aten, register_functional
 
 

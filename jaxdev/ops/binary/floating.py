@@ -8,9 +8,8 @@ from jax import lax
 
 from jaxdev import dtypes
 from jaxdev.ops.binary.rules import binary
-from jaxdev.ops.kit import cpu_numerics
+from jaxdev.ops.kit import apply, cpu_numerics, jitted, on_views, result_type
 from jaxdev.ops.kit import transcendentals as tm
-from jaxdev.ops.kit.toolkit import apply, jitted, on_views, result_type
 from jaxdev.ops.registry import aten, register_functional
 
 

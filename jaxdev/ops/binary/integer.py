@@ -9,7 +9,7 @@ import torch
 
 from jaxdev import dtypes
 from jaxdev.ops.binary.rules import as_read, binary, in_place_of
-from jaxdev.ops.kit.toolkit import apply, result_type
+from jaxdev.ops.kit import apply, result_type
 from jaxdev.ops.registry import aten, register_functional
 
 for _op, _fn in [

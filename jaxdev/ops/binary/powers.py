@@ -9,8 +9,8 @@ import torch
 
 from jaxdev import dtypes
 from jaxdev.ops.binary.rules import POW, as_read
+from jaxdev.ops.kit import apply, plain, result_type
 from jaxdev.ops.kit.cpu_numerics import round_to
-from jaxdev.ops.kit.toolkit import apply, plain, result_type
 from jaxdev.ops.registry import aten, register, register_functional, store_into
 
 

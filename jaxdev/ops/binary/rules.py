@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import torch
 
 from jaxdev import dtypes, tensor, tracing
-from jaxdev.ops.kit.toolkit import apply, float_of, plain, result_type, typed_bodies, value
+from jaxdev.ops.kit import apply, float_of, plain, result_type, typed_bodies, value
 from jaxdev.ops.registry import register, register_functional, store_into
 
 ADD, OR, SUB, AND, FMOD, POW = map(plain, (jnp.add, jnp.logical_or, jnp.subtract, jnp.logical_and, jnp.fmod, jnp.power))

@@ -9,8 +9,8 @@ import torch
 
 from jaxdev import device as jax_device_module
 from jaxdev import dtypes, tensor
+from jaxdev.ops.kit import J, each_location_once, jitted
 from jaxdev.ops.kit.cpu_numerics import narrowed
-from jaxdev.ops.kit.toolkit import J, each_location_once, jitted
 from jaxdev.ops.registry import aten, register
 
 

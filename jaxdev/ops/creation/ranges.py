@@ -11,8 +11,8 @@ import torch
 
 from jaxdev import dtypes, tensor
 from jaxdev.ops.creation.fills import composite, elsewhere
+from jaxdev.ops.kit import jitted
 from jaxdev.ops.kit.cpu_numerics import narrowed
-from jaxdev.ops.kit.toolkit import jitted
 from jaxdev.ops.registry import aten, register, store_into
 
 

@@ -10,8 +10,8 @@ import numpy as np
 import torch
 
 from jaxdev import dtypes, tensor, tracing
+from jaxdev.ops.kit import J
 from jaxdev.ops.kit.cpu_numerics import divide_by, narrowed, round_to
-from jaxdev.ops.kit.toolkit import J
 from jaxdev.ops.registry import aten, register, store_into
 
 _C_INT = {

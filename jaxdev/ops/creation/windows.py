@@ -7,7 +7,7 @@ import jax.scipy.special as jss
 import torch
 
 from jaxdev import dtypes, tensor
-from jaxdev.ops.kit.toolkit import jitted, opmath
+from jaxdev.ops.kit import jitted, opmath
 from jaxdev.ops.registry import aten, register
 
 

@@ -35,7 +35,8 @@ from jax.extend import random as jax_extend_random
 
 from jaxdev import dtypes, tensor, tracing
 from jaxdev.core.placement import SHARDED, SHARDED_ENTRIES
-from jaxdev.ops.kit.toolkit import jitted, opmath
+from jaxdev.ops.kit.arguments import opmath
+from jaxdev.ops.kit.jit import jitted
 
 CHUNK = 1 << 22  # values per chunk: 16 MiB of float32, and 48 MiB of threefry scratch on CPU
 MIN_VALUES = 4 * CHUNK  # smaller fills are drawn whole: one program, no per-chunk calls

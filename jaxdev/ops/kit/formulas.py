@@ -1,5 +1,5 @@
 """Formulas more than one family applies: pure JAX functions of arrays, which a kernel jits (through
-`toolkit.apply` or a jitted factory) and which another family composes into a program of its own
+`kit.apply` or a jitted factory) and which another family composes into a program of its own
 (foreach's one program per tensor list). They live here, public, so that both run the very same
 function object, hence the same jitted body and the same bits, without one family importing another.
 """
@@ -11,8 +11,9 @@ import jax.numpy as jnp
 import torch
 
 from jaxdev import dtypes
+from jaxdev.ops.kit.arguments import opmath
+from jaxdev.ops.kit.bodies import plain
 from jaxdev.ops.kit.cpu_numerics import opaque, sqrt_divisor
-from jaxdev.ops.kit.toolkit import opmath, plain
 
 # mul's body (`plain`: a jnp ufunc keys the jit cache slowly).
 MUL = plain(jnp.multiply)

@@ -1,5 +1,6 @@
 """CPU's checks of the index tensors of index_select, gather and scatter (and their errors), shared by
-the indexing and scatter families: indices in [0, size) only, int32/int64 dtypes, and PyTorch's
+the indexing and scatter families, and accumulation and bounds as PyTorch does them (`add_at`,
+`multiply_at`, `check_index_bounds`): indices in [0, size) only, int32/int64 dtypes, and PyTorch's
 convention that a 0-dim tensor has one dim of size 1; and the alert of kernels whose duplicate
 indices write in any order (alert_not_deterministic)."""
 
@@ -7,11 +8,12 @@ from __future__ import annotations
 
 import warnings
 
+import jax.numpy as jnp
 import numpy as np
 import torch
 
 from jaxdev import tracing
-from jaxdev.ops.kit.toolkit import outside
+from jaxdev.ops.kit.jit import jitted
 
 
 def first_outside(i, size: int) -> int:
@@ -64,3 +66,35 @@ def alert_not_deterministic(caller: str) -> None:
         "You can also file an issue at https://github.com/pytorch/pytorch/issues to help us prioritize adding "
         "deterministic support for this operation."
     )
+
+
+def add_at(ref, values):
+    """`ref.add(values)` for an `x.at[...]` reference; for bool, PyTorch's sum is a logical or."""
+    return ref.max(values) if values.dtype == jnp.bool_ else ref.add(values)
+
+
+def multiply_at(ref, values):
+    """`ref.multiply(values)`; for bool, PyTorch's product is a logical and."""
+    return ref.min(values) if values.dtype == jnp.bool_ else ref.multiply(values)
+
+
+def check_index_bounds(idx, size: int, dim: int, error_of=None) -> None:
+    """PyTorch's IndexError for an index outside [-size, size) (deferred inside compiled programs);
+    `error_of(message)` makes an op's own error from the usual message."""
+    if idx.size == 0:
+        return
+
+    def error():
+        lo, hi = int(jnp.min(idx)), int(jnp.max(idx))
+        bad = lo if lo < -size else hi
+        message = f"index {bad} is out of bounds for dimension {dim} with size {size}"
+        return IndexError(message) if error_of is None else error_of(message)
+
+    tracing.check_values(outside(-int(size), int(size))(idx), error)
+
+
+@jitted
+def outside(low: int, high: int):
+    """The flag "an index lies outside [low, high)" as one program (eagerly: two comparisons, an or and
+    an any, ~30 us)."""
+    return lambda idx: jnp.any((idx < low) | (idx >= high))

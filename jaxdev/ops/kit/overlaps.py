@@ -22,7 +22,7 @@ import torch
 from torch._ops import OpOverload
 
 from jaxdev import tensor
-from jaxdev.ops.kit.toolkit import jitted
+from jaxdev.ops.kit.jit import jitted
 
 FULL: dict[str, frozenset[str]] = {
     "index_add": frozenset({"index", "source"}),

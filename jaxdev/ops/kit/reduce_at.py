@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
-from jaxdev.ops.kit.toolkit import add_at, multiply_at
+from jaxdev.ops.kit.index_checks import add_at, multiply_at
 
 # The unique-positions path sorts the n positions written (n log n), where the dense one makes a few
 # passes over x: it wins when n is well below x's size.

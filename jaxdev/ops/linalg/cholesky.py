@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxdev import tensor
-from jaxdev.ops.kit.toolkit import J, jitted
+from jaxdev.ops.kit import J, jitted
 from jaxdev.ops.linalg.lapack import HIGHEST, broadcast_batch, check_info, kernel, meta, mH, present
 from jaxdev.ops.registry import aten
 

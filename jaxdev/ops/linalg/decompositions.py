@@ -13,8 +13,7 @@ import jax.numpy as jnp
 import torch
 
 from jaxdev import dtypes, tracing
-from jaxdev.ops.kit import capabilities, cpu_numerics
-from jaxdev.ops.kit.toolkit import J, jitted
+from jaxdev.ops.kit import J, capabilities, cpu_numerics, jitted
 from jaxdev.ops.linalg.lapack import (
     LAPACK_DTYPES,
     check_info,

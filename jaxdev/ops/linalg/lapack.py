@@ -24,8 +24,7 @@ import numpy as np
 import torch
 
 from jaxdev import dtypes, tensor, tracing
-from jaxdev.ops.kit import out_dtypes
-from jaxdev.ops.kit.toolkit import J, jitted
+from jaxdev.ops.kit import J, jitted, out_dtypes
 from jaxdev.ops.registry import aten, out_variant, register, store_into
 
 HIGHEST = jax.lax.Precision.HIGHEST

@@ -12,7 +12,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from jaxdev.ops.kit.toolkit import J, jitted
+from jaxdev.ops.kit import J, jitted
 from jaxdev.ops.linalg.lapack import check_info, kernel, meta, present
 from jaxdev.ops.registry import aten
 

@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import torch
 
 from jaxdev import tensor, tracing
-from jaxdev.ops.kit.toolkit import J, jitted
+from jaxdev.ops.kit import J, jitted
 from jaxdev.ops.linalg.lapack import HIGHEST, LAPACK_DTYPES, broadcast_batch, cpu_error, empty, kernel, mH, mT
 from jaxdev.ops.registry import aten
 

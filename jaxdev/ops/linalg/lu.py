@@ -12,8 +12,8 @@ import jax
 import jax.numpy as jnp
 
 from jaxdev import tensor, tracing
+from jaxdev.ops.kit import J, jitted
 from jaxdev.ops.kit import transcendentals as tm
-from jaxdev.ops.kit.toolkit import J, jitted
 from jaxdev.ops.linalg.lapack import broadcast_batch, check_info, empty, kernel, meta, mH, mT, present
 from jaxdev.ops.registry import aten
 

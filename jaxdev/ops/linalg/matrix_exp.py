@@ -17,8 +17,8 @@ import jax.numpy as jnp
 import torch
 
 from jaxdev import fallback
+from jaxdev.ops.kit import J, jitted
 from jaxdev.ops.kit import transcendentals as tm
-from jaxdev.ops.kit.toolkit import J, jitted
 from jaxdev.ops.linalg.lapack import HIGHEST, LAPACK_DTYPES, kernel, meta, present
 from jaxdev.ops.registry import aten
 

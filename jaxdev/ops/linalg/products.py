@@ -1,6 +1,6 @@
 """Matrix products: mm, bmm, addmm, baddbmm, dot, mv (linear, matmul and einsum decompose to them).
 
-Precision is the device's contract (toolkit.product_precision): half inputs multiply as they are and
+Precision is the device's contract (kit.product_precision): half inputs multiply as they are and
 accumulate in float32, rounded once (addmm/baddbmm fold beta and alpha in before that rounding);
 float32 follows `torch.set_float32_matmul_precision` ("highest", PyTorch's default, is full float32);
 float64, complex and integer products are exact. Integer products accumulate in their own dtype, and
@@ -14,8 +14,8 @@ import jax.numpy as jnp
 import torch
 
 from jaxdev import dtypes, tensor
+from jaxdev.ops.kit import J, jitted, matmul, on_views, product_precision, wrap_dim
 from jaxdev.ops.kit.cpu_numerics import round_to
-from jaxdev.ops.kit.toolkit import J, jitted, matmul, on_views, product_precision, wrap_dim
 from jaxdev.ops.registry import aten, check_cast, register, register_functional, store_into
 
 
@@ -204,7 +204,7 @@ def addmv(self, mat, vec, *, beta=1, alpha=1):
 
 
 # addbmm: CPU adds the batches' products into the result one addmm_ at a time (BLAS order). Here each
-# batch's product is one dot (toolkit.product_precision), scaled by alpha and summed over the batches
+# batch's product is one dot (kit.product_precision), scaled by alpha and summed over the batches
 # in the compute dtype, then rounded once: measured on the OpInfo samples and on random ones, at
 # least as close to the float64 result as CPU's in most cases (one dot over batch and k together was
 # further away). Complex products are taken as four real dots: XLA's complex dot lands further

@@ -7,8 +7,8 @@ import jax.numpy as jnp
 import torch
 
 from jaxdev import dtypes
+from jaxdev.ops.kit import J, compiled
 from jaxdev.ops.kit.cpu_numerics import exp_wide, log_wide
-from jaxdev.ops.kit.toolkit import J, compiled
 from jaxdev.ops.registry import aten, register_functional
 
 # --- CTC loss (CPU: LossCTC.cpp), the alpha / beta recursions as scans over time ------------------------------

@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import torch
 
 from jaxdev import dtypes, tracing
-from jaxdev.ops.kit.toolkit import J, compiled
+from jaxdev.ops.kit import J, compiled
 from jaxdev.ops.loss.common import MEAN, NONE
 from jaxdev.ops.registry import aten, register_functional
 

@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import torch
 
 from jaxdev import dtypes, tracing
-from jaxdev.ops.kit.toolkit import J, compiled, opmath
+from jaxdev.ops.kit import J, compiled, opmath
 from jaxdev.ops.loss.common import MEAN, NONE, SUM
 from jaxdev.ops.registry import aten, register_functional
 

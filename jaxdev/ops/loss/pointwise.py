@@ -7,8 +7,8 @@ import jax.numpy as jnp
 import torch
 
 from jaxdev import dtypes, tensor, tracing
+from jaxdev.ops.kit import J, compiled, opmath
 from jaxdev.ops.kit import transcendentals as tm
-from jaxdev.ops.kit.toolkit import J, compiled, opmath
 from jaxdev.ops.loss.common import MEAN, SUM
 from jaxdev.ops.registry import aten, register, register_functional, store_into
 

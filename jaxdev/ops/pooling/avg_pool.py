@@ -9,8 +9,8 @@ import numpy as np
 import torch
 
 from jaxdev import dtypes
+from jaxdev.ops.kit import J, jitted, opmath
 from jaxdev.ops.kit.cpu_numerics import round_to
-from jaxdev.ops.kit.toolkit import J, jitted, opmath
 from jaxdev.ops.pooling.windows import along, bins, check_not_empty, ntuple, output_size_of, pool_args, windows
 from jaxdev.ops.registry import aten, register_backward, register_functional
 

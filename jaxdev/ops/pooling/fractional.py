@@ -10,7 +10,7 @@ import numpy as np
 import torch
 
 from jaxdev import dtypes
-from jaxdev.ops.kit.toolkit import J, jitted
+from jaxdev.ops.kit import J, jitted
 from jaxdev.ops.registry import aten, register_functional
 
 

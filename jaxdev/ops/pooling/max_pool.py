@@ -11,8 +11,8 @@ import numpy as np
 import torch
 
 from jaxdev import dtypes, tracing
+from jaxdev.ops.kit import J, jitted, opmath
 from jaxdev.ops.kit.index_checks import alert_not_deterministic
-from jaxdev.ops.kit.toolkit import J, jitted, opmath
 from jaxdev.ops.pooling.windows import along, check_not_empty, lowest, pool_args, windows
 from jaxdev.ops.registry import aten, register_functional
 

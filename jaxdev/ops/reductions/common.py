@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 from jaxdev import dtypes
-from jaxdev.ops.kit.toolkit import axes, jitted, on_views, opmath
+from jaxdev.ops.kit import axes, jitted, on_views, opmath
 
 
 @jitted

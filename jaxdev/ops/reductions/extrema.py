@@ -5,7 +5,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 
 from jaxdev import dtypes
-from jaxdev.ops.kit.toolkit import J, axes, jitted, wrap_dim
+from jaxdev.ops.kit import J, axes, jitted, wrap_dim
 from jaxdev.ops.reductions.common import check_nonempty, no_complex, reduce_over
 from jaxdev.ops.registry import aten, register_functional
 

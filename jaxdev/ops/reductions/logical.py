@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import torch
 
 from jaxdev import dtypes
-from jaxdev.ops.kit.toolkit import J, axes
+from jaxdev.ops.kit import J, axes
 from jaxdev.ops.reductions.common import reduce_over
 from jaxdev.ops.registry import aten, register, register_functional
 

@@ -7,7 +7,7 @@ import math
 import jax.numpy as jnp
 
 from jaxdev import dtypes
-from jaxdev.ops.kit.toolkit import J, axes, jitted, opmath
+from jaxdev.ops.kit import J, axes, jitted, opmath
 from jaxdev.ops.registry import aten, register_functional
 
 

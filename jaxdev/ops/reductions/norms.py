@@ -7,8 +7,8 @@ import jax.numpy as jnp
 import torch
 
 from jaxdev import dtypes
+from jaxdev.ops.kit import J, axes, jitted, wrap_dim
 from jaxdev.ops.kit.formulas import vector_norm_value
-from jaxdev.ops.kit.toolkit import J, axes, jitted, wrap_dim
 from jaxdev.ops.registry import aten, register_functional
 
 

@@ -8,9 +8,9 @@ import jax.numpy as jnp
 import torch
 
 from jaxdev import dtypes, tensor
+from jaxdev.ops.kit import J, accumulate_dtype, axes, jitted, opmath
 from jaxdev.ops.kit import transcendentals as tm
 from jaxdev.ops.kit.cpu_numerics import round_to
-from jaxdev.ops.kit.toolkit import J, accumulate_dtype, axes, jitted, opmath
 from jaxdev.ops.reductions.common import reduce_over
 from jaxdev.ops.registry import aten, register, register_functional, store_into
 

@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import torch
 
 from jaxdev import dtypes, tensor, tracing
-from jaxdev.ops.kit.toolkit import J, jitted
+from jaxdev.ops.kit import J, jitted
 from jaxdev.ops.registry import aten, register, register_functional
 
 

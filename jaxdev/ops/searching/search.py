@@ -1,11 +1,11 @@
-"""Where values fall: searchsorted, bucketize and isin. Ordering is PyTorch's (see toolkit.sort_key)."""
+"""Where values fall: searchsorted, bucketize and isin. Ordering is PyTorch's (see kit.sort_key)."""
 
 from __future__ import annotations
 
 import jax.numpy as jnp
 import torch
 
-from jaxdev.ops.kit.toolkit import J, jitted
+from jaxdev.ops.kit import J, jitted
 from jaxdev.ops.registry import aten, register_functional
 
 

@@ -7,8 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxdev import dtypes, tensor
-from jaxdev.ops.kit import out_dtypes
-from jaxdev.ops.kit.toolkit import J, sort_key, stable_sort, wrap_dim
+from jaxdev.ops.kit import J, out_dtypes, sort_key, stable_sort, wrap_dim
 from jaxdev.ops.registry import aten, register, register_functional, store_into
 
 

@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import torch
 
 from jaxdev import dtypes, fallback, tensor
-from jaxdev.ops.kit.toolkit import J
+from jaxdev.ops.kit import J
 from jaxdev.ops.registry import aten, register_layout_kernel
 
 SPARSE_CPU = torch._C.DispatchKeySet(torch._C.DispatchKey.SparseCPU)

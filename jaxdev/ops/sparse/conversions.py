@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import torch
 
 from jaxdev import dtypes, tensor
-from jaxdev.ops.kit.toolkit import J
+from jaxdev.ops.kit import J
 from jaxdev.ops.registry import aten, register, register_layout_kernel
 from jaxdev.ops.sparse.components import compressed_parts, make_coo, unsupported_layout
 

@@ -7,7 +7,7 @@ import jax
 import torch
 
 from jaxdev import dtypes, tensor
-from jaxdev.ops.kit.toolkit import J
+from jaxdev.ops.kit import J
 from jaxdev.ops.registry import aten, register_layout_kernel, store_into
 from jaxdev.ops.sparse.components import SPARSE_CPU, compressed_parts, needs_cpu, redispatch, unsupported_layout
 

@@ -9,8 +9,8 @@ import jax.scipy.special as jss
 import torch
 
 from jaxdev import dtypes
+from jaxdev.ops.kit import J, apply, float_of, jitted, opmath
 from jaxdev.ops.kit import transcendentals as tm
-from jaxdev.ops.kit.toolkit import J, apply, float_of, jitted, opmath
 from jaxdev.ops.registry import aten, register_functional
 from jaxdev.ops.special import igamma
 

@@ -7,8 +7,8 @@ import jax.numpy as jnp
 import torch
 
 from jaxdev import dtypes
+from jaxdev.ops.kit import J, apply, float_of, jitted
 from jaxdev.ops.kit.cpu_numerics import chebyshev, cpu_threads, divide_by, round_to, scalar_lanes, sqrt_divisor
-from jaxdev.ops.kit.toolkit import J, apply, float_of, jitted
 from jaxdev.ops.registry import aten, register_functional
 
 # Cephes' Chebyshev coefficients for exp(-x) I0(x) on [0, 8] and exp(-x) sqrt(x) I0(x) on (8, inf).

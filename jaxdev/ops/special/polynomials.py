@@ -28,7 +28,7 @@ import jax.numpy as jnp
 import torch
 
 from jaxdev import dtypes
-from jaxdev.ops.kit.toolkit import apply, float_of
+from jaxdev.ops.kit import apply, float_of
 from jaxdev.ops.registry import aten, register_functional
 
 _INT64_MIN = jnp.iinfo(jnp.int64).min

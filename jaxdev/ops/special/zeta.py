@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from jaxdev import dtypes, tracing
-from jaxdev.ops.kit.toolkit import J, apply, float_of, jitted, opmath
+from jaxdev.ops.kit import J, apply, float_of, jitted, opmath
 from jaxdev.ops.registry import aten, register, register_functional, store_into
 from jaxdev.ops.special.functions import digamma, with_order
 

@@ -33,7 +33,7 @@ from __future__ import annotations
 import torch
 
 from jaxdev import dtypes
-from jaxdev.ops.kit.toolkit import apply, float_of
+from jaxdev.ops.kit import apply, float_of
 from jaxdev.ops.registry import aten, register_functional
 from jaxdev.ops.special.bessel.airy import airy_ai, spherical_j0
 from jaxdev.ops.special.bessel.i_k import modified_i0, modified_i1, modified_k0, modified_k1, scaled_k0, scaled_k1
