@@ -11,51 +11,24 @@ would silently clamp them). `x[idx] = v` into a storage nothing else sees writes
 
 from __future__ import annotations
 
-import jax
 import jax.numpy as jnp
-import torch
 
-from jaxdev import dtypes, tensor, tracing
-from jaxdev.ops.kit import J, add_at, any_device, check_index_bounds, indexed_writes, jitted, overlaps
-from jaxdev.ops.kit.cpu_numerics import narrowed
+from jaxdev import tensor
+from jaxdev.ops.kit import J, add_at, indexed_writes, jitted, overlaps
 from jaxdev.ops.kit.indexed_writes import into
+from jaxdev.ops.kit.indices import (
+    check_put_dtypes,
+    index_tuple,
+    joined_index,
+    masked_rows,
+    put_index,
+    put_value,
+    single_mask,
+    split_index,
+)
 from jaxdev.ops.registry import aten, register, register_functional
 
 # Positions of true values, one compile per shape.
-
-
-@jitted
-def _padded_positions():
-    """argwhere(x != 0) padded to x.size rows, and the count of true values."""
-
-    def run(x):
-        m = x != 0
-        return jnp.argwhere(m, size=m.size, fill_value=0), jnp.sum(m)
-
-    return run
-
-
-def true_positions(x) -> jax.Array:
-    """jnp.argwhere(x != 0) (int64 rows), compiled once per shape: the count selects a prefix."""
-    rows, count = _padded_positions()(x)
-    return jax.lax.slice_in_dim(rows, 0, int(count))
-
-
-@jitted
-def _padded_rows(p):
-    """x's entries where the mask m (over dims p .. p + m.ndim) is true, padded to m.size rows along
-    dim p, and the count of true values."""
-
-    def run(x, m):
-        flat = x.reshape(x.shape[:p] + (-1,) + x.shape[p + m.ndim :])
-        return jnp.take(flat, jnp.flatnonzero(m, size=m.size, fill_value=0), axis=p), jnp.sum(m)
-
-    return run
-
-
-def masked_rows(x, m, p):
-    rows, count = _padded_rows(p)(x, m)
-    return jax.lax.slice_in_dim(rows, 0, int(count), axis=p)
 
 
 @jitted
@@ -74,191 +47,32 @@ def _put_through_mask(p, accumulate):
     return run
 
 
-def _single_mask(self, indices):
-    """(p, mask) when `indices` is Nones and exactly one boolean mask, else None."""
-    tensors = [(p, ix) for p, ix in enumerate(indices) if ix is not None]
-    if len(tensors) != 1 or tensors[0][1].dtype not in (torch.bool, torch.uint8):
-        return None
-    p, mask = tensors[0]
-    if any(mask.shape[k] != self.shape[p + k] if p + k < self.dim() else True for k in range(mask.dim())):
-        return None  # the general path raises CPU's IndexError
-    return p, any_device(mask).astype(bool)
-
-
-def _index_tuple(self, indices):
-    """PyTorch's `indices` list (None = whole dim, bool masks, integer tensors) as a jnp index."""
-    out, dim = [], 0
-    for ix in indices:
-        if ix is None:
-            out.append(slice(None))
-            dim += 1
-            continue
-        a = any_device(ix)
-        if a.dtype in (jnp.bool_, jnp.uint8):
-            a = a.astype(bool)
-            for k in range(a.ndim):
-                if dim + k >= self.dim() or a.shape[k] != self.shape[dim + k]:
-                    raise IndexError(
-                        f"The shape of the mask {list(a.shape)} at index {k} does not match the shape "
-                        f"of the indexed tensor {list(self.shape)} at index {dim + k}"
-                    )
-            out.extend(true_positions(a).T)
-            dim += a.ndim
-        else:
-            if a.dtype not in (jnp.int64, jnp.int32):  # CPU: int16, int8 and uint16 indices are refused too
-                raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
-            if dim >= self.dim():
-                raise IndexError(f"too many indices for tensor of dimension {self.dim()}")
-            check_index_bounds(a, self.shape[dim], dim)
-            out.append(a)
-            dim += 1
-    if dim > self.dim():
-        raise IndexError(f"too many indices for tensor of dimension {self.dim()} (got {dim})")
-    return tuple(out)
-
-
 @register_functional(aten.index.Tensor)
 def index(self, indices):
-    single = _single_mask(self, indices)
+    single = single_mask(self, indices)
     if single is not None:
         return masked_rows(J(self), single[1], single[0])
-    structure, arrays = _split_index(_index_tuple(self, indices))
+    structure, arrays = split_index(index_tuple(self, indices))
     return _indexed(structure)(J(self), *arrays)
-
-
-def _split_index(index: tuple) -> tuple:
-    """A jnp index of whole dims and index arrays as (structure, arrays): `structure` is True for each
-    whole dim and keys the jitted program, the arrays are its arguments (eager jnp indexing spends
-    ~100s of us in Python planning its gather or scatter)."""
-    return tuple(isinstance(e, slice) for e in index), [e for e in index if not isinstance(e, slice)]
-
-
-def _joined_index(structure: tuple, arrays) -> tuple:
-    """Traceable: the index `_split_index` took apart."""
-    it = iter(arrays)
-    return tuple(slice(None) if whole else next(it) for whole in structure)
 
 
 @jitted
 def _indexed(structure):
     """x[index] in one program."""
-    return lambda x, *arrays: x[_joined_index(structure, arrays)]
-
-
-def fill_value(value: torch.Tensor, dtype: torch.dtype) -> jax.Array:
-    """A 0-dim tensor value as masked_fill takes it (and index_put_ of one through a bool mask, which
-    is masked_fill on CPU): CPU reads it (`value.item()`) and converts the scalar with c10's checked
-    Scalar::to<T>, so 300.0 into int8 raises instead of wrapping or saturating. Inside a compiled
-    program the value stays on the device and the overflow is a deferred check."""
-    v = J(value)
-    jdt = dtypes.to_jax_dtype(dtype)
-    if not tracing.is_traced(v):
-        scalar = value.item()
-        dtypes.check_scalar(scalar, dtype)
-        return narrowed(jnp.asarray(scalar), jdt)  # a double to a half through float, as c10 converts
-    dtypes.check_array_fits(v, dtype)
-    return dtypes.convert(v, jdt)
-
-
-def _put_value(self, values, mask, p):
-    """values cast to self's dtype and broadcast to the indexing result [pre.., count or 1, rest..]."""
-    if values.dim() == 0:
-        v = fill_value(values, self.dtype) if values.device.type == "jax" or values.is_cpu else None
-    else:
-        v = narrowed(J(values), J(self).dtype) if values.device.type == "jax" else None
-    v = narrowed(tensor.from_cpu(values), dtypes.to_jax_dtype(self.dtype)) if v is None else v
-    pre, rest = tuple(self.shape[:p]), tuple(self.shape[p + mask.ndim :])
-    count = jnp.sum(mask)
-
-    def mismatch():
-        result = [*pre, int(count), *rest]
-        return RuntimeError(
-            f"shape mismatch: value tensor of shape {list(values.shape)} cannot be broadcast to indexing result "
-            f"of shape {result}"
-        )
-
-    n = len(pre) + 1 + len(rest)
-    if v.ndim > n:
-        raise mismatch()
-    shape = (1,) * (n - v.ndim) + v.shape
-    for have, want in zip(shape[:p] + shape[p + 1 :], pre + rest):
-        if have not in (1, want):
-            raise mismatch()
-    if shape[p] != 1:
-        tracing.check_values(count != shape[p], mismatch)
-    return jnp.broadcast_to(v.reshape(shape), (*pre, shape[p], *rest))
-
-
-def _check_put_dtypes(self, values, *, zero_dim_converts=False):
-    """CPU refuses a value of another dtype, except a 0-dim one put through a single bool mask (that
-    path is masked_fill, which converts the scalar)."""
-    if (values.dim() or not zero_dim_converts) and values.dtype != self.dtype:
-        raise RuntimeError(
-            "Index put requires the source and destination dtypes match, got "
-            f"{dtypes.scalar_name(self.dtype)} for the destination and {dtypes.scalar_name(values.dtype)} for the source."
-        )
-
-
-def _check_empty_dims(self, indices) -> None:
-    """AdvancedIndex's first check: an index with elements into a dim of size 0."""
-    dim = 0
-    for ix in indices:
-        if ix is None:
-            dim += 1
-            continue
-        width = ix.dim() if ix.dtype in (torch.bool, torch.uint8) else 1
-        if ix.numel() and any(n == 0 for n in self.shape[dim : dim + width]):
-            raise IndexError("index is out of bounds for dimension with size 0")
-        dim += width
-
-
-def _indexing_result_shape(shape, index) -> tuple[int, ...]:
-    """NumPy's (and PyTorch's) advanced-indexing result shape for `index` (slices and index arrays): the
-    index arrays broadcast together and stand where they are when adjacent, in front otherwise."""
-    arrays = [i for i, ix in enumerate(index) if not isinstance(ix, slice)]
-    if not arrays:
-        return tuple(shape)
-    middle = jnp.broadcast_shapes(*(index[i].shape for i in arrays))
-    rest = [n for i, n in enumerate(shape) if i >= len(index) or isinstance(index[i], slice)]
-    if arrays == list(range(arrays[0], arrays[-1] + 1)):
-        first = arrays[0]
-        return (*shape[:first], *middle, *rest[first:])
-    return (*middle, *rest)
+    return lambda x, *arrays: x[joined_index(structure, arrays)]
 
 
 @register_functional(aten.index_put.default, indexed=True)
 def index_put(self, indices, values, accumulate=False):
     x = J(self)
-    single = _single_mask(self, indices)
+    single = single_mask(self, indices)
     if single is not None:
-        _check_put_dtypes(self, values, zero_dim_converts=True)
+        check_put_dtypes(self, values, zero_dim_converts=True)
         p, mask = single
-        return into(_put_through_mask(p, bool(accumulate)), x, mask, _put_value(self, values, mask, p))
+        return into(_put_through_mask(p, bool(accumulate)), x, mask, put_value(self, values, mask, p))
     index, v = put_index(self, indices, values)
-    structure, arrays = _split_index(index)
+    structure, arrays = split_index(index)
     return into(_put_at(structure, bool(accumulate)), x, v, *arrays)
-
-
-def put_index(self, indices, values) -> tuple:
-    """index_put's checks in CPU's order (a size-0 indexed dim, the dtypes, the bounds, the value's
-    shape) and (its jnp index, with masks as positions; the value as a jax array)."""
-    single = _single_mask(self, indices)
-    if single is not None:
-        _check_put_dtypes(self, values, zero_dim_converts=True)
-        p, mask = single
-        return _index_tuple(self, indices), _put_value(self, values, mask, p)
-    _check_empty_dims(self, indices)
-    _check_put_dtypes(self, values)
-    index = _index_tuple(self, indices)
-    result = _indexing_result_shape(tuple(self.shape), index)
-    have = tuple(values.shape)
-    if len(have) > len(result) or any(h not in (1, w) for h, w in zip(have[::-1], result[::-1])):
-        raise RuntimeError(
-            f"shape mismatch: value tensor of shape {list(have)} cannot be broadcast to indexing result "
-            f"of shape {list(result)}"
-        )
-    v = J(values) if values.device.type == "jax" or values.dim() == 0 else tensor.from_cpu(values)
-    return index, v
 
 
 @jitted
@@ -266,7 +80,7 @@ def _put_at(structure, accumulate):
     """index_put's update in one program (the index as in _indexed)."""
 
     def run(x, v, *arrays):
-        ref = x.at[_joined_index(structure, arrays)]
+        ref = x.at[joined_index(structure, arrays)]
         v = v.astype(x.dtype)
         return add_at(ref, v) if accumulate else ref.set(v)
 

@@ -22,8 +22,8 @@ import jax.numpy as jnp
 import torch
 
 from jaxdev import tensor
-from jaxdev.ops import advanced_indexing
 from jaxdev.ops.kit import J, jitted, overlaps, tensor_iterator
+from jaxdev.ops.kit.indices import joined_index, put_index, split_index
 
 
 def put(self: torch.Tensor, indices, values: torch.Tensor, accumulate: bool = False, unsafe: bool = False) -> None:
@@ -41,13 +41,13 @@ def put(self: torch.Tensor, indices, values: torch.Tensor, accumulate: bool = Fa
             UserWarning,
             stacklevel=3,
         )
-    index, v = advanced_indexing.put_index(self, indices, values)
+    index, v = put_index(self, indices, values)
     index = index + (slice(None),) * (self.dim() - len(index))
     dims = overlaps.expanded_dims(self)
     shape = tuple(1 if d in dims else n for d, n in enumerate(self.shape))
     memory = self.as_strided(shape, self.stride(), self.storage_offset())  # each location once
     result, order = loop_order(self, indices, index, values)
-    structure, arrays = advanced_indexing._split_index(index)
+    structure, arrays = split_index(index)
     program = _program(structure, tuple(self.shape), dims, result, order, bool(accumulate))
     tensor.write(memory, program(J(memory), v, *arrays))
 
@@ -106,7 +106,7 @@ def _program(structure, shape, dims, result, order, accumulate):
     back = tuple(sorted(range(len(order)), key=order.__getitem__))
 
     def run(memory, v, *arrays):
-        index = advanced_indexing._joined_index(structure, arrays)
+        index = joined_index(structure, arrays)
         v = jnp.broadcast_to(v.astype(memory.dtype), result)
         if accumulate and memory.dtype == jnp.bool_:  # PyTorch's bool sum: a logical or
             return memory | jnp.zeros(shape, bool).at[index].max(v).any(axis=dims, keepdims=True)

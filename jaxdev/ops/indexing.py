@@ -18,7 +18,6 @@ import numpy as np
 import torch
 
 from jaxdev import dtypes, layout, tensor, tracing
-from jaxdev.ops.advanced_indexing import fill_value, masked_rows, true_positions
 from jaxdev.ops.kit import J, any_device, jitted, on_views, opmath, out_dtypes, overlaps, wrap_dim
 from jaxdev.ops.kit.cpu_numerics import narrowed, round_to
 from jaxdev.ops.kit.index_checks import (
@@ -29,6 +28,7 @@ from jaxdev.ops.kit.index_checks import (
     nonempty_dim,
     nonempty_size,
 )
+from jaxdev.ops.kit.indices import fill_value, masked_rows, true_positions
 from jaxdev.ops.registry import aten, register, register_functional, store_into
 
 

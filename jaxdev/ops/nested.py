@@ -27,8 +27,7 @@ import numpy as np
 import torch
 
 from jaxdev import dtypes, fallback, tensor
-from jaxdev.ops import transformer
-from jaxdev.ops.kit import J, jitted, matmul, product_precision
+from jaxdev.ops.kit import J, encoder_layer, jitted, matmul, product_precision
 from jaxdev.ops.kit import transcendentals as tm
 from jaxdev.ops.registry import aten, register, register_layout_kernel
 
@@ -182,7 +181,7 @@ def nested_tensor_from_mask(t, mask, mask_check=True):
 def nested_encoder_layer(src, embed_dim, num_heads, *rest, mask=None, mask_type=None):
     """_transformer_encoder_layer_fwd on a nested batch: the layer on the padded batch, its padding
     hidden from every query as a key padding mask, and the components packed back."""
-    weights, use_gelu, norm_first, eps, mask, _ = transformer.encoder_arguments(rest, mask, mask_type)
+    weights, use_gelu, norm_first, eps, mask, _ = encoder_layer.encoder_arguments(rest, mask, mask_type)
     if mask is not None:
         raise RuntimeError("NestedTensor with mask is not supported yet")
     sizes = _metadata(src)[0]
@@ -191,8 +190,8 @@ def nested_encoder_layer(src, embed_dim, num_heads, *rest, mask=None, mask_type=
     if src.size(0) == 0 or not sizes[:, 0].any():
         return src.clone()
     batch, valid = padded(src, 0.0)
-    program = transformer.layer_program(src.dtype, embed_dim, num_heads, use_gelu, norm_first, eps, 1)
-    out = program(batch, *transformer.layer_arrays(weights), jnp.asarray(~valid[:, :, 0]))
+    program = encoder_layer.layer_program(src.dtype, embed_dim, num_heads, use_gelu, norm_first, eps, 1)
+    out = program(batch, *encoder_layer.layer_arrays(weights), jnp.asarray(~valid[:, :, 0]))
     return nested_from(_pack_program()(out, np.flatnonzero(valid)), sizes)
 
 

@@ -12,7 +12,7 @@ import torch
 
 from jaxdev import dtypes, tensor
 from jaxdev.core import plans
-from jaxdev.ops.creation import fills
+from jaxdev.ops.kit import new_memory
 from jaxdev.ops.registry import aten, register, register_on_cpu_kernel
 
 _CPU = torch._C.DispatchKeySet(torch._C.DispatchKey.CPU)
@@ -75,7 +75,7 @@ def set_empty(self):
 def _grown(self, needed: int) -> torch.UntypedStorage:
     """A new storage of `needed` elements of self's dtype that keeps the old storage's bytes, whatever
     dtype wrote them (CPU reallocates and copies the bytes); the new elements are zeros, or what CPU's
-    deterministic mode fills new memory with (fills.uninitialised_value)."""
+    deterministic mode fills new memory with (new_memory.uninitialised_value)."""
     old = tensor.box_of(self)
     stored = dtypes.STORED_AS.get(self.dtype, self.dtype)
     jdt = dtypes.to_jax_dtype(stored)
@@ -83,7 +83,7 @@ def _grown(self, needed: int) -> torch.UntypedStorage:
     if old.dtype != stored:  # a dtype view of the storage: its whole elements of the new dtype
         raw = plans.to_bytes(flat)
         flat = plans.from_bytes(raw[: raw.shape[0] // stored.itemsize * stored.itemsize], jdt)
-    fill = fills.uninitialised_value(self.dtype)
+    fill = new_memory.uninitialised_value(self.dtype)
     with tensor.out_of_memory_as_torch():
         new = tensor.zeros(needed, jdt) if fill is None else jnp.full((needed,), fill, jdt)
         grown = new.at[: flat.shape[0]].set(flat[:needed])

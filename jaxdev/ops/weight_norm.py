@@ -15,8 +15,7 @@ import math
 import jax.numpy as jnp
 import torch
 
-from jaxdev.ops.creation import fills
-from jaxdev.ops.kit import J, compiled, opmath
+from jaxdev.ops.kit import J, compiled, new_memory, opmath
 from jaxdev.ops.registry import aten, register_backward, register_functional
 
 
@@ -45,7 +44,7 @@ def weight_norm_interface(v, g, dim=0):
         raise RuntimeError(
             f"weight norm: g has {g.numel()} elements, fewer than the {size} of dim {dim} of v, {tuple(v.shape)}"
         )
-    rest = fills.uninitialised_value(torch.float32 if g.dtype == torch.bfloat16 else g.dtype)
+    rest = new_memory.uninitialised_value(torch.float32 if g.dtype == torch.bfloat16 else g.dtype)
     return compiled(_weight_norm, dim, 0.0 if rest is None else rest)(J(v), J(g))
 
 

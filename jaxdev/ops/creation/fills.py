@@ -11,6 +11,7 @@ from jaxdev import device as jax_device_module
 from jaxdev import dtypes, tensor
 from jaxdev.ops.kit import J, each_location_once, jitted
 from jaxdev.ops.kit.cpu_numerics import narrowed
+from jaxdev.ops.kit.new_memory import uninitialised_value
 from jaxdev.ops.registry import aten, register
 
 
@@ -19,23 +20,6 @@ def check_device(device) -> None:
         device = torch.device(device)
         if device.index is not None:
             jax_device_module.check_index(device.index)
-
-
-def uninitialised_value(dtype: torch.dtype):
-    """What CPU writes into new memory under torch.use_deterministic_algorithms(True) with
-    torch.utils.deterministic.fill_uninitialized_memory (fill_empty_deterministic_): NaN for floating and
-    complex dtypes (NaN + 0j), the largest value for integers, True for bool; None when not asked (jax
-    memory is zeros then). The raw bit dtypes have no such value: CPU refuses them, and so does this."""
-    if not (torch._C._get_deterministic_algorithms() and torch._C._get_deterministic_fill_uninitialized_memory()):
-        return None
-    if dtype in dtypes.BYTE_CARRIERS:
-        raise dtypes.RawBytesDtypeError(
-            f"dtype {dtype} holds raw bits, which have no value to fill uninitialised memory with under "
-            "torch.use_deterministic_algorithms(True) (CPU refuses it too)"
-        )
-    if dtype.is_floating_point or dtype.is_complex:
-        return float("nan")
-    return True if dtype == torch.bool else torch.iinfo(dtype).max
 
 
 def _uninitialised(size, dtype: torch.dtype, strides) -> torch.Tensor:
