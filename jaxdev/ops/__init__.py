@@ -1,4 +1,11 @@
-"""Kernels by family; importing this package registers them all."""
+"""Kernels by family; importing this package registers them all.
+
+Families import the registry and the kit (jaxdev/ops/kit), never each other; the dtype carriers
+(jaxdev/ops/carriers) join the registry's table first, so every kernel passes through them."""
+
+from jaxdev.ops import carriers  # noqa: F401  (before any kernel registers)
+
+# isort: split
 
 from jaxdev.ops import (  # noqa: F401
     activation,

@@ -24,7 +24,6 @@ import torch
 from torch._ops import OpOverload
 
 from jaxdev import dtypes, eager_modes, layout, native, tensor, tracing
-from jaxdev.ops.carriers import bit_dtypes, complex_half
 from jaxdev.ops.kit import J, capabilities, jitted
 from jaxdev.ops.kit.derived import (  # noqa: F401  (check_cast, store_into, broadcast_shapes: imported from here)
     as_shape_error,
@@ -38,6 +37,7 @@ from jaxdev.ops.kit.derived import (  # noqa: F401  (check_cast, store_into, bro
     shape_errors_as_torch,
     store_into,
 )
+from jaxdev.ops.kit.native_kernels import fast_kernel, slow_path
 
 aten = torch.ops.aten
 
@@ -53,6 +53,9 @@ DERIVED: dict[str, str] = {}
 # so a step size that changes every step does not make a new program every step.
 DYNAMIC_NUMBERS: dict[OpOverload, tuple[int, ...]] = {}
 BACKWARD: dict[str, str] = {}
+# The dtype carriers (jaxdev/ops/carriers puts them here, before any kernel registers): `carry(op, fn)`
+# serves around a kernel a dtype JAX has no type of; every kernel passes through each in order.
+CARRIERS: list[Callable[[OpOverload, Callable], Callable]] = []
 
 _LIB = torch.library.Library("aten", "IMPL")
 
@@ -123,32 +126,6 @@ def register_on_cpu_kernel(*ops: OpOverload):
     return deco
 
 
-# The Python kernels of ops that have a native fast kernel (`register_functional(..., fast=...)`) are
-# registered here, under the op's own schema, as the native kernel's slow path.
-_SLOW_LIB = torch.library.Library("jaxdev_slow", "DEF")
-
-
-def _register_native(op: OpOverload, fn: Callable, install: Callable[[str], None]) -> None:
-    """`fn` registered under `op`'s own schema as jaxdev_slow::<op>, the slow path of the native
-    PrivateUse1 kernel that `install(slow_name)` registers for `op`."""
-    short = op.name().removeprefix("aten::")
-    _SLOW_LIB.define(str(op._schema).removeprefix("aten::"))
-    _SLOW_LIB.impl(short, fn, "PrivateUse1")
-    install("jaxdev_slow::" + short)
-
-
-def _fast_kernel(op: OpOverload, bodies: Callable) -> Callable[[str], None]:
-    """Installs register_fast_kernel (jaxdev/csrc/native.cpp): plain jax tensors of one dtype, other
-    arguments at their defaults, are computed by `bodies(dtype)(*arrays)` without a Python frame."""
-    tensors = 0
-    for argument in op._schema.arguments:
-        if str(argument.type) != "Tensor" or argument.kwarg_only:
-            break
-        tensors += 1
-    short = op.name().removeprefix("aten::")
-    return lambda slow: native.module.register_fast_kernel(short, slow, tensors, bodies)
-
-
 def register_clone(op: OpOverload, fn: Callable, reader: Callable) -> None:
     """aten::clone: `fn` as the slow path of a native kernel (jaxdev/csrc/native.cpp,
     register_clone_kernel) that makes a contiguous clone without a Python frame: the same array for a
@@ -197,7 +174,8 @@ def _register(
         raise RegistrationError(f"{name} already has a jax kernel ({KERNELS[name].__qualname__})")
     if name in RELAID:
         fn = _relaid_kernel(op, fn)
-    fn = complex_half.serving(op, bit_dtypes.serving_bytes(name, fn))
+    for carry in CARRIERS:  # raw bytes, then complex32 around them (jaxdev/ops/carriers)
+        fn = carry(op, fn)
     if fast is not None:
         FAST_BODIES[op] = fast
     # a family this platform's XLA lacks for some dtypes goes to CPU for them (ops/kit/capabilities.py)
@@ -205,7 +183,7 @@ def _register(
     if on_cpu:
         native.module.register_cpu_kernels([name.removeprefix("aten::")])
     elif (fast is not None or native_kernel is not None) and native.module is not None:
-        _register_native(op, installed, native_kernel or _fast_kernel(op, fast))
+        slow_path(op, installed, native_kernel or fast_kernel(op, fast))
     else:
         _LIB.impl(op, installed, "PrivateUse1")
     KERNELS[name] = fn
@@ -253,7 +231,7 @@ def register_functional(
     those compute the same values, check that the result can be cast to the destination's dtype
     and write it through the destination's strides, so aliases see it.
 
-    `fast`: {op: bodies} for elementwise overloads whose common case runs natively (_fast_kernel):
+    `fast`: {op: bodies} for elementwise overloads whose common case runs natively (kit.native_kernels.fast_kernel):
     `bodies(dtype)` is the jitted body `fn` itself would run on plain tensors of that dtype with every
     other argument at its default (None where the result has another dtype or `fn` would raise).
 

@@ -42,7 +42,7 @@ BYTE_OPS: dict[str, tuple[tuple, frozenset | None]] = {
 }
 
 
-def _flip_copies_rows(args, kwargs) -> bool:
+def flip_copies_rows(args, kwargs) -> bool:
     """CPU's flip of a raw dtype: a copy where it flips nothing (no flipped dim longer than 1 and not
     broadcast, or at most one element), else its row-copy loop, which needs TensorIterator's innermost
     dim unflipped and contiguous in both the result and self; any other case is its per-dtype kernel."""
@@ -98,7 +98,7 @@ def _suggested_format(t: torch.Tensor) -> torch.memory_format:
 
 # op -> (served(args, kwargs) for a raw dtype, else CPU's NotImplementedError from the kernel named)
 SERVED_WHEN: dict[str, tuple[Callable, str]] = {
-    "aten::flip": (_flip_copies_rows, "flip_cpu"),
+    "aten::flip": (flip_copies_rows, "flip_cpu"),
     "aten::cat": (_cat_copies, "cat_serial_kernel"),
     "aten::cat.out": (_cat_copies, "cat_serial_kernel"),
 }
@@ -197,9 +197,10 @@ def _on_bytes(fn: Callable, name: str, raw: torch.dtype, args, kwargs):
     return labelled(fn(*args, **kwargs))
 
 
-def serving_bytes(name: str, fn: Callable) -> Callable:
-    """`fn`, serving the raw dtypes too when `name` is an op in BYTE_OPS (one dtype test per byte-holding
+def serving_bytes(op, fn: Callable) -> Callable:
+    """`fn`, serving the raw dtypes too when `op` is one in BYTE_OPS (one dtype test per byte-holding
     argument otherwise)."""
+    name = op.name()
     spec = BYTE_OPS.get(name)
     if spec is None:
         return fn

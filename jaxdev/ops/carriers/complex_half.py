@@ -27,31 +27,26 @@ empty_generic does (each time under torch.set_warn_always(True)).
 
 from __future__ import annotations
 
-import functools
-import warnings
 from collections.abc import Callable
 
-import jax
-import jax.numpy as jnp
-import numpy as np
 import torch
 
 from jaxdev import dtypes, tensor
-from jaxdev.ops.carriers import bit_dtypes
+from jaxdev.ops.carriers import bit_dtypes, complex_half_values
+from jaxdev.ops.carriers.complex_half_bits import (
+    aliased,
+    bits_of,
+    conj_bits,
+    neg_bits,
+    placed,
+    tensors_of,
+    value_tensors,
+    warn_experimental,
+)
 
 _C32 = torch.complex32
 _CARRIER = torch.uint32
 _DENSE_WIDE = (torch.float32, torch.float64, torch.bfloat16, torch.complex64, torch.complex128)
-
-_EXPERIMENTAL = "ComplexHalf support is experimental and many operators don't support it yet."
-_warned = False
-
-
-def warn_experimental() -> None:
-    global _warned
-    if not _warned or torch.is_warn_always_enabled():
-        _warned = True
-        warnings.warn(_EXPERIMENTAL, UserWarning, stacklevel=3)
 
 
 def _names(*ops: str) -> frozenset:
@@ -99,106 +94,7 @@ ARITHMETIC = ARITHMETIC | frozenset(BYTE_MOVES)  # with other dtypes among their
 # --- bits <-> values ----------------------------------------------------------------------------
 
 
-@jax.jit
-def _decode(u: jax.Array) -> jax.Array:
-    parts = [jax.lax.bitcast_convert_type((u >> s).astype(jnp.uint16), jnp.float16) for s in (0, 16)]
-    return jax.lax.complex(parts[0].astype(jnp.float32), parts[1].astype(jnp.float32))
-
-
-@jax.jit
-def _encode(c: jax.Array) -> jax.Array:
-    """Each part rounded to float16, a NaN quieted as the float round trip quiets it on CPU (said
-    outright: a fused program may fold float16 -> float32 -> float16 away)."""
-    c = c.astype(jnp.complex64)
-    halves = [
-        jax.lax.bitcast_convert_type(p.astype(jnp.float16), jnp.uint16).astype(jnp.uint32) for p in (c.real, c.imag)
-    ]
-    re, im = (jnp.where(((h & 0x7C00) == 0x7C00) & ((h & 0x3FF) != 0), h | 0x200, h) for h in halves)
-    return re | (im << 16)
-
-
-def _alias(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """t's elements read as `dtype` (same item size): t's storage, sizes, strides and offset."""
-    return bit_dtypes.retyped(t, dtype)
-
-
-def placed(array: jax.Array, strides) -> torch.Tensor:
-    """A new jax tensor holding `array` laid out with `strides` where they are dense, else contiguous."""
-    if array.ndim > 1 and tensor.dense_permutation(tuple(array.shape), tuple(strides)) is not None:
-        return tensor.wrap_strided(array, tuple(strides))
-    return tensor.wrap(array)
-
-
-@jax.jit
-def conj_bits(u: jax.Array) -> jax.Array:
-    """CPU's conj of complex<Half> bits: the real half as it is (a signalling NaN stays one), the
-    imaginary half negated through float: its sign flipped (a NaN's too, and quieted)."""
-    im = u >> 16
-    nan = ((im & 0x7C00) == 0x7C00) & ((im & 0x3FF) != 0)
-    return (u & 0xFFFF) | ((jnp.where(nan, im | 0x200, im) ^ 0x8000) << 16)
-
-
-@jax.jit
-def neg_bits(u: jax.Array) -> jax.Array:
-    """CPU's negation of complex<Half> bits: each half through float, its sign flipped, a NaN quieted."""
-    halves = [(u >> s) & 0xFFFF for s in (0, 16)]
-    nan = [((h & 0x7C00) == 0x7C00) & ((h & 0x3FF) != 0) for h in halves]
-    re, im = (jnp.where(n, h | 0x200, h) ^ 0x8000 for h, n in zip(halves, nan))
-    return re | (im << 16)
-
-
-def bits_of(t: torch.Tensor) -> jax.Array:
-    """The uint32 bits of jax complex32 tensor `t`'s values, its conj/neg bits applied as CPU's
-    conj and neg compute them."""
-    value = tensor.read(_alias(t, _CARRIER))
-    if t.is_neg():
-        value = neg_bits(value)
-    return conj_bits(value) if t.is_conj() else value
-
-
-def decoded(t: torch.Tensor) -> torch.Tensor:
-    """A complex64 copy of complex32 `t` (exact: every half is a float), laid out as t where dense."""
-    if not tensor.is_jax(t):
-        return t.to(torch.complex64)
-    return placed(_decode(bits_of(t)), t.stride())
-
-
-def encoded(r: torch.Tensor, warn: bool = True) -> torch.Tensor:
-    """A new complex32 tensor of r's values (complex or real), each part rounded to float16; `warn`: a
-    result the caller sees (CPU warns as it makes one)."""
-    if warn:
-        warn_experimental()
-    if not tensor.is_jax(r):
-        return r.to(_C32)
-    value = tensor.read(r)
-    return _alias(placed(_encode(value), r.stride()), _C32)
-
-
-def write_back(dest: torch.Tensor, value: torch.Tensor) -> None:
-    """Store complex `value` (dest's shape) into complex32 `dest`, rounded, through dest's strides."""
-    if not tensor.is_jax(dest):
-        dest.copy_(value)
-        return
-    if tuple(dest.shape) != tuple(value.shape):
-        dest.resize_(value.shape)
-    array = tensor.read(value).astype(jnp.complex64)
-    if dest.is_neg():
-        array = -array
-    if dest.is_conj():
-        array = jnp.conj(array)
-    tensor.write(_alias(dest, _CARRIER), _encode(array))
-
-
 # --- which path -----------------------------------------------------------------------------------
-
-
-def _tensors(value):
-    if isinstance(value, torch.Tensor):
-        yield value
-    elif isinstance(value, (list, tuple)):
-        for v in value:
-            if isinstance(v, torch.Tensor):
-                yield v
 
 
 def involves(args, kwargs) -> bool:
@@ -222,14 +118,6 @@ def involves(args, kwargs) -> bool:
     return False
 
 
-def value_tensors(args, kwargs):
-    """The tensors holding values (floating or complex; not indices, masks or conditions)."""
-    for value in (*args, *kwargs.values()):
-        for t in _tensors(value):
-            if t.dtype.is_floating_point or t.dtype.is_complex:
-                yield t
-
-
 def _on_bits(name: str, args, kwargs) -> bool:
     """A byte move of complex32 values only, which the uint32 bits serve exactly."""
     if name not in BYTE_MOVES or kwargs.get("dtype", _C32) not in (_C32, None):
@@ -239,11 +127,11 @@ def _on_bits(name: str, args, kwargs) -> bool:
         if accumulate:
             return False
     moved = [args[i] for i in BYTE_MOVES[name] if i < len(args)] + [kwargs.get("out")]
-    tensors = [t for value in moved for t in _tensors(value)]
+    tensors = [t for value in moved for t in tensors_of(value)]
     if not all(t.dtype is _C32 for t in tensors):
         return False
     written = args[0] if name.split(".")[0].endswith("_") else args[1] if name in _COPY_FROM else kwargs.get("out")
-    return not any(t.is_conj() or t.is_neg() for t in _tensors(written))
+    return not any(t.is_conj() or t.is_neg() for t in tensors_of(written))
 
 
 _PROMOTING = frozenset({"aten::where.self", "aten::cat", "aten::stack"})  # (they cast to a common dtype)
@@ -259,7 +147,7 @@ _SIGN_OPS = {
 
 
 def _signs_flipped(name: str, t: torch.Tensor) -> torch.Tensor:
-    value = _alias(placed(_SIGN_OPS[name](bits_of(t)), t.stride()), _C32)
+    value = aliased(placed(_SIGN_OPS[name](bits_of(t)), t.stride()), _C32)
     if name.endswith("_"):
         return t.copy_(value)
     warn_experimental()
@@ -307,7 +195,6 @@ def serving(op, fn: Callable) -> Callable:
     name = op.name()
     if name not in ARITHMETIC:
         return fn
-    from jaxdev.ops.carriers import complex_half_values
 
     def kernel(*args, **kwargs):
         if not involves(args, kwargs) and not (name == "aten::complex" and _half_parts(args, kwargs)):
@@ -321,7 +208,7 @@ def serving(op, fn: Callable) -> Callable:
                 return converted
         if name in _PROMOTING:
             args, kwargs = complex_half_values.promoted_moves(name, args, kwargs)
-        if name == "aten::flip" and not bit_dtypes._flip_copies_rows(args, kwargs):
+        if name == "aten::flip" and not bit_dtypes.flip_copies_rows(args, kwargs):
             raise _refuse("flip_cpu")
         if _on_bits(name, args, kwargs):
             return on_bits(fn, args, kwargs)
@@ -362,7 +249,7 @@ def _carried(value, originals: dict):
             alias = placed(bits_of(value), value.stride())
             originals[id(alias)] = value
             return alias
-    alias = _alias(value, _CARRIER)
+    alias = aliased(value, _CARRIER)
     originals[id(alias)] = value
     return alias
 
@@ -376,7 +263,7 @@ def _labelled(r, originals: dict):
         return originals[id(r)]  # an in-place op returns its own argument
     if r.dtype is _CARRIER:
         warn_experimental()
-        return _alias(r, _C32)
+        return aliased(r, _C32)
     return r
 
 
@@ -386,15 +273,3 @@ def on_bits(fn: Callable, args, kwargs):
     args = [_carried(a, originals) for a in args]
     kwargs = {k: (_CARRIER if k == "dtype" and v is _C32 else _carried(v, originals)) for k, v in kwargs.items()}
     return _labelled(fn(*args, **kwargs), originals)
-
-
-@functools.lru_cache(maxsize=256)
-def rounded_number(value):
-    """A Python number as CPU casts it to complex32 (each part through float to float16)."""
-
-    def half(x: float) -> float:
-        return float(np.float16(np.float32(x)))
-
-    if isinstance(value, complex):
-        return complex(half(value.real), half(value.imag))
-    return half(value) if isinstance(value, float) else value

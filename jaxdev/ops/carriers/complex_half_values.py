@@ -22,7 +22,7 @@ from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dty
 
 from jaxdev import tensor
 from jaxdev.ops.carriers import bit_dtypes
-from jaxdev.ops.carriers import complex_half as ch
+from jaxdev.ops.carriers import complex_half_bits as ch
 
 _C32 = torch.complex32
 _WIDE = (torch.float32, torch.float64, torch.bfloat16, torch.complex64, torch.complex128)
