@@ -15,6 +15,7 @@ import torch
 
 from jaxdev import tensor
 from jaxdev.ops.carriers import bit_dtypes
+from jaxdev.ops.kit.jit import program
 
 _C32 = torch.complex32
 _CARRIER = torch.uint32
@@ -32,13 +33,13 @@ def warn_experimental() -> None:
         warnings.warn(_EXPERIMENTAL, UserWarning, stacklevel=3)
 
 
-@jax.jit
+@program
 def _decode(u: jax.Array) -> jax.Array:
     parts = [jax.lax.bitcast_convert_type((u >> s).astype(jnp.uint16), jnp.float16) for s in (0, 16)]
     return jax.lax.complex(parts[0].astype(jnp.float32), parts[1].astype(jnp.float32))
 
 
-@jax.jit
+@program
 def _encode(c: jax.Array) -> jax.Array:
     """Each part rounded to float16, a NaN quieted as the float round trip quiets it on CPU (said
     outright: a fused program may fold float16 -> float32 -> float16 away)."""
@@ -62,7 +63,7 @@ def placed(array: jax.Array, strides) -> torch.Tensor:
     return tensor.wrap(array)
 
 
-@jax.jit
+@program
 def conj_bits(u: jax.Array) -> jax.Array:
     """CPU's conj of complex<Half> bits: the real half as it is (a signalling NaN stays one), the
     imaginary half negated through float: its sign flipped (a NaN's too, and quieted)."""
@@ -71,7 +72,7 @@ def conj_bits(u: jax.Array) -> jax.Array:
     return (u & 0xFFFF) | ((jnp.where(nan, im | 0x200, im) ^ 0x8000) << 16)
 
 
-@jax.jit
+@program
 def neg_bits(u: jax.Array) -> jax.Array:
     """CPU's negation of complex<Half> bits: each half through float, its sign flipped, a NaN quieted."""
     halves = [(u >> s) & 0xFFFF for s in (0, 16)]

@@ -36,7 +36,7 @@ from jax.extend import random as jax_extend_random
 from jaxdev import dtypes, tensor, tracing
 from jaxdev.core.placement import SHARDED, SHARDED_ENTRIES
 from jaxdev.ops.kit.arguments import opmath
-from jaxdev.ops.kit.jit import jitted
+from jaxdev.ops.kit.jit import jitted, program
 
 CHUNK = 1 << 22  # values per chunk: 16 MiB of float32, and 48 MiB of threefry scratch on CPU
 MIN_VALUES = 4 * CHUNK  # smaller fills are drawn whole: one program, no per-chunk calls
@@ -118,7 +118,7 @@ def _agrees(kind: str, real) -> bool:
         key = jax.random.key(20240607)
         a, b = (-0.5, 2.0) if kind == "uniform" else (0.25, 3.0)
         n, size = 209, 64
-        want = np.asarray(jax.jit(lambda k: BODIES[kind](k, 256, real, a, b))(key))[:n]
+        want = np.asarray(program(lambda k: BODIES[kind](k, 256, real, a, b))(key))[:n]
         got = np.empty_like(want)
         for start in _starts(n, size):
             got[start : start + size] = np.asarray(_chunk(kind, size, real)(key, *_words(start), a, b))

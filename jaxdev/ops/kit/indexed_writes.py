@@ -35,7 +35,7 @@ import jax
 import torch
 
 from jaxdev import tensor
-from jaxdev.ops.kit import inplace
+from jaxdev.ops.kit import inplace, jit
 
 _armed = threading.local()  # .array: what the running in-place kernel gives away (per thread)
 _DONATING: dict = {}  # a kernel's jitted program -> the same body jitted with its first argument donated
@@ -64,7 +64,7 @@ def into(program, x: jax.Array, *args) -> jax.Array:
     _armed.array = None  # given once: a second program on x would read a deleted buffer
     run = _DONATING.get(program)
     if run is None:
-        run = _DONATING[program] = jax.jit(program.__wrapped__, donate_argnums=(0,))
+        run = _DONATING[program] = jit.program(program.__wrapped__, donate=(0,))
     return run(x, *args)
 
 

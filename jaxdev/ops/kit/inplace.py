@@ -27,6 +27,7 @@ import torch
 from torch._ops import OpOverload
 
 from jaxdev import dtypes, tensor, tracing
+from jaxdev.ops.kit.jit import program
 
 # Below this the copying path is kept: it costs the same there (`x.add_(y)` on this project's CPU
 # machine, median us donated/copying: 4 KiB 13.4/13.3, 64 KiB 13.2/13.0, 256 KiB 35/66, 1 MiB 70/208,
@@ -166,4 +167,4 @@ def _program(fn, dtype: torch.dtype, static: tuple, kwstatic: tuple):
             raise _Refused
         return result.astype(stored.dtype)
 
-    return jax.jit(body, donate_argnums=(0,))
+    return program(body, donate=(0,))

@@ -2,7 +2,7 @@
 
 `jitted`: a factory of bodies, cached by its static arguments; `compiled`: a module-level function
 jitted once per static tuple; `zeros`; and `program`, a body jitted as it is, for the few programs the
-policy names below. Op families never call jax.jit themselves (tests/test_layering.py holds them to it).
+policy names below.
 """
 
 from __future__ import annotations
@@ -15,15 +15,18 @@ import jax.numpy as jnp
 
 # Every program a kernel runs is made by `jitted`: a factory of bodies, cached by its static arguments
 # (`maxsize` bounds a cache keyed by shapes; `donate` gives argument buffers to the program). A body
-# with no static arguments is a factory of none (`_padded_positions()(x)`). Three kinds of program are
-# made by `program` instead, each for a reason of its own:
+# with no static arguments is a factory of none (`_padded_positions()(x)`). A few are made by `program`
+# instead (a body jitted as it is), each for a reason of its own:
 # * a program that exists, re-jitted with its first argument donated (indexed_writes.into): keyed by
 #   the program object, which is not a static argument;
 # * a program keyed by a signature jitted's cache cannot express (inplace._program: 1, 1.0 and True are
 #   one key there, and give different programs), and a one-off check program (chunked_draws._agrees);
-# * below ops, modules that ops import (jaxdev/core, rng, distributed, custom_ops) and whole-graph
-#   programs (jaxdev/compiler, jaxdev/fused) jit with jax.jit: they cannot import ops.toolkit without
-#   importing upward, and their programs carry shardings or user bodies, not kernel bodies.
+# * fixed bodies of no static argument called as functions: the Hurwitz zeta's float64 rounds
+#   (special/zeta.py) and complex32's bit conversions (carriers/complex_half_bits.py).
+# Below ops, modules that ops import (jaxdev/core, rng, the parallel wing, custom ops) and whole-graph
+# programs (jaxdev/compiler, jaxdev/fused) jit with jax.jit: they cannot import ops.kit without
+# importing upward, and their programs carry shardings or user bodies, not kernel bodies. Op families
+# never call jax.jit (tests/test_layering.py).
 
 
 def jitted(factory: Callable | None = None, *, maxsize: int | None = None, donate: tuple | Callable = ()):

@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from jaxdev import dtypes, tracing
-from jaxdev.ops.kit import J, apply, float_of, jitted, opmath
+from jaxdev.ops.kit import J, apply, float_of, jitted, opmath, program
 from jaxdev.ops.registry import aten, register, register_functional, store_into
 from jaxdev.ops.special.functions import digamma, with_order
 
@@ -137,30 +137,30 @@ def hurwitz_zeta(x: jax.Array, q: jax.Array) -> jax.Array:
     return _finished(x, q, *state).reshape(shape)
 
 
-@jax.jit
+@program
 def _flat_pair(x, q):
     x, q = jnp.broadcast_arrays(x.astype(jnp.float64), q.astype(jnp.float64))
     return x.reshape(-1), q.reshape(-1)
 
 
-_started = jax.jit(_begin)
-_finished = jax.jit(_finish)
+_started = program(_begin)
+_finished = program(_finish)
 
 
-@jax.jit
+@program
 def _round(x, a, b, total, done, i, end):
     a, b, total, done, i = _direct(x, a, b, total, done, i, end)
     return a, b, total, done, i, _active(i, a, done)
 
 
-@jax.jit
+@program
 def _gathered(rows, x, a, b, total, done):
     """The rows' elements (rows past the end: a finished element)."""
     take = lambda v, fill: jnp.take(v, rows, mode="fill", fill_value=fill)
     return take(x, 2.0), take(a, 10.0), take(b, 0.0), take(total, 0.0), take(done, True)
 
 
-@jax.jit
+@program
 def _scattered(rows, state, part):
     return tuple(full.at[rows].set(p, mode="drop") for full, p in zip(state, part))
 
