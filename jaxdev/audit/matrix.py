@@ -340,3 +340,20 @@ def merge(matrices: list[Matrix]) -> Matrix:
             setattr(out.run, key, values.pop())
     out.run.samples = sum(m.run.samples or 0 for m in matrices)
     return out
+
+
+def headline(m: Matrix, source: str) -> str:
+    v, run = m.versions, m.run
+    wall = f", {run.wall_s} s" if run.wall_s is not None else ""  # merged shards have no one wall time
+    kind = "samples" if inputs(m) == "sample" else f"{inputs(m)} inputs"
+    where = f", on {m.platform.label}" if m.platform is not None else ""  # files before platforms: no word
+    of = f", cells of {m.peer.label} (not jaxdev's)" if m.peer is not None else ""
+    return (
+        f"Matrix `{source}`: torch {v.get('torch')}, jax {v.get('jax')}, jaxdev {v.get('jaxdev')}{where}{of}; "
+        f"{len(m.ops)} OpInfos, {_or_unknown(run.samples)} {kind} (at most {_or_unknown(run.max_samples)} per cell), "
+        f"{'complete' if run.complete else 'PARTIAL'} run{wall}."
+    )
+
+
+def _or_unknown(value) -> str:
+    return "?" if value is None else str(value)

@@ -21,6 +21,7 @@ from jaxdev.audit.facts import (
     UNSUPPORTED_MEANING,
 )
 from jaxdev.audit.facts import shares as facts_shares
+from jaxdev.audit.matrix import headline
 from jaxdev.audit.model import Cell
 
 # OpInfo name prefixes that are torch namespaces: an OpInfo's family is its namespace ("torch" else).
@@ -155,23 +156,6 @@ def md_table(rows: list[list[str]]) -> list[str]:
     return ["| " + " | ".join(rows[0]) + " |", "|" + "---|" * len(rows[0])] + [
         "| " + " | ".join(r) + " |" for r in rows[1:]
     ]
-
-
-def headline(m: matrix.Matrix, source: str) -> str:
-    v, run = m.versions, m.run
-    wall = f", {run.wall_s} s" if run.wall_s is not None else ""  # merged shards have no one wall time
-    kind = "samples" if matrix.inputs(m) == "sample" else f"{matrix.inputs(m)} inputs"
-    where = f", on {m.platform.label}" if m.platform is not None else ""  # files before platforms: no word
-    of = f", cells of {m.peer.label} (not jaxdev's)" if m.peer is not None else ""
-    return (
-        f"Matrix `{source}`: torch {v.get('torch')}, jax {v.get('jax')}, jaxdev {v.get('jaxdev')}{where}{of}; "
-        f"{len(m.ops)} OpInfos, {_or_unknown(run.samples)} {kind} (at most {_or_unknown(run.max_samples)} per cell), "
-        f"{'complete' if run.complete else 'PARTIAL'} run{wall}."
-    )
-
-
-def _or_unknown(value) -> str:
-    return "?" if value is None else str(value)
 
 
 def reference_section(m: matrix.Matrix, source: str) -> list[str]:

@@ -62,15 +62,13 @@ def _by_status(found: list[sides.Pair], kind: str, side: str) -> str:
 
 def section_lines(source: str, m: matrix.Matrix, path: str, peer_m: matrix.Matrix, table) -> list[str]:
     """summary.md's section on one peer; `table(rows)` writes a Markdown table (report.md_table)."""
-    from jaxdev.audit import report
-
     name, found = _short(peer_m), sides.pairs(m, peer_m)
     counts = sides.tally(found).get("all") or dict.fromkeys(("ours", "theirs", "compared"), 0)
     lines = [
         "",
         f"## beside {peer_m.peer.label if peer_m.peer else name}",
         "",
-        report.headline(peer_m, path),
+        matrix.headline(peer_m, path),
         "",
         "How its cells ran:",
         "",
@@ -101,12 +99,10 @@ def section_lines(source: str, m: matrix.Matrix, path: str, peer_m: matrix.Matri
 def page(source: str, m: matrix.Matrix, path: str, peer_m: matrix.Matrix) -> str:
     """peers/NAME.md: every OpInfo and dtype both matrices measured, a row each, the statuses
     'jaxdev / peer' per direction (bold where one passes and the other fails)."""
-    from jaxdev.audit import report
-
     name, found = _short(peer_m), sides.pairs(m, peer_m)
     counts = sides.tally(found).get("all") or dict.fromkeys(("ours", "theirs", "compared"), 0)
     directions = [d for d in DIRECTIONS if any(p.direction == d for p in found)]
-    lines = [f"# jaxdev beside {label(peer_m)}", "", report.headline(m, source), "", report.headline(peer_m, path)]
+    lines = [f"# jaxdev beside {label(peer_m)}", "", matrix.headline(m, source), "", matrix.headline(peer_m, path)]
     lines += ["", f"{sides.sentence(counts, name)}.", "", f"Each cell: jaxdev's status / {name}'s.", ""]
     rows: dict[tuple[str, str], dict[str, sides.Pair]] = {}
     for p in found:
