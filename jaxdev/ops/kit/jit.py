@@ -58,8 +58,7 @@ def jitted(factory: Callable | None = None, *, maxsize: int | None = None, donat
 
 def program(body: Callable, *, donate: tuple = ()):
     """`body` jitted as it is (its first arguments donated when `donate` names them): the programs the
-    policy above makes otherwise than through `jitted`. Bodies jitted here are not narrowed for a
-    platform without complex128, so they are real-valued or run complex64 only."""
+    policy above makes otherwise than through `jitted`."""
     return jax.jit(body, donate_argnums=donate) if donate else jax.jit(body)
 
 
