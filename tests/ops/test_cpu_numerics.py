@@ -205,7 +205,7 @@ def test_the_run_wide_scan_judges_what_jaxdevs_code_wrote():
         kernel = jax.jit(lambda z: cn.horner((1.5, 2.0, fresh), z)).lower(h).compile().as_text()
     found = half_scan.jaxdev_hazards(kernel)
     assert found and all(
-        f.startswith(os.path.join("ops", "cpu_numerics.py") + ": a half product summed") for f in found
+        f.startswith(os.path.join("ops", "kit", "cpu_numerics.py") + ": a half product summed") for f in found
     )
     own = jax.jit(lambda z: (z * 1.5 + 2.0) * z + 3.0).lower(h).compile().as_text()
     assert half_programs.hazards(own) and half_scan.jaxdev_hazards(own) == []

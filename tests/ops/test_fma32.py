@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from jaxdev.ops import cpu_numerics
+from jaxdev.ops.kit import cpu_numerics
 
 
 @pytest.fixture
