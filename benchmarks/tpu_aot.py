@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import sys
 
 os.environ.setdefault("TPU_ACCELERATOR_TYPE", "v5litepod-1")
 os.environ.setdefault("TPU_WORKER_HOSTNAMES", "localhost")
@@ -42,15 +43,27 @@ def on_tpu(tree):
 
 @contextlib.contextmanager
 def as_tpu():
-    """jax.default_backend() is 'tpu' inside, JAX's caches cleared on the way in and out."""
+    """jax.default_backend() is 'tpu' inside; JAX's and jaxdev's jit caches cleared on the way in and out."""
     real = jax.default_backend
-    jax.clear_caches()
+    _forget_jaxdev_jits()
     jax.default_backend = lambda: "tpu"
     try:
         yield
     finally:
         jax.default_backend = real
-        jax.clear_caches()
+        _forget_jaxdev_jits()
+
+
+def _forget_jaxdev_jits() -> None:
+    """JAX's caches and the functools caches of jaxdev's modules (kit/jit.py's `jitted` factories,
+    capabilities.platform): a kernel jitted before keeps the trace it made on this CPU through
+    jax.clear_caches when it is called inside another program's trace; new jit objects do not."""
+    jax.clear_caches()
+    for name, module in list(sys.modules.items()):
+        if name.startswith("jaxdev") and module is not None:
+            for value in list(vars(module).values()):
+                if isinstance(value, functools._lru_cache_wrapper):
+                    value.cache_clear()
 
 
 def compile_for_tpu(fn, *avals) -> tuple[str, dict]:
