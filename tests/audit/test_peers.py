@@ -16,11 +16,19 @@ import torch
 from jaxdev.audit import AuditError, aten_matrix, matrix, peers, sweep
 from jaxdev.audit.model import Cell, Peer
 from jaxdev.audit.peers import side_by_side, torchax_compat
-from jaxdev.audit.samples import Unit
+from jaxdev.audit.samples import Unit, op_db
 
 FAKE = os.path.join(os.path.dirname(__file__), "fake_peer.py")
 # the workers of a peer load no plugin: tests/audit/plugin_ops.py registers jaxdev kernels
 PEER_ENV = {peers.PEERS_ENV: f"fake={FAKE}", "JAXDEV_AUDIT_PLUGINS": ""}
+
+
+@pytest.fixture(autouse=True)
+def _op_db_built_with_the_plugins():
+    """PEER_ENV empties the plugin list for in-process commands, and op_db() is cached once per process
+    (a plugin's operators cannot register twice): built first here, it would lack the plugin OpInfos
+    later tests in this process look up (tests/audit/conftest.py sets the list at import)."""
+    op_db()
 
 
 def _status(m, op, dtype, direction):
