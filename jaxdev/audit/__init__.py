@@ -13,3 +13,17 @@ arguments and renders what these return.
 
 class AuditError(Exception):
     """A mistake the user can fix (bad name, bad file, bad option): shown as one sentence, no traceback."""
+
+
+def load_module(spec: str, prefix: str):
+    """The module `spec` names: a module name, or a .py path (loaded as `prefix` + its file name)."""
+    import importlib
+    import importlib.util
+    import os
+
+    if not spec.endswith(".py"):
+        return importlib.import_module(spec)
+    module_spec = importlib.util.spec_from_file_location(prefix + os.path.basename(spec)[:-3], spec)
+    module = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(module)
+    return module

@@ -10,15 +10,13 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import functools
-import importlib
-import importlib.util
 import itertools
 import os
 
 import torch
 from torch.utils._pytree import tree_map
 
-from jaxdev.audit import AuditError
+from jaxdev.audit import AuditError, load_module
 from jaxdev.audit.facts import (
     ALL_DTYPES,
     BACKWARD_DIRECTIONS,
@@ -61,15 +59,6 @@ def opinfo_name(op) -> str:
     return op.name + (f".{op.variant_test_name}" if op.variant_test_name else "")
 
 
-def _load_plugin(spec: str):
-    if spec.endswith(".py"):
-        module_spec = importlib.util.spec_from_file_location("jaxdev_audit_plugin_" + os.path.basename(spec)[:-3], spec)
-        module = importlib.util.module_from_spec(module_spec)
-        module_spec.loader.exec_module(module)
-        return module
-    return importlib.import_module(spec)
-
-
 @functools.cache
 def op_db() -> dict[str, object]:
     """OpInfo name ("add", "linalg.norm.subgradients_at_zero") -> OpInfo, plugins included."""
@@ -78,7 +67,7 @@ def op_db() -> dict[str, object]:
     ops = list(torch_op_db)
     for spec in filter(None, os.environ.get(PLUGINS_ENV, "").split(",")):
         try:
-            ops.extend(_load_plugin(spec.strip()).OPINFOS)
+            ops.extend(load_module(spec.strip(), "jaxdev_audit_plugin_").OPINFOS)
         except Exception as e:  # a broken plugin is the user's to fix, not a crash
             raise AuditError(f"cannot load audit plugin {spec!r}: {type(e).__name__}: {e}") from e
     return {opinfo_name(op): op for op in ops}

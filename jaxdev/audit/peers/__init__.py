@@ -19,14 +19,12 @@ jaxdev's (matrix.check_peer).
 from __future__ import annotations
 
 import dataclasses
-import importlib
-import importlib.util
 import json
 import os
 import subprocess
 import sys
 
-from jaxdev.audit import AuditError
+from jaxdev.audit import AuditError, load_module
 from jaxdev.audit.model import Peer, Platform
 
 ADAPTERS = {"torchax": "jaxdev.audit.peers.torchax_backend"}
@@ -52,12 +50,7 @@ def adapters() -> dict[str, str]:
 
 def load_adapter(spec: str):
     """The adapter module named by `spec` (a module name, or a .py path)."""
-    if spec.endswith(".py"):
-        module_spec = importlib.util.spec_from_file_location("jaxdev_peer_" + os.path.basename(spec)[:-3], spec)
-        module = importlib.util.module_from_spec(module_spec)
-        module_spec.loader.exec_module(module)
-        return module
-    return importlib.import_module(spec)
+    return load_module(spec, "jaxdev_peer_")
 
 
 def folder(out_dir: str, name: str) -> str:
