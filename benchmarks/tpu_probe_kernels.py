@@ -3,6 +3,11 @@ dtype carriers (complex32 over uint32, the bit dtypes, float8, bool, complex64/1
 programs behind them, each case tried in a worker process that a crash does not take the probe down with.
 
     python benchmarks/tpu_probe_kernels.py [--groups linalg,programs,dtypes] [--json kernels.json] [--budget 300]
+    python benchmarks/tpu_probe_kernels.py --without-chip   # on CPU: XLA's TPU compiler, no chip
+
+--without-chip runs the workers as stand-ins for a TPU (jaxdev/audit/deviceless.py: every program also
+compiled by XLA's TPU compiler for a v5e, from libtpu, values from CPU): refusals and aborts are the
+compiler's, differences from CPU are the TPU formulations' only (not the chip's rounding).
 
 The parent never starts JAX (on a TPU one process may hold the chip): a worker runs the cases in order,
 printing START before each and DONE with its outcome after; if the worker dies (XLA's TPU compiler
@@ -28,6 +33,7 @@ import time
 
 GROUPS = ("linalg", "programs", "dtypes", "widened")
 CASE_TIMEOUT_S = 150
+HERE = os.path.dirname(os.path.abspath(__file__))
 
 # --- the cases (built in the worker: they import torch and jaxdev) -----------------------------------
 
@@ -280,6 +286,10 @@ def worker(groups, start: int) -> None:
     global torch, jax
     import warnings
 
+    if os.environ.get("JAXDEV_TPU_COMPILE"):  # --without-chip: before jaxdev makes any choice
+        from jaxdev.audit import deviceless
+
+        deviceless.install()
     import jax
     import torch
 
@@ -307,7 +317,7 @@ def _lines(stream, out: queue.Queue) -> None:
     out.put(None)
 
 
-def _run_worker(groups, start: int, results: dict, deadline: float):
+def _run_worker(groups, start: int, results: dict, deadline: float, env: dict):
     """One worker from case `start`: (the case it died in or None, its exit code, its stderr's tail)."""
     cmd = [
         sys.executable,
@@ -320,7 +330,7 @@ def _run_worker(groups, start: int, results: dict, deadline: float):
         "--groups",
         ",".join(groups),
     ]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     lines: queue.Queue = queue.Queue()
     threading.Thread(target=_lines, args=(proc.stdout, lines), daemon=True).start()
     current, last, timed_out = None, time.monotonic(), False
@@ -342,23 +352,25 @@ def _run_worker(groups, start: int, results: dict, deadline: float):
             proc.kill()
             break
     code = proc.wait()
-    tail = [ln for ln in proc.stderr.read().splitlines() if ln.strip()][-6:]
+    lines_err = [ln for ln in proc.stderr.read().splitlines() if ln.strip()]
+    fatal = [ln for ln in lines_err if ln.startswith("F") and "] " in ln][-1:]  # XLA's fatal log line
+    tail = fatal + lines_err[-6:]
     return current, code, tail, timed_out
 
 
-def probe(groups, budget: float) -> dict:
+def probe(groups, budget: float, env: dict) -> dict:
     results: dict = {}
     names = _case_names(groups)
     start, deadline = 0, time.monotonic() + budget
     while start < len(names) and time.monotonic() < deadline:
-        current, code, tail, timed_out = _run_worker(groups, start, results, deadline)
+        current, code, tail, timed_out = _run_worker(groups, start, results, deadline, env)
         if current is None:
             if code != 0 and len(results) < len(names):
                 print(f"worker failed outside a case ({_describe(code)}): {' | '.join(tail)}", flush=True)
             break
         status = "timeout" if timed_out else ("not run" if time.monotonic() > deadline else "crash")
         results[current] = {"status": status, "detail": _describe(code), "stderr": tail}
-        print(f"{status:8s} {current} ({_describe(code)}): {' | '.join(tail[-3:])}", flush=True)
+        print(f"{status:8s} {current} ({_describe(code)}): {' | '.join(tail[:1] + tail[-2:])}", flush=True)
         start = names.index(current) + 1
     for name in names:
         results.setdefault(name, {"status": "not run"})
@@ -377,6 +389,7 @@ def main() -> int:
     parser.add_argument("--groups", default=",".join(GROUPS), help="comma-separated: " + ", ".join(GROUPS))
     parser.add_argument("--json", help="write the outcomes to this file")
     parser.add_argument("--budget", type=float, default=300, help="seconds before no new case starts")
+    parser.add_argument("--without-chip", action="store_true", help="on CPU, through XLA's TPU compiler (no chip)")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--from", dest="start", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -384,7 +397,13 @@ def main() -> int:
     if args.worker:
         worker(groups, args.start)
         return 0
-    results = probe(groups, args.budget)
+    env = dict(os.environ)
+    if args.without_chip:
+        sys.path.insert(0, os.path.dirname(HERE))
+        from jaxdev.audit import deviceless
+
+        env = deviceless.environment(env)
+    results = probe(groups, args.budget, env)
     counts: dict = {}
     for outcome in results.values():
         counts[outcome["status"]] = counts.get(outcome["status"], 0) + 1

@@ -9,6 +9,9 @@ python3 -m venv .venv
 # jaxdev's native fast paths (jaxdev/native.py) compile on first import; build them now, so that no
 # later command pays the ~10 s. Optional: without a C++ compiler jaxdev runs the same in Python.
 .venv/bin/python -c "from jaxdev import native; print('setup: jaxdev native fast paths', native.unavailable or 'ready')"
+# XLA's TPU compiler (libtpu, matching jax) into .libtpu/ for the tests and `jaxdev coverage --tpu-compile`
+# that compile for a TPU without one (jaxdev/audit/deviceless.py); best effort: they skip without it.
+bash scripts/get_libtpu.sh || echo "setup: could not fetch libtpu; the TPU-compiler tests will be skipped" >&2
 # The HTML report's browser test (tests/audit/test_report_browser.py) needs Debian's chromium; it is
 # skipped without one. CI installs it, best effort: setup does not fail where apt is unavailable.
 if [ "${CI:-}" = "true" ] && ! command -v chromium >/dev/null 2>&1; then

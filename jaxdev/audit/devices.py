@@ -100,10 +100,11 @@ class Jaxdev(Device):
         import jaxdev
 
         # By type only: jaxdev raises UnsupportedError for what it cannot hold by design (quantized
-        # dtypes, sparse layouts); a dtype's name never decides, so a bug raising anything else stays a failure.
+        # dtypes, sparse layouts), PlatformDtypeError for a dtype its platform cannot compile (complex128
+        # on a TPU); a dtype's name never decides, so a bug raising anything else stays a failure.
         cause: BaseException | None = e
         while cause is not None:  # torch.compile re-raises a backend's error `from` it
-            if isinstance(cause, jaxdev.UnsupportedError):
+            if isinstance(cause, (jaxdev.UnsupportedError, jaxdev.PlatformDtypeError)):
                 return "unsupported"
             cause = cause.__cause__
         status = common_status(e)

@@ -18,17 +18,22 @@ import os
 import subprocess
 import sys
 
-from jaxdev.audit import AuditError
+from jaxdev.audit import AuditError, deviceless
 from jaxdev.audit.model import CPU, Platform
 
 PROBE_TIMEOUT_S = 180.0
 _PROBE = "import jax; d = jax.devices()[0]; print(d.platform); print(d.device_kind)"
+_DEVICELESS_PROBE = "from jaxdev.audit import deviceless; deviceless.probe()"
 
 
 def current() -> Platform:
     """The platform of this process's first JAX device (starts the backend: workers only)."""
     import jax
 
+    from jaxdev.audit import deviceless
+
+    if deviceless.installed():
+        return Platform(deviceless.NAME, deviceless.KIND)
     device = jax.devices()[0]
     return Platform(str(device.platform), str(device.device_kind))
 
@@ -38,11 +43,12 @@ class Probe:
 
     def __init__(self, env: dict | None = None):
         self.env = dict(os.environ if env is None else env)
-        self.key = self.env.get("JAX_PLATFORMS", "")
+        without_chip = bool(self.env.get(deviceless.ENV))  # --tpu-compile: libtpu's topology, not a device
+        self.key = "tpu-compile" if without_chip else self.env.get("JAX_PLATFORMS", "")
         self.proc = None
         if self.key not in _known:
             self.proc = subprocess.Popen(
-                [sys.executable, "-c", _PROBE],
+                [sys.executable, "-c", _DEVICELESS_PROBE if without_chip else _PROBE],
                 env=self.env,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,

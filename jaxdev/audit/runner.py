@@ -17,9 +17,11 @@ import contextlib
 import dataclasses
 import importlib
 import os
+import re
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections import deque
 from multiprocessing.connection import Connection, wait
@@ -90,13 +92,14 @@ class WorkerProcess:
     def __init__(self, env: dict, server: str, argv: tuple[str, ...] = JAXDEV_WORKER):
         parent_in, child_out = os.pipe()
         child_in, parent_out = os.pipe()
+        self.errors = tempfile.TemporaryFile()  # noqa: SIM115 (closed in kill) its stderr: an abort's last words
         self.proc = subprocess.Popen(
             [sys.executable, *argv, str(child_in), str(child_out), server],
             pass_fds=(child_in, child_out),
             env=env,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
+            stderr=self.errors,
             start_new_session=True,
         )
         os.close(child_in)
@@ -113,12 +116,26 @@ class WorkerProcess:
         self.proc.wait()
         self.recv.close()
         self.send.close()
+        self.errors.close()
 
     def died_how(self) -> str:
         rc = self.proc.wait()
-        if rc < 0:
-            return f"worker killed by signal {signal.Signals(-rc).name}"
-        return f"worker exited with code {rc}"
+        how = f"worker killed by signal {signal.Signals(-rc).name}" if rc < 0 else f"worker exited with code {rc}"
+        last = fatal_line(self.errors)
+        return f"{how} ({last})" if last else how
+
+
+def fatal_line(errors) -> str:
+    """The last fatal log line in a dead worker's stderr (XLA's `F1206 12:00:00.0 1 file.cc:12] why`:
+    what aborted it), as `file.cc:12] why`; '' when there is none."""
+    errors.seek(0, os.SEEK_END)
+    errors.seek(max(0, errors.tell() - 65536))
+    lines = errors.read().decode("utf-8", "replace").splitlines()
+    found = [m.group(1) for m in map(_FATAL.match, lines) if m]
+    return found[-1][:300] if found else ""
+
+
+_FATAL = re.compile(r"^F\d{4} [\d:.]+\s+\d+ (\S+\] .*)$")
 
 
 def run(tasks: list[Task], pool: Pool) -> None:
@@ -270,9 +287,11 @@ def _share_mlir_context() -> None:
 
 def worker_main(fd_in: int, fd_out: int, server: str) -> None:
     """A worker's life: say Ready(platform), then serve each request with `server` until Stop."""
-    from jaxdev.audit import platforms
+    from jaxdev.audit import deviceless, platforms
 
     recv, send = worker_connections(fd_in, fd_out)
+    if os.environ.get(deviceless.ENV):  # a stand-in for a TPU (--tpu-compile): before jaxdev loads
+        deviceless.install()
     serving = importlib.import_module(server)
     serving.prepare()
     send.send(Ready(platforms.current()))

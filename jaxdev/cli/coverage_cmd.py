@@ -202,6 +202,12 @@ def print_aten_results(selections, m) -> None:
     help="With a peer --backend: the folder it is installed in (pip install --no-deps --target DIR ...), "
     "first on its workers' PYTHONPATH only [env JAXDEV_PEER_PATH].",
 )
+@click.option(
+    "--tpu-compile",
+    is_flag=True,
+    help="Without a TPU: the workers take jaxdev's TPU formulations and compile every program with XLA's "
+    "TPU compiler for a v5e (libtpu: bash scripts/get_libtpu.sh); values from CPU. Into OUT/tpu-compile/.",
+)
 def command(
     ops,
     all_reaching,
@@ -221,6 +227,7 @@ def command(
     matrix_path,
     backend,
     peer_path,
+    tpu_compile,
 ):
     ctx = click.get_current_context()
     refuse_unused(ctx)  # before the device loads: a refusal answers at once
@@ -228,6 +235,14 @@ def command(
 
     if backend == peers.JAXDEV and ctx.get_parameter_source("peer_path") == ParameterSource.COMMANDLINE:
         raise click.UsageError("--peer-path only applies with a peer --backend (torchax)")
+    if tpu_compile:
+        if backend != peers.JAXDEV:
+            raise click.UsageError("--tpu-compile runs jaxdev's programs through the TPU's compiler, not a peer's")
+        from jaxdev.audit import deviceless
+
+        before = dict(os.environ)
+        os.environ.update(deviceless.environment(os.environ))  # the probe's and the workers' environment
+        ctx.call_on_close(lambda: (os.environ.clear(), os.environ.update(before)))  # in-process callers
 
     if out_dir.endswith((".yaml", ".yml")):
         raise AuditError(f"--out is a folder (matrix.yaml and aten.yaml are written in it), not a file: {out_dir}")
