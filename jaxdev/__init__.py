@@ -45,7 +45,7 @@ from jaxdev.capabilities import serialization as _serialization
 from jaxdev.capabilities import streams as _streams
 from jaxdev.capabilities.custom_ops import jax_op
 from jaxdev.capabilities.interop import from_jax, to_jax
-from jaxdev.dtypes import UnsupportedDtypeError, UnsupportedError, UnsupportedLayoutError
+from jaxdev.dtypes import PlatformDtypeError, UnsupportedDtypeError, UnsupportedError, UnsupportedLayoutError
 from jaxdev.eager_modes import eager_mode, get_eager_mode
 from jaxdev.fallback import fallback_counts, reset_fallback_counts
 from jaxdev.fused import mode as _fused_mode
@@ -87,6 +87,7 @@ _shutdown.install()  # last: freezes the import-time heap, so exit's collections
 
 
 __all__ = [
+    "PlatformDtypeError",
     "UnsupportedDtypeError",
     "UnsupportedError",
     "UnsupportedLayoutError",

@@ -10,6 +10,7 @@ import functools
 import math
 import platform
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import torch
@@ -89,6 +90,13 @@ class UnsupportedDtypeError(UnsupportedError):
     """A dtype that has no JAX equivalent (quantized, complex32, bits, ...)."""
 
 
+class PlatformDtypeError(RuntimeError):
+    """A dtype whose programs this platform's XLA cannot compile (complex128 on a TPU): jax tensors of
+    it are refused there. A RuntimeError, not an UnsupportedError (a TypeError): a TypeError raised
+    inside `tensor * 2j` makes Python answer 'unsupported operand type(s)' instead of this message.
+    The coverage auditor counts it as `unsupported`."""
+
+
 class UnsupportedLayoutError(UnsupportedError):
     """A non-strided layout (sparse COO/CSR/CSC/BSR/BSC, mkldnn): jax tensors are dense and strided."""
 
@@ -124,9 +132,24 @@ class RawBytesDtypeError(NotImplementedError):
     there too; a TypeError would make `x == y` answer False (Python's fallback for a refused __eq__)."""
 
 
+# platform (jax.default_backend()) -> dtype -> why this platform's XLA cannot hold tensors of it
+# (jaxdev/ops/kit/capabilities.py fills it: complex128 on a TPU)
+PLATFORM_REFUSALS: dict[str, dict[torch.dtype, str]] = {}
+
+
+@functools.cache
+def refused_here() -> dict[torch.dtype, str]:
+    """The dtypes this process's platform cannot hold, with why (PLATFORM_REFUSALS); {} on CPU."""
+    return PLATFORM_REFUSALS.get(jax.default_backend(), {}) if PLATFORM_REFUSALS else {}
+
+
 def to_jax_dtype(dtype: torch.dtype) -> np.dtype:
     try:
-        return TORCH_TO_JAX[dtype]
+        jdt = TORCH_TO_JAX[dtype]
+        refusals = refused_here()
+        if refusals and dtype in refusals:
+            raise PlatformDtypeError(refusals[dtype])
+        return jdt
     except KeyError:
         if dtype in BYTE_CARRIERS:
             raise RawBytesDtypeError(

@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import torch
 
 from jaxdev import dtypes, tensor
-from jaxdev.ops.kit import J, accumulate_dtype, jitted, opmath, out_dtypes, wrap_dim
+from jaxdev.ops.kit import J, accumulate_dtype, cpu_numerics, jitted, opmath, out_dtypes, wrap_dim
 from jaxdev.ops.kit import transcendentals as tm
 from jaxdev.ops.registry import aten, register, register_functional, store_into
 
@@ -180,5 +180,8 @@ def logcumsumexp(self, dim):
     x = J(self)
     if x.ndim == 0:
         return x
-    acc = _LCSE_ACC.get(x.dtype, opmath(x.dtype))
+    # where float64 is emulated (a TPU) the running value stays in the input's opmath dtype: XLA's TPU
+    # compiler aborted on the complex128 scan and took over 150 s on the float64 one (deviceless.py)
+    wide = _LCSE_ACC.get(x.dtype) if cpu_numerics.float64_native() else None
+    acc = wide or opmath(x.dtype)
     return _logcumsumexp(wrap_dim(dim, self.dim()), acc)(x)

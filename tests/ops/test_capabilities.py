@@ -175,7 +175,7 @@ def tpu_policy(monkeypatch):
     jax.clear_caches()  # the next test's programs as this platform makes them
 
 
-@pytest.mark.tpu_fact("a complex128 -> complex64 convert aborts XLA's TPU compiler")
+@pytest.mark.tpu_fact("a convert into complex128, or from it into complex64, aborts XLA's TPU compiler")
 def test_complex128_to_complex64_is_lowered_in_parts_with_the_same_bits(tpu_policy):
     parts = [1 + 2j, 1e300 - 3.3e38j, complex(np.nan, 1e-310), complex(-np.inf, -0.0), 3.4028235677973366e38 + 0j]
     x = jnp.asarray(np.array(parts + list(np.random.default_rng(0).standard_normal(64) * 1e30), np.complex128))
@@ -191,7 +191,7 @@ def test_complex128_to_complex64_is_lowered_in_parts_with_the_same_bits(tpu_poli
     assert (np.dtype(np.complex128), np.dtype(np.complex64)) not in tpu_policy
 
 
-@pytest.mark.tpu_fact("a complex128 -> complex64 convert aborts XLA's TPU compiler")
+@pytest.mark.tpu_fact("a convert into complex128, or from it into complex64, aborts XLA's TPU compiler")
 def test_complex64_ops_with_python_numbers_and_complex128_copies_never_narrow_whole(tpu_policy):
     """What aborted pytest on a TPU (test_views.py::test_conj_and_neg_views: complex64 and complex32
     ops with Python complex numbers) and the other ways a complex128 value meets complex64."""
@@ -213,6 +213,40 @@ def test_complex64_ops_with_python_numbers_and_complex128_copies_never_narrow_wh
         got, want = fn(z.to(JAX), z128.to(JAX)).cpu(), fn(z, z128)
         torch.testing.assert_close(got, want, msg=name)  # (CPU's complex product rounds differently from XLA's)
     assert (np.dtype(np.complex128), np.dtype(np.complex64)) not in tpu_policy
+
+
+_INTO_C128 = re.compile(r"stablehlo\.convert .*-> tensor<[^>]*complex<f64>")
+
+
+@pytest.mark.tpu_fact("a convert into complex128, or from it into complex64, aborts XLA's TPU compiler")
+def test_converts_into_complex128_are_lowered_in_parts_with_the_same_bits(tpu_policy):
+    """XLA's TPU compiler, run without the chip (jaxdev/audit/deviceless.py), aborts on a convert into
+    complex128 from every other dtype (complex128 eigh's pred -> c128 first)."""
+    rng = np.random.default_rng(0)
+    special = [0.0, -0.0, np.nan, np.inf, -np.inf, 1e-310, 3.4e38, 6.1e-5, 65504.0]
+    floats = np.concatenate([special, rng.standard_normal(256) * 1e4])
+    sources = {
+        "bool": np.array([True, False, True]),
+        "int8": np.arange(-128, 128, dtype=np.int8),
+        "uint8": np.arange(256, dtype=np.uint8),
+        "int32": rng.integers(-(2**31), 2**31 - 1, 256, dtype=np.int32),
+        "int64": np.concatenate([rng.integers(-(2**63), 2**63 - 1, 256, dtype=np.int64), [2**53 + 1, -(2**63)]]),
+        "uint64": np.array([0, 1, 2**53 + 1, 2**64 - 1], dtype=np.uint64),
+        "float16": floats.astype(np.float16),
+        "bfloat16": floats.astype(jnp.bfloat16),
+        "float32": floats.astype(np.float32),
+        "float64": floats,
+        "complex64": (floats + 1j * floats[::-1]).astype(np.complex64),
+    }
+    widen = jax.jit(lambda v: v.astype(jnp.complex128))
+    for name, values in sources.items():
+        x = jnp.asarray(values)
+        with jax.default_device(jax.devices("cpu")[0]):
+            expected = np.asarray(values).astype(np.complex128)  # NumPy's convert: the CPU backend's bits
+        assert not _INTO_C128.search(widen.lower(x).as_text()), name
+        got = np.asarray(widen(x))
+        assert got.view(np.uint64).tolist() == expected.view(np.uint64).tolist(), name
+    assert not [pair for pair in tpu_policy if pair[1] == np.complex128 and pair[0] != np.complex128]
 
 
 def _widening_bodies():
@@ -307,3 +341,82 @@ def test_float64_nextafter_on_its_bits_is_ieees(tpu_policy):
     expected = torch.nextafter(torch.from_numpy(a), torch.from_numpy(b))
     got = torch.nextafter(torch.from_numpy(a).to(JAX), torch.from_numpy(b).to(JAX)).cpu()
     assert torch.equal(got.view(torch.int64), expected.view(torch.int64))
+
+
+_WIDE_ARRAY = re.compile(r"tensor<[0-9x]*x?(f64|complex<f64>)>")  # a float64 or complex128 array
+
+
+@pytest.mark.tpu_fact("float64 is emulated: complex128 programs abort XLA's TPU compiler (deviceless.py)")
+def test_complex64_kernels_that_widen_stay_complex64_where_float64_is_emulated(monkeypatch):
+    """complex64 atan/atanh, logcumsumexp and matrix_exp widened to complex128 (float32 to float64) for
+    CPU's accuracy; XLA's TPU compiler run without the chip aborted or raised on each of those wide
+    programs, so where float64 is emulated they stay in their own dtype."""
+    from jaxdev.ops import scans
+    from jaxdev.ops.kit import complex_c99
+    from jaxdev.ops.linalg import matrix_exp
+
+    z = jnp.asarray(np.linspace(0.1, 0.9, 8) + 0.3j, jnp.complex64)
+    seen = []
+    monkeypatch.setattr(matrix_exp, "_expm_body", _recording(matrix_exp._expm_body, seen, "matrix_exp"))
+    monkeypatch.setattr(scans, "_logcumsumexp", _recording(scans._logcumsumexp, seen, "logcumsumexp"))
+    g = torch.Generator().manual_seed(0)
+    cases = {dt: torch.randn(3, 3, dtype=dt, generator=g) / 3 for dt in (torch.float32, torch.complex64)}
+
+    def run_all():
+        seen.clear()
+        for t in cases.values():
+            torch.linalg.matrix_exp(t.to(JAX)).cpu()
+            torch.logcumsumexp(t.to(JAX), 0).cpu()
+        return {(name, str(jnp.dtype(arg)) if arg is not None else None) for name, arg in seen}
+
+    if capabilities.platform() == "cpu":  # widened here (what the fact takes away)
+        assert _WIDE_ARRAY.search(jax.jit(complex_c99.atanh).lower(z).as_text())
+        assert ("matrix_exp", "complex128") in run_all() and ("logcumsumexp", "complex128") in run_all()
+    monkeypatch.setitem(capabilities.PROGRAM_FACTS, capabilities.platform(), {"float64_emulated": "pretended"})
+    jax.clear_caches()
+    for fn in (complex_c99.atanh, complex_c99.atan):
+        assert not _WIDE_ARRAY.search(jax.jit(fn).lower(z).as_text()), fn.__name__
+    assert run_all() == {("matrix_exp", None), ("logcumsumexp", "complex64"), ("logcumsumexp", "float32")}
+    for t in cases.values():  # and still CPU's values, in their own precision
+        torch.testing.assert_close(torch.linalg.matrix_exp(t.to(JAX)).cpu(), torch.linalg.matrix_exp(t))
+        torch.testing.assert_close(torch.logcumsumexp(t.to(JAX), 0).cpu(), torch.logcumsumexp(t, 0))
+    got = torch.atanh(torch.from_numpy(np.asarray(z)).to(JAX)).cpu()
+    torch.testing.assert_close(got, torch.atanh(torch.from_numpy(np.asarray(z))))
+
+
+def _recording(factory, seen, name):
+    """`factory` (a jitted body factory), its last static argument recorded into `seen` per call."""
+
+    def recorded(*static):
+        seen.append((name, static[-1]))
+        return factory(*static)
+
+    return recorded
+
+
+@pytest.mark.tpu_fact("complex128 programs abort or are refused by XLA's TPU compiler")
+def test_a_dtype_the_platform_refuses_is_one_sentence_wherever_it_would_arrive(monkeypatch):
+    from jaxdev import dtypes
+
+    why = capabilities.REFUSED_DTYPES["tpu"][torch.complex128]
+    monkeypatch.setitem(dtypes.PLATFORM_REFUSALS, capabilities.platform(), {torch.complex128: why})
+    dtypes.refused_here.cache_clear()
+    try:
+        x = torch.randn(3, dtype=torch.float64).to(JAX)
+        arrivals = {
+            "to": lambda: torch.randn(3, dtype=torch.complex128).to(JAX),
+            "factory": lambda: torch.zeros(3, dtype=torch.complex128, device=JAX),
+            "cast": lambda: x.to(torch.complex128),
+            "promotion": lambda: x * 2j,
+            "view_as_complex, used": lambda: torch.view_as_complex(x.reshape(-1, 1).repeat(1, 2)).abs(),
+            "view, read": lambda: x.repeat(2).view(torch.complex128).cpu(),
+        }
+        for name, arrive in arrivals.items():
+            with pytest.raises(jaxdev.PlatformDtypeError) as caught:
+                arrive()
+            assert str(caught.value) == why, name
+        assert (x.to(torch.complex64) * 2j).cpu().dtype == torch.complex64  # complex64 as before
+    finally:
+        monkeypatch.undo()
+        dtypes.refused_here.cache_clear()
+    assert torch.zeros(1, dtype=torch.complex128, device=JAX).cpu().item() == 0

@@ -14,12 +14,15 @@ family on a TPU and says which raise, so that suspected gaps become confirmed or
 
 Facts of a platform that shape every program rather than one op family (`PROGRAM_FACTS`, asked with
 `fact(name)`), measured on a TPU v5e with JAX 0.10.2 (DESIGN.md, "TPU facts, third round"):
-- `complex_narrowing_aborts`: XLA's TPU compiler aborts the process (SIGABRT) on any complex128 ->
-  complex64 convert in a program, a Python complex number put into a complex64 op included (JAX makes
-  it complex128 first). complex128 parameters and arithmetic are fine. Where the fact holds, every
-  such convert is lowered as its real and imaginary parts converted and recombined
-  (`_complex64_in_parts`, installed as convert_element_type's lowering: jaxdev's programs and any
-  other in the process), the same values to the bit.
+- `complex128_converts_abort`: XLA's TPU compiler aborts the process (SIGABRT, "Unsupported CVT
+  X{64|128} expansion") on a convert into complex128 from any other dtype (bool, integers, floats,
+  complex64) and on a complex128 -> complex64 convert; a Python complex number put into a complex64
+  op included (JAX makes it complex128 first). Converts out of complex128 into real dtypes, complex128
+  parameters and arithmetic are fine. Where the fact holds, every such convert is lowered as its real
+  and imaginary parts converted and recombined (`_complex_in_parts`, installed as
+  convert_element_type's lowering: jaxdev's programs and any other in the process), the same values
+  to the bit. The chip showed the narrowing (pytest, the probe); XLA's TPU compiler run without the
+  chip (jaxdev/audit/deviceless.py) showed the widening, in complex128 eigh and every dtype's convert.
 - `float64_emulated`: no float64 hardware (XLA computes float64 with pairs of float32), and several
   float64 programs raise raw XLA errors there (nextafter; sinh, exp2 and igamma of float32 computed in
   float64). float32 kernels that widen to float64 for CPU's last bits (cpu_numerics.wide, widened)
@@ -85,10 +88,27 @@ GAPS: dict[str, dict[str, Gap]] = {
     }
 }
 
+# platform -> dtype -> why jax tensors of it are refused there (dtypes.PLATFORM_REFUSALS). XLA's TPU
+# compiler, run without the chip on every primitive (jaxdev/audit/deviceless.py, libtpu 0.0.42.1,
+# 2026-12-06), aborts the process on complex128 abs, division, reciprocal, rsqrt, expm1, tan, tanh, pow
+# and on any convert into complex128 (a Python number padded or selected into a complex128 array
+# included), and raises on its sign, transpose and concatenate: no kernel family could be kept from it,
+# and a copy of a transposed complex128 tensor is already a program it refuses.
+REFUSED_DTYPES: dict[str, dict[torch.dtype, str]] = {
+    "tpu": {
+        C128: "complex128 is not supported on device 'jax' on a TPU: XLA's TPU compiler cannot compile "
+        "complex128 programs (it aborts on complex128 division, abs and tanh, and refuses its transposes); "
+        "use complex64, or keep complex128 tensors on CPU"
+    }
+}
+dtypes.PLATFORM_REFUSALS.update(REFUSED_DTYPES)
+dtypes.refused_here.cache_clear()  # asked before the table was filled (jaxdev's import) it said {}
+
 # platform -> facts of its XLA backend that shape every program (the module's docstring says what each does)
 PROGRAM_FACTS: dict[str, dict[str, str]] = {
     "tpu": {
-        "complex_narrowing_aborts": "any complex128 -> complex64 convert aborts XLA's TPU compiler (SIGABRT)",
+        "complex128_converts_abort": "any convert into complex128, or from it into complex64, aborts XLA's TPU "
+        "compiler (SIGABRT)",
         "float64_emulated": "float64 emulated with float32 pairs; nextafter, and sinh, exp2, igamma float32 "
         "computed in float64, raise raw XLA errors",
     }
@@ -216,18 +236,30 @@ def fact(name: str) -> bool:
     return name in PROGRAM_FACTS.get(platform(), {})
 
 
-def _complex64_in_parts(ctx, operand, *, new_dtype, **params):
-    """convert_element_type's lowering: a complex128 -> complex64 convert as its two parts converted
-    and recombined where the platform aborts on the convert itself, the usual lowering otherwise."""
+def _complex_in_parts(ctx, operand, *, new_dtype, **params):
+    """convert_element_type's lowering: a convert into complex128 (from another dtype) or from it into
+    complex64 as real and imaginary parts converted and recombined, where the platform aborts on the
+    convert itself; the usual lowering otherwise."""
     (aval,) = ctx.avals_in
-    if aval.dtype == np.complex128 and np.dtype(new_dtype) == np.complex64 and fact("complex_narrowing_aborts"):
-        f32 = np.float32
-        parts = mlir.lower_fun(lambda v: jax.lax.complex(v.real.astype(f32), v.imag.astype(f32)), False)
+    source, target = np.dtype(aval.dtype), np.dtype(new_dtype)
+    widening = target == np.complex128 and source != target
+    if (widening or (source == np.complex128 and target == np.complex64)) and fact("complex128_converts_abort"):
+        part = np.float64 if widening else np.float32
+        parts = mlir.lower_fun(functools.partial(_recombined, part=part), False)
         return parts(ctx, operand)
     return _usual_convert(ctx, operand, new_dtype=new_dtype, **params)
 
 
+def _recombined(v, *, part):
+    """`v` as a complex number of `part` parts: real and imaginary parts converted apart (a real `v`'s
+    imaginary part is +0, as a convert makes it)."""
+    if np.issubdtype(v.dtype, np.complexfloating):
+        return jax.lax.complex(jax.lax.real(v).astype(part), jax.lax.imag(v).astype(part))
+    real = v.astype(part)
+    return jax.lax.complex(real, jax.lax.full_like(real, 0))
+
+
 _usual = mlir_internal._lowerings[jax.lax.convert_element_type_p]
 _usual_convert = getattr(_usual.rule, "usual", _usual.rule)  # a reloaded module: the rule before ours
-_complex64_in_parts.usual = _usual_convert
-mlir.register_lowering(jax.lax.convert_element_type_p, _complex64_in_parts, inline=_usual.inline)
+_complex_in_parts.usual = _usual_convert
+mlir.register_lowering(jax.lax.convert_element_type_p, _complex_in_parts, inline=_usual.inline)

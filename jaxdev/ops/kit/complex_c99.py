@@ -21,6 +21,7 @@ import math
 import jax
 import jax.numpy as jnp
 
+from jaxdev.ops.kit import cpu_numerics
 from jaxdev.ops.kit import transcendentals as tm
 
 _PI = math.pi
@@ -195,8 +196,10 @@ def atanh(z):
 
 def _wide_atanh(z):
     """catanh of complex64 computed in complex128 and rounded once: near z = +-1 float32's log
-    underflows (atanh(1 + 1e-30j) gave inf + 0.785j; CPU's catanhf 34.885 + 0.785j)."""
-    if z.dtype == jnp.complex64:
+    underflows (atanh(1 + 1e-30j) gave inf + 0.785j; CPU's catanhf 34.885 + 0.785j). Not where
+    float64 is emulated (a TPU): XLA's TPU compiler raised on the complex128 program (deviceless.py),
+    so complex64 stays complex64 there and keeps that underflow near +-1."""
+    if z.dtype == jnp.complex64 and cpu_numerics.float64_native():
         return _atanh(z.astype(jnp.complex128)).astype(jnp.complex64)
     return _atanh(z) if jnp.iscomplexobj(z) else jnp.arctanh(z)
 

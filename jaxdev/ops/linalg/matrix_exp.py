@@ -7,7 +7,9 @@ OpInfo samples jax was farther than CPU on one float32 and one complex64 sample.
 the result is the exact one rounded, at least as close as CPU's on every sample and on 240 random
 matrices measured (max error 0.03-0.6x CPU's).
 
-Half-precision inputs run on CPU: see linalg_matrix_exp.
+Where float64 is emulated (a TPU: capabilities' float64_emulated) they are evaluated in their own
+precision: XLA's TPU compiler aborts on the complex128 program. Half-precision inputs run on CPU: see
+linalg_matrix_exp.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import jax.numpy as jnp
 import torch
 
 from jaxdev import fallback
-from jaxdev.ops.kit import J, jitted
+from jaxdev.ops.kit import J, cpu_numerics, jitted
 from jaxdev.ops.kit import transcendentals as tm
 from jaxdev.ops.linalg.lapack import HIGHEST, LAPACK_DTYPES, kernel, meta, present
 from jaxdev.ops.registry import aten
@@ -170,7 +172,10 @@ def linalg_matrix_exp(self):
         return present(jnp.zeros(me.shape, J(self).dtype), me)
     if self.shape[-1] == 1:
         return present(_exp_body()(J(self)), me)
-    return present(_expm_body(_WIDE.get(self.dtype))(J(self)), me)
+    # Where float64 is emulated (a TPU) the scheme runs in the input's own precision, with its own
+    # thresholds as CPU's does: XLA's TPU compiler aborted on the complex128 program (deviceless.py).
+    wide = _WIDE.get(self.dtype) if cpu_numerics.float64_native() else None
+    return present(_expm_body(wide)(J(self)), me)
 
 
 @jitted
