@@ -20,7 +20,7 @@ import warnings
 import torch
 from torch.utils._pytree import tree_map
 
-from jaxdev import tensor, tracing
+from jaxdev import layout, tensor, tracing
 from jaxdev.core.placement import reshard_like
 from jaxdev.tensor import is_jax
 
@@ -163,6 +163,11 @@ def run_on_cpu_lacking(op, kernel: str, args, kwargs):
                 tensor.SHARDED_ENTRIES
             ):  # a result shaped like a sharded input gets its sharding back (jaxdev/core/placement.py)
                 value = reshard_like(value, originals.values())
+            if not layout.is_plain(x) and x.numel() and tensor.is_non_overlapping_and_dense(x):
+                # CPU's own layout (LAPACK's column-major results: inv, lu_factor, lstsq), as CPU returns it
+                out = tensor.empty(x.shape, x.dtype, x.stride())
+                tensor.write(out, value)
+                return out
             return tensor.wrap(value)
         return x
 

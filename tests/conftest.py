@@ -12,6 +12,10 @@ for jaxdev/ops/indexing.py, tests/ops/test_linalg.py for the sub-package jaxdev/
   arrays live: a TPU) it is skipped, naming the fact. jaxdev_testing.cpu_fact does it inside a test.
 * `tpu_fact(reason)` marker: a test of a fact of XLA's TPU backend (an abort, a raw error), run on CPU
   under the TPU's policy; `pytest -m tpu_fact tests` selects them for a TPU run.
+* A test that fails because the platform refuses a dtype (jaxdev.PlatformDtypeError: complex128 on a
+  TPU) is reported skipped, naming that fact; on CPU no dtype is refused.
+* JAXDEV_TPU_COMPILE=1 (with libtpu on the path: jaxdev/audit/deviceless.py) runs the suite in a stand-in
+  for a TPU: the TPU's formulations, every program compiled by XLA's TPU compiler too.
 """
 
 from __future__ import annotations
@@ -23,6 +27,12 @@ from pathlib import Path
 
 import pytest
 import torch
+
+if os.environ.get("JAXDEV_TPU_COMPILE"):  # a stand-in for a TPU (scripts/tpu_tests.sh --without-chip)
+    from jaxdev.audit import deviceless
+
+    deviceless.install()  # before jaxdev_testing asks the platform
+
 from jaxdev_testing import PLATFORM, describe_exit, run_python
 
 import jaxdev
@@ -133,6 +143,28 @@ def _crash_reports(path: str, names: tuple[str, ...]) -> dict[str, str]:
         crashed[victim] = f"{victim} killed the interpreter in a child process; {describe_exit(proc)}"
         remaining = remaining[remaining.index(victim) + 1 :]
     return crashed
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A failure whose cause is a dtype the platform refuses (a TPU fact: complex128 there) is a skip
+    that names it: item 4 of issue 38, 'a skip names a TPU fact (a dtype the chip lacks)'."""
+    outcome = yield
+    report = outcome.get_result()
+    refusal = _platform_refusal(call.excinfo.value) if call.excinfo is not None and report.failed else None
+    if refusal is not None:
+        report.outcome = "skipped"
+        report.longrepr = (str(item.path), item.location[1] or 0, f"Skipped: a dtype this platform lacks: {refusal}")
+
+
+def _platform_refusal(error: BaseException | None) -> str | None:
+    seen = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        if isinstance(error, jaxdev.PlatformDtypeError):
+            return str(error)
+        error = error.__cause__ or error.__context__
+    return None
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -294,3 +294,16 @@ def test_aten_op_with_fallback_keeps_autograd(fallback_mode):
     (jy, jg), (cy, cg) = run("jax"), run("cpu")
     assert_same(jy, cy, rtol=1e-6, atol=1e-6)
     assert_same(jg, cg, rtol=1e-6, atol=1e-6)
+
+
+def test_a_result_keeps_the_layout_cpu_gives_it(fallback_mode):
+    """LAPACK's results are column-major on CPU (inv, lu_factor, lstsq): served through the fallback
+    (a platform's gap, a TPU's float64 LU), the jax result has CPU's strides, not contiguous ones."""
+    fallback_mode("silent")
+    a = torch.randn(4, 5, 5, dtype=torch.float64)
+    got, _ = jaxdev.fallback.run_on_cpu_lacking(torch.ops.aten.linalg_inv_ex.default, "test kernel", (a.to(JAX),), {})
+    want, _ = torch.linalg.inv_ex(a)
+    assert got.stride() == want.stride() == (25, 1, 5)
+    assert_same(got, want)
+    plain = jaxdev.fallback.run_on_cpu_lacking(torch.ops.aten.add.Tensor, "test kernel", (a.to(JAX), a.to(JAX)), {})
+    assert plain.stride() == (25, 5, 1)

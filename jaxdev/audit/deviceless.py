@@ -95,8 +95,11 @@ def on_tpu(avals):
 def compile_for_tpu(fn, *avals):
     """jax.jit(fn) over `avals` compiled by XLA's TPU compiler (a jax.stages.Compiled)."""
     import jax
+    from jax._src import config
 
-    return jax.jit(fn).lower(*on_tpu(avals)).compile()
+    # not through JAX's persistent cache: a deviceless executable cannot be read back from it
+    with config.enable_compilation_cache(False):
+        return jax.jit(fn).lower(*on_tpu(avals)).compile()
 
 
 class Stats:
@@ -142,6 +145,8 @@ def install() -> None:
     import jax
     from jax._src import pjit
 
+    if not os.environ.get("JAX_PLATFORMS"):  # libtpu on the path must not start a TPU backend here
+        jax.config.update("jax_platforms", "cpu")
     device()  # Unavailable now rather than at the first program
     jax.default_backend = lambda: "tpu"
     usual = pjit._pjit_call_impl_python

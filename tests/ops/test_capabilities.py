@@ -420,3 +420,32 @@ def test_a_dtype_the_platform_refuses_is_one_sentence_wherever_it_would_arrive(m
         monkeypatch.undo()
         dtypes.refused_here.cache_clear()
     assert torch.zeros(1, dtype=torch.complex128, device=JAX).cpu().item() == 0
+
+
+_F64_TO_I64 = re.compile(r"stablehlo\.bitcast_convert .*tensor<[0-9x]*f64>\) -> tensor<[0-9x]*i64>")
+_I64_TO_F64 = re.compile(r"stablehlo\.bitcast_convert .*tensor<[0-9x]*i64>\) -> tensor<[0-9x]*f64>")
+
+
+@pytest.mark.tpu_fact("integer arithmetic on a float64 -> int64 bitcast fails to compile on a TPU")
+def test_float64_int64_bitcasts_go_through_uint64_with_the_same_bits(tpu_policy):
+    """XLA's TPU compiler (run without the chip) raised INVALID_ARGUMENT on float64 copysign, signbit,
+    frexp, ldexp, floor division, exp2, lgamma, digamma and erfinv: all bitcast float64 to int64."""
+    special = [0.0, -0.0, np.inf, -np.inf, np.nan, -np.nan, 5e-324, -1.7976931348623157e308, 1 / 3]
+    x = jnp.asarray(np.concatenate([special, np.random.default_rng(0).standard_normal(64) * 1e10]))
+    bits = jax.jit(lambda v: jax.lax.bitcast_convert_type(v, jnp.int64))
+    masked = jax.jit(lambda v: jax.lax.bitcast_convert_type(bits(v) & jnp.int64(0x7FFFFFFFFFFFFFFF), jnp.float64))
+    assert not _F64_TO_I64.search(bits.lower(x).as_text())
+    assert not _I64_TO_F64.search(masked.lower(x).as_text())
+    with jax.default_device(jax.devices("cpu")[0]):
+        expected = np.asarray(x).view(np.int64)
+    assert np.asarray(bits(x)).tolist() == expected.tolist()
+    assert np.asarray(masked(x)).view(np.int64).tolist() == (expected & 0x7FFFFFFFFFFFFFFF).tolist()
+    t = torch.from_numpy(np.asarray(x).copy())
+    for fn in (
+        lambda v: torch.copysign(v, -v),
+        torch.signbit,
+        lambda v: torch.frexp(v)[0],
+        lambda v: v.floor_divide(0.3),
+    ):
+        got, want = fn(t.to(JAX)).cpu(), fn(t)
+        assert torch.equal(got, want) or torch.allclose(got, want, equal_nan=True)

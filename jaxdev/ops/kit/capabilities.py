@@ -23,6 +23,12 @@ Facts of a platform that shape every program rather than one op family (`PROGRAM
   convert_element_type's lowering: jaxdev's programs and any other in the process), the same values
   to the bit. The chip showed the narrowing (pytest, the probe); XLA's TPU compiler run without the
   chip (jaxdev/audit/deviceless.py) showed the widening, in complex128 eigh and every dtype's convert.
+- `int64_bitcasts_miscompile`: integer arithmetic (and, shifts, add) on a float64 -> int64 bitcast,
+  or an int64 -> float64 bitcast of such a result, raises INVALID_ARGUMENT ("Binary op and with
+  different element types: s32[20] and u32[20]") in XLA's TPU compiler; through uint64 it compiles
+  (found running it without the chip, jaxdev/audit/deviceless.py: copysign, signbit, frexp, ldexp,
+  floor division, exp2, lgamma, digamma, erfinv of float64). Where the fact holds every such bitcast
+  is lowered through uint64 (`_bitcast_through_unsigned`), the same bits.
 - `float64_emulated`: no float64 hardware (XLA computes float64 with pairs of float32), and several
   float64 programs raise raw XLA errors there (nextafter; sinh, exp2 and igamma of float32 computed in
   float64). float32 kernels that widen to float64 for CPU's last bits (cpu_numerics.wide, widened)
@@ -111,6 +117,8 @@ PROGRAM_FACTS: dict[str, dict[str, str]] = {
         "compiler (SIGABRT)",
         "float64_emulated": "float64 emulated with float32 pairs; nextafter, and sinh, exp2, igamma float32 "
         "computed in float64, raise raw XLA errors",
+        "int64_bitcasts_miscompile": "integer arithmetic on a float64 -> int64 bitcast fails to compile "
+        "(INVALID_ARGUMENT: 'with different element types: s32 and u32'; through uint64 it compiles)",
     }
 }
 
@@ -263,3 +271,26 @@ _usual = mlir_internal._lowerings[jax.lax.convert_element_type_p]
 _usual_convert = getattr(_usual.rule, "usual", _usual.rule)  # a reloaded module: the rule before ours
 _complex_in_parts.usual = _usual_convert
 mlir.register_lowering(jax.lax.convert_element_type_p, _complex_in_parts, inline=_usual.inline)
+
+
+def _bitcast_through_unsigned(ctx, operand, *, new_dtype, **params):
+    """bitcast_convert_type's lowering: float64 -> int64 as a bitcast to uint64 and a convert to int64
+    (the same bits: XLA's convert between integers of one width wraps), int64 -> float64 the other way
+    round, where the platform miscompiles integer arithmetic on a float64 -> int64 bitcast; the usual
+    lowering otherwise."""
+    (aval,) = ctx.avals_in
+    source, target = np.dtype(aval.dtype), np.dtype(new_dtype)
+    pair = {source, target} == {np.dtype(np.float64), np.dtype(np.int64)}
+    if pair and fact("int64_bitcasts_miscompile"):
+        if source == np.float64:
+            body = lambda v: jax.lax.bitcast_convert_type(v, np.uint64).astype(np.int64)
+        else:
+            body = lambda v: jax.lax.bitcast_convert_type(v.astype(np.uint64), np.float64)
+        return mlir.lower_fun(body, False)(ctx, operand)
+    return _usual_bitcast(ctx, operand, new_dtype=new_dtype, **params)
+
+
+_usual = mlir_internal._lowerings[jax.lax.bitcast_convert_type_p]
+_usual_bitcast = getattr(_usual.rule, "usual", _usual.rule)
+_bitcast_through_unsigned.usual = _usual_bitcast
+mlir.register_lowering(jax.lax.bitcast_convert_type_p, _bitcast_through_unsigned, inline=_usual.inline)
