@@ -149,10 +149,10 @@ class Plan:
             return flat, flat.reshape(self.parts)
         if mode == GRID:  # exactly the view's elements, in `keep`'s shape
             numel = flat.shape[0]
-            return flat, jax.lax.dynamic_slice(flat.reshape(self.grid(numel)), self.starts(offset, numel), self.keep)
+            return flat, _slice(flat.reshape(self.grid(numel)), self.starts(offset, numel), self.keep)
         if mode == PADDED:
             flat = jnp.pad(flat, (0, self.block))
-        return flat, jax.lax.dynamic_slice(flat, (offset,), (self.block,)).reshape(self.parts)
+        return flat, _slice(flat, (offset,), (self.block,)).reshape(self.parts)
 
     def read(self, flat, offset, mode):
         _, block = self._block(flat, offset, mode)
@@ -178,6 +178,14 @@ class Plan:
             return block.reshape(-1)
         padded = jax.lax.dynamic_update_slice(padded, block.reshape(-1), (offset,))
         return padded[:numel] if mode == PADDED else padded
+
+
+def _slice(a, starts, sizes):
+    """`sizes` of `a` from `starts`: a static slice where the starts are Python ints (a view read inside
+    a traced program, see strided._scattered), so XLA lays it out as the slice it is."""
+    if all(type(s) is int for s in starts):
+        return jax.lax.slice(a, starts, tuple(s + n for s, n in zip(starts, sizes)))
+    return jax.lax.dynamic_slice(a, starts, sizes)
 
 
 @functools.lru_cache(maxsize=8192)

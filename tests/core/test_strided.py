@@ -369,3 +369,42 @@ def test_the_offset_argument_is_made_concrete_even_inside_a_trace():
     assert not isinstance(seen[0], jax.core.Tracer)
     assert int(seen[0]) == 12345 and seen[0].dtype == jnp.int64
     assert tensor.offset_arg(12345) is seen[0]
+
+
+def _traced_through(base: torch.Tensor, read):
+    """(jaxpr text, values) of `read()` traced with `base`'s box holding a tracer, as a fused step or a
+    compiled graph holds its storages."""
+    box = tensor.box_of(base)
+    stored = box.array
+
+    def run(a):
+        box.array = a
+        try:
+            return read()
+        finally:
+            box.array = stored
+
+    return str(jax.make_jaxpr(run)(stored)), jax.jit(run)(stored)
+
+
+def test_a_view_read_or_written_in_a_traced_program_is_a_static_slice():
+    # Issue 37: a traced offset was int64 digit arithmetic XLA's TPU compiler did not fold, and the
+    # q/k/v views of a fused projection dynamic slices with layout copies around them.
+    x = torch.arange(48.0, device=JAX).reshape(4, 12)
+    view = x[:, 4:8].view(4, 2, 2).transpose(0, 1)  # offset 4: a head split's k
+    text, value = _traced_through(x, lambda: tensor.read(view))
+    assert "dynamic_slice" not in text and "rem" not in text
+    assert torch.equal(torch.tensor(jax.device_get(value).tolist()), view.cpu())
+    text, parts = _traced_through(x, lambda: tensor.read_parts(view))
+    assert parts[1] is None and parts[2] is None and "dynamic_slice" not in text
+    assert torch.equal(torch.tensor(jax.device_get(parts[0]).tolist()), view.cpu())
+
+    def write():
+        tensor.write(x[:, 4:8], jnp.full((4, 4), -1.0, jnp.float32))
+        return tensor.box_of(x).array
+
+    text, written = _traced_through(x, write)
+    assert "rem" not in text
+    expected = x.cpu().clone()
+    expected[:, 4:8] = -1
+    assert torch.equal(torch.tensor(jax.device_get(written).tolist()).reshape(4, 12), expected)
