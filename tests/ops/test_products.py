@@ -145,3 +145,33 @@ def test_addr_scalars_and_dtypes():
     on_both(lambda d: torch.addr(bools.to(d), t.to(d), bools[0].to(d), alpha=2))
     on_both(lambda d: torch.addr(torch.ones(3, 5, device=d), torch.ones(3, device=d), torch.ones(4, device=d)))
     on_both(lambda d: torch.addr(torch.ones(3, 4, device=d), torch.ones(3, 1, device=d), torch.ones(4, device=d)))
+
+
+@pytest.mark.parametrize("with_bias", [False, True])
+def test_a_traced_product_keeps_the_rows_it_flattens_apart(with_bias):
+    """Inside a traced program (fused eager's step, a compiled graph) F.linear's [batch, seq, k] input,
+    flattened to rows for addmm/mm, is multiplied as the N-D array it is (kit.unflattened): XLA's TPU
+    layouts then need no transpose copy around a head split (issue 37). The bits are the rows' product's."""
+    from jaxdev import tensor
+
+    x = seeded_randn(2, 3, 4).to(JAX)
+    w = seeded_randn(5, 4, seed=1).to(JAX)
+    b = seeded_randn(5, seed=2).to(JAX)
+    box = tensor.box_of(x)
+    stored = box.array
+
+    def run(a):
+        box.array = a
+        try:
+            rows = x.view(6, 4)
+            out = torch.addmm(b, rows, w.t()) if with_bias else torch.mm(rows, w.t())
+            return tensor.read(out)
+        finally:
+            box.array = stored
+
+    jaxpr = jax.make_jaxpr(run)(stored)
+    dots = [e for e in jaxpr.eqns if "dot_general" in str(e)]
+    assert dots and "f32[2,3,4]" in str(dots[0])
+    got = torch.tensor(jax.device_get(jax.jit(run)(stored)).tolist())
+    rows = x.view(6, 4)  # the same product run eagerly, over the rows
+    assert torch.equal(got, (torch.addmm(b, rows, w.t()) if with_bias else rows @ w.t()).cpu())

@@ -14,7 +14,16 @@ Families import this module and the registry, never each other. It holds:
 """
 
 from jaxdev.ops.kit.arguments import J, accumulate_dtype, any_device, cast, float_of, opmath, result_type, value
-from jaxdev.ops.kit.bodies import applied_body, apply, on_views, plain, same_dtype_bodies, typed_bodies
+from jaxdev.ops.kit.bodies import (
+    applied_body,
+    apply,
+    on_views,
+    plain,
+    rows_of,
+    same_dtype_bodies,
+    typed_bodies,
+    unflattened,
+)
 from jaxdev.ops.kit.dims import axes, each_location_once, wrap_dim
 from jaxdev.ops.kit.index_checks import add_at, check_index_bounds, multiply_at, outside
 from jaxdev.ops.kit.jit import compiled, jitted, program, zeros
@@ -44,10 +53,12 @@ __all__ = [
     "product_precision",
     "program",
     "result_type",
+    "rows_of",
     "same_dtype_bodies",
     "sort_key",
     "stable_sort",
     "typed_bodies",
+    "unflattened",
     "value",
     "widened_product_precision",
     "wrap_dim",

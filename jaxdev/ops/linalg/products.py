@@ -14,7 +14,7 @@ import jax.numpy as jnp
 import torch
 
 from jaxdev import dtypes, tensor
-from jaxdev.ops.kit import J, jitted, matmul, on_views, product_precision, wrap_dim
+from jaxdev.ops.kit import J, jitted, matmul, on_views, product_precision, rows_of, unflattened, wrap_dim
 from jaxdev.ops.kit.cpu_numerics import round_to
 from jaxdev.ops.registry import aten, check_cast, register, register_functional, store_into
 
@@ -61,6 +61,9 @@ def _product_for(dtype: torch.dtype):
 
 
 def _matmul(a, b, dtype):
+    source = unflattened(a) if b.dim() == 2 else None
+    if source is not None:  # a traced [batch, seq, k] input flattened to rows: kept apart (kit.unflattened)
+        return on_views(rows_of(_product_for(dtype)), (source, b))
     return on_views(_product_for(dtype), (a, b))
 
 
@@ -137,6 +140,9 @@ def _scaled(self, a, b, beta, alpha, dtype):
     if not (dtype.is_floating_point or dtype.is_complex):
         beta, alpha = int(beta), int(alpha)  # PyTorch converts them to the integer dtype first
     body = _scaled_product(jdt, *product_precision(jdt), beta != 0)
+    source = unflattened(a) if a.dim() == 2 and self.dim() <= 1 else None
+    if source is not None:  # a traced [batch, seq, k] input flattened to rows: kept apart (kit.unflattened)
+        return on_views(rows_of(body), (self, source, b), (beta, alpha))
     return on_views(body, (self, a, b), (beta, alpha))
 
 
