@@ -449,3 +449,29 @@ def test_float64_int64_bitcasts_go_through_uint64_with_the_same_bits(tpu_policy)
     ):
         got, want = fn(t.to(JAX)).cpu(), fn(t)
         assert torch.equal(got, want) or torch.allclose(got, want, equal_nan=True)
+
+
+@pytest.mark.tpu_fact("XLA's TPU compiler has no int64 dot or convolution (UNIMPLEMENTED X64 rewriting)")
+def test_int64_products_and_convolutions_are_served_on_cpu_where_the_platform_lacks_them(lacking):
+    """Found by the sweep on the stand-in (deviceless.py): int64 mm, bmm, mv, dot, matmul, inner,
+    multi_dot, bilinear and every convolution raised UNIMPLEMENTED in XLA's TPU compiler."""
+    lacking("integer_product", dtypes=(torch.int64, torch.uint64))
+    g = torch.Generator().manual_seed(0)
+    a, b = torch.randint(-50, 50, (3, 4), generator=g), torch.randint(-50, 50, (4, 2), generator=g)
+    w = torch.randint(-3, 3, (2, 3, 2), generator=g)
+    cases = {
+        "mm": lambda x, y, k: x @ y,
+        "mv": lambda x, y, k: x @ y[:, 0],
+        "dot": lambda x, y, k: x[0] @ y[:, 0],
+        "bmm": lambda x, y, k: torch.bmm(x[None], y[None]),
+        "addmm": lambda x, y, k: torch.addmm(y[:3, :2] * 0 + 7, x, y),
+        "einsum": lambda x, y, k: torch.einsum("ij,jk->ik", x, y),
+        "conv1d": lambda x, y, k: torch.nn.functional.conv1d(x[None], k),
+    }
+    for name, fn in cases.items():
+        assert torch.equal(fn(a.to(JAX), b.to(JAX), w.to(JAX)).cpu(), fn(a, b, w)), name
+    counts = jaxdev.fallback_counts()
+    assert {"aten::mm", "aten::mv", "aten::dot", "aten::bmm", "aten::addmm", "aten::convolution"} <= set(counts), counts
+    jaxdev.reset_fallback_counts()
+    assert torch.equal((a.int().to(JAX) @ b.int().to(JAX)).cpu(), a.int() @ b.int())  # int32 keeps its kernel
+    assert not jaxdev.fallback_counts()
