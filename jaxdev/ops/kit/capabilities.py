@@ -243,6 +243,8 @@ def served(op, kernel):
         return fallback.run_on_cpu_lacking(twin, why, args, kwargs)
 
     def run(*args, **kwargs):
+        if family not in GAPS.get(platform(), ()):  # the common case (every family on CPU): one lookup
+            return kernel(*args, **kwargs)
         dtype = _matrix_dtype(args, kwargs)
         if dtype is not None and not has(family, dtype):
             return on_cpu(dtype, args, kwargs)
