@@ -175,3 +175,56 @@ def test_a_traced_product_keeps_the_rows_it_flattens_apart(with_bias):
     got = torch.tensor(jax.device_get(jax.jit(run)(stored)).tolist())
     rows = x.view(6, 4)  # the same product run eagerly, over the rows
     assert torch.equal(got, (torch.addmm(b, rows, w.t()) if with_bias else rows @ w.t()).cpu())
+
+
+def _traced(x, fn):
+    """(jaxpr, values) of `fn()` read inside a traced program in which x's storage is traced."""
+    from jaxdev import tensor
+
+    box = tensor.box_of(x)
+    stored = box.array
+
+    def run(a):
+        box.array = a
+        try:
+            return tensor.read(fn())
+        finally:
+            box.array = stored
+
+    return jax.make_jaxpr(run)(stored), torch.tensor(jax.device_get(jax.jit(run)(stored)).tolist())
+
+
+def test_a_traced_product_keeps_a_transposed_results_rows_apart():
+    """Attention's output [batch, heads, seq, d] is laid out [batch, seq, heads, d] (a box holding the
+    logical value); transposed back and reshaped to [batch, seq, heads * d] for the projection, its
+    rows are multiplied as [batch, seq, heads * d] (kit.unflattened): the rows' product made XLA's TPU
+    compiler copy it twice into a row-major [batch * seq, heads * d] (issue 37). Same bits."""
+    x = seeded_randn(2, 3, 4, 5).to(JAX)  # [batch, seq, heads, d]
+    w = seeded_randn(6, 20, seed=1).to(JAX)
+
+    def proj():
+        att = x.transpose(1, 2) * 2  # [batch, heads, seq, d], stored in x's order
+        return F.linear(att.transpose(1, 2).reshape(2, 3, 20), w)
+
+    jaxpr, got = _traced(x, proj)
+    dots = [e for e in jaxpr.eqns if "dot_general" in str(e)]
+    assert dots and "f32[2,3,20]" in str(dots[0])
+    assert torch.equal(got, proj().cpu())
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_a_traced_weight_gradient_contracts_the_rows_unflattened(dtype):
+    """A linear layer's weight gradient, input rows transposed times output gradient rows (autograd's mm
+    backward), is contracted over the leading [batch, seq] dims of both (kit.matmul_over_rows), as a
+    hand-written jax.jit step's is: the flattened rows made XLA's TPU compiler copy the input into a
+    [batch * seq, k] layout (issue 37). Same bits as the rows' product."""
+    x = seeded_randn(2, 3, 9).to(dtype).to(JAX)  # [:, :, :4] the input, [:, :, 4:] the output gradient
+
+    def weight_grad():
+        inputs, grads = x[..., :4].contiguous(), x[..., 4:].contiguous()
+        return grads.view(6, 5).t() @ inputs.view(6, 4)
+
+    jaxpr, got = _traced(x, weight_grad)
+    dots = [e for e in jaxpr.eqns if "dot_general" in str(e)]
+    assert dots and "dimension_numbers=(([0, 1], [0, 1]), ([], []))" in str(dots[0])
+    assert torch.equal(got.to(dtype), weight_grad().cpu())

@@ -106,3 +106,32 @@ def test_reductions_with_an_integer_dtype_convert_as_cpu():
 )
 def test_sum_and_prod_out_take_outs_dtype_and_check_dtype(fn):
     on_both(fn)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("keepdim", [False, True])
+def test_a_traced_sum_over_flattened_rows_keeps_them_apart(dtype, keepdim):
+    """Inside a traced program (fused eager's step, a compiled graph) a sum over dim 0 of a 2-D tensor
+    that is all of an N-D array (the bias gradient of F.linear over [batch, seq, k]: autograd sums
+    addmm's [batch * seq, k] gradient) sums that array over its leading dims: over the flattened rows
+    XLA's TPU compiler copied the gradient into a row-major layout first (issue 37). Same bits."""
+    import jax
+
+    from jaxdev import tensor
+
+    x = (torch.randn(2, 3, 4, generator=torch.Generator().manual_seed(0)) * 10).to(dtype).to(JAX)
+    box = tensor.box_of(x)
+    stored = box.array
+
+    def run(a):
+        box.array = a
+        try:
+            return tensor.read(x.view(6, 4).sum(0, keepdim=keepdim))
+        finally:
+            box.array = stored
+
+    jaxpr = jax.make_jaxpr(run)(stored)
+    sums = [e for e in jaxpr.jaxpr.eqns if "reduce_sum" in str(e)]
+    assert sums and "[2,3,4]" in str(sums[0]) and "axes=(0, 1)" in str(sums[0])
+    got = torch.tensor(jax.device_get(jax.jit(run)(stored)).astype("float32").tolist()).to(dtype)
+    assert torch.equal(got, x.view(6, 4).sum(0, keepdim=keepdim).cpu())

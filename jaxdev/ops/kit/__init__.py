@@ -7,7 +7,7 @@ Families import this module and the registry, never each other. It holds:
 * dtypes: `opmath` (the dtype a half-precision op computes in), `float_of`, `cast` (as copy_ casts),
   and the names PyTorch prints (`dtypes.scalar_name`: "Float", `dtypes.name`: "float32");
 * the one jit policy, `jitted`: a kernel body is built once per static signature and jitted;
-* `product_precision` / `matmul`: products at the device's precision;
+* `product_precision` / `matmul` / `matmul_over_rows`: products at the device's precision;
 * `apply`: run an elementwise body on tensors cast to a compute dtype, cast to the result dtype;
 * `sort_key` / `stable_sort`: PyTorch's order (NaN last, -0.0 == 0.0, stable ties);
 * `add_at` / `multiply_at` / `check_index_bounds`: accumulation and bounds as PyTorch does them.
@@ -28,7 +28,7 @@ from jaxdev.ops.kit.dims import axes, each_location_once, wrap_dim
 from jaxdev.ops.kit.index_checks import add_at, check_index_bounds, multiply_at, outside
 from jaxdev.ops.kit.jit import compiled, jitted, program, zeros
 from jaxdev.ops.kit.ordering import sort_key, stable_sort
-from jaxdev.ops.kit.precision import matmul, product_precision, widened_product_precision
+from jaxdev.ops.kit.precision import matmul, matmul_over_rows, product_precision, widened_product_precision
 
 __all__ = [
     "J",
@@ -45,6 +45,7 @@ __all__ = [
     "float_of",
     "jitted",
     "matmul",
+    "matmul_over_rows",
     "multiply_at",
     "on_views",
     "opmath",

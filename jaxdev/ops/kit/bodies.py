@@ -143,12 +143,21 @@ def unflattened(t) -> jax.Array | None:
     if t.is_conj() or t.is_neg():
         return None
     box = tensor.box_of(t)
-    if box.logical is not None or box.dtype is not t.dtype or box.numel != t.numel():
+    if box.dtype is not t.dtype or box.numel != t.numel() or not tracing.is_traced(box.pending()):
         return None
-    array = box.array
-    if not tracing.is_traced(array) or array.ndim <= 2 or array.shape[-1] != t.shape[1]:
+    array = box.array  # a logical value (attention's [batch, heads, seq, d] output) in storage order: t's
+    if array.ndim <= 2:
         return None
-    return array
+    if array.shape[-1] == t.shape[1]:
+        return array
+    # Its rows may end in more than one dim: attention's [batch, seq, heads, d] output, reshaped to
+    # [batch, seq, heads * d] for the projection (a fresh array, as its heads were transposed), is
+    # multiplied as [batch, seq, heads * d]; the rows' product made XLA's TPU compiler copy it twice
+    # into a row-major [batch * seq, heads * d] (~93k cycles a layer, issue 37).
+    lead, k = list(array.shape[:-1]), array.shape[-1]
+    while len(lead) > 2 and k < t.shape[1]:
+        k *= lead.pop()
+    return array.reshape(*lead, k) if k == t.shape[1] else None
 
 
 @jitted

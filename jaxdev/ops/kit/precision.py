@@ -50,3 +50,16 @@ def matmul(a, b, precision, accumulate):
     if accumulate is not None and a.dtype != accumulate and jax.default_backend() == "cpu":
         a, b = a.astype(accumulate), b.astype(accumulate)
     return jnp.matmul(a, b, precision=precision, preferred_element_type=accumulate)
+
+
+def matmul_over_rows(a, b, precision, accumulate):
+    """`matmul` of a's rows' transpose and b's rows, where a [..., m] and b [..., n] are N-D arrays over
+    the same leading dims (a linear layer's input and output gradient, whose product is its weight's
+    gradient): contracted over those dims unflattened, as a hand-written jax.jit step contracts them,
+    rather than over [rows, m] and [rows, n] (issue 37). The same values: XLA's CPU backend makes it
+    the same [m, rows] x [rows, n] dot (checked bit for bit)."""
+    if accumulate is not None and a.dtype != accumulate and jax.default_backend() == "cpu":
+        a, b = a.astype(accumulate), b.astype(accumulate)
+    lead = tuple(range(a.ndim - 1))
+    dims = ((lead, lead), ((), ()))
+    return jax.lax.dot_general(a, b, dims, precision=precision, preferred_element_type=accumulate)

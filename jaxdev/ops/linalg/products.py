@@ -14,7 +14,17 @@ import jax.numpy as jnp
 import torch
 
 from jaxdev import dtypes, tensor
-from jaxdev.ops.kit import J, jitted, matmul, on_views, product_precision, rows_of, unflattened, wrap_dim
+from jaxdev.ops.kit import (
+    J,
+    jitted,
+    matmul,
+    matmul_over_rows,
+    on_views,
+    product_precision,
+    rows_of,
+    unflattened,
+    wrap_dim,
+)
 from jaxdev.ops.kit.cpu_numerics import round_to
 from jaxdev.ops.registry import aten, check_cast, register, register_functional, store_into
 
@@ -60,10 +70,33 @@ def _product_for(dtype: torch.dtype):
     return body
 
 
+@jitted
+def _product_over_rows(jdt, precision, accumulate):
+    def run(a, b):
+        return matmul_over_rows(a, b, precision, accumulate).astype(jdt)
+
+    return run
+
+
+def _sources_of_rows(a, b):
+    """(x, y) for `a @ b` where a is x's rows transposed (`x.view(-1, m).t()`) and b is y's rows, x and y
+    traced N-D arrays over the same leading dims (kit.unflattened): a linear layer's weight gradient,
+    as autograd's mm backward forms it from the layer's input and output gradient. None otherwise."""
+    if a.dim() != 2 or a.stride() != (1, a.shape[0]):
+        return None
+    y = unflattened(b)
+    x = unflattened(a.t()) if y is not None else None
+    return None if x is None or x.shape[:-1] != y.shape[:-1] else (x, y)
+
+
 def _matmul(a, b, dtype):
     source = unflattened(a) if b.dim() == 2 else None
     if source is not None:  # a traced [batch, seq, k] input flattened to rows: kept apart (kit.unflattened)
         return on_views(rows_of(_product_for(dtype)), (source, b))
+    sources = _sources_of_rows(a, b) if b.dim() == 2 else None
+    if sources is not None:  # contracted over the leading dims unflattened (kit.matmul_over_rows)
+        jdt = dtypes.to_jax_dtype(dtype)
+        return on_views(_product_over_rows(jdt, *product_precision(jdt)), sources)
     return on_views(_product_for(dtype), (a, b))
 
 

@@ -3,10 +3,11 @@ refusals of empty and complex inputs."""
 
 from __future__ import annotations
 
+import jax.numpy as jnp
 import torch
 
 from jaxdev import dtypes
-from jaxdev.ops.kit import axes, jitted, on_views, opmath
+from jaxdev.ops.kit import axes, jitted, on_views, opmath, unflattened
 
 
 @jitted
@@ -19,8 +20,38 @@ def _reduction(fn, axis, keepdims, compute, result):
 _REDUCTIONS: dict = {}
 
 
+@jitted
+def _rows_reduction(fn, keepdims, compute, result):
+    """`fn` over dim 0 of the rows an N-D array flattens to, taken over its leading dims unflattened."""
+
+    def run(x):
+        out = fn(dtypes.convert(x, compute), axis=tuple(range(x.ndim - 1))).astype(result)
+        return out.reshape((1, -1) if keepdims else (-1,))
+
+    return run
+
+
+def _over_rows(fn, x: torch.Tensor, dim, keepdim, result: torch.dtype, compute: torch.dtype | None):
+    """Inside a traced program, a sum over dim 0 of a 2-D tensor that is all of an N-D array (the
+    bias gradient of F.linear over a [batch, seq, k] input: autograd sums addmm's [batch * seq, k]
+    gradient to the bias's shape) taken over that array's leading dims, as kit.unflattened's products
+    are: the flattened rows made XLA's TPU compiler copy the gradient of the fused qkv (put together
+    from the heads' [batch, seq, heads, d] gradients) into a row-major [batch * seq, 3k] layout for the
+    reduction, two copies of ~93k cycles each a layer (issue 37). None where that does not apply. The
+    same bits on CPU: XLA sums the two shapes in the same order (checked for float16/32/64, bfloat16)."""
+    if fn is not jnp.sum or x.dim() != 2 or axes(dim, 2) != (0,):
+        return None
+    source = unflattened(x)
+    if source is None:
+        return None
+    jdt = opmath(dtypes.to_jax_dtype(compute or result))
+    return on_views(_rows_reduction(fn, bool(keepdim), jdt, dtypes.to_jax_dtype(result)), (source,))
+
+
 def reduce_over(fn, x: torch.Tensor, dim, keepdim, result: torch.dtype, compute: torch.dtype | None = None):
     ndim = x.dim()
+    if ndim == 2 and (rows := _over_rows(fn, x, dim, keepdim, result, compute)) is not None:
+        return rows
     key = (fn, tuple(dim) if isinstance(dim, list) else dim, keepdim, ndim, result, compute)
     try:
         body = _REDUCTIONS.get(key)
