@@ -137,6 +137,12 @@ class RawBytesDtypeError(NotImplementedError):
 PLATFORM_REFUSALS: dict[str, dict[torch.dtype, str]] = {}
 
 
+# the dtypes some platform refuses (complex128): only asking for one of them asks the platform, which
+# starts JAX's backend (a CPU-only script, or one that calls jax.distributed.initialize after `import
+# jaxdev`, must not find it started by a float32 request)
+REFUSED_SOMEWHERE: set[torch.dtype] = set()
+
+
 @functools.cache
 def refused_here() -> dict[torch.dtype, str]:
     """The dtypes this process's platform cannot hold, with why (PLATFORM_REFUSALS); {} on CPU."""
@@ -146,9 +152,10 @@ def refused_here() -> dict[torch.dtype, str]:
 def to_jax_dtype(dtype: torch.dtype) -> np.dtype:
     try:
         jdt = TORCH_TO_JAX[dtype]
-        refusals = refused_here()
-        if refusals and dtype in refusals:
-            raise PlatformDtypeError(refusals[dtype])
+        if dtype in REFUSED_SOMEWHERE:
+            refusals = refused_here()
+            if dtype in refusals:
+                raise PlatformDtypeError(refusals[dtype])
         return jdt
     except KeyError:
         if dtype in BYTE_CARRIERS:

@@ -21,6 +21,7 @@ LIGHT = frozenset(
     {
         "jaxdev.audit",
         "jaxdev.audit.aten_matrix",
+        "jaxdev.audit.deviceless",
         "jaxdev.audit.explain",
         "jaxdev.audit.explain_peers",
         "jaxdev.audit.explain_platforms",

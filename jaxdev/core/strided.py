@@ -159,7 +159,7 @@ def plain_array(t) -> jax.Array | None:
 
 
 def _read_stored(t: torch.Tensor, box: Box) -> jax.Array:
-    if t.dtype is not box.dtype and dtypes.refused_here():  # a dtype view (view_as_complex) into a refused dtype
+    if t.dtype is not box.dtype:  # a dtype view (view_as_complex) into a dtype the platform refuses
         dtypes.to_jax_dtype(t.dtype)
     if t.numel() == 0 and xla_extent_overflows(t.shape):
         raise RuntimeError(

@@ -115,6 +115,7 @@ REFUSED_DTYPES: dict[str, dict[torch.dtype, str]] = {
     }
 }
 dtypes.PLATFORM_REFUSALS.update(REFUSED_DTYPES)
+dtypes.REFUSED_SOMEWHERE.update(d for refused in REFUSED_DTYPES.values() for d in refused)
 dtypes.refused_here.cache_clear()  # asked before the table was filled (jaxdev's import) it said {}
 
 # platform -> facts of its XLA backend that shape every program (the module's docstring says what each does)
