@@ -12,7 +12,18 @@ from jaxdev.cli.progress import LogProgress, bar, clock, interrupt_on_term
 from jaxdev.cli.render import coloured, console, print_platform
 
 # What --aten does with each of `coverage`'s options (parameter names): it honours these ...
-HONOURED = ("ops", "jobs", "timeout", "cache_dir", "out_dir", "matrix_path", "aten", "backend", "peer_path", "tpu_compile")
+HONOURED = (
+    "ops",
+    "jobs",
+    "timeout",
+    "cache_dir",
+    "out_dir",
+    "matrix_path",
+    "aten",
+    "backend",
+    "peer_path",
+    "tpu_compile",
+)
 # ... and refuses these (they choose or run OpInfo cells, which --aten reads from --matrix).
 REFUSED = {
     "all_reaching": "--all-reaching",
