@@ -1,0 +1,288 @@
+"""Facts of a platform's programs (jaxdev/ops/kit/capabilities.py: PROGRAM_FACTS), run here under the
+TPU's, and as they are on a TPU: converts into and out of complex128 lowered in parts, float64/int64
+bitcasts through uint64, float32 and complex64 kernels that widen kept in their own dtype where float64
+is emulated. Each is what XLA's TPU compiler aborted or raised on (the chip, or run without it:
+jaxdev/audit/deviceless.py)."""
+
+from __future__ import annotations
+
+import re
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import torch
+from jaxdev_testing import JAX
+
+from jaxdev.ops.kit import capabilities, transcendentals
+
+_C128_TO_C64 = re.compile(r"stablehlo\.convert .*complex<f64>.*-> tensor<[^>]*complex<f32>")
+_F64_ARRAY = re.compile(r"tensor<[0-9x]+xf64>")  # a float64 array (a Python float is a float64 scalar)
+
+
+@pytest.fixture
+def tpu_policy(monkeypatch):
+    """The TPU's program facts on this process's platform and its own float32 functions (JAXDEV_MATH
+    auto picks them off CPU), with every program traced and lowered afresh while they hold; and a list
+    of the (from, to) dtypes of each convert the usual lowering was asked for."""
+    monkeypatch.setitem(capabilities.PROGRAM_FACTS, capabilities.platform(), dict(capabilities.PROGRAM_FACTS["tpu"]))
+    seen, usual = [], capabilities._usual_convert
+
+    def spy(ctx, operand, *, new_dtype, **params):
+        seen.append((ctx.avals_in[0].dtype, np.dtype(new_dtype)))
+        return usual(ctx, operand, new_dtype=new_dtype, **params)
+
+    monkeypatch.setattr(capabilities, "_usual_convert", spy)
+    jax.clear_caches()
+    with transcendentals.forced("own"):
+        yield seen
+    jax.clear_caches()  # the next test's programs as this platform makes them
+
+
+@pytest.mark.tpu_fact("a convert into complex128, or from it into complex64, aborts XLA's TPU compiler")
+def test_complex128_to_complex64_is_lowered_in_parts_with_the_same_bits(tpu_policy):
+    parts = [1 + 2j, 1e300 - 3.3e38j, complex(np.nan, 1e-310), complex(-np.inf, -0.0), 3.4028235677973366e38 + 0j]
+    x = jnp.asarray(np.array(parts + list(np.random.default_rng(0).standard_normal(64) * 1e30), np.complex128))
+    with jax.default_device(jax.devices("cpu")[0]):
+        expected = np.asarray(jax.device_get(x)).astype(np.complex64)  # NumPy's convert: the CPU backend's bits
+    narrow = jax.jit(lambda v: v.astype(jnp.complex64))
+    assert not _C128_TO_C64.search(narrow.lower(x).as_text())
+    assert np.asarray(narrow(x)).view(np.uint32).tolist() == expected.view(np.uint32).tolist()
+    scaled = jax.jit(lambda v, number: v * number)  # a Python complex enters as complex128
+    ones = jnp.ones(2, jnp.complex64)
+    assert not _C128_TO_C64.search(scaled.lower(ones, 1 + 2j).as_text())
+    assert scaled(ones, 1 + 2j).tolist() == [1 + 2j, 1 + 2j]
+    assert (np.dtype(np.complex128), np.dtype(np.complex64)) not in tpu_policy
+
+
+@pytest.mark.tpu_fact("a convert into complex128, or from it into complex64, aborts XLA's TPU compiler")
+def test_complex64_ops_with_python_numbers_and_complex128_copies_never_narrow_whole(tpu_policy):
+    """What aborted pytest on a TPU (test_views.py::test_conj_and_neg_views: complex64 and complex32
+    ops with Python complex numbers) and the other ways a complex128 value meets complex64."""
+    g = torch.Generator().manual_seed(0)
+    z = torch.randn(5, dtype=torch.complex64, generator=g)
+    z128 = torch.randn(5, dtype=torch.complex128, generator=g)
+    cases = {
+        "mul number": lambda v, w: v * (1.5 - 2j),
+        "add_ number": lambda v, w: v.clone().add_(3j, alpha=2),
+        "conj mul": lambda v, w: v.conj() * (2 + 1j),
+        "neg of conj": lambda v, w: torch.neg(v.conj()) - 2j,
+        "to complex64": lambda v, w: w.to(torch.complex64),
+        "0-dim complex128": lambda v, w: v + w[0],
+        "full": lambda v, w: torch.full((3,), 1 / 3 + 2j, dtype=torch.complex64, device=v.device),
+        "complex32": lambda v, w: (v.to(torch.complex32) * (1 + 1j)).to(torch.complex64),
+        "scalar_tensor complex32": lambda v, w: torch.scalar_tensor(1 + 2j, dtype=torch.complex32, device=v.device),
+    }
+    for name, fn in cases.items():
+        got, want = fn(z.to(JAX), z128.to(JAX)).cpu(), fn(z, z128)
+        torch.testing.assert_close(got, want, msg=name)  # (CPU's complex product rounds differently from XLA's)
+    assert (np.dtype(np.complex128), np.dtype(np.complex64)) not in tpu_policy
+
+
+_INTO_C128 = re.compile(r"stablehlo\.convert .*-> tensor<[^>]*complex<f64>")
+
+
+@pytest.mark.tpu_fact("a convert into complex128, or from it into complex64, aborts XLA's TPU compiler")
+def test_converts_into_complex128_are_lowered_in_parts_with_the_same_bits(tpu_policy):
+    """XLA's TPU compiler, run without the chip (jaxdev/audit/deviceless.py), aborts on a convert into
+    complex128 from every other dtype (complex128 eigh's pred -> c128 first)."""
+    rng = np.random.default_rng(0)
+    special = [0.0, -0.0, np.nan, np.inf, -np.inf, 1e-310, 3.4e38, 6.1e-5, 65504.0]
+    floats = np.concatenate([special, rng.standard_normal(256) * 1e4])
+    sources = {
+        "bool": np.array([True, False, True]),
+        "int8": np.arange(-128, 128, dtype=np.int8),
+        "uint8": np.arange(256, dtype=np.uint8),
+        "int32": rng.integers(-(2**31), 2**31 - 1, 256, dtype=np.int32),
+        "int64": np.concatenate([rng.integers(-(2**63), 2**63 - 1, 256, dtype=np.int64), [2**53 + 1, -(2**63)]]),
+        "uint64": np.array([0, 1, 2**53 + 1, 2**64 - 1], dtype=np.uint64),
+        "float16": floats.astype(np.float16),
+        "bfloat16": floats.astype(jnp.bfloat16),
+        "float32": floats.astype(np.float32),
+        "float64": floats,
+        "complex64": (floats + 1j * floats[::-1]).astype(np.complex64),
+    }
+    widen = jax.jit(lambda v: v.astype(jnp.complex128))
+    for name, values in sources.items():
+        x = jnp.asarray(values)
+        with jax.default_device(jax.devices("cpu")[0]):
+            expected = np.asarray(values).astype(np.complex128)  # NumPy's convert: the CPU backend's bits
+        assert not _INTO_C128.search(widen.lower(x).as_text()), name
+        got = np.asarray(widen(x))
+        assert got.view(np.uint64).tolist() == expected.view(np.uint64).tolist(), name
+    assert not [pair for pair in tpu_policy if pair[1] == np.complex128 and pair[0] != np.complex128]
+
+
+def _widening_bodies():
+    from jaxdev.ops import pointwise
+    from jaxdev.ops.kit import cpu_numerics
+    from jaxdev.ops.special import igamma
+    from jaxdev.ops.special.bessel import i_k
+
+    return {
+        "sinh": pointwise._float32_in_float64(pointwise._hyperbolic(-1)),
+        "cosh": pointwise._float32_in_float64(pointwise._hyperbolic(1)),
+        "exp2": pointwise._float32_in_float64(pointwise._exp2),
+        "erfinv": pointwise._erfinv,
+        "exp_wide": cpu_numerics.exp_wide,
+        "log_wide": cpu_numerics.log_wide,
+        "log_half": cpu_numerics.log_half,
+        "igamma": lambda v: igamma.igamma(v + 1, v),
+        "igammac": lambda v: igamma.igammac(v + 1, v),
+        "k0": i_k._k0_small,
+    }
+
+
+@pytest.mark.tpu_fact("float64 is emulated: sinh, exp2 and igamma of float32 raised in float64")
+def test_float32_kernels_that_widen_stay_float32_where_float64_is_emulated(monkeypatch):
+    x = jnp.linspace(0.5, 3, 8, dtype=jnp.float32)
+    widening = _widening_bodies()
+    if capabilities.platform() == "cpu":  # widened here (what the test below takes away)
+        assert all(_F64_ARRAY.search(jax.jit(fn).lower(x).as_text()) for fn in widening.values())
+    monkeypatch.setitem(capabilities.PROGRAM_FACTS, capabilities.platform(), {"float64_emulated": "pretended"})
+    jax.clear_caches()  # traced anew
+    for name, fn in _widening_bodies().items():
+        assert not _F64_ARRAY.search(jax.jit(fn).lower(x).as_text()), name
+
+
+@pytest.mark.tpu_fact("float64 is emulated: sinh, exp2 and igamma of float32 raised in float64")
+def test_float32_kernels_without_float64_stay_close_to_cpu(tpu_policy):
+    """In float32 with jaxdev's own functions: sinh within 2 ulps of CPU's, cosh and exp2 within 1,
+    erfinv as close as CPU jaxdev (its float32 Newton steps), igamma and K0/K1 within float32's
+    tolerance (measured: igamma 9.8e-7 absolute, K0 4.9e-7 relative; CPU's policy 5.4e-7, 2.6e-7)."""
+    g = torch.Generator().manual_seed(0)
+
+    def points(lo, hi):
+        inside = torch.rand(20000, generator=g) * (hi - lo) + lo
+        return torch.cat(
+            [inside, torch.randn(5000, generator=g), torch.tensor([0.0, -0.0, 1e-30, -1e-8, np.inf, np.nan])]
+        )
+
+    for fn, lo, hi, ulps in [(torch.sinh, -88, 88, 2), (torch.cosh, -88, 88, 1), (torch.exp2, -126, 127.9, 1)]:
+        x = points(lo, hi)
+        got, want = fn(x.to(JAX)).cpu().double(), fn(x).double()
+        ulp = torch.nextafter(want.float().abs(), torch.tensor(np.inf)).double() - want.abs()
+        off = torch.where((got == want) | (got.isnan() & want.isnan()), 0, (got - want).abs() / ulp)
+        assert off.max() <= ulps, (fn.__name__, off.max())
+    y = points(-0.99999, 0.99999).clamp(-0.99999, 0.99999)
+    torch.testing.assert_close(torch.erfinv(y.to(JAX)).cpu(), torch.erfinv(y), rtol=1e-5, atol=1e-6, equal_nan=True)
+    a = torch.cat([torch.rand(3000, generator=g) * 50 + 0.01, torch.rand(500, generator=g) * 1000 + 50])
+    x = torch.rand(len(a), generator=g) * 3 * a
+    for fn in (torch.special.gammainc, torch.special.gammaincc):
+        torch.testing.assert_close(fn(a.to(JAX), x.to(JAX)).cpu(), fn(a, x), rtol=1.3e-6, atol=1e-5, equal_nan=True)
+    k = torch.rand(5000, generator=g) * 2 + 1e-4  # K0 and K1 below 2: log_half, exp_wide, _k0_small
+    for fn in (
+        torch.special.modified_bessel_k0,
+        torch.special.scaled_modified_bessel_k0,
+        torch.special.modified_bessel_k1,
+    ):
+        torch.testing.assert_close(fn(k.to(JAX)).cpu(), fn(k), rtol=1.3e-6, atol=0)
+    assert (np.dtype(np.float32), np.dtype(np.float64)) not in tpu_policy  # nothing widened
+
+
+@pytest.mark.tpu_fact("float64 is emulated: XLA's float64 nextafter raised on a TPU")
+def test_float64_nextafter_on_its_bits_is_ieees(tpu_policy):
+    from jaxdev.ops.binary.floating import nextafter_values
+
+    special = [
+        0.0,
+        -0.0,
+        5e-324,
+        -5e-324,
+        2.2250738585072014e-308,
+        1.7976931348623157e308,
+        1.0,
+        -1.0,
+        np.inf,
+        -np.inf,
+        np.nan,
+    ]
+    rng = np.random.default_rng(0)
+    spread = rng.standard_normal(4000) * 10.0 ** rng.integers(-300, 300, 4000)
+    a, b = (np.concatenate([grid.ravel(), rng.permutation(spread)]) for grid in np.meshgrid(special, special))
+    b[len(special) ** 2 :] = np.where(rng.random(4000) < 0.1, a[len(special) ** 2 :], b[len(special) ** 2 :])
+    assert "next_after" not in jax.jit(nextafter_values).lower(a, b).as_text()
+    expected = torch.nextafter(torch.from_numpy(a), torch.from_numpy(b))
+    got = torch.nextafter(torch.from_numpy(a).to(JAX), torch.from_numpy(b).to(JAX)).cpu()
+    assert torch.equal(got.view(torch.int64), expected.view(torch.int64))
+
+
+_WIDE_ARRAY = re.compile(r"tensor<[0-9x]*x?(f64|complex<f64>)>")  # a float64 or complex128 array
+
+
+@pytest.mark.tpu_fact("float64 is emulated: complex128 programs abort XLA's TPU compiler (deviceless.py)")
+def test_complex64_kernels_that_widen_stay_complex64_where_float64_is_emulated(monkeypatch):
+    """complex64 atan/atanh, logcumsumexp and matrix_exp widened to complex128 (float32 to float64) for
+    CPU's accuracy; XLA's TPU compiler run without the chip aborted or raised on each of those wide
+    programs, so where float64 is emulated they stay in their own dtype."""
+    from jaxdev.ops import scans
+    from jaxdev.ops.kit import complex_c99
+    from jaxdev.ops.linalg import matrix_exp
+
+    z = jnp.asarray(np.linspace(0.1, 0.9, 8) + 0.3j, jnp.complex64)
+    seen = []
+    monkeypatch.setattr(matrix_exp, "_expm_body", _recording(matrix_exp._expm_body, seen, "matrix_exp"))
+    monkeypatch.setattr(scans, "_logcumsumexp", _recording(scans._logcumsumexp, seen, "logcumsumexp"))
+    g = torch.Generator().manual_seed(0)
+    cases = {dt: torch.randn(3, 3, dtype=dt, generator=g) / 3 for dt in (torch.float32, torch.complex64)}
+
+    def run_all():
+        seen.clear()
+        for t in cases.values():
+            torch.linalg.matrix_exp(t.to(JAX)).cpu()
+            torch.logcumsumexp(t.to(JAX), 0).cpu()
+        return {(name, str(jnp.dtype(arg)) if arg is not None else None) for name, arg in seen}
+
+    if capabilities.platform() == "cpu":  # widened here (what the fact takes away)
+        assert _WIDE_ARRAY.search(jax.jit(complex_c99.atanh).lower(z).as_text())
+        assert ("matrix_exp", "complex128") in run_all() and ("logcumsumexp", "complex128") in run_all()
+    monkeypatch.setitem(capabilities.PROGRAM_FACTS, capabilities.platform(), {"float64_emulated": "pretended"})
+    jax.clear_caches()
+    for fn in (complex_c99.atanh, complex_c99.atan):
+        assert not _WIDE_ARRAY.search(jax.jit(fn).lower(z).as_text()), fn.__name__
+    assert run_all() == {("matrix_exp", None), ("logcumsumexp", "complex64"), ("logcumsumexp", "float32")}
+    for t in cases.values():  # and still CPU's values, in their own precision
+        torch.testing.assert_close(torch.linalg.matrix_exp(t.to(JAX)).cpu(), torch.linalg.matrix_exp(t))
+        torch.testing.assert_close(torch.logcumsumexp(t.to(JAX), 0).cpu(), torch.logcumsumexp(t, 0))
+    got = torch.atanh(torch.from_numpy(np.asarray(z)).to(JAX)).cpu()
+    torch.testing.assert_close(got, torch.atanh(torch.from_numpy(np.asarray(z))))
+
+
+def _recording(factory, seen, name):
+    """`factory` (a jitted body factory), its last static argument recorded into `seen` per call."""
+
+    def recorded(*static):
+        seen.append((name, static[-1]))
+        return factory(*static)
+
+    return recorded
+
+
+_F64_TO_I64 = re.compile(r"stablehlo\.bitcast_convert .*tensor<[0-9x]*f64>\) -> tensor<[0-9x]*i64>")
+_I64_TO_F64 = re.compile(r"stablehlo\.bitcast_convert .*tensor<[0-9x]*i64>\) -> tensor<[0-9x]*f64>")
+
+
+@pytest.mark.tpu_fact("integer arithmetic on a float64 -> int64 bitcast fails to compile on a TPU")
+def test_float64_int64_bitcasts_go_through_uint64_with_the_same_bits(tpu_policy):
+    """XLA's TPU compiler (run without the chip) raised INVALID_ARGUMENT on float64 copysign, signbit,
+    frexp, ldexp, floor division, exp2, lgamma, digamma and erfinv: all bitcast float64 to int64."""
+    special = [0.0, -0.0, np.inf, -np.inf, np.nan, -np.nan, 5e-324, -1.7976931348623157e308, 1 / 3]
+    x = jnp.asarray(np.concatenate([special, np.random.default_rng(0).standard_normal(64) * 1e10]))
+    bits = jax.jit(lambda v: jax.lax.bitcast_convert_type(v, jnp.int64))
+    masked = jax.jit(lambda v: jax.lax.bitcast_convert_type(bits(v) & jnp.int64(0x7FFFFFFFFFFFFFFF), jnp.float64))
+    assert not _F64_TO_I64.search(bits.lower(x).as_text())
+    assert not _I64_TO_F64.search(masked.lower(x).as_text())
+    with jax.default_device(jax.devices("cpu")[0]):
+        expected = np.asarray(x).view(np.int64)
+    assert np.asarray(bits(x)).tolist() == expected.tolist()
+    assert np.asarray(masked(x)).view(np.int64).tolist() == (expected & 0x7FFFFFFFFFFFFFFF).tolist()
+    t = torch.from_numpy(np.asarray(x).copy())
+    for fn in (
+        lambda v: torch.copysign(v, -v),
+        torch.signbit,
+        lambda v: torch.frexp(v)[0],
+        lambda v: v.floor_divide(0.3),
+    ):
+        got, want = fn(t.to(JAX)).cpu(), fn(t)
+        assert torch.equal(got, want) or torch.allclose(got, want, equal_nan=True)
