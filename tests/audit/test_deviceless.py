@@ -5,6 +5,7 @@ reason where libtpu is not in .libtpu/ (bash scripts/get_libtpu.sh) or $JAXDEV_L
 
 from __future__ import annotations
 
+import functools
 import io
 import os
 import subprocess
@@ -17,9 +18,30 @@ import yaml
 from jaxdev.audit import deviceless, runner
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-needs_libtpu = pytest.mark.skipif(
-    deviceless.path() is None, reason="libtpu (XLA's TPU compiler) is not in .libtpu/: bash scripts/get_libtpu.sh"
-)
+
+
+@functools.cache
+def _libtpu_problem() -> str | None:
+    """Why XLA's TPU compiler cannot run here (None: it can): not fetched, or not loadable on this CPU."""
+    if deviceless.path() is None:
+        return "libtpu (XLA's TPU compiler) is not in .libtpu/: bash scripts/get_libtpu.sh"
+    probe = subprocess.run(
+        [sys.executable, "-c", "from jaxdev.audit import deviceless; deviceless.probe()"],
+        env=deviceless.environment(dict(os.environ)), capture_output=True, text=True, timeout=300, cwd=ROOT,
+    )  # fmt: skip
+    if probe.returncode != 0:
+        return "libtpu does not describe a TPU topology here: " + (probe.stderr.strip().splitlines() or ["?"])[-1][:200]
+    return None
+
+
+@pytest.fixture
+def libtpu():
+    problem = _libtpu_problem()
+    if problem:
+        pytest.skip(problem)
+
+
+needs_libtpu = pytest.mark.usefixtures("libtpu")
 
 
 def _stand_in(code: str, timeout: float = 300) -> subprocess.CompletedProcess:
