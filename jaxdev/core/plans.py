@@ -184,6 +184,9 @@ def _slice(a, starts, sizes):
     """`sizes` of `a` from `starts`: a static slice where the starts are Python ints (a view read inside
     a traced program, see strided._scattered), so XLA lays it out as the slice it is."""
     if all(type(s) is int for s in starts):
+        # clamped into the array as dynamic_slice clamps (an empty view's block may reach past the end:
+        # pad's circular copy of a [0, 3, 3] tensor)
+        starts = tuple(min(max(s, 0), d - n) for s, d, n in zip(starts, a.shape, sizes))
         return jax.lax.slice(a, starts, tuple(s + n for s, n in zip(starts, sizes)))
     return jax.lax.dynamic_slice(a, starts, sizes)
 

@@ -408,3 +408,24 @@ def test_a_view_read_or_written_in_a_traced_program_is_a_static_slice():
     expected = x.cpu().clone()
     expected[:, 4:8] = -1
     assert torch.equal(torch.tensor(jax.device_get(written).tolist()).reshape(4, 12), expected)
+
+
+def test_an_empty_views_block_past_the_storage_end_is_clamped_in_a_trace_as_eagerly():
+    """A static slice refuses what dynamic_slice clamps: pad's circular copy of a [0, 3, 3] tensor
+    reaches past its storage's end, and its compiled graph ran op by op (the gate: untraced)."""
+    import warnings
+
+    import torch.nn.functional as F
+
+    from jaxdev.graphs.program import EagerGraphWarning
+
+    def pad(x):
+        return F.pad(x, (1, 2), mode="circular")
+
+    torch._dynamo.reset()
+    compiled = torch.compile(pad, backend="jax", fullgraph=True)
+    x = torch.randn(0, 3, 3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", EagerGraphWarning)
+        got = compiled(x.to(JAX))
+    assert got.shape == (0, 3, 6) and torch.equal(got.cpu(), pad(x))
