@@ -13,7 +13,7 @@ import re
 _CYCLES = re.compile(r'"estimated_cycles":"(\d+)"')
 _FRAME = re.compile(r"stack_frame_id=(\d+)")
 _TABLES = ("FileNames", "FunctionNames", "FileLocations", "StackFrames")
-_SKIP_FILES = ("site-packages", "lm_programs.py", "tpu_aot.py", "/graphs/", "/fused/")
+_SKIP_FILES = ("site-packages", "lm_programs.py", "tpu_aot.py", "deviceless.py", "/graphs/", "/fused/")
 
 
 def tables(text: str) -> dict[str, dict[int, str]]:

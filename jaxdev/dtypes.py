@@ -133,20 +133,25 @@ class RawBytesDtypeError(NotImplementedError):
 
 
 # platform (jax.default_backend()) -> dtype -> why this platform's XLA cannot hold tensors of it
-# (jaxdev/ops/kit/capabilities.py fills it: complex128 on a TPU)
+# (jaxdev/ops/kit/capabilities.py fills it through `refuse`: complex128 on a TPU)
 PLATFORM_REFUSALS: dict[str, dict[torch.dtype, str]] = {}
-
-
 # the dtypes some platform refuses (complex128): only asking for one of them asks the platform, which
 # starts JAX's backend (a CPU-only script, or one that calls jax.distributed.initialize after `import
 # jaxdev`, must not find it started by a float32 request)
 REFUSED_SOMEWHERE: set[torch.dtype] = set()
 
 
+def refuse(platform: str, refusals: dict[torch.dtype, str]) -> None:
+    """Tensors of these dtypes are refused on `platform`, each with its sentence."""
+    PLATFORM_REFUSALS.setdefault(platform, {}).update(refusals)
+    REFUSED_SOMEWHERE.update(refusals)
+    refused_here.cache_clear()
+
+
 @functools.cache
 def refused_here() -> dict[torch.dtype, str]:
     """The dtypes this process's platform cannot hold, with why (PLATFORM_REFUSALS); {} on CPU."""
-    return PLATFORM_REFUSALS.get(jax.default_backend(), {}) if PLATFORM_REFUSALS else {}
+    return PLATFORM_REFUSALS.get(jax.default_backend(), {})
 
 
 def to_jax_dtype(dtype: torch.dtype) -> np.dtype:

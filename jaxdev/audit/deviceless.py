@@ -27,8 +27,7 @@ from __future__ import annotations
 import functools
 import os
 import sys
-import time
-from typing import ClassVar
+import warnings
 
 ENV = "JAXDEV_TPU_COMPILE"  # set (to 1) in a process that is to stand in for a TPU (install())
 LIBTPU_ENV = "JAXDEV_LIBTPU"  # a folder with libtpu in it (pip install --target)
@@ -84,16 +83,17 @@ def device():
 
 
 def on_tpu(avals):
-    """ShapeDtypeStructs of `avals`' shapes and dtypes, placed on the topology's chip."""
+    """ShapeDtypeStructs of `avals`' shapes and dtypes (a pytree of arrays or avals), placed on the
+    topology's chip."""
     import jax
     from jax.sharding import SingleDeviceSharding
 
     sharding = SingleDeviceSharding(device())
-    return [jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=sharding) for a in avals]
+    return jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=sharding), avals)
 
 
 def compile_for_tpu(fn, *avals):
-    """jax.jit(fn) over `avals` compiled by XLA's TPU compiler (a jax.stages.Compiled)."""
+    """jax.jit(fn) over `avals` (each a pytree) compiled by XLA's TPU compiler (a jax.stages.Compiled)."""
     import jax
     from jax._src import config
 
@@ -102,13 +102,9 @@ def compile_for_tpu(fn, *avals):
         return jax.jit(fn).lower(*on_tpu(avals)).compile()
 
 
-class Stats:
-    """What install()'s check did in this process."""
-
-    programs = 0  # distinct programs compiled for the TPU
-    refused = 0  # of them, refused by XLA's TPU compiler or JAX's TPU lowering
-    seconds = 0.0  # spent compiling for the TPU
-    unchecked: ClassVar[list[str]] = []  # programs this check could not compile for another reason (not the chip's)
+class UncheckedWarning(UserWarning):
+    """A program deviceless compilation could not compile for a reason of its own (not the chip's):
+    it ran on the CPU unchecked."""
 
 
 # (jaxpr text, argument types) -> the refusal seen compiling it (None: it compiled)
@@ -121,21 +117,19 @@ def _check(jaxpr, args) -> None:
     from jax._src import core
 
     avals = [jax.typeof(a) for a in args]
-    key = (str(jaxpr), tuple((tuple(a.shape), str(a.dtype)) for a in avals if hasattr(a, "shape")))
+    key = (str(jaxpr), tuple((tuple(a.shape), str(a.dtype)) for a in avals))
     if key not in _seen:
-        start = time.perf_counter()
+        _seen[key] = None
         try:
             compile_for_tpu(core.jaxpr_as_fun(jaxpr), *avals)
-            _seen[key] = None
         except (jax.errors.JaxRuntimeError, NotImplementedError) as error:
             _seen[key] = error
-            Stats.refused += 1
         except Exception as error:  # deviceless compilation's own limit (not what the chip would say)
-            _seen[key] = None
-            Stats.unchecked.append(f"{type(error).__name__}: {str(error).splitlines()[0][:200]}")
-        finally:
-            Stats.programs += 1
-            Stats.seconds += time.perf_counter() - start
+            warnings.warn(
+                f"not compiled for the TPU: {type(error).__name__}: {str(error).splitlines()[0][:200]}",
+                UncheckedWarning,
+                stacklevel=2,
+            )
     if _seen[key] is not None:
         raise _seen[key]
 
@@ -158,13 +152,14 @@ def install() -> None:
 
     checked.usual = usual
     pjit._pjit_call_impl_python = checked
-    _forget_platform()
+    forget_platform()
 
 
-def _forget_platform() -> None:
-    """What jaxdev worked out from the platform so far, forgotten: importing this module imported jaxdev
-    (its package), whose functools caches (capabilities.platform, dtypes.refused_here, the kit's jitted
-    bodies) may hold answers for the CPU."""
+def forget_platform() -> None:
+    """What jaxdev worked out from the platform so far, forgotten, when the platform it sees changes
+    (install(); benchmarks/tpu_aot.py's as_tpu): JAX's caches, and jaxdev's functools caches
+    (capabilities.platform, dtypes.refused_here, the kit's jitted bodies, whose traces a later
+    program would inline)."""
     import jax
 
     jax.clear_caches()

@@ -30,8 +30,6 @@ def current() -> Platform:
     """The platform of this process's first JAX device (starts the backend: workers only)."""
     import jax
 
-    from jaxdev.audit import deviceless
-
     if deviceless.installed():
         return Platform(deviceless.NAME, deviceless.KIND)
     device = jax.devices()[0]

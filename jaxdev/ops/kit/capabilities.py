@@ -114,9 +114,8 @@ REFUSED_DTYPES: dict[str, dict[torch.dtype, str]] = {
         "use complex64, or keep complex128 tensors on CPU"
     }
 }
-dtypes.PLATFORM_REFUSALS.update(REFUSED_DTYPES)
-dtypes.REFUSED_SOMEWHERE.update(d for refused in REFUSED_DTYPES.values() for d in refused)
-dtypes.refused_here.cache_clear()  # asked before the table was filled (jaxdev's import) it said {}
+for _platform, _refusals in REFUSED_DTYPES.items():
+    dtypes.refuse(_platform, _refusals)
 
 # platform -> facts of its XLA backend that shape every program (the module's docstring says what each does)
 PROGRAM_FACTS: dict[str, dict[str, str]] = {
@@ -291,10 +290,16 @@ def _recombined(v, *, part):
     return jax.lax.complex(real, jax.lax.full_like(real, 0))
 
 
-_usual = mlir_internal._lowerings[jax.lax.convert_element_type_p]
-_usual_convert = getattr(_usual.rule, "usual", _usual.rule)  # a reloaded module: the rule before ours
-_complex_in_parts.usual = _usual_convert
-mlir.register_lowering(jax.lax.convert_element_type_p, _complex_in_parts, inline=_usual.inline)
+def _lowering_over(primitive, rule):
+    """`rule` installed as `primitive`'s lowering for every program in the process; returns the usual
+    lowering it falls back to (on a reloaded module, the one before ours, which `rule.usual` keeps)."""
+    entry = mlir_internal._lowerings[primitive]
+    rule.usual = getattr(entry.rule, "usual", entry.rule)
+    mlir.register_lowering(primitive, rule, inline=entry.inline)
+    return rule.usual
+
+
+_usual_convert = _lowering_over(jax.lax.convert_element_type_p, _complex_in_parts)
 
 
 def _bitcast_through_unsigned(ctx, operand, *, new_dtype, **params):
@@ -314,7 +319,4 @@ def _bitcast_through_unsigned(ctx, operand, *, new_dtype, **params):
     return _usual_bitcast(ctx, operand, new_dtype=new_dtype, **params)
 
 
-_usual = mlir_internal._lowerings[jax.lax.bitcast_convert_type_p]
-_usual_bitcast = getattr(_usual.rule, "usual", _usual.rule)
-_bitcast_through_unsigned.usual = _usual_bitcast
-mlir.register_lowering(jax.lax.bitcast_convert_type_p, _bitcast_through_unsigned, inline=_usual.inline)
+_usual_bitcast = _lowering_over(jax.lax.bitcast_convert_type_p, _bitcast_through_unsigned)
