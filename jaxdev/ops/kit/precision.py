@@ -47,9 +47,15 @@ def matmul(a, b, precision, accumulate):
     half x half -> float32 dot has no kernel for every operand layout (a transposed view read inside
     the product's program: "Unsupported element type for DotThunk::Execute: BF16 x BF16 = F32"), so
     there half operands are widened first: their products are exact in float32, the result the same."""
-    if accumulate is not None and a.dtype != accumulate and jax.default_backend() == "cpu":
-        a, b = a.astype(accumulate), b.astype(accumulate)
+    a, b = _operands(a, b, accumulate)
     return jnp.matmul(a, b, precision=precision, preferred_element_type=accumulate)
+
+
+def _operands(a, b, accumulate):
+    """a and b as a product takes them: widened to `accumulate` on XLA's CPU backend (see matmul)."""
+    if accumulate is not None and a.dtype != accumulate and jax.default_backend() == "cpu":
+        return a.astype(accumulate), b.astype(accumulate)
+    return a, b
 
 
 def matmul_over_rows(a, b, precision, accumulate):
@@ -58,8 +64,7 @@ def matmul_over_rows(a, b, precision, accumulate):
     gradient): contracted over those dims unflattened, as a hand-written jax.jit step contracts them,
     rather than over [rows, m] and [rows, n] (issue 37). The same values: XLA's CPU backend makes it
     the same [m, rows] x [rows, n] dot (checked bit for bit)."""
-    if accumulate is not None and a.dtype != accumulate and jax.default_backend() == "cpu":
-        a, b = a.astype(accumulate), b.astype(accumulate)
+    a, b = _operands(a, b, accumulate)
     lead = tuple(range(a.ndim - 1))
     dims = ((lead, lead), ((), ()))
     return jax.lax.dot_general(a, b, dims, precision=precision, preferred_element_type=accumulate)
