@@ -93,17 +93,10 @@ def _jax_step(size: str):
 def _device_ops(call, wait, steps: int) -> tuple[dict, float]:
     """({device op name: ns per step}, device ns per step from 'XLA Modules') over `steps` steps;
     empty where the profiler sees no device (CPU)."""
-    import jax
-    from jax._src.lib import _profiler
+    import tpu_measure
 
-    session = _profiler.ProfilerSession()
-    try:
-        for _ in range(steps):
-            wait(call())
-    finally:
-        data = session.stop()
     ops, modules = collections.Counter(), 0.0
-    for plane in jax.profiler.ProfileData.from_serialized_xspace(data).planes:
+    for plane in tpu_measure.profiled_planes(call, wait, steps):
         if not plane.name.startswith("/device:") or plane.name.endswith("CPU:0"):
             continue
         for line in plane.lines:

@@ -129,18 +129,23 @@ def host_seconds(call, wait, n: int) -> float:
 _HOST_EXECUTE = ("ExecuteHelperOnSingleDevice", "ExecuteHelper", "ExecuteSharded", "::Execute")
 
 
+def profiled_planes(call, wait, steps: int) -> list:
+    """The profiler's planes (devices, host threads) from a session around `steps` settled steps."""
+    from jax._src.lib import _profiler
+
+    session = _profiler.ProfilerSession()
+    try:
+        for _ in range(steps):
+            wait(call())
+    finally:
+        data = session.stop()
+    return list(jax.profiler.ProfileData.from_serialized_xspace(data).planes)
+
+
 def count_programs(call, wait, steps: int) -> tuple[float | None, str]:
     """(XLA executions per step, how counted) from a profiler session around `steps` settled steps."""
     try:
-        from jax._src.lib import _profiler
-
-        session = _profiler.ProfilerSession()
-        try:
-            for _ in range(steps):
-                wait(call())
-        finally:
-            data = session.stop()
-        planes = jax.profiler.ProfileData.from_serialized_xspace(data).planes
+        planes = profiled_planes(call, wait, steps)
     except Exception as e:  # a profiler that cannot start here: say so, measure the rest
         return None, f"profiler failed: {type(e).__name__}: {str(e)[:80]}"
     device, host = collections.Counter(), collections.Counter()
