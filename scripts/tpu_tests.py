@@ -17,7 +17,7 @@ left (one call of the device tool may run 10 minutes); --resume continues where 
 State (collected ids, each chunk's progress, log and --junitxml): $TPU_TESTS_STATE (default
 /tmp/jaxdev-tpu-tests), kept between calls on a warm machine. Results, merged over every chunk in the
 state: $OUT/tpu-tests-summary.txt (per file passed / failed / skipped / errors / crashed, the crashes
-and time-outs with their test), $OUT/tpu-tests-failures.txt (each failure's first lines),
+and time-outs with their test), $OUT/tpu-tests-failures.txt (each failure's place and what its assertion said),
 $OUT/tpu-tests.json (every test's outcome).
 """
 
@@ -67,6 +67,9 @@ def pytest_runtest_logreport(report):
         outcome = "error" if failed and report.when != "call" else report.outcome
         text = report.longreprtext.strip().splitlines() if (failed or report.skipped) else []
         detail = text[-1][:400] if text else ""
+        if failed:  # what the assertion or exception said (pytest's "E" lines), not only where
+            said = [ln[1:].strip() for ln in text if ln.startswith("E ")][-12:]
+            detail = (" | ".join(said)[:1500] + " @ " + detail) if said else detail
         _note("END " + json.dumps([report.nodeid, outcome, round(report.duration, 3), detail]))
 
 

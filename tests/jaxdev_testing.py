@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 import sys
@@ -231,6 +232,20 @@ def like_cpu(fn, *, rtol=0.0, atol=0.0, check_stride=True):
         return on_both(fn, rtol=rtol, atol=atol, check_stride=check_stride) if expected is not None else None
 
 
+@functools.cache
+def no_sockets() -> str | None:
+    """Why this machine cannot run a multi-process test (its ranks rendezvous over TCP on 127.0.0.1),
+    or None. The TPU machine this project borrows gives a process no socket at all."""
+    import socket
+
+    try:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+    except OSError as e:
+        return f"this machine gives a process no TCP socket on 127.0.0.1 ({e}), and the ranks rendezvous over one"
+    return None
+
+
 def run_ranks(argv: list[str], *, deadline_s: float, env: dict | None = None, world: int = 2) -> list[dict]:
     """`world` processes of `argv` (a torch.distributed job on this host: DDP_RANK, DDP_PORT and
     JAX_PORT set, JAXDEV_FALLBACK=error), waited for together up to `deadline_s`; each rank's last
@@ -243,6 +258,8 @@ def run_ranks(argv: list[str], *, deadline_s: float, env: dict | None = None, wo
     import tempfile
     import time
 
+    if no_sockets():
+        pytest.skip(no_sockets())
     with socket.socket() as s, socket.socket() as s2:
         s.bind(("127.0.0.1", 0))
         s2.bind(("127.0.0.1", 0))

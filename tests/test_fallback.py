@@ -300,7 +300,7 @@ def test_a_result_keeps_the_layout_cpu_gives_it(fallback_mode):
     """LAPACK's results are column-major on CPU (inv, lu_factor, lstsq): served through the fallback
     (a platform's gap, a TPU's float64 LU), the jax result has CPU's strides, not contiguous ones."""
     fallback_mode("silent")
-    a = torch.randn(4, 5, 5, dtype=torch.float64)
+    a = torch.randn(4, 5, 5)  # float32: a TPU holds float64 in an emulation that is not bit-exact
     got, _ = jaxdev.fallback.run_on_cpu_lacking(torch.ops.aten.linalg_inv_ex.default, "test kernel", (a.to(JAX),), {})
     want, _ = torch.linalg.inv_ex(a)
     assert got.stride() == want.stride() == (25, 1, 5)

@@ -113,6 +113,8 @@ def _judge(case: Case, verdict: Verdict) -> None:
     if verdict.similarity is not None:
         STATS["raised"] += 1
         SIMILARITY.append(verdict.similarity)
+    if not verdict.ok and verdict.jax_error.startswith("PlatformDtypeError"):
+        pytest.skip(f"the platform refuses a dtype this case uses: {verdict.jax_error}")  # on CPU none is
     if not verdict.ok:
         STATS["mismatch"] += 1
         pytest.fail(f"repro: {case.repro()}\n  {verdict.reason}", pytrace=False)

@@ -22,8 +22,17 @@ print("HITS", hits, "MISSES", sum(e.endswith("cache_misses") for e in events))
 """
 
 
+def _env(cache_dir: str) -> dict:
+    """A bare environment (no JAXDEV_* setting of this process leaks in) that still finds jaxdev where
+    only PYTHONPATH does (the TPU machine's set-up) and keeps JAX_PLATFORMS (the conftest sends
+    children to JAX's CPU backend where this process holds a chip)."""
+    env = {"JAXDEV_CACHE_DIR": cache_dir, "PATH": "/usr/bin:/bin"}
+    env.update({k: os.environ[k] for k in ("PYTHONPATH", "JAX_PLATFORMS") if k in os.environ})
+    return env
+
+
 def _run(env_value, extra=""):
-    env = {"JAXDEV_CACHE_DIR": env_value, "PATH": "/usr/bin:/bin"}
+    env = _env(env_value)
     out = subprocess.run([sys.executable, "-c", extra + _CHILD], capture_output=True, text=True, timeout=300, env=env)
     assert out.returncode == 0, out.stderr[-2000:]
     lines = out.stdout.splitlines()
@@ -54,7 +63,7 @@ def test_jax_runs_the_cache_unbounded_and_jaxdev_trims_it(tmp_path):
     """JAX's own bound re-reads the whole directory on every write (quadratic cold starts): it stays
     off, and jaxdev.programs.cache.trim keeps the directory under JAXDEV_CACHE_MAX_BYTES, oldest first."""
     code = "import jax, jaxdev; print(jax.config.jax_compilation_cache_max_size)"
-    env = {"JAXDEV_CACHE_DIR": str(tmp_path), "PATH": "/usr/bin:/bin"}
+    env = _env(str(tmp_path))
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
     assert out.stdout.split() == ["-1"], out.stderr[-2000:]
 

@@ -37,6 +37,13 @@ def _program(nonce: float):
     return jax.jit(lambda x, y: jnp.sin(x * nonce) @ y + jnp.cumsum(x, axis=0))
 
 
+def _on_cpu(values):
+    """An argument of a program a child process must load: placed on JAX's CPU backend (the child runs
+    there where this process holds a TPU: tests/conftest.py), committed there as the child commits its
+    own (the key holds placement and commitment)."""
+    return jax.device_put(np.asarray(values), jax.devices("cpu")[0])
+
+
 def _entries(folder) -> list[str]:
     return [os.path.join(d, f) for d, _, files in os.walk(folder) for f in files if not f.startswith(".")]
 
@@ -130,12 +137,12 @@ def hook(*args, **params):
     return original(*args, **params)
 pjit._pjit_call_impl_python = hook
 nonce = float(sys.argv[3])
-x = jnp.asarray(np.linspace(-3, 3, 256).reshape(16, 16))
-fresh = jax.jit(lambda x, y: jnp.sin(x * nonce) @ y + jnp.cumsum(x, axis=0))(x, jnp.ones((16, 16)))
+x, y = (jax.device_put(v, jax.devices()[0]) for v in (np.linspace(-3, 3, 256).reshape(16, 16), np.ones((16, 16))))
+fresh = jax.jit(lambda x, y: jnp.sin(x * nonce) @ y + jnp.cumsum(x, axis=0))(x, y)
 entry = os.path.join(sys.argv[2], keys[-1])
 with open(entry, "rb") as f:
     unloaded = serialize_executable._JaxPjrtUnpickler(io.BytesIO(f.read()), jax.devices()[0].client).load()
-loaded = unloaded.load().unsafe_call(x, jnp.ones((16, 16)))[0]
+loaded = unloaded.load().unsafe_call(x, y)[0]
 print("SAME", np.asarray(fresh).tobytes() == np.asarray(loaded).tobytes())
 """
 
@@ -145,7 +152,7 @@ def test_a_new_process_finds_the_entry_by_the_same_key_and_loads_the_same_bits(s
     wrote runs there with the bits that process compiles itself. The child imports only jax (the key
     module by its path), to stay fast."""
     nonce = _nonce()
-    x, y = jnp.asarray(np.linspace(-3, 3, 256).reshape(16, 16)), jnp.ones((16, 16))
+    x, y = _on_cpu(np.linspace(-3, 3, 256).reshape(16, 16)), _on_cpu(np.ones((16, 16)))
     before = set(_entries(store))
     _program(nonce)(x, y)
     (entry,) = set(_entries(store)) - before
@@ -172,7 +179,7 @@ import jax, jax.numpy as jnp, numpy as np
 import jaxdev
 from jaxdev.programs import exec_cache
 nonce = float(sys.argv[1])
-a = jnp.asarray(np.linspace(-1, 1, 64).reshape(8, 8))
+a = jax.device_put(np.linspace(-1, 1, 64).reshape(8, 8), jax.devices()[0])  # committed, as the parent's
 out = jax.jit(lambda a: jnp.linalg.cholesky(a @ a.T + nonce * jnp.eye(8)))(a)
 print("HITS", exec_cache.STATS.hits, np.asarray(out).tobytes().hex())
 """
@@ -183,7 +190,7 @@ def test_a_new_process_runs_a_loaded_linalg_program_before_lowering_any(store):
     skips: a process whose first linalg program came from the cache crashed (SIGSEGV) until the first
     hit initialized them (exec_cache._libraries_ready)."""
     nonce = _nonce() + 4
-    a = jnp.asarray(np.linspace(-1, 1, 64).reshape(8, 8))
+    a = _on_cpu(np.linspace(-1, 1, 64).reshape(8, 8))
     want = jax.jit(lambda a: jnp.linalg.cholesky(a @ a.T + nonce * jnp.eye(8)))(a)
     env = dict(os.environ, JAXDEV_CACHE_DIR=str(store))
     env.pop(exec_cache.ENV, None)

@@ -3,11 +3,13 @@ compiled executables at a safe point, and work goes on with the same results."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from jaxdev.programs import executables
 
 
+@pytest.mark.cpu_fact("each XLA:CPU executable maps host memory regions (a TPU's live on the chip: no drop comes)")
 def test_executables_are_dropped_past_the_map_budget_and_work_goes_on(monkeypatch):
     assert executables.map_limit() and executables.budget == executables.map_limit() // 2
     monkeypatch.setattr(executables, "CHECK_EVERY", 8)
