@@ -293,3 +293,29 @@ def test_float64_int64_bitcasts_go_through_uint64_with_the_same_bits(tpu_policy)
     ):
         got, want = fn(t.to(JAX)).cpu(), fn(t)
         assert torch.equal(got, want) or torch.allclose(got, want, equal_nan=True)
+
+
+@pytest.mark.tpu_fact("float32 division is not IEEE's on a TPU: a division kept from XLA's rewrite keeps no CPU bits")
+def test_division_by_a_number_broadcasts_its_divisor_in_the_open(tpu_policy):
+    """Where division is IEEE's (CPU) a broadcast divisor waits behind a barrier, so that XLA cannot make
+    the division a product by the reciprocal (1 ulp off); on a TPU the barrier made XLA write every such
+    divisor to memory as a full array (the LM step's AdamW: `_foreach_div_` by a number per parameter,
+    issue 37), so there it is broadcast in the open. Values stay within float32's tolerance."""
+    from jaxdev.ops.kit import formulas
+
+    x = torch.randn(64, 32, generator=torch.Generator().manual_seed(0))
+    program = jax.jit(formulas.DIV).lower(jnp.asarray(x.numpy()), jnp.float32(3.7)).as_text()
+    assert "optimization_barrier" not in program
+    torch.testing.assert_close((x.to(JAX) / 3.7).cpu(), x / 3.7)
+    params = [t.to(JAX) for t in (x, x.T.contiguous())]
+    torch._foreach_div_(params, [3.7, 0.3])
+    torch.testing.assert_close([p.cpu() for p in params], [x / 3.7, x.T / 0.3])
+
+
+def test_division_by_a_number_keeps_its_barrier_where_division_is_ieees():
+    from jaxdev.ops.kit import formulas
+
+    if capabilities.fact("division_approximate"):
+        pytest.skip("this platform's division is not IEEE's")
+    program = jax.jit(formulas.DIV).lower(jnp.ones((4, 3), jnp.float32), jnp.float32(3.7)).as_text()
+    assert "optimization_barrier" in program

@@ -34,6 +34,12 @@ Facts of a platform that shape every program rather than one op family (`PROGRAM
   float64). float32 kernels that widen to float64 for CPU's last bits (cpu_numerics.wide, widened)
   stay in float32 there with an accurate formulation (transcendentals.py's functions), and float64
   nextafter is computed on the bits (binary/floating.py).
+- `division_approximate`: float32 division and reciprocal are not IEEE's there (191 ulps from CPU's
+  measured on a v5e, README "On a TPU"), so a division kept from XLA's rewrite into a multiplication
+  by the reciprocal (formulas.DIV: its broadcast divisor behind a barrier) gains no CPU bits, while
+  the barrier makes XLA write the broadcast divisor to memory as a full array and read it back (every
+  AdamW parameter's `_foreach_div_` by a number in the LM's step, issue 37). Where the fact holds the
+  divisor is broadcast in the open.
 
 Kernels that widen a float32 matrix to float64 for accuracy (SVD, eigh: decompositions.py) ask
 `has(family, dtype)` first and stay in float32 where the wide kernel is missing.
@@ -126,6 +132,8 @@ PROGRAM_FACTS: dict[str, dict[str, str]] = {
         "computed in float64, raise raw XLA errors",
         "int64_bitcasts_miscompile": "integer arithmetic on a float64 -> int64 bitcast fails to compile "
         "(INVALID_ARGUMENT: 'with different element types: s32 and u32'; through uint64 it compiles)",
+        "division_approximate": "float32 division and reciprocal are not IEEE's (191 ulps from CPU's): a "
+        "division kept from becoming a reciprocal's product keeps no CPU bits",
     }
 }
 

@@ -114,6 +114,15 @@ def float64_native() -> bool:
     return not capabilities.fact("float64_emulated")
 
 
+def division_ieee() -> bool:
+    """Whether the platform divides as IEEE does, so that a division kept from XLA's rewrite into a
+    multiplication by the reciprocal is CPU's: not where capabilities' `division_approximate` holds
+    (a TPU). Read when a kernel is traced."""
+    from jaxdev.ops.kit import capabilities
+
+    return not capabilities.fact("division_approximate")
+
+
 def wide_dtype(dtype):
     """The dtype a float32 computation widens to for CPU's last bits: float64, or float32 itself
     where float64 is emulated (float64_native); other dtypes as they are."""

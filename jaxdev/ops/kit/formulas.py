@@ -13,7 +13,7 @@ import torch
 from jaxdev import dtypes
 from jaxdev.ops.kit.arguments import opmath
 from jaxdev.ops.kit.bodies import plain
-from jaxdev.ops.kit.cpu_numerics import opaque, sqrt_divisor
+from jaxdev.ops.kit.cpu_numerics import division_ieee, opaque, sqrt_divisor
 
 # mul's body (`plain`: a jnp ufunc keys the jit cache slowly).
 MUL = plain(jnp.multiply)
@@ -23,9 +23,12 @@ def DIV(a, b):  # upper case, as MUL, its sibling
     """div's body: a true division, as CPU's. XLA's simplifier makes a division by a broadcast divisor
     (a number, a 0-d tensor, a keepdim sum) a multiplication by its reciprocal, 1 ulp off for about
     40 % of float32 elements (x / 3.7: 24,685 of 64,000); such a divisor is broadcast behind a
-    barrier first (cpu_numerics.opaque), which costs no time measured on XLA:CPU."""
+    barrier first (cpu_numerics.opaque), which costs no time measured on XLA:CPU. Where the platform's
+    own division is not IEEE's (a TPU: cpu_numerics.division_ieee) the barrier keeps no CPU bits and
+    costs the divisor written out as a full array, so there it is broadcast in the open."""
     shape = jnp.broadcast_shapes(jnp.shape(a), jnp.shape(b))
-    if jnp.shape(b) != shape and jnp.issubdtype(jnp.result_type(a, b), jnp.floating):
+    floating = jnp.issubdtype(jnp.result_type(a, b), jnp.floating)
+    if jnp.shape(b) != shape and floating and division_ieee():
         b = opaque(jnp.broadcast_to(b, shape))
     return jnp.true_divide(a, b)
 
