@@ -37,6 +37,10 @@ import torch
 from jaxdev import dtypes, tensor, tracing
 from jaxdev.ops import kit
 from jaxdev.ops.kit import formulas
+from jaxdev.ops.kit.tensor_lists import boxes as _boxes
+from jaxdev.ops.kit.tensor_lists import may_take as _may_take
+from jaxdev.ops.kit.tensor_lists import store as _store
+from jaxdev.ops.kit.tensor_lists import whole as _whole
 from jaxdev.ops.registry import DYNAMIC_NUMBERS, FAST_BODIES, aten, register
 
 _CPU = torch._C.DispatchKeySet(torch._C.DispatchKey.CPU)
@@ -182,45 +186,6 @@ def _column(tensors, arrays: list):
         if b is None or b.shape != a.shape or b.dtype != a.dtype:
             return None
     return column
-
-
-def _whole(t):
-    """The array of jax tensor `t` when `t` is its whole storage, row-major (tensor.plain_array), also where
-    the box holds it in another shape (a bias's gradient, a view of a [1, n] sum: the read reshapes
-    the box's array in place); else None."""
-    array = tensor.plain_array(t)
-    if array is not None or not tensor.is_jax(t) or t.storage_offset() or not t.is_contiguous() or t.is_conj():
-        return array
-    box = tensor.BOXES.get(t.untyped_storage().data_ptr())
-    if type(box) is not tensor.Box or box.dtype is not t.dtype or box.numel != t.numel() or t.is_neg():
-        return None
-    return tensor.read(t)
-
-
-def _may_take(tensors, inplace: bool) -> bool:
-    """Whether a program may take the call at all: a non-empty list, no storage placed over a mesh, not
-    traced (torch.compile: the loop's kernels trace themselves), and no inference tensor written outside
-    inference mode (the loop's per-tensor ops raise PyTorch's error)."""
-    if not isinstance(tensors, (list, tuple)) or not tensors or tensor.SHARDED_ENTRIES:
-        return False
-    if tensor.in_scratch() and not tracing.fused_trace():  # fused eager's programs take it whole, as eagerly
-        return False
-    return not (inplace and not torch.is_inference_mode_enabled() and any(t.is_inference() for t in tensors))
-
-
-def _boxes(selfs) -> list:
-    return [tensor.BOXES[t.untyped_storage().data_ptr()] for t in selfs]
-
-
-def _store(selfs, boxes: list, results) -> None:
-    """The in-place results into their storages. An in-place foreach op has no ADInplaceOrView kernel of
-    its own: the loop's per-tensor ops bump each tensor's version counter, and so must one program (as
-    CUDA's foreach kernels do), or autograd misses a saved tensor changed in place and computes a wrong
-    gradient silently."""
-    torch._C._increment_version(list(selfs))
-    for box, r in zip(boxes, results):
-        box.writes += 1
-        box.array = r
 
 
 def _real_number(v) -> bool:
