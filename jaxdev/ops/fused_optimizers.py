@@ -46,10 +46,29 @@ _FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
 
 def _fma(a, b, c):
-    """a * b + c rounded once, as CPU's fmadd and its compiler's contractions compute it."""
-    if a.dtype == jnp.float32:
-        return cpu_numerics.fma32(*jnp.broadcast_arrays(a, b, c))
-    return a * b + c  # float64: XLA contracts it into one FMA as CPU's compiler does
+    """a * b + c rounded once, as CPU's fmadd and its compiler's contractions compute it. A float32 one in
+    float64 where the platform has it, its rounding to float32 pinned (reduce_precision): XLA drops a
+    float64 -> float32 -> float64 convert pair, and a chain of these (SGD's momentum, then nesterov's
+    step) would otherwise run unrounded in float64 inside a larger program (fused eager)."""
+    if a.dtype != jnp.float32:
+        return a * b + c  # float64: XLA contracts it into one FMA as CPU's compiler does
+    a, b, c = jnp.broadcast_arrays(a, b, c)
+    wide = cpu_numerics.wide_dtype(a.dtype)
+    if wide == a.dtype:
+        return cpu_numerics.fma32(a, b, c)
+    exact = a.astype(wide) * b.astype(wide) + c.astype(wide)
+    return cpu_numerics.round_to(a.dtype)(exact).astype(a.dtype)
+
+
+def _over(x, d):
+    """x / d for one number d, correctly rounded as CPU divides: XLA turns a division by a broadcast
+    number into a multiplication by its reciprocal (an ulp off in some elements), so a float32 one
+    divides in float64 (exact enough that rounding to float32 gives the float32 quotient) with that
+    rounding pinned; elsewhere the divisor is a full array behind a barrier."""
+    wide = cpu_numerics.wide_dtype(x.dtype)
+    if x.dtype != jnp.float32 or wide == x.dtype:
+        return x / cpu_numerics.opaque(jnp.full_like(x, d))
+    return cpu_numerics.round_to(x.dtype)(x.astype(wide) / d.astype(x.dtype).astype(wide)).astype(x.dtype)
 
 
 def _unfused(a, b, c):
@@ -61,7 +80,7 @@ def _unfused(a, b, c):
     if wide == a.dtype:
         return cpu_numerics.opaque(a * b) + c
     product = cpu_numerics.round_to(a.dtype)(a.astype(wide) * b.astype(wide))
-    return (product + c.astype(wide)).astype(a.dtype)
+    return cpu_numerics.round_to(a.dtype)(product + c.astype(wide)).astype(a.dtype)
 
 
 def _stored(x, jdt):
@@ -122,7 +141,7 @@ def _adam_index(x, s, f):
     out = {"exp_avgs": m, "exp_avg_sqs": v}
     if f["amsgrad"]:
         v = out["max_exp_avg_sqs"] = jnp.maximum(x["max_exp_avg_sqs"], v)
-    denom = jnp.sqrt(v) / bc2_sqrt.astype(c) + s["eps"].astype(c)
+    denom = _over(jnp.sqrt(v), bc2_sqrt) + s["eps"].astype(c)
     update = (-(s["lr"] / bc1)).astype(c) * m / denom
     out["self"] = p + update if decay is None else _unfused(p, decay, update)
     return out
@@ -204,7 +223,7 @@ def _program(family: str, flags: tuple, written: tuple, donate: bool):
             if "state_steps" in lists:
                 x["state_steps"] = lists["state_steps"][i].reshape(()).astype(jnp.float32)  # item<float>()
             if scale is not None:
-                x["grads"] = x["grads"] / scale.reshape(()).astype(c)
+                x["grads"] = _over(x["grads"], scale.reshape(()))
             half = halves_differ and c != p.dtype
             x["half_vector"] = ~_scalar_loop(p.shape, p.dtype.itemsize) if half else None
             new = index(x, s, {**f, "dtype": p.dtype})
