@@ -221,6 +221,23 @@ def native_layer_norm(input, normalized_shape, weight, bias, eps):
     return compiled(layer_norm, axes, eps)(J(input), _opt(weight), _opt(bias))
 
 
+def _rows_input_grad(gxhat, xhat, r, axes):
+    """Layer norm's input gradient from its row sums: rstd / n (n gxhat - sum gxhat - xhat sum(gxhat
+    xhat)), CPU's formula. Where XLA makes a row sum broadcast straight back over its rows a
+    reduce-window inside the consumer's fusion (capabilities' `row_sums_fuse_as_windows`: a TPU), the
+    sums are scaled by rstd / n at row shape first, as JAX's own derivative has them, so that they
+    stay reductions that fuse with the bias and weight gradients' (float32's roundings either way)."""
+    from jaxdev.ops.kit import capabilities  # imports the fallback, which needs the ops package loaded
+
+    n = math.prod(xhat.shape[a] for a in axes)
+    total = jnp.sum(gxhat, axis=axes, keepdims=True)
+    weighed = jnp.sum(gxhat * xhat, axis=axes, keepdims=True)
+    if capabilities.fact("row_sums_fuse_as_windows"):
+        k = r / n
+        return r * gxhat - k * total - xhat * (k * weighed)
+    return r / n * (n * gxhat - total - xhat * weighed)
+
+
 def _layer_norm_grad(g, x, mean, rstd, w, b, axes, mask):
     lead = tuple(range(axes[0]))
     c = opmath(x.dtype)
@@ -228,16 +245,7 @@ def _layer_norm_grad(g, x, mean, rstd, w, b, axes, mask):
     m, r = mean.astype(c), rstd.astype(c)
     xhat = (xc - m) * r
     gxhat = g * w.astype(c) if w is not None else g
-    n = math.prod(x.shape[a] for a in axes)
-    gx = (
-        r
-        / n
-        * (
-            n * gxhat
-            - jnp.sum(gxhat, axis=axes, keepdims=True)
-            - xhat * jnp.sum(gxhat * xhat, axis=axes, keepdims=True)
-        )
-    )
+    gx = _rows_input_grad(gxhat, xhat, r, axes)
     if w is not None and mask[1]:
         # CPU's dgamma loop weighs dy by rstd * x + (-rstd * mean), contracted to a fused multiply-add:
         # where x == mean that is the product's rounding error, not 0 (a 1-element row: -4e-5, not 0)

@@ -319,3 +319,64 @@ def test_division_by_a_number_keeps_its_barrier_where_division_is_ieees():
         pytest.skip("this platform's division is not IEEE's")
     program = jax.jit(formulas.DIV).lower(jnp.ones((4, 3), jnp.float32), jnp.float32(3.7)).as_text()
     assert "optimization_barrier" in program
+
+
+def _row_sums_broadcast_straight(fn, *args):
+    """The full-shape operations of jaxpr(fn) that take a sum over the last axis broadcast straight
+    back over its rows (through reshapes and broadcasts alone)."""
+    from jax.extend.core import Literal
+
+    jaxpr = jax.make_jaxpr(fn)(*args).jaxpr
+    made = {v: e for e in jaxpr.eqns for v in e.outvars}
+    full = args[0].shape
+
+    def row_sum(v):
+        if isinstance(v, Literal):
+            return False
+        while v in made and made[v].primitive.name in ("broadcast_in_dim", "reshape"):
+            v = made[v].invars[0]
+        return v in made and made[v].primitive.name == "reduce_sum" and made[v].params["axes"] == (len(full) - 1,)
+
+    return [e for e in jaxpr.eqns if e.outvars[0].aval.shape == full and any(row_sum(v) for v in e.invars)]
+
+
+@pytest.mark.tpu_fact("a row sum broadcast back over its rows becomes a reduce-window fused apart on a TPU")
+def test_layer_norm_gradient_scales_its_row_sums_at_row_shape(tpu_policy):
+    """CPU's formula for layer norm's input gradient, rstd / n (n g - sum g - xhat sum(g xhat)), broadcast
+    each row sum straight into the gradient: XLA's TPU compiler made those reduce-windows fused into the
+    input gradient's fusion, and left the bias gradient's sum a pass of its own over the gradient (the LM
+    step, issue 37). There the sums are scaled at row shape first; the gradients stay CPU's within
+    float32's tolerance, in float32 and bfloat16."""
+    from jaxdev.ops import normalization
+
+    gen = torch.Generator().manual_seed(0)
+    x, g = torch.randn(4, 6, 16, generator=gen), torch.randn(4, 6, 16, generator=gen)
+    w, b = torch.randn(16, generator=gen), torch.randn(16, generator=gen)
+    _, mean, rstd = torch.native_layer_norm(x, (16,), w, b, 1e-5)
+    arrays = [jnp.asarray(t.numpy()) for t in (g, x, mean, rstd, w, b)]
+    grad = lambda *a: normalization._layer_norm_grad(*a, (2,), (True, True, True))
+    assert not _row_sums_broadcast_straight(grad, *arrays)
+    for dtype in (torch.float32, torch.bfloat16):
+        grads = {}
+        for where in ("cpu", JAX, "exact"):
+            leaves = [t.detach().to(torch.float64 if where == "exact" else dtype) for t in (x, w, b)]
+            leaves = [t.to("cpu" if where == "exact" else where).requires_grad_() for t in leaves]
+            out = torch.nn.functional.layer_norm(leaves[0], (16,), leaves[1], leaves[2])
+            out.backward(g.to(dtype).to(out.dtype).to(out.device))
+            grads[where] = [t.grad.cpu().double() for t in leaves]
+        for got, cpu, exact in zip(grads[JAX], grads["cpu"], grads["exact"]):
+            if dtype == torch.float32:
+                torch.testing.assert_close(got, cpu, rtol=1.3e-6, atol=1e-5)
+            else:  # no farther from float64's than CPU is (bfloat16's saved statistics round alike)
+                assert (got - exact).abs().max() <= (cpu - exact).abs().max()
+
+
+def test_layer_norm_gradient_keeps_cpus_formula_where_row_sums_fuse():
+    from jaxdev.ops import normalization
+
+    if capabilities.fact("row_sums_fuse_as_windows"):
+        pytest.skip("this platform scales layer norm's row sums at row shape")
+    x = jnp.linspace(-1, 1, 96, dtype=jnp.float32).reshape(4, 24)
+    stats = jnp.mean(x, 1, keepdims=True), jnp.ones((4, 1), jnp.float32)
+    grad = lambda *a: normalization._layer_norm_grad(*a, (1,), (True, False, False))
+    assert _row_sums_broadcast_straight(grad, x, x, *stats, None, None)

@@ -40,6 +40,12 @@ Facts of a platform that shape every program rather than one op family (`PROGRAM
   the barrier makes XLA write the broadcast divisor to memory as a full array and read it back (every
   AdamW parameter's `_foreach_div_` by a number in the LM's step, issue 37). Where the fact holds the
   divisor is broadcast in the open.
+- `row_sums_fuse_as_windows`: XLA's TPU compiler makes a row sum broadcast straight back over its rows
+  (layer norm's input gradient as CPU's formula has it: rstd / n (n g - sum g - xhat sum(g xhat)))
+  a reduce-window inside its consumer's fusion, and that fusion then takes no sibling reduction:
+  the bias gradient's sum over the same gradient stayed a pass of its own over it (13 in the LM
+  step, 0.71 M of its 19.1 M estimated cycles, issue 37). Where the fact holds the sums are scaled
+  at row shape first (normalization.py), as JAX's own derivative has them, and fuse as jax.jit's do.
 
 Kernels that widen a float32 matrix to float64 for accuracy (SVD, eigh: decompositions.py) ask
 `has(family, dtype)` first and stay in float32 where the wide kernel is missing.
@@ -132,6 +138,8 @@ PROGRAM_FACTS: dict[str, dict[str, str]] = {
         "computed in float64, raise raw XLA errors",
         "int64_bitcasts_miscompile": "integer arithmetic on a float64 -> int64 bitcast fails to compile "
         "(INVALID_ARGUMENT: 'with different element types: s32 and u32'; through uint64 it compiles)",
+        "row_sums_fuse_as_windows": "a row sum broadcast straight back over its rows becomes a reduce-window "
+        "in its consumer's fusion, which then takes no sibling reduction (layer norm's bias gradient)",
         "division_approximate": "float32 division and reciprocal are not IEEE's (191 ulps from CPU's): a "
         "division kept from becoming a reciprocal's product keeps no CPU bits",
     }
