@@ -10,17 +10,20 @@ overloads (`_fused_adam`, `.out`) are PyTorch's CompositeExplicitAutograd kernel
 Index i computes what CPU's kernel computes for its tensor, in the same order:
 * in the opmath dtype (float32 for float16/bfloat16 parameters, whose values are rounded once, at each
   store, while the computation goes on with the unrounded float), with CPU's constants rounded to it;
-* the products CPU's compiler fuses into the sum that uses them (vec::fmadd, and the contractions of
-  its AVX2/AVX512 builds: `v * beta2 + (1 - beta2) * g * g` is one FMA there) as one rounding
-  (cpu_numerics.fma32), the others as two;
-* the per-step scalars (bias corrections, Adagrad's decayed lr) in float64 from the step tensor's value,
-  inside the program: no step count, lr tensor or found_inf is read back to the host;
+* the per-step scalars (bias corrections, Adagrad's decayed lr) in float64 from the step tensors'
+  values, for every tensor at once inside the program: no step count, lr tensor or found_inf is read
+  back to the host;
 * grad_scale divides the gradients first, and the unscaled gradients are stored back (CPU does so);
   found_inf == 1 leaves every tensor as it was (CPU returns before touching any).
-
-Where CPU's half-precision vector loop and its scalar loop (the last numel % lanes elements of a
-tensor) use different constants (SGD and Adagrad round some to the half dtype in the vector loop
-only), each element takes its loop's.
+On XLA's CPU backend it also rounds where CPU's kernel rounds (_exact): the products CPU's compiler
+fuses into the sum that uses them (vec::fmadd, and its AVX2/AVX512 builds' contractions: `v * beta2 +
+(1 - beta2) * g * g` is one FMA there) with one rounding, the others with two, and a division by one
+number as a division. So float32 and bfloat16 results are CPU's bit for bit wherever CPU's vector loop
+computes them. Its scalar loop (a tensor's last numel % lanes elements) rounds some sums differently
+(an ulp, not pinned down here). Where CPU's half-precision vector and scalar loops take different
+constants (Adagrad rounds some to the half dtype in the vector loop only), each element takes its
+loop's. CPU's fused SGD never stores a half parameter's vector-loop elements (FusedSGDKernel.cpp's half
+path lacks the store: a PyTorch bug); here every element is computed as its scalar loop computes them.
 
 One dtype per call: torch.optim groups tensors by device and dtype before calling these. A call that
 mixes dtypes is refused; one with a tensor that is not its whole storage, or traced by torch.compile,
@@ -32,10 +35,11 @@ from __future__ import annotations
 import jax.numpy as jnp
 import numpy as np
 import torch
+from jax import lax
 
 from jaxdev import fallback, tensor
 from jaxdev.ops import kit
-from jaxdev.ops.kit import cpu_numerics
+from jaxdev.ops.kit import capabilities, cpu_numerics
 from jaxdev.ops.kit.tensor_lists import boxes, may_take, store, whole
 from jaxdev.ops.registry import aten, register
 
@@ -45,42 +49,56 @@ _FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 # --- CPU's arithmetic ----------------------------------------------------------------------------------
 
 
+def _exact() -> bool:
+    """Whether a program follows CPU's roundings where XLA would compute otherwise: on XLA's CPU backend,
+    where results are compared with CPU's fused=True bit for bit (and cost 1.6x the plain formulas).
+    On an accelerator the plain float32 formulas run (an FMA wherever XLA forms one), as CUDA's own
+    fused kernels compute theirs, at the speed of a hand-written step: a TPU's division and square
+    root are not CPU's anyway, and its float64 is emulated."""
+    return capabilities.platform() == "cpu"
+
+
+def _to_float32(x):
+    """A float64 value rounded to float32 and pinned there (reduce_precision), so that XLA cannot drop
+    the rounding when the value is widened again (it removes a float64 -> float32 -> float64 convert
+    pair). Subnormal results flush to zero, as every float32 operation of an XLA:CPU program does;
+    cpu_numerics.round_to keeps them, at 15 operations a rounding (a 2x slower step here)."""
+    return lax.reduce_precision(x, 8, 23).astype(jnp.float32)
+
+
 def _fma(a, b, c):
-    """a * b + c rounded once, as CPU's fmadd and its compiler's contractions compute it. A float32 one in
-    float64 where the platform has it, its rounding to float32 pinned (reduce_precision): XLA drops a
-    float64 -> float32 -> float64 convert pair, and a chain of these (SGD's momentum, then nesterov's
-    step) would otherwise run unrounded in float64 inside a larger program (fused eager)."""
-    if a.dtype != jnp.float32:
-        return a * b + c  # float64: XLA contracts it into one FMA as CPU's compiler does
+    """a * b + c rounded once, as CPU's fmadd and its compiler's contractions compute it. XLA's CPU
+    backend contracts some such sums, but not all as CPU's compiler does (a negated product, a sum of
+    two products), so a float32 one runs in float64, its rounding pinned (reduce_precision): XLA drops
+    a float64 -> float32 -> float64 convert pair, and a chain of these (SGD's momentum, then nesterov's
+    step) would otherwise stay unrounded inside a larger program (fused eager)."""
+    if a.dtype != jnp.float32 or not _exact():
+        return a * b + c  # float64 (XLA contracts it), or the plain formula (_exact)
     a, b, c = jnp.broadcast_arrays(a, b, c)
     wide = cpu_numerics.wide_dtype(a.dtype)
-    if wide == a.dtype:
-        return cpu_numerics.fma32(a, b, c)
-    exact = a.astype(wide) * b.astype(wide) + c.astype(wide)
-    return cpu_numerics.round_to(a.dtype)(exact).astype(a.dtype)
+    return _to_float32(a.astype(wide) * b.astype(wide) + c.astype(wide))
 
 
 def _over(x, d):
     """x / d for one number d, correctly rounded as CPU divides: XLA turns a division by a broadcast
-    number into a multiplication by its reciprocal (an ulp off in some elements), so a float32 one
-    divides in float64 (exact enough that rounding to float32 gives the float32 quotient) with that
-    rounding pinned; elsewhere the divisor is a full array behind a barrier."""
-    wide = cpu_numerics.wide_dtype(x.dtype)
-    if x.dtype != jnp.float32 or wide == x.dtype:
-        return x / cpu_numerics.opaque(jnp.full_like(x, d))
-    return cpu_numerics.round_to(x.dtype)(x.astype(wide) / d.astype(x.dtype).astype(wide)).astype(x.dtype)
+    number into a multiplication by its reciprocal (an ulp off in 7% of elements), but not a division
+    by a full array it cannot see through."""
+    if not _exact():
+        return x / d.astype(x.dtype)
+    return x / cpu_numerics.opaque(jnp.full_like(x, d.astype(x.dtype)))
 
 
 def _unfused(a, b, c):
     """a * b + c with the product rounded first, as CPU computes a product its compiler does not fuse
-    into the sum that follows. XLA fuses them whatever the program says (an optimization barrier
-    included), so for float32 both steps run in float64 (the product exact, then rounded to float32;
-    the sum of two float32 values rounded once), where no float32 FMA can form."""
+    into the sum that follows. XLA fuses them whatever the program says (an optimization barrier, a
+    bitcast round trip or a float64 -> float32 -> float64 convert pair included), so for float32 both
+    steps run in float64: the exact product rounded to float32's grid (reduce_precision), then the sum
+    of two float32 values, rounded once; no float32 FMA can form."""
     wide = cpu_numerics.wide_dtype(a.dtype)
-    if wide == a.dtype:
-        return cpu_numerics.opaque(a * b) + c
-    product = cpu_numerics.round_to(a.dtype)(a.astype(wide) * b.astype(wide))
-    return cpu_numerics.round_to(a.dtype)(product + c.astype(wide)).astype(a.dtype)
+    if a.dtype != jnp.float32 or not _exact():
+        return a * b + c
+    product = lax.reduce_precision(a.astype(wide) * b.astype(wide), 8, 23)
+    return _to_float32(product + c.astype(wide))
 
 
 def _stored(x, jdt):
@@ -123,9 +141,7 @@ def _half_const(value, x, f):
 def _adam_index(x, s, f):
     """Adam / AdamW (FusedAdamKernel.cpp's adam_math)."""
     p, g, m, v = x["self"], x["grads"], x["exp_avgs"], x["exp_avg_sqs"]
-    c, step = p.dtype, x["state_steps"].astype(s["lr"].dtype)
-    bc1 = 1 - jnp.power(s["beta1"], step)
-    bc2_sqrt = jnp.sqrt(1 - jnp.power(s["beta2"], step))
+    c = p.dtype
     if f["maximize"]:
         g = -g
     decay = None
@@ -141,8 +157,8 @@ def _adam_index(x, s, f):
     out = {"exp_avgs": m, "exp_avg_sqs": v}
     if f["amsgrad"]:
         v = out["max_exp_avg_sqs"] = jnp.maximum(x["max_exp_avg_sqs"], v)
-    denom = _over(jnp.sqrt(v), bc2_sqrt) + s["eps"].astype(c)
-    update = (-(s["lr"] / bc1)).astype(c) * m / denom
+    denom = _over(jnp.sqrt(v), x["bc2_sqrt"]) + s["eps"].astype(c)
+    update = (-x["step_size"]).astype(c) * m / denom
     out["self"] = p + update if decay is None else _unfused(p, decay, update)
     return out
 
@@ -167,11 +183,20 @@ def _sgd_index(x, s, f):
     return out
 
 
+def _adam_steps(steps, s):
+    """Adam's per-tensor numbers from the step counts (FusedAdamKernel.cpp, in double)."""
+    bc1 = 1 - jnp.power(s["beta1"], steps)
+    return {"step_size": s["lr"] / bc1, "bc2_sqrt": jnp.sqrt(1 - jnp.power(s["beta2"], steps))}
+
+
+def _adagrad_steps(steps, s):
+    """Adagrad's per-tensor lr, decayed by the step count (FusedAdagradKernel.cpp, in double)."""
+    return {"clr": s["lr"] / (1 + cpu_numerics.opaque((steps - 1) * s["lr_decay"]))}
+
+
 def _adagrad_index(x, s, f):
     """Adagrad (FusedAdagradKernel.cpp's adagrad_math), its lr decayed by the step in float64."""
-    p, g = x["self"], x["grads"]
-    step = x["state_steps"].astype(s["lr"].dtype)
-    clr = s["lr"] / (1 + cpu_numerics.opaque((step - 1) * s["lr_decay"]))
+    p, g, clr = x["self"], x["grads"], x["clr"]
     if f["maximize"]:
         g = -g
     if f["decay"]:
@@ -181,21 +206,29 @@ def _adagrad_index(x, s, f):
     return {"self": p - _half_const(clr, x, f) * g / std, "state_sums": total}
 
 
-# family -> (index function, its list arguments in order, its number arguments in order,
-#            whether its vector and scalar loops differ for half tensors)
+# family -> (index function, its list arguments in order, its number arguments in order, whether its
+#            vector and scalar loops differ for half tensors, its per-tensor numbers from the step counts)
 _FAMILIES = {
     "adam": (
         _adam_index,
         ("self", "grads", "exp_avgs", "exp_avg_sqs", "max_exp_avg_sqs", "state_steps"),
         ("beta1", "beta2", "weight_decay", "eps"),
         False,
+        _adam_steps,
     ),
-    "sgd": (_sgd_index, ("self", "grads", "momentum_buffer_list"), ("weight_decay", "momentum", "dampening"), False),
+    "sgd": (
+        _sgd_index,
+        ("self", "grads", "momentum_buffer_list"),
+        ("weight_decay", "momentum", "dampening"),
+        False,
+        None,
+    ),
     "adagrad": (
         _adagrad_index,
         ("self", "grads", "state_sums", "state_steps"),
         ("lr_decay", "weight_decay", "eps"),
         True,
+        _adagrad_steps,
     ),
 }
 
@@ -207,7 +240,7 @@ _FAMILIES = {
 def _program(family: str, flags: tuple, written: tuple, donate: bool):
     """run(written lists, read lists, lr, numbers, grad_scale, found_inf) -> the written lists' new
     arrays: every index's step in one program."""
-    index, _, number_names, halves_differ = _FAMILIES[family]
+    index, _, number_names, halves_differ, per_step = _FAMILIES[family]
     f = dict(flags)
 
     def run(outs, ins, lr, numbers, scale, found):
@@ -216,12 +249,17 @@ def _program(family: str, flags: tuple, written: tuple, donate: bool):
         s["lr"] = jnp.asarray(lr).reshape(()).astype(wide)
         lists = {**dict(zip(written, outs)), **ins}
         skip = None if found is None else found.reshape(()) == 1  # CPU's test: *found_inf_ptr == 1.0
+        per = {}
+        if per_step is not None:
+            # every tensor's numbers at once, kept apart behind a barrier: XLA would otherwise fuse each
+            # tensor's pow into its elementwise loop and compute it for every element (2x the step)
+            steps = jnp.stack([t.reshape(()).astype(jnp.float32) for t in lists["state_steps"]])  # item<float>()
+            per = cpu_numerics.opaque(per_step(steps.astype(wide), s))
         results = {k: [] for k in written}
         for i, p in enumerate(lists["self"]):
             c = kit.opmath(p.dtype)
             x = {k: lists[k][i].astype(c) for k in lists if k != "state_steps"}
-            if "state_steps" in lists:
-                x["state_steps"] = lists["state_steps"][i].reshape(()).astype(jnp.float32)  # item<float>()
+            x.update({k: v[i] for k, v in per.items()})
             if scale is not None:
                 x["grads"] = _over(x["grads"], scale.reshape(()))
             half = halves_differ and c != p.dtype
