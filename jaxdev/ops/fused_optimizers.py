@@ -376,14 +376,17 @@ def _step(family: str, a: dict):
 # --- registration --------------------------------------------------------------------------------------
 
 
+_NOT_TAKEN = "jax kernel for a tensor that is part of a larger storage, placed over a mesh or traced"
+
+
 def _kernel(op, family: str, adamw: bool = False):
     names = _FAMILIES[family][1]
 
     def kernel(*args, **kwargs):
         a = {**dict(zip(names, args)), **kwargs, "adamw": adamw}
         a.setdefault("momentum_buffer_list", [])
-        if _step(family, a) is None:
-            fallback.run_on_cpu(op, *args, **kwargs)
+        if _step(family, a) is None:  # the fallback's warning says what the program did not take
+            fallback.run_on_cpu_lacking(op, _NOT_TAKEN, args, kwargs)
 
     return kernel
 

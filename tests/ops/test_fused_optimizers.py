@@ -77,14 +77,14 @@ def _equal(got, want):
     assert [x.keys() for x in gs] == [y.keys() for y in ws]
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("name", CONFIGS)
 def test_a_fused_step_is_cpus(name, dtype):
     cls, kwargs = CONFIGS[name]
     jaxdev.reset_fallback_counts()
     got = train(JAX, cls, dtype, WHOLE, steps=3, **kwargs)
     assert jaxdev.fallback_counts() == {}
-    if cls is optim.SGD and dtype is torch.bfloat16:
+    if cls is optim.SGD and dtype is not torch.float32:
         # CPU's fused SGD leaves a half parameter's vector-loop elements unchanged (FusedSGDKernel.cpp's
         # half path never stores them; the scalar loop does): jaxdev computes them all as that scalar
         # loop does, in float32 rounded once a step, within bfloat16's rounding of CPU's float32 step
@@ -215,3 +215,50 @@ def test_the_plain_formulas_of_an_accelerator_are_close_to_cpu(name, dtype, plai
     want = train("cpu", cls, dtype, WHOLE, steps=3, **kwargs)
     for a, b in zip(got[0], want[0]):
         torch.testing.assert_close(a, b)
+
+
+@pytest.mark.parametrize("name", ["adamw", "sgd momentum nesterov", "adagrad"])
+def test_float64_is_within_an_ulp_or_two(name):
+    """float64 has no wider type to round CPU's way in: XLA's own contractions decide its last bit."""
+    cls, kwargs = CONFIGS[name]
+    got = train(JAX, cls, torch.float64, WHOLE, steps=3, **kwargs)
+    want = train("cpu", cls, torch.float64, WHOLE, steps=3, **kwargs)
+    for a, b in zip(got[0], want[0]):
+        torch.testing.assert_close(a, b, rtol=1e-14, atol=1e-15)
+
+
+def test_a_parameter_on_part_of_a_storage_runs_on_cpu():
+    """A view (a parameter sliced out of a larger tensor) is not its whole storage: the fallback runs it.
+    (Contiguous: CPU's fused kernels read a parameter's memory as contiguous.)"""
+    base = torch.randn(4, 8)
+    on_jax = base.to(JAX)
+    args = {"weight_decay": 0.0, "momentum": 0.0, "lr": 0.1, "dampening": 0.0, "nesterov": False}
+    args.update(maximize=False, is_first_step=True)
+    jaxdev.reset_fallback_counts()
+    with pytest.warns(UserWarning, match="part of a larger storage"):
+        torch._fused_sgd_([on_jax[1:3]], [torch.ones(2, 8, device=JAX)], [], **args)
+    torch._fused_sgd_([base[1:3]], [torch.ones(2, 8)], [], **args)
+    assert jaxdev.fallback_counts() == {"aten::_fused_sgd_": 1}
+    torch.testing.assert_close(on_jax.cpu(), base, rtol=0, atol=0)
+
+
+def test_grad_scaler_steps_a_fused_adamw_and_skips_an_inf_step_as_on_cpu():
+    weights, steps = {}, {}
+    jaxdev.reset_fallback_counts()
+    for device in ("cpu", JAX):
+        torch.manual_seed(0)
+        model = torch.nn.Linear(8, 4).to(device)
+        opt = optim.AdamW(model.parameters(), fused=True)
+        scaler = torch.amp.GradScaler(torch.device(device).type, init_scale=1024.0)
+        for i in range(3):
+            opt.zero_grad()
+            loss = model(torch.randn(16, 8).to(device)).square().mean()
+            scaler.scale(loss * float("inf") if i == 1 else loss).backward()
+            scaler.step(opt)  # fused: grad_scale and found_inf go to the kernel
+            scaler.update()
+        weights[str(device)] = model.weight.detach().cpu()
+        steps[str(device)] = opt.state[model.weight]["step"].item()
+    assert jaxdev.fallback_counts() == {}
+    assert steps[str(JAX)] == steps["cpu"] == 2  # the inf step changed nothing
+    # the gradients are the model's (products summed in another order than CPU's), so not bit for bit
+    torch.testing.assert_close(weights[str(JAX)], weights["cpu"], rtol=1e-5, atol=1e-6)
