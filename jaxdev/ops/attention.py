@@ -57,7 +57,7 @@ def _attend(q, k, v, bias, is_causal, scale, precision, accumulate):
         scores = scores + jnp.where(keep, 0.0, -jnp.inf).astype(scores.dtype)
     if bias is not None:
         scores = scores + bias.astype(scores.dtype)
-    peak = jnp.max(scores, axis=-1, keepdims=True)
+    peak = _shift(scores)
     unseen = peak == -jnp.inf  # a row every key is masked from: zeros (_safe_softmax)
     weights = tm.exp(scores - jnp.where(unseen, 0.0, peak).astype(scores.dtype))
     # an unseen row's total is 0: divided by 1 instead, its 0/0 never makes the gradient NaN
@@ -66,6 +66,18 @@ def _attend(q, k, v, bias, is_causal, scale, precision, accumulate):
     out = matmul(probabilities, v, precision, accumulate)
     logsumexp = (tm.log(total) + peak)[..., 0]
     return out.astype(dtype), logsumexp.astype(jnp.float32)
+
+
+def _shift(scores):
+    """The rows' max, the shift of softmax's exponent. Softmax does not depend on it, so its gradient
+    through the max is rounding residue (CPU's softmax backward has none); where XLA materializes that
+    gradient's mask, `x == max` over the scores' full shape, and reads it in the key gradient's
+    product (capabilities' `max_gradient_mask_materialized`: a TPU), it is left out."""
+    from jaxdev.ops.kit import capabilities  # imports the fallback, which needs the ops package loaded
+
+    if capabilities.fact("max_gradient_mask_materialized"):
+        scores = jax.lax.stop_gradient(scores)  # not the max's: JAX would build the mask it then drops
+    return jnp.max(scores, axis=-1, keepdims=True)
 
 
 @jitted

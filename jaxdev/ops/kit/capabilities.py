@@ -46,6 +46,11 @@ Facts of a platform that shape every program rather than one op family (`PROGRAM
   the bias gradient's sum over the same gradient stayed a pass of its own over it (13 in the LM
   step, 0.71 M of its 19.1 M estimated cycles, issue 37). Where the fact holds the sums are scaled
   at row shape first (normalization.py), as JAX's own derivative has them, and fuse as jax.jit's do.
+- `max_gradient_mask_materialized`: the gradient through a row max (softmax's shift in attention) is
+  a mask `x == max` of the scores' full shape, which XLA's TPU compiler writes out ([batch, heads, L,
+  S] a layer) and reads in the key gradient's product, 3.4x that product's cost (issue 37: 1.0 M of
+  the LM step's 18.6 M estimated cycles). Softmax does not depend on its shift, so that gradient is
+  rounding residue (CPU's softmax backward has none); where the fact holds attention leaves it out.
 
 Kernels that widen a float32 matrix to float64 for accuracy (SVD, eigh: decompositions.py) ask
 `has(family, dtype)` first and stay in float32 where the wide kernel is missing.
@@ -140,6 +145,8 @@ PROGRAM_FACTS: dict[str, dict[str, str]] = {
         "(INVALID_ARGUMENT: 'with different element types: s32 and u32'; through uint64 it compiles)",
         "row_sums_fuse_as_windows": "a row sum broadcast straight back over its rows becomes a reduce-window "
         "in its consumer's fusion, which then takes no sibling reduction (layer norm's bias gradient)",
+        "max_gradient_mask_materialized": "the gradient through a row max is a mask of the scores' full "
+        "shape, written out and read in the key gradient's product",
         "division_approximate": "float32 division and reciprocal are not IEEE's (191 ulps from CPU's): a "
         "division kept from becoming a reciprocal's product keeps no CPU bits",
     }
