@@ -4,7 +4,7 @@ Modes: `compiled` (torch.compile(backend="jax") over forward+backward and over o
 `compiled+fused` (the same under fused eager: one program per step), `fused` (fused eager), `op`
 (per-op eager). Sections: lm (the GPT training step, bfloat16 and float32), fwd (its batch-1 forward),
 decode (its batch-1 greedy decoding loop), cnn (benchmarks/resnet.py's ResNet-18 step), opt (AdamW over
-100 tensors: foreach, per tensor, and one jitted JAX program), writes (benchmarks/inplace.py's writes
+100 tensors: foreach, fused=True, per tensor, and one jitted JAX program), writes (benchmarks/inplace.py's writes
 against `jax.jit` with the input donated). The opt and writes rows reuse the functions
 benchmarks/accelerator_check.py measures them with (optimizer_step.py, inplace.py).
 
@@ -171,9 +171,9 @@ def cnn_variant(mode: str):
 def optimizer(args, budget) -> None:
     import optimizer_step
 
-    def ours(foreach: bool):
+    def ours(foreach: bool, fused: bool = False):
         def build():
-            step, done = optimizer_step.torch_step("jax", foreach)
+            step, done = optimizer_step.torch_step("jax", foreach, fused=fused)
             return tm.Variant(step, done)
 
         return build
@@ -184,7 +184,13 @@ def optimizer(args, budget) -> None:
 
     workload = f"AdamW over {len(optimizer_step.SHAPES)} tensors"
     kw = dict(rounds=args.rounds, steps=args.steps, sync_each=False, budget=budget)
-    tm.measure(workload, IMPL, {"foreach": ours(True), "per tensor": ours(False)}, counters=counters, **kw)
+    tm.measure(
+        workload,
+        IMPL,
+        {"foreach": ours(True), "fused=True": ours(False, fused=True), "per tensor": ours(False)},
+        counters=counters,
+        **kw,
+    )
     # the JAX row runs in this process as in accelerator_check.py: a single program, no jaxdev in it
     tm.measure(workload, "jax.jit", {"1 program": one_program}, **kw)
 

@@ -94,9 +94,9 @@ def _unfused(a, b, c):
     bitcast round trip or a float64 -> float32 -> float64 convert pair included), so for float32 both
     steps run in float64: the exact product rounded to float32's grid (reduce_precision), then the sum
     of two float32 values, rounded once; no float32 FMA can form."""
-    wide = cpu_numerics.wide_dtype(a.dtype)
     if a.dtype != jnp.float32 or not _exact():
         return a * b + c
+    wide = cpu_numerics.wide_dtype(a.dtype)
     product = lax.reduce_precision(a.astype(wide) * b.astype(wide), 8, 23)
     return _to_float32(product + c.astype(wide))
 
@@ -109,7 +109,8 @@ def _stored(x, jdt):
 
 
 def _lanes(itemsize: int) -> int:
-    """Elements in one of CPU's Vectorized<half> registers: 64 bytes on an AVX512 build, 32 otherwise."""
+    """Elements of `itemsize` bytes in one of CPU's Vectorized registers: 64 bytes on an AVX512 build, 32
+    otherwise (AVX2, and the default build's Vectorized)."""
     width = 64 if torch.backends.cpu.get_cpu_capability() == "AVX512" else 32
     return width // itemsize
 
@@ -124,7 +125,8 @@ def _scalar_loop(shape, itemsize: int):
 
 # --- one index of each step ----------------------------------------------------------------------------
 # x: the index's tensors in opmath by list name ("self", "grads", ...; "grads" already unscaled), its
-# step (float32, as CPU reads it) and `half_vector` (see _scalar_loop; None for float32 and float64);
+# numbers from its step count (_adam_steps, _adagrad_steps: "step_size", "bc2_sqrt", "clr", in the
+# wide dtype) and `half_vector` (see _scalar_loop; None but for half tensors where the loops differ);
 # s: the call's numbers in the wide dtype; f: the call's flags. Returns the written lists' new values.
 
 
