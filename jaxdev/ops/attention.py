@@ -60,6 +60,10 @@ def _attend(q, k, v, bias, is_causal, scale, precision, accumulate):
     peak = _shift(scores)
     unseen = peak == -jnp.inf  # a row every key is masked from: zeros (_safe_softmax)
     weights = tm.exp(scores - jnp.where(unseen, 0.0, peak).astype(scores.dtype))
+    if tm.own(weights):
+        # jaxdev's exp is tens of operations an element: XLA fused it into every product that reads the
+        # probabilities and computed it in each (five a layer in a training step); computed once here
+        weights = jax.lax.optimization_barrier(weights)
     # an unseen row's total is 0: divided by 1 instead, its 0/0 never makes the gradient NaN
     total = jnp.sum(weights, axis=-1, keepdims=True)
     probabilities = jnp.where(unseen, 0.0, weights / jnp.where(unseen, 1.0, total)).astype(scores.dtype)

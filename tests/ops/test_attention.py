@@ -4,6 +4,7 @@ values and gradients as CPU's math path, eager and compiled."""
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 import pytest
 import torch
@@ -13,6 +14,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from jaxdev import dtypes, native
 from jaxdev.ops import attention
+from jaxdev.ops.kit import transcendentals
 
 pytestmark = pytest.mark.skipif(native.module is None, reason="the backend choice needs the native module")
 
@@ -185,3 +187,34 @@ def test_half_attention_states_its_float32_arithmetic(dtype):
         for line in dots:
             assert "precision = [HIGHEST, HIGHEST]" in line, (direction, line)
             assert "bf16" not in line and "f16>" not in line.split("->")[0], (direction, line)
+
+
+def _probability_barriers():
+    q = jnp.linspace(-1, 1, 2 * 3 * 8 * 4, dtype=jnp.float32).reshape(2, 3, 8, 4)
+    attend = lambda q, k, v: attention._attend(q, k, v, None, True, None, jax.lax.Precision.HIGHEST, None)
+    jaxpr = jax.make_jaxpr(attend)(q, q, q).jaxpr
+    kept = [e for e in jaxpr.eqns if e.primitive.name == "optimization_barrier"]
+    return [v.aval.shape for e in kept for v in e.invars]
+
+
+def test_probabilities_computed_once_where_exp_is_jaxdevs():
+    """jaxdev's exp (transcendentals.py, the default off XLA's CPU backend) is tens of operations an
+    element: XLA fused it into every product reading the probabilities and computed it in each (five a
+    layer in the LM's training step on a TPU, issue 37), so there attention computes them once. The
+    values stay CPU's, a row that sees nothing included."""
+    with transcendentals.forced("fast"):
+        assert (2, 3, 8, 8) not in _probability_barriers()
+    with transcendentals.forced("own"):
+        assert (2, 3, 8, 8) in _probability_barriers()
+        jax.clear_caches()
+        q, k, v = _inputs((2, 4, 8, 16), (2, 4, 8, 16), torch.float32)
+        for mask in (None, torch.zeros(8, 8, dtype=torch.bool).tril(-1)):
+            grads = []
+            for device in ("cpu", JAX):
+                leaves = [t.detach().to(device).requires_grad_() for t in (q, k, v)]
+                m = None if mask is None else mask.to(device)
+                out = F.scaled_dot_product_attention(*leaves, attn_mask=m, is_causal=mask is None)
+                out.sum().backward()
+                grads.append([out.detach().cpu()] + [t.grad.cpu() for t in leaves])
+            torch.testing.assert_close(grads[1], grads[0], equal_nan=True)
+    jax.clear_caches()

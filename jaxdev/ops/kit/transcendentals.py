@@ -71,6 +71,13 @@ def _own(x) -> bool:
     return chosen == "own" or (chosen == "auto" and jax.default_backend() != "cpu")
 
 
+def own(x) -> bool:
+    """Whether x's exp, log, tanh... are jaxdev's functions here (tens of float32 operations an element,
+    where a TPU's own take a few): a kernel that would have XLA recompute one in several fusions may
+    compute it once instead."""
+    return _own(x)
+
+
 def _in_float32(fn):
     """fn of a float32 value; a half value widened and the result rounded back, as CPU's kernels do."""
 
