@@ -78,13 +78,18 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(autouse=True)
 def _settle_fused_mode():
-    """In fused mode, a test's pending work (and a value error it deferred) ends with the test."""
+    """In fused mode, a test's pending work (and a value error it deferred) ends with the test; and the
+    next test starts in the mode this one started in (tests that switch modes leave "op" behind: the
+    CI's JAXDEV_EAGER=fused run had gone on in per-op mode after tests/test_fused.py)."""
+    mode = jaxdev.get_eager_mode()
     yield
     if jaxdev.get_eager_mode() == "fused":
         jaxdev.eager_modes.flush()
         # a deferred error of a test that ended already is that test's, not the next one's
         with contextlib.suppress(Exception):
             torch.jax.synchronize()
+    if jaxdev.get_eager_mode() != mode:
+        jaxdev.eager_mode(mode)
 
 
 @pytest.fixture

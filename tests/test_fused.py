@@ -165,11 +165,12 @@ def test_dead_intermediates_are_not_outputs():
 
 
 def test_mode_api_and_environment():
-    assert jaxdev.get_eager_mode() == "op"
+    start = jaxdev.get_eager_mode()
+    assert start == os.environ.get("JAXDEV_EAGER", "op")
     with jaxdev.eager_mode("sync"):
         assert jaxdev.get_eager_mode() == "sync"
         assert torch.ones(2, device="jax").add(1).cpu().tolist() == [2.0, 2.0]
-    assert jaxdev.get_eager_mode() == "op"
+    assert jaxdev.get_eager_mode() == start
     with pytest.raises(ValueError, match="must be one of op, fused, sync"):
         jaxdev.eager_mode("lazy")
     code = "import torch, jaxdev; print(jaxdev.get_eager_mode(), torch.ones(2, device='jax').sum().item())"

@@ -253,7 +253,10 @@ def test_adam_and_sgd_step_as_on_cpu_and_as_the_loop(monkeypatch):
             m.setattr(foreach, "_run", lambda *a, **k: None)  # PyTorch's loop, per tensor
             looped = train(JAX, opt_cls, **kw)
         for a, b, c in zip(one, looped, cpu):
-            assert torch.equal(a, b), opt_cls.__name__
+            if jaxdev.get_eager_mode() == "fused":  # XLA may fuse across ops there: the last bit may differ
+                torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-7, msg=opt_cls.__name__)
+            else:
+                assert torch.equal(a, b), opt_cls.__name__
             torch.testing.assert_close(a, c, rtol=1e-5, atol=1e-5)
 
 
