@@ -58,5 +58,7 @@ from jaxdev.ops import (  # noqa: F401
 
 # isort: split
 # Composes the families' per-tensor bodies (FAST_BODIES, binary's and ternary's): registered after them.
-from jaxdev.ops import foreach  # noqa: F401
-from jaxdev.ops import fused_optimizers  # noqa: F401
+from jaxdev.ops import (
+    foreach,  # noqa: F401
+    fused_optimizers,  # noqa: F401
+)
