@@ -63,19 +63,14 @@ def forced(value: str):
         _mode = previous
 
 
-def _own(x) -> bool:
-    """Whether x's function is jaxdev's: a float32 (or half) value (or dtype) under own, or auto off CPU."""
+def own(x) -> bool:
+    """Whether x's exp, log, tanh... are jaxdev's functions here: a float32 (or half) value (or dtype)
+    under own, or auto off CPU. They are tens of float32 operations an element, where a TPU's take a
+    few: a kernel that would have XLA recompute one in several fusions may compute it once instead."""
     if jnp.dtype(getattr(x, "dtype", x)) not in _OWN_DTYPES:
         return False
     chosen = mode()
     return chosen == "own" or (chosen == "auto" and jax.default_backend() != "cpu")
-
-
-def own(x) -> bool:
-    """Whether x's exp, log, tanh... are jaxdev's functions here (tens of float32 operations an element,
-    where a TPU's own take a few): a kernel that would have XLA recompute one in several fusions may
-    compute it once instead."""
-    return _own(x)
 
 
 def _in_float32(fn):
@@ -297,12 +292,12 @@ _erf_own = _with_jvp(_erf32, lambda x, y, g: g * _TWO_OVER_SQRT_PI * _exp_own(-x
 _erfc_own = _with_jvp(_erfc32, lambda x, y, g: -g * _TWO_OVER_SQRT_PI * _exp_own(-x * x))
 
 
-def _chosen(own, xla):
-    own = _in_float32(own)
+def _chosen(ours, xla):
+    ours = _in_float32(ours)
 
     def run(x):
         x = jnp.asarray(x)
-        return own(x) if _own(x) else xla(x)
+        return ours(x) if own(x) else xla(x)
 
     run.__name__ = run.__qualname__ = xla.__name__
     return run
@@ -363,7 +358,7 @@ def logaddexp(a, b):
     """jnp.logaddexp: max + log1p(exp(-|a - b|)), a + b where the difference is NaN (equal
     infinities, a NaN)."""
     a, b = jnp.asarray(a), jnp.asarray(b)
-    if not _own(jnp.result_type(a, b)):
+    if not own(jnp.result_type(a, b)):
         return jnp.logaddexp(a, b)
     delta = a - b
     return jnp.where(jnp.isnan(delta), a + b, jnp.maximum(a, b) + log1p(exp(-jnp.abs(delta))))
@@ -372,13 +367,13 @@ def logaddexp(a, b):
 def softplus(x):
     """jax.nn.softplus: logaddexp(x, 0)."""
     x = jnp.asarray(x)
-    return logaddexp(x, jnp.zeros((), x.dtype)) if _own(x) else jax.nn.softplus(x)
+    return logaddexp(x, jnp.zeros((), x.dtype)) if own(x) else jax.nn.softplus(x)
 
 
 def gelu(x, approximate: bool):
     """jax.nn.gelu: x/2 erfc(-x / sqrt(2)), or x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))."""
     x = jnp.asarray(x)
-    if not _own(x):
+    if not own(x):
         return jax.nn.gelu(x, approximate=approximate)
     if approximate:
         inner = np.sqrt(2 / np.pi).astype(x.dtype) * (x + 0.044715 * (x**3))
@@ -388,7 +383,7 @@ def gelu(x, approximate: bool):
 
 def softmax(x, axis=-1):
     """jax.nn.softmax over `axis`: exp(x - max) / sum."""
-    if not _own(x):
+    if not own(x):
         return jax.nn.softmax(x, axis=axis)
     unnormalized = exp(x - lax.stop_gradient(jnp.max(x, axis, keepdims=True)))
     return unnormalized / jnp.sum(unnormalized, axis, keepdims=True)
@@ -396,7 +391,7 @@ def softmax(x, axis=-1):
 
 def log_softmax(x, axis=-1):
     """jax.nn.log_softmax over `axis`: (x - max) - log(sum(exp(x - max)))."""
-    if not _own(x):
+    if not own(x):
         return jax.nn.log_softmax(x, axis=axis)
     shifted = x - lax.stop_gradient(jnp.max(x, axis, keepdims=True))
     return shifted - log(jnp.sum(exp(shifted), axis, keepdims=True))
