@@ -12,7 +12,7 @@
 #   from the machine's wheels into /tmp/site, then the wheels carried in .whl-tpu/ (torchax 0.0.13,
 #   expecttest) with --no-index --no-deps; the machine's own JAX stays first on PYTHONPATH.
 # * Environment knobs: TPUCHECK_LM_DTYPES ("bf16 f32"), TPUCHECK_LM_MODES (jaxdev's modes in the lm
-#   section: "compiled compiled+fused fused"), TPUCHECK_COLD (the impl:mode pairs of the cold
+#   section: "compiled compiled+fused fused"), TPUCHECK_LM_OP (0: no per-op lm unit), TPUCHECK_COLD (the impl:mode pairs of the cold
 #   section), TPUCHECK_COLD_DTYPES (bf16), TPUCHECK_TOTAL (530 s), TPUCHECK_STATE; JAXDEV_* pass through.
 # * Units run in priority order, each under `timeout` (what is left of the 9 minutes, at most its own
 #   limit); a unit cut short keeps the rows it finished, and the row it was in says "> N s (cut)".
@@ -148,7 +148,7 @@ if has lm; then  # the headline rows first: the training step in every mode and 
         unit "lm-$dt-jax" 70 jax.jit "$C/jax" "${JAXJIT[@]}" --sections lm --dtypes "$dt"
     done
     # per-op: a first step compiles one program per op signature (125-200+ s cold on the TPU)
-    unit lm-op 240 jaxdev "$C/jaxdev" "${JAXDEV[@]}" --sections lm --dtypes "$(joined ${TPUCHECK_LM_DTYPES:-bf16 f32})" --modes op
+    [ "${TPUCHECK_LM_OP:-1}" = 1 ] && unit lm-op 240 jaxdev "$C/jaxdev" "${JAXDEV[@]}" --sections lm --dtypes "$(joined ${TPUCHECK_LM_DTYPES:-bf16 f32})" --modes op
 fi
 # the rest, one process a side, sections in priority order inside it (the ResNet step last: its per-op
 # first step is the longest and a cut keeps the others)
