@@ -89,14 +89,13 @@ def _lm_step(device: str, mode: str, autocast: bool):
     """mode: "eager" (per-op), "fused" (jaxdev.eager_mode("fused")), "compiled", or "compiled+fused" (the
     compiled step under fused eager: one program per step)."""
     step = _lm_step_of(device, mode.startswith("compiled"), autocast)
-    if "fused" not in mode:
-        return step
+    eager = "fused" if "fused" in mode else "op"  # named: an accelerator's default is fused
 
-    def fused_step():
-        with jaxdev.eager_mode("fused"):
+    def step_in_mode():
+        with jaxdev.eager_mode(eager):
             return step()
 
-    return fused_step
+    return step_in_mode
 
 
 def _lm_step_of(device: str, compiled: bool, autocast: bool):

@@ -66,6 +66,12 @@ def _index_of(device) -> int:
     return 0 if device.index is None else device.index
 
 
+def _first_tensor() -> None:
+    from jaxdev import eager_modes  # (imports the kernels' modules: not at registration)
+
+    eager_modes.on_first_tensor()
+
+
 def _make_module() -> types.ModuleType:
     """The `torch.jax` device module, shaped like `torch.cuda`."""
     m = types.ModuleType("torch.jax", "The jax device (registered by jaxdev).")
@@ -74,6 +80,7 @@ def _make_module() -> types.ModuleType:
     m.is_initialized = lambda: True
     m._initialized = True  # torch.utils.checkpoint saves a device's RNG state only when this is set
     m._is_in_bad_fork = lambda: False
+    m._lazy_init = _first_tensor  # torch calls it once, at the device's first tensor
     m.device_count = device_count
     m.current_device = lambda: 0
 

@@ -1,20 +1,27 @@
-"""How eager ops run: one program per op (the default), fused, or synchronously for debugging.
+"""How eager ops run: one program per op, fused, or synchronously for debugging.
 
     JAXDEV_EAGER=fused python train.py          # or, in code:
     jaxdev.eager_mode("fused")                  # a setter ...
     with jaxdev.eager_mode("sync"): ...         # ... and a context manager (the previous mode comes back)
 
-* "op" (default): every op on jax tensors is one jitted XLA program, dispatched asynchronously; values
-  that CPU checks at once (an index out of range) are checked at the op.
-* "fused": ops are recorded instead of run and flushed as one cached XLA program when a value must
-  exist (jaxdev/fused/). Errors that depend on values surface at the next sync, like CUDA's
-  asynchronous errors.
+* "op" (the default on XLA's CPU backend): every op on jax tensors is one jitted XLA program,
+  dispatched asynchronously; values that CPU checks at once (an index out of range) are checked at the op.
+* "fused" (the default on an accelerator): ops are recorded instead of run and flushed as one cached
+  XLA program when a value must exist (jaxdev/fused/). Errors that depend on values surface at the
+  next sync, like CUDA's asynchronous errors.
 * "sync": every op waits for its results: errors and NaNs show up at the op that made them, and
   timings are per op. For debugging.
 
 Every Python kernel the registry installs calls `dispatch` when a mode other than "op" is on (one
 attribute test per op otherwise); the native fast paths are turned off in those modes so that no op
 escapes the mode (`native.cpp`'s set_python_kernels).
+
+The default is chosen at the device's first tensor (torch calls `torch.jax._lazy_init` then), when
+neither JAXDEV_EAGER nor `eager_mode()` chose before: asking JAX's platform earlier would start the
+accelerator's runtime at `import torch` (jaxdev autoloads). Why fused on an accelerator: on a TPU v5e
+(2026-12-06, benchmarks/tpu_check.sh, the GPT LM's bf16 training step) fused eager ran a step in 15.6
+ms against per-op's 86.5 and its cold first step in 32.1 s against 66.0, and won the batch-1 forward;
+on XLA's CPU backend per-op stays, whose values CPU checks at the op.
 
 The modes are one table, HANDLERS: a mode's name -> its handler (a `Mode`), which says what a kernel
 call and a compiled graph's call do while the mode is on, and what a flush runs. "op" and "sync" are
@@ -81,6 +88,7 @@ class _Active:
 
 
 ACTIVE = _Active()
+_chosen = False  # a mode was chosen (JAXDEV_EAGER, eager_mode()): the platform's default no longer applies
 register(ACTIVE.handler)
 register(_Sync())
 # Kernels that run inside another kernel, a trace or a flush run as they are (thread-local: autograd
@@ -114,8 +122,10 @@ class eager_mode:
     block and restores the previous one after (flushing pending work when leaving "fused")."""
 
     def __init__(self, name: str):
+        global _chosen
         self._previous = ACTIVE.name
         _set(_check(name))
+        _chosen = True
 
     def __enter__(self):
         return self
@@ -168,11 +178,25 @@ def _wait(out) -> None:
 
 
 def from_environment() -> None:
+    global _chosen
     name = os.environ.get(ENV, "").strip().lower()
-    if name and name != "op":
+    if name:
         if name not in HANDLERS:
             raise RuntimeError(f"{ENV}={name!r} is not a jaxdev eager mode: use one of {', '.join(MODES)}")
         _set(name)
+        _chosen = True
+
+
+def platform_default() -> str:
+    """The eager mode a program that never chose one runs in: fused on an accelerator, op on CPU."""
+    return "op" if jax.default_backend() == "cpu" else "fused"
+
+
+def on_first_tensor() -> None:
+    """torch.jax._lazy_init: the device's first tensor is being made; the platform's default mode
+    applies from here on unless one was chosen."""
+    if not _chosen and ACTIVE.name == "op":
+        _set(platform_default())
 
 
 def _after_optimizer_step(optimizer, args, kwargs) -> None:

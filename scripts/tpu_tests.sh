@@ -9,4 +9,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export TPU_TESTS_STARTED=${TPU_TESTS_STARTED:-$(date +%s)}  # the budget counts the setup too
 source scripts/tpu_env.sh
+export JAXDEV_EAGER=${JAXDEV_EAGER:-op}  # the suite is per-op's (a TPU's default is fused; CI runs a fused subset)
 exec "$PY" scripts/tpu_tests.py "$@"

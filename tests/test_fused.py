@@ -7,6 +7,7 @@ import subprocess
 import sys
 import warnings
 
+import jax
 import pytest
 import torch
 from torch import nn
@@ -177,6 +178,37 @@ def test_mode_api_and_environment():
     env = dict(os.environ, JAXDEV_EAGER="fused")
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert out.stdout.split() == ["fused", "2.0"], out.stderr
+
+
+def test_the_platforms_default_mode_starts_at_the_first_tensor():
+    """Fused eager is the default on an accelerator, chosen at the device's first tensor (torch's
+    lazy device init) unless JAXDEV_EAGER or eager_mode() chose first; per-op on XLA's CPU backend.
+    The child pretends to be on an accelerator by its platform_default, the one platform question."""
+    code = """
+import sys, torch, jaxdev
+from jaxdev import eager_modes
+eager_modes.platform_default = lambda: "fused"  # an accelerator's
+if sys.argv[1] == "chosen":
+    jaxdev.eager_mode("op")
+before = jaxdev.get_eager_mode()
+x = torch.ones(2).to("jax")
+print(before, jaxdev.get_eager_mode(), x.sum().item())
+"""
+    env = {k: v for k, v in os.environ.items() if k != "JAXDEV_EAGER"}
+    runs = {
+        "free": env,
+        "chosen": env,
+        "env": dict(env, JAXDEV_EAGER="op"),
+    }
+    seen = {}
+    for how, child_env in runs.items():
+        out = subprocess.run(
+            [sys.executable, "-c", code, how], env=child_env, capture_output=True, text=True, timeout=300
+        )
+        seen[how] = out.stdout.split() or out.stderr[-500:]
+    assert seen == {"free": ["op", "fused", "2.0"], "chosen": ["op", "op", "2.0"], "env": ["op", "op", "2.0"]}
+    if jax.default_backend() == "cpu":
+        assert jaxdev.eager_modes.platform_default() == "op"
 
 
 def test_changing_numbers_compile_a_bounded_number_of_programs():

@@ -251,6 +251,7 @@ def worker_env(env: dict | None = None, cache_dir: str | None = None) -> dict:
     """The workers' environment: the CPU fallback silent, JAX's persistent cache, fast compiles."""
     env = dict(os.environ if env is None else env)
     env.setdefault("JAXDEV_FALLBACK", "silent")
+    env.setdefault("JAXDEV_EAGER", "op")  # a forward cell is per-op eager's, on an accelerator too
     if cache_dir:
         env[CACHE_ENV] = cache_dir
     env.setdefault(CACHE_ENV, CACHE_DIR)
