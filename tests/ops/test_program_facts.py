@@ -2,7 +2,7 @@
 TPU's, and as they are on a TPU: converts into and out of complex128 lowered in parts, float64/int64
 bitcasts through uint64, float32 and complex64 kernels that widen kept in their own dtype where float64
 is emulated. Each is what XLA's TPU compiler aborted or raised on (the chip, or run without it:
-jaxdev/audit/deviceless.py)."""
+jaxdev/audit/deviceless.py). The `tpu_policy` fixture: tests/ops/conftest.py."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import pytest
 import torch
 from jaxdev_testing import JAX
 
-from jaxdev.ops.kit import capabilities, transcendentals
+from jaxdev.ops.kit import capabilities
 
 _C128_TO_C64 = re.compile(r"stablehlo\.convert .*complex<f64>.*-> tensor<[^>]*complex<f32>")
 _F64_ARRAY = re.compile(r"tensor<[0-9x]+xf64>")  # a float64 array (a Python float is a float64 scalar)
@@ -25,25 +25,6 @@ _F64_ARRAY = re.compile(r"tensor<[0-9x]+xf64>")  # a float64 array (a Python flo
 # This platform's own float64 (before tpu_policy puts the TPU's facts on it): a TPU's is float32 pairs,
 # with float32's exponent range (1e300 is inf there, 1e-310 zero), so no test can hand it such values.
 _F64_EMULATED_HERE = "float64_emulated" in capabilities.PROGRAM_FACTS.get(capabilities.platform(), {})
-
-
-@pytest.fixture
-def tpu_policy(monkeypatch):
-    """The TPU's program facts on this process's platform and its own float32 functions (JAXDEV_MATH
-    auto picks them off CPU), with every program traced and lowered afresh while they hold; and a list
-    of the (from, to) dtypes of each convert the usual lowering was asked for."""
-    monkeypatch.setitem(capabilities.PROGRAM_FACTS, capabilities.platform(), dict(capabilities.PROGRAM_FACTS["tpu"]))
-    seen, usual = [], capabilities._usual_convert
-
-    def spy(ctx, operand, *, new_dtype, **params):
-        seen.append((ctx.avals_in[0].dtype, np.dtype(new_dtype)))
-        return usual(ctx, operand, new_dtype=new_dtype, **params)
-
-    monkeypatch.setattr(capabilities, "_usual_convert", spy)
-    jax.clear_caches()
-    with transcendentals.forced("own"):
-        yield seen
-    jax.clear_caches()  # the next test's programs as this platform makes them
 
 
 @pytest.mark.tpu_fact("a convert into complex128, or from it into complex64, aborts XLA's TPU compiler")

@@ -69,6 +69,8 @@ from jax._src.interpreters import mlir as mlir_internal  # the usual lowering, t
 from jax.interpreters import mlir
 
 from jaxdev import dtypes, fallback
+from jaxdev.core import placement
+from jaxdev.ops.kit import jit
 
 F64, C128 = torch.float64, torch.complex128
 
@@ -343,3 +345,19 @@ def _bitcast_through_unsigned(ctx, operand, *, new_dtype, **params):
 
 
 _usual_bitcast = _lowering_over(jax.lax.bitcast_convert_type_p, _bitcast_through_unsigned)
+
+
+_float64_bits = jit.program(lambda v: jax.lax.bitcast_convert_type(v, np.uint64))
+
+
+def _float64_read_back(array):
+    """A float64 array's values read back as their bits (viewed as float64 on the host) where float64 is
+    emulated: a TPU reads a float32 pair back as hi + lo, -0.0 + 0.0 = +0.0, where its float64 -> uint64
+    bitcast on the device keeps the sign (the chip: test_program_facts' bitcast test). None elsewhere:
+    the platform's read-back, no program more."""
+    if not fact("float64_emulated"):
+        return None
+    return np.asarray(_float64_bits(array)).view(np.float64)
+
+
+placement.set_float64_reader(_float64_read_back)

@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import torch
 
 from jaxdev import dtypes
-from jaxdev.ops.kit import J, axes
+from jaxdev.ops.kit import J, axes, capabilities
 from jaxdev.ops.reductions.common import reduce_over
 from jaxdev.ops.registry import aten, register, register_functional
 
@@ -62,5 +62,38 @@ def hash_tensor(self, dim=(), *, keepdim=False, mode=0):
         if self.shape[a] == 0:
             raise IndexError(f"hash_tensor: Expected reduction dim {a} to have non-zero size.")
     x = J(self)
-    wide = x.astype(jnp.float64) if jnp.issubdtype(x.dtype, jnp.floating) else x.astype(jnp.int64)
-    return _xor_all(jax.lax.bitcast_convert_type(wide, jnp.uint64), ax, bool(keepdim))
+    if x.dtype in _NARROW_FLOATS and capabilities.fact("float64_emulated"):
+        bits = _float64_bits_of(x)
+    else:  # a float64 on such a platform: its stored value is the emulation's, its bits are those
+        wide = x.astype(jnp.float64) if jnp.issubdtype(x.dtype, jnp.floating) else x.astype(jnp.int64)
+        bits = jax.lax.bitcast_convert_type(wide, jnp.uint64)
+    return _xor_all(bits, ax, bool(keepdim))
+
+
+# dtype -> (its unsigned twin, mantissa bits, exponent bits)
+_NARROW_FLOATS = {
+    jnp.dtype(jnp.float16): (jnp.uint16, 10, 5),
+    jnp.dtype(jnp.bfloat16): (jnp.uint16, 7, 8),
+    jnp.dtype(jnp.float32): (jnp.uint32, 23, 8),
+}
+
+
+def _float64_bits_of(x):
+    """The bits of `x` widened to float64, as CPU's widening gives them (a NaN quieted, its payload and
+    sign kept; a subnormal normalized), made from x's bits with 32-bit integer arithmetic: where float64
+    is float32 pairs (a TPU), x.astype(float64) bitcast to uint64 is the pair's value, not these bits."""
+    unsigned, m, e = _NARROW_FLOATS[x.dtype]
+    bias = (1 << (e - 1)) - 1
+    bits = jax.lax.bitcast_convert_type(x, unsigned).astype(jnp.uint32)
+    sign = bits >> (m + e)
+    exp = ((bits >> m) & ((1 << e) - 1)).astype(jnp.int32)
+    man = bits & ((1 << m) - 1)
+    top = 31 - jax.lax.clz(man).astype(jnp.int32)  # a subnormal's leading bit (-1 for zero)
+    sub_frac = (man ^ (jnp.uint32(1) << jnp.maximum(top, 0).astype(jnp.uint32))) << (23 - top).astype(jnp.uint32)
+    special = exp == (1 << e) - 1  # infinity or NaN
+    e64 = jnp.where(exp == 0, jnp.where(man == 0, 0, top + 1 - bias - m + 1023), exp - bias + 1023)
+    e64 = jnp.where(special, 2047, e64).astype(jnp.uint32)
+    frac = jnp.where(exp == 0, jnp.where(man == 0, 0, sub_frac), man << (23 - m))  # float32's 23 bits
+    frac = jnp.where(special & (man != 0), frac | (1 << 22), frac).astype(jnp.uint32)  # a NaN quieted
+    high = (sign << 31) | (e64 << 20) | (frac >> 3)
+    return (high.astype(jnp.uint64) << 32) | ((frac & 7) << 29).astype(jnp.uint64)

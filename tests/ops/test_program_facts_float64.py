@@ -1,0 +1,89 @@
+"""Facts of an emulated float64 (a TPU's: float32 pairs, float32's exponent range), run here under the
+TPU's policy (`tpu_policy`: tests/ops/conftest.py) and as they are on a TPU: float64 read back with all
+its bits, hash_tensor's float64 bits of narrow floats made without float64 arithmetic."""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import torch
+from jaxdev_testing import JAX
+
+from jaxdev.core import placement
+from jaxdev.ops.kit import capabilities
+
+_ON_CPU = capabilities.platform() == "cpu"
+
+
+def _pairs_summed(array):
+    """A TPU's own float64 read-back, here: the pair's hi + lo summed on the host (-0.0 + 0.0 = +0.0)."""
+    values = np.asarray(array)
+    return values + 0.0 if values.dtype == np.float64 else values
+
+
+@pytest.mark.tpu_fact("float64 is emulated: a TPU reads a float64 pair back as hi + lo, -0.0 as +0.0")
+def test_float64_read_back_keeps_negative_zeros_sign(tpu_policy, monkeypatch):
+    if _ON_CPU:
+        monkeypatch.setattr(placement, "_read_back", _pairs_summed)
+    # values a float32 pair holds exactly (the chip rounds others to its 48-49 bits on the way in)
+    source = torch.tensor([-0.0, 0.0, -1.5, 1 + 2.0**-40, 2.0**127, -(2.0**-100), np.inf, -np.inf], dtype=torch.float64)
+    on_jax = source.to(JAX)
+    back = on_jax.cpu()
+    assert back.view(torch.int64).tolist() == source.view(torch.int64).tolist()
+    assert np.signbit(on_jax[0].item()) and not np.signbit(on_jax[1].item())  # item() reads it alike
+    assert torch.signbit(torch.tensor([-0.0], dtype=torch.float64).to(JAX).cpu()).item()
+    assert on_jax.to(torch.float32).cpu().view(torch.int32)[0].item() == -(2**31)  # float32: -0.0 as it was
+
+
+def test_float64_read_back_is_the_platforms_where_float64_is_ieees():
+    if capabilities.fact("float64_emulated"):
+        pytest.skip("this platform's float64 is emulated")
+    x = torch.tensor([-0.0, 1 / 3, 5e-324], dtype=torch.float64)
+    assert placement.host_values(jnp.asarray(x.numpy())).view(np.int64).tolist() == x.view(torch.int64).tolist()
+    assert capabilities._float64_read_back(jnp.asarray(x.numpy())) is None  # no program more
+
+
+def _narrow_bits(dtype, rng):
+    """Every special class of `dtype` (zeros, subnormals, normals, infinities, quiet and signalling NaNs
+    with payloads, both signs) and random bit patterns, as a `dtype` tensor."""
+    width = {torch.float32: 32}.get(dtype, 16)
+    m = {torch.float16: 10, torch.bfloat16: 7, torch.float32: 23}[dtype]
+    top = (1 << (width - 1)) - (1 << m)  # +infinity's bits
+    special = [0, 1, 2, 3, (1 << m) - 1, 1 << m, top - 1, top, top + 1, top + (1 << (m - 1)), top + 5, (1 << width) - 1]
+    special += [b | (1 << (width - 1)) for b in special]
+    signed = np.int32 if width == 32 else np.int16
+    random = rng.integers(0, 1 << width, 4000, dtype=np.int64)
+    bits = np.concatenate([np.array(special, np.int64), random]).astype(np.uint32 if width == 32 else np.uint16)
+    return torch.from_numpy(bits.view(signed).copy()).view(dtype)
+
+
+@pytest.mark.tpu_fact("float64 is emulated: a float32 widened to float64 has the pair's bits, not IEEE's")
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32], ids=str)
+def test_hash_tensor_of_narrow_floats_is_cpus_where_float64_is_emulated(tpu_policy, dtype):
+    """hash_tensor xors the elements' float64 bits; where float64 is float32 pairs (a TPU) they are made
+    from the narrow float's bits, NaN payloads and subnormals as CPU's widening gives them."""
+    x = _narrow_bits(dtype, np.random.default_rng(0))
+    for i in range(len(x)):  # each element's bits alone, then all of them xor-ed along a dim
+        if i < 24 or i % 97 == 0:
+            got, want = torch.hash_tensor(x[i : i + 1].to(JAX)).cpu(), torch.hash_tensor(x[i : i + 1])
+            assert got.item() == want.item(), (
+                i,
+                x[i : i + 1].view(torch.int16 if dtype != torch.float32 else torch.int32),
+            )
+    grid = x[:4000].reshape(40, 100)
+    assert torch.equal(torch.hash_tensor(grid.to(JAX), dim=1).cpu(), torch.hash_tensor(grid, dim=1))
+    assert torch.hash_tensor(x.to(JAX)).item() == torch.hash_tensor(x).item()
+    assert not [pair for pair in tpu_policy if pair[1] == np.float64]  # no float64 value made
+
+
+def test_hash_tensor_widens_through_float64_where_float64_is_ieees(monkeypatch):
+    from jaxdev.ops.reductions import logical
+
+    if capabilities.fact("float64_emulated"):
+        pytest.skip("this platform's float64 is emulated")
+    called = []
+    monkeypatch.setattr(logical, "_float64_bits_of", lambda x: called.append(x))
+    x = torch.randn(64).to(JAX)
+    assert torch.hash_tensor(x).item() == torch.hash_tensor(x.cpu()).item()
+    assert not called  # CPU's widening as XLA's convert does it: CPU's bits, no integer program
