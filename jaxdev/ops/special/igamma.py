@@ -24,7 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxdev.ops.kit import transcendentals as tm
-from jaxdev.ops.kit.cpu_numerics import horner, round_to, wide, widened
+from jaxdev.ops.kit.cpu_numerics import divide, horner, round_to, wide, widened
 
 # Cephes' coefficients d[k][n] of the asymptotic expansion, as Math.h lists them (25 rows of 25).
 _D = np.array(
@@ -200,9 +200,9 @@ def _lgamma(v):
 def _lanczos_sum_expg_scaled(a):
     """Math.h's ratevl: the rational function in a, or in 1/a with the coefficients reversed past 1."""
     big = jnp.abs(a) > 1
-    y = jnp.where(big, 1 / a, a)
-    forward = horner(_LANCZOS_NUM, y) / horner(_LANCZOS_DENOM, y)
-    backward = horner(_LANCZOS_NUM[::-1], y) / horner(_LANCZOS_DENOM[::-1], y)
+    y = jnp.where(big, divide(jnp.ones_like(a), a), a)
+    forward = divide(horner(_LANCZOS_NUM, y), horner(_LANCZOS_DENOM, y))
+    backward = divide(horner(_LANCZOS_NUM[::-1], y), horner(_LANCZOS_DENOM[::-1], y))
     return jnp.where(big, backward, forward)
 
 
@@ -226,11 +226,11 @@ def _fac(a, x):
     ax = a * _libm(tm.log, x) - x - _lgamma(a)
     far = jnp.where(ax < -maxlog, 0, _libm(tm.exp, ax))
     fac = a + _LANCZOS_G - 0.5
-    res = jnp.sqrt(fac / _EXP1) / _lanczos_sum_expg_scaled(a)
-    small = res * _exp_times_power(a - x, x / fac, a)
-    numfac = (x - a - _LANCZOS_G + 0.5) / fac
+    res = divide(jnp.sqrt(divide(fac, _EXP1)), _lanczos_sum_expg_scaled(a))
+    small = res * _exp_times_power(a - x, divide(x, fac), a)
+    numfac = divide(x - a - _LANCZOS_G + 0.5, fac)
     g = float(np.asarray(_LANCZOS_G, dt))  # Math.h's lanczos_g is a scalar_t
-    exponent = _wide(a * (_libm(tm.log1p, numfac) - numfac)) + _wide(x) * (0.5 - g) / _wide(fac)
+    exponent = _wide(a * (_libm(tm.log1p, numfac) - numfac)) + divide(_wide(x) * (0.5 - g), _wide(fac))
     large = (_wide(res) * tm.exp(exponent)).astype(dt)
     near = jnp.where((a < 200) & (x < 200), small, large)
     return jnp.where(_wide(jnp.abs(a - x)) > 0.4 * _wide(jnp.abs(a)), far, near)
@@ -260,12 +260,12 @@ def _igam_series(a, x, running):
     def step(i, state):
         r, c, ans = state
         r = r + 1
-        c = c * (x / r)  # Math.h's c *= x / r
+        c = c * divide(x, r)  # Math.h's c *= x / r
         ans = ans + c
         return (r, c, ans), c <= machep * ans
 
     _, _, ans = _loop(step, (a, one, one), running & (ax != 0))
-    return jnp.where(ax == 0, 0, ans * ax / a)
+    return jnp.where(ax == 0, 0, divide(ans * ax, a))
 
 
 def _igamc_series(a, x, running):
@@ -275,8 +275,8 @@ def _igamc_series(a, x, running):
     def step(i, state):
         fac, total = state
         n = (i + 1).astype(a.dtype)
-        fac = fac * (-x / n)  # Math.h's fac *= -x / n
-        term = fac / (a + n)
+        fac = fac * divide(-x, n)  # Math.h's fac *= -x / n
+        term = divide(fac, a + n)
         total = total + term
         return (fac, total), jnp.abs(term) <= machep * jnp.abs(total)
 
@@ -304,15 +304,15 @@ def _igamc_continued_fraction(a, x, running):
         pk = pkm1 * z - pkm2 * yc
         qk = qkm1 * z - qkm2 * yc
         nonzero = qk != 0
-        r = pk / jnp.where(nonzero, qk, 1)
-        t = jnp.where(nonzero, jnp.abs((ans - r) / r), 1)
+        r = divide(pk, jnp.where(nonzero, qk, 1))
+        t = jnp.where(nonzero, jnp.abs(divide(ans - r, r)), 1)
         ans = jnp.where(nonzero, r, ans)
         # rescaled together when the numerators grow past BIG
         s = jnp.where(jnp.abs(pk) > big, jnp.asarray(biginv, dt), jnp.asarray(1, dt))
         return (y, z, c, pkm1 * s, pk * s, qkm1 * s, qk * s, ans), t <= machep
 
     one = jnp.ones_like(a)
-    state = (y, z, jnp.zeros_like(a), one, pkm1, x, qkm1, pkm1 / qkm1)
+    state = (y, z, jnp.zeros_like(a), one, pkm1, x, qkm1, divide(pkm1, qkm1))
     ans = _loop(step, state, running & (ax != 0))[-1]
     return jnp.where(ax == 0, 0, ans * ax)
 
@@ -323,9 +323,9 @@ def _asymptotic_series(a, x, lower: bool, running):
     stop where CPU's loops break, and run only over the running elements."""
     dt = a.dtype
     machep, sgn = _machep(dt), -1 if lower else 1
-    sigma = (x - a) / a
+    sigma = divide(x - a, a)
     root = jnp.sqrt(-2 * (_libm(tm.log1p, sigma) - sigma))
-    ratio = x / a
+    ratio = divide(x, a)
     eta = jnp.where(ratio > 1, root, jnp.where(ratio < 1, -root, 0))
     res = 0.5 * _libm(tm.erfc, sgn * eta * jnp.sqrt(a / 2))
     powers = [jnp.ones_like(eta)]
@@ -348,7 +348,7 @@ def _asymptotic_series(a, x, lower: bool, running):
         grow = absterm > absold  # CPU breaks before adding a growing term
         total = jnp.where(grow, total, total + term)
         done = grow | (absterm < machep * jnp.abs(total))
-        return (total, afac / a, absterm, on & ~done), done
+        return (total, divide(afac, a), absterm, on & ~done), done
 
     start = (jnp.zeros_like(a), jnp.ones_like(a), jnp.full_like(a, jnp.inf), running)
     total = _loop(add_term, start, running, 25)[0]
@@ -356,7 +356,7 @@ def _asymptotic_series(a, x, lower: bool, running):
     # and the sum into res are taken in double; sqrt(2 pi a) stays in float (c10::pi<float>)
     gauss = tm.exp(-0.5 * _wide(a) * _wide(eta) * _wide(eta))
     scale = jnp.sqrt(2 * float(np.float32(np.pi)) * a)
-    return (_wide(res) + sgn * gauss * _wide(total) / _wide(scale)).astype(dt)
+    return (_wide(res) + divide(sgn * gauss * _wide(total), _wide(scale))).astype(dt)
 
 
 def _edges(a, x, lower: bool):
@@ -375,8 +375,8 @@ def _edges(a, x, lower: bool):
 
 def _asymptotic(a, x):
     """The regime where CPU takes the asymptotic expansion: a large and x near it."""
-    off = jnp.abs(x - a) / a
-    return ((a > 20) & (a < 200) & (off < 0.3)) | ((a > 200) & (off < 4.5 / jnp.sqrt(a)))
+    off = divide(jnp.abs(x - a), a)
+    return ((a > 20) & (a < 200) & (off < 0.3)) | ((a > 200) & (off < divide(4.5, jnp.sqrt(a))))
 
 
 def igammac(a, x):
@@ -386,7 +386,7 @@ def igammac(a, x):
     a, x = jnp.where(regular, a, 1), jnp.where(regular, x, 1)  # keeps the loops off the edges
     asymptotic = _asymptotic(a, x)
     wa, wx, above = _wide(a), _wide(x), _wide(x) > 1.1
-    via_p = jnp.where(above, x < a, jnp.where(x <= 0.5, -0.4 / _wide(_libm(tm.log, x)) < wa, wx * 1.1 < wa))
+    via_p = jnp.where(above, x < a, jnp.where(x <= 0.5, divide(-0.4, _wide(_libm(tm.log, x))) < wa, wx * 1.1 < wa))
     rest = regular & ~asymptotic
     p = 1 - _igam_series(a, x, rest & via_p)
     fraction = _igamc_continued_fraction(a, x, rest & ~via_p & above)
