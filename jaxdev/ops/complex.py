@@ -14,6 +14,7 @@ import torch
 
 from jaxdev import dtypes, layout
 from jaxdev.ops.kit import J, apply, float_of, out_dtypes
+from jaxdev.ops.kit import transcendentals as tm
 from jaxdev.ops.registry import aten, register, register_functional, store_into
 
 _FLOATS = (torch.float16, torch.float32, torch.float64)
@@ -72,7 +73,7 @@ def _complex(re, im):
 
 
 def _polar(r, theta):
-    return jax.lax.complex(r * jnp.cos(theta), r * jnp.sin(theta))
+    return jax.lax.complex(r * tm.cos(theta), r * tm.sin(theta))
 
 
 @register_functional(aten.complex.default)

@@ -17,6 +17,7 @@ import torch
 from jaxdev import dtypes
 from jaxdev.ops.kit import J, apply, complex_c99, cpu_numerics, float_of, plain, same_dtype_bodies, typed_bodies
 from jaxdev.ops.kit import transcendentals as tm
+from jaxdev.ops.kit import transcendentals_complex as tc
 from jaxdev.ops.registry import aten, register_functional
 
 
@@ -133,7 +134,7 @@ def _hyperbolic(sign):
 
     def hyperbolic(x):
         if jnp.iscomplexobj(x):
-            return fn(x)
+            return (tc.sinh if sign < 0 else tc.cosh)(x)
         a = jnp.abs(x)
         e = tm.exp(a)
         half = tm.exp(a / 2)
@@ -186,9 +187,9 @@ _FLOAT_REFUSALS = {
 }
 
 for _op, _fn in [
-    (aten.sin.default, jnp.sin),
-    (aten.cos.default, jnp.cos),
-    (aten.tan.default, jnp.tan),
+    (aten.sin.default, tc.sin),
+    (aten.cos.default, tc.cos),
+    (aten.tan.default, tm.tan),
     (aten.asin.default, complex_c99.asin),
     (aten.acos.default, complex_c99.acos),
     (aten.atan.default, complex_c99.atan),

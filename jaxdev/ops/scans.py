@@ -15,6 +15,7 @@ import torch
 from jaxdev import dtypes, tensor
 from jaxdev.ops.kit import J, accumulate_dtype, cpu_numerics, jitted, opmath, out_dtypes, wrap_dim
 from jaxdev.ops.kit import transcendentals as tm
+from jaxdev.ops.kit import transcendentals_complex as tc
 from jaxdev.ops.registry import aten, register, register_functional, store_into
 
 
@@ -129,7 +130,7 @@ def _complex_log1p(z):
 def _c_exp(z):
     """C's cexp, whose exp(inf + 0i) is inf + 0i (not inf + nan i)."""
     m, y = tm.exp(jnp.real(z)), jnp.imag(z)
-    return jax.lax.complex(jnp.where(y == 0, m, m * jnp.cos(y)), jnp.where(y == 0, y, m * jnp.sin(y)))
+    return jax.lax.complex(jnp.where(y == 0, m, m * tm.cos(y)), jnp.where(y == 0, y, m * tm.sin(y)))
 
 
 def _c_log(z):
@@ -147,7 +148,7 @@ def _complex_log_add_exp(x, cum):
     x_first = jnp.real(x) < jnp.real(cum)
     lo, hi = jnp.where(x_first, x, cum), jnp.where(x_first, cum, x)
     lo_r, hi_r = jnp.real(lo), jnp.real(hi)
-    general = _complex_log1p(tm.exp(lo - hi)) + hi
+    general = _complex_log1p(tc.exp(lo - hi)) + hi
     both_inf = ~jnp.isfinite(lo_r) & (lo_r == hi_r)
     infinite = jnp.where(lo_r < 0, lo, _c_log(_c_exp(lo) + _c_exp(hi)))
     out = jnp.where(both_inf, infinite, general)

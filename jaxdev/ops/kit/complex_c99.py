@@ -22,7 +22,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxdev.ops.kit import cpu_numerics
-from jaxdev.ops.kit import transcendentals as tm
+from jaxdev.ops.kit import transcendentals_complex as tc
 
 _PI = math.pi
 _INF = math.inf
@@ -182,8 +182,8 @@ asinh = _symmetric(jnp.arcsinh, True, _ASINH)
 _atanh = _symmetric(jnp.arctanh, True, _ATANH)
 _acos = _symmetric(jnp.arccos, False, _ACOS)
 acosh = _symmetric(jnp.arccosh, False, _ACOSH)
-log = _symmetric(tm.log, False, _LOG)
-exp = _symmetric(tm.exp, False, _EXP)
+log = _symmetric(tc.log, False, _LOG)  # complex64 on jaxdev's float32 functions where those are chosen
+exp = _symmetric(tc.exp, False, _EXP)
 
 
 def asin(z):

@@ -1,4 +1,4 @@
-"""exp, log, tanh, sigmoid, erf and what is built on them, for every kernel, as close to CPU's as CPU's
+"""exp, log, tanh, sigmoid, erf, sin, cos, tan and what is built on them, for every kernel, as close to CPU's as CPU's
 own functions are to the exact values, on every platform.
 
 Why. XLA's TPU backend computes float32 exp, log, tanh, logistic and erf with fast approximations that
@@ -19,7 +19,9 @@ The switch, JAXDEV_MATH, read when the first kernel using it is traced:
 
 Kernels call these, never jnp.exp, jax.nn.sigmoid, ... directly (tests/ops/test_transcendentals.py
 checks the ops package for direct calls). float16 and bfloat16 values are computed in float32 and
-rounded once, as CPU computes them; float64 and complex values take XLA's functions.
+rounded once, as CPU computes them; float64 values take XLA's functions, complex64 ones are
+transcendentals_complex.py's. sin, cos and tan are transcendentals_trig.py's (a TPU's XLA sin is
+accurate absolutely, not relative to a small result near a multiple of pi).
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
+
+from jaxdev.ops.kit import transcendentals_trig as _trig
 
 _MODES = ("auto", "fast", "own")
 _mode: str | None = None
@@ -347,6 +351,11 @@ def _log10_32(x):
 
 _LN2 = np.float32(math.log(2))
 _LN10 = np.float32(math.log(10))
+_sin_own = _with_jvp(_trig.sin32, lambda x, y, g: g * _trig.cos32(x))
+_cos_own = _with_jvp(_trig.cos32, lambda x, y, g: -g * _trig.sin32(x))
+sin = _chosen(_sin_own, jnp.sin)
+cos = _chosen(_cos_own, jnp.cos)
+tan = _chosen(_with_jvp(_trig.tan32, lambda x, y, g: g * (1 + y * y)), jnp.tan)  # JAX's rule
 log2 = _chosen(_with_jvp(_log2_32, lambda x, y, g: g / (x * _LN2)), jnp.log2)
 log10 = _chosen(_with_jvp(_log10_32, lambda x, y, g: g / (x * _LN10)), jnp.log10)
 

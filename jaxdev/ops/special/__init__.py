@@ -7,6 +7,7 @@ i0e.py: i0e as CPU computes it, half precision element by element on CPU's loop 
 zeta.py: the Hurwitz zeta and polygamma n >= 2 by CPU's Euler-Maclaurin summation in double
 precision, which is also defined for a negative non-integer q, where JAX's zeta is off (by 3.5e-2 at
 zeta(3, -7.5)) or NaN (CPU gives inf at q a non-positive integer).
+digamma.py: CPU's float calc_digamma, where jaxdev's own float32 functions are chosen (a TPU).
 polynomials.py: the orthogonal polynomials (Chebyshev, Hermite, Laguerre, Legendre).
 bessel/: Bessel and Airy functions as Cephes evaluates them.
 Gradients come from PyTorch's own derivative formulas.

@@ -12,6 +12,7 @@ from jaxdev import dtypes
 from jaxdev.ops.kit import J, apply, float_of, jitted, opmath
 from jaxdev.ops.kit import transcendentals as tm
 from jaxdev.ops.registry import aten, register_functional
+from jaxdev.ops.special import digamma as own_digamma
 from jaxdev.ops.special import igamma
 
 
@@ -23,7 +24,11 @@ def _unary(op, fn):
 
 
 def digamma(x):
-    """PyTorch's: digamma(+0) = -inf, digamma(-0) = +inf (the limit from each side)."""
+    """PyTorch's: digamma(+0) = -inf, digamma(-0) = +inf (the limit from each side); CPU's float
+    algorithm where jaxdev's own functions are chosen (special/digamma.py)."""
+    own = own_digamma.digamma(x)
+    if own is not None:
+        return own
     pole = jnp.where(jnp.signbit(x), jnp.asarray(jnp.inf, x.dtype), jnp.asarray(-jnp.inf, x.dtype))
     return jnp.where(x == 0, pole, jss.digamma(x))
 

@@ -29,6 +29,7 @@ import torch
 
 from jaxdev import dtypes
 from jaxdev.ops.kit import apply, float_of
+from jaxdev.ops.kit import transcendentals as tm
 from jaxdev.ops.registry import aten, register_functional
 
 _INT64_MIN = jnp.iinfo(jnp.int64).min
@@ -90,7 +91,7 @@ def _t(x, n, *, shifted):
         cases += [(x == 1, 1), (x == 0, _sign(_even(n), 1))]
     else:
         cases.append((jnp.abs(x) == 1, _sign((x > 0) | _even(n), 1)))
-    closed = jnp.cos(n.astype(x.dtype) * jnp.arccos(y))
+    closed = tm.cos(n.astype(x.dtype) * jnp.arccos(y))
     cases += [((n > 6) & (jnp.abs(y) < 1), closed), (n == 0, 1), (n == 1, y)]
     return _evaluate(cases, n, y, lambda k, p, q: (y + y) * q - p, stop_at_nan=True)
 
@@ -99,8 +100,8 @@ def _u_closed(y, n):
     dt = y.dtype
     m = (n + 1).astype(dt)
     theta = jnp.arccos(y)
-    s = jnp.sin(theta)
-    return jnp.where(s != 0, jnp.sin(m * theta) / s, m * jnp.cos(m * theta) / y)
+    s = tm.sin(theta)
+    return jnp.where(s != 0, tm.sin(m * theta) / s, m * tm.cos(m * theta) / y)
 
 
 def chebyshev_u(x, n):
@@ -130,7 +131,7 @@ def shifted_chebyshev_u(x, n):
 def _v_closed(y, n, otherwise):
     theta = jnp.arccos(y)
     half = theta / 2
-    return jnp.where(jnp.sin(half) != 1, jnp.cos((n.astype(y.dtype) + 0.5) * theta) / jnp.cos(half), otherwise)
+    return jnp.where(tm.sin(half) != 1, tm.cos((n.astype(y.dtype) + 0.5) * theta) / tm.cos(half), otherwise)
 
 
 def chebyshev_v(x, n):
@@ -162,7 +163,7 @@ def shifted_chebyshev_v(x, n):
 def _w_closed(y, n, otherwise):
     theta = jnp.arccos(y)
     half = theta / 2
-    return jnp.where(jnp.cos(half) != 1, jnp.sin((n.astype(y.dtype) + 0.5) * theta) / jnp.sin(half), otherwise)
+    return jnp.where(tm.cos(half) != 1, tm.sin((n.astype(y.dtype) + 0.5) * theta) / tm.sin(half), otherwise)
 
 
 def chebyshev_w(x, n):

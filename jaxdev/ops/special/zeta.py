@@ -15,6 +15,7 @@ import torch
 
 from jaxdev import dtypes, tracing
 from jaxdev.ops.kit import J, apply, float_of, jitted, opmath, program
+from jaxdev.ops.kit import transcendentals as tm
 from jaxdev.ops.registry import aten, register, register_functional, store_into
 from jaxdev.ops.special.functions import digamma, with_order
 
@@ -194,7 +195,7 @@ def _rounded(jdt):
 def _trigamma(x):
     """PyTorch's trigamma: reflection below 1/2, six recurrence steps, then the asymptotic series."""
     below = x < 0.5
-    sin_pi_x = jnp.sin(jnp.pi * x)
+    sin_pi_x = tm.sin(jnp.pi * x)
     total = jnp.where(below, -(jnp.pi * jnp.pi) / (sin_pi_x * sin_pi_x), jnp.zeros_like(x))
     x = jnp.where(below, 1 - x, x)
     for _ in range(6):

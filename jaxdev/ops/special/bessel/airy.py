@@ -6,6 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from jaxdev.ops.kit import transcendentals as tm
 from jaxdev.ops.kit.cpu_numerics import (
     const,
     divide_by,
@@ -27,7 +28,7 @@ def spherical_j0(x):
     for k in range(4, -1, -1):
         acc = c[k] + xx * acc
     taylor = 1.0 + xx * acc
-    r = jnp.where(jnp.abs(x) < 0.5, taylor, jnp.sin(x) / x)
+    r = jnp.where(jnp.abs(x) < 0.5, taylor, tm.sin(x) / x)
     return jnp.where(jnp.isinf(x), jnp.zeros((), x.dtype), r)
 
 
@@ -115,7 +116,7 @@ def _airy_negative(x):
     t = zeta + 0.25 * np.asarray(np.pi, x.dtype)
     f = 1.0 + zz * afn / afd
     g = z * agn / agd
-    return _SQRT_1_PI / sqrt_divisor(jnp.sqrt(-x)) * (jnp.sin(t) * f - jnp.cos(t) * g)
+    return _SQRT_1_PI / sqrt_divisor(jnp.sqrt(-x)) * (tm.sin(t) * f - tm.cos(t) * g)
 
 
 def _airy_positive(x):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
+from jaxdev.ops.kit import transcendentals as tm
 from jaxdev.ops.kit.cpu_numerics import (
     const,
     horner,
@@ -167,9 +168,9 @@ def _asymptotic(x, order: int, bessel_j: bool):
     q = 5.0 / x * (horner(qp, w, from_zero=True) / horner(qq, w, from_zero=True))
     shifted = x - phase
     if bessel_j:
-        combined = p * jnp.cos(shifted) - q * jnp.sin(shifted)
+        combined = p * tm.cos(shifted) - q * tm.sin(shifted)
     else:
-        combined = p * jnp.sin(shifted) + q * jnp.cos(shifted)
+        combined = p * tm.sin(shifted) + q * tm.cos(shifted)
     return combined * _SQ2OPI / sqrt_divisor(x)
 
 

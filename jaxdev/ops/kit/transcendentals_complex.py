@@ -1,0 +1,127 @@
+"""complex64 exp, log, sin, cos, sinh and cosh from jaxdev's float32 functions (transcendentals.py,
+transcendentals_trig.py), where transcendentals.own() holds for float32 (a TPU): XLA's complex
+functions are built on its real exp, log, sin and cos, which a TPU computes 40-3,000 ulps from CPU's
+(complex64 sin was 2.8x OpInfo's tolerance off on the chip, logcumsumexp's complex path 5.8e-5
+relative). Elsewhere, and for complex128, these are XLA's (jnp's), so the CPU backend's programs and
+bits are unchanged. Real values go to transcendentals.py's functions.
+
+The formulas are C99's (Annex G), as CPU's C library (cexpf, clogf, csinf ...) computes them:
+exp(a + ib) = e^a (cos b + i sin b); log z = log|z| + i atan2(b, a), |z| never formed (log of the
+larger part plus log1p of the ratio squared, or log1p((m - 1)(m + 1) + n^2) / 2 near |z| = 1);
+sinh(a + ib) = sinh a cos b + i cosh a sin b, cosh(a + ib) = cosh a cos b + i sinh a sin b,
+sin z = -i sinh(iz), cos z = cosh(iz). A zero part multiplies nothing (exp(inf + 0i) = inf + 0i, not
+inf + NaN i), and past exp's overflow e^a is applied in two halves. The special values that
+complex_c99.py's rules fix for exp and log are fixed there, after these.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from jaxdev.ops.kit import transcendentals as tm
+from jaxdev.ops.kit import transcendentals_trig as trig
+
+
+def own(z) -> bool:
+    """Whether z's complex functions are these: complex64 where float32's are jaxdev's."""
+    return jnp.dtype(getattr(z, "dtype", z)) == jnp.complex64 and tm.own(jnp.float32)
+
+
+def _exp_times(a, cos_b, sin_b, b):
+    """e^a (cos b, sin b), e^a in two halves where it alone overflows; a zero b gives (e^a, b)."""
+    big = a > 88.0
+    e = tm.exp(jnp.where(big, a / 2, a))
+    re, im = e * cos_b, e * sin_b
+    re, im = jnp.where(big, re * e, re), jnp.where(big, im * e, im)
+    return jnp.where(b == 0, jnp.where(big, e * e, e), re), jnp.where(b == 0, b, im)
+
+
+def _exp(z):
+    a, b = z.real, z.imag
+    s, c = trig.sin_cos32(b)
+    re, im = _exp_times(a, c, s, b)
+    return jax.lax.complex(re, im)
+
+
+def _log(z):
+    a, b = z.real, z.imag
+    m, n = jnp.maximum(jnp.abs(a), jnp.abs(b)), jnp.minimum(jnp.abs(a), jnp.abs(b))
+    safe_m = jnp.where(m == 0, 1, m)
+    ratio = n / safe_m
+    far = tm.log(safe_m) + 0.5 * tm.log1p(ratio * ratio)
+    near_one = 0.5 * tm.log1p((m - 1) * (m + 1) + n * n)  # m - 1 exact (Sterbenz) for m in [1/2, 2]
+    modulus = jnp.where((m > 0.5) & (m < 2) & (n < 0.5), near_one, far)
+    modulus = jnp.where(m == 0, -jnp.inf, modulus)
+    modulus = jnp.where(jnp.isinf(m), jnp.inf, modulus)  # an infinite part: inf, even beside a NaN
+    modulus = jnp.where(jnp.isnan(a) | jnp.isnan(b), jnp.where(jnp.isinf(m), jnp.inf, jnp.nan), modulus)
+    return jax.lax.complex(modulus.astype(jnp.float32), jnp.arctan2(b, a))
+
+
+def _cosh_sinh(a):
+    """(cosh a, sinh a) for real float32 a from one exp (sinh of |a| < 1 from expm1, within 2 ulps),
+    e^|a| / 2 in two halves past exp's overflow; sinh keeps a zero's sign."""
+    x = jnp.abs(a)
+    e = tm.exp(jnp.minimum(x, 88.0))
+    half = tm.exp(x / 2)
+    big = x > 88.0
+    cosh = jnp.where(big, (half / 2) * half, (e + 1 / e) / 2)
+    u = tm.expm1(x)
+    small = (u + u / (u + 1)) / 2
+    sinh = jnp.where(x < 1, small, jnp.where(big, (half / 2) * half, (e - 1 / e) / 2))
+    return cosh, jnp.where(a == 0, a, jnp.copysign(sinh, a))
+
+
+def _sinh_cosh(z, cosine: bool):
+    """sinh z (cosine False) or cosh z: their real and imaginary parts, a zero factor's product
+    its own zero (C99: sinh(x + 0i) = sinh x + 0i, cosh(0 + iy) = cos y + 0i ...)."""
+    a, b = z.real, z.imag
+    cosh_a, sinh_a = _cosh_sinh(a)
+    sin_b, cos_b = trig.sin_cos32(b)
+    if cosine:  # sinh a sin b: an infinite a beside b = 0 gives that zero, signed as sinh a's
+        re, im = cosh_a * cos_b, jnp.where(b == 0, jnp.where(jnp.signbit(a), -b, b), sinh_a * sin_b)
+    else:
+        re, im = sinh_a * cos_b, jnp.where(b == 0, b, cosh_a * sin_b)
+    return jax.lax.complex(re, im)
+
+
+def _i_times(z):
+    return jax.lax.complex(-z.imag, z.real)
+
+
+def _sinh(z):
+    return _sinh_cosh(z, False)
+
+
+def _cosh(z):
+    return _sinh_cosh(z, True)
+
+
+def _sin(z):
+    """sin z = -i sinh(iz)."""
+    w = _sinh(_i_times(z))
+    return jax.lax.complex(w.imag, -w.real)
+
+
+def _cos(z):
+    """cos z = cosh(iz)."""
+    return _cosh(_i_times(z))
+
+
+def _chosen(ours, real, xla):
+    def run(x):
+        x = jnp.asarray(x)
+        if not jnp.iscomplexobj(x):
+            return real(x)
+        return ours(x) if own(x) else xla(x)
+
+    run.__name__ = run.__qualname__ = xla.__name__
+    return run
+
+
+exp = _chosen(_exp, tm.exp, jnp.exp)
+log = _chosen(_log, tm.log, jnp.log)
+sin = _chosen(_sin, tm.sin, jnp.sin)
+cos = _chosen(_cos, tm.cos, jnp.cos)
+sinh = _chosen(_sinh, jnp.sinh, jnp.sinh)
+cosh = _chosen(_cosh, jnp.cosh, jnp.cosh)
