@@ -103,28 +103,11 @@ def to_cpu(array: jax.Array, dtype: torch.dtype) -> torch.Tensor:
         return dtypes.numpy_to_cpu(host_values(array), dtype)
 
 
-# The platform's own read-back (a seam: tests put a TPU's float64 read-back here)
-_read_back = np.asarray
-# `fn(array) -> np.ndarray | None`, installed by jaxdev/ops/kit/capabilities.py: a float64 array's values
-# read back as their bits where the platform's own read-back loses some (a TPU's float64 is a float32
-# pair read back as hi + lo: -0.0 + 0.0 comes back +0.0); None from it: the platform's read-back.
-_float64_reader = None
-
-
-def set_float64_reader(fn) -> object:
-    """Install `fn` as the float64 read-back (see _float64_reader). Returns the previous one."""
-    global _float64_reader
-    previous, _float64_reader = _float64_reader, fn
-    return previous
-
-
 def host_values(array: jax.Array) -> np.ndarray:
-    """`array`'s values on the host, float64 with every bit the device holds (-0.0 keeps its sign)."""
-    if _float64_reader is not None and array.dtype == np.float64:
-        values = _float64_reader(array)
-        if values is not None:
-            return values
-    return _read_back(array)
+    """`array`'s values on the host, through the platform's read-back. (A TPU reads its emulated float64,
+    a float32 pair, back as hi + lo: -0.0 comes back +0.0. Its float64 -> uint64 bitcast on the chip gives
+    the pair's two float32 bit patterns, hi << 32 | lo, not IEEE's bits, so no read-back through bits.)"""
+    return np.asarray(array)
 
 
 def _platform(device) -> str:

@@ -15,7 +15,17 @@ import jax.numpy as jnp
 import torch
 
 from jaxdev import dtypes
-from jaxdev.ops.kit import J, apply, complex_c99, cpu_numerics, float_of, plain, same_dtype_bodies, typed_bodies
+from jaxdev.ops.kit import (
+    J,
+    apply,
+    capabilities,
+    complex_c99,
+    cpu_numerics,
+    float_of,
+    plain,
+    same_dtype_bodies,
+    typed_bodies,
+)
 from jaxdev.ops.kit import transcendentals as tm
 from jaxdev.ops.kit import transcendentals_complex as tc
 from jaxdev.ops.registry import aten, register_functional
@@ -416,6 +426,7 @@ def _frexp(x):
 def frexp(self):
     if not self.dtype.is_floating_point:
         raise RuntimeError("torch.frexp() only supports floating-point dtypes")
+    capabilities.refuse_float64_bits("torch.frexp", self.dtype)
     x = J(self)
     mantissa, exponent = _frexp(x.astype(jnp.float32) if x.dtype.itemsize < 4 else x)
     return mantissa.astype(x.dtype), exponent

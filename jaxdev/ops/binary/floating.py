@@ -8,7 +8,7 @@ from jax import lax
 
 from jaxdev import dtypes
 from jaxdev.ops.binary.rules import binary
-from jaxdev.ops.kit import apply, cpu_numerics, jitted, on_views, result_type
+from jaxdev.ops.kit import apply, capabilities, cpu_numerics, jitted, on_views, result_type
 from jaxdev.ops.kit import transcendentals as tm
 from jaxdev.ops.registry import aten, register_functional
 
@@ -51,6 +51,7 @@ def nextafter(self, other):
     common = result_type(self, other)
     if not common.is_floating_point:
         raise NotImplementedError(f"\"nextafter_cpu\" not implemented for '{dtypes.scalar_name(common)}'")
+    capabilities.refuse_float64_bits("torch.nextafter", common)
     return on_views(_nextafter(dtypes.to_jax_dtype(common)), (self, other))
 
 

@@ -69,8 +69,6 @@ from jax._src.interpreters import mlir as mlir_internal  # the usual lowering, t
 from jax.interpreters import mlir
 
 from jaxdev import dtypes, fallback
-from jaxdev.core import placement
-from jaxdev.ops.kit import jit
 
 F64, C128 = torch.float64, torch.complex128
 
@@ -292,6 +290,18 @@ def fact(name: str) -> bool:
     return name in PROGRAM_FACTS.get(platform(), {})
 
 
+def refuse_float64_bits(what: str, dtype: torch.dtype) -> None:
+    """Raise, in one sentence, where `what` reads float64's IEEE bits and the platform's float64 has none:
+    a TPU's is a float32 pair, and its float64 -> uint64 bitcast gives the pair's two float32 patterns
+    (hi << 32 | lo; measured on a v5e: 1/3 -> 0x3eaaaaabb22aaaab), so a result made from them is garbage."""
+    if dtype == F64 and fact("float64_emulated"):
+        raise dtypes.PlatformDtypeError(
+            f"{what} of float64 is not supported on device 'jax' on a {platform().upper()}: float64 is "
+            "emulated there as float32 pairs, which have no IEEE float64 bits to read; use float32, or "
+            "run it on CPU"
+        )
+
+
 def _complex_in_parts(ctx, operand, *, new_dtype, **params):
     """convert_element_type's lowering: a convert into complex128 (from another dtype) or from it into
     complex64 as real and imaginary parts converted and recombined, where the platform aborts on the
@@ -345,19 +355,3 @@ def _bitcast_through_unsigned(ctx, operand, *, new_dtype, **params):
 
 
 _usual_bitcast = _lowering_over(jax.lax.bitcast_convert_type_p, _bitcast_through_unsigned)
-
-
-_float64_bits = jit.program(lambda v: jax.lax.bitcast_convert_type(v, np.uint64))
-
-
-def _float64_read_back(array):
-    """A float64 array's values read back as their bits (viewed as float64 on the host) where float64 is
-    emulated: a TPU reads a float32 pair back as hi + lo, -0.0 + 0.0 = +0.0, where its float64 -> uint64
-    bitcast on the device keeps the sign (the chip: test_program_facts' bitcast test). None elsewhere:
-    the platform's read-back, no program more."""
-    if not fact("float64_emulated"):
-        return None
-    return np.asarray(_float64_bits(array)).view(np.float64)
-
-
-placement.set_float64_reader(_float64_read_back)

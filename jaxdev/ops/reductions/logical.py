@@ -61,10 +61,11 @@ def hash_tensor(self, dim=(), *, keepdim=False, mode=0):
     for a in ax:
         if self.shape[a] == 0:
             raise IndexError(f"hash_tensor: Expected reduction dim {a} to have non-zero size.")
+    capabilities.refuse_float64_bits("torch.hash_tensor", self.dtype)
     x = J(self)
     if x.dtype in _NARROW_FLOATS and capabilities.fact("float64_emulated"):
         bits = _float64_bits_of(x)
-    else:  # a float64 on such a platform: its stored value is the emulation's, its bits are those
+    else:
         wide = x.astype(jnp.float64) if jnp.issubdtype(x.dtype, jnp.floating) else x.astype(jnp.int64)
         bits = jax.lax.bitcast_convert_type(wide, jnp.uint64)
     return _xor_all(bits, ax, bool(keepdim))
