@@ -15,6 +15,7 @@ import pytest
 import torch
 from test_transcendentals import own, ulps
 
+from jaxdev.ops.kit import cpu_numerics
 from jaxdev.ops.kit import transcendentals as tm
 from jaxdev.ops.kit import transcendentals_trig as tt
 from jaxdev.ops.special import functions, zeta
@@ -46,7 +47,9 @@ def test_own_trig_within_2_ulps_of_cpus(name):
     got = own(getattr(tm, name))(x)
     normal = ~((np.abs(want) < 2.0**-126) & (want != 0))
     d = ulps(got[normal], want[normal])
-    assert d.max() <= 2, (name, x[normal][np.argmax(d)], d.max())
+    # tan is sin / cos: one more ulp where the platform's division is not IEEE's (a v5e: 3 at -8828.64)
+    bound = 3 if name == "tan" and not cpu_numerics.division_ieee() else 2
+    assert d.max() <= bound, (name, x[normal][np.argmax(d)], d.max())
     assert np.array_equal(np.signbit(got[x == 0]), np.signbit(want[x == 0]))  # sin(-0) = -0
 
 
@@ -127,7 +130,13 @@ def test_half_digamma_and_trigamma_are_cpus(name, dtype):
         return fn(v.astype(jnp.float32)).astype(jdt) if name == "trigamma" else fn(v)
 
     got = own(in_half)(jnp.asarray(t.float().numpy()).astype(jdt)).astype(np.float32)
-    np.testing.assert_allclose(got, want, rtol=0, atol=0, equal_nan=True)
+    if cpu_numerics.division_ieee():
+        np.testing.assert_allclose(got, want, rtol=0, atol=0, equal_nan=True)
+    else:  # the float32 value lands an ulp off where division is not IEEE's; a rounding may then move
+        ulp = np.spacing(np.abs(want)) * (
+            2.0**13 if dtype == torch.float16 else 2.0**16
+        )  # the half's ulp  # (a v5e: 4 of 6,091, one half-ulp)
+        assert (np.abs(got - want) <= ulp)[~np.isnan(want)].all() and np.array_equal(np.isnan(got), np.isnan(want))
 
 
 def complex_values() -> np.ndarray:
