@@ -93,7 +93,7 @@ def new_pending(numel: int, dtype) -> tuple[PendingBox, object]:
     return box, tensor.new_storage(box)
 
 
-class _Shape:
+class Shape:
     """What the native wrap reads of an array: its shape."""
 
     __slots__ = ("shape",)
@@ -114,7 +114,7 @@ def new_pending_tensor(shape: tuple, dtype) -> tuple[PendingBox, object, int]:
             tensor.tensor_on_storage(storage, dtype, shape, tensor.contiguous_strides(shape)),
             storage.data_ptr(),
         )
-    stand_in = _Shape()
+    stand_in = Shape()
     stand_in.shape = shape
     address = next(core_boxes.next_address)
     t = wrap(stand_in, dtype, address)

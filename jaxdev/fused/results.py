@@ -10,6 +10,7 @@ from __future__ import annotations
 import torch
 
 from jaxdev import tensor
+from jaxdev.core import boxes as core_boxes
 from jaxdev.fused import boxes
 from jaxdev.tensor import BOXES, Box
 
@@ -23,27 +24,57 @@ def make(seg, learned, tensors: list):
         _written(seg, learned.writes, tensors)
     kind, specs = learned.out
     if kind == "one":
-        if specs[0] == "fresh":
-            _, m, dtype, shape = specs
-            box, t, address = boxes.new_pending_tensor(shape, dtype)
-            node = len(seg.nodes)
-            seg.slots[address] = ("p", node, m)
-            seg.pending.append((box, node, m))
-            return t
+        if specs[0] == "fresh" and _wrap is not None:
+            return _fresh(seg, (specs,))[0]
         return _result(seg, learned, specs, tensors, None)
     if kind == "none":
         return None
+    fresh = _ALL_FRESH.get(learned)
+    if fresh is None:
+        fresh = _ALL_FRESH[learned] = _wrap is not None and all(s is not None and s[0] == "fresh" for s in specs)
+    if fresh:  # a foreach op's many results: no per-result frame, no storage objects (no later view needs them)
+        out = _fresh(seg, specs)
+        return out if kind is list else tuple(out)
     made: dict = {}
     return kind(_result(seg, learned, s, tensors, made) for s in specs)
 
 
+# learn.Learned -> whether every result of its op is a "fresh" one (Learned.out never changes once learned)
+_ALL_FRESH: dict = {}
+_wrap = core_boxes.native_wrap
+_next_address = core_boxes.next_address
+_STAND_IN = boxes.Shape()  # what the native wrap reads of an array: its shape, set before each call
+
+
+def _fresh(seg, specs) -> list:
+    """boxes.new_pending_tensor for each ("fresh", m, dtype, shape) of `specs`, inline (a frame and two
+    tuples less per result: a foreach op makes one per parameter), entered in the segment."""
+    node, slots, pending, stand_in, out = len(seg.nodes), seg.slots, seg.pending, _STAND_IN, []
+    for _, m, dtype, shape in specs:
+        stand_in.shape = shape
+        address = next(_next_address)
+        t = _wrap(stand_in, dtype, address)
+        box = BOXES[address]
+        box.__class__ = boxes.PendingBox
+        box._array = boxes.PENDING
+        slots[address] = ("p", node, m)
+        pending.append((box, node, m))
+        out.append(t)
+    core_boxes.checkpoint()  # once for the op: a sweep keeps every box these tensors hold
+    return out
+
+
 def _written(seg, writes: list, tensors: list) -> None:
-    """The storages the op writes: their boxes' values are pending from now on (boxes.WrittenBox)."""
+    """The storages the op writes: their boxes' values are pending from now on (boxes.WrittenBox).
+    boxes.address inline: an optimizer's foreach ops write hundreds of storages each."""
+    get, written = BOXES.get, seg.written
     for i in writes:
-        box = BOXES.get(boxes.address(tensors[i]))
+        t = tensors[i]
+        p = t.data_ptr()
+        box = get(p - t.storage_offset() * t.element_size() if p else t.untyped_storage().data_ptr())
         if type(box) is Box:
             box.__class__ = boxes.WrittenBox
-            seg.written.append(box)
+            written.append(box)
 
 
 def _result(seg, learned, spec, tensors: list, made: dict | None):
