@@ -160,10 +160,10 @@ _PI_HI_PARTS, _PI_REST = _split(_PI, 2)
 _PI32 = np.float32(math.pi)
 
 
-def pi_over_tan_pi(r):
-    """pi / tan(pi r) for float32 r (exact, |r| < 1: a fractional part), near the correctly rounded
-    value as CPU's float digamma computes it in double: r = m/2 + t exactly (|t| <= 1/4), pi t as a
-    pair from exact 12-bit products, then cos/sin of it (m even) or -sin/cos (m odd)."""
+def sin_cos_pi(r):
+    """(odd, sin(pi t), cos(pi t)) for float32 r (exact, |r| < 1: a fractional part), r = m/2 + t
+    exactly (|t| <= 1/4, odd: m odd), pi t as a pair from exact 12-bit products: sin(pi r) is
+    +-sin(pi t) for even m, +-cos(pi t) for odd m, each near the correctly rounded value."""
     m = jnp.round(2 * r)
     t = r - 0.5 * m  # exact (Sterbenz)
     t_hi = _top12_of(t)
@@ -174,5 +174,12 @@ def pi_over_tan_pi(r):
     e = e + t * _PI_REST
     hi = s + e
     sin_t, cos_t = sin_cos_reduced(hi, e - (hi - s))
-    odd = (m.astype(jnp.int32) & 1) == 1
+    return (m.astype(jnp.int32) & 1) == 1, sin_t, cos_t
+
+
+def pi_over_tan_pi(r):
+    """pi / tan(pi r) for float32 r (exact, |r| < 1: a fractional part), near the correctly rounded
+    value as CPU's float digamma computes it in double: cos/sin of pi t (m even) or -sin/cos (m odd),
+    from sin_cos_pi's pair."""
+    odd, sin_t, cos_t = sin_cos_pi(r)
     return _PI32 * (jnp.where(odd, -sin_t, cos_t) / jnp.where(odd, cos_t, sin_t))

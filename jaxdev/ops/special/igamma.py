@@ -24,6 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxdev.ops.kit import transcendentals as tm
+from jaxdev.ops.kit import transcendentals_gamma as tg
 from jaxdev.ops.kit.cpu_numerics import divide, horner, round_to, wide, widened
 
 # Cephes' coefficients d[k][n] of the asymptotic expansion, as Math.h lists them (25 rows of 25).
@@ -194,7 +195,9 @@ def _libm(fn, *args):
 
 
 def _lgamma(v):
-    return _libm(jax.lax.lgamma, v)
+    """lgammaf: XLA's in float64 where float32 widens (CPU's bits), jaxdev's own where float32 stays
+    float32 and own() holds (a TPU, whose XLA lgamma is 1.2e5 ulps off: transcendentals_gamma.py)."""
+    return _libm(tg.lgamma, v)
 
 
 def _lanczos_sum_expg_scaled(a):
@@ -213,7 +216,8 @@ def _exp_times_power(d, q, a):
     float32's grid (subnormals included) and rounds their product."""
     if a.dtype != jnp.float32:
         return tm.exp(d) * jnp.power(q, a)
-    power = round_to(jnp.float32)(jnp.power(_wide(q), _wide(a)))
+    # where float32 stays float32 (a TPU) the own pow: XLA's exp(a log q) there is 9.4e-5 relative off
+    power = round_to(jnp.float32)(tg.pow(_wide(q), _wide(a)))
     return (_wide(_libm(tm.exp, d)) * power).astype(jnp.float32)
 
 
