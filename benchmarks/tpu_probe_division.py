@@ -1,6 +1,7 @@
 """float32 division and reciprocal on this platform against IEEE's (NumPy on the host), as the platform
 divides and through cpu_numerics.divide; float64 values through `.to("jax").cpu()`; and igamma float32
-against CPU PyTorch on tests/ops/test_program_facts.py's inputs, with its intermediate quantities.
+against CPU PyTorch on tests/ops/test_program_facts.py's inputs, with its intermediate quantities; and
+float32 lgamma and pow, jaxdev's own against XLA's (ulps from CPU torch's, ms).
 
     python benchmarks/tpu_probe_division.py [--n 200000] [--json division.json]
 
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import time
 
 import jax
 import jax.numpy as jnp
@@ -23,6 +25,7 @@ import torch
 import jaxdev  # noqa: F401  (the device, and x64 as jaxdev runs it)
 from jaxdev.ops.kit import capabilities, cpu_numerics
 from jaxdev.ops.kit import transcendentals as tm
+from jaxdev.ops.kit import transcendentals_gamma as tg
 from jaxdev.ops.special import igamma
 
 
@@ -133,10 +136,56 @@ def igamma_rows() -> list[dict]:
         "x / (a + g - 0.5)": (run(lambda u, v: cpu_numerics.divide(v, u + igamma._LANCZOS_G - 0.5))(ja, jx),
                               (x64 / (a64 + igamma._LANCZOS_G - 0.5)).numpy(), None),
         "pow(x / a, a)": (run(lambda u, v: jnp.power(v / u, u))(ja, jx), ((x64 / a64) ** a64).numpy(), None),
+        "own pow(x / a, a)": (run(lambda u, v: tg.pow(v / u, u))(ja, jx), ((x64 / a64) ** a64).numpy(), None),
         "x^a e^-x / Gamma(a)": (run(igamma._fac)(ja, jx), fac, None),
     }  # fmt: skip
     for name, (got, want64, cpu32) in parts.items():
         rows.append({"quantity": name, **_off(got, want64, cpu32)})
+    return rows
+
+
+def _ms(fn, *args) -> float:
+    """Median ms of one jitted call on this platform (after a warm-up)."""
+    fn(*args).block_until_ready()
+    times = []
+    for _ in range(7):
+        start = time.perf_counter()
+        fn(*args).block_until_ready()
+        times.append(time.perf_counter() - start)
+    return 1e3 * float(np.median(times))
+
+
+def gamma_rows(n: int) -> list[dict]:
+    """lgamma and pow in float32, jaxdev's own (transcendentals_gamma.py) and XLA's: ulps from CPU torch's
+    (glibc's lgammaf, powf) and ms for n elements. lgamma over (0, 50), log-uniform to 1e30 and
+    (-50, -0.25); pow over bases in (1e-6, 1e6), exponents up to 1e3 in magnitude, normal results."""
+    rng = np.random.default_rng(0)
+    k = n // 3
+    x = np.concatenate([rng.uniform(0, 50, k), np.exp(rng.uniform(-69, 69, k)), rng.uniform(-50, -0.25, n - 2 * k)])
+    x = x.astype(np.float32)
+    b = np.exp(rng.uniform(np.log(1e-6), np.log(1e6), n)).astype(np.float32)
+    e = (rng.uniform(-1, 1, n) * 10.0 ** rng.uniform(-3, 3, n)).astype(np.float32)
+    lg_cpu = torch.lgamma(torch.from_numpy(x)).numpy()
+    pw_cpu = torch.pow(torch.from_numpy(b), torch.from_numpy(e)).numpy()
+    normal = np.abs(pw_cpu) >= 2.0**-126
+    jx, jb, je = jnp.asarray(x), jnp.asarray(b), jnp.asarray(e)
+    rows = []
+    for name, own_fn, xla_fn, args, want, kept in [
+        ("lgamma", tg.lgamma, jax.scipy.special.gammaln, (jx,), lg_cpu, x > 0),
+        ("pow", tg.pow, jnp.power, (jb, je), pw_cpu, normal),
+    ]:
+        for side, fn in (("own", own_fn), ("xla", xla_fn)):
+            with tm.forced("own" if side == "own" else "fast"):
+                jitted = jax.jit(fn)
+                got = np.asarray(jitted(*args))
+                ms = _ms(jitted, *args)
+            d = _ulps(got, want)
+            row = {"quantity": f"{name} {side}", "max_ulps_from_cpu": float(np.nanmax(d[kept]))}
+            if name == "lgamma":  # x < -1/4: reflection, ulps of the larger of its two terms
+                scale = np.maximum(np.abs(want), np.abs(torch.lgamma(torch.from_numpy(-x)).numpy()))
+                off = np.abs(got.astype(np.float64) - want) / np.spacing(scale)
+                row["negative_x_ulps_of_term"] = float(np.nanmax(off[x < 0]))
+            rows.append({**row, "ms": ms})
     return rows
 
 
@@ -161,9 +210,10 @@ def main() -> None:
         "division": division_rows(args.n),
         "float64_round_trip": round_trip_rows(),
         "igamma_float32": igamma_rows(),
+        "lgamma_pow_float32": gamma_rows(args.n),
     }
     print(f"platform {report['platform']}; facts: {', '.join(facts) or 'none'}")
-    for key in ("division", "float64_round_trip", "igamma_float32"):
+    for key in ("division", "float64_round_trip", "igamma_float32", "lgamma_pow_float32"):
         print(f"\n{key}\n{_table(report[key])}")
     if args.json:
         with open(args.json, "w") as f:
