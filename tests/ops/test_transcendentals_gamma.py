@@ -163,6 +163,37 @@ def test_lgamma_and_mvlgamma_ops_take_the_own_lgamma(tpu_policy):
     torch.testing.assert_close(torch.mvlgamma(m.to(JAX), 3).cpu(), torch.mvlgamma(m, 3), rtol=1.3e-6, atol=1e-5)
 
 
+@pytest.mark.tpu_fact(_TPU_FACT)
+@pytest.mark.usefixtures("chips_lgamma_and_power")
+def test_the_pow_op_takes_the_own_pow(tpu_policy, monkeypatch):
+    """torch.pow in float32 (tensor and number exponents, negative bases with integer exponents, an odd
+    one negating) and float16 under the TPU's policy, XLA's pow made the chip's: CPU's within 1 ulp,
+    special values exactly."""
+    traced, own_pow = [], tg.pow32
+    monkeypatch.setattr(tg, "pow32", lambda b, e: traced.append(b.dtype) or own_pow(b, e))
+    g = torch.Generator().manual_seed(0)
+    base = torch.cat([torch.rand(4000, generator=g) * 20 - 10, torch.tensor([0.0, -0.0, np.inf, -np.inf, np.nan])])
+    whole = torch.randint(-12, 12, (2000,), generator=g).float()
+    exponent = torch.cat([whole, torch.rand(2000, generator=g) * 8 - 4, torch.tensor([0.0, 1, -1, 3, np.nan])])
+    for got, want in (
+        (torch.pow(base.to(JAX), exponent.to(JAX)), torch.pow(base, exponent)),
+        (torch.pow(base.to(JAX), 3.7), torch.pow(base, 3.7)),
+        (torch.pow(base.to(JAX), 5.0), torch.pow(base, 5.0)),
+        (torch.pow(2.5, exponent.to(JAX)), torch.pow(2.5, exponent)),
+    ):
+        got, want = got.cpu().numpy(), want.numpy()
+        number = ~np.isnan(want)
+        assert np.array_equal(np.isnan(got), ~number) and np.array_equal(
+            np.signbit(got[number]), np.signbit(want[number])
+        )
+        finite = np.isfinite(want) & (np.abs(want) > 2.0**-126)
+        assert ulps(got[finite], want[finite]).max() <= 1
+        assert np.array_equal(got[~finite], want[~finite], equal_nan=True)
+    assert traced  # (XLA's pow on CPU is CPU's: only the spy tells the two apart here)
+    half = base.half()
+    torch.testing.assert_close(torch.pow(half.to(JAX), 2.5).cpu(), torch.pow(half, 2.5), rtol=0, atol=0, equal_nan=True)
+
+
 @pytest.mark.cpu_fact("the default keeps XLA's functions on the CPU backend only")
 def test_the_cpu_backend_keeps_xlas_lgamma_and_power():
     x = jnp.linspace(0.5, 4, 8, dtype=jnp.float32)

@@ -121,17 +121,22 @@ def _exp_pair(hi, lo):
 
 
 def pow32(base, exponent):
-    """base ** exponent for float32 arrays; b > 0 finite, e finite by the pairs (see the module's
-    docstring), every other pair jnp.power's (its zeros, infinities, NaNs and negative bases)."""
-    ordinary = (base > 0) & (base < jnp.inf) & jnp.isfinite(exponent)
-    b = jnp.where(ordinary, base, 1)
+    """base ** exponent for float32 arrays; b finite and nonzero, e finite by the pairs (see the module's
+    docstring): a negative base with an integer exponent as |b| ** e, negated for an odd one (every
+    float32 past 2^24 is even); every other pair jnp.power's (zeros, infinities, NaNs, a negative base
+    with a fractional exponent: NaN)."""
+    integer = exponent == jnp.round(exponent)
+    ordinary = (base != 0) & (jnp.abs(base) < jnp.inf) & jnp.isfinite(exponent) & ((base > 0) | integer)
+    odd = (base < 0) & integer & (jnp.abs(jnp.fmod(exponent, 2)) == 1)
+    b = jnp.where(ordinary, jnp.abs(base), 1)
     e = jnp.where(ordinary, exponent, 0)
     l_hi, l_lo = log_pair(b)
     y, y_err = _two_product(e, l_hi)
     lo = y_err + e * l_lo
     hi = y + lo
     out = _exp_pair(hi, lo - (hi - y))
-    return jnp.where(ordinary, out, jnp.power(base, exponent))
+    out = jnp.where(ordinary, jnp.where(odd, -out, out), jnp.power(base, exponent))
+    return jnp.where((exponent == 0) | (base == 1), jnp.float32(1), out)  # C's pow(x, 0), pow(1, y): 1, NaN too
 
 
 # --- lgamma ----------------------------------------------------------------------------------------
