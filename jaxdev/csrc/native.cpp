@@ -52,6 +52,9 @@
 //   fused_layout, fused_alive,   fused eager's flush over every input and pending storage (fused_flush.cpp):
 //   fused_settle, fused_unwrite  program._layout, recorder._alive, boxes.settle and boxes.unwritten.
 //
+//   graph_place, graph_arrays    a compiled graph's call over its arguments (graph_inputs.cpp): Inputs'
+//                                placement and Specialisation.run's arrays. Python twins: the same loops.
+//
 //   install_hooks()              the jax device's PrivateUse1 hooks in C++, registered before PyTorch's
 //                                Python ones (a process has one): they answer what those answer, and
 //                                give pinned host memory (Tensor.pin_memory, DataLoader(pin_memory=
@@ -60,7 +63,8 @@
 // The CPython API is used directly (no pybind11): the module compiles in seconds. Its source files,
 // one concern each, share native.h: this file (the module, its method table, and the CPU redispatch
 // kernels; the PrivateUse1 library is made here, so the dispatcher names this file as where jaxdev's
-// native kernels are registered), boxes.cpp, cow.cpp, readers.cpp, fast_ops.cpp, fused.cpp, fused_flush.cpp and device.cpp. They are built
+// native kernels are registered), boxes.cpp, cow.cpp, readers.cpp, fast_ops.cpp, fused.cpp, fused_flush.cpp,
+// graph_inputs.cpp and device.cpp. They are built
 // as one translation unit, included below (jaxdev/native.py compiles this file): compiled apart, each
 // parsed PyTorch's headers again, 61 s of compiler time against 20 s for one unit.
 
@@ -73,6 +77,7 @@
 #include "readers.cpp"
 #include "fused.cpp"
 #include "fused_flush.cpp"
+#include "graph_inputs.cpp"
 
 #include <ATen/core/stack.h>
 #include <torch/library.h>
@@ -146,6 +151,10 @@ PyMethodDef methods[] = {
     {"fused_settle", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(fused_settle)), METH_FASTCALL,
      "pending boxes given their values, plain Boxes again"},
     {"fused_unwrite", fused_unwrite, METH_O, "written boxes plain Boxes again"},
+    {"graph_place", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(graph_place)), METH_FASTCALL,
+     "a compiled graph call's placement (graphs/inputs.py), or None"},
+    {"graph_arrays", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(graph_arrays)), METH_FASTCALL,
+     "boxes' physical arrays and whether each has its expected shape, or None"},
     {"install_hooks", install_hooks, METH_NOARGS, "the jax device's PrivateUse1 hooks, with pinned memory"},
     {nullptr, nullptr, 0, nullptr}};
 

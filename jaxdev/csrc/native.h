@@ -1,7 +1,7 @@
 // Declarations the translation units of jaxdev's native module share (see native.cpp for what the
 // module does); each unit includes the PyTorch headers it uses itself, so that none parses them all. One concern per file: native.cpp (the module and its CPU redispatch kernels),
 // boxes.cpp (storages and their boxes), cow.cpp (copy-on-write storages), readers.cpp (a tensor's array without Python), fast_ops.cpp
-// (whole eager ops and clone in C++), device.cpp (device guard, pinned-memory hooks, attention choice).
+// (whole eager ops and clone in C++), graph_inputs.cpp (a compiled graph's arguments), device.cpp (device guard, pinned-memory hooks, attention choice).
 
 #pragma once
 
@@ -68,6 +68,10 @@ PyObject* fused_layout(PyObject*, PyObject* const* args, Py_ssize_t nargs);
 PyObject* fused_alive(PyObject*, PyObject* pending);
 PyObject* fused_settle(PyObject*, PyObject* const* args, Py_ssize_t nargs);
 PyObject* fused_unwrite(PyObject*, PyObject* boxes);
+
+// --- graph_inputs.cpp: a compiled graph's call, its per-argument loops ------------------------------
+PyObject* graph_place(PyObject*, PyObject* const* args, Py_ssize_t nargs);
+PyObject* graph_arrays(PyObject*, PyObject* const* args, Py_ssize_t nargs);
 
 // --- device.cpp: the jax device's guard, hooks and attention choice ---------------------------------
 PyObject* install_device_guard(PyObject*, PyObject*);

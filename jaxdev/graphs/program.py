@@ -219,9 +219,7 @@ class Specialisation:
         return new_arrays, [boxes[g].array for g in mutated], flag
 
     def run(self, args, inputs: Inputs, first: bool = False):
-        arrays = inputs.arrays()
-        if [a.shape for a in arrays] != self.array_shapes:
-            arrays = [a if a.shape == shape else a.reshape(shape) for a, shape in zip(arrays, self.array_shapes)]
+        arrays = inputs.arrays_as(self.array_shapes)
         # A program that draws nothing never reads the state: a constant already on the device, not
         # the state's three numbers moved there at every call.
         base = rng.traced_base() if first or self.draws or self.spmd is not None else outputs.no_draws(arrays)

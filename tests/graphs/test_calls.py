@@ -95,3 +95,30 @@ def test_the_guard_cannot_tell_conj_bits_where_the_dispatch_state_hides_them():
     with torch._C._ExcludeDispatchKeyGuard(torch._C.DispatchKeySet(torch._C.DispatchKey.Conjugate)):
         assert not guard.passes([x])  # not trusted there: the call builds its full key
         assert graph_inputs.Guard.of([x]) is None
+
+
+def test_the_native_placement_and_arrays_are_the_python_loops(monkeypatch):
+    if graph_inputs._native_place is None:
+        return  # built without the native module: the Python loops are all there is
+    base = torch.randn(6, 4, device="jax")
+    cases = [
+        [base[:4], 3, base[2:], None, torch.randn(3, device="jax"), base.view(24), 2.5, True],
+        [base.t(), torch._neg_view(base)],
+        [base, torch.ones(2)],  # a CPU tensor: Python decides (the native loop says None)
+        [base, torch.float32],  # a Python argument of another type: Python decides
+    ]
+    native = [graph_inputs.Inputs(list(args)) for args in cases]
+    shapes = [[(1, a.size) for a in inputs.arrays()] for inputs in native]  # each reshaped, as after an eager read
+    arrays = [inputs.arrays_as(s) for inputs, s in zip(native, shapes)]
+    assert all(graph_inputs._native_place(args, graph_inputs._STATIC) is not None for args in cases[:2])
+    assert graph_inputs._native_place(cases[2], graph_inputs._STATIC) is None
+    assert graph_inputs._native_place(cases[3], graph_inputs._STATIC) is None
+    monkeypatch.setattr(graph_inputs, "_native_place", None)
+    monkeypatch.setattr(graph_inputs, "_native_arrays", None)
+    for args, got, s, got_arrays in zip(cases, native, shapes, arrays):
+        want = graph_inputs.Inputs(list(args))
+        assert (got.placed, got.key, got.cpu.keys()) == (want.placed, want.key, want.cpu.keys())
+        assert [(b.numel, b.dtype) for b in got.boxes] == [(b.numel, b.dtype) for b in want.boxes]
+        assert [s.data_ptr() for s in got.storages] == [s.data_ptr() for s in want.storages]
+        assert all(g is w for g, w in zip(got.tensors, want.tensors))
+        assert [a.shape for a in got_arrays] == [a.shape for a in want.arrays_as(s)] == s
