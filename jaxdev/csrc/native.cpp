@@ -52,8 +52,9 @@
 //   fused_layout, fused_alive,   fused eager's flush over every input and pending storage (fused_flush.cpp):
 //   fused_settle, fused_unwrite  program._layout, recorder._alive, boxes.settle and boxes.unwritten.
 //
-//   graph_place, graph_arrays    a compiled graph's call over its arguments (graph_inputs.cpp): Inputs'
-//                                placement and Specialisation.run's arrays. Python twins: the same loops.
+//   graph_place, graph_arrays,   a compiled graph's call over its arguments and outputs (graph_inputs.cpp):
+//   graph_view                   Inputs' placement, Specialisation.run's arrays, outputs.on_storage's
+//                                tensor. Python twins: the same loops, boxes.tensor_on_storage.
 //
 //   install_hooks()              the jax device's PrivateUse1 hooks in C++, registered before PyTorch's
 //                                Python ones (a process has one): they answer what those answer, and
@@ -155,6 +156,8 @@ PyMethodDef methods[] = {
      "a compiled graph call's placement (graphs/inputs.py), or None"},
     {"graph_arrays", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(graph_arrays)), METH_FASTCALL,
      "boxes' physical arrays and whether each has its expected shape, or None"},
+    {"graph_view", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(graph_view)), METH_FASTCALL,
+     "a new jax tensor on a jax storage with the given layout, or None"},
     {"install_hooks", install_hooks, METH_NOARGS, "the jax device's PrivateUse1 hooks, with pinned memory"},
     {nullptr, nullptr, 0, nullptr}};
 

@@ -72,6 +72,7 @@ PyObject* fused_unwrite(PyObject*, PyObject* boxes);
 // --- graph_inputs.cpp: a compiled graph's call, its per-argument loops ------------------------------
 PyObject* graph_place(PyObject*, PyObject* const* args, Py_ssize_t nargs);
 PyObject* graph_arrays(PyObject*, PyObject* const* args, Py_ssize_t nargs);
+PyObject* graph_view(PyObject*, PyObject* const* args, Py_ssize_t nargs);
 
 // --- device.cpp: the jax device's guard, hooks and attention choice ---------------------------------
 PyObject* install_device_guard(PyObject*, PyObject*);

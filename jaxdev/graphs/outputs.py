@@ -7,8 +7,11 @@ from __future__ import annotations
 import jax
 import torch
 
-from jaxdev import dtypes, rng, tensor
+from jaxdev import dtypes, native, rng, tensor
 from jaxdev.tensor import Box
+
+# tensor_on_storage in C++ (jaxdev/csrc/graph_inputs.cpp): no empty tensor, no set_ through the dispatcher.
+_native_view = native.module.graph_view if native.module is not None else None
 
 
 def rebuild(spec, new_arrays, args, inputs) -> list:
@@ -86,7 +89,9 @@ def no_draws(arrays: list):
 
 def on_storage(storage, meta) -> torch.Tensor:
     dtype, shape, stride, offset, conj, neg = meta
-    t = tensor.tensor_on_storage(storage, dtype, shape, stride, offset)
+    t = _native_view(storage, dtype, shape, stride, offset) if _native_view is not None else None
+    if t is None:
+        t = tensor.tensor_on_storage(storage, dtype, shape, stride, offset)
     if conj:
         torch._C._set_conj(t, True)
     if neg:

@@ -122,3 +122,18 @@ def test_the_native_placement_and_arrays_are_the_python_loops(monkeypatch):
         assert [s.data_ptr() for s in got.storages] == [s.data_ptr() for s in want.storages]
         assert all(g is w for g, w in zip(got.tensors, want.tensors))
         assert [a.shape for a in got_arrays] == [a.shape for a in want.arrays_as(s)] == s
+
+
+def test_the_native_view_is_tensor_on_storage():
+    from jaxdev.graphs import outputs
+
+    if outputs._native_view is None:
+        return  # built without the native module: tensor_on_storage is all there is
+    storage = torch.randn(6, 4, device="jax").untyped_storage()
+    for layout in [(torch.float32, torch.Size([3, 4]), (1, 3), 2), (torch.int32, torch.Size([2, 2]), (2, 1), 0)]:
+        got, want = outputs._native_view(storage, *layout), tensor.tensor_on_storage(storage, *layout)
+        assert (got.dtype, got.shape, got.stride(), got.storage_offset()) == layout
+        assert got.untyped_storage().data_ptr() == storage.data_ptr() and got._version == want._version == 0
+        assert torch._C._dispatch_keys(got) == torch._C._dispatch_keys(want)
+        assert torch.equal(got.cpu(), want.cpu())
+    assert outputs._native_view(torch.ones(3).untyped_storage(), torch.float32, (3,), (1,), 0) is None
