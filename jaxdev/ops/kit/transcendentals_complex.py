@@ -7,7 +7,7 @@ bits are unchanged. Real values go to transcendentals.py's functions.
 
 The formulas are C99's (Annex G), as CPU's C library (cexpf, clogf, csinf ...) computes them:
 exp(a + ib) = e^a (cos b + i sin b); log z = log|z| + i atan2(b, a), |z| never formed (log of the
-larger part plus log1p of the ratio squared, or log1p((m - 1)(m + 1) + n^2) / 2 near |z| = 1);
+larger part plus log1p of the ratio squared, or log1p(m^2 + n^2 - 1) / 2 near |z| = 1, its squares as exact pairs);
 sinh(a + ib) = sinh a cos b + i cosh a sin b, cosh(a + ib) = cosh a cos b + i sinh a sin b,
 sin z = -i sinh(iz), cos z = cosh(iz). A zero part multiplies nothing (exp(inf + 0i) = inf + 0i, not
 inf + NaN i), and past exp's overflow e^a is applied in two halves. The special values that
@@ -20,6 +20,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxdev.ops.kit import transcendentals as tm
+from jaxdev.ops.kit import transcendentals_gamma as tg
 from jaxdev.ops.kit import transcendentals_trig as trig
 
 
@@ -44,14 +45,25 @@ def _exp(z):
     return jax.lax.complex(re, im)
 
 
+def _squares_minus_one(m, n):
+    """m^2 + n^2 - 1 for m in (0.6, 1.41), n <= m, to ~2^-36 absolute (C's clog near |z| = 1: the
+    log's real part there is this value's own size, 1e-3 and less, where m^2 and n^2 rounded would
+    leave 2^-24 of 1): both squares as exact pairs (FMA-proof), the sums error-free."""
+    m_hi, m_lo = tg._two_product(m, m)
+    n_hi, n_lo = tg._two_product(n, n)
+    d, d_err = trig._two_sum(m_hi, -1.0)
+    s, e = trig._two_sum(d, n_hi)
+    return s + (e + (d_err + (m_lo + n_lo)))
+
+
 def _log(z):
     a, b = z.real, z.imag
     m, n = jnp.maximum(jnp.abs(a), jnp.abs(b)), jnp.minimum(jnp.abs(a), jnp.abs(b))
     safe_m = jnp.where(m == 0, 1, m)
     ratio = n / safe_m
     far = tm.log(safe_m) + 0.5 * tm.log1p(ratio * ratio)
-    near_one = 0.5 * tm.log1p((m - 1) * (m + 1) + n * n)  # m - 1 exact (Sterbenz) for m in [1/2, 2]
-    modulus = jnp.where((m > 0.5) & (m < 2) & (n < 0.5), near_one, far)
+    near_one = 0.5 * tm.log1p(_squares_minus_one(m, n))
+    modulus = jnp.where((m > 0.6) & (m < 1.41), near_one, far)
     modulus = jnp.where(m == 0, -jnp.inf, modulus)
     modulus = jnp.where(jnp.isinf(m), jnp.inf, modulus)  # an infinite part: inf, even beside a NaN
     modulus = jnp.where(jnp.isnan(a) | jnp.isnan(b), jnp.where(jnp.isinf(m), jnp.inf, jnp.nan), modulus)
