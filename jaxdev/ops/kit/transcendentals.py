@@ -73,8 +73,8 @@ def own(x) -> bool:
     few: a kernel that would have XLA recompute one in several fusions may compute it once instead."""
     if jnp.dtype(getattr(x, "dtype", x)) not in _OWN_DTYPES:
         return False
-    chosen = mode()
-    return chosen == "own" or (chosen == "auto" and jax.default_backend() != "cpu")
+    picked = mode()
+    return picked == "own" or (picked == "auto" and jax.default_backend() != "cpu")
 
 
 def _in_float32(fn):
@@ -122,10 +122,10 @@ _ERFC_FAR = (-1.5128164291381836, 2.8859758377075195, -1.8079252243041992, -0.14
 _ERFC_FAR += (0.683271050453186, -0.010273083113133907, -0.49899929761886597, -5.232973853708245e-05)
 _ERFC_FAR += (-0.5723637938499451,)
 
-# log(2) split so that n * _LN2_HI is exact for |n| < 2^15 (Cody and Waite)
-_LN2_HI = np.float32(0.693145751953125)
-_LN2_LO = np.float32(math.log(2) - 0.693145751953125)
-_LOG2E = np.float32(1 / math.log(2))
+# log(2) split so that n * LN2_HI is exact for |n| < 2^15 (Cody and Waite)
+LN2_HI = np.float32(0.693145751953125)
+LN2_LO = np.float32(math.log(2) - 0.693145751953125)
+LOG2E = np.float32(1 / math.log(2))
 
 
 # --- float32 exp, expm1, log, log1p ------------------------------------------------------------------
@@ -136,7 +136,7 @@ def _power_of_two(n):
     return lax.bitcast_convert_type((n + 127) << 23, jnp.float32)
 
 
-def _scaled(p, n):
+def scaled(p, n):
     """p * 2^n in two exact steps (n in [-150, 128]), rounded once where the result is subnormal."""
     half = n >> 1
     return p * _power_of_two(half) * _power_of_two(n - half)
@@ -144,23 +144,23 @@ def _scaled(p, n):
 
 def _reduced(x):
     """(n, r): x = n log(2) + r, |r| <= log(2)/2 (n as int32, clipped to keep 2^n's steps valid)."""
-    n = jnp.floor(jnp.clip(x, -104.0, 89.0) * _LOG2E + 0.5)
-    r = (x - n * _LN2_HI) - n * _LN2_LO
+    n = jnp.floor(jnp.clip(x, -104.0, 89.0) * LOG2E + 0.5)
+    r = (x - n * LN2_HI) - n * LN2_LO
     return n.astype(jnp.int32), r
 
 
-def _expm1_reduced(r):
+def expm1_reduced(r):
     return r + r * r * _horner(_EXP_Q, r)
 
 
 def _exp_parts(x):
     """(p, n) with exp(x) = p 2^n, p in [0.7, 1.42]."""
     n, r = _reduced(x)
-    return 1 + _expm1_reduced(r), n
+    return 1 + expm1_reduced(r), n
 
 
 def _exp32(x):
-    out = _scaled(*_exp_parts(x))
+    out = scaled(*_exp_parts(x))
     out = jnp.where(x > 88.72283935546875, jnp.float32(jnp.inf), out)
     out = jnp.where(x < -103.97208404541016, jnp.float32(0), out)
     return jnp.where(jnp.isnan(x), x, out)
@@ -168,10 +168,10 @@ def _exp32(x):
 
 def _expm1_32(x):
     n, r = _reduced(x)
-    p = _expm1_reduced(r)
+    p = expm1_reduced(r)
     t = _power_of_two(jnp.clip(n, -126, 0))
     # n > 0: 2^n (p + 1 - 2^-n), scaled exactly; n <= 0: (2^n - 1) + 2^n p, each part exact
-    above = _scaled(p + (1 - _power_of_two(-jnp.clip(n, 0, 126))), n)
+    above = scaled(p + (1 - _power_of_two(-jnp.clip(n, 0, 126))), n)
     below = (t - 1) + t * p
     out = jnp.where(n > 0, above, below)
     out = jnp.where(x > 88.72283935546875, jnp.float32(jnp.inf), out)
@@ -179,7 +179,7 @@ def _expm1_32(x):
     return jnp.where(jnp.isnan(x) | (x == 0), x, out)  # -0.0 stays -0.0
 
 
-def _log_parts(x):
+def log_parts(x):
     """(e, f) with x = 2^e (1 + f), f in [sqrt(1/2) - 1, sqrt(2) - 1), for finite positive x
     (subnormals scaled up first, where the platform keeps them)."""
     subnormal = x < np.float32(2.0**-126)
@@ -204,9 +204,9 @@ def _special_log(x, out):
     return jnp.where((x < 0) | jnp.isnan(x), jnp.float32(jnp.nan), out)
 
 
-def _log32(x):
-    e, f = _log_parts(x)
-    out = (f + (_log1p_reduced(f) + e * _LN2_LO)) + e * _LN2_HI
+def log32(x):
+    e, f = log_parts(x)
+    out = (f + (_log1p_reduced(f) + e * LN2_LO)) + e * LN2_HI
     return _special_log(x, out)
 
 
@@ -215,7 +215,7 @@ def _log1p_32(x):
     of u lost (exact where |x| is small), so small x keep their relative accuracy."""
     u = 1 + x
     safe = jnp.where((u > 0) & (u < jnp.inf), u, 1)
-    out = _log32(safe) + (x - (safe - 1)) / safe
+    out = log32(safe) + (x - (safe - 1)) / safe
     out = jnp.where(u == 1, x, out)
     return jnp.where((u > 0) & (u < jnp.inf), out, _special_log(u, out))
 
@@ -245,7 +245,7 @@ def _erfc_tail(a):
     z = lax.bitcast_convert_type(lax.bitcast_convert_type(a, jnp.int32) & -8192, jnp.float32)
     n, r = _reduced(-z * z)
     p, m = _exp_parts(r + ((z - a) * (z + a) + h))
-    out = _scaled(p / a, n + m)
+    out = scaled(p / a, n + m)
     return jnp.where(a > 10.05, jnp.float32(0), out)
 
 
@@ -273,7 +273,7 @@ def _erfc32(x):
 # --- derivatives: the formulas JAX's own functions use, on these values --------------------------
 
 
-def _with_jvp(primal, tangent):
+def with_jvp(primal, tangent):
     fn = jax.custom_jvp(primal)
 
     @fn.defjvp
@@ -286,17 +286,17 @@ def _with_jvp(primal, tangent):
 
 
 _TWO_OVER_SQRT_PI = np.float32(2 / math.sqrt(math.pi))
-_exp_own = _with_jvp(_exp32, lambda x, y, g: g * y)
-_expm1_own = _with_jvp(_expm1_32, lambda x, y, g: g * (y + 1))
-_log_own = _with_jvp(_log32, lambda x, y, g: g / x)
-_log1p_own = _with_jvp(_log1p_32, lambda x, y, g: g / (1 + x))
-_tanh_own = _with_jvp(_tanh32, lambda x, y, g: g * (1 - y) * (1 + y))
-_sigmoid_own = _with_jvp(_sigmoid32, lambda x, y, g: g * y * (1 - y))
-_erf_own = _with_jvp(_erf32, lambda x, y, g: g * _TWO_OVER_SQRT_PI * _exp_own(-x * x))
-_erfc_own = _with_jvp(_erfc32, lambda x, y, g: -g * _TWO_OVER_SQRT_PI * _exp_own(-x * x))
+_exp_own = with_jvp(_exp32, lambda x, y, g: g * y)
+_expm1_own = with_jvp(_expm1_32, lambda x, y, g: g * (y + 1))
+_log_own = with_jvp(log32, lambda x, y, g: g / x)
+_log1p_own = with_jvp(_log1p_32, lambda x, y, g: g / (1 + x))
+_tanh_own = with_jvp(_tanh32, lambda x, y, g: g * (1 - y) * (1 + y))
+_sigmoid_own = with_jvp(_sigmoid32, lambda x, y, g: g * y * (1 - y))
+_erf_own = with_jvp(_erf32, lambda x, y, g: g * _TWO_OVER_SQRT_PI * _exp_own(-x * x))
+_erfc_own = with_jvp(_erfc32, lambda x, y, g: -g * _TWO_OVER_SQRT_PI * _exp_own(-x * x))
 
 
-def _chosen(ours, xla):
+def chosen(ours, xla):
     ours = _in_float32(ours)
 
     def run(x):
@@ -307,20 +307,20 @@ def _chosen(ours, xla):
     return run
 
 
-exp = _chosen(_exp_own, jnp.exp)
-expm1 = _chosen(_expm1_own, jnp.expm1)
-log = _chosen(_log_own, jnp.log)
-log1p = _chosen(_log1p_own, jnp.log1p)
-tanh = _chosen(_tanh_own, jnp.tanh)
-sigmoid = _chosen(_sigmoid_own, jax.nn.sigmoid)
-erf = _chosen(_erf_own, jax.scipy.special.erf)
-erfc = _chosen(_erfc_own, jax.scipy.special.erfc)
+exp = chosen(_exp_own, jnp.exp)
+expm1 = chosen(_expm1_own, jnp.expm1)
+log = chosen(_log_own, jnp.log)
+log1p = chosen(_log1p_own, jnp.log1p)
+tanh = chosen(_tanh_own, jnp.tanh)
+sigmoid = chosen(_sigmoid_own, jax.nn.sigmoid)
+erf = chosen(_erf_own, jax.scipy.special.erf)
+erfc = chosen(_erfc_own, jax.scipy.special.erfc)
 
 
 def _log2_32(x):
     """e + log(1 + f) / log(2): a power of two's log2 is exact, as CPU's."""
-    e, f = _log_parts(x)
-    return _special_log(x, e + (f + _log1p_reduced(f)) * _LOG2E)
+    e, f = log_parts(x)
+    return _special_log(x, e + (f + _log1p_reduced(f)) * LOG2E)
 
 
 def _split(v):
@@ -342,7 +342,7 @@ _LOG10_E_LO = np.float32(math.log10(math.e) - float(_LOG10_E_HI))
 def _log10_32(x):
     """e log10(2) + log(1 + f) log10(e), the large products exact (12-bit halves), the rest summed small
     first: one rounding past log10's own."""
-    e, f = _log_parts(x)
+    e, f = log_parts(x)
     f_hi, f_lo = _split(f)
     small = _log1p_reduced(f)
     lo = f_lo * _LOG10_E_HI + (f * _LOG10_E_LO + small * np.float32(math.log10(math.e)) + e * _LOG10_2_LO)
@@ -351,13 +351,13 @@ def _log10_32(x):
 
 _LN2 = np.float32(math.log(2))
 _LN10 = np.float32(math.log(10))
-_sin_own = _with_jvp(_trig.sin32, lambda x, y, g: g * _trig.cos32(x))
-_cos_own = _with_jvp(_trig.cos32, lambda x, y, g: -g * _trig.sin32(x))
-sin = _chosen(_sin_own, jnp.sin)
-cos = _chosen(_cos_own, jnp.cos)
-tan = _chosen(_with_jvp(_trig.tan32, lambda x, y, g: g * (1 + y * y)), jnp.tan)  # JAX's rule
-log2 = _chosen(_with_jvp(_log2_32, lambda x, y, g: g / (x * _LN2)), jnp.log2)
-log10 = _chosen(_with_jvp(_log10_32, lambda x, y, g: g / (x * _LN10)), jnp.log10)
+_sin_own = with_jvp(_trig.sin32, lambda x, y, g: g * _trig.cos32(x))
+_cos_own = with_jvp(_trig.cos32, lambda x, y, g: -g * _trig.sin32(x))
+sin = chosen(_sin_own, jnp.sin)
+cos = chosen(_cos_own, jnp.cos)
+tan = chosen(with_jvp(_trig.tan32, lambda x, y, g: g * (1 + y * y)), jnp.tan)  # JAX's rule
+log2 = chosen(with_jvp(_log2_32, lambda x, y, g: g / (x * _LN2)), jnp.log2)
+log10 = chosen(with_jvp(_log10_32, lambda x, y, g: g / (x * _LN10)), jnp.log10)
 
 
 # --- what JAX builds on them, built on these ------------------------------------------------------

@@ -49,10 +49,10 @@ def _squares_minus_one(m, n):
     """m^2 + n^2 - 1 for m in (0.6, 1.41), n <= m, to ~2^-36 absolute (C's clog near |z| = 1: the
     log's real part there is this value's own size, 1e-3 and less, where m^2 and n^2 rounded would
     leave 2^-24 of 1): both squares as exact pairs (FMA-proof), the sums error-free."""
-    m_hi, m_lo = tg._two_product(m, m)
-    n_hi, n_lo = tg._two_product(n, n)
-    d, d_err = trig._two_sum(m_hi, -1.0)
-    s, e = trig._two_sum(d, n_hi)
+    m_hi, m_lo = tg.two_product(m, m)
+    n_hi, n_lo = tg.two_product(n, n)
+    d, d_err = trig.two_sum(m_hi, -1.0)
+    s, e = trig.two_sum(d, n_hi)
     return s + (e + (d_err + (m_lo + n_lo)))
 
 

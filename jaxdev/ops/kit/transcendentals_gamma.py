@@ -77,14 +77,14 @@ def _horner(coefficients, z):
     return acc
 
 
-def _two_product(a, b):
+def two_product(a, b):
     """(p, e): a * b = p + e to ~2^-36 relative, from 12-bit halves cut from the bits: every partial
     product is exact and p is their sum, never a rounded product, so XLA's CPU backend, which lets
     LLVM fuse a product into the add that uses it, cannot change what the error terms assume (with
     a * b rounded and then fused, Dekker's form counts the product's rounding twice)."""
-    ah, bh = _trig._top12_of(a), _trig._top12_of(b)
+    ah, bh = _trig.top12_of(a), _trig.top12_of(b)
     al, bl = a - ah, b - bh
-    p, err = _trig._two_sum(ah * bh, ah * bl + al * bh)
+    p, err = _trig.two_sum(ah * bh, ah * bl + al * bh)
     return p, err + al * bl
 
 
@@ -92,18 +92,18 @@ def log_pair(x):
     """(hi, lo): log(x) = hi + lo to ~3e-10 relative, for finite x > 0: x = 2^e (1 + f), log(1 + f) =
     2 atanh(s), s = f / (2 + f) kept as a pair (2 + f is exact as a pair, the quotient's remainder is
     exact), then e log(2) in Cody-Waite's halves."""
-    e, f = tm._log_parts(x)
+    e, f = tm.log_parts(x)
     d_hi = cpu_numerics.opaque(2 + f)  # XLA folds (2 + f) - 2 into f: the barrier keeps the rounding
     d_lo = f - (d_hi - 2)  # exact: d_hi - 2 by Sterbenz
     s = cpu_numerics.divide(f, d_hi)
-    s_hi, d_top = _trig._top12_of(s), _trig._top12_of(d_hi)
+    s_hi, d_top = _trig.top12_of(s), _trig.top12_of(d_hi)
     s_bottom, d_rest = s - s_hi, d_hi - d_top
     # f - s (d_hi + d_lo) from exact partial products, largest first (f - s_hi d_top is exact: Sterbenz)
     remainder = (((f - s_hi * d_top) - s_hi * d_rest) - s_bottom * d_top) - s_bottom * d_rest - s * d_lo
     s_lo = cpu_numerics.divide(remainder, d_hi)
     z = s * s
-    hi, err = _trig._two_sum(e * tm._LN2_HI, 2 * s)
-    lo = err + (2 * s_lo + (s * z * _horner(_ATANH, z) + e * tm._LN2_LO))
+    hi, err = _trig.two_sum(e * tm.LN2_HI, 2 * s)
+    lo = err + (2 * s_lo + (s * z * _horner(_ATANH, z) + e * tm.LN2_LO))
     total = hi + lo
     return total, lo - (total - hi)
 
@@ -113,9 +113,9 @@ def log_pair(x):
 
 def _exp_pair(hi, lo):
     """exp(hi + lo) (|lo| <= ulp(hi)): hi reduced by Cody-Waite, lo added to the reduced argument."""
-    n = jnp.floor(jnp.clip(hi, -104.0, 89.0) * tm._LOG2E + 0.5)
-    r = ((hi - n * tm._LN2_HI) - n * tm._LN2_LO) + lo  # hi - n ln2_hi exact: n * ln2_hi exact, Sterbenz
-    out = tm._scaled(1 + tm._expm1_reduced(r), n.astype(jnp.int32))
+    n = jnp.floor(jnp.clip(hi, -104.0, 89.0) * tm.LOG2E + 0.5)
+    r = ((hi - n * tm.LN2_HI) - n * tm.LN2_LO) + lo  # hi - n ln2_hi exact: n * ln2_hi exact, Sterbenz
+    out = tm.scaled(1 + tm.expm1_reduced(r), n.astype(jnp.int32))
     out = jnp.where(hi > 88.72283935546875, jnp.float32(jnp.inf), out)
     return jnp.where(hi < -103.97208404541016, jnp.float32(0), out)
 
@@ -131,7 +131,7 @@ def pow32(base, exponent):
     b = jnp.where(ordinary, jnp.abs(base), 1)
     e = jnp.where(ordinary, exponent, 0)
     l_hi, l_lo = log_pair(b)
-    y, y_err = _two_product(e, l_hi)
+    y, y_err = two_product(e, l_hi)
     lo = y_err + e * l_lo
     hi = y + lo
     out = _exp_pair(hi, lo - (hi - y))
@@ -155,12 +155,12 @@ def _near_one_and_two(base):
 def _stirling(v):
     """lgamma(v) for v >= 8: (v - 1/2)(log v - 1) as a pair, plus (log(2 pi) - 1)/2 + the tail in 1/v."""
     l_hi, l_lo = log_pair(v)
-    m_hi, m_err = _trig._two_sum(l_hi, np.float32(-1))
+    m_hi, m_err = _trig.two_sum(l_hi, np.float32(-1))
     u = v - 0.5  # exact below 2^23; above, its rounding is under float32's resolution of the result
-    p, p_err = _two_product(u, m_hi)
+    p, p_err = two_product(u, m_hi)
     z = cpu_numerics.divide(jnp.ones_like(v), v)
     tail = z * _horner(_STIRLING_TAIL, z * z)
-    hi, err = _trig._two_sum(p, _STIRLING_HI)
+    hi, err = _trig.two_sum(p, _STIRLING_HI)
     out = hi + (err + (p_err + (u * (m_err + l_lo) + (_STIRLING_LO + tail))))
     return jnp.where(jnp.isinf(p), p, out)  # past 4.08e36 v log v overflows: +inf, as glibc's
 
@@ -175,7 +175,7 @@ def _positive(v):
     product = jnp.ones_like(v)
     for k in range(6):  # y (y + 1) ... (v - 1): n <= 6 factors, each exact
         product = product * jnp.where(k < n, y + k, 1)
-    out = jnp.where(low, near - tm._log32(jnp.abs(v)), near + jnp.where(n > 0, tm._log32(product), 0))
+    out = jnp.where(low, near - tm.log32(jnp.abs(v)), near + jnp.where(n > 0, tm.log32(product), 0))
     return jnp.where(v >= 8, _stirling(jnp.maximum(v, 8)), out)
 
 
@@ -188,7 +188,7 @@ def lgamma32(x):
     odd, sin_t, cos_t = _trig.sin_cos_pi(jnp.where(reflect & finite, r, 0.25))
     sin_pi = jnp.abs(jnp.where(odd, cos_t, sin_t))
     denominator = jnp.where(reflect & (r != 0), jnp.abs(x) * sin_pi, 1)
-    reflected = (tm._log32(cpu_numerics.divide(jnp.full_like(x, _PI32), denominator)) + _LOG_PI_OVER_PI32) - positive
+    reflected = (tm.log32(cpu_numerics.divide(jnp.full_like(x, _PI32), denominator)) + _LOG_PI_OVER_PI32) - positive
     out = jnp.where(reflect, jnp.where(r == 0, jnp.float32(jnp.inf), reflected), positive)
     return jnp.where(finite, out, jnp.abs(x))  # +-inf -> +inf, NaN stays
 
@@ -199,8 +199,8 @@ def _digamma(x):
     return digamma.digamma32(x)
 
 
-_lgamma_own = tm._with_jvp(lgamma32, lambda x, y, g: g * _digamma(x))
-lgamma = tm._chosen(_lgamma_own, jax.scipy.special.gammaln)
+_lgamma_own = tm.with_jvp(lgamma32, lambda x, y, g: g * _digamma(x))
+lgamma = tm.chosen(_lgamma_own, jax.scipy.special.gammaln)
 
 
 def pow(base, exponent):  # the kit's name for it, as transcendentals' exp and log

@@ -67,21 +67,21 @@ def _horner(coefficients, z):
     return acc
 
 
-def _two_sum(a, b):
+def two_sum(a, b):
     """(s, e): s = a + b rounded, e its rounding error exactly (Knuth; no FMA, no ordering needed)."""
     s = a + b
     bb = s - a
     return s, (a - (s - bb)) + (b - bb)
 
 
-def _top12_of(v):
+def top12_of(v):
     return lax.bitcast_convert_type(lax.bitcast_convert_type(v, jnp.int32) & -4096, jnp.float32)
 
 
 def _nearest_quarter_turns(x):
     """round(x 2/pi) as float32, right even where x 2/pi rounded is an ulp (1 past 2^23) off: the
     product of x's and 2/pi's top 12 bits is exact, its integer part taken apart from the rest."""
-    x_hi = _top12_of(x)
+    x_hi = top12_of(x)
     p = x_hi * _TWO_OVER_PI_HI
     whole = jnp.round(p)
     return whole + jnp.round((p - whole) + ((x - x_hi) * _TWO_OVER_PI_HI + x * _TWO_OVER_PI_LO))
@@ -91,12 +91,12 @@ def reduced(x):
     """(q, hi, lo): x = k pi/2 + hi + lo with q = k mod 4 (int32) and hi + lo accurate to ~2^-48
     absolute (|x| < 2.6e7; see the module's docstring)."""
     k = _nearest_quarter_turns(x)
-    k_hi = _top12_of(k)
+    k_hi = top12_of(k)
     k_lo = k - k_hi
     s, e = x, jnp.zeros_like(x)
     for c in _HALF_PI_PARTS:  # each product exact; the sums error-free
         for part in (k_hi, k_lo):
-            s, err = _two_sum(s, -(part * c))
+            s, err = two_sum(s, -(part * c))
             e = e + err
     e = e - k * _HALF_PI_REST
     hi = s + e
@@ -166,10 +166,10 @@ def sin_cos_pi(r):
     +-sin(pi t) for even m, +-cos(pi t) for odd m, each near the correctly rounded value."""
     m = jnp.round(2 * r)
     t = r - 0.5 * m  # exact (Sterbenz)
-    t_hi = _top12_of(t)
+    t_hi = top12_of(t)
     s, e = t_hi * _PI_HI_PARTS[0], jnp.zeros_like(t)
     for part in ((t - t_hi) * _PI_HI_PARTS[0], t_hi * _PI_HI_PARTS[1], (t - t_hi) * _PI_HI_PARTS[1]):
-        s, err = _two_sum(s, part)
+        s, err = two_sum(s, part)
         e = e + err
     e = e + t * _PI_REST
     hi = s + e
