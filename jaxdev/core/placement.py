@@ -100,14 +100,7 @@ def from_cpu(t: torch.Tensor) -> jax.Array:
 def to_cpu(array: jax.Array, dtype: torch.dtype) -> torch.Tensor:
     tracing.resolve_checks()  # values leave the device: compiled programs' checks are read first
     with out_of_memory_as_torch():  # an allocation that failed asynchronously surfaces here
-        return dtypes.numpy_to_cpu(host_values(array), dtype)
-
-
-def host_values(array: jax.Array) -> np.ndarray:
-    """`array`'s values on the host, through the platform's read-back. (A TPU reads its emulated float64,
-    a float32 pair, back as hi + lo: -0.0 comes back +0.0. Its float64 -> uint64 bitcast on the chip gives
-    the pair's two float32 bit patterns, hi << 32 | lo, not IEEE's bits, so no read-back through bits.)"""
-    return np.asarray(array)
+        return dtypes.numpy_to_cpu(np.asarray(array), dtype)
 
 
 def _platform(device) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import jax.numpy as jnp
+import numpy as np
 import torch
 
 from jaxdev import layout, native, tensor, tracing
@@ -115,7 +116,7 @@ def _to_copy(self, *, dtype=None, layout=None, device=None, pin_memory=None, non
         # BackendSelect routes CPU -> jax here too (the `device` argument picks the backend).
         value = tensor.read(self) if is_jax(self) else _from_cpu(self, non_blocking)
         return _jax_copy(self, value, dtype, memory_format)
-    # To CPU, non_blocking or not, the copy is done when this returns: the read-back waits for the values.
+    # To CPU, non_blocking or not, the copy is done when this returns: np.asarray waits for the values.
     strides = _strides_for(self, memory_format)
     if self.numel() == 0:  # nothing to read (and XLA may not hold the shape: [2**62, 3, 0])
         return torch.empty_strided(
@@ -134,7 +135,7 @@ def _local_scalar_dense(self):
         raise RuntimeError("_local_scalar_dense: Empty tensor not supported")
     tracing.resolve_checks()
     value = tensor.read(self)
-    return placement.host_values(value if value.ndim == 0 else value[(0,) * value.ndim]).item()
+    return np.asarray(value if value.ndim == 0 else value[(0,) * value.ndim]).item()
 
 
 @register(aten._assert_async.default, aten._assert_async.msg)

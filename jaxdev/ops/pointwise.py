@@ -141,10 +141,11 @@ def _hyperbolic(sign):
     exp's own error (XLA's float64 sinh/cosh were ~10 ulps off), sinh's small |x| < 1 as XLA's
     (expm1-based); past exp's overflow, where the result is still finite, (e^(|x|/2) / 2) e^(|x|/2)."""
     fn = jnp.sinh if sign < 0 else jnp.cosh
+    complex_fn = tc.sinh if sign < 0 else tc.cosh
 
     def hyperbolic(x):
         if jnp.iscomplexobj(x):
-            return (tc.sinh if sign < 0 else tc.cosh)(x)
+            return complex_fn(x)
         a = jnp.abs(x)
         e = tm.exp(a)
         half = tm.exp(a / 2)

@@ -142,7 +142,11 @@ def scaled(p, n):
     return p * _power_of_two(half) * _power_of_two(n - half)
 
 
-def _reduced(x):
+# float32 exp's last finite argument and the one below which it is 0
+EXP_OVERFLOW, EXP_UNDERFLOW = 88.72283935546875, -103.97208404541016
+
+
+def exp_reduced(x):
     """(n, r): x = n log(2) + r, |r| <= log(2)/2 (n as int32, clipped to keep 2^n's steps valid)."""
     n = jnp.floor(jnp.clip(x, -104.0, 89.0) * LOG2E + 0.5)
     r = (x - n * LN2_HI) - n * LN2_LO
@@ -155,26 +159,26 @@ def expm1_reduced(r):
 
 def _exp_parts(x):
     """(p, n) with exp(x) = p 2^n, p in [0.7, 1.42]."""
-    n, r = _reduced(x)
+    n, r = exp_reduced(x)
     return 1 + expm1_reduced(r), n
 
 
 def _exp32(x):
     out = scaled(*_exp_parts(x))
-    out = jnp.where(x > 88.72283935546875, jnp.float32(jnp.inf), out)
-    out = jnp.where(x < -103.97208404541016, jnp.float32(0), out)
+    out = jnp.where(x > EXP_OVERFLOW, jnp.float32(jnp.inf), out)
+    out = jnp.where(x < EXP_UNDERFLOW, jnp.float32(0), out)
     return jnp.where(jnp.isnan(x), x, out)
 
 
 def _expm1_32(x):
-    n, r = _reduced(x)
+    n, r = exp_reduced(x)
     p = expm1_reduced(r)
     t = _power_of_two(jnp.clip(n, -126, 0))
     # n > 0: 2^n (p + 1 - 2^-n), scaled exactly; n <= 0: (2^n - 1) + 2^n p, each part exact
     above = scaled(p + (1 - _power_of_two(-jnp.clip(n, 0, 126))), n)
     below = (t - 1) + t * p
     out = jnp.where(n > 0, above, below)
-    out = jnp.where(x > 88.72283935546875, jnp.float32(jnp.inf), out)
+    out = jnp.where(x > EXP_OVERFLOW, jnp.float32(jnp.inf), out)
     out = jnp.where(x < -17.5, jnp.float32(-1), out)
     return jnp.where(jnp.isnan(x) | (x == 0), x, out)  # -0.0 stays -0.0
 
@@ -243,7 +247,7 @@ def _erfc_tail(a):
     power of two is applied last, so that a subnormal result is rounded once."""
     h = jnp.where(a < 2.857, _horner(_ERFC_NEAR, 1 / a), _horner(_ERFC_FAR, 1 / a))
     z = lax.bitcast_convert_type(lax.bitcast_convert_type(a, jnp.int32) & -8192, jnp.float32)
-    n, r = _reduced(-z * z)
+    n, r = exp_reduced(-z * z)
     p, m = _exp_parts(r + ((z - a) * (z + a) + h))
     out = scaled(p / a, n + m)
     return jnp.where(a > 10.05, jnp.float32(0), out)

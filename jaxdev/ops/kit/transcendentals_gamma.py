@@ -70,13 +70,6 @@ _LOG_PI_OVER_PI32 = np.float32(math.log(math.pi / float(_PI32)))  # pi's float32
 _ATANH = tuple(np.float32(2 / k) for k in (13, 11, 9, 7, 5, 3))  # 2 atanh(s) = 2 s + s^3 R(s^2)
 
 
-def _horner(coefficients, z):
-    acc = jnp.full_like(z, np.float32(coefficients[0]))
-    for c in coefficients[1:]:
-        acc = acc * z + np.float32(c)
-    return acc
-
-
 def two_product(a, b):
     """(p, e): a * b = p + e to ~2^-36 relative, from 12-bit halves cut from the bits: every partial
     product is exact and p is their sum, never a rounded product, so XLA's CPU backend, which lets
@@ -103,7 +96,7 @@ def log_pair(x):
     s_lo = cpu_numerics.divide(remainder, d_hi)
     z = s * s
     hi, err = _trig.two_sum(e * tm.LN2_HI, 2 * s)
-    lo = err + (2 * s_lo + (s * z * _horner(_ATANH, z) + e * tm.LN2_LO))
+    lo = err + (2 * s_lo + (s * z * cpu_numerics.horner(_ATANH, z) + e * tm.LN2_LO))
     total = hi + lo
     return total, lo - (total - hi)
 
@@ -112,12 +105,11 @@ def log_pair(x):
 
 
 def _exp_pair(hi, lo):
-    """exp(hi + lo) (|lo| <= ulp(hi)): hi reduced by Cody-Waite, lo added to the reduced argument."""
-    n = jnp.floor(jnp.clip(hi, -104.0, 89.0) * tm.LOG2E + 0.5)
-    r = ((hi - n * tm.LN2_HI) - n * tm.LN2_LO) + lo  # hi - n ln2_hi exact: n * ln2_hi exact, Sterbenz
-    out = tm.scaled(1 + tm.expm1_reduced(r), n.astype(jnp.int32))
-    out = jnp.where(hi > 88.72283935546875, jnp.float32(jnp.inf), out)
-    return jnp.where(hi < -103.97208404541016, jnp.float32(0), out)
+    """exp(hi + lo) (|lo| <= ulp(hi)): hi reduced by Cody-Waite as exp's is, lo added to the reduced argument."""
+    n, r = tm.exp_reduced(hi)
+    out = tm.scaled(1 + tm.expm1_reduced(r + lo), n)
+    out = jnp.where(hi > tm.EXP_OVERFLOW, jnp.float32(jnp.inf), out)
+    return jnp.where(hi < tm.EXP_UNDERFLOW, jnp.float32(0), out)
 
 
 def pow32(base, exponent):
@@ -146,9 +138,9 @@ def _near_one_and_two(base):
     """lgamma(1 + base) for base in [-1/4, 3/2) (base exact): the series around 1, the minimum or 2."""
     t_min = base - _MIN_MINUS_ONE  # exact: both on the 2^-25 grid, |t_min| < 1/2
     t_two = base - 1  # exact (Sterbenz) where chosen
-    one = base * _horner(_AROUND_ONE, base)
-    minimum = (t_min * _horner(_AROUND_MIN, t_min) + _LGAMMA_MIN_LO) + _LGAMMA_MIN_HI
-    two = t_two * _horner(_AROUND_TWO, t_two)
+    one = base * cpu_numerics.horner(_AROUND_ONE, base)
+    minimum = (t_min * cpu_numerics.horner(_AROUND_MIN, t_min) + _LGAMMA_MIN_LO) + _LGAMMA_MIN_HI
+    two = t_two * cpu_numerics.horner(_AROUND_TWO, t_two)
     return jnp.where(base < 0.25, one, jnp.where(base < 0.75, minimum, two))
 
 
@@ -159,7 +151,7 @@ def _stirling(v):
     u = v - 0.5  # exact below 2^23; above, its rounding is under float32's resolution of the result
     p, p_err = two_product(u, m_hi)
     z = cpu_numerics.divide(jnp.ones_like(v), v)
-    tail = z * _horner(_STIRLING_TAIL, z * z)
+    tail = z * cpu_numerics.horner(_STIRLING_TAIL, z * z)
     hi, err = _trig.two_sum(p, _STIRLING_HI)
     out = hi + (err + (p_err + (u * (m_err + l_lo) + (_STIRLING_LO + tail))))
     return jnp.where(jnp.isinf(p), p, out)  # past 4.08e36 v log v overflows: +inf, as glibc's
