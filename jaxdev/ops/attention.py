@@ -60,12 +60,14 @@ def _attend(q, k, v, bias, is_causal, scale, precision, accumulate):
     peak = _shift(scores)
     unseen = peak == -jnp.inf  # a row every key is masked from: zeros (_safe_softmax)
     weights = tm.exp(scores - jnp.where(unseen, 0.0, peak).astype(scores.dtype))
+    total = jnp.sum(weights, axis=-1, keepdims=True)
     if tm.own(weights):
         # jaxdev's exp is tens of operations an element: XLA fused it into every product that reads the
-        # probabilities and computed it in each (five a layer in a training step); computed once here
-        weights = jax.lax.optimization_barrier(weights)
+        # probabilities and computed it in each (five a layer in a training step); computed once here,
+        # with the rows' totals: summed behind the barrier they were a pass of their own over the
+        # weights, and the backward wrote their gradient's sum with the weights' out in full
+        weights, total = jax.lax.optimization_barrier((weights, total))
     # an unseen row's total is 0: divided by 1 instead, its 0/0 never makes the gradient NaN
-    total = jnp.sum(weights, axis=-1, keepdims=True)
     probabilities = jnp.where(unseen, 0.0, weights / jnp.where(unseen, 1.0, total)).astype(scores.dtype)
     out = matmul(probabilities, v, precision, accumulate)
     logsumexp = (tm.log(total) + peak)[..., 0]
