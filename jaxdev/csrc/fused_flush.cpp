@@ -43,10 +43,13 @@ bool placed_as_recorded(const at::Tensor& t, const c10::Storage& storage, PyObje
   return same_layout(impl, meta);
 }
 
+}  // namespace
+
+// Gives `box` (a Box or a subclass) the class `type` in place. False with an error set.
 bool set_class(PyObject* box, PyObject* type) {
   if (Py_TYPE(box) == reinterpret_cast<PyTypeObject*>(type)) return true;
   if (!PyObject_TypeCheck(box, reinterpret_cast<PyTypeObject*>(g_box_type))) {
-    PyErr_SetString(PyExc_TypeError, "fused_settle: not a Box");
+    PyErr_SetString(PyExc_TypeError, "jaxdev native: not a Box");
     return false;
   }
   PyTypeObject* old = Py_TYPE(box);
@@ -55,8 +58,6 @@ bool set_class(PyObject* box, PyObject* type) {
   if (old->tp_flags & Py_TPFLAGS_HEAPTYPE) Py_DECREF(old);
   return true;
 }
-
-}  // namespace
 
 PyObject* fused_layout(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   if (nargs != 2 || !PyList_Check(args[0]) || !PyList_Check(args[1]) || PyList_GET_SIZE(args[0]) != PyList_GET_SIZE(args[1])) {

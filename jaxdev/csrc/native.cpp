@@ -51,6 +51,8 @@
 //                                its key. Python twin: the recorder's full key.
 //   fused_layout, fused_alive,   fused eager's flush over every input and pending storage (fused_flush.cpp):
 //   fused_settle, fused_unwrite  program._layout, recorder._alive, boxes.settle and boxes.unwritten.
+//   fused_plan, fused_results    a recorded op's results, written boxes and version bumps in one call
+//                                (fused_results.cpp). Python twin: jaxdev/fused/results.py's own loops.
 //
 //   graph_place, graph_arrays,   a compiled graph's call over its arguments and outputs (graph_inputs.cpp):
 //   graph_view                   Inputs' placement, Specialisation.run's arrays, outputs.on_storage's
@@ -65,7 +67,7 @@
 // one concern each, share native.h: this file (the module, its method table, and the CPU redispatch
 // kernels; the PrivateUse1 library is made here, so the dispatcher names this file as where jaxdev's
 // native kernels are registered), boxes.cpp, cow.cpp, readers.cpp, fast_ops.cpp, fused.cpp, fused_flush.cpp,
-// graph_inputs.cpp and device.cpp. They are built
+// fused_results.cpp, graph_inputs.cpp and device.cpp. They are built
 // as one translation unit, included below (jaxdev/native.py compiles this file): compiled apart, each
 // parsed PyTorch's headers again, 61 s of compiler time against 20 s for one unit.
 
@@ -78,6 +80,7 @@
 #include "readers.cpp"
 #include "fused.cpp"
 #include "fused_flush.cpp"
+#include "fused_results.cpp"
 #include "graph_inputs.cpp"
 
 #include <ATen/core/stack.h>
@@ -152,6 +155,10 @@ PyMethodDef methods[] = {
     {"fused_settle", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(fused_settle)), METH_FASTCALL,
      "pending boxes given their values, plain Boxes again"},
     {"fused_unwrite", fused_unwrite, METH_O, "written boxes plain Boxes again"},
+    {"fused_plan", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(fused_plan)), METH_FASTCALL,
+     "a recorded op's learned results read into a native plan, or None"},
+    {"fused_results", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(fused_results)), METH_FASTCALL,
+     "a recorded op's results, written boxes and version bumps, as its plan says"},
     {"graph_place", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(graph_place)), METH_FASTCALL,
      "a compiled graph call's placement (graphs/inputs.py), or None"},
     {"graph_arrays", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(graph_arrays)), METH_FASTCALL,

@@ -37,6 +37,7 @@ void set_slot(PyObject* box, Py_ssize_t offset, PyObject* value);
 void replace_weak(PyObject* box, PyObject* value);
 bool drop_dead_boxes();
 bool wrap_array(PyObject* array, PyObject* dtype, PyObject* address_obj, at::Tensor& out);
+PyObject* new_box(PyObject* array, int64_t numel, PyObject* dtype, void* weak);
 PyObject* wrap(PyObject*, PyObject* const* args, Py_ssize_t nargs);
 PyObject* new_storage(PyObject*, PyObject* const* args, Py_ssize_t nargs);
 PyObject* drop_dead(PyObject*, PyObject*);
@@ -68,6 +69,11 @@ PyObject* fused_layout(PyObject*, PyObject* const* args, Py_ssize_t nargs);
 PyObject* fused_alive(PyObject*, PyObject* pending);
 PyObject* fused_settle(PyObject*, PyObject* const* args, Py_ssize_t nargs);
 PyObject* fused_unwrite(PyObject*, PyObject* boxes);
+bool set_class(PyObject* box, PyObject* type);
+
+// --- fused_results.cpp: a recorded op's results ----------------------------------------------------
+PyObject* fused_plan(PyObject*, PyObject* const* args, Py_ssize_t nargs);
+PyObject* fused_results(PyObject*, PyObject* const* args, Py_ssize_t nargs);
 
 // --- graph_inputs.cpp: a compiled graph's call, its per-argument loops ------------------------------
 PyObject* graph_place(PyObject*, PyObject* const* args, Py_ssize_t nargs);

@@ -1,23 +1,50 @@
 """The results of a recorded op: tensors with the layout learned for them (learn.Learned.out), on new
 storages whose values are pending (boxes.PendingBox), or the op's own arguments or views of them.
 
-Every recorded op, replayed or keyed, comes through `make`; its common case, one new contiguous result,
-is one native call (boxes.new_pending_tensor) and no other Python frame.
+Every recorded op, replayed or keyed, comes through `make`: one native call (jaxdev/csrc/fused_results.cpp)
+that does all of it from a plan read once per learned op, where the native module is; the loops below
+otherwise, and for a write into a copy-on-write storage.
 """
 
 from __future__ import annotations
 
 import torch
 
-from jaxdev import tensor
+from jaxdev import native, tensor
 from jaxdev.core import boxes as core_boxes
 from jaxdev.fused import boxes
 from jaxdev.tensor import BOXES, Box
+
+_native_plan = getattr(native.module, "fused_plan", None)
+_native_results = getattr(native.module, "fused_results", None)
+# learn.Learned -> its native plan, or False where Python makes its results (Learned.out never changes)
+_PLANS: dict = {}
 
 
 def make(seg, learned, tensors: list):
     """The op's results, its new storages entered in the segment (slots, pending), its writes and
     version bumps done, as the kernel would have done them."""
+    plan = _PLANS.get(learned)
+    if plan is None:
+        plan = _PLANS[learned] = _plan(learned)
+    if plan:
+        out = _native_results(plan, seg, tensors)
+        if out is not NotImplemented:
+            return out
+    return made_in_python(seg, learned, tensors)
+
+
+def _plan(learned):
+    if _native_plan is None:
+        return False
+    plan = _native_plan(
+        learned.out, learned.storages, learned.writes, learned.bumps, boxes.PendingBox, boxes.WrittenBox, boxes.PENDING
+    )
+    return plan if plan is not None else False
+
+
+def made_in_python(seg, learned, tensors: list):
+    """make without the native module: the same results, entries and writes."""
     if learned.bumps:
         torch._C._increment_version([tensors[i] for i in learned.bumps])
     if learned.writes:
