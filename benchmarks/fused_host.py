@@ -1,5 +1,6 @@
 """Fused eager's host time per step and per op, with replay (jaxdev/fused/replay.py) and without it (every
-op keyed, as before it), interleaved round by round in one process.
+op keyed, as before it), interleaved round by round in one process; with `--compare results`, a recorded
+op's results made natively (jaxdev/csrc/fused_results.cpp) against the Python loops (results.made_in_python).
 
 Issue 37 item 3: on a TPU the fused training step was host-bound (10.3 of its 10.9 ms). On CPU the host
 side is measured alone: main-thread CPU time (time.thread_time: the machine's other load and XLA's own
@@ -11,7 +12,7 @@ Rows: ms per step (or us per op) of each variant, the ratio replay / keyed, and 
 recording, flushing and the rest (PyTorch's dispatcher, autograd, the model's and optimizer's Python),
 ops per step and us per recorded op, programs built while measured (0: replayed steps hit).
 
-    python benchmarks/fused_host.py [--layers 6] [--rounds 7] [--steps 10] [--only lm,fwd,ops]
+    python benchmarks/fused_host.py [--layers 6] [--rounds 7] [--steps 10] [--only lm,fwd,ops] [--compare results]
 """
 
 from __future__ import annotations
@@ -32,11 +33,25 @@ from timing import ALLOCATOR
 
 import jaxdev
 from jaxdev import eager_modes
-from jaxdev.fused import recorder, replay
+from jaxdev.fused import recorder, replay, results
 
 STATS = recorder.STATS
 NATIVE_MATCH = replay._match
-VARIANTS = {"replay": NATIVE_MATCH, "keyed": None}
+NATIVE_MAKE = results.make
+# --compare: (module, attribute, {variant: value}); the first variant is the one measured, the second its baseline
+COMPARISONS = {
+    "replay": (replay, "_match", {"replay": NATIVE_MATCH, "keyed": None}),
+    "results": (results, "make", {"native": NATIVE_MAKE, "python": results.made_in_python}),
+}
+MODULE, ATTRIBUTE, VARIANTS = COMPARISONS["replay"]
+
+
+def _use(value) -> None:
+    setattr(MODULE, ATTRIBUTE, value)
+
+
+def _restore() -> None:
+    _use(next(iter(VARIANTS.values())))
 
 
 def _jax(a: np.ndarray) -> torch.Tensor:
@@ -95,10 +110,10 @@ def interleaved(fn, rounds: int, steps: int) -> dict[str, float]:
     """Median ms per call of `fn` under each variant, alternating round by round."""
     times = {v: [] for v in VARIANTS}
     for _ in range(rounds):
-        for variant, match in VARIANTS.items():
-            replay._match = match
+        for variant, value in VARIANTS.items():
+            _use(value)
             times[variant].append(_cpu_ms(fn, steps))
-    replay._match = NATIVE_MATCH
+    _restore()
     return {v: statistics.median(t) for v, t in times.items()}
 
 
@@ -129,8 +144,8 @@ def split(step, steps: int) -> dict:
     rows = {}
     handler = type(eager_modes.HANDLERS["fused"])
     kernel, flush = handler.__dict__["kernel"], handler.__dict__["flush"]  # the staticmethods themselves
-    for variant, match in VARIANTS.items():
-        replay._match = match
+    for variant, value in VARIANTS.items():
+        _use(value)
         s = _Split()
         handler.kernel, handler.flush = s.timed("record", recorder.record), s.timed("flush", recorder.flush)
         STATS.reset()
@@ -145,58 +160,60 @@ def split(step, steps: int) -> dict:
             replayed=STATS.replayed / steps,
             programs=STATS.programs,
         )
-    replay._match = NATIVE_MATCH
+    _restore()
     return rows
 
 
 def main() -> None:
+    global MODULE, ATTRIBUTE, VARIANTS
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--layers", type=int, default=6)
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--only", default="lm,fwd,ops")
+    parser.add_argument("--compare", choices=sorted(COMPARISONS), default="replay")
     args = parser.parse_args()
+    MODULE, ATTRIBUTE, VARIANTS = COMPARISONS[args.compare]
     print(f"jax {jax.__version__} on {jax.devices()[0].platform}; torch {torch.__version__}; {ALLOCATOR}")
     if NATIVE_MATCH is None:
-        print("no native module: every op is keyed, nothing to compare")
+        print("no native module: nothing to compare")
         return
-    only = args.only.split(",")
+    only, (a, b) = args.only.split(","), list(VARIANTS)
     step, forward = lm_step(args.layers)
     with jaxdev.eager_mode("fused"):
         for _ in range(4):  # every program built, both variants
-            for variant in VARIANTS.values():
-                replay._match = variant
+            for value in VARIANTS.values():
+                _use(value)
                 step(), forward()
-        replay._match = NATIVE_MATCH
-        print(f"\n{'main-thread CPU per call':<34} {'replay':>9} {'keyed':>9} {'ratio':>7}")
+        _restore()
+        print(f"\n{'main-thread CPU per call':<34} {a:>9} {b:>9} {'ratio':>7}")
         if "lm" in only:
             t = interleaved(step, args.rounds, args.steps)
-            print(
-                f"{f'LM step, {args.layers} layers (ms)':<34} {t['replay']:>9.2f} {t['keyed']:>9.2f} {t['replay'] / t['keyed']:>7.2f}"
-            )
+            print(f"{f'LM step, {args.layers} layers (ms)':<34} {t[a]:>9.2f} {t[b]:>9.2f} {t[a] / t[b]:>7.2f}")
         if "fwd" in only:
             t = interleaved(forward, args.rounds, args.steps)
-            print(
-                f"{'LM batch-1 forward (ms)':<34} {t['replay']:>9.2f} {t['keyed']:>9.2f} {t['replay'] / t['keyed']:>7.2f}"
-            )
+            print(f"{'LM batch-1 forward (ms)':<34} {t[a]:>9.2f} {t[b]:>9.2f} {t[a] / t[b]:>7.2f}")
         if "ops" in only:
             for name, fn in ops_stream().items():
                 fn(), fn()
                 t = interleaved(fn, args.rounds, args.steps)
-                r, k = t["replay"] * 1e3 / 50, t["keyed"] * 1e3 / 50
+                r, k = t[a] * 1e3 / 50, t[b] * 1e3 / 50
                 print(f"{f'{name}, 50 in a row (us per op)':<34} {r:>9.2f} {k:>9.2f} {r / k:>7.2f}")
         if "lm" in only:
-            rows = split(step, args.steps)
-            print(
-                f"\n{'LM step split (ms)':<20} {'total':>7} {'record':>7} {'flush':>7} {'rest':>7} {'ops':>5} "
-                f"{'replayed':>8} {'us/op':>6} {'programs':>8}"
-            )
-            for variant, r in rows.items():
-                rest = r["total"] - r["record"] - r["flush"]
-                print(
-                    f"{variant:<20} {r['total']:>7.2f} {r['record']:>7.2f} {r['flush']:>7.2f} {rest:>7.2f} "
-                    f"{r['ops']:>5.0f} {r['replayed']:>8.0f} {r['record'] * 1e3 / r['ops']:>6.1f} {r['programs']:>8}"
-                )
+            _print_split(split(step, args.steps))
+
+
+def _print_split(rows: dict) -> None:
+    print(
+        f"\n{'LM step split (ms)':<20} {'total':>7} {'record':>7} {'flush':>7} {'rest':>7} {'ops':>5} "
+        f"{'replayed':>8} {'us/op':>6} {'programs':>8}"
+    )
+    for variant, r in rows.items():
+        rest = r["total"] - r["record"] - r["flush"]
+        print(
+            f"{variant:<20} {r['total']:>7.2f} {r['record']:>7.2f} {r['flush']:>7.2f} {rest:>7.2f} "
+            f"{r['ops']:>5.0f} {r['replayed']:>8.0f} {r['record'] * 1e3 / r['ops']:>6.1f} {r['programs']:>8}"
+        )
 
 
 if __name__ == "__main__":
