@@ -228,3 +228,24 @@ def test_a_traced_weight_gradient_contracts_the_rows_unflattened(dtype):
     dots = [e for e in jaxpr.eqns if "dot_general" in str(e)]
     assert dots and "dimension_numbers=(([0, 1], [0, 1]), ([], []))" in str(dots[0])
     assert torch.equal(got.to(dtype), weight_grad().cpu())
+
+
+def _multiplies(jaxpr) -> int:
+    return sum(1 for line in str(jaxpr).splitlines() if " = mul " in line)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_addmm_by_unit_factors_multiplies_by_nothing(dtype):
+    """F.linear's addmm (beta = alpha = 1, integers) multiplies its product and bias by no runtime scalar:
+    a real number times the integer 1 is itself, and inside a traced program those multiplications kept
+    XLA's TPU compiler from fusing the residual add's float32 convert into a linear layer's product (12
+    unfused converts of [batch * seq, d] in the LM step, issue 37). Other factors are still applied."""
+    x = seeded_randn(2, 3, 4).to(dtype).to(JAX)
+    w, b = seeded_randn(5, 4, seed=1).to(dtype).to(JAX), seeded_randn(5, seed=2).to(dtype).to(JAX)
+    jaxpr, got = _traced(x, lambda: F.linear(x, w, b))
+    assert _multiplies(jaxpr) == 0
+    assert torch.equal(got.to(dtype), F.linear(x, w, b).cpu())
+    scaled = lambda: torch.addmm(b, x.view(6, 4), w.t(), beta=2, alpha=0.5)
+    jaxpr, got = _traced(x, scaled)
+    assert _multiplies(jaxpr) == 2
+    assert torch.equal(got.to(dtype), scaled().cpu())

@@ -156,13 +156,19 @@ def baddbmm(self, batch1, batch2, *, beta=1, alpha=1):
 
 
 @jitted
-def _scaled_product(jdt, precision, accumulate, use_self):
-    """beta * self + alpha * (a @ b), rounded once; beta == 0 ignores self (its NaNs too)."""
+def _scaled_product(jdt, precision, accumulate, use_self, unit):
+    """beta * self + alpha * (a @ b), rounded once; beta == 0 ignores self (its NaNs too). `unit`: the
+    used factors are the integer 1 and the dtype real, so their products change no bit and are left
+    out: multiplied by runtime scalars, a linear layer's product reshaped to rows and back (kit.rows_of
+    under a traced view) kept XLA's TPU compiler from fusing the residual add's float32 convert into
+    it, 12 unfused converts of [batch * seq, d] in the LM step (issue 37)."""
     compute = accumulate or jdt
 
     def run(s, a, b, beta, alpha):
         prod = matmul(a, b, precision, accumulate).astype(compute)
-        out = prod * alpha if not use_self else s.astype(compute) * beta + prod * alpha
+        out = prod if unit else prod * alpha
+        if use_self:
+            out = (s.astype(compute) if unit else s.astype(compute) * beta) + out
         return jnp.broadcast_to(out, jnp.broadcast_shapes(s.shape, prod.shape)).astype(jdt)
 
     return run
@@ -172,7 +178,9 @@ def _scaled(self, a, b, beta, alpha, dtype):
     jdt = dtypes.to_jax_dtype(dtype)
     if not (dtype.is_floating_point or dtype.is_complex):
         beta, alpha = int(beta), int(alpha)  # PyTorch converts them to the integer dtype first
-    body = _scaled_product(jdt, *product_precision(jdt), beta != 0)
+    used = (alpha, beta) if beta != 0 else (alpha,)
+    unit = not dtype.is_complex and all(type(k) is int and k == 1 for k in used)
+    body = _scaled_product(jdt, *product_precision(jdt), beta != 0, unit)
     source = unflattened(a) if a.dim() == 2 and self.dim() <= 1 else None
     if source is not None:  # a traced [batch, seq, k] input flattened to rows: kept apart (kit.unflattened)
         return on_views(rows_of(body), (self, source, b), (beta, alpha))
