@@ -56,7 +56,7 @@ def test_hash_tensor_of_narrow_floats_is_cpus_where_float64_is_emulated(tpu_poli
                 i,
                 x[i : i + 1].view(torch.int16 if dtype != torch.float32 else torch.int32),
             )
-    grid = x[:4000].reshape(40, 100)
+    grid = x[: len(x) // 100 * 100].reshape(-1, 100)  # the chip's filter above leaves fewer than 4,000
     assert torch.equal(torch.hash_tensor(grid.to(JAX), dim=1).cpu(), torch.hash_tensor(grid, dim=1))
     assert torch.hash_tensor(x.to(JAX)).item() == torch.hash_tensor(x).item()
     assert not [pair for pair in tpu_policy if pair[1] == np.float64]  # no float64 value made
