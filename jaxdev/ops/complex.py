@@ -15,6 +15,7 @@ import torch
 from jaxdev import dtypes, layout
 from jaxdev.ops.kit import J, apply, float_of, out_dtypes
 from jaxdev.ops.kit import transcendentals as tm
+from jaxdev.ops.kit import transcendentals_atan as ta
 from jaxdev.ops.registry import aten, register, register_functional, store_into
 
 _FLOATS = (torch.float16, torch.float32, torch.float64)
@@ -22,7 +23,7 @@ _FLOATS = (torch.float16, torch.float32, torch.float64)
 
 def _angle(x):
     if jnp.iscomplexobj(x):
-        return jnp.angle(x)
+        return ta.atan2(jnp.imag(x), jnp.real(x))  # jnp.angle's formula
     # PyTorch's real angle: pi for negatives, 0 otherwise (-0 included), NaN stays NaN.
     return jnp.where(jnp.isnan(x), x, jnp.where(x < 0, jnp.asarray(math.pi, x.dtype), jnp.zeros((), x.dtype)))
 

@@ -15,6 +15,7 @@ import torch
 from jaxdev import dtypes, tensor
 from jaxdev.ops.kit import J, accumulate_dtype, cpu_numerics, jitted, opmath, out_dtypes, wrap_dim
 from jaxdev.ops.kit import transcendentals as tm
+from jaxdev.ops.kit import transcendentals_atan as ta
 from jaxdev.ops.kit import transcendentals_complex as tc
 from jaxdev.ops.registry import aten, register, register_functional, store_into
 
@@ -120,7 +121,7 @@ _LCSE_ACC = {jnp.dtype(jnp.float32): jnp.dtype(jnp.float64), jnp.dtype(jnp.compl
 def _complex_log1p(z):
     """c10's log1p for complex: angle atan2(y, 1 + x); modulus through log1p near 0."""
     x, y = jnp.real(z), jnp.imag(z)
-    theta = jnp.arctan2(y, x + 1)
+    theta = ta.atan2(y, x + 1)
     r = x * (2 + x) + y * y
     near = jnp.where(r == 0, x, 0.5 * tm.log1p(r))
     real = jnp.where(jnp.abs(z) < 0.5, near, tm.log(jnp.hypot(x + 1, y)))
@@ -137,7 +138,7 @@ def _c_log(z):
     """C's clog: log|z| (inf when a part is infinite, even beside a NaN) + i arg(z)."""
     x, y = jnp.real(z), jnp.imag(z)
     modulus = jnp.where(jnp.isinf(x) | jnp.isinf(y), jnp.inf, tm.log(jnp.hypot(x, y)))
-    return jax.lax.complex(modulus, jnp.arctan2(y, x))
+    return jax.lax.complex(modulus, ta.atan2(y, x))
 
 
 def _complex_log_add_exp(x, cum):

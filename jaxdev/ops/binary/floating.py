@@ -10,6 +10,7 @@ from jaxdev import dtypes
 from jaxdev.ops.binary.rules import binary
 from jaxdev.ops.kit import apply, capabilities, cpu_numerics, jitted, on_views, result_type
 from jaxdev.ops.kit import transcendentals as tm
+from jaxdev.ops.kit import transcendentals_atan as ta
 from jaxdev.ops.registry import aten, register_functional
 
 
@@ -89,7 +90,7 @@ def heaviside(self, values):
 
 
 for _op, _fn in [
-    (aten.atan2.default, jnp.arctan2),
+    (aten.atan2.default, ta.atan2),
     (aten.hypot.default, jnp.hypot),
     (aten.copysign.Tensor, jnp.copysign),
     (aten.copysign.Scalar, jnp.copysign),

@@ -22,6 +22,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxdev.ops.kit import cpu_numerics
+from jaxdev.ops.kit import transcendentals_atan as ta
 from jaxdev.ops.kit import transcendentals_complex as tc
 
 _PI = math.pi
@@ -205,7 +206,7 @@ def _wide_atanh(z):
 
 
 def atan(z):
-    return _i_times(_wide_atanh)(z) if jnp.iscomplexobj(z) else jnp.arctan(z)
+    return _i_times(_wide_atanh)(z) if jnp.iscomplexobj(z) else ta.atan(z)
 
 
 def acos(z):

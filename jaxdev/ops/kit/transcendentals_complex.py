@@ -20,6 +20,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxdev.ops.kit import transcendentals as tm
+from jaxdev.ops.kit import transcendentals_atan as ta
 from jaxdev.ops.kit import transcendentals_gamma as tg
 from jaxdev.ops.kit import transcendentals_trig as trig
 
@@ -67,7 +68,7 @@ def _log(z):
     modulus = jnp.where(m == 0, -jnp.inf, modulus)
     modulus = jnp.where(jnp.isinf(m), jnp.inf, modulus)  # an infinite part: inf, even beside a NaN
     modulus = jnp.where(jnp.isnan(a) | jnp.isnan(b), jnp.where(jnp.isinf(m), jnp.inf, jnp.nan), modulus)
-    return jax.lax.complex(modulus.astype(jnp.float32), jnp.arctan2(b, a))
+    return jax.lax.complex(modulus.astype(jnp.float32), ta.atan2(b, a))
 
 
 def _cosh_sinh(a):
