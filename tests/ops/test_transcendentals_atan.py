@@ -12,12 +12,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import torch
+from jaxdev_testing import describe_exit, run_python
 from test_transcendentals import own, ulps
 
 from jaxdev.ops.kit import transcendentals as tm
 from jaxdev.ops.kit import transcendentals_atan as ta
 
-JAX = "jax"
 _TPU_FACT = "XLA's TPU functions are accurate absolutely, not to the result (complex64 logcumsumexp 5.8e-5 off)"
 
 
@@ -60,7 +60,9 @@ def test_own_atan2_within_2_ulps_of_cpus_in_every_quadrant():
 
 
 def test_own_atan2_signs_zeros_infinities_and_nans_are_c99s():
-    special = np.float32([0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -1.0, 1e-30, -3e38])
+    special = np.float32(
+        [0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -1.0, 1e-30, -3e38, 2e-38, -1.5e-38, 1.3e-38]
+    )  # tiny normals: no flushed comparison
     y, x = (v.ravel() for v in np.meshgrid(special, special))
     want = torch.atan2(torch.from_numpy(y), torch.from_numpy(x)).numpy()
     got = own(lambda v: ta.atan2(v[0], v[1]))(np.stack([y, x]))
@@ -121,10 +123,23 @@ def test_kernels_take_jaxdevs_atan2_where_chosen_and_xlas_on_cpu():
                 assert f" {name} " in str(program()), name  # XLA's own primitive
 
 
-def test_angle_and_complex_logcumsumexp_on_the_device_are_cpus():
-    g = torch.Generator().manual_seed(0)
-    z = torch.randn(64, 3, dtype=torch.complex64, generator=g) * 3
-    torch.testing.assert_close(torch.angle(z.to(JAX)).cpu(), torch.angle(z))
-    torch.testing.assert_close(torch.logcumsumexp(z.to(JAX), 0).cpu(), torch.logcumsumexp(z, 0))
-    y, x = z.real.contiguous(), z.imag.contiguous()
-    torch.testing.assert_close(torch.atan2(y.to(JAX), x.to(JAX)).cpu(), torch.atan2(y, x))
+_DEVICE_OPS = """
+import torch, jaxdev
+g = torch.Generator().manual_seed(0)
+z = torch.randn(64, 3, dtype=torch.complex64, generator=g) * 3
+z[0] = torch.tensor([2e-38 + 0j, 0j, -1.5e-38 + 1.3e-38j])  # tiny normal parts (subnormals flush)
+torch.testing.assert_close(torch.angle(z.to("jax")).cpu(), torch.angle(z))
+torch.testing.assert_close(torch.logcumsumexp(z.to("jax"), 0).cpu(), torch.logcumsumexp(z, 0))
+y, x = z.real.contiguous(), z.imag.contiguous()
+for a, b in ((y, x), (x, y)):
+    torch.testing.assert_close(torch.atan2(a.to("jax"), b.to("jax")).cpu(), torch.atan2(a, b))
+torch.testing.assert_close(torch.atan(y.to("jax")).cpu(), torch.atan(y))
+print("ok")
+"""
+
+
+@pytest.mark.parametrize("math_mode", ["own", "auto"])
+def test_angle_atan2_and_complex_logcumsumexp_on_the_device_are_cpus(math_mode):
+    """Through the dispatcher, in a fresh process (a kernel keeps the functions it was traced with)."""
+    proc = run_python(_DEVICE_OPS, env={"JAXDEV_MATH": math_mode}, timeout=300)
+    assert proc.returncode == 0 and "ok" in proc.stdout, describe_exit(proc)

@@ -11,7 +11,9 @@ atanf, t's range picks one of three reductions, each written in a and b so that 
 exact (Sterbenz): u = a / b (t < 7/16), (2a - b) / (2b + a) = atan-shifted by atan(1/2) (t < 11/16),
 (a - b) / (a + b) shifted by pi/4; then u - u^3 P(u^2) (fdlibm's odd polynomial, |u| <= 7/16), the
 shift added as a (hi, lo) pair. a > b: pi/2 minus that; x negative (or -0): pi minus that; y's sign last.
-The divisions are cpu_numerics.divide's (corrected to about an ulp where the platform's is
+Operands below 2^-60 are scaled up by 2^60 first (and above 2^100 down by 2^-4), so no comparison or
+sum underflows where subnormals flush (a TPU; XLA's CPU backend too, where a subnormal operand is read
+as zero, as XLA's own atan2 reads it). The divisions are cpu_numerics.divide's (corrected to about an ulp where the platform's is
 approximate). atan(x) is atan2(x, 1). Measured on CPU against torch's float32 (tests/ops/
 test_transcendentals_atan.py): within 2 ulps, most values exact.
 """
@@ -35,6 +37,7 @@ _ODD = tuple(
     _F(c) for c in (3.3333328366e-01, -1.9999158382e-01, 1.4253635705e-01, -1.0648017377e-01, 6.1687607318e-02)
 )
 _BIG = _F(2.0**100)  # past it 2b + a may overflow: both operands scaled by 2^-4 first
+_TINY = _F(2.0**-60)  # below it 0.4375 b may flush to zero (a TPU, XLA's CPU): scaled by 2^60 first
 
 
 def _atan_small(u):
@@ -69,7 +72,7 @@ def atan2_32(y, x):
     """C's atan2f: signs of zeros, infinities and NaN as C99's Annex F gives them."""
     ay, ax = jnp.abs(y), jnp.abs(x)
     a, b = jnp.minimum(ay, ax), jnp.maximum(ay, ax)
-    scale = jnp.where(b > _BIG, _F(2.0**-4), _F(1))  # exact: a power of two (a tiny a may flush)
+    scale = jnp.where(b > _BIG, _F(2.0**-4), jnp.where(b < _TINY, _F(2.0**60), _F(1)))  # powers of two: exact
     both_inf = jnp.isinf(a)
     r = _first_octant(jnp.where(both_inf, 1, a * scale), jnp.where(both_inf, 1, b * scale))
     r = jnp.where(ay > ax, _minus_from(_HALF_PI, r), r)
