@@ -124,8 +124,10 @@ def child(impl: str, size: str, steps: int, out: str, tpu: bool) -> None:
         import tpu_aot
 
         fn, avals = program()
+        began = time.perf_counter()
         with tpu_aot.as_tpu() if impl == "jaxdev" else contextlib.nullcontext():
             text, result["tpu_cost"] = tpu_aot.compile_for_tpu(fn, *avals)
+        result["tpu_compile_s"] = time.perf_counter() - began  # trace, lower and the TPU compile
         with open(out + ".tpu.hlo.txt", "w") as f:
             f.write(text)
     with open(out, "w") as f:
@@ -213,10 +215,11 @@ def summarize(path: str, ops_ns: dict) -> dict:
     comps = computations(text)
     entry = comps["ENTRY"]
     types = {i[0]: i[1] for i in entry}
-    rows, hist = [], collections.Counter()
+    rows, hist, scalars = [], collections.Counter(), 0
     for name, typ, op, rest in entry:
         if op in _SKIP:
             continue
+        scalars += bool(re.fullmatch(r"[a-z]+\d*\[\]", typ.split("{")[0]))
         inputs = sum(nbytes(types[o]) for o in re.findall(r"%([\w.\-]+)", rest.split("calls=")[0]) if o in types)
         kind = _kind(comps, op, rest)
         hist[op] += 1
@@ -225,7 +228,15 @@ def summarize(path: str, ops_ns: dict) -> dict:
     products = _products(comps, "ENTRY")
     converts = sum(1 for c in comps.values() for i in c if i[2] == "convert")
     sources = hlo_source.by_source(text, entry)
-    return dict(rows=rows, hist=hist, products=products, converts=converts, ns=sum(ops_ns.values()), sources=sources)
+    return dict(
+        rows=rows,
+        hist=hist,
+        scalars=scalars,
+        products=products,
+        converts=converts,
+        ns=sum(ops_ns.values()),
+        sources=sources,
+    )
 
 
 # --- the parent: both children, then the comparison --------------------------------------------------
@@ -311,7 +322,12 @@ def compare(results: dict, top: int) -> None:
             )
         out = sum(r["out"] for r in s["rows"]) / 1e6
         inp = sum(r["inp"] for r in s["rows"]) / 1e6
-        print(f"  entry instructions {sum(s['hist'].values())}: {dict(s['hist'].most_common(8))}")
+        print(
+            f"  entry instructions {sum(s['hist'].values())} ({s['scalars']} of 0-dim results): "
+            f"{dict(s['hist'].most_common(8))}"
+        )
+        if "tpu_compile_s" in res:
+            print(f"  TPU compile (deviceless, trace included): {res['tpu_compile_s']:.1f} s")
         print(f"  bytes: outputs {out:.1f} MB, operands read {inp:.1f} MB; converts (all computations) {s['converts']}")
         cyc = sum(r["cycles"] for r in s["rows"])
         if cyc:

@@ -14,7 +14,7 @@ compiling the same model skips AOTAutograd's tracing and partitioning.
 
 from __future__ import annotations
 
-from jaxdev.compiler import aot_cache
+from jaxdev.compiler import aot_cache, scalar_lists
 from jaxdev.compiler.stats import STATS
 from jaxdev.graphs.program import GraphProgram
 
@@ -24,6 +24,7 @@ NAME = "jax"
 def _compiler(kind: str):
     def compile_graph(gm, example_inputs):
         STATS.compiled += kind != "backward"
+        scalar_lists.batch(gm)  # before the program pickles it: a cached graph is the rewritten one
         return aot_cache.wrap(GraphProgram(gm, kind, wrap_outputs=True))
 
     compile_graph.__name__ = f"jax_{kind}_compiler"
