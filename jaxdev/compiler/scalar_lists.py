@@ -19,10 +19,12 @@ dimensions do not enter type promotion where every tensor argument and result ha
 operand of another dtype is read unrounded by the exact-number kernels: neither is taken). Numbers
 stay the op's numbers; a scalar list (one number per index) is not taken. unbind_copy, not unbind: its
 pieces are separate tensors, as the foreach op's results were, so writing one cannot change another.
-One exception, XLA's rather than the kernels': where the step counts are constants of the program
-(fused eager's first step, which also makes the optimizer's state), XLA folds and rewrites the
-constant chain (1/(b/lr) as lr * (1/b)) in its own way for a vector and for scalars, and that step's
-update can differ in its last bit.
+The kernels give each element the same computation; XLA's simplifier does not always treat a scalar
+and a vector alike, so an element can differ in its last bit: a scalar's x / 0.01 became x * 100 where
+the vector's stayed a division (capturable Adamax, 1 ulp, the vector's being CPU's), and where the step
+counts are constants of the program (fused eager's first step, which also makes the optimizer's state)
+the constant chain 1/(b/lr) was folded as lr * (1/b) for one and not the other. AdamW, Adam, SGD,
+RMSprop, Adagrad, NAdam, RAdam, ASGD and Adadelta steps after their first were bit-equal (a review).
 """
 
 from __future__ import annotations

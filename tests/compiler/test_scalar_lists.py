@@ -22,8 +22,10 @@ PARAMS = 6  # three Linear layers: a weight and a bias each
 
 
 @pytest.fixture(autouse=True)
-def fresh_dynamo():
-    # and fresh traces: a kernel traced before keeps the functions (own or XLA's) it was traced with
+def fresh_dynamo(monkeypatch):
+    # and fresh traces: a kernel traced before keeps the functions (own or XLA's) it was traced with;
+    # no on-disk graph cache, whose key does not see the pass patched out (one side would load the other's)
+    monkeypatch.delenv("JAXDEV_COMPILE_CACHE", raising=False)
     torch._dynamo.reset()
     jax.clear_caches()
     yield
