@@ -88,13 +88,6 @@ def _in_float32(fn):
     return run
 
 
-def _horner(coefficients, z):
-    acc = jnp.full_like(z, coefficients[0])
-    for c in coefficients[1:]:
-        acc = acc * z + np.float32(c)
-    return acc
-
-
 # --- the polynomials (scripts/fit_transcendentals.py prints them) ----------------------------------
 
 _ERF_ONE = 0.8427007794380188
@@ -154,7 +147,7 @@ def exp_reduced(x):
 
 
 def expm1_reduced(r):
-    return r + r * r * _horner(_EXP_Q, r)
+    return r + r * r * _trig.horner(_EXP_Q, r)
 
 
 def _exp_parts(x):
@@ -199,7 +192,7 @@ def log_parts(x):
 def _log1p_reduced(f):
     """log(1 + f) - f, as the small part added to f last."""
     z = f * f
-    return f * z * _horner(_LOG_P, f) - 0.5 * z
+    return f * z * _trig.horner(_LOG_P, f) - 0.5 * z
 
 
 def _special_log(x, out):
@@ -230,7 +223,7 @@ def _log1p_32(x):
 def _tanh32(x):
     a = jnp.abs(x)
     z = x * x
-    small = x + x * z * _horner(_TANH_P, z)
+    small = x + x * z * _trig.horner(_TANH_P, z)
     large = 1 - 2 / (_exp32(2 * jnp.minimum(a, 9.5)) + 1)
     return jnp.where(a < 0.625, jnp.where(x == 0, x, small), jnp.copysign(large, x))  # -0.0 kept
 
@@ -245,7 +238,7 @@ def _erfc_tail(a):
     z^2 + (a - z)(a + z), z = a's top 11 bits, so that z^2 is exact (its rounding would cost
     a^2 * 2^-24, ~100 ulps at a = 10); -z^2's reduction r joins the rest in one exp, and the
     power of two is applied last, so that a subnormal result is rounded once."""
-    h = jnp.where(a < 2.857, _horner(_ERFC_NEAR, 1 / a), _horner(_ERFC_FAR, 1 / a))
+    h = jnp.where(a < 2.857, _trig.horner(_ERFC_NEAR, 1 / a), _trig.horner(_ERFC_FAR, 1 / a))
     z = lax.bitcast_convert_type(lax.bitcast_convert_type(a, jnp.int32) & -8192, jnp.float32)
     n, r = exp_reduced(-z * z)
     p, m = _exp_parts(r + ((z - a) * (z + a) + h))
@@ -255,8 +248,8 @@ def _erfc_tail(a):
 
 def _erf32(x):
     a = jnp.abs(x)
-    small = x + x * _horner(_ERF_SMALL, x * x)
-    middle = _ERF_ONE + _horner(_ERF_MIDDLE, a - 1)
+    small = x + x * _trig.horner(_ERF_SMALL, x * x)
+    middle = _ERF_ONE + _trig.horner(_ERF_MIDDLE, a - 1)
     large = 1 - _erfc_tail(jnp.maximum(a, 1.25))
     far = jnp.where(a < 1.25, middle, large)
     return jnp.where(a < 0.84375, small, jnp.where(jnp.isnan(x), x, jnp.copysign(far, x)))
@@ -264,9 +257,9 @@ def _erf32(x):
 
 def _erfc32(x):
     a = jnp.abs(x)
-    y = _horner(_ERF_SMALL, x * x)
+    y = _trig.horner(_ERF_SMALL, x * x)
     small = jnp.where(x < 0.25, 1 - (x + x * y), 0.5 - (x * y + (x - 0.5)))  # the latter without cancellation
-    p = _horner(_ERF_MIDDLE, a - 1)
+    p = _trig.horner(_ERF_MIDDLE, a - 1)
     middle = jnp.where(x > 0, (1 - _ERF_ONE) - p, 1 + (_ERF_ONE + p))
     tail = _erfc_tail(jnp.maximum(a, 1.25))
     large = jnp.where(x > 0, tail, 2 - tail)

@@ -60,10 +60,12 @@ _SIN_S = tuple(np.float32((-1) ** n / math.factorial(2 * n + 1)) for n in range(
 _COS_C = tuple(np.float32((-1) ** n / math.factorial(2 * n)) for n in range(6, 1, -1))
 
 
-def _horner(coefficients, z):
+def horner(coefficients, z):
+    """sum c_i z^(n-i), highest power first, each coefficient a float32 constant (transcendentals.py's
+    polynomials too: cpu_numerics.horner, which keeps a coefficient's own type, imports that module)."""
     acc = jnp.full_like(z, coefficients[0])
     for c in coefficients[1:]:
-        acc = acc * z + c
+        acc = acc * z + np.float32(c)
     return acc
 
 
@@ -108,10 +110,10 @@ def sin_cos_reduced(hi, lo):
     """(sin r, cos r) for r = hi + lo, |r| <~ 0.8: lo enters through the derivatives (lo cos r, -lo sin r);
     cos's 1 - z/2 is summed with its rounding error recovered (fdlibm's __kernel_cos)."""
     z = hi * hi
-    s = hi + (lo * (1 - 0.5 * z) + hi * z * _horner(_SIN_S, z))
+    s = hi + (lo * (1 - 0.5 * z) + hi * z * horner(_SIN_S, z))
     half_z = 0.5 * z
     w = 1 - half_z
-    c = w + (((1 - w) - half_z) + (z * z * _horner(_COS_C, z) - hi * lo))
+    c = w + (((1 - w) - half_z) + (z * z * horner(_COS_C, z) - hi * lo))
     return s, c
 
 
