@@ -35,14 +35,16 @@ class Learned:
     tensor on it, contiguous and spanning it all, of the storage's dtype); `storages[m]`: (numel, dtype) of that
     storage; `firsts[m]`: (position in the output or None, (dtype, shape, stride, offset)) of the first
     result on it; `writes`: the tensor arguments whose storages the op writes; `cut`: the size bound
-    once cut a segment after this op (recorder._cut)."""
+    once cut a segment after this op (recorder._cut); `plan`: results.make's native plan for it (None
+    until its first make, False where Python makes its results)."""
 
-    __slots__ = ("bumps", "cut", "eager", "firsts", "out", "reason", "storages", "writes")
+    __slots__ = ("bumps", "cut", "eager", "firsts", "out", "plan", "reason", "storages", "writes")
 
     def __init__(self, eager=False, reason=""):
         self.eager, self.reason, self.cut = eager, reason, False
         self.out, self.storages, self.firsts, self.writes = ("none", None), [], {}, []
         self.bumps: list = []  # tensor arguments whose version the kernel itself bumps
+        self.plan = None
 
 
 def learn(op, fn, args, kwargs, tensors: list) -> Learned:

@@ -17,16 +17,14 @@ from jaxdev.tensor import BOXES, Box
 
 _native_plan = getattr(native.module, "fused_plan", None)
 _native_results = getattr(native.module, "fused_results", None)
-# learn.Learned -> its native plan, or False where Python makes its results (Learned.out never changes)
-_PLANS: dict = {}
 
 
 def make(seg, learned, tensors: list):
     """The op's results, its new storages entered in the segment (slots, pending), its writes and
     version bumps done, as the kernel would have done them."""
-    plan = _PLANS.get(learned)
+    plan = learned.plan  # read once per learned op: its out, storages, writes and bumps never change
     if plan is None:
-        plan = _PLANS[learned] = _plan(learned)
+        plan = learned.plan = _plan(learned)
     if plan:
         out = _native_results(plan, seg, tensors)
         if out is not NotImplemented:
