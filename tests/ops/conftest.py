@@ -19,8 +19,7 @@ def tpu_policy():
 
 @pytest.fixture
 def tpu_division():
-    """Every float32 division XLA is given, `/` in a kernel as much as cpu_numerics.divide's own,
-    lowered 200 ulps off (up for a quotient with odd last bit, down for even), as a TPU divides:
-    the division itself through its usual lowering, the error after it. Programs traced afresh."""
+    """Every float32 division XLA is given, `/` in a kernel as much as division.divide's own, lowered
+    as inexactly as a TPU divides (tpu_emulation.inexact). Programs traced afresh."""
     with tpu_emulation.division():
         yield

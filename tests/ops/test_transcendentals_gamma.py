@@ -14,7 +14,6 @@ import numpy as np
 import pytest
 import torch
 from jaxdev_testing import JAX
-from test_approximate_division import approximate_division  # noqa: F401  (a fixture)
 from test_transcendentals import own, ulps
 
 from jaxdev.ops.kit import transcendentals as tm
@@ -137,9 +136,9 @@ def chips_lgamma_and_power(monkeypatch):
 
 
 @pytest.mark.tpu_fact(_TPU_FACT)
-@pytest.mark.usefixtures("approximate_division", "chips_lgamma_and_power")
+@pytest.mark.usefixtures("tpu_division", "chips_lgamma_and_power")
 def test_igamma_float32_stays_cpus_with_the_chips_lgamma_pow_and_division(tpu_policy):
-    """test_program_facts' igamma inputs, every float32 division 200 ulps off and XLA's lgamma and pow
+    """test_program_facts' igamma inputs, every float32 division as a TPU's (tpu_division) and XLA's lgamma and pow
     the chip's: within float32's tolerance of CPU's (before the own lgamma and pow: 9.3e-4 relative)."""
     g = torch.Generator().manual_seed(1)
     a = torch.cat([torch.rand(3000, generator=g) * 50 + 0.01, torch.rand(500, generator=g) * 1000 + 50])

@@ -13,6 +13,7 @@ from jaxdev.ops.activation.common import floating_only, register_unary, register
 from jaxdev.ops.kit import J, apply, jitted, opmath, wrap_dim
 from jaxdev.ops.kit import transcendentals as tm
 from jaxdev.ops.kit.cpu_numerics import round_to
+from jaxdev.ops.kit.division import divide
 from jaxdev.ops.registry import aten, register_backward, register_functional
 
 
@@ -203,6 +204,10 @@ def gelu_backward(grad_output, self, *, approximate="none"):
 
 
 def _silu(x):
+    """x * sigmoid(x); CPU's formula, x / (1 + exp(-x)), with jaxdev's own functions (a TPU: its
+    division corrected), where x * sigmoid(x) would lose x's last bits to a subnormal sigmoid."""
+    if tm.own(x) and x.dtype == jnp.float32:
+        return divide(x, 1 + tm.exp(-x))
     return x * tm.sigmoid(x)
 
 

@@ -48,6 +48,9 @@ from jax import lax
 
 from jaxdev import layout
 from jaxdev.ops.kit import transcendentals as tm
+from jaxdev.ops.kit.division import divide as divide  # re-exported: the kernels' division
+from jaxdev.ops.kit.division import division_ieee as division_ieee
+from jaxdev.ops.kit.division import veltkamp as _veltkamp
 
 _HALVES = (jnp.dtype(jnp.float16), jnp.dtype(jnp.bfloat16))
 
@@ -114,15 +117,6 @@ def float64_native() -> bool:
     return not capabilities.fact("float64_emulated")
 
 
-def division_ieee() -> bool:
-    """Whether the platform divides as IEEE does, so that a division kept from XLA's rewrite into a
-    multiplication by the reciprocal is CPU's: not where capabilities' `division_approximate` holds
-    (a TPU). Read when a kernel is traced."""
-    from jaxdev.ops.kit import capabilities
-
-    return not capabilities.fact("division_approximate")
-
-
 def wide_dtype(dtype):
     """The dtype a float32 computation widens to for CPU's last bits: float64, or float32 itself
     where float64 is emulated (float64_native); other dtypes as they are."""
@@ -154,13 +148,6 @@ def widened(fn):
 exp_wide, log_wide = widened(tm.exp), widened(tm.log)
 
 
-def _veltkamp(a):
-    """a = hi + lo exactly, hi holding float32's top 12 significant bits (Veltkamp's split)."""
-    t = a * jnp.float32(4097.0)
-    hi = t - (t - a)
-    return hi, a - hi
-
-
 def fma32(a, b, c):
     """a * b + c for float32 arrays with one rounding, as CPU's compiler contracts it: in float64
     where the platform has it (an exact product, one rounding to float32); where float64 is emulated
@@ -178,28 +165,6 @@ def fma32(a, b, c):
     z = s - p
     err = (p - (s - z)) + (c - z)  # s + err == p + c exactly
     return s + (err + e)
-
-
-def _quotient(a, b):
-    """The platform's float32 division (a seam: tests put an approximate one here)."""
-    return a / b
-
-
-def divide(a, b):
-    """a / b for float arrays: the platform's division where it is IEEE's (CPU: its bits); where it is
-    not (division_ieee: a TPU, measured up to 191 ulps off), corrected to within about an ulp in float32
-    alone: q0 = a / b, its residual r = a - q0 * b exact (Dekker's product, no FMA assumed; a - p is
-    exact when q0 is within a factor 2 of a / b) and q = q0 + r / b. Where the split overflows (|b| or
-    |q0| past 2**116) or the residual is not finite, q0 as it is; near float32's smallest normal (below
-    about 2**-100) the residual's parts underflow and the correction is partial."""
-    q0 = _quotient(a, b)
-    if division_ieee() or q0.dtype != jnp.float32:
-        return q0
-    p = q0 * b
-    (qh, ql), (bh, bl) = _veltkamp(q0), _veltkamp(b)
-    e = ((qh * bh - p) + qh * bl + ql * bh) + ql * bl  # p + e == q0 * b exactly
-    q = q0 + _quotient((a - p) - e, b)
-    return jnp.where(jnp.isfinite(q), q, q0)
 
 
 def const(value, like):

@@ -36,6 +36,7 @@ import numpy as np
 from jax import lax
 
 from jaxdev.ops.kit import transcendentals_trig as _trig
+from jaxdev.ops.kit.division import divide
 
 _MODES = ("auto", "fast", "own")
 _mode: str | None = None
@@ -212,7 +213,7 @@ def _log1p_32(x):
     of u lost (exact where |x| is small), so small x keep their relative accuracy."""
     u = 1 + x
     safe = jnp.where((u > 0) & (u < jnp.inf), u, 1)
-    out = log32(safe) + (x - (safe - 1)) / safe
+    out = log32(safe) + divide(x - (safe - 1), safe)  # near x = 2^-23 the correction is the result's size
     out = jnp.where(u == 1, x, out)
     return jnp.where((u > 0) & (u < jnp.inf), out, _special_log(u, out))
 
@@ -224,13 +225,14 @@ def _tanh32(x):
     a = jnp.abs(x)
     z = x * x
     small = x + x * z * _trig.horner(_TANH_P, z)
-    large = 1 - 2 / (_exp32(2 * jnp.minimum(a, 9.5)) + 1)
+    large = 1 - divide(jnp.float32(2), _exp32(2 * jnp.minimum(a, 9.5)) + 1)
     return jnp.where(a < 0.625, jnp.where(x == 0, x, small), jnp.copysign(large, x))  # -0.0 kept
 
 
 def _sigmoid32(x):
-    """CPU's formula, 1 / (1 + exp(-x))."""
-    return 1 / (1 + _exp32(-x))
+    """CPU's formula, 1 / (1 + exp(-x)), its division IEEE's where the platform's is not (a TPU's
+    reciprocal was 181 ulps off at x = -80)."""
+    return divide(jnp.float32(1), 1 + _exp32(-x))
 
 
 def _erfc_tail(a):
@@ -238,11 +240,12 @@ def _erfc_tail(a):
     z^2 + (a - z)(a + z), z = a's top 11 bits, so that z^2 is exact (its rounding would cost
     a^2 * 2^-24, ~100 ulps at a = 10); -z^2's reduction r joins the rest in one exp, and the
     power of two is applied last, so that a subnormal result is rounded once."""
-    h = jnp.where(a < 2.857, _trig.horner(_ERFC_NEAR, 1 / a), _trig.horner(_ERFC_FAR, 1 / a))
+    inverse = divide(jnp.float32(1), a)
+    h = jnp.where(a < 2.857, _trig.horner(_ERFC_NEAR, inverse), _trig.horner(_ERFC_FAR, inverse))
     z = lax.bitcast_convert_type(lax.bitcast_convert_type(a, jnp.int32) & -8192, jnp.float32)
     n, r = exp_reduced(-z * z)
     p, m = _exp_parts(r + ((z - a) * (z + a) + h))
-    out = scaled(p / a, n + m)
+    out = scaled(divide(p, a), n + m)
     return jnp.where(a > 10.05, jnp.float32(0), out)
 
 
