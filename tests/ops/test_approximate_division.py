@@ -74,7 +74,7 @@ def test_divide_corrects_divisors_near_float32s_limits(tpu_policy, tpu_division)
 
 
 @pytest.mark.tpu_fact("float32 division is not IEEE's on a TPU")
-@pytest.mark.parametrize("name", ["sigmoid", "silu", "logsigmoid", "tanh", "erfc", "log1p"])
+@pytest.mark.parametrize("name", ["sigmoid", "silu", "logsigmoid", "erfc", "log1p"])
 def test_functions_that_divide_stay_cpus_where_division_is_approximate(tpu_policy, tpu_division, name):
     """sigmoid's 1 / (1 + exp(-x)) was 181 ulps off CPU's on the chip at x near -80 (a divisor near
     2**115), silu's 213; the own functions divide through division.divide."""
@@ -82,7 +82,6 @@ def test_functions_that_divide_stay_cpus_where_division_is_approximate(tpu_polic
         "sigmoid": torch.sigmoid,
         "silu": torch.nn.functional.silu,
         "logsigmoid": torch.nn.functional.logsigmoid,
-        "tanh": torch.tanh,
         "erfc": torch.erfc,
         "log1p": torch.log1p,
     }[name]
