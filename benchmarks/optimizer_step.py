@@ -68,9 +68,12 @@ def _apply(ps, ms, vs, step):
 
 def jax_step(programs: int):
     key = jax.random.PRNGKey(0)
-    ps = [jax.random.normal(jax.random.fold_in(key, i), s) for i, s in enumerate(SHAPES)]
-    gs = [jax.random.normal(jax.random.fold_in(key, 1000 + i), s) for i, s in enumerate(SHAPES)]
-    state = {"p": ps, "m": [jnp.zeros(s) for s in SHAPES], "v": [jnp.zeros(s) for s in SHAPES], "t": 0}
+    # float32 throughout, as torch's parameters: importing jaxdev turns JAX's x64 on, under which the
+    # defaults are float64 (emulated on a TPU: its compile took past the chip check's budget)
+    f32 = jnp.float32
+    ps = [jax.random.normal(jax.random.fold_in(key, i), s, f32) for i, s in enumerate(SHAPES)]
+    gs = [jax.random.normal(jax.random.fold_in(key, 1000 + i), s, f32) for i, s in enumerate(SHAPES)]
+    state = {"p": ps, "m": [jnp.zeros(s, f32) for s in SHAPES], "v": [jnp.zeros(s, f32) for s in SHAPES], "t": 0}
     donate = functools.partial(jax.jit, donate_argnums=(0, 1, 2))
     if programs == 1:
 
@@ -81,7 +84,7 @@ def jax_step(programs: int):
 
         def step():
             state["t"] += 1
-            state["p"], state["m"], state["v"] = update(state["p"], state["m"], state["v"], gs, state["t"])
+            state["p"], state["m"], state["v"] = update(state["p"], state["m"], state["v"], gs, f32(state["t"]))
             return state["p"]
 
         return step
@@ -103,8 +106,8 @@ def jax_step(programs: int):
         state["p"] = decay(state["p"])
         state["m"] = lerp(state["m"], gs)
         state["v"] = addcmul(mul(state["v"]), gs)
-        denom = add(div(sqrt(state["v"]), jnp.full(n, (1 - BETAS[1] ** t) ** 0.5)))
-        state["p"] = addcdiv(state["p"], state["m"], denom, jnp.full(n, -LR / (1 - BETAS[0] ** t)))
+        denom = add(div(sqrt(state["v"]), jnp.full(n, (1 - BETAS[1] ** t) ** 0.5, f32)))
+        state["p"] = addcdiv(state["p"], state["m"], denom, jnp.full(n, -LR / (1 - BETAS[0] ** t), f32))
         return state["p"]
 
     return step
