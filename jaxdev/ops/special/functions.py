@@ -1,6 +1,7 @@
 """The special functions taken from JAX with PyTorch's conventions (i0, i1, i1e, entr, erfcx, log_ndtr,
 ndtri, digamma, lgamma, sinc, xlogy/xlog1py, mvlgamma) and igamma/igammac through CPU's algorithm
-(igamma.py)."""
+(igamma.py); entr, erfcx, log_ndtr and ndtri CPU's float algorithms where jaxdev's own float32 functions
+are chosen (own_float32.py)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from jaxdev.ops.kit import transcendentals_gamma as tg
 from jaxdev.ops.registry import aten, register_functional
 from jaxdev.ops.special import digamma as own_digamma
 from jaxdev.ops.special import igamma
+from jaxdev.ops.special import own_float32 as own
 
 
 def _unary(op, fn):
@@ -39,15 +41,24 @@ for _op, _fn in [
     (aten.i0.default, jss.i0),
     (aten.special_i1.default, jss.i1),
     (aten.special_i1e.default, jss.i1e),
-    (aten.special_entr.default, jss.entr),
-    (aten.special_erfcx.default, jss.erfcx),
-    (aten.special_log_ndtr.default, jss.log_ndtr),
-    (aten.special_ndtri.default, jss.ndtri),
+    # jax.scipy's (XLA's) where own() does not hold, CPU's float algorithm where it does (own_float32.py):
+    # a TPU's XLA log_ndtr was 786,252 ulps from CPU's, ndtri 430
+    (aten.special_erfcx.default, own.erfcx),
+    (aten.special_log_ndtr.default, own.log_ndtr),
+    (aten.special_ndtri.default, own.ndtri),
     (aten.digamma.default, digamma),
     (aten.lgamma.default, tg.lgamma),  # XLA's (jss.gammaln) but where own() holds: a TPU's is 1.2e5 ulps off
     (aten.sinc.default, jnp.sinc),
 ]:
     _unary(_op, _fn)
+
+
+@register_functional(aten.special_entr.default)
+def special_entr(self):
+    """jax.scipy's entr, or where own() holds CPU's (a TPU's XLA log put it 2,995 ulps off), whose half
+    kernel rounds log(x) to the half before the product (own_float32.entr_for)."""
+    dt = float_of(self.dtype)
+    return apply(own.entr_for(dtypes.to_jax_dtype(dt)), dt, dt, (self,))
 
 
 def register_binary(ops, fn):
