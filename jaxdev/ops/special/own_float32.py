@@ -1,9 +1,9 @@
-"""float32 entr, log_ndtr, ndtri and erfcx as CPU PyTorch computes them (its float kernels: Math.h's
-calc_log_ndtr, calc_ndtri, calc_erfcx, and UnaryOpsKernel's entr), for where transcendentals.own() holds
-(a TPU). There jax.scipy's versions are XLA's float32 log, exp and division, which are approximations on
-a TPU: a v5e's float32 results were up to 786,252 ulps from CPU torch's (log_ndtr), 2,995 (entr), 430
-(ndtri). Elsewhere (XLA's CPU backend under the default JAXDEV_MATH=auto: the coverage baseline's bits)
-functions.py keeps jax.scipy's.
+"""float32 entr, log_ndtr, ndtri, erfcx, i0, i1 and i1e as CPU PyTorch computes them (its float kernels:
+Math.h's calc_log_ndtr, calc_ndtri, calc_erfcx, calc_i0, calc_i1, calc_i1e, and UnaryOpsKernel's entr),
+for where transcendentals.own() holds (a TPU). There jax.scipy's versions are XLA's float32 log, exp and
+division, which are approximations on a TPU: a v5e's float32 results were up to 786,252 ulps from CPU
+torch's (log_ndtr), 2,995 (entr), 430 (ndtri), 117 (i0). Elsewhere (XLA's CPU backend under the default
+JAXDEV_MATH=auto: the coverage baseline's bits) functions.py keeps jax.scipy's.
 
 Each follows CPU's float steps with the kit's functions: exp, log, log1p and erfc are
 transcendentals.py's (near glibc's expf, logf, log1pf, erfcf), every division between float32 values
@@ -199,3 +199,93 @@ def ndtri32(y0):
 
 
 ndtri = tm.chosen(ndtri32, jss.ndtri)
+
+
+# --- i0, i1, i1e -----------------------------------------------------------------------------------
+
+# Cephes' Chebyshev coefficients (CPU's chebyshev_coefficients_*), zero order last: exp(-x) I0(x) on
+# [0, 8] and exp(-x) sqrt(x) I0(x) on (8, inf) (CPU's float kernels take all of them, rounded to float)
+_I0E_A = (
+    -4.41534164647933937950e-18, 3.33079451882223809783e-17, -2.43127984654795469359e-16,
+    1.71539128555513303061e-15, -1.16853328779934516808e-14, 7.67618549860493561688e-14,
+    -4.85644678311192946090e-13, 2.95505266312963983461e-12, -1.72682629144155570723e-11,
+    9.67580903537323691224e-11, -5.18979560163526290666e-10, 2.65982372468238665035e-9,
+    -1.30002500998624804212e-8, 6.04699502254191894932e-8, -2.67079385394061173391e-7,
+    1.11738753912010371815e-6, -4.41673835845875056359e-6, 1.64484480707288970893e-5,
+    -5.75419501008210370398e-5, 1.88502885095841655729e-4, -5.76375574538582365885e-4,
+    1.63947561694133579842e-3, -4.32430999505057594430e-3, 1.05464603945949983183e-2,
+    -2.37374148058994688156e-2, 4.93052842396707084878e-2, -9.49010970480476444210e-2,
+    1.71620901522208775349e-1, -3.04682672343198398683e-1, 6.76795274409476084995e-1,
+)  # fmt: skip
+_I0E_B = (
+    -7.23318048787475395456e-18, -4.83050448594418207126e-18, 4.46562142029675999901e-17,
+    3.46122286769746109310e-17, -2.82762398051658348494e-16, -3.42548561967721913462e-16,
+    1.77256013305652638360e-15, 3.81168066935262242075e-15, -9.55484669882830764870e-15,
+    -4.15056934728722208663e-14, 1.54008621752140982691e-14, 3.85277838274214270114e-13,
+    7.18012445138366623367e-13, -1.79417853150680611778e-12, -1.32158118404477131188e-11,
+    -3.14991652796324136454e-11, 1.18891471078464383424e-11, 4.94060238822496958910e-10,
+    3.39623202570838634515e-9, 2.26666899049817806459e-8, 2.04891858946906374183e-7,
+    2.89137052083475648297e-6, 6.88975834691682398426e-5, 3.36911647825569408990e-3,
+    8.04490411014108831608e-1,
+)  # fmt: skip
+# exp(-x) I1(x) / x on [0, 8] and exp(-x) sqrt(x) I1(x) on (8, inf): CPU's float tables, the double
+# ones' last 17 and 7 coefficients
+_I1E_A = (
+    9.38153738649577178388e-9, -4.44505912879632808065e-8, 2.00329475355213526229e-7,
+    -8.56872026469545474066e-7, 3.47025130813767847674e-6, -1.32731636560394358279e-5,
+    4.78156510755005422638e-5, -1.61760815825896745588e-4, 5.12285956168575772895e-4,
+    -1.51357245063125314899e-3, 4.15642294431288815669e-3, -1.05640848946261981558e-2,
+    2.47264490306265168283e-2, -5.29459812080949914269e-2, 1.02643658689847095384e-1,
+    -1.76416518357834055153e-1, 2.52587186443633654823e-1,
+)  # fmt: skip
+_I1E_B = (
+    -3.83538038596423702205e-9, -2.63146884688951950684e-8, -2.51223623787020892529e-7,
+    -3.88256480887769039346e-6, -1.10588938762623716291e-4, -9.76109749136146840777e-3,
+    7.78576235018280120474e-1,
+)  # fmt: skip
+
+
+def _chbevl(coefficients, y):
+    """Cephes' chbevl in float32, 0.5 (b0 - b2)."""
+    b0, b2 = cn.chebyshev(tuple(np.float32(c) for c in coefficients), y)
+    return 0.5 * (b0 - b2)
+
+
+def _bessel_parts(x, small_table, large_table):
+    """(|x|, |x| <= 8, the small series at |x|/2 - 2, the large one at 32/|x| - 2, sqrt(|x|) as a divisor),
+    the large side's |x| kept past 8 (16 in its place) so that neither side divides by zero."""
+    a = jnp.abs(x)
+    small = a <= 8
+    far = jnp.where(small, 16, a)  # a NaN stays NaN
+    small_series = _chbevl(small_table, a * 0.5 - 2)
+    large_series = _chbevl(large_table, cn.divide(_constant(32, far), far) - 2)
+    return a, small, small_series, large_series, cn.sqrt_divisor(far)
+
+
+def i0_32(x):
+    """CPU's calc_i0: exp(|x|) A(|x|/2 - 2) up to 8, exp(|x|) B(32/|x| - 2) / sqrt(|x|) past it (+inf
+    past exp's overflow at 88.72, NaN at +-inf: inf / inf, as CPU's)."""
+    a, small, small_series, large_series, root = _bessel_parts(x, _I0E_A, _I0E_B)
+    e = tm.exp(a)
+    return jnp.where(small, e * small_series, cn.divide(e * large_series, root))
+
+
+def i1_32(x):
+    """CPU's calc_i1: exp(|x|) |x| A(|x|/2 - 2) up to 8, exp(|x|) B(32/|x| - 2) / sqrt(|x|) past it, the
+    sign of x (-0 gives +0, as CPU's x < 0 test)."""
+    a, small, small_series, large_series, root = _bessel_parts(x, _I1E_A, _I1E_B)
+    e = tm.exp(a)
+    out = jnp.where(small, e * a * small_series, cn.divide(e * large_series, root))
+    return jnp.where(x < 0, -out, out)
+
+
+def i1e32(x):
+    """CPU's calc_i1e: A(|x|/2 - 2) |x| up to 8, B(32/|x| - 2) / sqrt(|x|) past it, the sign of x."""
+    a, small, small_series, large_series, root = _bessel_parts(x, _I1E_A, _I1E_B)
+    out = jnp.where(small, small_series * a, cn.divide(large_series, root))
+    return jnp.where(x < 0, -out, out)
+
+
+i0 = tm.chosen(i0_32, jss.i0)
+i1 = tm.chosen(i1_32, jss.i1)
+i1e = tm.chosen(i1e32, jss.i1e)
