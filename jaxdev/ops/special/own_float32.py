@@ -173,7 +173,7 @@ def _polevl(coefficients, z):
 
 def _ndtri_tail(y):
     """CPU's x for y <= exp(-2): x = sqrt(-2 log y), x - log(x) / x - z P(z) / Q(z), z = 1 / x."""
-    x = jnp.sqrt(-2 * tm.log(y))
+    x = cn.sqrt_divisor(-2 * tm.log(y))  # divided by below: kept from XLA's a / sqrt(b) -> a * rsqrt(b)
     x0 = x - cn.divide(tm.log(x), x)
     z = cn.divide(_constant(1, x), x)
     near = cn.divide(z * _polevl(_P1, z), _polevl(_Q1, z))
