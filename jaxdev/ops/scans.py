@@ -17,6 +17,7 @@ from jaxdev.ops.kit import J, accumulate_dtype, cpu_numerics, jitted, opmath, ou
 from jaxdev.ops.kit import transcendentals as tm
 from jaxdev.ops.kit import transcendentals_atan as ta
 from jaxdev.ops.kit import transcendentals_complex as tc
+from jaxdev.ops.kit import transcendentals_trig as trig
 from jaxdev.ops.registry import aten, register, register_functional, store_into
 
 
@@ -119,11 +120,16 @@ _LCSE_ACC = {jnp.dtype(jnp.float32): jnp.dtype(jnp.float64), jnp.dtype(jnp.compl
 
 
 def _complex_log1p(z):
-    """c10's log1p for complex: angle atan2(y, 1 + x); modulus through log1p near 0."""
+    """c10's log1p for complex: angle atan2(y, 1 + x); modulus through log1p near 0. Where jaxdev's
+    complex functions are chosen (complex64 on a TPU) log|1 + z| away from 0 is transcendentals_complex's
+    log's real part, |1 + z| never formed: XLA's hypot is a division and a sqrt of the platform's."""
     x, y = jnp.real(z), jnp.imag(z)
-    theta = ta.atan2(y, x + 1)
     r = x * (2 + x) + y * y
     near = jnp.where(r == 0, x, 0.5 * tm.log1p(r))
+    if tc.own(z):
+        w = tc.log(jax.lax.complex(x + 1, y))  # its imaginary part is atan2(y, 1 + x)
+        return jax.lax.complex(jnp.where(jnp.abs(z) < 0.5, near, w.real), w.imag)
+    theta = ta.atan2(y, x + 1)
     real = jnp.where(jnp.abs(z) < 0.5, near, tm.log(jnp.hypot(x + 1, y)))
     return jax.lax.complex(real, theta)
 
@@ -157,10 +163,40 @@ def _complex_log_add_exp(x, cum):
     return jnp.where(nan_x | nan_c, nan, out)
 
 
+def _log_add_exp_pairs(a, b):
+    """log(e^a + e^b) of two float pairs (hi, lo), as a pair: max + log1p(exp(min - max)) with the
+    difference and the final sum error-free (trig.two_sum), so that a scan's levels add no rounding
+    of the running value but the last; jaxdev's exp and log1p. A pair with an infinite or NaN part,
+    or a -inf beside a finite one, takes transcendentals.logaddexp's rules (CPU's), lo 0."""
+    (ah, al), (bh, bl) = a, b
+    first = ah >= bh
+    mh, ml = jnp.where(first, ah, bh), jnp.where(first, al, bl)
+    nh, nl = jnp.where(first, bh, ah), jnp.where(first, bl, al)
+    dh, de = trig.two_sum(nh, -mh)
+    t = tm.log1p(tm.exp(dh + (de + (nl - ml))))
+    s, e = trig.two_sum(mh, t)
+    lo = e + ml
+    hi = s + lo
+    lo = lo - (hi - s)
+    hi, lo = jnp.where(nh == -jnp.inf, mh, hi), jnp.where(nh == -jnp.inf, ml, lo)
+    special = ~jnp.isfinite(mh) | jnp.isnan(nh) | ~jnp.isfinite(hi)
+    return jnp.where(special, tm.logaddexp(ah, bh), hi), jnp.where(special, jnp.zeros_like(lo), lo)
+
+
+def _own_cumlogsumexp(x, axis):
+    """jax.lax.cumlogsumexp with jaxdev's functions, where they are chosen (a TPU: XLA's exp and log
+    there left float32 logcumsumexp 1,259 ulps from CPU's, whose running value is a double): an
+    associative scan of float pairs, rounded once."""
+    hi, lo = jax.lax.associative_scan(_log_add_exp_pairs, (x, jnp.zeros_like(x)), axis=axis)
+    return hi + lo
+
+
 @jitted
 def _logcumsumexp(axis, acc):
     def run(x):
         if not jnp.iscomplexobj(x):
+            if tm.own(acc):
+                return _own_cumlogsumexp(x.astype(acc), axis).astype(x.dtype)
             return jax.lax.cumlogsumexp(x.astype(acc), axis=axis).astype(x.dtype)
 
         def step(cum, xi):
