@@ -11,6 +11,8 @@ import jax.numpy as jnp
 import torch
 
 from jaxdev import dtypes
+from jaxdev.ops.kit import transcendentals as tm
+from jaxdev.ops.kit import transcendentals_gamma as tg
 from jaxdev.ops.kit.arguments import opmath
 from jaxdev.ops.kit.bodies import plain
 from jaxdev.ops.kit.cpu_numerics import division_ieee, opaque, sqrt_divisor
@@ -70,9 +72,24 @@ def vector_norm_value(values, ord, ax: tuple, keepdim: bool, src: torch.dtype) -
         r = jnp.min(x, axis=ax, keepdims=keepdim)
     elif ord == 0:
         r = jnp.sum((x != 0).astype(x.dtype), axis=ax, keepdims=keepdim)
+    elif tm.own(x):
+        r = _own_power_sum_root(x, ord, ax, keepdim)
     else:
         r = jnp.sum(x**ord, axis=ax, keepdims=keepdim) ** (1.0 / ord)
     return r.astype(dtypes.to_jax_dtype(src.to_real()))
+
+
+def _own_power_sum_root(x, ord, ax, keepdim):
+    """sum(x ** ord) ** (1 / ord) where jaxdev's functions are chosen (a TPU), as CPU's norm kernel takes
+    it: the 2-norm's root a square root, the 1-norm's none, other orders (and an order's non-integer
+    power) jaxdev's pow, where `**` is XLA's pow there (exp(log x / ord) with a TPU's exp and log)."""
+    powered = x ** int(ord) if float(ord).is_integer() and abs(ord) <= 4 else tg.pow(x, jnp.asarray(ord, x.dtype))
+    r = jnp.sum(powered, axis=ax, keepdims=keepdim)
+    if ord == 1:
+        return r
+    if ord == 2:
+        return jnp.sqrt(r)
+    return tg.pow(r, jnp.asarray(1.0 / ord, r.dtype))
 
 
 def rsqrt(v):
