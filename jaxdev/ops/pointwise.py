@@ -28,6 +28,7 @@ from jaxdev.ops.kit import (
 )
 from jaxdev.ops.kit import transcendentals as tm
 from jaxdev.ops.kit import transcendentals_complex as tc
+from jaxdev.ops.kit import transcendentals_inverse as ti
 from jaxdev.ops.registry import aten, register_functional
 
 
@@ -173,6 +174,8 @@ def _exp2(x):
     float64); infinities and NaN as IEEE's exp2."""
     if jnp.iscomplexobj(x):
         return jnp.exp2(x)
+    if tm.own(x):  # jaxdev's (transcendentals_inverse): jnp.ldexp's 2 ** n is XLA's pow
+        return ti.exp2(x)
     info = jnp.finfo(x.dtype)
     n = jnp.round(jnp.clip(jnp.nan_to_num(x), 2 * info.minexp - 4, 2 * info.maxexp + 4))
     f = tm.exp(jnp.where(jnp.isfinite(x), x - n, 0) * jnp.asarray(math.log(2), x.dtype))

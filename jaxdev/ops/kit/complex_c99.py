@@ -24,6 +24,7 @@ import jax.numpy as jnp
 from jaxdev.ops.kit import cpu_numerics
 from jaxdev.ops.kit import transcendentals_atan as ta
 from jaxdev.ops.kit import transcendentals_complex as tc
+from jaxdev.ops.kit import transcendentals_inverse as ti
 
 _PI = math.pi
 _INF = math.inf
@@ -179,16 +180,18 @@ def _i_times(f):
 
 
 sqrt = _symmetric(jnp.sqrt, False, _SQRT)
-asinh = _symmetric(jnp.arcsinh, True, _ASINH)
+# the real functions are transcendentals_inverse's (jaxdev's where its functions are chosen, jnp's
+# elsewhere); a complex argument passes them to jnp's
+asinh = _symmetric(ti.asinh, True, _ASINH)
 _atanh = _symmetric(jnp.arctanh, True, _ATANH)
 _acos = _symmetric(jnp.arccos, False, _ACOS)
-acosh = _symmetric(jnp.arccosh, False, _ACOSH)
+acosh = _symmetric(ti.acosh, False, _ACOSH)
 log = _symmetric(tc.log, False, _LOG)  # complex64 on jaxdev's float32 functions where those are chosen
 exp = _symmetric(tc.exp, False, _EXP)
 
 
 def asin(z):
-    return _i_times(asinh)(z) if jnp.iscomplexobj(z) else jnp.arcsin(z)
+    return _i_times(asinh)(z) if jnp.iscomplexobj(z) else ti.asin(z)
 
 
 def atanh(z):
@@ -202,7 +205,7 @@ def _wide_atanh(z):
     so complex64 stays complex64 there and keeps that underflow near +-1."""
     if z.dtype == jnp.complex64 and cpu_numerics.float64_native():
         return _atanh(z.astype(jnp.complex128)).astype(jnp.complex64)
-    return _atanh(z) if jnp.iscomplexobj(z) else jnp.arctanh(z)
+    return _atanh(z) if jnp.iscomplexobj(z) else ti.atanh(z)
 
 
 def atan(z):
@@ -213,7 +216,7 @@ def acos(z):
     """CPU's complex128 acos is pi/2 - asin(z) (its vectorized kernel's formula: a zero imaginary part
     always comes out +0); its complex64 acos is the C library's cacosf (Annex G's signs)."""
     if not jnp.iscomplexobj(z):
-        return jnp.arccos(z)
+        return ti.acos(z)
     if z.dtype == jnp.complex128:
         return jnp.asarray(_PI / 2, z.dtype) - asin(z)
     return _acos(z)
