@@ -338,3 +338,15 @@ def test_in_place_shifts_check_overlap_first_as_cpu(op):
             except (RuntimeError, NotImplementedError) as e:
                 results.append(str(e))
     assert results[:2] == results[2:]
+
+
+@pytest.mark.tpu_fact("float32 division is not IEEE's on a TPU")
+@pytest.mark.parametrize("mode", ["trunc", "floor"])
+def test_rounded_division_of_exact_multiples_where_division_is_approximate(mode, tpu_policy, tpu_division):
+    """a / b an integer k in IEEE's division: a TPU's quotient a few ulps below k truncated to k - 1
+    (with the division emulated 2 ulps off, 1,024 ulps from CPU in benchmarks/tpu_emulated_ulps.py);
+    trunc and floor divide through cpu_numerics.divide, CPU's quotient."""
+    g = torch.Generator().manual_seed(5)
+    b = torch.rand(20_000, generator=g) * 200 - 100
+    a = torch.randint(-1000, 1000, (20_000,), generator=g).float() * b
+    assert_same(torch.div(a.to(JAX), b.to(JAX), rounding_mode=mode), torch.div(a, b, rounding_mode=mode))

@@ -26,7 +26,7 @@ from jaxdev.ops.binary.rules import (
     real_dtype,
 )
 from jaxdev.ops.kit import apply, float_of, result_type, same_dtype_bodies, value
-from jaxdev.ops.kit.cpu_numerics import opaque
+from jaxdev.ops.kit.cpu_numerics import divide, opaque
 from jaxdev.ops.kit.formulas import DIV, MUL, add_alpha, sub_alpha
 from jaxdev.ops.registry import aten, register_functional
 
@@ -101,7 +101,7 @@ def _trunc_div(a, b):
     if jnp.issubdtype(a.dtype, jnp.integer):
         q = jnp.abs(a) // jnp.abs(b)
         return jnp.where((a < 0) != (b < 0), -q, q)
-    return jnp.trunc(a / b)
+    return jnp.trunc(divide(a, b))  # IEEE's quotient where the platform's is not (a TPU): k, not k - ulp
 
 
 def _floor_div(a, b):
@@ -109,7 +109,7 @@ def _floor_div(a, b):
         return jnp.floor_divide(a, b)
     # CPU's div_floor_floating: through fmod, so inf // 2 is nan and -5 // inf is -1, as in Python
     mod = jnp.fmod(a, b)
-    div = (a - mod) / b
+    div = divide(a - mod, b)
     div = jnp.where((mod != 0) & ((b < 0) != (mod < 0)), div - 1, div)
     floor = jnp.floor(div)
     floor = jnp.where(div - floor > 0.5, floor + 1, floor)
