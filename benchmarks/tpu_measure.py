@@ -85,15 +85,18 @@ class Budget:
         return self.end - time.monotonic()
 
 
-def settle(call, wait, limit: int = 8) -> int:
+def settle(call, wait, limit: int = 8) -> tuple[int, float]:
     """Runs the step until one compiles nothing (an optimizer's second step, fused eager's storm guard
-    and learned segments all build programs after the first); returns the steps run."""
+    and learned segments all build programs after the first); returns the steps run and their seconds
+    (with the first step's, the time to a steady step: fused eager's second step compiles a program
+    as large as its first, the first having created the optimizer's state inside it)."""
+    t0 = time.perf_counter()
     for n in range(1, limit + 1):
         before = Compiles.total()
         wait(call())
         if Compiles.total() == before:
-            return n
-    return limit
+            return n, time.perf_counter() - t0
+    return limit, time.perf_counter() - t0
 
 
 def interleaved(variants: dict, rounds: int, steps: int, sync_each: bool, budget: Budget) -> dict[str, float]:
@@ -260,7 +263,7 @@ def measure(workload, impl, variants, *, rounds, steps, sync_each, budget, per=1
         try:
             variant = build()
             row = first_call(variant)
-            row["settle_steps"] = settle(variant.call, variant.wait)
+            row["settle_steps"], row["settle_s"] = settle(variant.call, variant.wait)
         except Exception as e:
             failed(k, e)
             continue
