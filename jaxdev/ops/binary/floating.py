@@ -11,6 +11,7 @@ from jaxdev.ops.binary.rules import binary
 from jaxdev.ops.kit import apply, capabilities, cpu_numerics, jitted, on_views, result_type
 from jaxdev.ops.kit import transcendentals as tm
 from jaxdev.ops.kit import transcendentals_atan as ta
+from jaxdev.ops.kit import transcendentals_inverse as ti
 from jaxdev.ops.registry import aten, register_functional
 
 
@@ -25,8 +26,19 @@ def _floating_only(name, fn):
         return apply(fn, common, common, (self, other))
 
 
+_INV_LN2 = np.float32(1 / np.log(2))
+
+
 def _logaddexp2(a, b):
-    return jnp.logaddexp2(a, b)
+    """jnp.logaddexp2; where jaxdev's functions are chosen (a TPU, where jnp's is XLA's exp2 and log1p)
+    CPU's formula on them: equal infinities as they are, else max + log1p(exp2(-|a - b|)) / log(2)
+    (a half computed in float32 and rounded once)."""
+    dt = jnp.result_type(a, b)
+    if jnp.iscomplexobj(a) or not tm.own(dt):
+        return jnp.logaddexp2(a, b)
+    a, b = a.astype(jnp.float32), b.astype(jnp.float32)
+    out = jnp.maximum(a, b) + tm.log1p(ti.exp2(-jnp.abs(a - b))) * _INV_LN2
+    return jnp.where(jnp.isinf(a) & (a == b), a, out).astype(dt)
 
 
 def _logaddexp(a, b):
