@@ -217,3 +217,24 @@ _GRADIENT_POINTS = {
     "i1": (np.linspace(-30, 30, 200, dtype=np.float32), 1.3e-6),
     "i1e": (np.linspace(-30, 30, 200, dtype=np.float32), 1.3e-6),
 }
+
+
+def test_erfcx_and_log_ndtr_float64_are_cpus_on_every_platform():
+    """jax.scipy's float64 erfcx is 0 at x = 26.557 (CPU 0.0212) and its log_ndtr(7.98) 6 % off CPU's:
+    both are CPU's double algorithm (own_float64.py), erfcx within 4 ulps over |x| to 1e4, log_ndtr
+    within 1e-12 relative where its result is normal (XLA's double erfc in its far tail is ~500 ulps
+    from glibc's there; a subnormal result XLA flushes)."""
+    x = torch.tensor([26.557, 20.0, 9.3, 0.5, -0.5, -6.0, -6.2, -26.0, -27.0, 60.0, 6e7], dtype=torch.float64)
+    torch.testing.assert_close(torch.special.erfcx(x.to(JAX)).cpu(), torch.special.erfcx(x), rtol=1e-15, atol=0)
+    x = torch.tensor([7.98, 4.98, 30.0, 0.0, -0.5, -1.0, -1.5, -40.0, -1e4], dtype=torch.float64)
+    torch.testing.assert_close(torch.special.log_ndtr(x.to(JAX)).cpu(), torch.special.log_ndtr(x), rtol=1e-12, atol=0)
+    rng = np.random.default_rng(5)
+    x = torch.from_numpy(np.concatenate([rng.uniform(-40, 40, 20000), rng.uniform(-1e4, 1e4, 20000)]))
+    want, got = torch.special.erfcx(x), torch.special.erfcx(x.to(JAX)).cpu()
+    assert torch.equal(want.isinf(), got.isinf())
+    finite = want.isfinite()
+    spacing = torch.from_numpy(np.spacing(want[finite].abs().numpy()))
+    assert ((got[finite] - want[finite]).abs() / spacing).max() <= 4
+    want, got = torch.special.log_ndtr(x), torch.special.log_ndtr(x.to(JAX)).cpu()
+    normal = want.abs() >= torch.finfo(torch.float64).tiny
+    assert ((got[normal] - want[normal]).abs() / want[normal].abs()).max() <= 1e-12

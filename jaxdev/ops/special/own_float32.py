@@ -26,6 +26,7 @@ import numpy as np
 
 from jaxdev.ops.kit import cpu_numerics as cn
 from jaxdev.ops.kit import transcendentals as tm
+from jaxdev.ops.special import own_float64
 from jaxdev.ops.special.erfcx_table import Y100_SERIES
 
 _INF = np.float32(np.inf)
@@ -121,7 +122,7 @@ def erfcx32(x):
 
 
 # on every platform: jax.scipy's float32 erfcx is 0 on x in 9.19..9.4 (CPU 0.06), 1.6e7 ulps off
-erfcx = tm.ours_wherever_float32(erfcx32, jss.erfcx)
+erfcx = tm.ours_wherever_float32(erfcx32, own_float64.erfcx64)  # float64: CPU's double algorithm too
 
 
 # --- log_ndtr --------------------------------------------------------------------------------------
@@ -141,7 +142,7 @@ def log_ndtr32(x):
 
 # on every platform: jax.scipy's float32 log_ndtr(4.98) is 6 % off CPU's (1e6 ulps); CPU's algorithm
 # here is within 64 ulps of CPU's float32 with XLA CPU's erfc, closer to the float64 value where not 3
-log_ndtr = tm.ours_wherever_float32(log_ndtr32, jss.log_ndtr)
+log_ndtr = tm.ours_wherever_float32(log_ndtr32, own_float64.log_ndtr64)
 
 
 # --- ndtri -----------------------------------------------------------------------------------------
