@@ -11,6 +11,7 @@ import torch
 from jaxdev import dtypes, rng, tensor
 from jaxdev.ops.activation.common import floating_only, register_unary, register_unary_backward, zero_like
 from jaxdev.ops.kit import J, apply, each_location_once, jitted, opmath
+from jaxdev.ops.kit.cpu_numerics import divide
 from jaxdev.ops.registry import aten, register, register_backward, register_functional, store_into
 
 
@@ -30,12 +31,17 @@ def _leaky_relu_grad(g, x, slope):
     return jnp.where(x > 0, g, g * slope)
 
 
+def _sixth(v):
+    """v / 6, IEEE's where the platform's division is not (a TPU)."""
+    return divide(v, jnp.asarray(6, v.dtype))
+
+
 def _hardsigmoid(x):
-    return jnp.minimum(jnp.maximum(x + 3, zero_like(x)), jnp.asarray(6, x.dtype)) / 6
+    return _sixth(jnp.minimum(jnp.maximum(x + 3, zero_like(x)), jnp.asarray(6, x.dtype)))
 
 
 def _hardsigmoid_grad(g, x):
-    return jnp.where((x > -3) & (x < 3), g / 6, zero_like(g))
+    return jnp.where((x > -3) & (x < 3), _sixth(g), zero_like(g))
 
 
 def _hardswish(x):
@@ -43,7 +49,8 @@ def _hardswish(x):
 
 
 def _hardswish_grad(g, x):
-    return jnp.where(x <= -3, zero_like(g), jnp.where(x < 3, g * (x / 3 + 0.5), g))
+    # x / 3 IEEE's where the platform's division is not (a TPU): x / 3 + 1/2 cancels near x = -3/2
+    return jnp.where(x <= -3, zero_like(g), jnp.where(x < 3, g * (divide(x, jnp.asarray(3, x.dtype)) + 0.5), g))
 
 
 def _softshrink(x, lambd):
