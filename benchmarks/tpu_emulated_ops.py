@@ -51,6 +51,10 @@ def _signs(rng, shape):
     return torch.from_numpy(rng.choice([-1.0, 1.0], shape).astype("float32"))
 
 
+def _row_signs(rng, shape):
+    return _signs(rng, shape[:-1])
+
+
 def _labels(rng, shape):
     return torch.from_numpy(rng.integers(0, 2, shape).astype("float32"))
 
@@ -254,8 +258,7 @@ def losses() -> dict[str, Case]:
         "F.margin_ranking_loss": _rows(lambda a, b, y: F.margin_ranking_loss(a, b, y), rel,
                                        ((-3, 3), (-3, 3), _signs)),
         "F.hinge_embedding_loss": _rows(F.hinge_embedding_loss, rel, ((-3, 3), _signs)),
-        "F.cosine_embedding_loss": _rows(lambda a, b: F.cosine_embedding_loss(a, b, torch.ones(ROWS)), rel,
-                                         ((-3, 3),) * 2),
+        "F.cosine_embedding_loss": _rows(F.cosine_embedding_loss, rel, ((-3, 3), (-3, 3), _row_signs)),
         "F.triplet_margin_loss": _rows(F.triplet_margin_loss, rel, ((-3, 3),) * 3),
         "F.multi_margin_loss": _rows(F.multi_margin_loss, rel, ((-3, 3), _classes)),
     }  # fmt: skip

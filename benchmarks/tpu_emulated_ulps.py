@@ -197,9 +197,12 @@ def _cell(row: dict | None, key: str, kind: str) -> str:
     return text + (" rel" if kind == "rel" else "")
 
 
-def _worse(first: dict, last: dict | None) -> bool:
-    """Whether the first run is worse than the last (plain) one, past 2x + 4."""
-    return last is not None and "error" not in last and _score(first) > 2 * _score(last) + 4
+def _worse(first: dict, last: dict | None) -> float:
+    """The first run's worst number among its forward and gradient that are worse than the last (plain)
+    run's past 2x + 4; 0 where neither is."""
+    if last is None or "error" in last or "error" in first:
+        return 0.0
+    return max([first[k] for k in ("fwd", "grad") if first.get(k, 0.0) > 2 * last.get(k, 0.0) + 4], default=0.0)
 
 
 def _notes(first: dict, last: dict | None) -> str:
@@ -215,27 +218,31 @@ def _notes(first: dict, last: dict | None) -> str:
 
 def table(cases: dict, runs: dict) -> str:
     """One line per op, each run's forward and gradient, worst first by the first run's numbers: the ops
-    the emulation makes worse than the last run (plain) past 2x + 4 first, then the rest."""
+    whose forward or gradient the emulation makes worse than the last run's (plain) past 2x + 4 first,
+    then the rest."""
     labels = list(runs)
     head = f"{'op':34s}" + "".join(f" {label + ' fwd':>12s} {label + ' grad':>12s}" for label in labels)
     first, last = runs[labels[0]], runs[labels[-1]] if len(labels) > 1 else None
-    sections = {True: [], False: []}
+    worse, rest = [], []
     for name in sorted(first, key=lambda n: -_score(first[n])):
         before = last.get(name) if last else None
         kind, row = cases[name].kind, first[name]
         if "error" in row:
-            sections[False].append(f"{name:34s} error {row['error']}")
+            rest.append((0.0, f"{name:34s} error {row['error']}"))
             continue
         line = f"{name:34s}"
         for label in labels:
             other = runs[label].get(name)
             line += f" {_cell(other, 'fwd', kind[0]):>12s} {_cell(other, 'grad', kind[1]):>12s}"
-        sections[_worse(row, before)].append(line + _notes(row, before))
+        excess = _worse(row, before)
+        (worse if excess else rest).append((excess, line + _notes(row, before)))
+    worse = [line for _, line in sorted(worse, key=lambda pair: -pair[0])]
+    rest = [line for _, line in rest]
     if last is None:
-        return "\n".join([head, *sections[True], *sections[False]])
+        return "\n".join([head, *worse, *rest])
     return "\n".join(
-        [f"worse than {labels[-1]} ({len(sections[True])} ops)", head, *sections[True], "",
-         f"no worse than {labels[-1]} past 2x + 4 ({len(sections[False])} ops)", head, *sections[False]]
+        [f"worse than {labels[-1]} ({len(worse)} ops; sorted by their worse numbers)", head, *worse, "",
+         f"no worse than {labels[-1]} past 2x + 4 ({len(rest)} ops)", head, *rest]
     )  # fmt: skip
 
 
