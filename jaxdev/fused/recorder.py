@@ -200,6 +200,10 @@ _segment = Segment()
 def record(op, fn, args, kwargs):
     """A kernel call in fused mode: replayed where the trie expects it (replay.py), else keyed and
     recorded, or run eagerly after the pending work."""
+    if (op in _FRESH and kwargs.get("memory_format") is torch.preserve_format) or (
+        op is _ZEROS and args and not args[0]
+    ):
+        return _fresh(fn, args, kwargs)
     with _lock:
         seg = _segment
         child = seg.trie.expect.get(op)
@@ -364,6 +368,27 @@ def _upload(fn, args, kwargs):
     if kind in _segment.uploads and _segment.nodes:
         flush()  # the same copy again with ops between: a loop's next step starts here (see above)
     _segment.uploads.add(kind)
+    with eager_modes.as_is():
+        return fn(*args, **kwargs)
+
+
+# torch.optim makes its state with these (exp_avg = zeros_like(p, memory_format=torch.preserve_format),
+# Adagrad's full_like; a capturable or compiled step's count torch.zeros((), device=p.device)): _fresh
+_FRESH = frozenset(
+    (torch.ops.aten.zeros_like.default, torch.ops.aten.empty_like.default, torch.ops.aten.full_like.default)
+)
+_ZEROS = torch.ops.aten.zeros.default
+
+
+def _fresh(fn, args, kwargs):
+    """A fresh constant tensor shaped like another, with its memory format kept, or a 0-d zero (the
+    idioms torch.optim makes its state with on its first step), runs at once and joins no segment: it reads no device
+    data (its model's sizes and strides alone), so like an upload it needs no flush. Recorded, the
+    first step's segment would create the optimizer's state inside its program and the second take
+    it as inputs: two programs as large (on CPU's tiny GPT, 3.6 s and 4.6 s of XLA compile, fused
+    eager or a compiled step under it), where this way the second step replays the first's. Other
+    factories stay recorded: a step's constants (autograd's ones_like seed) belong in its program."""
+    STATS.fresh += 1
     with eager_modes.as_is():
         return fn(*args, **kwargs)
 

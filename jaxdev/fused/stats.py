@@ -17,10 +17,11 @@ class STATS:
     programs = 0
     hits = 0
     uploads = 0  # host-to-device copies run at once without a flush (_upload)
+    fresh = 0  # zeros_like/empty_like/full_like keeping the memory format, run at once (_fresh)
     moved = 0  # ops keyed with input offsets as program data (offsets.moving), at new places in the trie
     eager: typing.ClassVar[dict] = {}
 
     @classmethod
     def reset(cls) -> None:
-        cls.recorded = cls.replayed = cls.flushes = cls.programs = cls.hits = cls.uploads = cls.moved = 0
+        cls.recorded = cls.replayed = cls.flushes = cls.programs = cls.hits = cls.uploads = cls.moved = cls.fresh = 0
         cls.eager = {}
