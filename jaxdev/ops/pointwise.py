@@ -22,6 +22,7 @@ from jaxdev.ops.kit import (
     complex_c99,
     cpu_numerics,
     float_of,
+    formulas,
     plain,
     same_dtype_bodies,
     typed_bodies,
@@ -226,7 +227,7 @@ for _op, _fn in [
     (aten.erf.default, tm.erf),
     (aten.erfc.default, tm.erfc),
     (aten.erfinv.default, _erfinv),
-    (aten.reciprocal.default, jnp.reciprocal),
+    (aten.reciprocal.default, formulas.reciprocal),
 ]:
     unary_float(_op, _fn, refuse=_FLOAT_REFUSALS.get(_op, lambda dtype: None))
 

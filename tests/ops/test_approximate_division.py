@@ -94,3 +94,56 @@ def test_functions_that_divide_stay_cpus_where_division_is_approximate(tpu_polic
     got = fn(x.to(JAX)).cpu()
     kept = want.abs() >= 2.0**-126  # a TPU flushes subnormal results
     assert _ulps(got[kept].numpy(), want[kept].numpy()).max() <= 2
+
+
+@pytest.mark.tpu_fact("float32 division is not IEEE's on a TPU")
+@pytest.mark.parametrize("name", ["div", "div_number", "reciprocal", "addcdiv", "foreach_div"])
+def test_torch_divisions_are_ieees_where_the_platforms_is_not(tpu_policy, tpu_division, name):
+    """torch.div and its kin through division.divide where division is approximate: the chip's quotient
+    by a divisor near float32's limits was up to 7.5e7 ulps off (4 ulps in range under the emulation,
+    400 near the limits, before)."""
+    fn = {
+        "div": lambda x, y: x / y,
+        "div_number": lambda x, y: x / 3.7,
+        "reciprocal": lambda x, y: torch.reciprocal(y),
+        "addcdiv": lambda x, y: torch.addcdiv(x, x, y, value=0.5),
+        "foreach_div": lambda x, y: torch._foreach_div([x], [y])[0],
+    }[name]
+    rng = np.random.default_rng(2)
+    n = 20000
+    a = torch.from_numpy((2.0 ** rng.uniform(-8, 8, n) * rng.choice([-1, 1], n)).astype(np.float32))
+    near = 2.0 ** (rng.choice([-126.0, 115.0], n // 2) + rng.uniform(0, 12, n // 2))
+    b = torch.from_numpy(np.concatenate([near, 2.0 ** rng.uniform(-40, 40, n // 2)]).astype(np.float32))
+    want = fn(a, b)
+    got = fn(a.to(JAX), b.to(JAX)).cpu()
+    kept = torch.isfinite(want) & (want.abs() >= 2.0**-126)
+    assert _ulps(got[kept].numpy(), want[kept].numpy()).max() <= 1
+
+
+@pytest.mark.tpu_fact("float32 division is not IEEE's on a TPU")
+def test_divide_keeps_zeros_signs_and_tiny_dividends(tpu_policy, tpu_division):
+    """The review of f8a4a4a: the correction made -0 / 1 into +0 (-0 - -0 is +0), and a dividend under
+    2**-100 over a small divisor came out up to twice too large (FLT_MIN / 1e-20), its residual's parts
+    below float32's smallest normal, which XLA flushes."""
+    f = jax.jit(cpu_numerics.divide)
+    assert np.signbit(f(jnp.float32(-0.0), jnp.float32(1.0))) and np.signbit(f(jnp.float32(-1e-30), jnp.float32(2e30)))
+    assert f(jnp.float32(1.1754944e-38), jnp.float32(1e-20)) == np.float32(1.1754944e-38) / np.float32(1e-20)
+    rng = np.random.default_rng(4)
+    a = (2.0 ** rng.uniform(-126, -100, 50000) * rng.choice([-1, 1], 50000)).astype(np.float32)
+    b = (2.0 ** rng.uniform(-126, 127, 50000) * rng.choice([-1, 1], 50000)).astype(np.float32)
+    with np.errstate(all="ignore"):
+        want = a / b
+    got = np.asarray(f(jnp.asarray(a), jnp.asarray(b)))
+    kept = np.isfinite(want) & (np.abs(want) >= np.float32(2.0**-126))
+    assert _ulps(got[kept], want[kept]).max() <= 1
+    assert np.array_equal(np.signbit(got[want == 0]), np.signbit(want[want == 0]))
+
+
+@pytest.mark.tpu_fact("float32 division is not IEEE's on a TPU")
+def test_divide_has_gradients_in_both_modes(tpu_policy):
+    """jax.grad through divide raised in JAX's transpose where its tangent was a division scaled by the
+    tangent's own magnitude (not linear); forward and reverse now give -a / b^2 and 1 / b."""
+    db = jax.grad(lambda y: cpu_numerics.divide(jnp.float32(1), y))(jnp.float32(3.0))
+    da = jax.grad(lambda x: cpu_numerics.divide(x, jnp.float32(3.0)))(jnp.float32(2.0))
+    fwd = jax.jacfwd(lambda y: cpu_numerics.divide(jnp.float32(1), y))(jnp.float32(3.0))
+    assert abs(db - (-1 / 9)) < 1e-7 and abs(da - 1 / 3) < 1e-7 and abs(fwd - (-1 / 9)) < 1e-7

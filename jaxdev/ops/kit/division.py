@@ -44,7 +44,7 @@ def _corrected(a, b):
     (qh, ql), (bh, bl) = veltkamp(q0), veltkamp(b)
     e = ((qh * bh - p) + qh * bl + ql * bh) + ql * bl  # p + e == q0 * b exactly
     q = q0 + _quotient((a - p) - e, b)
-    return jnp.where(jnp.isfinite(q), q, q0)
+    return jnp.where(jnp.isfinite(q) & (q0 != 0), q, q0)  # a zero keeps its sign: -0 - -0 is +0
 
 
 def divide(a, b):
@@ -67,7 +67,10 @@ def _divide32(a, b):
     """divide's float32 correction, for float32 a and b where the platform's division is not IEEE's."""
     f32 = jnp.float32
     big_b, tiny_b = jnp.abs(b) > f32(_BIG), jnp.abs(b) < f32(1 / _BIG)
-    down = jnp.where(big_b, f32(2.0**-32), jnp.where(tiny_b, f32(2.0**32), f32(1)))
+    # a dividend under 2**-100 over a divisor to 2**64: both up, or q0 * b and the split's parts fall
+    # below float32's smallest normal, which XLA flushes (FLT_MIN / 1e-20 came out twice too large)
+    tiny_a = (jnp.abs(a) < f32(1 / _BIG)) & (jnp.abs(b) <= f32(2.0**64))
+    down = jnp.where(big_b, f32(2.0**-32), jnp.where(tiny_b | tiny_a, f32(2.0**32), f32(1)))
     a1, b1 = a * down, b * down
     q1 = _quotient(a1, b1)  # a divisor in range: the platform's quotient within a few ulps
     small_q, big_q = jnp.abs(q1) < f32(_SMALL), jnp.abs(q1) > f32(_BIG)
@@ -79,8 +82,10 @@ def _divide32(a, b):
 
 @_divide32.defjvp
 def _divide32_jvp(primals, tangents):
-    """(da - q db) / b: differentiating the correction itself would round Veltkamp's split's
-    tangents (4097 da) and leave the gradient 2**-12 off."""
+    """(da - q db) (1 / b): differentiating the correction itself would round Veltkamp's split's
+    tangents (4097 da) and leave the gradient 2**-12 off; the tangent is linear in (da, db), so that
+    JAX can transpose it (jax.grad), which a division of the tangent, its scaling chosen by the
+    tangent's own magnitude, was not."""
     (a, b), (da, db) = primals, tangents
     q = _divide32(a, b)
-    return q, _divide32(da - q * db, b)
+    return q, (da - q * db) * _divide32(jnp.ones_like(b), b)

@@ -16,6 +16,7 @@ from jaxdev.ops.kit import transcendentals_gamma as tg
 from jaxdev.ops.kit.arguments import opmath
 from jaxdev.ops.kit.bodies import plain
 from jaxdev.ops.kit.cpu_numerics import division_ieee, opaque, sqrt_divisor
+from jaxdev.ops.kit.division import divide
 
 # mul's body (`plain`: a jnp ufunc keys the jit cache slowly).
 MUL = plain(jnp.multiply)
@@ -26,13 +27,24 @@ def DIV(a, b):  # upper case, as MUL, its sibling
     (a number, a 0-d tensor, a keepdim sum) a multiplication by its reciprocal, 1 ulp off for about
     40 % of float32 elements (x / 3.7: 24,685 of 64,000); such a divisor is broadcast behind a
     barrier first (cpu_numerics.opaque), which costs no time measured on XLA:CPU. Where the platform's
-    own division is not IEEE's (a TPU: cpu_numerics.division_ieee) the barrier keeps no CPU bits and
-    costs the divisor written out as a full array, so there it is broadcast in the open."""
-    shape = jnp.broadcast_shapes(jnp.shape(a), jnp.shape(b))
+    own division is not IEEE's (a TPU: division_ieee) float32's is division.divide's, corrected to
+    IEEE's: the chip's is within 2 ulps for divisors in range but up to 7.5e7 ulps for one past ~2^115
+    or under ~2^-114 (torch.div(x, 1e-36) was garbage there)."""
     floating = jnp.issubdtype(jnp.result_type(a, b), jnp.floating)
-    if jnp.shape(b) != shape and floating and division_ieee():
+    if floating and not division_ieee():
+        return divide(a, b)
+    shape = jnp.broadcast_shapes(jnp.shape(a), jnp.shape(b))
+    if jnp.shape(b) != shape and floating:
         b = opaque(jnp.broadcast_to(b, shape))
     return jnp.true_divide(a, b)
+
+
+def reciprocal(x):
+    """1 / x: XLA's reciprocal, or where the platform's division is not IEEE's, float32's through
+    division.divide (the chip's reciprocal is 190 ulps off near float32's limits)."""
+    if jnp.issubdtype(x.dtype, jnp.floating) and not division_ieee():
+        return divide(jnp.ones_like(x), x)
+    return jnp.reciprocal(x)
 
 
 def add_alpha(a, b, alpha):
