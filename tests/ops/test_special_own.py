@@ -238,3 +238,16 @@ def test_erfcx_and_log_ndtr_float64_are_cpus_on_every_platform():
     want, got = torch.special.log_ndtr(x), torch.special.log_ndtr(x.to(JAX)).cpu()
     normal = want.abs() >= torch.finfo(torch.float64).tiny
     assert ((got[normal] - want[normal]).abs() / want[normal].abs()).max() <= 1e-12
+
+
+@pytest.mark.tpu_fact("XLA's float32 sin on a TPU is accurate to an absolute error")
+def test_sinc_is_cpus_where_the_own_functions_are_chosen(tpu_policy, tpu_division, tpu_functions):
+    """sinc was jnp.sinc, XLA's sin inside: 2,005 ulps from CPU under the emulation of the chip's
+    functions (benchmarks/tpu_emulated_ulps.py); now CPU's sin(pi x) / (pi x) on the own sin."""
+    rng = np.random.default_rng(6)
+    x = np.concatenate([rng.uniform(-100, 100, 20000), np.arange(-50, 51) + rng.uniform(-1e-3, 1e-3, 101)])
+    x = torch.from_numpy(x.astype(np.float32))
+    want, got = torch.sinc(x), torch.sinc(x.to(JAX)).cpu()
+    kept = want.abs() >= 2.0**-126
+    assert ulps(got[kept].numpy(), want[kept].numpy()).max() <= 2
+    assert torch.sinc(torch.zeros(1).to(JAX)).item() == 1.0
