@@ -183,7 +183,17 @@ sqrt = _symmetric(jnp.sqrt, False, _SQRT)
 # the real functions are transcendentals_inverse's (jaxdev's where its functions are chosen, jnp's
 # elsewhere); a complex argument passes them to jnp's
 asinh = _symmetric(ti.asinh, True, _ASINH)
-_atanh = _symmetric(jnp.arctanh, True, _ATANH)
+
+
+def _arctanh(z):
+    """jnp.arctanh, or for complex64 where jaxdev's functions are chosen (a TPU, where XLA's reaches its
+    own log: catan was 2e-5 relative from CPU's on the chip) transcendentals_inverse's."""
+    if z.dtype == jnp.complex64 and tc.own(z):
+        return ti.complex_atanh_first_quadrant(z)
+    return jnp.arctanh(z)
+
+
+_atanh = _symmetric(_arctanh, True, _ATANH)
 _acos = _symmetric(jnp.arccos, False, _ACOS)
 acosh = _symmetric(ti.acosh, False, _ACOSH)
 log = _symmetric(tc.log, False, _LOG)  # complex64 on jaxdev's float32 functions where those are chosen

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -96,3 +97,33 @@ asinh = tm.chosen(tm.with_jvp(asinh32, lambda x, y, g: g / jnp.sqrt(x * x + 1)),
 acosh = tm.chosen(tm.with_jvp(acosh32, lambda x, y, g: g / jnp.sqrt((x - 1) * (x + 1))), jnp.arccosh)
 atanh = tm.chosen(tm.with_jvp(atanh32, lambda x, y, g: g / ((1 - x) * (1 + x))), jnp.arctanh)
 exp2 = tm.chosen(tm.with_jvp(exp2_32, lambda x, y, g: g * y * _LN2), jnp.exp2)
+
+
+_HALF_PI = np.float32(math.pi / 2)
+
+
+def complex_atanh_first_quadrant(z):
+    """catanh of a finite complex64 z with x, y >= 0 (complex_c99 moves z there and applies Annex G's
+    special values), on jaxdev's float32 functions: real 1/4 log1p(4x / ((1 - x)^2 + y^2)), imaginary
+    1/2 atan2(2y, (1 - x)(1 + x) - y^2); past |z| = 2^30, where the 1's no longer count, x / |z|^2
+    (scaled by the larger part) and pi/2. For a TPU, where XLA's complex atanh reaches its own log."""
+    x, y = jnp.real(z), jnp.imag(z)
+    m = jnp.maximum(x, y)
+    big = m > np.float32(2.0**30)
+    safe_m = jnp.where(big, m, 1)
+    xs, ys = cpu_numerics.divide(x, safe_m), cpu_numerics.divide(y, safe_m)
+    real_big = cpu_numerics.divide(cpu_numerics.divide(xs, xs * xs + ys * ys), safe_m)
+    xx, yy = jnp.where(big, 0, x), jnp.where(big, 0, y)
+    den = (1 - xx) * (1 - xx) + yy * yy
+    real = np.float32(0.25) * tm.log1p(cpu_numerics.divide(4 * xx, jnp.where(den == 0, 1, den)))
+    # next to z = 1 the denominator underflows (1 + 1e-30j: y^2 is 0): its log as 2 log(max) + the rest
+    near = den < np.float32(2.0**-60)
+    u = jnp.abs(1 - xx)
+    hi, lo = jnp.maximum(u, yy), jnp.minimum(u, yy)
+    hi = jnp.where(near & (hi > 0), hi, 1)
+    ratio = cpu_numerics.divide(lo, hi)
+    log_den = 2 * tm.log(hi) + tm.log1p(ratio * ratio)
+    real_near = np.float32(0.25) * (tm.log(jnp.where(near, 4 * xx, 1)) - log_den)
+    real = jnp.where(near, real_near, real)
+    imag = np.float32(0.5) * ta.atan2(2 * yy, (1 - xx) * (1 + xx) - yy * yy)
+    return jax.lax.complex(jnp.where(big, real_big, real), jnp.where(big, _HALF_PI, imag))
