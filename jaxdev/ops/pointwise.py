@@ -218,9 +218,9 @@ for _op, _fn in [
     (aten.exp2.default, _float32_in_float64(_exp2)),
     (aten.expm1.default, tm.expm1),
     (aten.log.default, complex_c99.log),
-    (aten.log2.default, tm.log2),
-    (aten.log10.default, tm.log10),
-    (aten.log1p.default, tm.log1p),
+    (aten.log2.default, tc.log2),  # complex64 on the own log where those are chosen
+    (aten.log10.default, tc.log10),
+    (aten.log1p.default, tc.log1p),
     (aten.sqrt.default, complex_c99.sqrt),
     (aten.rsqrt.default, jax.lax.rsqrt),
     (aten.sigmoid.default, tm.sigmoid),

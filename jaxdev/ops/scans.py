@@ -119,21 +119,6 @@ register(aten._cummin_helper.default)(_cum_helper(False))
 _LCSE_ACC = {jnp.dtype(jnp.float32): jnp.dtype(jnp.float64), jnp.dtype(jnp.complex64): jnp.dtype(jnp.complex128)}
 
 
-def _complex_log1p(z):
-    """c10's log1p for complex: angle atan2(y, 1 + x); modulus through log1p near 0. Where jaxdev's
-    complex functions are chosen (complex64 on a TPU) log|1 + z| away from 0 is transcendentals_complex's
-    log's real part, |1 + z| never formed: XLA's hypot is a division and a sqrt of the platform's."""
-    x, y = jnp.real(z), jnp.imag(z)
-    r = x * (2 + x) + y * y
-    near = jnp.where(r == 0, x, 0.5 * tm.log1p(r))
-    if tc.own(z):
-        w = tc.log(jax.lax.complex(x + 1, y))  # its imaginary part is atan2(y, 1 + x)
-        return jax.lax.complex(jnp.where(jnp.abs(z) < 0.5, near, w.real), w.imag)
-    theta = ta.atan2(y, x + 1)
-    real = jnp.where(jnp.abs(z) < 0.5, near, tm.log(jnp.hypot(x + 1, y)))
-    return jax.lax.complex(real, theta)
-
-
 def _c_exp(z):
     """C's cexp, whose exp(inf + 0i) is inf + 0i (not inf + nan i)."""
     m, y = tm.exp(jnp.real(z)), jnp.imag(z)
@@ -155,7 +140,7 @@ def _complex_log_add_exp(x, cum):
     x_first = jnp.real(x) < jnp.real(cum)
     lo, hi = jnp.where(x_first, x, cum), jnp.where(x_first, cum, x)
     lo_r, hi_r = jnp.real(lo), jnp.real(hi)
-    general = _complex_log1p(tc.exp(lo - hi)) + hi
+    general = tc.log1p_c10(tc.exp(lo - hi)) + hi
     both_inf = ~jnp.isfinite(lo_r) & (lo_r == hi_r)
     infinite = jnp.where(lo_r < 0, lo, _c_log(_c_exp(lo) + _c_exp(hi)))
     out = jnp.where(both_inf, infinite, general)

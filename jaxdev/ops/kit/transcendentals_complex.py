@@ -16,13 +16,17 @@ complex_c99.py's rules fix for exp and log are fixed there, after these.
 
 from __future__ import annotations
 
+import math
+
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from jaxdev.ops.kit import transcendentals as tm
 from jaxdev.ops.kit import transcendentals_atan as ta
 from jaxdev.ops.kit import transcendentals_gamma as tg
 from jaxdev.ops.kit import transcendentals_trig as trig
+from jaxdev.ops.kit.division import divide
 
 
 def own(z) -> bool:
@@ -61,7 +65,7 @@ def _log(z):
     a, b = z.real, z.imag
     m, n = jnp.maximum(jnp.abs(a), jnp.abs(b)), jnp.minimum(jnp.abs(a), jnp.abs(b))
     safe_m = jnp.where(m == 0, 1, m)
-    ratio = n / safe_m
+    ratio = divide(n, safe_m)  # the chip's quotient by a divisor past ~2^115 was garbage
     far = tm.log(safe_m) + 0.5 * tm.log1p(ratio * ratio)
     near_one = 0.5 * tm.log1p(_squares_minus_one(m, n))
     modulus = jnp.where((m > 0.6) & (m < 1.41), near_one, far)
@@ -151,3 +155,33 @@ def pow(base, exponent):  # the kit's name for it, as transcendentals_gamma.pow
         return tg.pow(base, exponent)
     base, exponent = base.astype(dt), exponent.astype(dt)
     return jnp.where(base == 0, jnp.power(base, exponent), _exp(exponent * _log(base)))
+
+
+def log1p_c10(z):
+    """c10's log1p for complex: angle atan2(y, 1 + x); modulus through log1p near 0. Where jaxdev's
+    complex functions are chosen (complex64 on a TPU) log|1 + z| away from 0 is transcendentals_complex's
+    log's real part, |1 + z| never formed: XLA's hypot is a division and a sqrt of the platform's."""
+    x, y = jnp.real(z), jnp.imag(z)
+    r = x * (2 + x) + y * y
+    near = jnp.where(r == 0, x, 0.5 * tm.log1p(r))
+    if own(z):
+        w = log(jax.lax.complex(x + 1, y))  # its imaginary part is atan2(y, 1 + x)
+        return jax.lax.complex(jnp.where(jnp.abs(z) < 0.5, near, w.real), w.imag)
+    theta = ta.atan2(y, x + 1)
+    real = jnp.where(jnp.abs(z) < 0.5, near, tm.log(jnp.hypot(x + 1, y)))
+    return jax.lax.complex(real, theta)
+
+
+def _log_over(ln_base):
+    """c10's log2 / log10 of a complex: log(z) / log(base), each part divided."""
+
+    def run(z):
+        w = _log(z)
+        return jax.lax.complex(divide(w.real, ln_base), divide(w.imag, ln_base))
+
+    return run
+
+
+log1p = _chosen(log1p_c10, tm.log1p, jnp.log1p)
+log2 = _chosen(_log_over(np.float32(math.log(2))), tm.log2, jnp.log2)
+log10 = _chosen(_log_over(np.float32(math.log(10))), tm.log10, jnp.log10)
