@@ -185,3 +185,35 @@ def _log_over(ln_base):
 log1p = _chosen(log1p_c10, tm.log1p, jnp.log1p)
 log2 = _chosen(_log_over(np.float32(math.log(2))), tm.log2, jnp.log2)
 log10 = _chosen(_log_over(np.float32(math.log(10))), tm.log10, jnp.log10)
+
+
+def _tanh(z):
+    """glibc's ctanhf for finite z: (sinh x cosh x + i sin y cos y) / (sinh^2 x + cos^2 y) on the own
+    float32 functions; past |x| = 44 (where that would overflow) copysign(1, x) + i 4 sin y cos y
+    e^(-2|x|); Annex G's +-1 + i0 for an infinite x and NaN + i0 at NaN + i0; other infinite or NaN
+    parts jnp.tanh's."""
+    x, y = z.real, z.imag
+    s, c = trig.sin_cos32(jnp.where(jnp.isfinite(y), y, 0))
+    big = jnp.abs(x) > 44
+    cosh, sinh = _cosh_sinh(jnp.where(big, 0, x))
+    den = sinh * sinh + c * c
+    re = jnp.where(big, jnp.copysign(jnp.float32(1), x), divide(sinh * cosh, den))
+    im = jnp.where(big, 4 * s * c * tm.exp(-2 * jnp.abs(x)), divide(s * c, den))
+    finite = jnp.isfinite(x) & jnp.isfinite(y)
+    # Annex G: tanh(+-inf + iy) = +-1 + i0 sin(2y) for finite y, tanh(NaN + i0) = NaN + i0
+    re = jnp.where(jnp.isinf(x) & jnp.isfinite(y), jnp.copysign(jnp.float32(1), x), re)
+    im = jnp.where(jnp.isinf(x) & jnp.isfinite(y), jnp.copysign(jnp.float32(0), s * c), im)
+    im = jnp.where(jnp.isnan(x) & (y == 0), y, im)
+    ours = finite | (jnp.isinf(x) & jnp.isfinite(y)) | (jnp.isnan(x) & (y == 0))
+    re = jnp.where(jnp.isnan(x) & (y == 0), x, re)
+    return jnp.where(ours, jax.lax.complex(re, im), jnp.tanh(z))
+
+
+def _tan(z):
+    """tan z = -i tanh(i z)."""
+    w = _tanh(_i_times(z))
+    return jax.lax.complex(w.imag, -w.real)
+
+
+tanh = _chosen(_tanh, tm.tanh, jnp.tanh)
+tan = _chosen(_tan, tm.tan, jnp.tan)
