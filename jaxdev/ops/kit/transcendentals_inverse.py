@@ -30,6 +30,7 @@ import numpy as np
 from jaxdev.ops.kit import cpu_numerics
 from jaxdev.ops.kit import transcendentals as tm
 from jaxdev.ops.kit import transcendentals_atan as ta
+from jaxdev.ops.kit import transcendentals_complex as tc
 from jaxdev.ops.kit import transcendentals_gamma as tg
 
 _F = np.float32
@@ -134,8 +135,6 @@ def complex_asinh_first_quadrant(z):
     special values), on jaxdev's functions: log(z + sqrt(z^2 + 1)), as log1p(z + z^2 / (1 + sqrt(z^2 + 1)))
     for |z| < 1/2, z^2 + 1's real part as (1 - y)(1 + y) + x^2 (no cancellation next to z = i), and
     log(2) + log(z) past |z| = 2^30. For a TPU, where XLA's complex asinh reaches its own log."""
-    from jaxdev.ops.kit import transcendentals_complex as tc  # it imports this module's users' kit
-
     x, y = jnp.real(z), jnp.imag(z)
     m = jnp.maximum(x, y)
     big = m > np.float32(2.0**30)
