@@ -201,7 +201,7 @@ def record(op, fn, args, kwargs):
     """A kernel call in fused mode: replayed where the trie expects it (replay.py), else keyed and
     recorded, or run eagerly after the pending work."""
     if (op in _FRESH and kwargs.get("memory_format") is torch.preserve_format) or (
-        op is _ZEROS and args and not args[0]
+        op in _FRESH_SCALARS and args and not args[0]
     ):
         return _fresh(fn, args, kwargs)
     with _lock:
@@ -377,11 +377,12 @@ def _upload(fn, args, kwargs):
 _FRESH = frozenset(
     (torch.ops.aten.zeros_like.default, torch.ops.aten.empty_like.default, torch.ops.aten.full_like.default)
 )
-_ZEROS = torch.ops.aten.zeros.default
+# NAdam's capturable mu_product is ones(())
+_FRESH_SCALARS = frozenset((torch.ops.aten.zeros.default, torch.ops.aten.ones.default))
 
 
 def _fresh(fn, args, kwargs):
-    """A fresh constant tensor shaped like another, with its memory format kept, or a 0-d zero (the
+    """A fresh constant tensor shaped like another, with its memory format kept, or a 0-d zero or one (the
     idioms torch.optim makes its state with on its first step), runs at once and joins no segment: it reads no device
     data (its model's sizes and strides alone), so like an upload it needs no flush. Recorded, the
     first step's segment would create the optimizer's state inside its program and the second take

@@ -63,7 +63,8 @@ def _hardswish(x):
 
 def _hardswish_grad(g, x):
     # x / 3 a true division (_by): x / 3 + 1/2 cancels near x = -3/2
-    return jnp.where(x <= -3, zero_like(g), jnp.where(x < 3, g * (_by(x, 3) + 0.5), g))
+    # CPU's masks: x <= -3 gives 0, x >= 3 gives g, anything else (NaN too) the middle
+    return jnp.where(x <= -3, zero_like(g), jnp.where(x >= 3, g, g * (_by(x, 3) + 0.5)))
 
 
 def _softshrink(x, lambd):

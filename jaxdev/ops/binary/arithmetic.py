@@ -4,11 +4,13 @@ remainders: alpha checked and read as CPU reads it; integer division by zero rai
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import torch
 
-from jaxdev import tracing
+from jaxdev import dtypes, tracing
 from jaxdev.ops.binary.rules import (
     ADD,
     AND,
@@ -26,7 +28,7 @@ from jaxdev.ops.binary.rules import (
     real_dtype,
 )
 from jaxdev.ops.kit import apply, float_of, result_type, same_dtype_bodies, value
-from jaxdev.ops.kit.cpu_numerics import divide, opaque
+from jaxdev.ops.kit.cpu_numerics import divide, opaque, round_to
 from jaxdev.ops.kit.formulas import DIV, MUL, add_alpha, sub_alpha
 from jaxdev.ops.registry import aten, register_functional
 
@@ -101,20 +103,44 @@ def _trunc_div(a, b):
     if jnp.issubdtype(a.dtype, jnp.integer):
         q = jnp.abs(a) // jnp.abs(b)
         return jnp.where((a < 0) != (b < 0), -q, q)
-    return jnp.trunc(divide(a, b))  # IEEE's quotient where the platform's is not (a TPU): k, not k - ulp
+    # DIV: a true division (a broadcast divisor behind the barrier, where XLA would multiply by its
+    # reciprocal), IEEE's where the platform's is not (a TPU): k, not k - ulp
+    return jnp.trunc(DIV(a, b))
 
 
-def _floor_div(a, b):
+def _floor_div(a, b, rounded=lambda v: v):
     if jnp.issubdtype(a.dtype, jnp.integer):
         return jnp.floor_divide(a, b)
-    # CPU's div_floor_floating: through fmod, so inf // 2 is nan and -5 // inf is -1, as in Python
+    # CPU's div_floor_floating: through fmod, so inf // 2 is nan and -5 // inf is -1, as in Python;
+    # `rounded` after each operation where CPU runs it in a half's own arithmetic
     mod = jnp.fmod(a, b)
-    div = divide(a - mod, b)
-    div = jnp.where((mod != 0) & ((b < 0) != (mod < 0)), div - 1, div)
+    div = rounded(divide(rounded(a - mod), b))
+    div = jnp.where((mod != 0) & ((b < 0) != (mod < 0)), rounded(div - 1), div)
     floor = jnp.floor(div)
-    floor = jnp.where(div - floor > 0.5, floor + 1, floor)
+    floor = jnp.where(rounded(div - floor) > 0.5, floor + 1, floor)
     floor = jnp.where(div != 0, floor, jnp.copysign(jnp.zeros((), a.dtype), a / b))
     return jnp.where(b == 0, a / b, floor)
+
+
+@functools.cache
+def _rounding_div_of(mode: str, dtype: torch.dtype):
+    """div's trunc or floor kernel for a result of `dtype`. A half tensor divided by a tensor is CPU's
+    Half arithmetic, each operation rounded to the half (float16 1179 / 2.6796875 truncated is 440, 439
+    from float32's quotient; floor went 77 of 2,000 float16 values off); by a number or a 0-d tensor
+    (a CPU scalar, read in float) CPU computes in float, as float32 is."""
+    plain = _trunc_div if mode == "trunc" else _floor_div
+    if dtype not in (torch.float16, torch.bfloat16):
+        return plain
+    rounded = round_to(dtypes.to_jax_dtype(dtype))
+
+    def half_div(a, b):
+        if jnp.ndim(b) == 0:
+            return plain(a, b)
+        if mode == "trunc":
+            return jnp.trunc(rounded(DIV(a, b)))
+        return _floor_div(a, b, rounded)
+
+    return half_div
 
 
 @register_functional(
@@ -138,7 +164,7 @@ def div_mode(self, other, *, rounding_mode=None):
     other = as_read(other, common)
     if not (common.is_floating_point or common.is_complex):
         tracing.check_values(jnp.asarray(value(other)) == 0, lambda: RuntimeError("ZeroDivisionError"))
-    fn = _trunc_div if rounding_mode == "trunc" else _floor_div
+    fn = _rounding_div_of(rounding_mode, common)
     return apply(fn, common, common, (self, other), exact_numbers=True)
 
 
@@ -172,7 +198,7 @@ def fmod(self, other):
 @register_functional(aten.floor_divide.default, aten.floor_divide.Scalar)
 def floor_divide(self, other):
     common, other = int_div_check("div_floor_cpu", self, other)
-    return apply(_floor_div, common, common, (self, other), exact_numbers=True)
+    return apply(_rounding_div_of("floor", common), common, common, (self, other), exact_numbers=True)
 
 
 # `x //= y`: floor_divide.default in place (its overload name, Tensor, does not pair it with `default`)
