@@ -370,3 +370,23 @@ def test_logaddexp2_takes_jaxdevs_functions_where_chosen(tpu_policy, tpu_divisio
     assert np.array_equal(got[~finite & ~np.isnan(want)], want[~finite & ~np.isnan(want)])
     ulps = np.abs(got[finite].astype(np.float64) - want[finite]) / np.spacing(np.abs(want[finite]))
     assert ulps[np.abs(want[finite]) > 1].max() <= 2 and ulps.max() <= 8
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16])
+def test_rounding_divisions_are_cpus_bits(dtype):
+    """div(rounding_mode=trunc/floor) and floor_divide as CPU computes them: a broadcast divisor divided,
+    not multiplied by its reciprocal (float64 -1.0019e8 / 1.0334e-9 truncated was 1 ulp off); a half
+    tensor by a tensor in Half arithmetic, each operation rounded (float16 1179 / 2.6796875 truncated
+    is 440, 439 from float32's quotient), by a 0-d tensor or a number in float."""
+    g = torch.Generator().manual_seed(0)
+    a = (torch.randn(50, 1, generator=g, dtype=torch.float64) * 1000).to(dtype)
+    b = (torch.randn(40, generator=g, dtype=torch.float64) * 3).to(dtype)
+    same = dict(rtol=0, atol=0, equal_nan=True)
+    for divisor in (b, b[3], 2.7):
+        jax_divisor = divisor.to(JAX) if isinstance(divisor, torch.Tensor) else divisor
+        for mode in ("trunc", "floor"):
+            want = torch.div(a, divisor, rounding_mode=mode)
+            torch.testing.assert_close(torch.div(a.to(JAX), jax_divisor, rounding_mode=mode).cpu(), want, **same)
+        torch.testing.assert_close(
+            torch.floor_divide(a.to(JAX), jax_divisor).cpu(), torch.floor_divide(a, divisor), **same
+        )
