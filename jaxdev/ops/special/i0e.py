@@ -11,8 +11,9 @@ from jaxdev.ops.kit import J, apply, float_of, jitted
 from jaxdev.ops.kit.cpu_numerics import chebyshev, cpu_threads, divide_by, round_to, scalar_lanes, sqrt_divisor
 from jaxdev.ops.registry import aten, register_functional
 
-# Cephes' Chebyshev coefficients for exp(-x) I0(x) on [0, 8] and exp(-x) sqrt(x) I0(x) on (8, inf).
-_I0E_A = (
+# Cephes' Chebyshev coefficients for exp(-x) I0(x) on [0, 8] and exp(-x) sqrt(x) I0(x) on (8, inf)
+# (CPU's chebyshev_coefficients_*, zero order last; own_float32.py's i0 takes them too).
+I0E_A = (
     -4.41534164647933937950e-18, 3.33079451882223809783e-17, -2.43127984654795469359e-16,
     1.71539128555513303061e-15, -1.16853328779934516808e-14, 7.67618549860493561688e-14,
     -4.85644678311192946090e-13, 2.95505266312963983461e-12, -1.72682629144155570723e-11,
@@ -24,7 +25,7 @@ _I0E_A = (
     -2.37374148058994688156e-2, 4.93052842396707084878e-2, -9.49010970480476444210e-2,
     1.71620901522208775349e-1, -3.04682672343198398683e-1, 6.76795274409476084995e-1,
 )  # fmt: skip
-_I0E_B = (
+I0E_B = (
     -7.23318048787475395456e-18, -4.83050448594418207126e-18, 4.46562142029675999901e-17,
     3.46122286769746109310e-17, -2.82762398051658348494e-16, -3.42548561967721913462e-16,
     1.77256013305652638360e-15, 3.81168066935262242075e-15, -9.55484669882830764870e-15,
@@ -53,9 +54,9 @@ def _cephes_i0e(x, rounded):
         return rounded(0.5 * rounded(b0 - b2))
 
     two = jnp.asarray(2.0, x.dtype)
-    small = series(_I0E_A, rounded(rounded(divide_by(x, two)) - two))
+    small = series(I0E_A, rounded(rounded(divide_by(x, two)) - two))
     far = jnp.where(x <= 8, 16.0, x)  # NaN stays NaN
-    large = series(_I0E_B, rounded(rounded(32.0 / far) - two)) / sqrt_divisor(far)
+    large = series(I0E_B, rounded(rounded(32.0 / far) - two)) / sqrt_divisor(far)
     return jnp.where(x <= 8, small, large)
 
 
