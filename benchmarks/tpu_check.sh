@@ -12,7 +12,8 @@
 #   from the machine's wheels into /tmp/site, then the wheels carried in .whl-tpu/ (torchax 0.0.13,
 #   expecttest) with --no-index --no-deps; the machine's own JAX stays first on PYTHONPATH.
 # * Environment knobs: TPUCHECK_LM_DTYPES ("bf16 f32"), TPUCHECK_LM_MODES (jaxdev's modes in the lm
-#   section: "compiled compiled+fused fused"), TPUCHECK_LM_OP (0: no per-op lm unit), TPUCHECK_COLD (the impl:mode pairs of the cold
+#   section: "compiled compiled+fused model-compiled+fused fused"; model-compiled+fused compiles forward+backward
+#   only, the optimizer recorded by fused eager), TPUCHECK_LM_OP (0: no per-op lm unit), TPUCHECK_COLD (the impl:mode pairs of the cold
 #   section), TPUCHECK_COLD_DTYPES (bf16), TPUCHECK_TOTAL (530 s), TPUCHECK_STATE; JAXDEV_* pass through.
 # * Units run in priority order, each under `timeout` (what is left of the 9 minutes, at most its own
 #   limit); a unit cut short keeps the rows it finished, and the row it was in says "> N s (cut)".
@@ -141,7 +142,7 @@ if has lm; then  # the headline rows first: the training step in every mode and 
     for dt in ${TPUCHECK_LM_DTYPES:-bf16 f32}; do
         # a mode a process: the protocol builds every mode before timing any, so one first step that
         # overran the limit (fused, > 77 s on a TPU) lost the other modes' timings too
-        for m in ${TPUCHECK_LM_MODES:-compiled compiled+fused fused}; do
+        for m in ${TPUCHECK_LM_MODES:-compiled compiled+fused model-compiled+fused fused}; do
             unit "lm-$dt-jaxdev-$m" 110 jaxdev "$C/jaxdev" "${JAXDEV[@]}" --sections lm --dtypes "$dt" --modes "$m"
         done
         unit "lm-$dt-torchax" 90 torchax "$C/torchax" "${TORCHAX[@]}" --sections lm --dtypes "$dt"

@@ -12,9 +12,9 @@ from __future__ import annotations
 import argparse
 import json
 
-ORDER = ["compiled", "compiled+fused", "fused", "op", "jitted", "hand-written", "foreach", "per tensor", "1 program"]
-ORDER += ["eager", "donated"]
-_RESET = ("first_s", "settle_s", "ms", "host_ms", "programs", "cut", "note", "error")
+ORDER = ["compiled", "compiled+fused", "model-compiled+fused", "fused", "op", "jitted", "hand-written"]
+ORDER += ["foreach", "per tensor", "1 program", "eager", "donated"]
+_RESET = ("first_s", "first_xla_s", "settle_s", "ms", "host_ms", "programs", "cut", "note", "error")
 
 
 def load(path: str) -> tuple[dict, dict, dict, list]:
@@ -110,7 +110,7 @@ def _ratio(row: dict, ref: dict | None) -> str:
 
 
 def table(rows: dict) -> list[str]:
-    head = f"{'workload / implementation':<46} {'ms':>8} {'host ms':>8} {'progs':>6} {'first s':>9} {'settle s':>8} {'cold s':>8} {'warm s':>8} {'/torchax':>8} {'/jax.jit':>8}"
+    head = f"{'workload / implementation':<46} {'ms':>8} {'host ms':>8} {'progs':>6} {'first s':>9} {'xla s':>6} {'settle s':>8} {'cold s':>8} {'warm s':>8} {'/torchax':>8} {'/jax.jit':>8}"
     out = [head, "-" * len(head)]
     workloads = list(dict.fromkeys(k[0] for k in rows))
     for w in workloads:
@@ -123,7 +123,7 @@ def table(rows: dict) -> list[str]:
             row = rows[k]
             ms = row.get("ms")
             line = f"  {k[1] + ' ' + k[2]:<44} {_num(ms):>8} {_num(row.get('host_ms')):>8} {_num(row.get('programs'), 0):>6} "
-            line += f"{_first(row, 'first'):>9} {_first(row, 'settle'):>8} {_first(row, 'cold'):>8} {_first(row, 'warm'):>8} {_ratio(row, tx):>8} {_ratio(row, jx):>8}"
+            line += f"{_first(row, 'first'):>9} {_num(row.get('first_xla_s'), 1):>6} {_first(row, 'settle'):>8} {_first(row, 'cold'):>8} {_first(row, 'warm'):>8} {_ratio(row, tx):>8} {_ratio(row, jx):>8}"
             notes = [row[n] for n in ("cut", "error", "note") if row.get(n)]
             out.append(line + ("  " + "; ".join(str(n)[:90] for n in notes) if notes else ""))
     return out
@@ -170,7 +170,8 @@ def main() -> None:
     print("\n".join(table(rows)))
     print("ms: median of interleaved rounds (per token for decode); host ms: until the call returns; progs: XLA")
     print("executions per step counted by JAX's profiler; first s: first step in the measuring process (* its")
-    print("compile cache held earlier runs' programs); settle s: the steps after it until one compiles nothing;")
+    print("compile cache held earlier runs' programs); xla s: of it, seconds in XLA's compiler (the rest: the")
+    print("host's tracing, recording, lowering); settle s: the steps after it until one compiles nothing;")
     print("cold/warm: fresh processes over empty / the cold run's caches")
     found = checks(rows)
     for w, entries in found["loss1"].items():
