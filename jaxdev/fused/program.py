@@ -28,6 +28,7 @@ from jaxdev.fused import offsets
 from jaxdev.fused.learn import NotRecordable
 from jaxdev.fused.stats import STATS
 from jaxdev.graphs import program as compiled
+from jaxdev.programs import compile_effort
 from jaxdev.tensor import BOXES
 
 _native_layout = getattr(native.module, "fused_layout", None)  # _layout's loop (jaxdev/csrc/fused_flush.cpp)
@@ -86,12 +87,13 @@ def _call(spec, inputs, numbers: list) -> list:
     base = rng.traced_base()
     was, tracing.checks.eager_layouts = tracing.checks.eager_layouts, True
     try:
-        if donated:
-            run, kept = _donating(spec, donated)
-            new_arrays, mutated, flag = run([arrays[g] for g in donated], [arrays[g] for g in kept], base)
-            arrays = None  # given to the program: the deferred checks' rerun cannot have them (there are none)
-        else:
-            new_arrays, mutated, flag = spec.jitted(arrays, base)
+        with compile_effort.whole_program():  # a step's program: XLA's default effort
+            if donated:
+                run, kept = _donating(spec, donated)
+                new_arrays, mutated, flag = run([arrays[g] for g in donated], [arrays[g] for g in kept], base)
+                arrays = None  # given to the program: the deferred checks' rerun cannot have them (there are none)
+            else:
+                new_arrays, mutated, flag = spec.jitted(arrays, base)
     finally:
         tracing.checks.eager_layouts = was
     spec.fused_checks = flag is not None

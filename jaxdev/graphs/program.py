@@ -43,6 +43,7 @@ from jaxdev import eager_modes, rng, tensor, tracing
 from jaxdev.graphs import outputs, planned, program_cache
 from jaxdev.graphs.inputs import Guard, Inputs
 from jaxdev.parallel import compiled_collectives
+from jaxdev.programs import compile_effort
 from jaxdev.tensor import BOXES, Box
 from jaxdev.tracing import UntraceableGraph
 
@@ -223,9 +224,11 @@ class Specialisation:
         # A program that draws nothing never reads the state: a constant already on the device, not
         # the state's three numbers moved there at every call.
         base = rng.traced_base() if first or self.draws or self.spmd is not None else outputs.no_draws(arrays)
-        if first and self.spmd is None:  # the program from jaxdev's disk cache, or traced, exported and stored there
-            program_cache.install(self, inputs, arrays, base)
-        new_arrays, mutated, flag = self.jitted(arrays, base)
+        with compile_effort.whole_program():  # a graph's program: XLA's default effort
+            # the program from jaxdev's disk cache, or traced, exported and stored there
+            if first and self.spmd is None:
+                program_cache.install(self, inputs, arrays, base)
+            new_arrays, mutated, flag = self.jitted(arrays, base)
         if self.draws:
             rng.advance(self.draws)
         if flag is not None and checks_enabled():

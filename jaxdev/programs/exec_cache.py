@@ -38,7 +38,7 @@ import time
 
 import jax
 
-from jaxdev.programs import cache, exact_programs, executables, program_keys
+from jaxdev.programs import cache, compile_effort, exact_programs, executables, program_keys
 
 ENV = "JAXDEV_EXEC_CACHE"
 SUBDIR = "executables"
@@ -132,6 +132,9 @@ def _call_impl_python(*args, **params):
     t0 = time.perf_counter()
     if exact_programs.wanted(params["compiler_options_kvs"]) and exact_programs.exact(params["jaxpr"]):
         params["compiler_options_kvs"] = (*params["compiler_options_kvs"], exact_programs.OPTION)
+    effort = compile_effort.option(params["compiler_options_kvs"])
+    if effort is not None:  # part of the entry's key: a program compiled at another effort is another entry
+        params["compiler_options_kvs"] = (*params["compiler_options_kvs"], effort)
     path, backend = _entry(args, params)
     t1 = time.perf_counter()
     STATS.key_s += t1 - t0
