@@ -110,7 +110,9 @@ def test_as_on_cpu(name):
             return
         actual = CASES[name](JAX)
     assert actual.dtype == expected.dtype and actual.shape == expected.shape
-    assert torch.equal(torch.signbit(actual.cpu()), torch.signbit(expected)) if expected.is_floating_point() else True
+    if expected.is_floating_point():  # zeros' and infinities' signs; a NaN's sign is the machine's (x86 makes -NaN)
+        numbers = ~expected.isnan()
+        assert torch.equal(torch.signbit(actual.cpu())[numbers], torch.signbit(expected)[numbers])
     assert_same(actual, expected)
 
 
