@@ -14,6 +14,7 @@ for jaxdev/ops/indexing.py, tests/ops/test_linalg.py for the sub-package jaxdev/
   under the TPU's policy; `pytest -m tpu_fact tests` selects them for a TPU run.
 * A test that fails because the platform refuses a dtype (jaxdev.PlatformDtypeError: complex128 on a
   TPU) is reported skipped, naming that fact; on CPU no dtype is refused.
+* The suite runs in per-op eager mode on every platform unless JAXDEV_EAGER says otherwise.
 * JAXDEV_TPU_COMPILE=1 (with libtpu on the path: jaxdev/audit/deviceless.py) runs the suite in a stand-in
   for a TPU: the TPU's formulations, every program compiled by XLA's TPU compiler too.
 """
@@ -36,6 +37,12 @@ if os.environ.get("JAXDEV_TPU_COMPILE"):  # a stand-in for a TPU (scripts/tpu_te
 from jaxdev_testing import PLATFORM, describe_exit, run_python
 
 import jaxdev
+
+if not os.environ.get("JAXDEV_EAGER"):
+    # The suite is per-op eager's wherever it runs (JAXDEV_EAGER=fused runs it fused, skipping per-op-only
+    # tests): an accelerator's default, fused, is otherwise set at the first tensor, after collection
+    # read "op", so per-op-only tests ran fused on the TPU stand-in (a chunked draw's test failed so).
+    jaxdev.eager_mode("op")
 
 if PLATFORM != "cpu":
     # One process may hold a TPU: the child processes tests start run on JAX's CPU backend (this
