@@ -19,6 +19,7 @@ from jaxdev.ops.kit import (
     J,
     apply,
     capabilities,
+    complex_c10,
     complex_c99,
     cpu_numerics,
     float_of,
@@ -27,6 +28,7 @@ from jaxdev.ops.kit import (
     same_dtype_bodies,
     typed_bodies,
 )
+from jaxdev.ops.kit import complex_trig_specials as trig_c
 from jaxdev.ops.kit import transcendentals as tm
 from jaxdev.ops.kit import transcendentals_complex as tc
 from jaxdev.ops.kit import transcendentals_inverse as ti
@@ -143,15 +145,17 @@ def _hyperbolic(sign):
     exp's own error (XLA's float64 sinh/cosh were ~10 ulps off), sinh's small |x| < 1 as XLA's
     (expm1-based); past exp's overflow, where the result is still finite, (e^(|x|/2) / 2) e^(|x|/2)."""
     fn = jnp.sinh if sign < 0 else jnp.cosh
-    complex_fn = tc.sinh if sign < 0 else tc.cosh
+    complex_fn = trig_c.sinh if sign < 0 else trig_c.cosh
 
     def hyperbolic(x):
         if jnp.iscomplexobj(x):
             return complex_fn(x)
         a = jnp.abs(x)
         e = tm.exp(a)
-        half = tm.exp(a / 2)
-        big = jnp.where(jnp.isinf(e), (half / 2) * half, (e + sign / e) / 2)
+        half = tm.exp(a * 0.5)  # halvings as products (exact either way); 1 / e IEEE's where a TPU's is
+        # not (cpu_numerics.divide: its 2 ulps, and 200 for e past 2^100, had sinh and cosh 7 ulps from
+        # CPU's under tests/tpu_emulation.py)
+        big = jnp.where(jnp.isinf(e), (half * 0.5) * half, (e + cpu_numerics.divide(sign, e)) * 0.5)
         if sign > 0:
             return big
         return jnp.where(a < 1, _sinh_small(x, fn), jnp.copysign(big, x))
@@ -166,7 +170,7 @@ def _sinh_small(x, fn):
     if x.dtype != jnp.float32:
         return fn(x)
     u = tm.expm1(jnp.abs(x))
-    return jnp.copysign((u + u / (u + 1)) / 2, x)
+    return jnp.copysign((u + cpu_numerics.divide(u, u + 1)) * 0.5, x)
 
 
 def _exp2(x):
@@ -174,7 +178,7 @@ def _exp2(x):
     powers of two, as CPU's exp2 does (XLA's exp(x * ln 2) gave 2^-3 = 0.12500000000000003 in
     float64); infinities and NaN as IEEE's exp2."""
     if jnp.iscomplexobj(x):
-        return jnp.exp2(x)
+        return complex_c10.exp2(x)
     if tm.own(x):  # jaxdev's (transcendentals_inverse): jnp.ldexp's 2 ** n is XLA's pow
         return ti.exp2(x)
     info = jnp.finfo(x.dtype)
@@ -202,32 +206,32 @@ _FLOAT_REFUSALS = {
 }
 
 for _op, _fn in [
-    (aten.sin.default, tc.sin),
-    (aten.cos.default, tc.cos),
-    (aten.tan.default, tc.tan),
+    (aten.sin.default, trig_c.sin),
+    (aten.cos.default, trig_c.cos),
+    (aten.tan.default, trig_c.tan),
     (aten.asin.default, complex_c99.asin),
     (aten.acos.default, complex_c99.acos),
     (aten.atan.default, complex_c99.atan),
     (aten.sinh.default, _float32_in_float64(_hyperbolic(-1))),
     (aten.cosh.default, _float32_in_float64(_hyperbolic(1))),
-    (aten.tanh.default, tc.tanh),
+    (aten.tanh.default, trig_c.tanh),
     (aten.asinh.default, complex_c99.asinh),
     (aten.acosh.default, complex_c99.acosh),
     (aten.atanh.default, complex_c99.atanh),
     (aten.exp.default, complex_c99.exp),
     (aten.exp2.default, _float32_in_float64(_exp2)),
-    (aten.expm1.default, tm.expm1),
+    (aten.expm1.default, complex_c10.for_complex(complex_c10.expm1, tm.expm1)),
     (aten.log.default, complex_c99.log),
-    (aten.log2.default, tc.log2),  # complex64 on the own log where those are chosen
-    (aten.log10.default, tc.log10),
-    (aten.log1p.default, tc.log1p),
+    (aten.log2.default, complex_c99.log2),  # complex64 on the own log where those are chosen
+    (aten.log10.default, complex_c99.log10),
+    (aten.log1p.default, complex_c10.for_complex(complex_c10.log1p, tc.log1p)),
     (aten.sqrt.default, complex_c99.sqrt),
-    (aten.rsqrt.default, jax.lax.rsqrt),
-    (aten.sigmoid.default, tm.sigmoid),
+    (aten.rsqrt.default, complex_c10.for_complex(complex_c10.rsqrt, jax.lax.rsqrt)),
+    (aten.sigmoid.default, complex_c10.for_complex(complex_c10.sigmoid, tm.sigmoid)),
     (aten.erf.default, tm.erf),
     (aten.erfc.default, tm.erfc),
     (aten.erfinv.default, _erfinv),
-    (aten.reciprocal.default, formulas.reciprocal),
+    (aten.reciprocal.default, complex_c10.for_complex(complex_c10.reciprocal, formulas.reciprocal)),
 ]:
     unary_float(_op, _fn, refuse=_FLOAT_REFUSALS.get(_op, lambda dtype: None))
 

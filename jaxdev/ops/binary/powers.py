@@ -9,7 +9,7 @@ import torch
 
 from jaxdev import dtypes
 from jaxdev.ops.binary.rules import POW, as_read
-from jaxdev.ops.kit import apply, plain, result_type
+from jaxdev.ops.kit import apply, complex_c10, complex_c99, result_type
 from jaxdev.ops.kit.cpu_numerics import round_to
 from jaxdev.ops.registry import aten, register, register_functional, store_into
 
@@ -52,7 +52,14 @@ def _cube(x):
 
 
 def _inverse_square(x):
-    return jnp.reciprocal(x * x)
+    """1 / (x * x); for a complex x, XLA's quotient where the square's parts are finite and non-zero
+    (it equals CPU's more often there than Smith's division of our square, which is not CPU's square
+    bit for bit: the products differ), CPU's reciprocal (complex_c10) where one is zero or not finite."""
+    square = x * x
+    if not jnp.iscomplexobj(square):
+        return jnp.reciprocal(square)
+    plain_parts = (square.real != 0) & (square.imag != 0) & jnp.isfinite(square.real) & jnp.isfinite(square.imag)
+    return jnp.where(plain_parts, jnp.reciprocal(square), complex_c10.reciprocal(square))
 
 
 def _bf16(x):
@@ -67,7 +74,11 @@ def _inverse_square_bf16(x):
     return jnp.reciprocal(_bf16(x * x))
 
 
-_SQRT, _RECIPROCAL = plain(jnp.sqrt), plain(jnp.reciprocal)
+# a complex base through CPU's sqrt, rsqrt and reciprocal kernels' special values (C99's csqrt,
+# c10's division)
+_SQRT = complex_c99.sqrt
+_RSQRT = complex_c10.for_complex(complex_c10.rsqrt, jax.lax.rsqrt)
+_RECIPROCAL = complex_c10.for_complex(complex_c10.reciprocal, jnp.reciprocal)
 
 
 def _scalar_power(common, exponent):
@@ -85,7 +96,7 @@ def _scalar_power(common, exponent):
     if exponent == 0.5:
         return _SQRT
     if exponent == -0.5:
-        return jax.lax.rsqrt
+        return _RSQRT
     if exponent == -1:
         return _RECIPROCAL
     bf16 = common == torch.bfloat16
@@ -140,6 +151,8 @@ def pow_scalar(self, exponent):
     if common == torch.bool:
         raise NotImplementedError("\"pow\" not implemented for 'Bool'")
     integral = not (common.is_floating_point or common.is_complex) and common != torch.bool
+    if self == 1 and not integral:  # CPU fills 1 (Pow.cpp), whatever the exponent: 1 ** NaN is 1
+        return apply(_ones, common, common, (exponent,))
     return apply(_int_pow if integral else POW, common, common, (as_read(self, common), exponent))
 
 

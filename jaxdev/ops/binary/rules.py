@@ -7,12 +7,13 @@ import jax.numpy as jnp
 import torch
 
 from jaxdev import dtypes, tensor, tracing
-from jaxdev.ops.kit import apply, float_of, plain, result_type, typed_bodies, value
-from jaxdev.ops.kit import transcendentals_complex as tc
+from jaxdev.ops.kit import apply, complex_pow, float_of, plain, result_type, typed_bodies, value
 from jaxdev.ops.registry import register, register_functional, store_into
 
 ADD, OR, SUB, AND, FMOD = map(plain, (jnp.add, jnp.logical_or, jnp.subtract, jnp.logical_and, jnp.fmod))
-POW = tc.pow  # jnp.power, or jaxdev's float32 and complex64 pow where its own functions are chosen (a TPU)
+# jnp.power, or jaxdev's float32 and complex64 pow where its own functions are chosen (a TPU); complex
+# special values CPU's cpow's
+POW = complex_pow.pow
 
 
 def cpu_refuses(name: str, common: torch.dtype) -> Exception | None:

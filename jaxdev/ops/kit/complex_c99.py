@@ -159,6 +159,7 @@ _ACOSH = [  # cacosh, upper half-plane
 ]
 _EXP = [  # cexp, upper half-plane: where CPU's differ from XLA's
     (_when("+inf", "inf"), (_INF, _NAN)),
+    (_when("+inf", "nan"), (_INF, _NAN)),
     (_when("-inf", "inf"), (0.0, 0.0)),
     (_when("-inf", "nan"), (0.0, 0.0)),
 ]
@@ -207,6 +208,26 @@ _atanh = _symmetric(_arctanh, True, _ATANH)
 _acos = _symmetric(jnp.arccos, False, _ACOS)
 acosh = _symmetric(ti.acosh, False, _ACOSH)
 log = _symmetric(tc.log, False, _LOG)  # complex64 on jaxdev's float32 functions where those are chosen
+
+
+def _infinite_beside_nan(f):
+    """f, a complex log's multiple (log2, log10: CPU's are log(z) / log(base)), with clog's +inf + i NaN
+    where an infinite part is beside a NaN one (XLA's log2 and log10 gave NaN + i NaN)."""
+
+    def run(z):
+        w = f(z)
+        if not jnp.iscomplexobj(w):
+            return w
+        x, y = z.real, z.imag
+        edge = (jnp.isinf(x) & jnp.isnan(y)) | (jnp.isnan(x) & jnp.isinf(y))
+        return jnp.where(edge, _complex(_INF, _NAN, z), w)
+
+    run.__name__ = run.__qualname__ = f.__name__
+    return run
+
+
+log2 = _infinite_beside_nan(tc.log2)
+log10 = _infinite_beside_nan(tc.log10)
 exp = _symmetric(tc.exp, False, _EXP)
 
 
