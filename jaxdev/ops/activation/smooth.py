@@ -30,12 +30,14 @@ def _elu_grad_from_result(g, y, alpha, scale, input_scale):
 
 
 def _softplus(x, beta, threshold):
-    return jnp.where(x * beta > threshold, x, tm.log1p(tm.exp(x * beta)) / beta)
+    # beta reaches the program as a value, not a constant XLA could fold: a TPU's division by it was
+    # 2 ulps off (mish's gradient, which cancels near x = -1.19, 3.7x plain's there), IEEE's divide's
+    return jnp.where(x * beta > threshold, x, divide(tm.log1p(tm.exp(x * beta)), beta))
 
 
 def _softplus_grad(g, x, beta, threshold):
     z = tm.exp(x * beta)
-    return jnp.where(x * beta > threshold, g, g * z / (z + 1))
+    return jnp.where(x * beta > threshold, g, divide(g * z, z + 1))
 
 
 def _mish(x):

@@ -31,6 +31,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from jaxdev.ops.kit.division import divide
+
 getcontext().prec = 60
 _PI = Fraction(Decimal("3.14159265358979323846264338327950288419716939937510582097494459"))
 
@@ -144,11 +146,13 @@ def cos32(x):
 
 
 def tan32(x):
-    """sin r / cos r, or -cos r / sin r in odd quadrants: two values within an ulp, one division."""
+    """sin r / cos r, or -cos r / sin r in odd quadrants: two values within an ulp, one division, IEEE's
+    where the platform's is not (division.divide: a TPU's 2 ulps had tan 6 ulps from CPU's under
+    tests/tpu_emulation.py, its gradient 11)."""
     q, hi, lo = reduced(x)
     s, c = sin_cos_reduced(hi, lo)
     odd = (q & 1) == 1
-    return _finish(x, jnp.where(odd, -c, s) / jnp.where(odd, s, c), jnp.tan, True)
+    return _finish(x, divide(jnp.where(odd, -c, s), jnp.where(odd, s, c)), jnp.tan, True)
 
 
 def sin_cos32(x):
@@ -182,6 +186,6 @@ def sin_cos_pi(r):
 def pi_over_tan_pi(r):
     """pi / tan(pi r) for float32 r (exact, |r| < 1: a fractional part), near the correctly rounded
     value as CPU's float digamma computes it in double: cos/sin of pi t (m even) or -sin/cos (m odd),
-    from sin_cos_pi's pair."""
+    from sin_cos_pi's pair; the quotient division.divide's (IEEE's where the platform's is not)."""
     odd, sin_t, cos_t = sin_cos_pi(r)
-    return _PI32 * (jnp.where(odd, -sin_t, cos_t) / jnp.where(odd, cos_t, sin_t))
+    return _PI32 * divide(jnp.where(odd, -sin_t, cos_t), jnp.where(odd, cos_t, sin_t))

@@ -8,7 +8,15 @@ import torch
 
 from jaxdev import dtypes
 from jaxdev.ops.kit import J, apply, float_of, jitted
-from jaxdev.ops.kit.cpu_numerics import chebyshev, cpu_threads, divide_by, round_to, scalar_lanes, sqrt_divisor
+from jaxdev.ops.kit.cpu_numerics import (
+    chebyshev,
+    cpu_threads,
+    divide,
+    divide_by,
+    round_to,
+    scalar_lanes,
+    sqrt_divisor,
+)
 from jaxdev.ops.registry import aten, register_functional
 
 # Cephes' Chebyshev coefficients for exp(-x) I0(x) on [0, 8] and exp(-x) sqrt(x) I0(x) on (8, inf)
@@ -56,7 +64,9 @@ def _cephes_i0e(x, rounded):
     two = jnp.asarray(2.0, x.dtype)
     small = series(I0E_A, rounded(rounded(divide_by(x, two)) - two))
     far = jnp.where(x <= 8, 16.0, x)  # NaN stays NaN
-    large = series(I0E_B, rounded(rounded(32.0 / far) - two)) / sqrt_divisor(far)
+    # the divisions IEEE's where the platform's is not (division.divide; divide_by's too): a TPU's 2 ulps
+    # had i0e 7 ulps from CPU's under tests/tpu_emulation.py, its gradient (i1e - sgn i0e) 384
+    large = divide(series(I0E_B, rounded(rounded(divide(32.0, far)) - two)), sqrt_divisor(far))
     return jnp.where(x <= 8, small, large)
 
 

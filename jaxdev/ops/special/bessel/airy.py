@@ -1,4 +1,10 @@
-"""Spherical J0 and Airy Ai (Cephes' rational approximations, and the Maclaurin series near 0)."""
+"""Spherical J0 and Airy Ai (Cephes' rational approximations, and the Maclaurin series near 0).
+
+Their divisions are division.divide's: the platform's where it is IEEE's (CPU: the same program),
+corrected where it is not (a TPU's is 2 ulps off, and far more for a divisor past 2^100, as Ai's
+2 x^(1/4) exp(zeta) is for x past ~22). Ai's zeta = 2 |x|^1.5 / 3 is the sine's argument for x < -2.09:
+2 ulps of it had Ai 549,380 ulps from CPU's next to its zero at -6.787 under tests/tpu_emulation.py;
+spherical J0 was 6."""
 
 from __future__ import annotations
 
@@ -9,6 +15,7 @@ from jax import lax
 from jaxdev.ops.kit import transcendentals as tm
 from jaxdev.ops.kit.cpu_numerics import (
     const,
+    divide,
     divide_by,
     exp_wide,
     horner,
@@ -28,7 +35,7 @@ def spherical_j0(x):
     for k in range(4, -1, -1):
         acc = c[k] + xx * acc
     taylor = 1.0 + xx * acc
-    r = jnp.where(jnp.abs(x) < 0.5, taylor, tm.sin(x) / x)
+    r = jnp.where(jnp.abs(x) < 0.5, taylor, divide(tm.sin(x), x))
     return jnp.where(jnp.isinf(x), jnp.zeros((), x.dtype), r)
 
 
@@ -109,22 +116,22 @@ _AI_C2 = 0.258819403792806798405
 def _airy_negative(x):
     """x < -2.09: the oscillating asymptotic form."""
     zeta = opaque(divide_by(-2.0 * x * jnp.sqrt(-x), 3.0))
-    z = 1.0 / zeta
+    z = divide(1.0, zeta)
     zz = z * z
     afn, afd = horner(_AI_AFN, zz, from_zero=True), horner(_AI_AFD, zz, from_zero=True)
     agn, agd = horner(_AI_AGN, zz, from_zero=True), horner(_AI_AGD, zz, from_zero=True)
     t = zeta + 0.25 * np.asarray(np.pi, x.dtype)
-    f = 1.0 + zz * afn / afd
-    g = z * agn / agd
-    return _SQRT_1_PI / sqrt_divisor(jnp.sqrt(-x)) * (tm.sin(t) * f - tm.cos(t) * g)
+    f = 1.0 + divide(zz * afn, afd)
+    g = divide(z * agn, agd)
+    return divide(_SQRT_1_PI, sqrt_divisor(jnp.sqrt(-x))) * (tm.sin(t) * f - tm.cos(t) * g)
 
 
 def _airy_positive(x):
     """x >= 2.09: the decaying asymptotic form."""
     zeta = opaque(divide_by(2.0 * x * jnp.sqrt(x), 3.0))
-    w = 1.0 / zeta
+    w = divide(1.0, zeta)
     an, ad = horner(_AI_AN, w, from_zero=True), horner(_AI_AD, w, from_zero=True)
-    return _SQRT_1_PI * (an / ad) / (2.0 * jnp.sqrt(jnp.sqrt(x)) * exp_wide(zeta))
+    return divide(_SQRT_1_PI * divide(an, ad), 2.0 * jnp.sqrt(jnp.sqrt(x)) * exp_wide(zeta))
 
 
 def _airy_series(x):
@@ -141,18 +148,18 @@ def _airy_series(x):
     def step(state):
         f, g, k, m, n, active = state
         k2 = k + 1.0
-        m2 = opaque(m * z / k2)
+        m2 = opaque(divide(m * z, k2))
         n2 = n * z
         k2 = k2 + 1.0
-        n2 = opaque(n2 / k2)
-        m2 = m2 / k2
+        n2 = opaque(divide(n2, k2))
+        m2 = divide(m2, k2)
         f2 = f + m2
         k2 = k2 + 1.0
-        n2 = n2 / k2
+        n2 = divide(n2, k2)
         g2 = g + n2
         keep = lambda new, old: jnp.where(active, new, old)
         f, g, k, m, n = keep(f2, f), keep(g2, g), keep(k2, k), keep(m2, m), keep(n2, n)
-        return f, g, k, m, n, active & (jnp.abs(m / f) > eps)
+        return f, g, k, m, n, active & (jnp.abs(divide(m, f)) > eps)
 
     init = (one, x, one, one, x, jnp.ones(x.shape, bool))
     f, g, *_ = lax.while_loop(going, step, init)

@@ -1,4 +1,8 @@
-"""Modified Bessel I0, I1, K0, K1 and the scaled K0, K1: Cephes' Chebyshev expansions."""
+"""Modified Bessel I0, I1, K0, K1 and the scaled K0, K1: Cephes' Chebyshev expansions.
+
+Their divisions are division.divide's: the platform's where it is IEEE's (CPU: the same program),
+corrected where it is not (a TPU's is 2 ulps off: K1 was 18 ulps from CPU's under
+tests/tpu_emulation.py, I1 13); a halving is a product by 0.5 (exact either way)."""
 
 from __future__ import annotations
 
@@ -7,6 +11,7 @@ import jax.numpy as jnp
 from jaxdev.ops.kit.cpu_numerics import (
     chebyshev,
     const,
+    divide,
     exp_wide,
     float64_native,
     log_half,
@@ -216,19 +221,19 @@ _K1_B = (
 
 def modified_i0(x):
     ax = jnp.abs(x)
-    a, pa = chebyshev(_I0_A, ax / 2.0 - 2.0)
-    b, pb = chebyshev(_I0_B, 32.0 / ax - 2.0)
+    a, pa = chebyshev(_I0_A, ax * 0.5 - 2.0)
+    b, pb = chebyshev(_I0_B, divide(32.0, ax) - 2.0)
     small = exp_wide(ax) * (0.5 * (a - pa))
-    large = exp_wide(ax) * (0.5 * (b - pb)) / sqrt_divisor(ax)
+    large = divide(exp_wide(ax) * (0.5 * (b - pb)), sqrt_divisor(ax))
     return jnp.where(ax <= 8.0, small, large)
 
 
 def modified_i1(x):
     ax = jnp.abs(x)
-    a, pa = chebyshev(_I1_A, ax / 2.0 - 2.0)
-    b, pb = chebyshev(_I1_B, 32.0 / ax - 2.0)
+    a, pa = chebyshev(_I1_A, ax * 0.5 - 2.0)
+    b, pb = chebyshev(_I1_B, divide(32.0, ax) - 2.0)
     small = 0.5 * (a - pa) * ax * exp_wide(ax)
-    large = exp_wide(ax) * (0.5 * (b - pb)) / sqrt_divisor(ax)
+    large = divide(exp_wide(ax) * (0.5 * (b - pb)), sqrt_divisor(ax))
     r = jnp.where(ax <= 8.0, small, large)
     return jnp.where(x < 0, -r, r)
 
@@ -251,22 +256,22 @@ def _k0_small(x):
 
 def _k1_small(x):
     a, p = chebyshev(_K1_A, x * x - 2.0)
-    return log_half(x) * modified_i1(x) + 0.5 * (a - p) / x
+    return log_half(x) * modified_i1(x) + divide(0.5 * (a - p), x)
 
 
 def _k_large(coefficients, x):
     """0.5 * (b0 - b2) of the (x > 2) series: K(x) exp(x) sqrt(x)."""
-    b, p = chebyshev(coefficients, 8.0 / x - 2.0)
+    b, p = chebyshev(coefficients, divide(8.0, x) - 2.0)
     return 0.5 * (b - p)
 
 
 def modified_k0(x):
-    large = exp_wide(-x) * _k_large(_K0_B, x) / sqrt_divisor(x)
+    large = divide(exp_wide(-x) * _k_large(_K0_B, x), sqrt_divisor(x))
     return _k_domain(x, jnp.where(x <= 2.0, _k0_small(x), large))
 
 
 def modified_k1(x):
-    large = exp_wide(-x) * _k_large(_K1_B, x) / sqrt_divisor(x)
+    large = divide(exp_wide(-x) * _k_large(_K1_B, x), sqrt_divisor(x))
     return _k_domain(x, jnp.where(x <= 2.0, _k1_small(x), large))
 
 
@@ -274,11 +279,11 @@ def scaled_k0(x):
     # Unlike K0, CPU's scaled K0 writes T(0.5): its log term stays in the input's precision.
     a, p = chebyshev(_K0_A, x * x - 2.0)
     small = (0.5 * (a - p) - log_half(x) * modified_i0(x)) * exp_wide(x)
-    large = _k_large(_K0_B, x) / sqrt_divisor(x)
+    large = divide(_k_large(_K0_B, x), sqrt_divisor(x))
     return _k_domain(x, jnp.where(x <= 2.0, small, large))
 
 
 def scaled_k1(x):
     small = _k1_small(x) * exp_wide(x)
-    large = _k_large(_K1_B, x) / sqrt_divisor(x)
+    large = divide(_k_large(_K1_B, x), sqrt_divisor(x))
     return _k_domain(x, jnp.where(x <= 2.0, small, large))
