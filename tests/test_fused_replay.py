@@ -36,11 +36,12 @@ class Tied(nn.Module):
         return h[..., :8] @ self.emb.weight.t()
 
 
-def _setup():
+def _setup(foreach: bool = True):
     torch.manual_seed(0)
     model = Tied().to("jax")
     tokens = torch.randint(0, 16, (2, 5)).to("jax")
-    opt = torch.optim.AdamW(model.parameters(), lr=0.01, foreach=True)  # lifted step sizes (ScalarList)
+    # lifted step sizes: a ScalarList (foreach), or each op's number and keywords (addcdiv_'s value=)
+    opt = torch.optim.AdamW(model.parameters(), lr=0.01, foreach=foreach)
 
     def record_step():
         opt.zero_grad(set_to_none=True)
@@ -65,23 +66,36 @@ def _state(seg) -> tuple:
     )
 
 
-def test_replayed_segment_is_the_keyed_one(monkeypatch):
-    _, opt, record_step = _setup()
+def _segment_of(opt, record_step) -> tuple:
+    """_state of a whole step's segment (forward, backward, the optimizer's ops), just before the flush
+    that ends optimizer.step() (a global hook, run after the optimizer's own)."""
+    seen = []
+    handle = opt.register_step_post_hook(lambda *_: seen.append(_state(recorder._segment)))
+    record_step()
+    opt.step()
+    handle.remove()
+    return seen[0]
+
+
+@pytest.mark.parametrize("foreach", [True, False], ids=["foreach", "single-tensor"])
+def test_replayed_segment_is_the_keyed_one(monkeypatch, foreach):
+    """Forward, backward and AdamW's step (its lifted numbers in the same order: the native guard walks
+    positions, then keywords)."""
+    _, opt, record_step = _setup(foreach)
     with jaxdev.eager_mode("fused"):
         for _ in range(3):
             record_step()
             opt.step()
         STATS.reset()
-        record_step()  # forward and backward, pending
-        replayed = _state(recorder._segment)
+        steps = [state["step"].clone() for state in opt.state.values()]  # CPU counts: not recorded
+        replayed = _segment_of(opt, record_step)
         assert STATS.replayed == STATS.recorded > 10
-        recorder.flush()
         monkeypatch.setattr(replay, "_match", None)  # every op keyed, as without the native module
         STATS.reset()
-        record_step()
+        for state, step in zip(opt.state.values(), steps):  # the same step again: the same step sizes
+            state["step"].copy_(step)
+        keyed = _segment_of(opt, record_step)
         assert STATS.replayed == 0 and STATS.recorded > 10
-        keyed = _state(recorder._segment)
-        recorder.flush()
     assert replayed[1:-1] == keyed[1:-1]  # inputs, their layouts, numbers, slots: the same
     assert replayed[0] == keyed[0] and replayed[-1] == keyed[-1]  # the same ops, learned, trie place
 

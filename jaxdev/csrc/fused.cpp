@@ -6,7 +6,8 @@
 //       key: the child's key as recorder.record built it: (op, default dtype, parts..., [kwarg names]),
 //       a part being (tuple|list, length), (scalar type, value), (Number,) for a float lifted to program
 //       data, or (slot, (dtype, sizes, strides, offset)) for a tensor, slot ("i", k) being the k-th
-//       input storage of the segment and ("p", node, m) a storage a recorded op made.
+//       input storage of the segment and ("p", node, m) a storage a recorded op made. lift: None, or
+//       the positions and keyword names whose floats the recorder lifts (jaxdev/fused/numbers.py).
 //       On a match it does what recording the call would have done to the segment `seg`: its new input
 //       storages get their slots (seg.slots, seg.stored), the lifted floats go to seg.numbers, and the
 //       tensors at `new_inputs` ((position, meta) pairs, the child's) become placeholders (seg.inputs,
@@ -146,16 +147,24 @@ int tensor_matches(Walk& w, PyObject* obj) {
 
 int walk(Walk& w, PyObject* a, bool lifted);
 
-// A float lifted to program data (recorder.Segment.lift): a float, or a list/tuple of floats only.
+// A float the recorder lifts (jaxdev/fused/numbers.py): within float16's range, where no kernel's
+// check that it fits the result's dtype can fail; a larger one, NaN or inf stays in the key.
+bool liftable(PyObject* a) {
+  if (!PyFloat_CheckExact(a)) return false;
+  double v = PyFloat_AS_DOUBLE(a);
+  return v >= -65504.0 && v <= 65504.0;
+}
+
+// A float lifted to program data (numbers.lift): a liftable float, or a list/tuple of them only.
 int lifted_matches(Walk& w, PyObject* a) {
-  if (PyFloat_CheckExact(a)) {
+  if (liftable(a)) {
     if (!w.part(1)) return 0;
     w.floats.push_back(a);
     return 1;
   }
   bool seq = PyList_CheckExact(a) || PyTuple_CheckExact(a);
   Py_ssize_t n = seq ? PySequence_Fast_GET_SIZE(a) : 0;
-  for (Py_ssize_t i = 0; seq && i < n; i++) seq = PyFloat_CheckExact(PySequence_Fast_GET_ITEM(a, i));
+  for (Py_ssize_t i = 0; seq && i < n; i++) seq = liftable(PySequence_Fast_GET_ITEM(a, i));
   if (!seq) return walk(w, a, false);
   PyObject* part = w.part(2);
   if (!part || PyTuple_GET_ITEM(part, 0) != reinterpret_cast<PyObject*>(Py_TYPE(a)) || !long_is(PyTuple_GET_ITEM(part, 1), n)) {
@@ -198,6 +207,15 @@ bool contains(PyObject* positions, Py_ssize_t i) {
   return false;
 }
 
+// Whether keyword `name` is among the lifted positions and names (registry.DYNAMIC_NUMBERS).
+bool names(PyObject* lifted, PyObject* name) {
+  for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(lifted); j++) {
+    PyObject* item = PyTuple_GET_ITEM(lifted, j);
+    if (PyUnicode_CheckExact(item) && PyUnicode_Compare(item, name) == 0) return true;
+  }
+  return false;
+}
+
 // -1: an error is set; 0: no match; 1: the whole call gives `w.key` (recorder.record's key).
 int call_matches(Walk& w, PyObject* args, PyObject* kwargs, PyObject* lift) {
   PyObject* head = w.part(2);  // the arguments' tuple: (tuple, len(args))
@@ -214,7 +232,7 @@ int call_matches(Walk& w, PyObject* args, PyObject* kwargs, PyObject* lift) {
     Py_ssize_t pos = 0;
     PyObject *name, *value;
     while (PyDict_Next(kwargs, &pos, &name, &value)) {
-      int r = walk(w, value, false);
+      int r = walk(w, value, lift != Py_None && PyUnicode_CheckExact(name) && names(lift, name));
       if (r != 1) return r;
     }
     if (w.next >= PyTuple_GET_SIZE(w.key)) return 0;

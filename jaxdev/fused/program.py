@@ -22,6 +22,7 @@ import jax
 import numpy as np
 import torch
 import torch.fx
+from jax._src.lax.lax import _convert_element_type  # weak_type= has no public spelling
 
 from jaxdev import eager_modes, native, rng, tensor, tracing
 from jaxdev.fused import offsets
@@ -265,7 +266,12 @@ _NUMBER = "__jaxdev_fused_number__"  # a lifted number in the graph (FX writes i
 def _numbered(a, values):
     if isinstance(a, (list, tuple)):  # FX hands lists over as its immutable_list
         return (tuple if isinstance(a, tuple) else list)(_numbered(x, values) for x in a)
-    return values[int(a[len(_NUMBER) :])] if type(a) is str and a.startswith(_NUMBER) else a
+    if type(a) is not str or not a.startswith(_NUMBER):
+        return a
+    v = values[int(a[len(_NUMBER) :])]
+    # Weakly typed, as jit makes a Python float the kernel's body gets in per-op mode: float32 operands
+    # times it stay float32 (`a + b * alpha`), where a float64 one would promote them: the same bits.
+    return _convert_element_type(v, weak_type=True) if isinstance(v, jax.core.Tracer) else v
 
 
 def _has_numbers(ref) -> bool:

@@ -9,7 +9,8 @@ import warnings
 import torch
 
 from jaxdev import eager_modes
-from jaxdev.fused import boxes, learn, offsets, program, replay, results
+from jaxdev.fused import boxes, learn, numbers, offsets, program, replay, results
+from jaxdev.fused.numbers import Number
 from jaxdev.fused.stats import STATS
 from jaxdev.ops.registry import DYNAMIC_NUMBERS
 from jaxdev.tensor import BOXES, Box
@@ -47,15 +48,6 @@ class Made:
 
     def __init__(self, node: int, m: int, meta: tuple):
         self.node, self.m, self.meta = node, m, meta
-
-
-class Number:
-    """A float argument passed to the program as data (registry.DYNAMIC_NUMBERS): `seg.numbers[index]`."""
-
-    __slots__ = ("index",)
-
-    def __init__(self, index: int):
-        self.index = index
 
 
 class Trie:
@@ -177,21 +169,9 @@ class Segment:
         for key in list(self.placeholders)[placeholders:]:
             del self.placeholders[key]
 
-    def lift(self, args: tuple, positions: tuple) -> tuple:
-        """`args` with the floats at `positions` (a number, or a list of them) as Number arguments."""
-        lifted = list(args)
-        for p in positions:
-            if p < len(lifted):
-                lifted[p] = self._lifted(lifted[p])
-        return tuple(lifted)
-
-    def _lifted(self, v):
-        if type(v) is float:
-            self.numbers.append(v)
-            return Number(len(self.numbers) - 1)
-        if (type(v) is list or type(v) is tuple) and all(type(x) is float for x in v):
-            return type(v)(self._lifted(x) for x in v)
-        return v
+    def lift(self, args: tuple, kwargs: dict, lifted: tuple) -> tuple[tuple, dict]:
+        """`args` and `kwargs` with the floats at `lifted` (positions, keyword names) as Numbers (numbers.py)."""
+        return numbers.lift(self.numbers, args, kwargs, lifted)
 
 
 _segment = Segment()
@@ -234,13 +214,13 @@ def _keyed_record(seg: Segment, op, fn, args, kwargs):
         seg.refresh()
     key: list = [op, torch.get_default_dtype()]  # kernels read it for Python floats (int.eq_(0.5))
     tensors: list = []
-    lifted, mark = args, seg.mark()
-    positions = DYNAMIC_NUMBERS.get(op)
+    lifted, klifted, mark = args, kwargs, seg.mark()
+    positions = numbers.where(DYNAMIC_NUMBERS.get(op), args, kwargs)
     if positions:
-        lifted = seg.lift(args, positions)
+        lifted, klifted = seg.lift(args, kwargs, positions)
     try:  # the op's key (what _keyed builds, inline on this hot path)
         refs = seg.ref(lifted, key, tensors)
-        krefs = {k: seg.ref(v, key, tensors) for k, v in kwargs.items()} if kwargs else {}
+        krefs = {k: seg.ref(v, key, tensors) for k, v in klifted.items()} if kwargs else {}
     except NotRecordable as e:
         seg.undo(mark)
         if op is _TO_COPY and _uploads(args, kwargs):
@@ -284,9 +264,9 @@ def _keyed(seg: Segment, op, args, kwargs, moved: frozenset) -> tuple:
     them, with the tensors at the positions `moved` recorded as offsets.Moved."""
     key: list = [op, torch.get_default_dtype()]  # kernels read it for Python floats (int.eq_(0.5))
     tensors: list = []
-    positions = DYNAMIC_NUMBERS.get(op)
+    positions = numbers.where(DYNAMIC_NUMBERS.get(op), args, kwargs)
     if positions:
-        args = seg.lift(args, positions)
+        args, kwargs = seg.lift(args, kwargs, positions)
     seg.moving = moved
     try:
         refs = seg.ref(args, key, tensors)
@@ -313,22 +293,23 @@ def _writes_inference_tensor(learned, tensors: list) -> bool:
 
 
 def _add_child(parent: Trie, key, child: Trie, op) -> None:
-    """A new op after `parent`. The same op on the same tensors met with ever new floats (single-tensor
-    Adam's step sizes change every step) would compile a new program every time: once it has had more
+    """A new op after `parent`. The same op on the same tensors met with ever new floats its kernel reads
+    in Python (a clamp bound that changes every step; numbers.py lifts the others) would compile a new
+    program every time: once it has had more
     than MAX_BRANCHES sets of floats anywhere, a new place it reaches runs it eagerly instead (the ops
     around it stay fused). Places already learned keep their programs."""
     parent.children[key] = child
-    tensors, numbers = [op], []
+    tensors, floats = [op], []
     for part in key[2:]:
         if type(part) is tuple and type(part[0]) is tuple:
             tensors.append(part[1])  # the layout alone: which storage it is depends on where the segment began
         elif type(part) is tuple and part[0] is float:
-            numbers.append(part)  # a float that changes (a step size, a scale) makes a variant
+            floats.append(part)  # a float that changes (a step size, a scale) makes a variant
         else:
             tensors.append(part)  # sizes, dims, flags: a new one is a new computation, compiled as per-op would
     seen = _VARIANTS.setdefault(tuple(tensors), set())
     if len(seen) <= MAX_BRANCHES:
-        seen.add(tuple(numbers))
+        seen.add(tuple(floats))
     limit = 1 if op in _CHANGING else MAX_BRANCHES  # seen changing once: taken at its second set here
     if len(seen) > limit and op not in parent.storming:
         parent.storming.add(op)

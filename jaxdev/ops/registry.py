@@ -48,11 +48,23 @@ KERNELS: dict[str, Callable] = {}
 FAST_BODIES: dict[OpOverload, Callable] = {}
 FUNCTIONAL: dict[str, Callable] = {}
 DERIVED: dict[str, str] = {}
-# op -> positions of its number arguments (a Scalar, a Scalar[]) that its kernel reads as data of its
-# program, traced numbers included: fused eager (jaxdev/fused) passes floats there as program inputs,
-# so a step size that changes every step does not make a new program every step.
-DYNAMIC_NUMBERS: dict[OpOverload, tuple[int, ...]] = {}
+# op -> its number arguments (a Scalar, a Scalar[]; a position, or a keyword's name) that its kernel
+# reads as data of its program, traced numbers included: fused eager (jaxdev/fused) passes floats there
+# as program inputs, so a step size that changes every step does not make a new program every step.
+DYNAMIC_NUMBERS: dict[OpOverload, tuple[int | str, ...]] = {}
 BACKWARD: dict[str, str] = {}
+
+
+def numbers_as_data(where: tuple[int | str, ...], *ops: OpOverload) -> None:
+    """DYNAMIC_NUMBERS for `ops` and their in-place overloads (the same kernel writing into self): a
+    single-tensor step (`param.addcdiv_(exp_avg, denom, value=-step_size)`) lifts its step size as the
+    foreach one does. The kernel must read these arguments traced, as weakly typed float64 scalars."""
+    for op in ops:
+        for o in (op, inplace_variant(op)):
+            if o is not None:
+                DYNAMIC_NUMBERS[o] = where
+
+
 # The dtype carriers (jaxdev/ops/carriers puts them here, before any kernel registers): `carry(op, fn)`
 # serves around a kernel a dtype JAX has no type of; every kernel passes through each in order.
 CARRIERS: list[Callable[[OpOverload, Callable], Callable]] = []

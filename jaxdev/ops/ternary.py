@@ -9,7 +9,7 @@ import torch
 
 from jaxdev import dtypes
 from jaxdev.ops.kit import J, apply, formulas, opmath, value
-from jaxdev.ops.registry import aten, register_functional
+from jaxdev.ops.registry import aten, numbers_as_data, register_functional
 
 # --- ternary -------------------------------------------------------------------------------------
 
@@ -141,6 +141,11 @@ def addcdiv(self, tensor1, tensor2, *, value=1):
             "behavior is just the latter implementation: (input + value * tensor1 / tensor2), for all dtypes."
         )
     return apply(formulas.addcdiv, common, common, (self, tensor1, tensor2), (value,))
+
+
+# value and a number weight reach the jitted bodies as they are (fused eager lifts them: registry.DYNAMIC_NUMBERS)
+numbers_as_data(("value",), aten.addcmul.default, aten.addcdiv.default)
+numbers_as_data((2,), aten.lerp.Scalar)
 
 
 def _triangle(keep):

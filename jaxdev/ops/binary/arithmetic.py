@@ -30,7 +30,7 @@ from jaxdev.ops.binary.rules import (
 from jaxdev.ops.kit import apply, float_of, result_type, same_dtype_bodies, value
 from jaxdev.ops.kit.cpu_numerics import divide, opaque, round_to
 from jaxdev.ops.kit.formulas import DIV, MUL, add_alpha, sub_alpha
-from jaxdev.ops.registry import aten, register_functional
+from jaxdev.ops.registry import aten, numbers_as_data, register_functional
 
 
 def _times_complex_alpha(b, alpha):
@@ -49,17 +49,23 @@ def _sub_complex(a, b, alpha):
     return a - _times_complex_alpha(b, alpha)
 
 
+def _is_one(alpha) -> bool:
+    """alpha is 1. A lifted (traced) alpha never is, for the program's sake: a + b * 1 is a + b, bit for bit."""
+    return not tracing.is_traced(alpha) and alpha == 1
+
+
 @register_functional(aten.add.Tensor, aten.add.Scalar, fast={aten.add.Tensor: same_dtype_bodies(ADD, 2, real_dtype)})
 def add(self, other, *, alpha=1):
     common = result_type(self, other)
     if type(alpha) is not int:  # the default alpha=1 needs no check
         no_float_alpha(common, alpha)
     other = as_read(other, common)
-    if alpha != 1:
+    one = _is_one(alpha)
+    if not one:
         alpha = checked_alpha(common, alpha)
     if common.is_complex:
         return apply(_add_complex, common, common, (self, other), (complex(alpha),))
-    if alpha == 1:
+    if one:
         return apply(ADD if common != torch.bool else OR, common, common, (self, other))
     return apply(add_alpha, common, common, (self, other), (alpha,))
 
@@ -71,11 +77,12 @@ def sub(self, other, *, alpha=1):
     if type(alpha) is not int:
         no_float_alpha(common, alpha)
     other = as_read(other, common)
-    if alpha != 1:
+    one = _is_one(alpha)
+    if not one:
         alpha = checked_alpha(common, alpha)
     if common.is_complex:
         return apply(_sub_complex, common, common, (self, other), (complex(alpha),))
-    if alpha == 1:
+    if one:
         return apply(SUB, common, common, (self, other))
     return apply(sub_alpha, common, common, (self, other), (alpha,))
 
@@ -149,6 +156,12 @@ def _rounding_div_of(mode: str, dtype: torch.dtype):
 def div(self, other):
     common = float_of(result_type(self, other))
     return apply(DIV, common, common, (as_read(self, common), as_read(other, common)), exact_numbers=True)
+
+
+# Their number operand and alpha reach the jitted bodies as data (a traced one promotes as a Python float:
+# kit.result_type): fused eager lifts them, so an optimizer's changing step size is no new program.
+numbers_as_data((1, "alpha"), aten.add.Tensor, aten.add.Scalar, aten.sub.Tensor, aten.sub.Scalar)
+numbers_as_data((1,), aten.mul.Tensor, aten.mul.Scalar, aten.div.Tensor, aten.div.Scalar)
 
 
 @register_functional(aten.div.Tensor_mode, aten.div.Scalar_mode)

@@ -13,7 +13,7 @@ import jax
 import jax.numpy as jnp
 import torch
 
-from jaxdev import dtypes, tensor
+from jaxdev import dtypes, tensor, tracing
 from jaxdev.dtypes import opmath  # noqa: F401  (kernels take it from here)
 from jaxdev.ops.kit.jit import jitted
 
@@ -51,6 +51,8 @@ def result_type(a, b) -> torch.dtype:
     case of every binary op, where the call costs a quarter of a microsecond)."""
     if isinstance(a, Tensor) and isinstance(b, Tensor) and a.dtype is b.dtype:
         return a.dtype
+    if tracing.is_traced(b):  # a float fused eager lifted into its program (registry.DYNAMIC_NUMBERS)
+        b = 0.0  # promotes as the Python float it stands for
     return torch.result_type(a, b)
 
 
