@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import torch
 
 from jaxdev import dtypes
-from jaxdev.ops.kit import J, jitted, product_precision, zeros
+from jaxdev.ops.kit import J, capabilities, jitted, product_precision, zeros
 from jaxdev.ops.kit.cpu_numerics import round_to
 from jaxdev.ops.registry import aten, register_backward, register_functional
 
@@ -219,7 +219,8 @@ def convolution(input, weight, bias, stride, padding, dilation, transposed, outp
     _check_geometry(input, weight, params)
     jdt = dtypes.to_jax_dtype(input.dtype)
     factory = _compiled_forward
-    if params[3] and _cpu_takes_slow_transposed(input.dtype, params[0], params[4]):
+    taps = params[3] and not capabilities.fact("half_transposed_taps_abort")
+    if taps and _cpu_takes_slow_transposed(input.dtype, params[0], params[4]):
         factory = _slow_transposed
     fn = factory(params, bias is not None, jdt, *product_precision(jdt))
     if bias is None and factory is _slow_transposed:

@@ -51,6 +51,14 @@ Facts of a platform that shape every program rather than one op family (`PROGRAM
   S] a layer) and reads in the key gradient's product, 3.4x that product's cost (issue 37: 1.0 M of
   the LM step's 18.6 M estimated cycles). Softmax does not depend on its shift, so that gradient is
   rounding residue (CPU's softmax backward has none); where the fact holds attention leaves it out.
+- `half_transposed_taps_abort`: CPU's slow_conv_transpose for half inputs (where the host's oneDNN
+  lacks the dtype: its columns rounded, then added into the output one kernel tap after another, each
+  addition rounded), as conv.py emulates it with one strided update of the output per tap, killed
+  XLA's TPU compiler (SIGABRT: fusion_util.cc "TransformWindow: Loop will not make progress") on a
+  grouped, dilated float16 conv_transpose3d (found running tests/ops/test_conv.py without the chip,
+  jaxdev/audit/deviceless.py). Where the fact holds the transposed convolution rounds once (its
+  product accumulated in float32, as every half product on the device), which is closer to the exact
+  result than CPU's per-tap rounding (0.0036 against CPU's 0.0064 there) and compiles.
 
 Kernels that widen a float32 matrix to float64 for accuracy (SVD, eigh: decompositions.py) ask
 `has(family, dtype)` first and stay in float32 where the wide kernel is missing.
@@ -149,6 +157,8 @@ PROGRAM_FACTS: dict[str, dict[str, str]] = {
         "shape, written out and read in the key gradient's product",
         "division_approximate": "float32 division and reciprocal are not IEEE's (191 ulps from CPU's): a "
         "division kept from becoming a reciprocal's product keeps no CPU bits",
+        "half_transposed_taps_abort": "CPU's tap-by-tap half transposed convolution (a strided update of the "
+        "output per kernel tap) aborts XLA's TPU compiler (fusion_util TransformWindow: loop will not make progress)",
     }
 }
 
