@@ -18,6 +18,7 @@ import pytest
 import torch
 
 import jaxdev  # noqa: F401
+from jaxdev.ops.kit import capabilities
 from jaxdev.ops.kit import cpu_numerics as cn
 
 CPU = jax.devices("cpu")[0]
@@ -136,7 +137,31 @@ def test_xla_flushes_float32_subnormals_from_float64():
     assert flushed[0] == 0
 
 
+@pytest.mark.tpu_fact("XLA's TPU compiler has no float64 reduce_precision (UNIMPLEMENTED in its X64 rewrite)")
+@pytest.mark.parametrize("narrow", [ml_dtypes.bfloat16, np.float16, np.float32])
+def test_round_to_from_emulated_float64_rounds_once_without_a_float64_reduce_precision(monkeypatch, narrow):
+    """Where float64 is float32 pairs, float64 -> half goes through float32 rounded to odd: one rounding
+    still (ties just above a float32 tie, negatives, zeros, values past float32's range), and the
+    program holds no float64 reduce_precision."""
+    here = capabilities.platform()
+    facts = {**capabilities.PROGRAM_FACTS.get(here, {}), "float64_emulated": "pretended"}
+    monkeypatch.setitem(capabilities.PROGRAM_FACTS, here, facts)
+    base = _double_rounding_cases(narrow) if narrow != np.float32 else RNG.uniform(1, 2, 20000)
+    x = np.concatenate([base, -base, [0.0, -0.0, 1e39, -1e39, np.inf, -np.inf, 1e-30, -1e-30]])
+    fn = cn.round_to(narrow)
+    lines = str(jax.make_jaxpr(fn)(_on_cpu(x[:4]))).splitlines()
+    assert not [line for line in lines if "reduce_precision" in line and "f64[" in line.split("=")[0]]
+    normal = np.abs(x) >= float(ml_dtypes.finfo(narrow).smallest_normal)
+    want = np.where(np.isfinite(x) & normal, _single_rounding(np.where(np.isfinite(x), x, 0), narrow), x)
+    want = np.where(np.abs(want) > float(ml_dtypes.finfo(narrow).max), np.copysign(np.inf, x), want)
+    for result in _both(fn, _on_cpu(x)):
+        got = np.asarray(result)
+        assert _bits_equal(got[normal], want[normal])
+
+
 def test_round_to_keeps_float32_subnormals_from_float64():
+    if capabilities.fact("float64_emulated"):
+        pytest.skip("float64 is float32 pairs here (a TPU), which flushes float32 subnormals")
     x = _SUBNORMALS
     for result in _both(cn.round_to(jnp.float32), _on_cpu(x)):
         assert _bits_equal(result, _single_rounding(x, np.float32))
@@ -300,6 +325,8 @@ def test_a_product_with_a_bool_keeps_inf_times_zero():
 
 
 def test_widened_rounds_a_float64_evaluation_once():
+    if capabilities.fact("float64_emulated"):
+        pytest.skip("float64 is float32 pairs here (a TPU): widened evaluates in float32 by design")
     x = _on_cpu(RNG.uniform(-80, 80, 20000).astype(np.float32))
     expected = np.exp(np.asarray(x, np.float64)).astype(np.float32)
     assert _bits_equal(jax.jit(cn.exp_wide)(x), expected)

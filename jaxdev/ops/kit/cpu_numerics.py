@@ -87,7 +87,10 @@ def round_to(dtype):
 
 def _rounded_from_wider(v, info):
     """v rounded to the grid of the float type `info` describes, in v's own (wider) dtype."""
-    kept = lax.reduce_precision(v, exponent_bits=info.nexp, mantissa_bits=info.nmant)
+    if v.dtype == jnp.float64 and not float64_native():
+        kept = _emulated_float64_rounded(v, info)
+    else:
+        kept = lax.reduce_precision(v, exponent_bits=info.nexp, mantissa_bits=info.nmant)
     if jnp.finfo(v.dtype).nexp == info.nexp:
         return kept  # float32 -> bfloat16: one exponent range, subnormals rounded by reduce_precision
     step = float(info.smallest_subnormal)
@@ -95,6 +98,24 @@ def _rounded_from_wider(v, info):
     # value: grid; gradient: v's. copysign keeps the sign of a value that rounds to zero (-1e-9 -> -0)
     subnormal = jnp.copysign(grid + (v - lax.stop_gradient(v)), v)
     return jnp.where(jnp.abs(v) < float(info.smallest_normal), subnormal, kept)
+
+
+def _emulated_float64_rounded(v, info):
+    """_rounded_from_wider's normal grid for a float64 where float64 is float32 pairs (a TPU), whose
+    compiler has no float64 reduce_precision (UNIMPLEMENTED in its X64 rewrite: a raw error from
+    logspace in half there). To float32 the convert rounds once; to a half, float32 rounded to odd
+    (truncated, its last bit set where the truncation dropped anything) keeps what decides the half's
+    rounding, so reduce_precision from it rounds once too."""
+    hi = v.astype(jnp.float32)  # nearest
+    if info.bits == 32:
+        return hi.astype(v.dtype)
+    lo = v - hi.astype(v.dtype)  # the part hi dropped, of either sign
+    bits = lax.bitcast_convert_type(hi, jnp.int32)
+    past = (lo != 0) & (hi != 0) & ((lo < 0) == (hi > 0))  # |hi| > |v|: one step toward zero truncates
+    bits = jnp.where(past, bits - 1, bits)
+    odd = lax.bitcast_convert_type(jnp.where(lo != 0, bits | 1, bits), jnp.float32)
+    odd = jnp.where(jnp.isfinite(hi), odd, hi)  # infinities and NaN as they are
+    return lax.reduce_precision(odd, exponent_bits=info.nexp, mantissa_bits=info.nmant).astype(v.dtype)
 
 
 def narrowed(v, dtype):
