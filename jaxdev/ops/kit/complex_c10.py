@@ -171,11 +171,12 @@ def log1p(z):
 
 
 def for_complex(complex_fn, real_fn):
-    """complex_fn (one of these, complex only) for a complex array, real_fn for the rest."""
+    """complex_fn (complex only: one of these, or complex_trig_specials') for a complex array, real_fn
+    for the rest; named as real_fn, the op's function."""
 
     def run(x):
         x = jnp.asarray(x)
         return complex_fn(x) if jnp.iscomplexobj(x) else real_fn(x)
 
-    run.__name__ = run.__qualname__ = complex_fn.__name__
+    run.__name__ = run.__qualname__ = real_fn.__name__
     return run

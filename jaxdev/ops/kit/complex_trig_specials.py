@@ -26,6 +26,7 @@ import jax.numpy as jnp
 
 from jaxdev.ops.kit import transcendentals as tm
 from jaxdev.ops.kit import transcendentals_complex as tc
+from jaxdev.ops.kit.complex_c10 import for_complex
 
 
 def _full(like, value):
@@ -175,20 +176,9 @@ def _tan(z):
     return jax.lax.complex(*_tan_parts(z.real, z.imag, w.real, w.imag))
 
 
-def _complex_only(fixed, computed):
-    """`fixed(z)` for a complex z, `computed` (transcendentals_complex's function) for a real one."""
-
-    def run(z):
-        z = jnp.asarray(z)
-        return fixed(z) if jnp.iscomplexobj(z) else computed(z)
-
-    run.__name__ = run.__qualname__ = computed.__name__
-    return run
-
-
-sinh = _complex_only(_sinh, tc.sinh)
-cosh = _complex_only(_cosh, tc.cosh)
-sin = _complex_only(_sin, tc.sin)
-cos = _complex_only(_cos, tc.cos)
-tanh = _complex_only(_tanh, tc.tanh)
-tan = _complex_only(_tan, tc.tan)
+sinh = for_complex(_sinh, tc.sinh)
+cosh = for_complex(_cosh, tc.cosh)
+sin = for_complex(_sin, tc.sin)
+cos = for_complex(_cos, tc.cos)
+tanh = for_complex(_tanh, tc.tanh)
+tan = for_complex(_tan, tc.tan)
