@@ -46,7 +46,8 @@ def _log_softmax_lastdim_half(x):
     max and sum in arrays of the input dtype: the float32 sum of exp(x - max) rounds to it, its log
     rounds again, and only then x - max - log(sum) is taken in float32 and rounded."""
     f32 = jnp.float32
-
+    if x.size == 0:  # an empty row: jnp.max has no identity to give (CPU's result is empty)
+        return x
     rounded = round_to(x.dtype)
     xf = x.astype(f32)
     m = jnp.max(xf, axis=-1, keepdims=True)

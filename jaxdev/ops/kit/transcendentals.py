@@ -413,6 +413,8 @@ def softmax(x, axis=-1):
     last-dimension kernel multiplies by 1 / sum too), at a product's cost an element, not divide's ~20."""
     if not own(x):
         return jax.nn.softmax(x, axis=axis)
+    if x.size == 0:  # jnp.max of an empty dim raises (jax.nn's starts from -inf); CPU's result is empty
+        return x
     unnormalized = exp(x - lax.stop_gradient(jnp.max(x, axis, keepdims=True)))
     total = jnp.sum(unnormalized, axis, keepdims=True)
     if division_ieee():
@@ -424,5 +426,7 @@ def log_softmax(x, axis=-1):
     """jax.nn.log_softmax over `axis`: (x - max) - log(sum(exp(x - max)))."""
     if not own(x):
         return jax.nn.log_softmax(x, axis=axis)
+    if x.size == 0:  # as softmax's
+        return x
     shifted = x - lax.stop_gradient(jnp.max(x, axis, keepdims=True))
     return shifted - log(jnp.sum(exp(shifted), axis, keepdims=True))
