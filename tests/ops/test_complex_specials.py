@@ -134,6 +134,26 @@ def test_own_complex64_pow_special_values_are_cpus(tpu_policy, tpu_division):
     assert _pow_differences(torch.complex64) == []
 
 
+@pytest.mark.parametrize(
+    ("base", "exponent", "dtype"),
+    [
+        (0.5 + 0.5j, 100 + 100j, torch.complex64),
+        (0.5 + 0.5j, 1000 + 1000j, torch.complex128),
+        (complex(0.5, -0.5), complex(100, -100), torch.complex64),
+        (2 + 2j, -100 - 100j, torch.complex128),
+    ],
+)
+def test_pow_keeps_the_sign_of_an_underflowed_zero_where_the_stand_ins_cancel(base, exponent, dtype):
+    """A finite base whose log parts are +-1 stand-ins in _log_classes, times an exponent with y.re = +-y.im:
+    the stand-ins' product has a zero imaginary part (100 * 1 + 100 * -1) where the true product's is not
+    zero; a result that underflows keeps XLA's sign of its zero there, as CPU's (0.5 + 0.5i)^(100 + 100i)
+    is 0 - 0i (it came out 0 + 0i)."""
+    b, e = torch.tensor([base], dtype=dtype), torch.tensor([exponent], dtype=dtype)
+    want, got = torch.pow(b, e), torch.pow(b.to(JAX), e.to(JAX)).cpu()
+    assert _class(got.real).tolist() == _class(want.real).tolist()
+    assert _class(got.imag).tolist() == _class(want.imag).tolist()
+
+
 @pytest.mark.parametrize("dtype", (jnp.complex64, jnp.complex128), ids=str)
 def test_written_out_xla_sinh_and_cosh_keep_xlas_bits(dtype):
     """complex_trig_specials takes XLA's complex sinh and cosh as exp(z + log 1/2) -+ exp(log 1/2 - z),

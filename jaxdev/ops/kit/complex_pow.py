@@ -106,9 +106,13 @@ def pow(base, exponent):  # the kit's name for it, as transcendentals_complex.po
         return computed
     x, y = base.astype(dt), exponent.astype(dt)
     special = (x == 0) | _not_finite(x) | _not_finite(y)
-    product_re, product_im = c99_times(y.real, y.imag, *_log_classes(x))
+    log_re, log_im = _log_classes(x)
+    product_re, product_im = c99_times(y.real, y.imag, log_re, log_im)
     # a zero imaginary part of a finite result is sin(+-0) e^re: signed as the product's (1^(-2i) is
-    # 1 - 0i: (-2i)(0 + 0i) = -0 - 0i), which XLA's pow left +0
-    signed = jnp.where((product_im == 0) & (computed.imag == 0), product_im, computed.imag)
+    # 1 - 0i: (-2i)(0 + 0i) = -0 - 0i), which XLA's pow left +0. Only where both of the product's terms
+    # are zeros: the stand-ins' +-1 cancel where the true parts do not (y.re = +-y.im), and there a zero
+    # is an underflowed e^re sin(...), signed as XLA's ((0.5 + 0.5i)^(100 + 100i) is 0 - 0i)
+    zero_terms = (y.real * log_im == 0) & (y.imag * log_re == 0)
+    signed = jnp.where(zero_terms & (product_im == 0) & (computed.imag == 0), product_im, computed.imag)
     computed = jax.lax.complex(computed.real, signed)
     return jnp.where(special, _exp_of_nonfinite(product_re, product_im), computed)
