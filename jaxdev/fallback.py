@@ -37,6 +37,11 @@ class FallbackError(NotImplementedError):
     pass
 
 
+class PlatformGapError(FallbackError):
+    """The platform's XLA lacks the op's kernel for the dtype (jaxdev/ops/kit/capabilities.py's gaps: a
+    TPU's float64 LU, any SVD there), and JAXDEV_FALLBACK=error forbids serving it on CPU."""
+
+
 def mode() -> str:
     value = os.environ.get("JAXDEV_FALLBACK", "warn").lower()
     if value not in ("warn", "error", "silent"):
@@ -113,13 +118,14 @@ def run_on_cpu(op, *args, **kwargs):
     return run_on_cpu_lacking(op, "jax kernel", args, kwargs)
 
 
-def run_on_cpu_lacking(op, kernel: str, args, kwargs):
+def run_on_cpu_lacking(op, kernel: str, args, kwargs, gap: bool = False):
     """`op` on CPU because jax lacks `kernel` for it ("jax kernel"; "float64 kernel on TPU (...)": a
-    platform's gap, jaxdev/ops/kit/capabilities.py), which the warning and the refusals name."""
+    platform's gap, `gap`, jaxdev/ops/kit/capabilities.py), which the warning and the refusals name."""
     name = op.name()
     policy = mode()
     if policy == "error":
-        raise FallbackError(f"{name} has no {kernel}, and JAXDEV_FALLBACK=error forbids running it on CPU")
+        refusal = PlatformGapError if gap else FallbackError
+        raise refusal(f"{name} has no {kernel}, and JAXDEV_FALLBACK=error forbids running it on CPU")
     schema = op._schema
     admit(op, args, kwargs, view_of="its input", kernel=kernel)
 

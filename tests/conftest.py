@@ -13,7 +13,8 @@ for jaxdev/ops/indexing.py, tests/ops/test_linalg.py for the sub-package jaxdev/
 * `tpu_fact(reason)` marker: a test of a fact of XLA's TPU backend (an abort, a raw error), run on CPU
   under the TPU's policy; `pytest -m tpu_fact tests` selects them for a TPU run.
 * A test that fails because the platform refuses a dtype (jaxdev.PlatformDtypeError: complex128 on a
-  TPU) is reported skipped, naming that fact; on CPU no dtype is refused.
+  TPU), or because its XLA lacks a kernel that the forbidden fallback would serve (fallback.PlatformGapError:
+  a TPU's SVD, float64 LU, eig), is reported skipped, naming that fact; on CPU nothing is refused.
 * The suite runs in per-op eager mode on every platform unless JAXDEV_EAGER says otherwise.
 * JAXDEV_TPU_COMPILE=1 (with libtpu on the path: jaxdev/audit/deviceless.py) runs the suite in a stand-in
   for a TPU: the TPU's formulations, every program compiled by XLA's TPU compiler too.
@@ -37,6 +38,7 @@ if os.environ.get("JAXDEV_TPU_COMPILE"):  # a stand-in for a TPU (scripts/tpu_te
 from jaxdev_testing import PLATFORM, describe_exit, run_python
 
 import jaxdev
+from jaxdev import fallback
 
 if not os.environ.get("JAXDEV_EAGER"):
     # The suite is per-op eager's wherever it runs (JAXDEV_EAGER=fused runs it fused, skipping per-op-only
@@ -166,15 +168,15 @@ def pytest_runtest_makereport(item, call):
     refusal = _platform_refusal(call.excinfo.value) if call.excinfo is not None and report.failed else None
     if refusal is not None:
         report.outcome = "skipped"
-        report.longrepr = (str(item.path), item.location[1] or 0, f"Skipped: a dtype this platform lacks: {refusal}")
+        report.longrepr = (str(item.path), item.location[1] or 0, f"Skipped: what this platform lacks: {refusal}")
 
 
 def _platform_refusal(error: BaseException | None) -> str | None:
     seen = set()
     while error is not None and id(error) not in seen:
         seen.add(id(error))
-        if isinstance(error, jaxdev.PlatformDtypeError):
-            return str(error)
+        if isinstance(error, (jaxdev.PlatformDtypeError, fallback.PlatformGapError)):
+            return str(error)  # a dtype it refuses, or a kernel its XLA lacks that a forbidden fallback would serve
         error = error.__cause__ or error.__context__
     return None
 

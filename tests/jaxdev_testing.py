@@ -27,6 +27,7 @@ import pytest
 import torch
 
 import jaxdev  # registers the device
+from jaxdev import fallback
 from jaxdev.audit.check import compare
 
 JAX = torch.device("jax", 0)
@@ -110,8 +111,8 @@ def on_both(fn, *, rtol=0.0, atol=0.0, check_stride=False, match=None):
         try:
             fn(JAX)
         except type(cpu_err) as jax_err:
-            if isinstance(jax_err, jaxdev.PlatformDtypeError):
-                raise  # the platform refuses the dtype before CPU's own check: a skip that names it (conftest)
+            if isinstance(jax_err, (jaxdev.PlatformDtypeError, fallback.PlatformGapError)):
+                raise  # the platform refuses the dtype or lacks the kernel before CPU's own check: a skip (conftest)
             if match is not None:
                 assert match in str(jax_err), f"jax error {jax_err!r} lacks {match!r} (CPU: {cpu_err!r})"
             return jax_err

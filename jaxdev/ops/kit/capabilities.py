@@ -119,8 +119,9 @@ GAPS: dict[str, dict[str, Gap]] = {
         ),
         "eigh": _gap("suspected", _SUSPECTED),
         "eig": _gap(
-            "suspected",
-            "suspected: JAX lowers its nonsymmetric eigendecomposition for CPU and GPU only",
+            "confirmed",
+            "NotImplementedError: MLIR translation rule for primitive 'eig' not found for platform tpu (JAX "
+            "0.10.2, its lowering for CPU and GPU only; the stand-in, 2026-12-06)",
             (torch.float32, F64, torch.complex64, C128),
         ),
     }
@@ -273,7 +274,7 @@ def served(op, kernel):
         # CPU has no convolution_overrideable (the hook other backends implement): its convolution
         # takes the same arguments
         twin = torch.ops.aten.convolution.default if op.name() == "aten::convolution_overrideable" else op
-        return fallback.run_on_cpu_lacking(twin, why, args, kwargs)
+        return fallback.run_on_cpu_lacking(twin, why, args, kwargs, gap=True)
 
     def run(*args, **kwargs):
         if family not in GAPS.get(platform(), ()):  # the common case (every family on CPU): one lookup
