@@ -72,9 +72,9 @@ def test_a_half_transposed_convolution_rounds_once_where_its_taps_abort_the_comp
     where the platform's compiler aborts on its emulation (the grouped, dilated case below killed the
     TPU stand-in's pytest), the product accumulates in float32 and rounds once: nearer the exact result
     than CPU's per-tap rounding."""
-    monkeypatch.setitem(
-        capabilities.PROGRAM_FACTS, capabilities.platform(), {"half_transposed_taps_abort": "pretended"}
-    )
+    here = capabilities.platform()
+    facts = {**capabilities.PROGRAM_FACTS.get(here, {}), "half_transposed_taps_abort": "pretended"}
+    monkeypatch.setitem(capabilities.PROGRAM_FACTS, here, facts)
 
     def no_taps(*args):
         raise AssertionError("the tap-by-tap emulation was chosen")
