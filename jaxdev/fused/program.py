@@ -25,7 +25,7 @@ import torch.fx
 from jax._src.lax.lax import _convert_element_type  # weak_type= has no public spelling
 
 from jaxdev import eager_modes, native, rng, tensor, tracing
-from jaxdev.fused import offsets
+from jaxdev.fused import literals, offsets
 from jaxdev.fused.learn import NotRecordable
 from jaxdev.fused.stats import STATS
 from jaxdev.graphs import program as compiled
@@ -66,6 +66,8 @@ class _Fused:
                 spec = self.graph.specialisations.get(inputs.key)
                 if spec is None:
                     spec = self.graph.specialisations[inputs.key] = compiled.Specialisation(self.graph, args, inputs)
+                    if spec.spmd is None:  # kernels' numbers as data, as per-op (literals.py)
+                        spec.jitted = literals.jit(spec._trace)
                     STATS.programs += 1
                 else:
                     STATS.hits += 1
@@ -142,7 +144,7 @@ def _donating(spec, donated: tuple):
             return spec._trace([given[i] if kind == "d" else next(rest) for kind, i in order], base)
 
         kept = [g for g in range(len(spec.storage_meta)) if g not in given]
-        entry = cache[donated] = (jax.jit(merged, donate_argnums=(0,)), kept)
+        entry = cache[donated] = (literals.jit(merged, donate_argnums=(0,)), kept)
         STATS.programs += 1
     return entry
 
