@@ -4,7 +4,8 @@
 //
 //   fused_match(seg, key, args, kwargs, lift, new_inputs, written_box)
 //       key: the child's key as recorder.record built it: (op, default dtype, parts..., [kwarg names]),
-//       a part being (tuple|list, length), (scalar type, value), (Number,) for a float lifted to program
+//       a part being (tuple|list, length), (scalar type, value) (a zero or NaN float or complex: its
+//       bytes for the value, jaxdev/fused/number_keys.py), (Number,) for a float lifted to program
 //       data, or (slot, (dtype, sizes, strides, offset)) for a tensor, slot ("i", k) being the k-th
 //       input storage of the segment and ("p", node, m) a storage a recorded op made. lift: None, or
 //       the positions and keyword names whose floats the recorder lifts (jaxdev/fused/numbers.py).
@@ -26,6 +27,7 @@
 #include <torch/csrc/DynamicTypes.h>
 #include <torch/csrc/autograd/python_variable.h>
 
+#include <cstring>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -147,6 +149,36 @@ int tensor_matches(Walk& w, PyObject* obj) {
 
 int walk(Walk& w, PyObject* a, bool lifted);
 
+// Whether float or complex `a` is the value `expected` of its key part (jaxdev/fused/number_keys.py):
+// bit for bit, not by == (0.0 == -0.0 and nan != nan would replay -0.0 as 0.0 and never a NaN). The
+// key holds the value itself where == is its bits' (a nonzero, non-NaN number), else its bytes.
+bool number_matches(PyObject* a, PyObject* expected) {
+  double bits[2];
+  size_t size = sizeof(double);
+  if (PyFloat_CheckExact(a)) {
+    bits[0] = PyFloat_AS_DOUBLE(a);
+  } else {
+    Py_complex c = PyComplex_AsCComplex(a);  // an exact complex: cannot fail
+    bits[0] = c.real;
+    bits[1] = c.imag;
+    size *= 2;
+  }
+  if (PyBytes_CheckExact(expected)) {
+    return static_cast<size_t>(PyBytes_GET_SIZE(expected)) == size && std::memcmp(bits, PyBytes_AS_STRING(expected), size) == 0;
+  }
+  double value[2];
+  if (size == sizeof(double) && PyFloat_CheckExact(expected)) {
+    value[0] = PyFloat_AS_DOUBLE(expected);
+  } else if (size != sizeof(double) && PyComplex_CheckExact(expected)) {
+    Py_complex c = PyComplex_AsCComplex(expected);
+    value[0] = c.real;
+    value[1] = c.imag;
+  } else {
+    return false;
+  }
+  return std::memcmp(bits, value, size) == 0;
+}
+
 // A float the recorder lifts (jaxdev/fused/numbers.py): within float16's range, where no kernel's
 // check that it fits the result's dtype can fail; a larger one, NaN or inf stays in the key.
 bool liftable(PyObject* a) {
@@ -194,9 +226,10 @@ int walk(Walk& w, PyObject* a, bool lifted) {
     return 1;
   }
   // A scalar: the key holds (its exact type, its value), the type one of recorder._SCALARS, so the
-  // comparison never runs a user's __eq__.
+  // comparison never runs a user's __eq__; a float or complex by its bits (number_matches).
   PyObject* part = w.part(2);
   if (!part || PyTuple_GET_ITEM(part, 0) != reinterpret_cast<PyObject*>(Py_TYPE(a))) return 0;
+  if (PyFloat_CheckExact(a) || PyComplex_CheckExact(a)) return number_matches(a, PyTuple_GET_ITEM(part, 1));
   return PyObject_RichCompareBool(a, PyTuple_GET_ITEM(part, 1), Py_EQ);
 }
 

@@ -12,8 +12,9 @@ Recording must not run the kernel, yet must return results with PyTorch's exact 
 a wrong call's error at the call. Both come from a trie of what was seen (`recorder`): each op is
 keyed by its overload, its arguments' dtypes, sizes, strides, offsets, which storage each reads
 (inputs by first appearance, pending ones by the op that made them) and its other arguments with
-their types (a view of an input storage whose offset moved since an earlier segment, a decoding
-loop's cache position, is keyed without it: the offset is program data, `offsets`). The first time an
+their types (a zero or NaN float by its bits, where == cannot tell: `number_keys`; a view of an
+input storage whose offset moved since an earlier segment, a decoding loop's cache position, is
+keyed without it: the offset is program data, `offsets`). The first time an
 op is met at a place in the trie, its kernel is evaluated abstractly (`learn`: jax.eval_shape over
 tracer-backed tensors), which runs every shape, dtype and argument
 check and gives the results' layout; an op that cannot be evaluated so (it needs values, returns a

@@ -9,7 +9,7 @@ import warnings
 import torch
 
 from jaxdev import eager_modes
-from jaxdev.fused import boxes, learn, numbers, offsets, program, replay, results
+from jaxdev.fused import boxes, learn, number_keys, numbers, offsets, program, replay, results
 from jaxdev.fused.numbers import Number
 from jaxdev.fused.stats import STATS
 from jaxdev.ops.registry import DYNAMIC_NUMBERS
@@ -114,6 +114,12 @@ class Segment:
             ref = self.ref
             out = [ref(x, key, tensors) for x in a]
             return out if cls is list else tuple(out)
+        if cls is float:  # by bits where == is not (0.0 == -0.0, nan != nan): number_keys.py
+            key.append((float, a) if a and a == a else number_keys.float_part(a))
+            return a
+        if cls is complex:
+            key.append(number_keys.complex_part(a))
+            return a
         if cls in _SCALARS:
             key.append((cls, a))
             return a
