@@ -99,6 +99,14 @@ def _compare(jax_out, cpu_out, path, rtol, atol, check_stride):
         assert jax_out == cpu_out, f"[{path}] jax gave {jax_out!r}, CPU gave {cpu_out!r}"
 
 
+def fn_synced(fn):
+    """fn(JAX), then a sync: an error that depends on values (an index out of range) raises at the op in
+    per-op mode and at the next sync in fused mode (README, "Eager modes"), CPU's exception either way."""
+    out = fn(JAX)
+    torch.jax.synchronize()
+    return out
+
+
 def on_both(fn, *, rtol=0.0, atol=0.0, check_stride=False, match=None):
     """Run `fn(device)` on CPU and on jax and compare. Returns the jax result.
 
@@ -109,7 +117,7 @@ def on_both(fn, *, rtol=0.0, atol=0.0, check_stride=False, match=None):
         cpu_out = fn(CPU)
     except Exception as cpu_err:
         try:
-            fn(JAX)
+            fn_synced(fn)
         except type(cpu_err) as jax_err:
             if isinstance(jax_err, (jaxdev.PlatformDtypeError, fallback.PlatformGapError)):
                 raise  # the platform refuses the dtype or lacks the kernel before CPU's own check: a skip (conftest)
@@ -133,7 +141,7 @@ def same_outcome(fn, *, values=True, rtol=0.0):
     except Exception as cpu_error:
         with pytest.raises(type(cpu_error)) as raised, warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            fn(JAX)
+            fn_synced(fn)
         assert str(raised.value) == str(cpu_error)
         return
     with warnings.catch_warnings():
@@ -228,7 +236,7 @@ def like_cpu(fn, *, rtol=0.0, atol=0.0, check_stride=True):
             expected = fn(CPU)
         except Exception as cpu_err:
             with pytest.raises(type(cpu_err)) as jax_err:
-                fn(JAX)
+                fn_synced(fn)
             if isinstance(jax_err.value, (jaxdev.PlatformDtypeError, fallback.PlatformGapError)):
                 raise jax_err.value from None  # refused before CPU's own check could speak: a skip (conftest)
             # a message that names the device names the other one

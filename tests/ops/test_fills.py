@@ -157,9 +157,14 @@ def test_arange_like_cpu(case):
 
 def test_arange_too_large_raises_at_once_as_cpu():
     """Past a GiB arange takes the composite's order: the byte count checked (CPU's message), then the
-    allocation, which fails there and then (one program would fail later, asynchronously)."""
+    allocation (test_arange_past_memory_fails_at_once)."""
     with pytest.raises(RuntimeError, match=r"Storage size calculation overflowed with sizes=\[4611686018427387904\]"):
         torch.arange(0, 2**62, 1, device=JAX)
+
+
+@pytest.mark.per_op_mode("the allocation fails at the op; fused mode allocates in the segment's program, at the flush")
+def test_arange_past_memory_fails_at_once():
+    """The allocation fails there and then (one program would fail later, asynchronously)."""
     with pytest.raises(torch.OutOfMemoryError):  # CPU: RuntimeError from its allocator (2**54 bytes)
         torch.arange(0, 2**50, 0.25, device=JAX)
 

@@ -223,6 +223,7 @@ _WIDE_ARRAY = re.compile(r"tensor<[0-9x]*x?(f64|complex<f64>)>")  # a float64 or
 
 
 @pytest.mark.tpu_fact("float64 is emulated: complex128 programs abort XLA's TPU compiler (deviceless.py)")
+@pytest.mark.per_op_mode("spies on the bodies a kernel traces at each call; fused mode replays its segment's program")
 def test_complex64_kernels_that_widen_stay_complex64_where_float64_is_emulated(monkeypatch):
     """complex64 atan/atanh, logcumsumexp and matrix_exp widened to complex128 (float32 to float64) for
     CPU's accuracy; XLA's TPU compiler run without the chip aborted or raised on each of those wide
