@@ -3,7 +3,7 @@
 // without building the key. See native.cpp.
 //
 //   fused_match(seg, key, args, kwargs, lift, new_inputs, written_box)
-//       key: the child's key as recorder.record built it: (op, default dtype, parts..., [kwarg names]),
+//       key: the child's key as recorder.record built it: (op, context, parts..., [kwarg names]),
 //       a part being (tuple|list, length), (scalar type, value) (a zero or NaN float or complex: its
 //       bytes for the value, jaxdev/fused/number_keys.py), (Number,) for a float lifted to program
 //       data, or (slot, (dtype, sizes, strides, offset)) for a tensor, slot ("i", k) being the k-th
@@ -351,10 +351,15 @@ PyObject* fused_match(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   Walk w;
   w.key = args[1];
   w.written_box = args[6];
-  // key[0] is the op (the caller found the child by it); key[1] the default dtype kernels read
-  if (PyTuple_GET_SIZE(w.key) < 2 ||
-      PyTuple_GET_ITEM(w.key, 1) != reinterpret_cast<PyObject*>(torch::getTHPDtype(at::get_default_dtype_as_scalartype()))) {
-    Py_RETURN_NONE;
+  // key[0] is the op (the caller found the child by it); key[1] what kernels read besides their
+  // arguments (fused_context.cpp): the same object while it did not change, else compared by value
+  if (PyTuple_GET_SIZE(w.key) < 2) Py_RETURN_NONE;
+  PyObject* context = current_context();
+  if (!context) return nullptr;
+  if (PyTuple_GET_ITEM(w.key, 1) != context) {
+    int same = PyObject_RichCompareBool(PyTuple_GET_ITEM(w.key, 1), context, Py_EQ);
+    if (same < 0) return nullptr;
+    if (!same) Py_RETURN_NONE;
   }
   w.next = 2;
   PyObject* slots = PyObject_GetAttr(seg, s_slots);

@@ -46,6 +46,8 @@
 //                                program each way, where it applies; the math composite elsewhere.
 //                                No Python twin: without this module attention takes the math path.
 //
+//   fused_context()              what fused eager's kernels read besides their arguments, the second part
+//                                of every op's key (fused_context.cpp). Python twin: jaxdev/fused/context.py.
 //   fused_match(seg, key, ...)   fused eager's replay guard (fused.cpp; jaxdev/fused/replay.py): an op
 //                                call checked against the key the trie expects next, without building
 //                                its key. Python twin: the recorder's full key.
@@ -78,6 +80,7 @@
 #include "fast_ops.cpp"
 #include "cow.cpp"  // after fast_ops.cpp: its copies take addresses from the same counter
 #include "readers.cpp"
+#include "fused_context.cpp"
 #include "fused.cpp"
 #include "fused_flush.cpp"
 #include "fused_results.cpp"
@@ -147,6 +150,7 @@ PyMethodDef methods[] = {
     {"plain_value", plain_value, METH_O, "the array of a tensor that is its whole storage, else None"},
     {"plain_values", plain_values, METH_O, "plain_value of each tensor, or None"},
     {"all_plain", all_plain, METH_O, "every tensor contiguous with default strides"},
+    {"fused_context", fused_context, METH_NOARGS, "what fused eager's kernels read besides their arguments"},
     {"fused_match", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(fused_match)), METH_FASTCALL,
      "whether an op call's key is a fused-eager trie child's; on a match, its effects on the segment"},
     {"fused_layout", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(fused_layout)), METH_FASTCALL,

@@ -62,6 +62,10 @@ PyObject* register_clone_kernel(PyObject*, PyObject* const* args, Py_ssize_t nar
 PyObject* set_allocation(PyObject*, PyObject* const* args, Py_ssize_t nargs);
 PyObject* set_python_kernels(PyObject*, PyObject* flag);
 
+// --- fused_context.cpp: what fused eager's kernels read besides their arguments ----------------------
+PyObject* current_context();
+PyObject* fused_context(PyObject*, PyObject*);
+
 // --- fused.cpp, fused_flush.cpp: fused eager's replay guard and flush loops ------------------------
 bool same_layout(c10::TensorImpl* impl, PyObject* meta);
 PyObject* fused_match(PyObject*, PyObject* const* args, Py_ssize_t nargs);

@@ -9,7 +9,7 @@ import warnings
 import torch
 
 from jaxdev import eager_modes
-from jaxdev.fused import boxes, learn, number_keys, numbers, offsets, program, replay, results
+from jaxdev.fused import boxes, context, learn, number_keys, numbers, offsets, program, replay, results
 from jaxdev.fused.numbers import Number
 from jaxdev.fused.stats import STATS
 from jaxdev.ops.registry import DYNAMIC_NUMBERS
@@ -90,6 +90,7 @@ class Segment:
         self.uploads: set = set()  # the kinds of host-to-device copies made during the segment (_upload)
         self.serial = next(_SERIALS)
         self.stale = False  # ops were replayed since `placeholders` was last kept up (replay.py)
+        self.context = None  # what its ops' kernels read besides their arguments (context.py): one for all
 
     def refresh(self) -> None:
         """`placeholders` rebuilt from the inputs, after replayed ops added inputs without it."""
@@ -197,6 +198,8 @@ def record(op, fn, args, kwargs):
             tensors = replay.match(seg, child, args, kwargs)
             if tensors is not None:
                 seg.stale = True
+                if seg.context is None:  # the guard matched the key's context: the current one
+                    seg.context = child.expected.key[1]
                 STATS.replayed += 1
                 return _recorded(seg, child, tensors, child.expected.node)
         return _keyed_record(seg, op, fn, args, kwargs)
@@ -218,7 +221,13 @@ def _keyed_record(seg: Segment, op, fn, args, kwargs):
     """record's way for a call the trie did not expect: its whole key, looked up among the children."""
     if seg.stale:
         seg.refresh()
-    key: list = [op, torch.get_default_dtype()]  # kernels read it for Python floats (int.eq_(0.5))
+    settings = context.now()
+    if settings is not seg.context:
+        if seg.nodes and settings != seg.context:  # settings changed: the ops before ran under the old ones
+            flush()
+            return record(op, fn, args, kwargs)
+        seg.context = settings
+    key: list = [op, settings]  # kernels read them: the default dtype for Python floats (int.eq_(0.5)) ...
     tensors: list = []
     lifted, klifted, mark = args, kwargs, seg.mark()
     positions = numbers.where(DYNAMIC_NUMBERS.get(op), args, kwargs)
@@ -268,7 +277,7 @@ def _keyed_record(seg: Segment, op, fn, args, kwargs):
 def _keyed(seg: Segment, op, args, kwargs, moved: frozenset) -> tuple:
     """The op's key in the trie, its argument references and its tensor arguments, as record builds
     them, with the tensors at the positions `moved` recorded as offsets.Moved."""
-    key: list = [op, torch.get_default_dtype()]  # kernels read it for Python floats (int.eq_(0.5))
+    key: list = [op, seg.context]  # as _keyed_record's
     tensors: list = []
     positions = numbers.where(DYNAMIC_NUMBERS.get(op), args, kwargs)
     if positions:
@@ -400,7 +409,7 @@ def flush() -> None:
         boxes.unwrite_all(seg.written)
         alive = boxes.alive(seg.pending)
         STATS.flushes += 1
-        with eager_modes.as_is():
+        with eager_modes.as_is(), context.applied(seg.context):  # the settings its ops were recorded under
             try:
                 values = program.run(seg, alive)
             except BaseException as error:
