@@ -1,8 +1,9 @@
 // What fused eager's kernels read besides their arguments, as one tuple in every op's key
 // (jaxdev/fused/context.py, its Python twin): (default dtype, deterministic algorithms, their warn_only,
-// fill_uninitialized_memory, torch.get_num_threads(), float32 matmul precision). A kernel reads them
-// when it runs (an empty tensor's NaN fill, which elements CPU's scalar tail computes, a matmul's
-// passes); fused eager runs it when the op is first met and replays that after.
+// fill_uninitialized_memory, torch.get_num_threads(), float32 matmul precision, warn always). A kernel
+// reads them when it runs (an empty tensor's NaN fill, which elements CPU's scalar tail computes, a
+// matmul's passes, whether a warning is given again); fused eager runs it when the op is first met
+// and replays that after.
 //
 //   fused_context()          the tuple now: the same object while nothing in it changed
 //   current_context()        the same, borrowed, for the replay guard (fused.cpp)
@@ -12,6 +13,7 @@
 #include <ATen/Context.h>
 #include <ATen/Parallel.h>
 #include <c10/core/DefaultDtype.h>
+#include <c10/util/Exception.h>
 #include <torch/csrc/DynamicTypes.h>
 
 namespace jaxdev_native {
@@ -20,13 +22,13 @@ namespace {
 
 struct ContextState {
   PyObject* dtype = nullptr;  // a THPDtype: immortal while torch is loaded
-  bool deterministic = false, warn_only = false, fill = false;
+  bool deterministic = false, warn_only = false, fill = false, warn_always = false;
   int threads = 0;
   at::Float32MatmulPrecision precision = at::Float32MatmulPrecision::HIGHEST;
 
   bool operator==(const ContextState& o) const {
     return dtype == o.dtype && deterministic == o.deterministic && warn_only == o.warn_only && fill == o.fill &&
-           threads == o.threads && precision == o.precision;
+           threads == o.threads && precision == o.precision && warn_always == o.warn_always;
   }
 };
 
@@ -58,10 +60,11 @@ PyObject* current_context() {
   now.fill = ctx.deterministicFillUninitializedMemory();
   now.threads = at::get_num_threads();
   now.precision = ctx.float32MatmulPrecision();
+  now.warn_always = c10::WarningUtils::get_warnAlways();
   if (g_context && now == g_state) return g_context;
-  PyObject* made = Py_BuildValue("(OOOOis)", now.dtype, now.deterministic ? Py_True : Py_False,
+  PyObject* made = Py_BuildValue("(OOOOisO)", now.dtype, now.deterministic ? Py_True : Py_False,
                                  now.warn_only ? Py_True : Py_False, now.fill ? Py_True : Py_False, now.threads,
-                                 precision_name(now.precision));
+                                 precision_name(now.precision), now.warn_always ? Py_True : Py_False);
   if (!made) return nullptr;
   Py_XDECREF(g_context);
   g_context = made;

@@ -3,8 +3,9 @@
 A kernel reads some of the process's settings when it runs: the default dtype (a Python float's type),
 torch.use_deterministic_algorithms with fill_uninitialized_memory (an empty tensor filled with NaN), its
 warn_only (an alert that raises or warns), torch.get_num_threads() (which elements CPU's scalar tail
-computes, cpu_numerics.cpu_threads) and the float32 matmul precision (a product's passes). Per-op mode
-reads them at every call. Fused eager runs a kernel when its op is first met (learn) and when the
+computes, cpu_numerics.cpu_threads), the float32 matmul precision (a product's passes) and
+torch.set_warn_always (whether a warning given once is given again). Per-op mode reads them at every
+call. Fused eager runs a kernel when its op is first met (learn) and when the
 segment's program is traced, and replays both after; so
 * the settings are the second part of every op's key (`now()`): an op met under other settings is
   another op, learnt and compiled under them (a segment's program built without the deterministic fill
@@ -33,6 +34,7 @@ def _python() -> tuple:
         torch._C._get_deterministic_fill_uninitialized_memory(),
         torch.get_num_threads(),
         torch.get_float32_matmul_precision(),
+        torch.is_warn_always_enabled(),
     )
 
 
@@ -55,10 +57,11 @@ def applied(recorded: tuple | None):
 
 
 def _set(settings: tuple) -> None:
-    dtype, deterministic, warn_only, fill, threads, precision = settings
+    dtype, deterministic, warn_only, fill, threads, precision, warn_always = settings
     torch.set_default_dtype(dtype)
     torch.use_deterministic_algorithms(deterministic, warn_only=warn_only)
     torch.utils.deterministic.fill_uninitialized_memory = fill
     if torch.get_num_threads() != threads:  # resizes the thread pool: only where it differs
         torch.set_num_threads(threads)
     torch.set_float32_matmul_precision(precision)
+    torch.set_warn_always(warn_always)

@@ -9,6 +9,8 @@ results and which argument storages it writes, with no XLA work. What it learns 
 
 from __future__ import annotations
 
+import warnings
+
 import jax
 import jax.numpy as jnp
 import torch
@@ -38,22 +40,34 @@ class Learned:
     once cut a segment after this op (recorder._cut); `plan`: results.make's native plan for it (None
     until its first make, False where Python makes its results)."""
 
-    __slots__ = ("bumps", "cut", "eager", "firsts", "out", "plan", "reason", "storages", "writes")
+    __slots__ = ("bumps", "cut", "eager", "firsts", "out", "plan", "reason", "storages", "warned", "writes")
 
     def __init__(self, eager=False, reason=""):
         self.eager, self.reason, self.cut = eager, reason, False
         self.out, self.storages, self.firsts, self.writes = ("none", None), [], {}, []
         self.bumps: list = []  # tensor arguments whose version the kernel itself bumps
         self.plan = None
+        self.warned: list = []  # the warnings its evaluation gave, until the call that learnt it gives them
 
 
 def learn(op, fn, args, kwargs, tensors: list) -> Learned:
+    """What the op gives. A kernel that warns runs eagerly: per-op mode warns at every call, as the
+    kernel decides (a warning given once, or at each call under torch.set_warn_always), which a replayed
+    op would not; its evaluation's warnings are kept for the call that learnt it (recorder._eagerly:
+    the kernel already said them, and may say them only once)."""
     if any(tag in op.tags for tag in _DATA_DEPENDENT) and not _integer_index(op, args):
         return Learned(eager=True, reason="its results' shapes depend on values")
-    try:
-        return _abstract(fn, args, kwargs, tensors)
-    except Exception as e:  # it cannot be evaluated without values: it runs eagerly, which raises if it must
-        return Learned(eager=True, reason=f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")  # every one the kernel gives; the filters decide when it is given again
+        try:
+            learned = _abstract(fn, args, kwargs, tensors)
+        except Exception as e:  # it cannot be evaluated without values: it runs eagerly, which raises if it must
+            learned = Learned(eager=True, reason=f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
+    if caught:
+        if not learned.eager:
+            learned = Learned(eager=True, reason=f"its kernel warns: {str(caught[0].message).splitlines()[0]}")
+        learned.warned = list(caught)
+    return learned
 
 
 _LEARNED: dict = {}  # an op's local key -> what learn found (see cached)

@@ -267,7 +267,7 @@ def _keyed_record(seg: Segment, op, fn, args, kwargs):
     if child.learned.eager or (child.learned.writes and _writes_inference_tensor(child.learned, tensors)):
         seg.undo(mark)
         reason = child.learned.reason or "it writes an inference tensor (the kernel refuses that)"
-        return _eagerly(fn, args, kwargs, op, reason)
+        return _eagerly(fn, args, kwargs, op, reason, child.learned)
     node = (op, refs, krefs, child.learned, fn)
     if not moved:
         replay.expect(seg.trie, child, seg, key, node, positions, mark[0], tensors)
@@ -390,12 +390,28 @@ def _fresh(fn, args, kwargs):
         return fn(*args, **kwargs)
 
 
-def _eagerly(fn, args, kwargs, op, reason: str):
+def _eagerly(fn, args, kwargs, op, reason: str, learned=None):
     where = (op.name(), reason)
     STATS.eager[where] = STATS.eager.get(where, 0) + 1
     flush()
+    if learned is not None and learned.warned:
+        return _eagerly_learnt(fn, args, kwargs, learned)
     with eager_modes.as_is():
         return fn(*args, **kwargs)
+
+
+def _eagerly_learnt(fn, args, kwargs, learned):
+    """The eager run of the call that learnt a warning op (learn.learn): its warnings, and those its
+    evaluation gave that the run does not give again (a kernel that warns once said it then)."""
+    learnt, learned.warned = learned.warned, []
+    try:
+        with eager_modes.as_is(), warnings.catch_warnings(record=True) as ran:
+            warnings.simplefilter("always")
+            return fn(*args, **kwargs)
+    finally:
+        said = {(str(w.message), w.category) for w in ran}
+        for w in [*ran, *(w for w in learnt if (str(w.message), w.category) not in said)]:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
 
 
 def flush() -> None:

@@ -72,7 +72,6 @@ def test_index_put_into_an_expanded_tensor_as_cpu(put):
 
 
 @pytest.mark.usefixtures("no_fallback")
-@pytest.mark.per_op_mode("fused mode evaluates a kernel more than once, and so repeats its warnings")
 def test_setitem_of_a_number_through_a_mask_warns_twice_as_cpu():
     """CPU's index_put_ of one number through one mask is masked_fill_, which warns on its own."""
     said = {}
