@@ -70,7 +70,8 @@ def _train_resnet(mode: str, steps: int = 5):
             loss.backward()
             opt.step()
             losses.append(loss.item())
-    return losses, {k: v.detach().cpu() for k, v in model.state_dict().items()}
+    with jaxdev.eager_mode("op"):  # read back after the loop, in the mode a JAXDEV_EAGER=fused run leaves outside it
+        return losses, {k: v.detach().cpu() for k, v in model.state_dict().items()}
 
 
 def test_resnet_training_matches_per_op_mode():

@@ -94,6 +94,7 @@ def test_plain_values_gives_up_on_any_view_and_passes_numbers_through():
 
 
 @needs_native
+@pytest.mark.per_op_mode("the result of a per-op kernel; fused mode records the op, its result's value pending")
 def test_a_logical_box_is_left_to_python():
     """A result laid out like PyTorch's (channels_last) holds its logical value: read in Python."""
     y = torch.randn(2, 3, 4, 5, device="jax").contiguous(memory_format=torch.channels_last) + 1
@@ -187,6 +188,7 @@ def test_a_failed_build_warns_once_and_jaxdev_runs_in_python(tmp_path):
 
 
 @needs_native
+@pytest.mark.per_op_mode("the box of a per-op result; fused mode records the op, its box pending")
 def test_a_dead_results_box_goes_when_its_storage_dies():
     x = torch.arange(6.0, device="jax") + 1
     address = x.untyped_storage().data_ptr()
@@ -346,6 +348,7 @@ def test_native_clone_reads_views_at_every_offset_and_after_writes():
 
 
 @needs_native
+@pytest.mark.per_op_mode("per-op clone's native path; fused mode records the clone")
 def test_native_clone_of_a_sharded_storage_takes_the_python_path(monkeypatch):
     from jaxdev import tensor
     from jaxdev.core import placement
