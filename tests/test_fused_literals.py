@@ -100,3 +100,12 @@ def test_a_program_traced_again_takes_the_kernels_numbers_of_then():
         assert run(x).tolist() == [-0.0, -2.0, -4.0]
     finally:
         _FLAG[0] = 1.0
+
+
+def test_a_program_built_inside_a_trace_keeps_concrete_numbers():
+    """A flush inside a jax trace (a jitted function reading a pending tensor) builds its program there:
+    the numbers it keeps are arrays, not the trace's tracers (a later call leaked them)."""
+    run = literals.jit(lambda x: _body(x, 3.0))
+    x = jnp.arange(3.0)
+    assert jax.jit(lambda x: run(x))(x).tolist() == [0.0, 3.0, 6.0]
+    assert run(x).tolist() == [0.0, 3.0, 6.0]

@@ -61,7 +61,8 @@ class _Lifted:
     def _build(self, args) -> None:
         self.first = traced = _Traced(self.fn, args)
         self.key = traced.key
-        self.values = tuple(jax.device_put(np.stack(group)) for group in traced.groups.values())
+        with jax.ensure_compile_time_eval():  # a flush inside a trace (a jitted read of a pending tensor)
+            self.values = tuple(jax.device_put(np.stack(group)) for group in traced.groups.values())
         donate = tuple(i + 1 for i in self.donate)
         self.call = jax.jit(self._run, donate_argnums=donate) if donate else jax.jit(self._run)
 
