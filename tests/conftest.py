@@ -85,6 +85,15 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.skip(reason=f"a fact of XLA's CPU backend, not of {PLATFORM}: {fact.args[0]}"))
 
 
+@pytest.fixture
+def per_op_after():
+    """For the fused-mode test files (`pytestmark = pytest.mark.usefixtures("per_op_after")`): each test
+    ends back in per-op mode, which flushes what a failed test left pending, and synced."""
+    yield
+    jaxdev.eager_mode("op")
+    torch.jax.synchronize()
+
+
 @pytest.fixture(autouse=True)
 def _settle_fused_mode():
     """In fused mode, a test's pending work (and a value error it deferred) ends with the test; and the

@@ -67,6 +67,14 @@ def to_cpu(t: torch.Tensor) -> torch.Tensor:
     return t.detach().to("cpu")
 
 
+def bits_list(t: torch.Tensor) -> list:
+    """A tensor's values as their bits (signs of zeros and NaNs included; a complex's parts each)."""
+    t = t.detach().cpu().contiguous()
+    if t.is_complex():
+        t = torch.view_as_real(t)
+    return t.view({2: torch.int16, 4: torch.int32, 8: torch.int64}[t.element_size()]).tolist()
+
+
 def assert_same(actual, expected, *, rtol=0.0, atol=0.0, check_stride=False, msg=""):
     """`actual` (a jax tensor) holds what `expected` (a CPU tensor) holds."""
     assert isinstance(actual, torch.Tensor), f"{msg} expected a tensor, got {type(actual).__name__}"

@@ -20,11 +20,7 @@ from jaxdev.fused.program import FusedGraphWarning
 STATS = recorder.STATS
 
 
-@pytest.fixture(autouse=True)
-def _per_op_after():
-    yield
-    jaxdev.eager_mode("op")  # flushes anything a failed test left pending
-    torch.jax.synchronize()
+pytestmark = pytest.mark.usefixtures("per_op_after")
 
 
 def _mlp():

@@ -14,12 +14,7 @@ from jaxdev import tensor as tensor_module
 from jaxdev.fused import recorder
 from jaxdev.graphs import program as compiled
 
-
-@pytest.fixture(autouse=True)
-def _per_op_after():
-    yield
-    jaxdev.eager_mode("op")
-    torch.jax.synchronize()
+pytestmark = pytest.mark.usefixtures("per_op_after")
 
 
 def _train(mode: str, steps: int = 6):

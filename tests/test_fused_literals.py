@@ -11,6 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import torch
+from jaxdev_testing import bits_list
 
 import jaxdev
 from jaxdev.fused import literals
@@ -18,18 +19,7 @@ from jaxdev.fused import literals
 VALUES = [math.inf, -math.inf, math.nan, 1.0, -0.0, 0.0, 2.5]
 
 
-@pytest.fixture(autouse=True)
-def _per_op_after():
-    yield
-    jaxdev.eager_mode("op")
-    torch.jax.synchronize()
-
-
-def _bits(t: torch.Tensor) -> list:
-    t = t.detach().cpu().contiguous()
-    if t.is_complex():
-        t = torch.view_as_real(t)
-    return t.view({2: torch.int16, 4: torch.int32, 8: torch.int64}[t.element_size()]).tolist()
+pytestmark = pytest.mark.usefixtures("per_op_after")
 
 
 CASES = {
@@ -60,7 +50,7 @@ def test_fused_results_are_per_op_results(name, dtype):
 
 def _outcome(fn, x):
     try:
-        return _bits(fn(x.to("jax")))
+        return bits_list(fn(x.to("jax")))
     except NotImplementedError as e:  # no complex32 multiply, in both modes
         return str(e)
 

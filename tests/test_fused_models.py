@@ -17,11 +17,7 @@ from jaxdev.fused.program import FusedGraphWarning
 STATS = recorder.STATS
 
 
-@pytest.fixture(autouse=True)
-def _per_op_after():
-    yield
-    jaxdev.eager_mode("op")
-    torch.jax.synchronize()
+pytestmark = pytest.mark.usefixtures("per_op_after")
 
 
 class Block(nn.Module):

@@ -17,11 +17,7 @@ STATS = recorder.STATS
 optim = torch.optim
 
 
-@pytest.fixture(autouse=True)
-def _per_op_after():
-    yield
-    jaxdev.eager_mode("op")
-    torch.jax.synchronize()
+pytestmark = pytest.mark.usefixtures("per_op_after")
 
 
 # name -> (optimizer on the parameters, steps until no new program: a new step structure compiles its

@@ -10,6 +10,7 @@ import warnings
 
 import pytest
 import torch
+from jaxdev_testing import bits_list
 
 import jaxdev
 from jaxdev.fused import recorder
@@ -17,17 +18,7 @@ from jaxdev.fused import recorder
 STATS = recorder.STATS
 
 
-@pytest.fixture(autouse=True)
-def _per_op_after():
-    yield
-    jaxdev.eager_mode("op")
-    torch.jax.synchronize()
-
-
-def _bits(t: torch.Tensor) -> list:
-    """The values as their bits (signs of zeros and NaNs included)."""
-    t = t.detach().cpu().contiguous()
-    return t.view({2: torch.int16, 4: torch.int32, 8: torch.int64, 16: torch.int64}[t.element_size()]).tolist()
+pytestmark = pytest.mark.usefixtures("per_op_after")
 
 
 # op(x, number) -> a result whose bits show the number's sign
@@ -49,10 +40,10 @@ def test_signed_zeros_in_the_same_place_keep_their_signs(name, order):
     fn = CASES[name]
     x = torch.tensor([-1.0, -3.0, 2.0, -0.0, 0.0]) if name != "div" else torch.tensor([-1, 3, 0])
     sequence = [*order, *order]
-    expected = [_bits(fn(x, v)) for v in sequence]
+    expected = [bits_list(fn(x, v)) for v in sequence]
     with jaxdev.eager_mode("fused"):
         xj = x.to("jax")
-        got = [_bits(fn(xj, v)) for v in sequence]
+        got = [bits_list(fn(xj, v)) for v in sequence]
     assert got == expected
 
 
@@ -65,7 +56,7 @@ def test_zeros_replay_their_own_programs():
             torch.pow(v, x).cpu()
         before = (STATS.programs, STATS.replayed)
         for v in (0.0, 0.0, -0.0, -0.0, 0.0, 0.0):
-            assert _bits(torch.pow(v, x)) == _bits(torch.pow(v, x.cpu()))
+            assert bits_list(torch.pow(v, x)) == bits_list(torch.pow(v, x.cpu()))
     assert STATS.programs == before[0]
     if jaxdev.native.module is not None:
         assert STATS.replayed > before[1]
@@ -83,7 +74,7 @@ def test_a_nan_argument_replays_its_program(nan):
             before = STATS.programs
             value = float(str(nan))  # a new object every time
             got = torch.copysign(torch.clamp(x, max=value), value)
-            assert _bits(got) == _bits(torch.copysign(torch.clamp(x.cpu(), max=value), value))
+            assert bits_list(got) == bits_list(torch.copysign(torch.clamp(x.cpu(), max=value), value))
             built.append(STATS.programs - before)
     assert built[1:] == [0] * 5, built
 

@@ -11,14 +11,10 @@ import jaxdev
 from jaxdev.fused import recorder, replay
 
 STATS = recorder.STATS
-pytestmark = pytest.mark.skipif(replay._match is None, reason="replay needs jaxdev's native module")
-
-
-@pytest.fixture(autouse=True)
-def _per_op_after():
-    yield
-    jaxdev.eager_mode("op")
-    torch.jax.synchronize()
+pytestmark = [
+    pytest.mark.skipif(replay._match is None, reason="replay needs jaxdev's native module"),
+    pytest.mark.usefixtures("per_op_after"),
+]
 
 
 class Tied(nn.Module):

@@ -11,15 +11,11 @@ import jaxdev
 from jaxdev.fused import boxes, learn, recorder, results
 from jaxdev.tensor import BOXES
 
-pytestmark = pytest.mark.skipif(results._native_results is None, reason="needs jaxdev's native module")
+pytestmark = [
+    pytest.mark.skipif(results._native_results is None, reason="needs jaxdev's native module"),
+    pytest.mark.usefixtures("per_op_after"),
+]
 F32 = torch.float32
-
-
-@pytest.fixture(autouse=True)
-def _per_op_after():
-    yield
-    jaxdev.eager_mode("op")
-    torch.jax.synchronize()
 
 
 def _learned(out, storages=(), writes=(), bumps=()) -> learn.Learned:

@@ -15,11 +15,12 @@ from jaxdev.fused import recorder
 STATS = recorder.STATS
 
 
+pytestmark = pytest.mark.usefixtures("per_op_after")
+
+
 @pytest.fixture(autouse=True)
-def _per_op_after():
+def _warn_always_off():
     yield
-    jaxdev.eager_mode("op")
-    torch.jax.synchronize()
     torch.set_warn_always(False)
 
 
