@@ -318,14 +318,14 @@ def _write_at_positions(device: str, positions: int = 8) -> tuple[list, list]:
 def test_writes_at_a_moving_position_replay_one_program(fresh_recorder):
     """The offset of a view into an input storage (a slice's or select's start: a decoding loop's
     cache position) is program data once it moved (jaxdev/fused/offsets.py): 8 positions build the
-    first position's program, the moving one and its donating twin (flush's _donating, from its
-    second call), not one per position; values exactly CPU's."""
+    first position's program and the moving one (donating from its first call: flush's _trace_first),
+    not one per position; values exactly CPU's."""
     expected, _ = _write_at_positions("cpu")
     got, built = _write_at_positions("jax")
     for g, e in zip(got, expected):
         torch.testing.assert_close(g, e, rtol=0, atol=0)
-    assert built[-1] - built[0] <= 3, built
-    assert built[-1] == built[3], built  # from the fourth position on, nothing new is compiled
+    assert built[-1] - built[0] <= 2, built
+    assert built[-1] == built[2], built  # from the third position on, nothing new is compiled
 
 
 def _decode_like(device: str, steps: int = 6) -> tuple[list, int, int]:
@@ -354,3 +354,29 @@ def test_a_loop_that_uploads_its_position_runs_one_program_per_step(fresh_record
     for g, e in zip(got, expected):
         torch.testing.assert_close(g, e, rtol=0, atol=0)
     assert flushes == 6 and built <= 3, (built, flushes)
+
+
+def test_an_optimizer_step_compiles_once(fresh_recorder):
+    """A program that overwrites its inputs and has no value checks donates them from its first call:
+    AdamW's step (foreach) builds one program, where it built the plain one at step 0 and its donating
+    twin at step 1 (on a TPU 25.7 s and then 23.5 s more, for 100 tensors)."""
+
+    def steps(mode: str) -> tuple[list, list]:
+        torch.manual_seed(0)
+        params = [torch.nn.Parameter(torch.randn(s).to("jax")) for s in [(16, 8), (8,), (4, 4)]]
+        for p in params:
+            p.grad = torch.randn(p.shape).to("jax")
+        opt = torch.optim.AdamW(params, lr=0.1, foreach=True)
+        built = []
+        with jaxdev.eager_mode(mode):
+            for _ in range(3):
+                opt.step()
+                torch.jax.synchronize()
+                built.append(STATS.programs)
+        return [p.detach().cpu() for p in params], built
+
+    expected, _ = steps("op")
+    got, built = steps("fused")
+    for g, e in zip(got, expected):
+        torch.testing.assert_close(g, e)  # a fused program's last bits (README: fused eager)
+    assert built[0] == built[-1], built

@@ -31,14 +31,14 @@ _CONVERT = "convert_element_type"
 
 def jit(fn, donate_argnums: tuple = ()):
     """`jax.jit(fn, donate_argnums=...)` with fn's bodies' numbers as program data (see above)."""
-    return _Lifted(fn, donate_argnums)
+    return Lifted(fn, donate_argnums)
 
 
 class _Stale(Exception):
     """jax retraced the program and the kernels handed other numbers to their bodies this time."""
 
 
-class _Lifted:
+class Lifted:
     """fn traced once as a jaxpr (its lifted literals' values kept on the device), run through jax.jit.
     Where jax traces the program again (its caches were cleared: a test's TPU policy, under which the
     kernels choose other formulas), fn is traced again too, as plain jax.jit would; if its lifted
@@ -57,6 +57,13 @@ class _Lifted:
         except _Stale:
             self._build(args)
             return self.call(self.values, *args)
+
+    def out_tree(self, *args):
+        """The structure of fn's result on args, from the trace the first call compiles (traced here
+        if no call has been made yet, so a caller can decide how to call before anything compiles)."""
+        if self.call is None:
+            self._build(args)
+        return (self.first or _Traced(self.fn, args)).out_tree
 
     def _build(self, args) -> None:
         self.first = traced = _Traced(self.fn, args)
