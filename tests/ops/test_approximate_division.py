@@ -12,7 +12,7 @@ import pytest
 import torch
 from jaxdev_testing import JAX
 
-from jaxdev.ops.kit import cpu_numerics, division
+from jaxdev.ops.kit import cpu_numerics, division, math_mode
 
 
 def _ulps(got, want):
@@ -54,6 +54,20 @@ def test_divide_is_the_platforms_where_division_is_ieees(monkeypatch):
     monkeypatch.setattr(division, "_quotient", lambda a, b: seen.append(1) or a / b)
     a, b = jnp.float32(1.0), jnp.float32(3.0)
     assert cpu_numerics.divide(a, b) == a / b and len(seen) == 1  # one division, no correction
+
+
+def test_fast_math_leaves_division_to_the_platform_where_it_is_approximate(tpu_policy, monkeypatch):
+    """JAXDEV_MATH=fast asks for XLA's numerics: one division, no correction, where the platform's is
+    approximate too (the TPU's policy here); auto corrects it there."""
+    seen = []
+    monkeypatch.setattr(division, "_quotient", lambda a, b: seen.append(1) or a / b)
+    a, b = jnp.float32(1.0), jnp.float32(3.0)
+    with math_mode.forced("fast"):
+        assert cpu_numerics.division_ieee() and cpu_numerics.divide(a, b) == a / b and len(seen) == 1
+    with math_mode.forced("auto"):
+        assert not cpu_numerics.division_ieee()
+        cpu_numerics.divide(a, b)
+        assert len(seen) > 2  # the quotient, then its correction's
 
 
 @pytest.mark.tpu_fact("float32 division is not IEEE's on a TPU")

@@ -15,6 +15,7 @@ import pytest
 import torch
 from jaxdev_testing import run_python
 
+from jaxdev.ops.kit import math_mode
 from jaxdev.ops.kit import transcendentals as tm
 
 EDGES = [0.0, -0.0, math.inf, -math.inf, math.nan, 1.0, -1.0, 0.5, 2.0, 1e-8, -1e-8, 3.4e38, -3.4e38, 1e-37]
@@ -119,7 +120,7 @@ def test_the_cpu_backend_keeps_xlas_functions():
 
 def test_an_unknown_setting_is_refused_in_one_sentence(monkeypatch):
     monkeypatch.setenv("JAXDEV_MATH", "exact")
-    monkeypatch.setattr(tm, "_mode", None)  # read again, as at the first kernel's trace
+    monkeypatch.setattr(math_mode, "_mode", None)  # read again, as at the first kernel's trace
     with pytest.raises(ValueError, match=r"^JAXDEV_MATH must be auto, fast or own, not 'exact'$"):
         tm.mode()
 

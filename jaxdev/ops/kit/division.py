@@ -7,14 +7,18 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from jaxdev.ops.kit import math_mode
+
 
 def division_ieee() -> bool:
-    """Whether the platform divides as IEEE does, so that a division kept from XLA's rewrite into a
-    multiplication by the reciprocal is CPU's: not where capabilities' `division_approximate` holds
-    (a TPU). Read when a kernel is traced."""
+    """Whether a division is left to the platform: where it divides as IEEE does, so that a division
+    kept from XLA's rewrite into a multiplication by the reciprocal is CPU's (not where capabilities'
+    `division_approximate` holds: a TPU), or where JAXDEV_MATH=fast asks for XLA's numerics over CPU's
+    bits (the correction is ~40 operations a quotient: compiled for a TPU without the chip, AdamW's
+    program took 8.1 s with them, 3.2 without). Read when a kernel is traced."""
     from jaxdev.ops.kit import capabilities  # imports the fallback, which needs the ops package loaded
 
-    return not capabilities.fact("division_approximate")
+    return not capabilities.fact("division_approximate") or math_mode.mode() == "fast"
 
 
 def veltkamp(a):

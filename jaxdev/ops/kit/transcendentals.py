@@ -14,7 +14,8 @@ ulps of CPU's.
 
 The switch, JAXDEV_MATH, read when the first kernel using it is traced:
   auto  (default) jaxdev's functions off the CPU backend, XLA's on it
-  fast  XLA's everywhere: faster on a TPU, but 40-3,000 ulps from CPU's results there
+  fast  XLA's everywhere, its division too (division.py): faster on a TPU and its programs compile
+        in about half the time, but 40-3,000 ulps from CPU's results there
   own   jaxdev's everywhere, the CPU backend included (how the tests measure them on CPU)
 
 Kernels call these, never jnp.exp, jax.nn.sigmoid, ... directly (tests/ops/test_transcendentals.py
@@ -26,9 +27,7 @@ accurate absolutely, not relative to a small result near a multiple of pi).
 
 from __future__ import annotations
 
-import contextlib
 import math
-import os
 
 import jax
 import jax.numpy as jnp
@@ -37,35 +36,10 @@ from jax import lax
 
 from jaxdev.ops.kit import transcendentals_trig as _trig
 from jaxdev.ops.kit.division import divide, division_ieee
+from jaxdev.ops.kit.math_mode import forced as forced  # the tests' switch, kept here since the functions are here
+from jaxdev.ops.kit.math_mode import mode
 
-_MODES = ("auto", "fast", "own")
-_mode: str | None = None
 _OWN_DTYPES = tuple(jnp.dtype(d) for d in (jnp.float32, jnp.float16, jnp.bfloat16))
-
-
-def mode() -> str:
-    """JAXDEV_MATH as read once (see the module's docstring)."""
-    global _mode
-    if _mode is None:
-        value = os.environ.get("JAXDEV_MATH", "auto").strip().lower() or "auto"
-        if value not in _MODES:
-            raise ValueError(f"JAXDEV_MATH must be auto, fast or own, not {value!r}")
-        _mode = value
-    return _mode
-
-
-@contextlib.contextmanager
-def forced(value: str):
-    """JAXDEV_MATH=`value` while the block runs, for code traced inside it (tests: a kernel whose
-    program was traced before keeps the functions it was traced with)."""
-    global _mode
-    if value not in _MODES:
-        raise ValueError(f"JAXDEV_MATH must be auto, fast or own, not {value!r}")
-    previous, _mode = _mode, value
-    try:
-        yield
-    finally:
-        _mode = previous
 
 
 def own(x) -> bool:

@@ -1,0 +1,36 @@
+"""JAXDEV_MATH, read once: whose float32 functions (and division) kernels trace. What each value means is
+transcendentals.py's docstring; division.py reads it too (fast: the platform's division), below the
+functions that import it."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+
+_MODES = ("auto", "fast", "own")
+_mode: str | None = None
+
+
+def mode() -> str:
+    """JAXDEV_MATH as read once."""
+    global _mode
+    if _mode is None:
+        value = os.environ.get("JAXDEV_MATH", "auto").strip().lower() or "auto"
+        if value not in _MODES:
+            raise ValueError(f"JAXDEV_MATH must be auto, fast or own, not {value!r}")
+        _mode = value
+    return _mode
+
+
+@contextlib.contextmanager
+def forced(value: str):
+    """JAXDEV_MATH=`value` while the block runs, for code traced inside it (tests: a kernel whose
+    program was traced before keeps the functions it was traced with)."""
+    global _mode
+    if value not in _MODES:
+        raise ValueError(f"JAXDEV_MATH must be auto, fast or own, not {value!r}")
+    previous, _mode = _mode, value
+    try:
+        yield
+    finally:
+        _mode = previous
