@@ -1,0 +1,180 @@
+"""Seconds in XLA's TPU compiler for the GPT LM's training step (issue 37 item 5), without the chip.
+
+    .venv/bin/python benchmarks/tpu_compile_cost.py [--size full|quick] [--batch N] [--dtype bf16|f32]
+        [--rounds 1] [--variants fused,fused-fast,model-compiled,jax]
+
+Each variant in its own process, compiled by XLA's TPU compiler on this CPU (jaxdev/audit/deviceless.py;
+libtpu from scripts/get_libtpu.sh): jaxdev's fused eager step (forward, backward, AdamW: one program), the
+same under JAXDEV_MATH=fast (XLA's functions and division, not CPU's bits), the step with
+`torch.compile(backend="jax")` over forward+backward under fused eager, and the hand-written `jax.jit` step
+(benchmarks/tpu_gpt_jax.py). Printed: the largest program's compile seconds, its operations after
+inlining (StableHLO, every call expanded), and the ratio to `jax.jit`'s in the same round. Rounds
+alternate the variants, so a busy machine slows all alike.
+
+On 2026-12-07 the chip's own first-step compile (tpu_check `xla s`, bf16, batch 16) was fused 58 s,
+compiled forward+backward under fused 117 s, `jax.jit` 25.5 s; this stand-in gave 97, 116 and 40 s:
+the same order, the chip's host a little faster at the plain step.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+VARIANTS = {  # name: (environment, what runs)
+    "fused": ({"JAXDEV_MATH": "auto"}, "fused"),
+    "fused-fast": ({"JAXDEV_MATH": "fast"}, "fused"),
+    "model-compiled": ({"JAXDEV_MATH": "auto"}, "model-compiled"),
+    "jax": ({}, "jax"),
+}
+
+
+def inlined_ops(text: str) -> int:
+    """StableHLO operations of a lowered module with every `call` expanded (XLA inlines them)."""
+    funcs = {}
+    for body in re.split(r"\n  func\.func ", text):
+        funcs[body.split("(")[0].split()[-1].lstrip("@").strip('"')] = body
+    memo: dict[str, int] = {}
+
+    def count(name: str) -> int:
+        if name not in memo:
+            body = funcs[name]
+            memo[name] = len(re.findall(r"stablehlo\.[a-z_]+", body)) + sum(
+                count(c) for c in re.findall(r'call @"?([^"(\s]+)"?', body)
+            )
+        return memo[name]
+
+    return count("main")
+
+
+def _timed_compiles(deviceless, records: list) -> None:
+    """Every TPU compile of the stand-in timed into `records` as (seconds, inputs, inlined ops)."""
+    import jax
+
+    usual = deviceless.compile_for_tpu
+
+    def timed(fn, *avals):
+        start = time.perf_counter()
+        compiled = usual(fn, *avals)
+        seconds = time.perf_counter() - start
+        leaves = len(jax.tree.leaves(avals))
+        ops = inlined_ops(jax.jit(fn).lower(*deviceless.on_tpu(avals)).as_text()) if leaves > 20 else 0
+        records.append((seconds, leaves, ops))
+        return compiled
+
+    deviceless.compile_for_tpu = timed
+
+
+def child_jaxdev(args) -> dict:
+    from jaxdev.audit import deviceless
+
+    deviceless.install()
+    records: list = []
+    _timed_compiles(deviceless, records)
+    import torch
+    import tpu_gpt
+
+    import jaxdev
+
+    cfg = tpu_gpt.Config(args.size)
+    cfg.batch = args.batch or cfg.batch
+    dtype = {"bf16": torch.bfloat16, "f32": torch.float32}[args.dtype]
+    model = tpu_gpt.torch_model(cfg, dtype).to("jax")
+    x, y, _ = (torch.from_numpy(a).to("jax") for a in tpu_gpt.numpy_batch(cfg))
+    opt = tpu_gpt.make_adamw(model.parameters())
+
+    def forward_backward():
+        tpu_gpt.loss_fn(model(x), y).backward()
+
+    if args.what == "model-compiled":
+        forward_backward = torch.compile(forward_backward, backend="jax")
+    with jaxdev.eager_mode("fused"):
+        opt.zero_grad(set_to_none=True)
+        forward_backward()
+        opt.step()
+        next(model.parameters()).detach().cpu()
+    seconds, inputs, ops = max(records)
+    return {"seconds": seconds, "inputs": inputs, "ops": ops, "programs": len(records)}
+
+
+def child_jax(args) -> dict:
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    import tpu_gpt
+    import tpu_gpt_jax
+
+    from jaxdev.audit import deviceless
+
+    cfg = tpu_gpt.Config(args.size)
+    cfg.batch = args.batch or cfg.batch
+    _, update, state = tpu_gpt_jax.train_step(cfg, {"bf16": jnp.bfloat16, "f32": jnp.float32}[args.dtype])
+    avals = jax.tree.map(
+        lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype), (state["p"], state["m"], state["v"], np.float32(1))
+    )
+    ops = inlined_ops(jax.jit(update).lower(*avals).as_text())
+    start = time.perf_counter()
+    deviceless.compile_for_tpu(update, *avals)
+    return {"seconds": time.perf_counter() - start, "inputs": len(jax.tree.leaves(avals)), "ops": ops, "programs": 1}
+
+
+def run_variant(name: str, args) -> dict:
+    env, what = VARIANTS[name]
+    command = [sys.executable, __file__, "--child", what, "--size", args.size, "--dtype", args.dtype]
+    command += ["--batch", str(args.batch)] if args.batch else []
+    from jaxdev.audit import deviceless
+
+    child_env = deviceless.environment(dict(os.environ, **env))
+    child_env["PYTHONPATH"] = os.pathsep.join(p for p in (HERE, child_env.get("PYTHONPATH", "")) if p)
+    done = subprocess.run(command, env=child_env, capture_output=True, text=True)
+    for line in done.stdout.splitlines():
+        if line.startswith("RESULT "):
+            return json.loads(line[len("RESULT ") :])
+    raise SystemExit(f"{name} failed (exit {done.returncode}): {done.stderr.strip().splitlines()[-1:]}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size", default="full", choices=["full", "quick"])
+    parser.add_argument("--batch", type=int, default=0, help="the batch (default: the size's, 16 at full)")
+    parser.add_argument("--dtype", default="bf16", choices=["bf16", "f32"])
+    parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--variants", default=",".join(VARIANTS))
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        args.what = args.child
+        print("RESULT " + json.dumps(child_jax(args) if args.child == "jax" else child_jaxdev(args)), flush=True)
+        return
+    names = args.variants.split(",")
+    unknown = [n for n in names if n not in VARIANTS]
+    if unknown:
+        raise SystemExit(f"unknown variant(s) {', '.join(unknown)}: choose from {', '.join(VARIANTS)}")
+    results = collections.defaultdict(list)
+    for r in range(args.rounds):
+        for name in names:
+            results[name].append(run_variant(name, args))
+            got = results[name][-1]
+            print(
+                f"round {r + 1} {name:15s} {got['seconds']:7.1f} s  {got['ops']:6d} ops  {got['inputs']} inputs",
+                flush=True,
+            )
+    print(f"\nLM step {args.dtype}, size {args.size}, batch {args.batch or 'default'}: largest program's TPU compile")
+    base = [r["seconds"] for r in results.get("jax", [])]
+    for name in names:
+        seconds = [r["seconds"] for r in results[name]]
+        ratio = "  ".join(f"{s / b:.2f}x" for s, b in zip(seconds, base)) if base else "-"
+        print(
+            f"  {name:15s} {' '.join(f'{s:6.1f}' for s in seconds)} s  {results[name][-1]['ops']:6d} ops  /jax.jit {ratio}"
+        )
+
+
+if __name__ == "__main__":
+    main()
