@@ -1,13 +1,13 @@
 """Seconds in XLA's TPU compiler for the GPT LM's training step (issue 37 item 5), without the chip.
 
     .venv/bin/python benchmarks/tpu_compile_cost.py [--size full|quick] [--batch N] [--dtype bf16|f32]
-        [--rounds 1] [--variants fused,fused-fast,model-compiled,jax]
+        [--rounds 1] [--variants fused,fused-fast,model-compiled,model-compiled-fast,jax]
 
 Each variant in its own process, compiled by XLA's TPU compiler on this CPU (jaxdev/audit/deviceless.py;
 libtpu from scripts/get_libtpu.sh): jaxdev's fused eager step (forward, backward, AdamW: one program), the
 same under JAXDEV_MATH=fast (XLA's functions and division, not CPU's bits), the step with
 `torch.compile(backend="jax")` over forward+backward under fused eager, and the hand-written `jax.jit` step
-(benchmarks/tpu_gpt_jax.py). Printed: the largest program's compile seconds, its operations after
+(benchmarks/tpu_gpt_jax.py), each jaxdev one also under fast. Printed: the largest program's compile seconds, its operations after
 inlining (StableHLO, every call expanded), and the ratio to `jax.jit`'s in the same round. Rounds
 alternate the variants, so a busy machine slows all alike.
 
@@ -32,6 +32,7 @@ VARIANTS = {  # name: (environment, what runs)
     "fused": ({"JAXDEV_MATH": "auto"}, "fused"),
     "fused-fast": ({"JAXDEV_MATH": "fast"}, "fused"),
     "model-compiled": ({"JAXDEV_MATH": "auto"}, "model-compiled"),
+    "model-compiled-fast": ({"JAXDEV_MATH": "fast"}, "model-compiled"),
     "jax": ({}, "jax"),
 }
 
@@ -163,7 +164,7 @@ def main() -> None:
             results[name].append(run_variant(name, args))
             got = results[name][-1]
             print(
-                f"round {r + 1} {name:15s} {got['seconds']:7.1f} s  {got['ops']:6d} ops  {got['inputs']} inputs",
+                f"round {r + 1} {name:20s} {got['seconds']:7.1f} s  {got['ops']:6d} ops  {got['inputs']} inputs",
                 flush=True,
             )
     print(f"\nLM step {args.dtype}, size {args.size}, batch {args.batch or 'default'}: largest program's TPU compile")
@@ -172,7 +173,7 @@ def main() -> None:
         seconds = [r["seconds"] for r in results[name]]
         ratio = "  ".join(f"{s / b:.2f}x" for s, b in zip(seconds, base)) if base else "-"
         print(
-            f"  {name:15s} {' '.join(f'{s:6.1f}' for s in seconds)} s  {results[name][-1]['ops']:6d} ops  /jax.jit {ratio}"
+            f"  {name:20s} {' '.join(f'{s:6.1f}' for s in seconds)} s  {results[name][-1]['ops']:6d} ops  /jax.jit {ratio}"
         )
 
 
