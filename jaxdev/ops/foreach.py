@@ -225,8 +225,8 @@ def _program(name: str, body, kinds: tuple, computes: tuple, donate: bool):
                 elif kind == "NL":
                     args.append(numbers[k + i].astype(computes[i]))
                     k += len(selfs)
-                else:  # alpha, after the cast operands
-                    tail.append(numbers[k].astype(computes[i]))
+                else:  # alpha, after the cast operands: in the tensor's dtype first (binary.rules.checked_alpha)
+                    tail.append(numbers[k].astype(s.dtype).astype(computes[i]))
             out.append(fn(*args, *tail))
         return out
 

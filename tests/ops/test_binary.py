@@ -395,3 +395,20 @@ def test_rounding_divisions_are_cpus_bits(dtype):
         torch.testing.assert_close(
             torch.floor_divide(a.to(JAX), jax_divisor).cpu(), torch.floor_divide(a, divisor), **same
         )
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("alpha", [0.3, -2.1, 3])
+def test_half_add_and_sub_take_alpha_in_the_tensors_dtype(dtype, alpha):
+    """CPU's float16/bfloat16 add, sub, rsub and foreach add multiply by alpha converted to the dtype,
+    computing in float (alpha kept a float put 15-54 % of the elements an ulp or more off). 1024
+    elements: CPU's vectorized loop covers them all (its scalar tail rounds each step in half)."""
+    g = torch.Generator().manual_seed(3)
+    a, b = ((torch.randn(1024, generator=g) * 3).to(dtype) for _ in range(2))
+    aj, bj = a.to(JAX), b.to(JAX)
+    for op in (torch.add, torch.sub, torch.rsub):
+        assert_same(op(aj, bj, alpha=alpha), op(a, b, alpha=alpha))
+    for got, want in zip(
+        torch._foreach_add([aj, bj], [bj, aj], alpha=alpha), torch._foreach_add([a, b], [b, a], alpha=alpha)
+    ):
+        assert_same(got, want)
