@@ -119,6 +119,24 @@ def test_own_pow_keeps_jnp_powers_special_values():
     assert ulps(got, want).max() == 0
 
 
+def test_pow_kept_subnormal_is_cpus_subnormal_power_scaled():
+    """Powers below float32's normal range (igamma's prefactor), in float32 throughout: glibc's powf on the
+    subnormal grid times 2^64, within pow32's 3 ulps (of the grid's 2^-149); normal powers as pow32's (4 ulps here)."""
+    rng = np.random.default_rng(1)
+    b = rng.uniform(0.5, 0.7, 20_000).astype(np.float32)
+    e = rng.uniform(150, 310, 20_000).astype(np.float32)  # b^e from ~2^-230 to ~2^-80
+    want = torch.pow(torch.from_numpy(b), torch.from_numpy(e)).numpy().astype(np.float64)
+    power, tiny = jax.jit(tg.pow32_kept_subnormal)(b, e)
+    got = np.where(tiny, np.asarray(power, np.float64) * 2.0**-tg.SUBNORMAL_SHIFT, np.asarray(power))
+    subnormal = (want > 0) & (want < 2.0**-126)
+    assert subnormal.sum() > 1000 and np.asarray(tiny)[subnormal].all()
+    few = subnormal & (want < 2.0**-140)  # 9 bits or fewer: glibc's value itself
+    assert few.sum() > 1000 and (got[few] == want[few]).all()
+    assert np.abs(got - want)[subnormal].max() <= 3 * 2.0**-149  # pow32's 3 ulps (measured 2)
+    normal = want >= 2.0**-126
+    assert ulps(got[normal].astype(np.float32), want[normal].astype(np.float32)).max() <= 4  # e log(b) to -87
+
+
 @pytest.fixture
 def chips_lgamma_and_power(monkeypatch):
     """XLA's lgamma and float32 pow as inaccurate as the chip's (0.0099 and 9.4e-5 relative there): a

@@ -104,10 +104,11 @@ def log_pair(x):
 # --- pow -------------------------------------------------------------------------------------------
 
 
-def _exp_pair(hi, lo):
-    """exp(hi + lo) (|lo| <= ulp(hi)): hi reduced by Cody-Waite as exp's is, lo added to the reduced argument."""
+def _exp_pair(hi, lo, shift=0):
+    """exp(hi + lo) * 2^shift (|lo| <= ulp(hi)): hi reduced by Cody-Waite as exp's is, lo added to the
+    reduced argument."""
     n, r = tm.exp_reduced(hi)
-    out = tm.scaled(1 + tm.expm1_reduced(r + lo), n)
+    out = tm.scaled(1 + tm.expm1_reduced(r + lo), n + shift)
     out = jnp.where(hi > tm.EXP_OVERFLOW, jnp.float32(jnp.inf), out)
     return jnp.where(hi < tm.EXP_UNDERFLOW, jnp.float32(0), out)
 
@@ -122,13 +123,34 @@ def pow32(base, exponent):
     odd = (base < 0) & integer & (jnp.abs(jnp.fmod(exponent, 2)) == 1)
     b = jnp.where(ordinary, jnp.abs(base), 1)
     e = jnp.where(ordinary, exponent, 0)
+    out = _exp_pair(*_log_of_power(b, e))
+    out = jnp.where(ordinary, jnp.where(odd, -out, out), jnp.power(base, exponent))
+    return jnp.where((exponent == 0) | (base == 1), jnp.float32(1), out)  # C's pow(x, 0), pow(1, y): 1, NaN too
+
+
+def _log_of_power(b, e):
+    """(hi, lo): e log(b) as a pair, for b > 0 finite and e finite."""
     l_hi, l_lo = log_pair(b)
     y, y_err = two_product(e, l_hi)
     lo = y_err + e * l_lo
     hi = y + lo
-    out = _exp_pair(hi, lo - (hi - y))
-    out = jnp.where(ordinary, jnp.where(odd, -out, out), jnp.power(base, exponent))
-    return jnp.where((exponent == 0) | (base == 1), jnp.float32(1), out)  # C's pow(x, 0), pow(1, y): 1, NaN too
+    return hi, lo - (hi - y)
+
+
+SUBNORMAL_SHIFT = 64
+
+
+def pow32_kept_subnormal(base, exponent):
+    """(p, tiny): base ** exponent for float32 base > 0 and exponent, both finite, where it is below
+    float32's normal range (tiny) as a float32 power keeps it on CPU (rounded once to the subnormal
+    grid) but times 2^SUBNORMAL_SHIFT, so that a platform flushing subnormals (a TPU; XLA's CPU backend
+    too) keeps it; elsewhere pow32's. The caller scales a normal product of it back."""
+    hi, lo = _log_of_power(base, exponent)
+    tiny = hi < np.float32(-87.0)  # log(2^-126) = -87.34
+    out = _exp_pair(hi, lo, jnp.where(tiny, SUBNORMAL_SHIFT, 0))
+    floor = np.float32(2.0 ** (SUBNORMAL_SHIFT - 126))  # the smallest normal, scaled: adding it rounds to
+    kept = cpu_numerics.opaque(out + floor) - floor  # the subnormal grid (2^-149, scaled), half to even
+    return jnp.where(tiny & (out < floor), kept, out), tiny
 
 
 # --- lgamma ----------------------------------------------------------------------------------------
