@@ -10,6 +10,7 @@ import tpu_functions as tracer
 from closeness import three_way
 from jaxdev_testing import JAX, assert_same, on_both, seeded_randn
 
+from jaxdev.ops.kit import capabilities
 from jaxdev.ops.kit import transcendentals as tm
 
 inf, nan = float("inf"), float("nan")
@@ -42,6 +43,8 @@ def test_cummax_cummin_half_backward(op, dtype):
 @pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128, torch.float32, torch.float64, torch.bfloat16])
 @pytest.mark.parametrize("dim", [0, 1, 2])
 def test_logcumsumexp(dtype, dim):
+    if dtype in (torch.float32, torch.complex64) and capabilities.fact("float64_emulated"):
+        pytest.skip(_CPU_RUNNING_VALUE + " (within an ulp of CPU's, not its bits: the tpu_fact tests below)")
     x = seeded_randn(5, 5, 5, scale=3).to(dtype)
     if dtype.is_complex:
         x = x + 2j * seeded_randn(5, 5, 5, seed=1).to(dtype)  # the imaginary part accumulates past pi
@@ -67,7 +70,10 @@ def test_logcumsumexp_complex_infinities_and_nan(dtype):
         [complex(-inf, 1), complex(-inf, 2), complex(0, 0), complex(1e-9, 1e-9), complex(-5, 3), complex(2, -3)],
     ]
     x = torch.tensor(rows, dtype=dtype)
-    on_both(lambda d: torch.logcumsumexp(x.to(d), 1), rtol=1e-14 if dtype == torch.complex128 else 0)
+    rtol = 1e-14 if dtype == torch.complex128 else 0
+    if capabilities.fact("float64_emulated"):
+        rtol = 2e-6  # _CPU_RUNNING_VALUE: complex64's finite values an ulp or so from CPU's (stand-in: 0.6898 + 4.77e-4i ...)
+    on_both(lambda d: torch.logcumsumexp(x.to(d), 1), rtol=rtol)
 
 
 # --- logcumsumexp where jaxdev's functions are chosen (a TPU) ---------------------------------------
