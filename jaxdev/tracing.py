@@ -21,6 +21,7 @@ What cannot be traced at all (a kernel that needs values, a collective without a
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 
 import jax
@@ -65,6 +66,17 @@ def tracing_now() -> bool:
 
 def is_traced(x) -> bool:
     return isinstance(x, Tracer)
+
+
+@contextlib.contextmanager
+def eager_layouts(on: bool):
+    """Ops traced inside lay out their results as eager mode does (on: fused eager's programs) or as a
+    compiled graph planned them (off); the previous setting after."""
+    was, checks.eager_layouts = checks.eager_layouts, on
+    try:
+        yield
+    finally:
+        checks.eager_layouts = was
 
 
 def fused_trace() -> bool:

@@ -149,13 +149,11 @@ def _abstract(fn, args, kwargs, tensors: list) -> Learned:
         learned.bumps = [i for i, (t, v) in enumerate(zip(twins, versions)) if t._version != v]
 
     tracing.checks.depth += 1
-    was, tracing.checks.eager_layouts = tracing.checks.eager_layouts, True
     try:
-        with tensor.scratch(), torch.no_grad(), torch.autocast("jax", enabled=False):
+        with tracing.eager_layouts(True), tensor.scratch(), torch.no_grad(), torch.autocast("jax", enabled=False):
             jax.eval_shape(abstract, structs, jax.ShapeDtypeStruct((3,), jnp.int64))
     finally:
         tracing.checks.depth -= 1
-        tracing.checks.eager_layouts = was
     return learned
 
 

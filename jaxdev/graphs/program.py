@@ -342,12 +342,8 @@ class GraphProgram:
             # Through fx's interpreter, not gm's own forward: a flush can come inside a compiled frame,
             # where dynamo would compile the graph module's forward as user code.
             # Its ops lay out their results as the graph planned them (meta strides), as when compiled alone.
-            was, tracing.checks.eager_layouts = tracing.checks.eager_layouts, False
-            try:
-                with _plain_dispatch():
-                    out = torch.fx.Interpreter(self.gm).run(*args)
-            finally:
-                tracing.checks.eager_layouts = was
+            with tracing.eager_layouts(False), _plain_dispatch():
+                out = torch.fx.Interpreter(self.gm).run(*args)
             return list(out) if isinstance(out, (list, tuple)) else [out]
         if getattr(_rerun, "on", False):
             return self.run_eagerly(list(args))
