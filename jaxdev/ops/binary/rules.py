@@ -60,15 +60,12 @@ def checked_alpha(common: torch.dtype, alpha):
     step in half on CPU, which no element-wise program can follow)."""
     dtypes.check_scalar(alpha, common)
     alpha = as_read(alpha, common)
-    half = _HALF_SCALARS.get(common)
-    if half is None:
+    if common not in (torch.float16, torch.bfloat16):
         return alpha
+    half = dtypes.to_jax_dtype(common)
     if tracing.is_traced(alpha):  # a lifted number (fused eager's program data)
         return jnp.asarray(alpha).astype(half).astype(jnp.float32)
-    return float(half(alpha))
-
-
-_HALF_SCALARS = {torch.float16: jnp.float16, torch.bfloat16: jnp.bfloat16}
+    return float(half.type(alpha))
 
 
 def no_bool_or_complex(name: str, common: torch.dtype) -> None:

@@ -14,8 +14,8 @@ ulps of CPU's.
 
 The switch, JAXDEV_MATH, read when the first kernel using it is traced:
   auto  (default) jaxdev's functions off the CPU backend, XLA's on it
-  fast  XLA's everywhere, its division too (division.py): faster on a TPU and its programs compile
-        in about half the time, but 40-3,000 ulps from CPU's results there
+  fast  XLA's everywhere, its division too (division.py): faster on a TPU, and the LM's training step
+        compiles there in a third of the time, but 40-3,000 ulps from CPU's results there
   own   jaxdev's everywhere, the CPU backend included (how the tests measure them on CPU)
 
 Kernels call these, never jnp.exp, jax.nn.sigmoid, ... directly (tests/ops/test_transcendentals.py
