@@ -72,3 +72,27 @@ def test_complex64_asinh_and_asin_where_the_own_functions_are_chosen(tpu_policy,
         want, got = fn(z), fn(z.to(JAX)).cpu()
         kept = want.abs() > 0
         assert ((got - want).abs()[kept] / want.abs()[kept]).max() < 1.3e-6
+
+
+def _ulps(got, want):
+    """|got - want| in float32 ulps, part by part (ordered as integers, -0 as 0)."""
+    g, w = (torch.view_as_real(t).contiguous().view(torch.int32).long() for t in (got, want))
+    g, w = (torch.where(t < 0, -(t & 0x7FFFFFFF), t) for t in (g, w))
+    return (g - w).abs()
+
+
+@pytest.mark.tpu_fact("XLA's complex64 asinh on a TPU reaches its own log")
+def test_complex64_asinh_real_part_next_to_the_imaginary_axis(tpu_policy, tpu_division, tpu_functions):
+    """asinh's real part (asin's imaginary part) part by part: log|z + sqrt(z^2 + 1)| cancelled where
+    |z + sqrt(z^2 + 1)| is near 1, next to the imaginary axis below i: asinh(0.5j) had real part -1.3e-8
+    (CPU's 0; on the TPU stand-in test_pointwise's branch-cut test), asinh(1e-30 + 0.5j) too, asinh(1e-5 +
+    0.3j) 3e-4 relative off, and at the branch point 1e-30 + 1j 5e-31 (CPU's 1e-15). Now within 5 ulps."""
+    g = torch.Generator().manual_seed(3)
+    y = (torch.rand(20000, generator=g) - 0.5) * 4
+    x = (torch.rand(20000, generator=g) - 0.5) * 10 ** (torch.rand(20000, generator=g) * -30)
+    edges = [0.5j, -0.5j, 1e-30 + 0.5j, 1e-5 + 0.3j, 1e-30 + 1j, 2e-19 + 0.5j, 1e-3 + 0.99j, 0.3 + 0j]
+    z = torch.cat([torch.complex(x, y), torch.tensor(edges)]).to(torch.complex64)
+    for fn, arg in ((torch.asinh, z), (torch.asin, z * 1j)):
+        want, got = fn(arg), fn(arg.to(JAX)).cpu()
+        assert _ulps(got, want).max() <= 5
+        assert torch.equal(torch.signbit(torch.view_as_real(got)), torch.signbit(torch.view_as_real(want)))
