@@ -10,6 +10,8 @@ import torch
 from closeness import three_way
 from jaxdev_testing import CPU, JAX, assert_same, check, like_cpu, result_or_error_as_cpu
 
+from jaxdev.ops.kit import capabilities
+
 pytestmark = pytest.mark.usefixtures("no_fallback")  # tests/conftest.py
 
 # --- ormqr's gradients on jax are laid out as CPU lays them out, for every input layout.
@@ -356,7 +358,25 @@ def test_matrix_exp_at_least_as_close_to_float64_as_cpu(dtype, scale):
     got = torch.linalg.matrix_exp(x.to(JAX))
     assert_same(got, cpu, rtol=2e-5, atol=1e-5 * max(1.0, exact.abs().max().item()))
     err = lambda r: ((r.to(_wide(dtype)) - exact).abs() / (1e-5 + 1.3e-6 * exact.abs())).max()
-    assert err(got.cpu()) <= err(cpu)
+    if capabilities.fact("float64_emulated"):
+        # not evaluated wide (a fact of hardware float64) but in its own precision, CPU's scheme with its
+        # roundings in other places: within 2.5x CPU's error (stand-in, 15 seeds: 2.2; 10.9 while a
+        # batch's matrices took degrees by their norms, test_matrix_exp_batch_takes_degree_18_as_cpus)
+        assert err(got.cpu()) <= 2.5 * err(cpu)
+    else:
+        assert err(got.cpu()) <= err(cpu)
+
+
+@pytest.mark.tpu_fact("float64 is emulated on a TPU: matrix_exp's float32 scheme is not evaluated wide there")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.complex64])
+def test_matrix_exp_batch_takes_degree_18_as_cpus(tpu_policy, dtype):
+    """In its own precision CPU takes degree 18 for every matrix of a batch of more than one, the degree
+    by the norm for a lone matrix; a batch's matrices took theirs by their norms (float32 norm 0.57:
+    degree 8, 1.1e-6 from CPU's result: 10x as far from the exact one)."""
+    x = torch.randn(6, 5, 5, generator=_gen(500), dtype=dtype) * 0.1  # norms 0.57-0.72: degrees 8 and 12
+    for a in (x, x[5], x[4:5]):
+        cpu = torch.linalg.matrix_exp(a)
+        assert ((torch.linalg.matrix_exp(a.to(JAX)).cpu() - cpu).abs() / cpu.abs().clamp_min(1)).max() <= 3e-7
 
 
 MATRIX_EXP_CASES = {
