@@ -17,7 +17,7 @@ import torch
 
 from jaxdev import dtypes
 from jaxdev.ops.kit import J, jitted, opmath
-from jaxdev.ops.kit.cpu_numerics import narrowed, round_to
+from jaxdev.ops.kit.cpu_numerics import divide, fmod, narrowed, round_to
 from jaxdev.ops.registry import aten, register_backward, register_functional
 
 BILINEAR, NEAREST, BICUBIC = 0, 1, 2
@@ -36,9 +36,9 @@ def _reflect(x, twice_low, twice_high):
     lo = twice_low / 2
     span = (twice_high - twice_low) / 2
     x = jnp.abs(x - lo)
-    extra = jnp.fmod(x, span)
-    flips = jnp.floor(x / span)
-    return jnp.where(jnp.fmod(flips, 2) == 0, extra + lo, span - extra + lo)
+    extra = fmod(x, span)  # C's fmod and an IEEE quotient where the platform's are not (a TPU)
+    flips = jnp.floor(divide(x, span))
+    return jnp.where(fmod(flips, 2) == 0, extra + lo, span - extra + lo)
 
 
 def _pad_coord(x, size, padding_mode, align_corners):

@@ -29,6 +29,7 @@ from jaxdev.ops.binary.rules import (
 )
 from jaxdev.ops.kit import apply, float_of, result_type, same_dtype_bodies, value
 from jaxdev.ops.kit.cpu_numerics import divide, opaque, round_to
+from jaxdev.ops.kit.division import fmod as c_fmod
 from jaxdev.ops.kit.formulas import DIV, MUL, add_alpha, sub_alpha
 from jaxdev.ops.registry import aten, numbers_as_data, register_functional
 
@@ -120,7 +121,7 @@ def _floor_div(a, b, rounded=lambda v: v):
         return jnp.floor_divide(a, b)
     # CPU's div_floor_floating: through fmod, so inf // 2 is nan and -5 // inf is -1, as in Python;
     # `rounded` after each operation where CPU runs it in a half's own arithmetic
-    mod = jnp.fmod(a, b)
+    mod = c_fmod(a, b)
     div = rounded(divide(rounded(a - mod), b))
     div = jnp.where((mod != 0) & ((b < 0) != (mod < 0)), rounded(div - 1), div)
     floor = jnp.floor(div)
@@ -184,7 +185,7 @@ def div_mode(self, other, *, rounding_mode=None):
 def _remainder(a, b):
     if jnp.issubdtype(a.dtype, jnp.integer):
         return jnp.remainder(a, b)
-    r = jnp.fmod(a, b)
+    r = c_fmod(a, b)
     return jnp.where((r != 0) & ((r < 0) != (b < 0)), r + b, r)
 
 

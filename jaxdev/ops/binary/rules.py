@@ -8,9 +8,11 @@ import torch
 
 from jaxdev import dtypes, tensor, tracing
 from jaxdev.ops.kit import apply, complex_pow, float_of, plain, result_type, typed_bodies, value
+from jaxdev.ops.kit.division import fmod
 from jaxdev.ops.registry import register, register_functional, store_into
 
-ADD, OR, SUB, AND, FMOD = map(plain, (jnp.add, jnp.logical_or, jnp.subtract, jnp.logical_and, jnp.fmod))
+# fmod: C's, exact where the platform's rem is not (a TPU's is a - b trunc(a / b) on its approximate quotient)
+ADD, OR, SUB, AND, FMOD = map(plain, (jnp.add, jnp.logical_or, jnp.subtract, jnp.logical_and, fmod))
 # jnp.power, or jaxdev's float32 and complex64 pow where its own functions are chosen (a TPU); complex
 # special values CPU's cpow's
 POW = complex_pow.pow

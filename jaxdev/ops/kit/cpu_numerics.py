@@ -50,6 +50,7 @@ from jaxdev import layout
 from jaxdev.ops.kit import transcendentals as tm
 from jaxdev.ops.kit.division import divide as divide  # re-exported: the kernels' division
 from jaxdev.ops.kit.division import division_ieee as division_ieee
+from jaxdev.ops.kit.division import fmod as fmod  # re-exported: C's fmod, exact where rem is not
 from jaxdev.ops.kit.division import veltkamp as _veltkamp
 
 _HALVES = (jnp.dtype(jnp.float16), jnp.dtype(jnp.bfloat16))
