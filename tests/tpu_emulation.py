@@ -129,3 +129,34 @@ def division():
         mlir._lowerings[lax.div_p] = entry
         mlir._lowerings[lax.rem_p] = rem_entry
         jax.clear_caches()
+
+
+@contextlib.contextmanager
+def sqrt():
+    """Every float32 sqrt XLA is given lowered NEAR ulps off as `inexact` puts a quotient (a TPU's was
+    2 ulps from IEEE's on 41 % of inputs, v5e 2026-12-07). Nothing emulated on a TPU itself."""
+    from jaxdev.audit import deviceless
+
+    if jax.default_backend() == "tpu" and not deviceless.installed():
+        yield
+        return
+    entry = mlir._lowerings[lax.sqrt_p]
+
+    def off(s):
+        return inexact(s, jnp.ones_like(s))
+
+    def lowering(ctx, x, **params):
+        (s,) = entry.rule(ctx, x, **params)
+        aval = ctx.avals_out[0]
+        if aval.dtype != np.float32:
+            return [s]
+        return mlir.lower_fun(off, multiple_results=False)(ctx.replace(primitive=None, avals_in=[aval]), s)
+
+    mlir.register_lowering(lax.sqrt_p, lowering)
+    jax.clear_caches()
+    try:
+        with _set(os.environ, exec_cache.ENV, "off", item=True):
+            yield
+    finally:
+        mlir._lowerings[lax.sqrt_p] = entry
+        jax.clear_caches()

@@ -28,6 +28,13 @@ def tpu_division():
 
 
 @pytest.fixture
+def tpu_sqrt():
+    """Every float32 sqrt XLA is given lowered 2 ulps off, as a TPU's (tpu_emulation.sqrt)."""
+    with tpu_emulation.sqrt():
+        yield
+
+
+@pytest.fixture
 def tpu_functions():
     """XLA's float32 and complex64 exp, log, tanh, atan2, pow ... (tpu_functions.XLA_FUNCTIONS) lowered
     1,000 ulps off: a kernel that reaches them where jaxdev's functions are chosen (a TPU) shows.

@@ -40,6 +40,12 @@ Facts of a platform that shape every program rather than one op family (`PROGRAM
   the barrier makes XLA write the broadcast divisor to memory as a full array and read it back (every
   AdamW parameter's `_foreach_div_` by a number in the LM's step, issue 37). Where the fact holds the
   divisor is broadcast in the open.
+- `products_not_contracted`: float32 `a * b + c` rounds twice there, once on CPU (GCC and XLA's CPU
+  backend contract it into an FMA): kernels whose CPU reference is C++ arithmetic emulate the FMA
+  there (cpu_arithmetic.py).
+- `sqrt_approximate`: float32 sqrt is not IEEE's there (2 ulps off on 41 % of inputs on a v5e): where
+  CPU's result hangs on it (torch.sqrt itself, asin, acos, ndtri, the Bessel functions) it is corrected
+  (division.sqrt).
 - `row_sums_fuse_as_windows`: XLA's TPU compiler makes a row sum broadcast straight back over its rows
   (layer norm's input gradient as CPU's formula has it: rstd / n (n g - sum g - xhat sum(g xhat)))
   a reduce-window inside its consumer's fusion, and that fusion then takes no sibling reduction:
@@ -158,6 +164,9 @@ PROGRAM_FACTS: dict[str, dict[str, str]] = {
         "shape, written out and read in the key gradient's product",
         "division_approximate": "float32 division and reciprocal are not IEEE's (191 ulps from CPU's): a "
         "division kept from becoming a reciprocal's product keeps no CPU bits",
+        "sqrt_approximate": "float32 sqrt is not IEEE's (2 ulps off on 41 % of inputs)",
+        "products_not_contracted": "float32 a * b + c rounds twice, where CPU's kernels and XLA's CPU backend "
+        "fuse it into one rounding (FMA): next to a zero of J0/Y0 a polynomial's last bits become 30-2,123 ulps",
         "half_transposed_taps_abort": "CPU's tap-by-tap half transposed convolution (a strided update of the "
         "output per kernel tap) aborts XLA's TPU compiler (fusion_util TransformWindow: loop will not make progress)",
     }

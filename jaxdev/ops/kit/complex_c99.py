@@ -180,7 +180,7 @@ def _i_times(f):
     return g
 
 
-sqrt = _symmetric(jnp.sqrt, False, _SQRT)
+sqrt = _symmetric(cpu_numerics.sqrt, False, _SQRT)  # a real one IEEE's where the platform's is not
 
 
 # the real functions are transcendentals_inverse's (jaxdev's where its functions are chosen, jnp's

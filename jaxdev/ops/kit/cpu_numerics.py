@@ -51,6 +51,7 @@ from jaxdev.ops.kit import transcendentals as tm
 from jaxdev.ops.kit.division import divide as divide  # re-exported: the kernels' division
 from jaxdev.ops.kit.division import division_ieee as division_ieee
 from jaxdev.ops.kit.division import fmod as fmod  # re-exported: C's fmod, exact where rem is not
+from jaxdev.ops.kit.division import sqrt as sqrt  # re-exported: IEEE's where the platform's is not
 from jaxdev.ops.kit.division import veltkamp as _veltkamp
 
 _HALVES = (jnp.dtype(jnp.float16), jnp.dtype(jnp.bfloat16))
@@ -202,8 +203,9 @@ def opaque(x):
 
 
 def sqrt_divisor(x):
-    """sqrt(x) for use as a divisor: a rounded square root, kept from becoming rsqrt."""
-    return opaque(jnp.sqrt(x))
+    """sqrt(x) for use as a divisor: a rounded square root (IEEE's where the platform's is not), kept
+    from becoming rsqrt."""
+    return opaque(sqrt(x))
 
 
 def divide_by(x, constant):

@@ -141,6 +141,7 @@ def _reduce_once(r, m):
     return jnp.where(r < m, r, t * jnp.where(big, f32(2.0**64), jnp.where(tiny, f32(2.0**-64), f32(1))))
 
 
+@jax.custom_jvp
 def _fmod32(a, b):
     r, m = jnp.abs(a), jnp.abs(b)
     live = jnp.isfinite(r) & jnp.isfinite(m) & (m > 0)
@@ -149,3 +150,39 @@ def _fmod32(a, b):
     out = jnp.copysign(r, a)
     out = jnp.where(jnp.isinf(b) & jnp.isfinite(a), a, out)  # fmod(x, +-inf) is x
     return jnp.where(live | (jnp.isinf(b) & jnp.isfinite(a)), out, jnp.float32(jnp.nan))
+
+
+@_fmod32.defjvp
+def _fmod32_jvp(primals, tangents):
+    """lax.rem's derivative, da - trunc(a / b) db: JAX cannot reverse-differentiate the reduction's
+    while_loop (grid_sample's reflection padding, differentiated by jax.vjp, raised on a TPU)."""
+    (a, b), (da, db) = primals, tangents
+    return _fmod32(a, b), da - jnp.trunc(_divide32(a, b)) * db
+
+
+def sqrt_ieee() -> bool:
+    """Whether sqrt is left to the platform: where it is IEEE's (CPU), or JAXDEV_MATH=fast."""
+    from jaxdev.ops.kit import capabilities
+
+    return not capabilities.fact("sqrt_approximate") or math_mode.mode() == "fast"
+
+
+def sqrt(x):
+    """sqrt(x): the platform's where it is IEEE's; where it is not (a TPU's float32 sqrt is 2 ulps off on
+    41 % of inputs), float32's corrected by its residual, s + (x - s^2) / 2s with s^2 exact (Dekker's
+    product; x - p exact by Sterbenz's lemma), rounded once: IEEE's but for a rare double rounding. A
+    tiny x (under 2^-60) is scaled by 2^64 first (the split's products stay normal); zeros, infinities, NaN as they are."""
+    x = jnp.asarray(x)
+    if sqrt_ieee() or x.dtype != jnp.float32:
+        return jnp.sqrt(x)
+    f32 = jnp.float32
+    tiny = x < f32(2.0**-60)  # its split's smallest product stays normal above it: XLA flushes subnormals
+    y = jnp.where(tiny, x * f32(2.0**64), x)
+    s = jnp.sqrt(y)
+    p = s * s
+    sh, sl = veltkamp(s)
+    e = ((sh * sh - p) + sh * sl + sl * sh) + sl * sl  # p + e == s * s exactly
+    residual = (y - p) - e
+    fixed = s + residual / (s + s)  # the correction's own quotient needs no IEEE division: it is ulps
+    fixed = jnp.where(jnp.isfinite(fixed) & (s > 0), fixed, s)
+    return jnp.where(tiny, fixed * f32(2.0**-32), fixed)

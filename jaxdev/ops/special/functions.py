@@ -14,6 +14,7 @@ from jaxdev import dtypes
 from jaxdev.ops.kit import J, apply, float_of, jitted, opmath
 from jaxdev.ops.kit import transcendentals as tm
 from jaxdev.ops.kit import transcendentals_gamma as tg
+from jaxdev.ops.kit.cpu_arithmetic import cpu_arithmetic
 from jaxdev.ops.registry import aten, register_functional
 from jaxdev.ops.special import digamma as own_digamma
 from jaxdev.ops.special import igamma
@@ -40,15 +41,17 @@ def digamma(x):
 for _op, _fn in [
     # jax.scipy's (XLA's) where own() does not hold, CPU's float algorithm where it does (own_float32.py):
     # a TPU's XLA log_ndtr was 786,252 ulps from CPU's, ndtri 430, i0 117
-    (aten.i0.default, own.i0),
-    (aten.special_i1.default, own.i1),
-    (aten.special_i1e.default, own.i1e),
-    (aten.special_erfcx.default, own.erfcx),
-    (aten.special_log_ndtr.default, own.log_ndtr),
-    (aten.special_ndtri.default, own.ndtri),
-    (aten.digamma.default, digamma),
+    # CPU's are PyTorch's own C++, whose multiply-adds round once (FMA): `cpu_arithmetic` emulates that
+    # where the platform's round twice (a TPU; lgamma is the C library's)
+    (aten.i0.default, cpu_arithmetic(own.i0)),
+    (aten.special_i1.default, cpu_arithmetic(own.i1)),
+    (aten.special_i1e.default, cpu_arithmetic(own.i1e)),
+    (aten.special_erfcx.default, cpu_arithmetic(own.erfcx)),
+    (aten.special_log_ndtr.default, cpu_arithmetic(own.log_ndtr)),
+    (aten.special_ndtri.default, cpu_arithmetic(own.ndtri)),
+    (aten.digamma.default, cpu_arithmetic(digamma)),
     (aten.lgamma.default, tg.lgamma),  # float32: jaxdev's own (XLA's 22,084 ulps off on CPU, 1.2e5 on a TPU)
-    (aten.sinc.default, own.sinc),
+    (aten.sinc.default, cpu_arithmetic(own.sinc)),
 ]:
     _unary(_op, _fn)
 

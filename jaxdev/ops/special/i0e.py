@@ -8,6 +8,7 @@ import torch
 
 from jaxdev import dtypes
 from jaxdev.ops.kit import J, apply, float_of, jitted
+from jaxdev.ops.kit.cpu_arithmetic import cpu_arithmetic
 from jaxdev.ops.kit.cpu_numerics import (
     chebyshev,
     cpu_threads,
@@ -85,6 +86,7 @@ def _i0e_half(half, shape, strides, threads):
     return run
 
 
+@cpu_arithmetic  # CPU's Cephes multiply-adds round once (FMA); emulated where the platform's round twice
 def _cephes_i0e_plain(x):
     return _cephes_i0e(x, lambda v: v)
 

@@ -34,6 +34,7 @@ import torch
 
 from jaxdev import dtypes
 from jaxdev.ops.kit import apply, float_of
+from jaxdev.ops.kit.cpu_arithmetic import cpu_arithmetic
 from jaxdev.ops.registry import aten, register_functional
 from jaxdev.ops.special.bessel.airy import airy_ai, spherical_j0
 from jaxdev.ops.special.bessel.i_k import modified_i0, modified_i1, modified_k0, modified_k1, scaled_k0, scaled_k1
@@ -66,4 +67,5 @@ for _name, _fn in [
     ("spherical_bessel_j0", spherical_j0),
     ("airy_ai", airy_ai),
 ]:
-    _unary(getattr(aten, "special_" + _name).default, _fn, _name)
+    # CPU's Cephes code multiply-adds in one rounding (FMA): where the platform rounds twice, emulated
+    _unary(getattr(aten, "special_" + _name).default, cpu_arithmetic(_fn), _name)
