@@ -67,6 +67,25 @@ def test_gradients(padding):
     assert_same(results[1][1], results[0][1], rtol=1e-5, atol=1e-4)
 
 
+@pytest.mark.tpu_fact("a TPU's division is not IEEE's: reflection padding reduces by the own fmod there")
+@pytest.mark.parametrize("shape", [(2, 3, 7, 9), (2, 3, 4, 5, 6)])
+@pytest.mark.parametrize("align", [False, True])
+def test_reflection_gradients_where_fmod_is_the_own(tpu_policy, shape, align):
+    """The own fmod (division.fmod where the quotient is not IEEE's) reduces in a while_loop, which JAX
+    cannot reverse-differentiate: bilinear reflection padding's backward (jax.vjp of the forward) raised
+    its ValueError on the TPU stand-in (test_ops_library's grid_sample cases); it takes lax.rem's derivative."""
+    g = torch.Generator().manual_seed(1)
+    image = torch.randn(*shape, generator=g)
+    grid = torch.rand(shape[0], *shape[2:-1], 4, len(shape) - 2, generator=g) * 2.6 - 1.3
+    results = []
+    for device in ("cpu", JAX):
+        x, z = image.to(device).detach().requires_grad_(), grid.to(device).detach().requires_grad_()
+        F.grid_sample(x, z, "bilinear", "reflection", align).square().sum().backward()
+        results.append((x.grad, z.grad))
+    assert_same(results[1][0], results[0][0], rtol=1e-5, atol=1e-5)
+    assert_same(results[1][1], results[0][1], rtol=1e-5, atol=1e-4)
+
+
 HALF = [torch.bfloat16, torch.float16]
 
 
