@@ -23,7 +23,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxdev.ops.kit import cpu_numerics
+from jaxdev.ops.kit import complex_sqrt, cpu_numerics
 from jaxdev.ops.kit import transcendentals as tm
 from jaxdev.ops.kit import transcendentals_complex as tc
 from jaxdev.ops.kit.division import divide
@@ -54,10 +54,10 @@ def rsqrt(z):
     """CPU's 1 / csqrt(z): XLA's rsqrt for finite non-zero parts; where a part is zero, csqrt is
     (sqrt x, +-0), (+0, +-sqrt(-x)) or (r, +-r) with r = sqrt(|y| / 2) (glibc), and its reciprocal
     by Smith's division (1 / sqrt x + 0i, +-0 -+ i / sqrt(-x), (1 -+ i) / 2r); inf + i NaN at 0."""
-    w = jax.lax.rsqrt(z)
+    w = reciprocal(complex_sqrt.complex_sqrt(z)) if tc.own(z) else jax.lax.rsqrt(z)
     x, y = z.real, z.imag
     zero_x, zero_y = x == 0, y == 0
-    t = jnp.sqrt(jnp.where(zero_x, jnp.abs(y) * 0.5, jnp.abs(x)))
+    t = cpu_numerics.sqrt(jnp.where(zero_x, jnp.abs(y) * 0.5, jnp.abs(x)))  # IEEE's where the platform's is not
     inv = divide(jnp.ones_like(t), jnp.where(zero_x, t + t, t))
     positive = zero_x | (x > 0)
     signed_zero = jnp.copysign(jnp.zeros_like(y), y)
@@ -81,7 +81,8 @@ def sigmoid(z):
     at x = +inf (cexp is a zero there, whatever y); 0 + 0i at -inf +- 0i (1 / (inf + 0i)); NaN + i NaN for
     every other infinite or NaN part (an infinite divisor beside a non-zero part, or NaNs); and past
     the overflow, _overflowed's."""
-    w = tm.sigmoid(z)  # XLA's, for a complex z on every platform
+    # XLA's, but for complex64 where jaxdev's functions are chosen (a TPU): 1 / (1 + exp(-z)) on them
+    w = reciprocal(1 + tc.exp(-z)) if tc.own(z) else tm.sigmoid(z)
     x, y = z.real, z.imag
     zero, one, nan = jnp.zeros_like(x), jnp.ones_like(x), jnp.full_like(x, jnp.nan)
     finite = jnp.isfinite(x) & jnp.isfinite(y)
@@ -122,11 +123,19 @@ _EXP_FINITE = {
 _MAX_OVER_EXP = {t: float(np.finfo(t).max) / math.exp(x) for t, x in _EXP_FINITE.items()}
 
 
+def _expm1_c10(z):
+    """c10's formula on jaxdev's float32 functions (a TPU's XLA complex expm1 reaches its own exp, sin
+    and cos): finite parts only matter, expm1's selects replace the rest."""
+    x, y = z.real, z.imag
+    a = tm.sin(y * 0.5)
+    return jax.lax.complex(tm.expm1(x) * tm.cos(y) - 2 * a * a, tm.exp(x) * tm.sin(y))
+
+
 def expm1(z):
     """c10's expm1(x) cos y - 2 sin^2(y / 2) + i e^x sin y: XLA's where y is finite and non-zero; at
     y = +-0 expm1(x) (its zero's sign kept) + i e^x (+-0), a NaN where e^x overflows or x is NaN;
     an infinite or NaN y gives NaN + i NaN, as any NaN x."""
-    w = tm.expm1(z)  # XLA's, for a complex z on every platform
+    w = _expm1_c10(z) if tc.own(z) else tm.expm1(z)  # XLA's but where jaxdev's functions are chosen
     x, y = z.real, z.imag
     nan = jnp.full_like(x, jnp.nan)
     zero_y = y == 0
@@ -144,7 +153,7 @@ def exp2(z):
     zero). complex_c99.exp's rules, applied without its half-plane reduction, which doubles its time."""
     ln2 = jnp.asarray(math.log(2), z.real.dtype)
     x, y = ln2 * z.real, ln2 * z.imag
-    w = tm.exp(jax.lax.complex(x, y))  # XLA's, for a complex value on every platform
+    w = tc.exp(jax.lax.complex(x, y))  # XLA's, or complex64 on jaxdev's functions where those are chosen
     zero, inf, nan = jnp.zeros_like(x), jnp.full_like(x, jnp.inf), jnp.full_like(x, jnp.nan)
     edge = jnp.isinf(x) & ~jnp.isfinite(y)
     out = jax.lax.complex(jnp.where(x > 0, inf, zero), jnp.where(x > 0, nan, jnp.copysign(zero, y)))

@@ -21,7 +21,7 @@ import math
 import jax
 import jax.numpy as jnp
 
-from jaxdev.ops.kit import cpu_numerics
+from jaxdev.ops.kit import complex_roots, complex_sqrt, cpu_numerics
 from jaxdev.ops.kit import transcendentals_atan as ta
 from jaxdev.ops.kit import transcendentals_complex as tc
 from jaxdev.ops.kit import transcendentals_inverse as ti
@@ -45,6 +45,20 @@ def _special(w, z, rules):
         im_v = im(x, y) if callable(im) else jnp.full_like(x, im)
         out = jnp.where(cond(x, y), _complex(re_v, im_v, z), out)
     return out
+
+
+def _own_or(ours, other):
+    """ours for complex64 where jaxdev's float32 functions are chosen (a TPU: complex_roots.py), other
+    elsewhere; ours sees finite parts only (Annex G's rules replace the rest after)."""
+
+    def run(z):
+        if not (jnp.iscomplexobj(z) and tc.own(z)):
+            return other(z)
+        finite = jnp.isfinite(z.real) & jnp.isfinite(z.imag)
+        return ours(jnp.where(finite, z, jnp.zeros_like(z)))
+
+    run.__name__ = run.__qualname__ = getattr(other, "__name__", "run")
+    return run
 
 
 def _symmetric(f, odd: bool, rules):
@@ -180,7 +194,8 @@ def _i_times(f):
     return g
 
 
-sqrt = _symmetric(cpu_numerics.sqrt, False, _SQRT)  # a real one IEEE's where the platform's is not
+# a real one IEEE's where the platform's is not, a complex64 one on jaxdev's functions where they are chosen
+sqrt = _symmetric(_own_or(complex_sqrt.complex_sqrt, cpu_numerics.sqrt), False, _SQRT)
 
 
 # the real functions are transcendentals_inverse's (jaxdev's where its functions are chosen, jnp's
@@ -205,8 +220,8 @@ def _arctanh(z):
 
 
 _atanh = _symmetric(_arctanh, True, _ATANH)
-_acos = _symmetric(jnp.arccos, False, _ACOS)
-acosh = _symmetric(ti.acosh, False, _ACOSH)
+_acos = _symmetric(_own_or(complex_roots.complex_acos, jnp.arccos), False, _ACOS)
+acosh = _symmetric(_own_or(complex_roots.complex_acosh, ti.acosh), False, _ACOSH)
 log = _symmetric(tc.log, False, _LOG)  # complex64 on jaxdev's float32 functions where those are chosen
 
 

@@ -27,7 +27,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxdev.ops.kit import cpu_numerics
+from jaxdev.ops.kit import complex_sqrt, cpu_numerics
 from jaxdev.ops.kit import transcendentals as tm
 from jaxdev.ops.kit import transcendentals_atan as ta
 from jaxdev.ops.kit import transcendentals_complex as tc
@@ -57,8 +57,8 @@ def acos32(x):
 def asinh32(x):
     a = jnp.abs(x)
     square = a * a
-    small = tm.log1p(a + cpu_numerics.divide(square, 1 + jnp.sqrt(1 + square)))
-    middle = tm.log(2 * a + cpu_numerics.divide(_F(1), jnp.sqrt(square + 1) + a))
+    small = tm.log1p(a + cpu_numerics.divide(square, 1 + cpu_numerics.sqrt(1 + square)))
+    middle = tm.log(2 * a + cpu_numerics.divide(_F(1), cpu_numerics.sqrt(square + 1) + a))
     big = tm.log(a) + _LN2
     out = jnp.where(a > _BIG, big, jnp.where(a > 2, middle, small))
     return jnp.copysign(jnp.where(a < _F(2.0**-28), a, out), x)
@@ -66,8 +66,8 @@ def asinh32(x):
 
 def acosh32(x):
     t = x - 1
-    small = tm.log1p(t + jnp.sqrt(2 * t + t * t))
-    middle = tm.log(2 * x - cpu_numerics.divide(_F(1), x + jnp.sqrt(x * x - 1)))
+    small = tm.log1p(t + cpu_numerics.sqrt(2 * t + t * t))
+    middle = tm.log(2 * x - cpu_numerics.divide(_F(1), x + cpu_numerics.sqrt(x * x - 1)))
     big = tm.log(x) + _LN2
     out = jnp.where(x > _BIG, big, jnp.where(x > 2, middle, small))
     return jnp.where(x < 1, _F(jnp.nan), out)
@@ -141,19 +141,21 @@ def _asinh_real_part(x, y):
     sqrt((A - 1)(A + 1))) below A = 3/2 with A - 1 taken without cancellation; x / sqrt(1 - y^2) where x^2
     flushes; the real asinh on the real axis. log|z + sqrt(z^2 + 1)| cancelled next to the imaginary
     axis: asinh(0.5j) had real part -1.3e-8 (CPU's 0), asinh(1e-5 + 0.3j) 3e-4 relative off."""
-    r = jnp.sqrt((y + 1) * (y + 1) + x * x)
+    r = cpu_numerics.sqrt((y + 1) * (y + 1) + x * x)
     d = jnp.abs(y - 1)
     both_tiny = jnp.maximum(d, x) < _TINY  # scaled by a power of two (exact) lest their squares flush
     scale = jnp.where(both_tiny, _UNFLUSHED, _F(1))
-    s = jnp.sqrt((d * scale) * (d * scale) + (x * scale) * (x * scale)) * jnp.where(both_tiny, 1 / _UNFLUSHED, _F(1))
+    s = cpu_numerics.sqrt((d * scale) * (d * scale) + (x * scale) * (x * scale)) * jnp.where(
+        both_tiny, 1 / _UNFLUSHED, _F(1)
+    )
     a = _F(0.5) * (r + s)
     square = x * x
     first = cpu_numerics.divide(square, r + y + 1)
     below = _F(0.5) * (first + cpu_numerics.divide(square, s + (1 - y)))  # A - 1 for y < 1
     above = _F(0.5) * (first + (s + (y - 1)))
     a_1 = jnp.where(y < 1, below, above)
-    near = tm.log1p(a_1 + jnp.sqrt(a_1 * (a + 1)))
-    far = tm.log(a + jnp.sqrt((a - 1) * (a + 1)))
+    near = tm.log1p(a_1 + cpu_numerics.sqrt(a_1 * (a + 1)))
+    far = tm.log(a + cpu_numerics.sqrt((a - 1) * (a + 1)))
     flushed = (x < _TINY) & (y < 1)
     tiny = cpu_numerics.divide(x, _root_of_one_minus_square(y))
     out = jnp.where(flushed, tiny, jnp.where(a < 1.5, near, far))
@@ -171,7 +173,7 @@ def complex_asinh_first_quadrant(z):
     big = m > np.float32(2.0**30)
     xs, ys = jnp.where(big, 0, x), jnp.where(big, 0, y)
     zs = jax.lax.complex(xs, ys)
-    root = jnp.sqrt(jax.lax.complex((1 - ys) * (1 + ys) + xs * xs, 2 * xs * ys))
+    root = complex_sqrt.complex_sqrt(jax.lax.complex((1 - ys) * (1 + ys) + xs * xs, 2 * xs * ys))
     small = tc.log1p(zs + zs * zs / (1 + root))
     ordinary = tc.log(zs + root)
     far = tc.log(z) + _LN2
