@@ -226,7 +226,7 @@ for _op, _fn in [
     (aten.log10.default, complex_c99.log10),
     (aten.log1p.default, complex_c10.for_complex(complex_c10.log1p, tc.log1p)),
     (aten.sqrt.default, complex_c99.sqrt),
-    (aten.rsqrt.default, complex_c10.for_complex(complex_c10.rsqrt, jax.lax.rsqrt)),
+    (aten.rsqrt.default, complex_c10.for_complex(complex_c10.rsqrt, formulas.rsqrt)),  # CPU's 1 / sqrt
     (aten.sigmoid.default, complex_c10.for_complex(complex_c10.sigmoid, tm.sigmoid)),
     (aten.erf.default, tm.erf),
     (aten.erfc.default, tm.erfc),

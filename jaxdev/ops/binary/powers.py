@@ -3,13 +3,12 @@ half-precision exponents rounded as CPU reads them, integer powers with CPU's ne
 
 from __future__ import annotations
 
-import jax
 import jax.numpy as jnp
 import torch
 
 from jaxdev import dtypes
 from jaxdev.ops.binary.rules import POW, as_read
-from jaxdev.ops.kit import apply, complex_c10, complex_c99, result_type
+from jaxdev.ops.kit import apply, complex_c10, complex_c99, formulas, result_type
 from jaxdev.ops.kit.cpu_numerics import round_to
 from jaxdev.ops.registry import aten, register, register_functional, store_into
 
@@ -77,7 +76,7 @@ def _inverse_square_bf16(x):
 # a complex base through CPU's sqrt, rsqrt and reciprocal kernels' special values (C99's csqrt,
 # c10's division)
 _SQRT = complex_c99.sqrt
-_RSQRT = complex_c10.for_complex(complex_c10.rsqrt, jax.lax.rsqrt)
+_RSQRT = complex_c10.for_complex(complex_c10.rsqrt, formulas.rsqrt)
 _RECIPROCAL = complex_c10.for_complex(complex_c10.reciprocal, jnp.reciprocal)
 
 
