@@ -12,6 +12,7 @@ from jaxdev import dtypes
 from jaxdev.ops.activation.common import floating_only, register_unary, register_unary_backward, zero_like
 from jaxdev.ops.kit import J, apply, jitted, opmath, wrap_dim
 from jaxdev.ops.kit import transcendentals as tm
+from jaxdev.ops.kit.cpu_arithmetic import fmadd
 from jaxdev.ops.kit.cpu_numerics import round_to
 from jaxdev.ops.kit.division import divide
 from jaxdev.ops.registry import aten, register_backward, register_functional
@@ -221,7 +222,7 @@ def silu(self):
 
 def _silu_grad(g, x):
     s = tm.sigmoid(x)
-    return g * s * (1 + x * (1 - s))
+    return g * s * fmadd(x, 1 - s, 1)  # CPU's 1 + x (1 - s) is one fused multiply-add
 
 
 @register_functional(aten.silu_backward.default)
@@ -238,7 +239,7 @@ def _sigmoid_grad(g, y):
 
 
 def _tanh_grad(g, y):
-    slope = 1 - y * y
+    slope = 1 - y * y if jnp.iscomplexobj(y) else fmadd(-y, y, 1)  # CPU's 1 - y^2: one fused multiply-add
     return g * (jnp.conj(slope) if jnp.iscomplexobj(slope) else slope)
 
 

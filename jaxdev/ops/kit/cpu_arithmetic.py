@@ -33,7 +33,7 @@ import numpy as np
 from jax import lax
 from jax.extend import core
 
-from jaxdev.ops.kit import division
+from jaxdev.ops.kit import division, math_mode
 
 _SUMS = {lax.add_p: 1, lax.sub_p: -1}
 _INLINED = ("pjit", "jit", "closed_call", "core_call", "custom_jvp_call", "custom_vjp_call", "custom_vjp_call_jaxpr")
@@ -41,10 +41,21 @@ _JAXPR_PARAMS = ("jaxpr", "call_jaxpr", "fun_jaxpr")
 
 
 def contracts() -> bool:
-    """Whether kernels under `cpu_arithmetic` emulate the FMA here (read when traced)."""
+    """Whether kernels under `cpu_arithmetic` (and `fmadd`) emulate the FMA here, read when traced: where
+    the platform rounds a multiply-add twice, unless JAXDEV_MATH=fast asks for the platform's numerics."""
     from jaxdev.ops.kit import capabilities  # imports the fallback, which needs the ops package loaded
 
-    return capabilities.fact("products_not_contracted")
+    return capabilities.fact("products_not_contracted") and math_mode.mode() != "fast"
+
+
+def fmadd(a, b, c):
+    """a * b + c as CPU's kernels compute it where they fuse it (c10's vec::fmadd, a contracted
+    expression): one rounding. Written plainly where the platform contracts it (XLA's CPU backend)
+    or computes in a dtype other than float32; emulated (`fma`) where it rounds twice (a TPU)."""
+    plain = a * b + c
+    if not contracts() or jnp.result_type(plain) != jnp.float32:
+        return plain
+    return fma(*(jnp.asarray(v, jnp.float32) for v in (a, b, c)))
 
 
 def fma(a, b, c):
@@ -57,6 +68,7 @@ def fma(a, b, c):
     v = s - p
     t = (p - (s - v)) + (c - v)  # s + t == p + c exactly
     r = s + (t + e)
+    r = jnp.where(r == 0, s, r)  # a zero sum's sign is IEEE's rule for p + c, which s keeps (t + e is 0)
     return jnp.where(jnp.isfinite(r) & jnp.isfinite(e), r, p + c)
 
 

@@ -15,6 +15,7 @@ from jaxdev.ops.kit import transcendentals as tm
 from jaxdev.ops.kit import transcendentals_gamma as tg
 from jaxdev.ops.kit.arguments import opmath
 from jaxdev.ops.kit.bodies import plain
+from jaxdev.ops.kit.cpu_arithmetic import fmadd
 from jaxdev.ops.kit.cpu_numerics import division_ieee, opaque, sqrt_divisor
 from jaxdev.ops.kit.division import divide
 
@@ -62,7 +63,7 @@ def lerp(a, b, w):
     w = 1, and inf at (inf, y, w >= 0.5) where the one-sided form gives inf - inf = NaN."""
     diff = b - a
     small = jnp.abs(w) < 0.5
-    return jnp.where(small, w * diff + a, (w - 1) * diff + b)
+    return jnp.where(small, fmadd(w, diff, a), fmadd(w - 1, diff, b))  # CPU's vec::fmadd: one rounding
 
 
 def lerp_by_number(s, e, weight):
@@ -72,7 +73,8 @@ def lerp_by_number(s, e, weight):
 
 
 def addcmul(s, a, b, v):
-    return s + v * a * b
+    """CPU's self + value * t1 * t2, whose last product and sum its compiler fuses (one rounding)."""
+    return fmadd(v * a, b, s)
 
 
 def addcdiv(s, a, b, v):
