@@ -26,6 +26,7 @@ A damaged or unreadable entry is ignored and the program compiled again.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import functools
 import hashlib
@@ -61,6 +62,12 @@ _JAX_READS = None  # JAX's persistent cache: (get_executable_and_time, extract_e
 # read: (executable, its bytes) JAX's persistent cache gave this thread's last compile, else None;
 # pending: the bytes of the entry JAX's cache is reading
 _local = threading.local()
+# Every executable JAX's persistent cache gave this process, by id: (executable, the bytes it was read
+# from). JAX's in-memory compile cache hands the same executable to a later program with the same
+# module (a second key: other argument placements), whose entry must hold those bytes too: written
+# from the executable it would not run in the next process ("Function wrapped_add not found").
+_DESERIALIZED: collections.OrderedDict = collections.OrderedDict()
+_DESERIALIZED_KEPT = 4096
 
 
 def enabled() -> bool:
@@ -119,6 +126,10 @@ def _read_jax_entry(*args, **kwargs):
     executable, compile_time = _JAX_READS[0](*args, **kwargs)
     if executable is not None and _local.pending is not None:
         _local.read = (executable, _local.pending)
+        _DESERIALIZED[id(executable)] = _local.read
+        _DESERIALIZED.move_to_end(id(executable))
+        while len(_DESERIALIZED) > _DESERIALIZED_KEPT:
+            _DESERIALIZED.popitem(last=False)
     return executable, compile_time
 
 
@@ -232,6 +243,9 @@ def _pickler():
             if self.read is not None and obj is self.read[0]:
                 self.used_read = True
                 return ("exec", self.read[1])
+            earlier = _DESERIALIZED.get(id(obj))
+            if earlier is not None and earlier[0] is obj:  # read from JAX's cache for another program
+                return ("exec", earlier[1])
             return super().persistent_id(obj)
 
     return Pickler

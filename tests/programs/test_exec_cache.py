@@ -200,3 +200,30 @@ def test_a_new_process_runs_a_loaded_linalg_program_before_lowering_any(store):
     assert out.returncode == 0, f"exit {out.returncode}: {out.stderr[-2000:]}"
     hits, bits = out.stdout.split()[-2:]
     assert int(hits) >= 1 and bits == np.asarray(want).tobytes().hex()
+
+
+_SHARED_MODULE_CHILD = """
+import numpy as np, jax
+import jaxdev
+from jaxdev.ops.kit import cpu_arithmetic
+a = np.full(1000, 1.5, np.float32)
+jax.block_until_ready(jax.lax.add(a, a))
+print(float(np.asarray(cpu_arithmetic.fma(a, a, a))[0]))
+"""
+
+
+def test_an_executable_jaxs_cache_gave_one_program_is_kept_whole_for_the_next(store):
+    """JAX's in-memory compile cache gives the executable its persistent cache deserialized for one
+    program to a later program of the same module under another key (other argument placements):
+    that entry was written from the deserialized executable, which XLA:CPU serializes without its
+    compiled functions, and the next process failed running it ('Function wrapped_add not found';
+    this sequence of plain JAX ops, found by tests/ops/test_cpu_arithmetic.py run twice). Entries now
+    take the bytes JAX read (exec_cache._DESERIALIZED)."""
+    env = dict(os.environ, JAXDEV_CACHE_DIR=str(store), JAX_PLATFORMS="cpu")
+    env.pop(exec_cache.ENV, None)
+    for run in ("cold", "warm"):
+        out = subprocess.run(
+            [sys.executable, "-c", _SHARED_MODULE_CHILD], capture_output=True, text=True, timeout=300, env=env
+        )
+        assert out.returncode == 0, f"{run}: {out.stderr[-1500:]}"
+        assert out.stdout.split()[-1] == "3.75", run
