@@ -12,19 +12,9 @@ import numpy as np
 
 from jaxdev.ops.kit import transcendentals_gamma as tg
 from jaxdev.ops.kit import transcendentals_trig as trig
-from jaxdev.ops.kit.division import divide, sqrt
+from jaxdev.ops.kit.division import divide, scaled, sqrt
 
 _F = np.float32
-
-
-def _power_of_two(n):
-    return jax.lax.bitcast_convert_type((n + 127) << 23, jnp.float32)
-
-
-def _scaled(v, n):
-    """v 2^n for |n| up to 254, exact where the result is normal (the power in two factors)."""
-    half = n // 2
-    return v * _power_of_two(half) * _power_of_two(n - half)
 
 
 def hypot(x, y):
@@ -33,7 +23,7 @@ def hypot(x, y):
     its exact residual."""
     m, n = jnp.maximum(jnp.abs(x), jnp.abs(y)), jnp.minimum(jnp.abs(x), jnp.abs(y))
     e = jnp.clip((jax.lax.bitcast_convert_type(m, jnp.int32) >> 23) - 127, -126, 127)
-    ms, ns = _scaled(m, -e), _scaled(n, -e)
+    ms, ns = scaled(m, -e), scaled(n, -e)
     mh, ml = tg.two_product(ms, ms)
     nh, nl = tg.two_product(ns, ns)
     s, err = trig.two_sum(mh, nh)
@@ -41,7 +31,7 @@ def hypot(x, y):
     r = sqrt(s)
     p, p_err = tg.two_product(r, r)
     r = r + (((s - p) - p_err) + lo) / (r + r)  # the residual s + lo - r^2, exact but for lo's rounding
-    return jnp.where(m == 0, m, _scaled(r, e))
+    return jnp.where(m == 0, m, scaled(r, e))
 
 
 def sqrt_parts(x, y):

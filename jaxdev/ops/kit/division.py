@@ -114,8 +114,16 @@ def _exponent(x):
     return (jax.lax.bitcast_convert_type(x, jnp.int32) >> 23) - 127
 
 
-def _power_of_two(n):
+def power_of_two(n):
+    """2^n as float32 for integer n (int32) in [-126, 127], from its bits."""
     return jax.lax.bitcast_convert_type((n + 127) << 23, jnp.float32)
+
+
+def scaled(p, n):
+    """p * 2^n in two exact steps (n in [-150, 128], or to +-254 where the result stays normal), rounded
+    once where the result is subnormal."""
+    half = n >> 1
+    return p * power_of_two(half) * power_of_two(n - half)
 
 
 def _reduce_once(r, m):
@@ -126,8 +134,7 @@ def _reduce_once(r, m):
     2 of r), and the difference, a multiple of m 2^j's ulp under it in size, is a float32."""
     f32 = jnp.float32
     j = jnp.maximum(_exponent(r) - _exponent(m) - 20, 0)
-    half = j // 2  # 2^j in two factors: j reaches 234 (float32's normal range and past)
-    mj = m * _power_of_two(half) * _power_of_two(j - half)  # m 2^j, exact; r < mj 2^22 below
+    mj = scaled(m, j)  # m 2^j, exact (j reaches 234: in two factors); r < mj 2^22 below
     # Dekker's parts stay normal: both scaled by a power of two where mj is near float32's limits
     big, tiny = mj > f32(2.0**100), mj < f32(2.0**-100)
     scale = jnp.where(big, f32(2.0**-64), jnp.where(tiny, f32(2.0**64), f32(1)))

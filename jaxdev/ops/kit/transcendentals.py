@@ -36,6 +36,8 @@ from jax import lax
 
 from jaxdev.ops.kit import transcendentals_trig as _trig
 from jaxdev.ops.kit.division import divide, division_ieee
+from jaxdev.ops.kit.division import power_of_two as _power_of_two
+from jaxdev.ops.kit.division import scaled as scaled  # re-exported: the kit's name for it
 from jaxdev.ops.kit.math_mode import forced as forced  # the tests' switch, kept here since the functions are here
 from jaxdev.ops.kit.math_mode import mode
 
@@ -97,17 +99,6 @@ LOG2E = np.float32(1 / math.log(2))
 
 
 # --- float32 exp, expm1, log, log1p ------------------------------------------------------------------
-
-
-def _power_of_two(n):
-    """2^n as float32 for integer n (int32) in [-126, 127], from its bits."""
-    return lax.bitcast_convert_type((n + 127) << 23, jnp.float32)
-
-
-def scaled(p, n):
-    """p * 2^n in two exact steps (n in [-150, 128]), rounded once where the result is subnormal."""
-    half = n >> 1
-    return p * _power_of_two(half) * _power_of_two(n - half)
 
 
 # float32 exp's last finite argument and the one below which it is 0
