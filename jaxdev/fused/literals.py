@@ -65,6 +65,13 @@ class Lifted:
             self._build(args)
         return (self.first or _Traced(self.fn, args)).out_tree
 
+    def inputs_of_last_output(self, *args) -> frozenset:
+        """The positions among args' leaves that fn's last output leaf is computed from (a program's check
+        flag: which inputs it reads), from the trace the first call compiles (see out_tree)."""
+        if self.call is None:
+            self._build(args)
+        return reaching((self.first or _Traced(self.fn, args)).jaxpr, -1)
+
     def _build(self, args) -> None:
         self.first = traced = _Traced(self.fn, args)
         self.key = traced.key
@@ -92,7 +99,7 @@ class _Traced:
     `out_tree`, `groups` (dtype -> the lifted values of that dtype, in order), `where` (each lifted
     literal's (dtype, index in its group, weakly typed)), and `key`: all of that but the function."""
 
-    __slots__ = ("fun", "groups", "key", "out_tree", "where")
+    __slots__ = ("fun", "groups", "jaxpr", "key", "out_tree", "where")
 
     def __init__(self, fn, args):
         closed, shapes = jax.make_jaxpr(fn, return_shape=True)(*args)
@@ -105,6 +112,7 @@ class _Traced:
             self.where.append((dtype, len(group), literal.aval.weak_type))
             group.append(np.asarray(literal.val, dtype))
         self.key = (tuple(self.where), tuple((d, np.stack(g).tobytes()) for d, g in self.groups.items()))
+        self.jaxpr = jaxpr
         self.fun = jcore.jaxpr_as_fun(jcore.ClosedJaxpr(jaxpr, closed.consts))
         self.out_tree = jax.tree.structure(shapes)
 
@@ -127,6 +135,17 @@ def lift(jaxpr):
     if debug is not None and debug.arg_names is not None:
         debug = debug._replace(arg_names=(*debug.arg_names, *(f"number{i}" for i in range(len(new)))))
     return jaxpr.replace(invars=[*jaxpr.invars, *new], eqns=eqns, debug_info=debug), lifted
+
+
+def reaching(jaxpr, output: int) -> frozenset:
+    """The positions of `jaxpr`'s inputs that its output at `output` depends on (an equation's outputs
+    are taken to depend on all its inputs: a nested program is not looked into, which can only add)."""
+    wanted = {jaxpr.outvars[output]} - {None}
+    wanted = {v for v in wanted if type(v) is not jcore.Literal}
+    for eqn in reversed(jaxpr.eqns):
+        if any(v in wanted for v in eqn.outvars):
+            wanted.update(v for v in eqn.invars if type(v) is not jcore.Literal)
+    return frozenset(i for i, v in enumerate(jaxpr.invars) if v in wanted)
 
 
 def _numeric(inner, index: int, dtype: np.dtype) -> bool:

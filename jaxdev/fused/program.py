@@ -89,8 +89,10 @@ def _call(spec, inputs, numbers: list) -> list:
         _count(spec, donated)
         if donated:
             run, kept = _donating(spec, donated)
-            new_arrays, mutated, flag = run([arrays[g] for g in donated], [arrays[g] for g in kept], base)
-            arrays = None  # given to the program: the deferred checks' rerun cannot have them (there are none)
+            given, rest = [arrays[g] for g in donated], [arrays[g] for g in kept]
+            # what a failed check's rerun reads: the donated storages' placeholders beside the rest
+            arrays = _without(arrays, donated) if spec.fused_checks else None
+            new_arrays, mutated, flag = run(given, rest, base)
         else:
             new_arrays, mutated, flag = spec.jitted(arrays, base)
     spec.fused_checks = flag is not None
@@ -123,10 +125,15 @@ def _trace_first(spec, inputs, numbers: list) -> None:
     It compiled the plain one first and the donating one at the next call: an optimizer step's program
     twice (AdamW over 100 tensors on a TPU: 25.7 s, then 23.5 s more at the second step)."""
     arrays, _ = _arrays(spec, inputs, numbers)
+    base = rng.traced_base()
     with tracing.eager_layouts(True):
-        tree = spec.jitted.out_tree(arrays, rng.traced_base())
+        tree = spec.jitted.out_tree(arrays, base)
+        spec.fused_checks = tree.children()[2] != jax.tree.structure(None)
+        if spec.fused_checks:  # the storages its check flag is computed from (the rest may be donated)
+            spec.fused_check_inputs = frozenset(
+                i for i in spec.jitted.inputs_of_last_output(arrays, base) if i < len(arrays)
+            )
     del arrays  # _donated counts the references to each input's array
-    spec.fused_checks = tree.children()[2] != jax.tree.structure(None)
     if not _new_outputs(spec):  # before a donating call gives the inputs the eager rerun needs away
         raise tracing.UntraceableGraph(None, "a result came out on an input's storage")
 
@@ -141,11 +148,21 @@ def _new_outputs(spec) -> bool:
 
 def _donated(spec, inputs) -> tuple:
     """The input storages a call may give to its program (XLA donation): those it overwrites (known once
-    traced) whose buffer nothing else can see, in a program without value checks (a failed check reruns
-    the call on its inputs). An optimizer step then updates its parameters and state in place."""
-    if getattr(spec, "fused_checks", True) or not spec.mutated:
+    traced) whose buffer nothing else can see and which its value checks do not read. A failed check
+    reruns the call's ops eagerly to raise the op's own error (_raise_eagerly); the checks read none of
+    the donated storages, so zeros in their place leave every check, and so that error, as it was.
+    A training step (an embedding's indices and cross entropy's targets checked) then updates its
+    parameters and optimizer state in place, as one without checks does."""
+    if not spec.mutated:
         return ()
-    return tuple(g for g in spec.mutated if g not in inputs.cpu and tensor.sole_holder(inputs.boxes[g]))
+    read = ()
+    if spec.__dict__.get("fused_checks", True):
+        read = spec.__dict__.get("fused_check_inputs")
+        if read is None:  # checks not traced apart (a program that is not literals.jit's): nothing given
+            return ()
+    return tuple(
+        g for g in spec.mutated if g not in read and g not in inputs.cpu and tensor.sole_holder(inputs.boxes[g])
+    )
 
 
 def _donating(spec, donated: tuple):
@@ -176,8 +193,25 @@ def _count(spec, donated: tuple) -> None:
     taken.add(donated)
 
 
+def _without(arrays: list, donated: tuple) -> list:
+    """`arrays` with each donated one's place held by its shape and dtype (its buffer is the program's)."""
+    out = list(arrays)
+    for g in donated:
+        out[g] = jax.ShapeDtypeStruct(out[g].shape, out[g].dtype)
+    return out
+
+
 def _raise_eagerly(spec, arrays, base) -> None:
-    arrays = [jax.device_put(a) if isinstance(a, np.ndarray) else a for a in arrays]  # the numbers
+    """A check of the call on `arrays` failed: its ops run eagerly, where the failing kernel raises
+    (zeros for donated storages: no check reads them, see _donated; the numbers' host data uploaded)."""
+    arrays = [
+        jax.numpy.zeros(a.shape, a.dtype)
+        if isinstance(a, jax.ShapeDtypeStruct)
+        else jax.device_put(a)
+        if isinstance(a, np.ndarray)
+        else a
+        for a in arrays
+    ]
     with eager_modes.as_is():
         spec._raise_eagerly(arrays, base)
 
