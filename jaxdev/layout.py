@@ -23,6 +23,7 @@ process imports FakeTensorMode's dependencies (sympy): a one-time cost of second
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import warnings
 
@@ -317,6 +318,23 @@ def _fake_mode():
     return _MODE
 
 
+_PYTHON_KEYS = (torch._C.DispatchKey.Python, torch._C.DispatchKey.PythonTLSSnapshot)
+
+
+def _python_dispatch():
+    """Python dispatch on for a FakeTensorMode call where the caller turned it off. A tensor constructor
+    (`torch.tensor([], device="jax")`) excludes the Python keys around its host-to-device copy, whose
+    kernel can flush fused eager's segment, whose trace asks for layouts here: with the keys excluded
+    the fake twins went to CPU's real kernel, which read their missing data (a segfault in `cat`,
+    transformers' DynamicLayer under fused eager)."""
+    excluded = torch._C._dispatch_tls_local_exclude_set()
+    if not any(excluded.has(key) for key in _PYTHON_KEYS):
+        return contextlib.nullcontext()
+    for key in _PYTHON_KEYS:
+        excluded = excluded.remove(key)
+    return torch._C._ForceDispatchKeyGuard(torch._C._dispatch_tls_local_include_set(), excluded)
+
+
 def _fake_layouts(op: OpOverload, args, kwargs, traced: bool) -> tuple | None:
     mode = _fake_mode()
     converter = mode.fake_tensor_converter
@@ -338,7 +356,7 @@ def _fake_layouts(op: OpOverload, args, kwargs, traced: bool) -> tuple | None:
         fkwargs = {k: twin(v) for k, v in kwargs.items()}
         if adapt is not None:
             fargs, fkwargs = adapt(fargs, fkwargs)
-        with mode, warnings.catch_warnings():
+        with _python_dispatch(), mode, warnings.catch_warnings():
             warnings.simplefilter("ignore")
             out = target(*fargs, **fkwargs)
     except Exception:  # no fake kernel, data-dependent output, a check that only values can pass

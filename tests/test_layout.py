@@ -317,3 +317,25 @@ def test_reference_input_layouts_as_cpu(fn):
     x = torch.randn(9, 2, 5).permute(0, 2, 1)
     y = torch.randn(9, 5, 2) + 3
     same(fn(x.to("jax"), y.to("jax")), fn(x, y), rtol=1.3e-6, atol=1e-6)  # the strides exactly, values to an ulp
+
+
+@pytest.mark.crashprone
+def test_layouts_where_the_caller_excluded_python_dispatch():
+    """A tensor constructor excludes the Python dispatch keys around its host-to-device copy; in fused
+    eager that copy can flush the pending segment (the same upload again), whose trace asks a fake
+    kernel for a non-contiguous op's layout. With the keys excluded the fake twins reached CPU's real
+    `cat`, which read their missing data: a segfault (transformers' DynamicLayer: two
+    `torch.tensor([], device=...)`, a cat of a transposed key onto the first)."""
+    import jaxdev
+    from jaxdev import layout
+
+    key = torch.randn(2, 4, 3, 8)[..., 2:6].transpose(1, 2)  # (2, 3, 4, 4), neither contiguous nor dense
+    with torch._C._ExcludeDispatchKeyGuard(torch._C.DispatchKeySet(torch._C.DispatchKey.Python)):
+        got = layout.computed_layouts(torch.ops.aten.cat.default, ([torch.empty(0), key], -2), {}, False)
+    assert got == ((tuple(key.shape), torch.cat([torch.empty(0), key], -2).stride()),)
+    with jaxdev.eager_mode("fused"):
+        keys = torch.tensor([], device="jax")
+        keys = torch.cat([keys, key.to("jax")], dim=-2)
+        values = torch.tensor([], device="jax")  # the same upload again: flushes the segment with the cat
+        same(keys, torch.cat([torch.empty(0), key], -2))
+        assert values.shape == (0,)
