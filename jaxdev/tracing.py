@@ -52,6 +52,8 @@ class _Checks:
     under way that collect no checks (a VJP body, jaxdev.fused's abstract evaluation)."""
 
     pending: list | None = None
+    states: list | None = None  # with `snapshot`: what it returned at each check, in pending's order
+    snapshot: Callable[[], object] | None = None
     depth = 0
     eager_layouts = False  # fused eager traces its ops as eager mode lays them out, not as AOTAutograd plans
 
@@ -97,6 +99,8 @@ def check_values(bad, error: Callable[[], Exception]) -> None:
     if is_traced(flag):
         if checks.pending is not None:
             checks.pending.append(flag)
+            if checks.snapshot is not None:
+                checks.states.append(checks.snapshot())
         return
     if bool(flag):
         raise error()
@@ -126,10 +130,18 @@ def _resolve(owner) -> None:
         raise_error()
 
 
-def start_checks() -> None:
-    checks.pending = []
+def start_checks(snapshot: Callable[[], object] | None = None) -> None:
+    """Collect the checks of the program traced from now on; `snapshot()` is called at each one and its
+    result kept beside it (a program's storages as they are when an op checks its inputs)."""
+    checks.pending, checks.states, checks.snapshot = [], [], snapshot
 
 
 def finish_checks() -> list:
-    pending, checks.pending = checks.pending or [], None
+    pending, checks.pending, checks.snapshot = checks.pending or [], None, None
     return pending
+
+
+def states_at_checks() -> list:
+    """What the last finished collection's `snapshot` returned at each of its checks."""
+    states, checks.states = checks.states or [], None
+    return states

@@ -94,6 +94,7 @@ def test_a_numpy_view_of_the_buffer_keeps_its_values():
     assert view[0, 0] == 0.0
 
 
+@pytest.mark.per_op_mode("each write reuses the buffer as it runs (fused eager writes at the flush)")
 def test_a_kv_cache_written_step_by_step_matches_cpu():
     gen = torch.Generator().manual_seed(0)
     cache_cpu = torch.zeros(2, 4, 16, 8)
@@ -172,6 +173,7 @@ def test_inplace_pointwise_ops_write_their_own_buffer_like_cpu(name, donate_all)
     assert torch.equal(copied.cpu(), x.cpu())
 
 
+@pytest.mark.per_op_mode("a value error raised at the op (fused eager: tests/test_fused_donation.py)")
 def test_inplace_ops_keep_cpus_errors_and_leave_self_unchanged(donate_all):
     i = torch.randint(1, 5, (16, 16), dtype=torch.int32).to("jax") + 0
     zero = torch.zeros(16, 16, dtype=torch.int32).to("jax")

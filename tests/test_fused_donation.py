@@ -40,8 +40,8 @@ def test_parameters_are_updated_in_their_own_buffers():
 
 def _classifier_steps(mode: str, steps: int, targets=None):
     """An embedding classifier's AdamW steps (its program checks the indices and the targets): the
-    parameters after them, the buffers the state held before the last step and after it, and the error
-    one more step with `targets` raised."""
+    parameters after them, the buffers the state held before the last step and after it, the error one
+    more step with `targets` raised, and with it the parameters and optimizer state after that step."""
     torch.manual_seed(0)
     model = nn.Sequential(nn.Embedding(50, 16), nn.ReLU(), nn.Linear(16, 10)).to("jax")
     opt = torch.optim.AdamW(model.parameters(), lr=0.1)
@@ -70,6 +70,9 @@ def _classifier_steps(mode: str, steps: int, targets=None):
                 torch.jax.synchronize()
             except Exception as e:  # the error is what is compared
                 error = (type(e), str(e))
+            values += [p.detach().cpu() for p in model.parameters()]
+            # AdamW's step counts live on the host: the fused step ran them on (eager mode had raised first)
+            values += [s.cpu() for st in opt.state.values() for s in st.values() if s.device.type == "jax"]
     return values, before, after, error
 
 
@@ -77,7 +80,9 @@ def test_a_step_with_value_checks_updates_in_place_and_still_raises_the_ops_erro
     """A step whose program checks values (an embedding's indices, cross entropy's targets) gives the
     storages it overwrites and its checks do not read to the program (donation), as one without checks
     does: the parameters and AdamW's state land in their old buffers. A bad target still raises the
-    op's own error, from the eager rerun of the step (zeros in the donated storages' place)."""
+    op's own error, from the eager rerun of the step (zeros in the donated storages' place), and the
+    failed step has written nothing: parameters and state are eager mode's, where cross entropy raised
+    before the backward and the optimizer ran (they had taken a step on the bad targets' garbage)."""
     bad = torch.full((8,), 12)
     expected, _, _, error = _classifier_steps("op", 5, bad)
     got, before, after, fused_error = _classifier_steps("fused", 5, bad)
@@ -105,3 +110,21 @@ def test_a_check_that_reads_an_overwritten_storage_keeps_it():
         return None
 
     assert run("jax") == run("cpu") is not None
+
+
+def test_a_failed_check_leaves_what_the_failing_op_would_have_written_alone():
+    """A division by zero in place (a deferred value check) raises CPU's error at the next read, and the
+    storage holds what eager mode left: the writes before the failing op, not the failing op's or any
+    after it in the same program."""
+    i = torch.randint(1, 5, (16, 16), dtype=torch.int32)
+    zero = torch.zeros(16, 16, dtype=torch.int32)
+    with pytest.raises(Exception) as on_cpu:
+        i.clone().add_(1).div_(zero, rounding_mode="floor")
+    x, z = i.to("jax"), zero.to("jax")
+    with jaxdev.eager_mode("fused"):
+        x.add_(1)
+        x.div_(z, rounding_mode="floor")
+        x.mul_(3)
+        with pytest.raises(on_cpu.type, match="ZeroDivisionError"):
+            x.cpu()
+        assert torch.equal(x.cpu(), i + 1)

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import operator
 import os
 import threading
 import time
@@ -44,7 +45,7 @@ from jaxdev.graphs import outputs, planned, program_cache
 from jaxdev.graphs.inputs import Guard, Inputs
 from jaxdev.parallel import compiled_collectives
 from jaxdev.programs import compile_effort
-from jaxdev.tensor import BOXES, Box
+from jaxdev.tensor import BOXES, Box, transpose_program
 from jaxdev.tracing import UntraceableGraph
 
 _JAX_TYPE = "jax"
@@ -165,13 +166,14 @@ class Specialisation:
             inputs.append(static if meta is None else outputs.on_storage(storages[meta[0]], meta[1:]))
         input_ptrs = [t.untyped_storage().data_ptr() if isinstance(t, torch.Tensor) else None for t in inputs]
 
-        tracing.start_checks()
+        tracing.start_checks(snapshot=lambda: [(b._array, b.logical) for b in boxes])
         try:
             with _plain_dispatch(), rng.traced(rng_base) as drawn:
                 outs = _NodeRunner(self.program.gm, self.spmd).run(*inputs)
                 draws = drawn.draws
         finally:
             checks = tracing.finish_checks()
+            states = tracing.states_at_checks()
 
         for t, ptr in zip(inputs, input_ptrs):
             if isinstance(t, torch.Tensor) and t.untyped_storage().data_ptr() != ptr:
@@ -217,7 +219,8 @@ class Specialisation:
         self.bumped = [i for i, m in enumerate(self.arg_meta) if m is not None and m[0] in set(mutated)]
         self.draws = draws
         flag = jnp.any(jnp.stack([jnp.asarray(c) for c in checks])) if checks else None
-        return new_arrays, [boxes[g].array for g in mutated], flag
+        either: dict = {}  # (first, last) check -> their flags or-ed, made once for all storages
+        return new_arrays, [_as_before_failure(checks, states, boxes, g, either) for g in mutated], flag
 
     def run(self, args, inputs: Inputs, first: bool = False):
         arrays = inputs.arrays_as(self.array_shapes)
@@ -260,6 +263,31 @@ class Specialisation:
         raise RuntimeError(
             f"jaxdev: the compiled {self.program.name} program flagged invalid input values that its eager run accepted"
         )
+
+
+def _as_before_failure(flags: list, states: list, boxes: list, g: int, either: dict):
+    """Storage g's array after the program, or where a value check failed, as it was when the first
+    failing op checked its inputs: a failed check raises that op's error at the next sync
+    (Specialisation.run), and by then the call has written what eager mode had written before that op
+    raised, and nothing after (a training step with a bad class index leaves the parameters and
+    optimizer state as they were). `states[i][g]`: the storage's (array, logical form) at check i;
+    `either` caches a run of checks' flags or-ed."""
+    new = boxes[g].array
+    runs: list = []  # [first, last, state]: consecutive checks that saw the same state share one select
+    for i, state in enumerate(states):
+        if runs and runs[-1][2][0] is state[g][0] and runs[-1][2][1] is state[g][1]:
+            runs[-1][1] = i
+        else:
+            runs.append([i, i, state[g]])
+    value = new
+    for first, last, (array, logical) in reversed(runs):
+        if array is new and logical is None:  # nothing written after these checks
+            continue
+        if (first, last) not in either:
+            either[first, last] = functools.reduce(operator.or_, flags[first : last + 1])
+        old = array if logical is None else transpose_program(logical[3])(logical[0])
+        value = jnp.where(either[first, last], old.reshape(new.shape), value)
+    return value
 
 
 def _planned_val(val):
