@@ -220,6 +220,8 @@ class Specialisation:
         self.draws = draws
         flag = jnp.any(jnp.stack([jnp.asarray(c) for c in checks])) if checks else None
         either: dict = {}  # (first, last) check -> their flags or-ed, made once for all storages
+        if not checks_enabled():  # no check is read: nothing may hang on one (JAXDEV_COMPILE_CHECKS=0)
+            return new_arrays, [boxes[g].array for g in mutated], flag
         return new_arrays, [_as_before_failure(checks, states, boxes, g, either) for g in mutated], flag
 
     def run(self, args, inputs: Inputs, first: bool = False):
