@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import math
 
+import jax
 import numpy as np
 import pytest
 import torch
+import tpu_emulation
 from jaxdev_testing import JAX
 
 F = torch.nn.functional
@@ -135,17 +137,29 @@ def test_mish_gradient_where_division_is_approximate(tpu_policy, tpu_division):
     assert grad <= 600, grad
 
 
-@pytest.mark.tpu_fact(DIVISION)
-@pytest.mark.parametrize("fn", [torch.softmax, F.softmin], ids=["softmax", "softmin"])
-def test_softmax_where_division_is_approximate(fn, tpu_policy, tpu_division):
-    """exp(x - max) times the row sum's corrected reciprocal: here 3 ulps from CPU's and the gradient
-    6.0 (softmin 9.8) eps relative, as plain CPU's programs; with the platform's division 6 ulps
-    (softmin 7) and 15.9 (19.6)."""
-    x = _draw(-30, 30).reshape(200, 100)
-    w = torch.from_numpy(np.random.default_rng(7).uniform(0.5, 1.5, (200, 100)).astype(np.float32))
+def _softmax_errors(fn, x: torch.Tensor, w: torch.Tensor) -> tuple[float, float]:
+    """fn's forward max ulps from CPU's, and its weighted gradient's largest error relative to CPU's."""
     fwd, _ = _both(lambda t: fn(t, -1), x, grad=False)
     cpu, dev = x.clone().requires_grad_(), x.to(JAX).requires_grad_()
     (fn(cpu, -1) * w).sum().backward()
     (fn(dev, -1) * w.to(JAX)).sum().backward()
-    err = (dev.grad.cpu().double() - cpu.grad.double()).abs().max() / cpu.grad.abs().max()
-    assert fwd <= 4 and err <= 12 * torch.finfo(torch.float32).eps, (fwd, float(err))
+    return fwd, float((dev.grad.cpu().double() - cpu.grad.double()).abs().max() / cpu.grad.abs().max())
+
+
+@pytest.mark.tpu_fact(DIVISION)
+@pytest.mark.parametrize("fn", [torch.softmax, F.softmin], ids=["softmax", "softmin"])
+def test_softmax_where_division_is_approximate(fn):
+    """exp(x - max) times the row sum's corrected reciprocal: 3 ulps from CPU's and the gradient 6.0
+    (softmin 9.8) eps relative, as plain CPU's programs on an AVX512 machine; with the platform's
+    division 6 ulps (softmin 7) and 15.9 (19.6). On CPU the bounds are at least what this platform's
+    own programs give against torch here: torch's softmax follows its vector ISA (its exp, its sum's
+    order), 6 ulps from XLA's on an AVX2 machine, plain and emulated alike."""
+    x = _draw(-30, 30).reshape(200, 100)
+    w = torch.from_numpy(np.random.default_rng(7).uniform(0.5, 1.5, (200, 100)).astype(np.float32))
+    fwd_bound, grad_bound = 4.0, 12 * torch.finfo(torch.float32).eps
+    if jax.default_backend() == "cpu":
+        plain = _softmax_errors(fn, x, w)
+        fwd_bound, grad_bound = max(fwd_bound, plain[0]), max(grad_bound, plain[1])
+    with tpu_emulation.policy(), tpu_emulation.division():
+        fwd, err = _softmax_errors(fn, x, w)
+    assert fwd <= fwd_bound and err <= grad_bound, (fwd, err, fwd_bound, grad_bound)
