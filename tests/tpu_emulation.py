@@ -13,6 +13,7 @@ Both trace and lower every program afresh while they hold (jax.clear_caches), an
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 
 import jax
@@ -86,77 +87,74 @@ def inexact(q, b):
 
 
 @contextlib.contextmanager
+def _relowered(rules: dict):
+    """The primitives in `rules` lowered by their new rules (each given the usual one) while this holds,
+    every program traced and lowered afresh; nothing changed on a TPU itself, whose own arithmetic is
+    what is under test there."""
+    from jaxdev.audit import deviceless
+
+    if jax.default_backend() == "tpu" and not deviceless.installed():
+        yield
+        return
+    usual = {p: mlir._lowerings[p] for p in rules}
+    for p, rule in rules.items():
+        mlir.register_lowering(p, functools.partial(rule, usual[p].rule))
+    jax.clear_caches()
+    try:
+        # jaxdev's executable cache is keyed by the traced program, which a lowering leaves as it is:
+        # off, lest an executable compiled with or without it be loaded on the other side
+        with _set(os.environ, exec_cache.ENV, "off", item=True):
+            yield
+    finally:
+        mlir._lowerings.update(usual)
+        jax.clear_caches()
+
+
+def _divide_lowering(usual, ctx, x, y, **params):
+    (q,) = usual(ctx, x, y, **params)
+    aval = ctx.avals_out[0]
+    if aval.dtype != np.float32:
+        return [q]
+    perturb = mlir.lower_fun(inexact, multiple_results=False)
+    return perturb(ctx.replace(primitive=None, avals_in=[aval, ctx.avals_in[1]], avals_out=[aval]), q, y)
+
+
+def _remainder(x, y):
+    return x - y * jnp.trunc(inexact(x / y, y))
+
+
+def _rem_lowering(usual, ctx, x, y, **params):
+    if ctx.avals_out[0].dtype != np.float32:
+        return usual(ctx, x, y, **params)
+    return mlir.lower_fun(_remainder, multiple_results=False)(ctx.replace(primitive=None), x, y)
+
+
+@contextlib.contextmanager
 def division():
     """Every float32 division XLA is given, `/` in a kernel as much as cpu_numerics.divide's own,
     lowered as inexactly as a TPU divides (`inexact`): the division itself through its usual lowering,
     the error after it; and float32 rem (jnp.fmod) as a TPU's: x - y trunc(x / y) on that quotient
     (on a v5e 97 % of fmod(k y, y) came out 0 where CPU's is y less an ulp's worth). On a TPU itself nothing is emulated: its own division is what is under test
     (perturbed on top, its error compounded: the 10 tests using this that failed on the chip, 2026-12-07)."""
-    from jaxdev.audit import deviceless
-
-    if jax.default_backend() == "tpu" and not deviceless.installed():
+    with _relowered({lax.div_p: _divide_lowering, lax.rem_p: _rem_lowering}):
         yield
-        return
-    entry = mlir._lowerings[lax.div_p]
 
-    def lowering(ctx, x, y, **params):
-        (q,) = entry.rule(ctx, x, y, **params)
-        aval = ctx.avals_out[0]
-        if aval.dtype != np.float32:
-            return [q]
-        perturb = mlir.lower_fun(inexact, multiple_results=False)
-        return perturb(ctx.replace(primitive=None, avals_in=[aval, ctx.avals_in[1]], avals_out=[aval]), q, y)
 
-    rem_entry = mlir._lowerings[lax.rem_p]
+def _off(s):
+    return inexact(s, jnp.ones_like(s))
 
-    def remainder(x, y):
-        return x - y * jnp.trunc(inexact(x / y, y))
 
-    def rem_lowering(ctx, x, y, **params):
-        if ctx.avals_out[0].dtype != np.float32:
-            return rem_entry.rule(ctx, x, y, **params)
-        return mlir.lower_fun(remainder, multiple_results=False)(ctx.replace(primitive=None), x, y)
-
-    mlir.register_lowering(lax.div_p, lowering)
-    mlir.register_lowering(lax.rem_p, rem_lowering)
-    jax.clear_caches()
-    try:
-        # jaxdev's executable cache is keyed by the traced program, which this lowering leaves as
-        # it is: off, lest an executable compiled with or without it be loaded on the other side
-        with _set(os.environ, exec_cache.ENV, "off", item=True):
-            yield
-    finally:
-        mlir._lowerings[lax.div_p] = entry
-        mlir._lowerings[lax.rem_p] = rem_entry
-        jax.clear_caches()
+def _sqrt_lowering(usual, ctx, x, **params):
+    (s,) = usual(ctx, x, **params)
+    aval = ctx.avals_out[0]
+    if aval.dtype != np.float32:
+        return [s]
+    return mlir.lower_fun(_off, multiple_results=False)(ctx.replace(primitive=None, avals_in=[aval]), s)
 
 
 @contextlib.contextmanager
 def sqrt():
     """Every float32 sqrt XLA is given lowered NEAR ulps off as `inexact` puts a quotient (a TPU's was
     2 ulps from IEEE's on 41 % of inputs, v5e 2026-12-07). Nothing emulated on a TPU itself."""
-    from jaxdev.audit import deviceless
-
-    if jax.default_backend() == "tpu" and not deviceless.installed():
+    with _relowered({lax.sqrt_p: _sqrt_lowering}):
         yield
-        return
-    entry = mlir._lowerings[lax.sqrt_p]
-
-    def off(s):
-        return inexact(s, jnp.ones_like(s))
-
-    def lowering(ctx, x, **params):
-        (s,) = entry.rule(ctx, x, **params)
-        aval = ctx.avals_out[0]
-        if aval.dtype != np.float32:
-            return [s]
-        return mlir.lower_fun(off, multiple_results=False)(ctx.replace(primitive=None, avals_in=[aval]), s)
-
-    mlir.register_lowering(lax.sqrt_p, lowering)
-    jax.clear_caches()
-    try:
-        with _set(os.environ, exec_cache.ENV, "off", item=True):
-            yield
-    finally:
-        mlir._lowerings[lax.sqrt_p] = entry
-        jax.clear_caches()
