@@ -61,9 +61,7 @@ def fmadd(a, b, c):
 def fma(a, b, c):
     """a * b + c rounded once (but for a rare double rounding), float32, without an FMA: where a
     product's split or the sum is not finite (|a| or |b| past ~1e34, infinities, NaN) a * b + c."""
-    p = a * b
-    (ah, al), (bh, bl) = division.veltkamp(a), division.veltkamp(b)
-    e = ((ah * bh - p) + ah * bl + al * bh) + al * bl  # p + e == a * b exactly
+    p, e = division.exact_product(a, b)
     s = p + c
     v = s - p
     t = (p - (s - v)) + (c - v)  # s + t == p + c exactly

@@ -50,9 +50,9 @@ from jaxdev import layout
 from jaxdev.ops.kit import transcendentals as tm
 from jaxdev.ops.kit.division import divide as divide  # re-exported: the kernels' division
 from jaxdev.ops.kit.division import division_ieee as division_ieee
+from jaxdev.ops.kit.division import exact_product
 from jaxdev.ops.kit.division import fmod as fmod  # re-exported: C's fmod, exact where rem is not
 from jaxdev.ops.kit.division import sqrt as sqrt  # re-exported: IEEE's where the platform's is not
-from jaxdev.ops.kit.division import veltkamp as _veltkamp
 
 _HALVES = (jnp.dtype(jnp.float16), jnp.dtype(jnp.bfloat16))
 
@@ -181,9 +181,7 @@ def fma32(a, b, c):
     if float64_native():
         f64 = jnp.float64
         return (a.astype(f64) * b.astype(f64) + c.astype(f64)).astype(jnp.float32)
-    p = a * b
-    (ah, al), (bh, bl) = _veltkamp(a), _veltkamp(b)
-    e = ((ah * bh - p) + ah * bl + al * bh) + al * bl  # p + e == a * b exactly
+    p, e = exact_product(a, b)
     s = p + c
     z = s - p
     err = (p - (s - z)) + (c - z)  # s + err == p + c exactly

@@ -28,6 +28,15 @@ def veltkamp(a):
     return hi, a - hi
 
 
+def exact_product(a, b):
+    """(p, e): p = a * b rounded and e its rounding error, p + e == a * b exactly (Dekker's product on
+    Veltkamp's splits: no FMA assumed), while the parts stay normal floats."""
+    p = a * b
+    ah, al = veltkamp(a)
+    bh, bl = (ah, al) if b is a else veltkamp(b)
+    return p, ((ah * bh - p) + ah * bl + al * bh) + al * bl
+
+
 def _quotient(a, b):
     """The platform's float32 division (a seam: tests put an approximate one here)."""
     return a / b
@@ -44,9 +53,7 @@ def _corrected(a, b):
     assumed; a - p is exact when q0 is within a factor 2 of a / b); q0 as it is where that is not
     finite."""
     q0 = _quotient(a, b)
-    p = q0 * b
-    (qh, ql), (bh, bl) = veltkamp(q0), veltkamp(b)
-    e = ((qh * bh - p) + qh * bl + ql * bh) + ql * bl  # p + e == q0 * b exactly
+    p, e = exact_product(q0, b)
     q = q0 + _quotient((a - p) - e, b)
     return jnp.where(jnp.isfinite(q) & (q0 != 0), q, q0)  # a zero keeps its sign: -0 - -0 is +0
 
@@ -140,9 +147,7 @@ def _reduce_once(r, m):
     scale = jnp.where(big, f32(2.0**-64), jnp.where(tiny, f32(2.0**64), f32(1)))
     r1, mj = r * scale, mj * scale
     q = jnp.floor(_divide32(r1, mj))
-    p = q * mj
-    (qh, ql), (mh, ml) = veltkamp(q), veltkamp(mj)
-    e = ((qh * mh - p) + qh * ml + ql * mh) + ql * ml
+    p, e = exact_product(q, mj)
     t = (r1 - p) - e
     t = jnp.where(t < 0, t + mj, t)
     return jnp.where(r < m, r, t * jnp.where(big, f32(2.0**64), jnp.where(tiny, f32(2.0**-64), f32(1))))
@@ -186,9 +191,7 @@ def sqrt(x):
     tiny = x < f32(2.0**-60)  # its split's smallest product stays normal above it: XLA flushes subnormals
     y = jnp.where(tiny, x * f32(2.0**64), x)
     s = jnp.sqrt(y)
-    p = s * s
-    sh, sl = veltkamp(s)
-    e = ((sh * sh - p) + sh * sl + sl * sh) + sl * sl  # p + e == s * s exactly
+    p, e = exact_product(s, s)
     residual = (y - p) - e
     fixed = s + residual / (s + s)  # the correction's own quotient needs no IEEE division: it is ulps
     fixed = jnp.where(jnp.isfinite(fixed) & (s > 0), fixed, s)
