@@ -140,8 +140,8 @@ def lift(jaxpr):
 def reaching(jaxpr, output: int) -> frozenset:
     """The positions of `jaxpr`'s inputs that its output at `output` depends on (an equation's outputs
     are taken to depend on all its inputs: a nested program is not looked into, which can only add)."""
-    wanted = {jaxpr.outvars[output]} - {None}
-    wanted = {v for v in wanted if type(v) is not jcore.Literal}
+    out = jaxpr.outvars[output]
+    wanted = set() if type(out) is jcore.Literal else {out}
     for eqn in reversed(jaxpr.eqns):
         if any(v in wanted for v in eqn.outvars):
             wanted.update(v for v in eqn.invars if type(v) is not jcore.Literal)

@@ -219,9 +219,9 @@ class Specialisation:
         self.bumped = [i for i, m in enumerate(self.arg_meta) if m is not None and m[0] in set(mutated)]
         self.draws = draws
         flag = jnp.any(jnp.stack([jnp.asarray(c) for c in checks])) if checks else None
-        either: dict = {}  # (first, last) check -> their flags or-ed, made once for all storages
         if not checks_enabled():  # no check is read: nothing may hang on one (JAXDEV_COMPILE_CHECKS=0)
             return new_arrays, [boxes[g].array for g in mutated], flag
+        either: dict = {}  # (first, last) check -> their flags or-ed, made once for all storages
         return new_arrays, [_as_before_failure(checks, states, boxes, g, either) for g in mutated], flag
 
     def run(self, args, inputs: Inputs, first: bool = False):
