@@ -17,7 +17,7 @@ import pytest
 import torch
 from jaxdev_testing import JAX
 
-from jaxdev.ops.kit import capabilities, cpu_arithmetic, division
+from jaxdev.ops.kit import cpu_arithmetic, division
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -168,7 +168,8 @@ def test_bessel_functions_stay_cpus_where_products_are_not_contracted():
     chip's very numbers -- before cpu_arithmetic; 3, 3, 4, 11, 3 and 5 with it. lerp, addcmul and
     silu's gradient (CPU's vec::fmadd and contracted expressions, cpu_arithmetic.fmadd) were 3,140, 38
     and 159 (benchmarks/tpu_emulated_ulps.py under the same flag; here each op also runs with the
-    emulation off, which must be worse)."""
+    emulation off, which must be worse). The child is CPU's wherever this runs (on a TPU too: the
+    chip's own numbers are test_approximate_division_ops' Bessel tests there, 2026-12-07 within bounds)."""
     env = dict(os.environ, XLA_FLAGS="--xla_cpu_max_isa=AVX", JAX_PLATFORMS="cpu")
     run = subprocess.run([sys.executable, "-c", _CHILD], cwd=ROOT, env=env, capture_output=True, text=True)
     assert run.returncode == 0, run.stderr[-2000:]
@@ -177,6 +178,5 @@ def test_bessel_functions_stay_cpus_where_products_are_not_contracted():
     out = json.loads(run.stdout.strip().splitlines()[-1])
     if out.pop("contracted"):
         pytest.skip("XLA_FLAGS=--xla_cpu_max_isa=AVX did not keep this XLA from contracting x * y + z")
-    assert capabilities.fact("products_not_contracted") is False  # this process: CPU's facts
     assert {k: v for k, v in out.items() if v[0] > v[1]} == {}
     assert all(v[2] > v[0] for v in out.values() if len(v) == 3), out  # the emulated FMA is what helps

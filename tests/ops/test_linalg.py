@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 
+import jax
 import pytest
 import torch
 from closeness import three_way
@@ -374,9 +375,12 @@ def test_matrix_exp_batch_takes_degree_18_as_cpus(tpu_policy, dtype):
     by the norm for a lone matrix; a batch's matrices took theirs by their norms (float32 norm 0.57:
     degree 8, 1.1e-6 from CPU's result: 10x as far from the exact one)."""
     x = torch.randn(6, 5, 5, generator=_gen(500), dtype=dtype) * 0.1  # norms 0.57-0.72: degrees 8 and 12
+    # a TPU's float32 products at 'highest' are bfloat16 passes, not IEEE's (1.3e-7 relative): 3.5e-7
+    # there on 2026-12-07, still a third of the wrong degree's distance
+    bound = 4e-7 if jax.default_backend() == "tpu" else 3e-7
     for a in (x, x[5], x[4:5]):
         cpu = torch.linalg.matrix_exp(a)
-        assert ((torch.linalg.matrix_exp(a.to(JAX)).cpu() - cpu).abs() / cpu.abs().clamp_min(1)).max() <= 3e-7
+        assert ((torch.linalg.matrix_exp(a.to(JAX)).cpu() - cpu).abs() / cpu.abs().clamp_min(1)).max() <= bound
 
 
 MATRIX_EXP_CASES = {
