@@ -1,7 +1,7 @@
 """Run all of tests/ in chunks, one pytest process each (no xdist: one process may hold a TPU), and
 merge what they found; scripts/tpu_tests.sh sets the machine up and calls this.
 
-    python scripts/tpu_tests.py [K/N ...] [--chunks N] [--resume] [--limit S] [--budget S]
+    python scripts/tpu_tests.py [K/N ...] [--chunks N] [--resume] [--limit S] [--budget S] [--marker EXPR]
 
 K/N runs chunk K of N (several may be given; none: every chunk of --chunks, default 40). The tests are
 collected once (kept in the state folder), split into N runs of consecutive tests of about equal count
@@ -13,6 +13,8 @@ only what a chunk has not finished: the tests after its crash (the crashing test
 --budget (default 530 s, counted from $TPU_TESTS_STARTED, which tpu_tests.sh sets before the machine's
 setup) bounds the whole call: a chunk gets what is left of it, and none starts with less than a minute
 left (one call of the device tool may run 10 minutes); --resume continues where a call stopped.
+--marker EXPR runs only the tests pytest's `-m EXPR` selects (`--marker tpu_fact --chunks 2`: the TPU
+facts' 180 tests, which ran past one call on 2026-12-07), with a state of its own beside the suite's.
 
 State (collected ids, each chunk's progress, log and --junitxml): $TPU_TESTS_STATE (default
 /tmp/jaxdev-tpu-tests), kept between calls on a warm machine. Results, merged over every chunk in the
@@ -80,13 +82,15 @@ def _python() -> str:
     return os.environ.get("TPU_TESTS_PYTHON", sys.executable)
 
 
-def collect() -> list[str]:
-    """Every test id, in pytest's order (collected once; kept in the state folder)."""
+def collect(marker: str | None = None) -> list[str]:
+    """Every test id (those `-m marker` selects, if given), in pytest's order (collected once; kept in
+    the state folder)."""
     ids_file = STATE / "collected.txt"
     if ids_file.exists():
         return ids_file.read_text().split("\n")
+    selected = ["-m", marker] if marker else []
     proc = subprocess.run(
-        [_python(), "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", "tests"],
+        [_python(), "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *selected, "tests"],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -211,7 +215,11 @@ def main() -> int:
     parser.add_argument("--resume", action="store_true", help="run only what the named chunks have not finished")
     parser.add_argument("--limit", type=float, default=540, help="seconds a chunk may run (default 540)")
     parser.add_argument("--budget", type=float, default=530, help="seconds for the whole call (default 530)")
+    parser.add_argument("--marker", help="only the tests pytest's -m EXPR selects (a state folder of their own)")
     args = parser.parse_args()
+    if args.marker:
+        global STATE
+        STATE = STATE / ("marker-" + "".join(c if c.isalnum() else "_" for c in args.marker))
     wanted = []
     for spec in args.chunks:
         k, _, n = spec.partition("/")
@@ -220,7 +228,7 @@ def main() -> int:
         wanted.append((int(k), int(n)))
     wanted = wanted or [(k, args.n) for k in range(1, args.n + 1)]
     began = float(os.environ.get("TPU_TESTS_STARTED") or time.time())
-    ids = collect()
+    ids = collect(args.marker)
     for k, n in wanted:
         left = args.budget - (time.time() - began)
         if left < 60:

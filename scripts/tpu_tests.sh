@@ -3,6 +3,7 @@
 # (tpu-tests-summary.txt, tpu-tests-failures.txt, tpu-tests.json). scripts/tpu_tests.py says how.
 #   scripts/tpu_tests.sh 3/12          chunk 3 of 12 (several may be named: 3/12 4/12)
 #   scripts/tpu_tests.sh --resume 3/12 only what chunk 3 has not finished (the tests past a crash)
+#   scripts/tpu_tests.sh --marker tpu_fact --chunks 2   the TPU facts alone, in 2 chunks (a state of their own)
 #   scripts/tpu_tests.sh               every chunk of 40 (many calls' worth on a TPU)
 # Rehearsal here: OUT=/tmp/tt bash scripts/tpu_tests.sh 1/40
 set -euo pipefail
