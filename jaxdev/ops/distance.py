@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxdev.ops.kit import J, jitted, opmath
+from jaxdev.ops.kit import J, division, jitted, opmath
 from jaxdev.ops.registry import aten, register_functional
 
 HIGHEST = jax.lax.Precision.HIGHEST
@@ -29,7 +29,7 @@ def _norm(diff, p):
     if p == 1:
         return jnp.sum(a, -1)
     if p == 2:
-        return jnp.sqrt(jnp.sum(a * a, -1))
+        return division.sqrt(jnp.sum(a * a, -1))  # IEEE's, as CPU's (a TPU's is not)
     return jnp.sum(a**p, -1) ** (1.0 / p)
 
 
@@ -58,7 +58,7 @@ def _euclidean(x1, x2):
     a = jnp.concatenate([-2 * x1, n1, jnp.ones_like(n1)], -1)
     b = jnp.concatenate([x2, jnp.ones_like(n2), n2], -1)
     r = jnp.matmul(a, jnp.swapaxes(b, -1, -2), precision=HIGHEST)
-    return jnp.sqrt(jnp.maximum(r, 0))
+    return division.sqrt(jnp.maximum(r, 0))
 
 
 @jitted

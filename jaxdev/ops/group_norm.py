@@ -9,7 +9,7 @@ import math
 
 import jax.numpy as jnp
 
-from jaxdev.ops.kit import J, compiled, opmath
+from jaxdev.ops.kit import J, compiled, division, opmath
 from jaxdev.ops.registry import aten, register_functional
 
 
@@ -24,7 +24,7 @@ def _group_norm(x, w, b, N, C, group, eps):
     xg = x.astype(c).reshape((N, group, _group_size(x, C, group)))
     mean = jnp.mean(xg, axis=-1)
     var = jnp.mean(jnp.square(xg - mean[..., None]), axis=-1)
-    rstd = 1.0 / jnp.sqrt(var + eps)
+    rstd = division.divide(jnp.ones_like(var), division.sqrt(var + eps))  # IEEE's, as CPU's (a TPU's are not)
     y = ((xg - mean[..., None]) * rstd[..., None]).reshape(x.shape)
     shape = (1, C) + (1,) * (x.ndim - 2)
     if w is not None:

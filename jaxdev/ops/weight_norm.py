@@ -15,17 +15,17 @@ import math
 import jax.numpy as jnp
 import torch
 
-from jaxdev.ops.kit import J, compiled, new_memory, opmath
+from jaxdev.ops.kit import J, compiled, division, new_memory, opmath
 from jaxdev.ops.registry import aten, register_backward, register_functional
 
 
 def _weight_norm(v, g, dim, rest):
     c = opmath(v.dtype)
     axes = tuple(a for a in range(v.ndim) if a != dim)
-    norm = jnp.sqrt(jnp.sum(jnp.square(v.astype(c)), axis=axes, keepdims=True))
+    norm = division.sqrt(jnp.sum(jnp.square(v.astype(c)), axis=axes, keepdims=True))  # IEEE's, as CPU's
     k = math.prod(norm.shape)  # CPU's kernel reads g's first k elements (and writes as many norms)
     gk = g.reshape(-1)[:k].astype(c).reshape(norm.shape)
-    w = v.astype(c) * (gk / norm)  # CPU's order: the factor g / norm first
+    w = v.astype(c) * division.divide(gk, norm)  # CPU's order: the factor g / norm first
     norm_dtype = jnp.float32 if g.dtype == jnp.bfloat16 else g.dtype
     norms = norm.reshape(-1).astype(norm_dtype)
     if g.size > k:  # the rest of a longer g's norms is memory CPU never writes

@@ -7,7 +7,7 @@ import math
 import jax.numpy as jnp
 
 from jaxdev import dtypes
-from jaxdev.ops.kit import J, axes, jitted, opmath
+from jaxdev.ops.kit import J, axes, division, jitted, opmath
 from jaxdev.ops.registry import aten, register_functional
 
 
@@ -28,12 +28,17 @@ def _variance_and_mean(ax, ddof, keepdim, jdt):
 
     def run(x):
         x = x.astype(opmath(jdt))
-        mean = jnp.mean(x, axis=ax, keepdims=True)
+        count = math.prod(x.shape[a] for a in ax)
+        total = jnp.sum(x, axis=ax, keepdims=True)
+        mean = (
+            jnp.mean(x, axis=ax, keepdims=True)
+            if jnp.iscomplexobj(x)
+            else division.divide(total, jnp.asarray(count, x.dtype))
+        )
         centered = x - mean
         squares = jnp.real(centered) ** 2 + jnp.imag(centered) ** 2 if jnp.iscomplexobj(x) else centered**2
         total = jnp.sum(squares, axis=ax, keepdims=keepdim)
-        count = math.prod(x.shape[a] for a in ax)
-        var = total / max(0, count - ddof)
+        var = division.divide(total, jnp.asarray(max(0, count - ddof), total.dtype))  # IEEE's, as CPU's
         mean = mean if keepdim else jnp.squeeze(mean, ax)
         return var.astype(real), mean.astype(jdt)
 
@@ -48,7 +53,7 @@ def var(self, dim=None, *, correction=None, keepdim=False):
 @register_functional(aten.std.correction)
 def std(self, dim=None, *, correction=None, keepdim=False):
     v = _moments(self, dim, correction, keepdim)[0]
-    return jnp.sqrt(v.astype(opmath(v.dtype))).astype(v.dtype)
+    return division.sqrt(v.astype(opmath(v.dtype))).astype(v.dtype)  # IEEE's, as CPU's (a TPU's is not)
 
 
 @register_functional(aten.var_mean.correction)
@@ -59,4 +64,4 @@ def var_mean(self, dim=None, *, correction=None, keepdim=False):
 @register_functional(aten.std_mean.correction)
 def std_mean(self, dim=None, *, correction=None, keepdim=False):
     v, m = _moments(self, dim, correction, keepdim)
-    return jnp.sqrt(v.astype(opmath(v.dtype))).astype(v.dtype), m
+    return division.sqrt(v.astype(opmath(v.dtype))).astype(v.dtype), m
