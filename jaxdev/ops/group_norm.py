@@ -22,8 +22,9 @@ def _group_size(x, C, group) -> int:
 def _group_norm(x, w, b, N, C, group, eps):
     c = opmath(x.dtype)
     xg = x.astype(c).reshape((N, group, _group_size(x, C, group)))
-    mean = jnp.mean(xg, axis=-1)
-    var = jnp.mean(jnp.square(xg - mean[..., None]), axis=-1)
+    count = jnp.asarray(xg.shape[-1], c)  # means as sums over counts, IEEE's quotients (a TPU's are not)
+    mean = division.divide(jnp.sum(xg, axis=-1), count)
+    var = division.divide(jnp.sum(jnp.square(xg - mean[..., None]), axis=-1), count)
     rstd = division.divide(jnp.ones_like(var), division.sqrt(var + eps))  # IEEE's, as CPU's (a TPU's are not)
     y = ((xg - mean[..., None]) * rstd[..., None]).reshape(x.shape)
     shape = (1, C) + (1,) * (x.ndim - 2)
