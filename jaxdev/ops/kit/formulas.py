@@ -16,9 +16,8 @@ from jaxdev.ops.kit import transcendentals_gamma as tg
 from jaxdev.ops.kit.arguments import opmath
 from jaxdev.ops.kit.bodies import plain
 from jaxdev.ops.kit.cpu_arithmetic import fmadd
-from jaxdev.ops.kit.cpu_numerics import division_ieee, opaque, sqrt_divisor
+from jaxdev.ops.kit.cpu_numerics import division_ieee, opaque, sqrt, sqrt_divisor
 from jaxdev.ops.kit.division import divide
-from jaxdev.ops.kit.division import sqrt as ieee_sqrt
 
 # mul's body (`plain`: a jnp ufunc keys the jit cache slowly).
 MUL = plain(jnp.multiply)
@@ -110,7 +109,7 @@ def _own_power_sum_root(x, ord, ax, keepdim):
     if ord == 1:
         return r
     if ord == 2:
-        return ieee_sqrt(r)  # IEEE's, as CPU's (a TPU's is 2 ulps off)
+        return sqrt(r)  # IEEE's, as CPU's (a TPU's is 2 ulps off)
     return tg.pow(r, jnp.asarray(1.0 / ord, r.dtype))
 
 

@@ -29,12 +29,8 @@ def _variance_and_mean(ax, ddof, keepdim, jdt):
     def run(x):
         x = x.astype(opmath(jdt))
         count = math.prod(x.shape[a] for a in ax)
-        total = jnp.sum(x, axis=ax, keepdims=True)
-        mean = (
-            jnp.mean(x, axis=ax, keepdims=True)
-            if jnp.iscomplexobj(x)
-            else division.divide(total, jnp.asarray(count, x.dtype))
-        )
+        # jnp.mean's bits (a sum over its count), the quotient IEEE's where the platform's is not
+        mean = division.divide(jnp.sum(x, axis=ax, keepdims=True), jnp.asarray(count, x.dtype))
         centered = x - mean
         squares = jnp.real(centered) ** 2 + jnp.imag(centered) ** 2 if jnp.iscomplexobj(x) else centered**2
         total = jnp.sum(squares, axis=ax, keepdims=keepdim)

@@ -23,10 +23,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxdev.ops.kit import division
 from jaxdev.ops.kit import transcendentals as tm
 from jaxdev.ops.kit import transcendentals_gamma as tg
-from jaxdev.ops.kit.cpu_numerics import divide, horner, round_to, wide, wide_dtype, widened
+from jaxdev.ops.kit.cpu_numerics import divide, horner, round_to, sqrt, wide, wide_dtype, widened
 
 # Cephes' coefficients d[k][n] of the asymptotic expansion, as Math.h lists them (25 rows of 25).
 _D = np.array(
@@ -234,7 +233,7 @@ def _fac(a, x):
     ax = a * _libm(tm.log, x) - x - _lgamma(a)
     far = jnp.where(ax < -maxlog, 0, _libm(tm.exp, ax))
     fac = a + _LANCZOS_G - 0.5
-    res = divide(division.sqrt(divide(fac, _EXP1)), _lanczos_sum_expg_scaled(a))
+    res = divide(sqrt(divide(fac, _EXP1)), _lanczos_sum_expg_scaled(a))
     small = res * _exp_times_power(a - x, divide(x, fac), a)
     numfac = divide(x - a - _LANCZOS_G + 0.5, fac)
     g = float(np.asarray(_LANCZOS_G, dt))  # Math.h's lanczos_g is a scalar_t
@@ -332,10 +331,10 @@ def _asymptotic_series(a, x, lower: bool, running):
     dt = a.dtype
     machep, sgn = _machep(dt), -1 if lower else 1
     sigma = divide(x - a, a)
-    root = division.sqrt(-2 * (_libm(tm.log1p, sigma) - sigma))
+    root = sqrt(-2 * (_libm(tm.log1p, sigma) - sigma))
     ratio = divide(x, a)
     eta = jnp.where(ratio > 1, root, jnp.where(ratio < 1, -root, 0))
-    res = 0.5 * _libm(tm.erfc, sgn * eta * division.sqrt(a / 2))
+    res = 0.5 * _libm(tm.erfc, sgn * eta * sqrt(a / 2))
     powers = [jnp.ones_like(eta)]
     for _ in range(1, 25):
         powers.append(eta * powers[-1])
@@ -363,7 +362,7 @@ def _asymptotic_series(a, x, lower: bool, running):
     # the correction term is a double in Math.h for float32 too (-0.5 is a double literal): its exp
     # and the sum into res are taken in double; sqrt(2 pi a) stays in float (c10::pi<float>)
     gauss = tm.exp(-0.5 * _wide(a) * _wide(eta) * _wide(eta))
-    scale = division.sqrt(2 * float(np.float32(np.pi)) * a)
+    scale = sqrt(2 * float(np.float32(np.pi)) * a)
     return (_wide(res) + divide(sgn * gauss * _wide(total), _wide(scale))).astype(dt)
 
 
@@ -384,7 +383,7 @@ def _edges(a, x, lower: bool):
 def _asymptotic(a, x):
     """The regime where CPU takes the asymptotic expansion: a large and x near it."""
     off = divide(jnp.abs(x - a), a)
-    return ((a > 20) & (a < 200) & (off < 0.3)) | ((a > 200) & (off < divide(4.5, division.sqrt(a))))
+    return ((a > 20) & (a < 200) & (off < 0.3)) | ((a > 200) & (off < divide(4.5, sqrt(a))))
 
 
 def igammac(a, x):
