@@ -121,7 +121,7 @@ def test_the_cpu_backend_keeps_xlas_functions():
 def test_an_unknown_setting_is_refused_in_one_sentence(monkeypatch):
     monkeypatch.setenv("JAXDEV_MATH", "exact")
     monkeypatch.setattr(math_mode, "_mode", None)  # read again, as at the first kernel's trace
-    with pytest.raises(ValueError, match=r"^JAXDEV_MATH must be auto, fast or own, not 'exact'$"):
+    with pytest.raises(ValueError, match=r"^JAXDEV_MATH must be auto, near, fast or own, not 'exact'$"):
         tm.mode()
 
 

@@ -42,10 +42,10 @@ _JAXPR_PARAMS = ("jaxpr", "call_jaxpr", "fun_jaxpr")
 
 def contracts() -> bool:
     """Whether kernels under `cpu_arithmetic` (and `fmadd`) emulate the FMA here, read when traced: where
-    the platform rounds a multiply-add twice, unless JAXDEV_MATH=fast asks for the platform's numerics."""
+    the platform rounds a multiply-add twice, unless JAXDEV_MATH=fast or near asks for its arithmetic."""
     from jaxdev.ops.kit import capabilities  # imports the fallback, which needs the ops package loaded
 
-    return capabilities.fact("products_not_contracted") and math_mode.mode() != "fast"
+    return capabilities.fact("products_not_contracted") and not math_mode.platform_arithmetic()
 
 
 def fmadd(a, b, c):

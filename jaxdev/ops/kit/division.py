@@ -66,11 +66,13 @@ def divide(a, b):
     a divisor past 2**100 divided by 2**32 and one under 2**-100 multiplied by it (the dividend with
     it), a quotient under 2**-96 computed 2**64 times larger and one past 2**100 2**64 times
     smaller, then scaled back (exact while the result is normal; a subnormal one is rounded twice,
-    and a TPU flushes it anyway): sigmoid's 1 / (1 + exp(80)) is corrected as 1 / 3 is."""
+    and a TPU flushes it anyway): sigmoid's 1 / (1 + exp(80)) is corrected as 1 / 3 is. Under
+    JAXDEV_MATH=near the platform's quotient, such divisors scaled into range (_divide32_near)."""
     q0 = _quotient(a, b)
     if division_ieee() or q0.dtype != jnp.float32:
         return q0
-    return _divide32(jnp.asarray(a, jnp.float32), jnp.asarray(b, jnp.float32))
+    a, b = jnp.asarray(a, jnp.float32), jnp.asarray(b, jnp.float32)
+    return _divide32_near(a, b) if math_mode.platform_arithmetic() else _divide32(a, b)
 
 
 @jax.custom_jvp
@@ -100,6 +102,26 @@ def _divide32_jvp(primals, tangents):
     (a, b), (da, db) = primals, tangents
     q = _divide32(a, b)
     return q, (da - q * db) * _divide32(jnp.ones_like(b), b)
+
+@jax.custom_jvp
+def _divide32_near(a, b):
+    """JAXDEV_MATH=near's float32 division where the platform's is approximate: its quotient, within 2
+    ulps for a divisor in range on a TPU, with a divisor past 2**100 or under 2**-100 scaled by 2**-32
+    or 2**32 first (the dividend with it: exact) so that it is in range (unscaled, 7.5e7 ulps off
+    there: sigmoid's 1 / (1 + exp(80))); no residual correction (about 40 operations a quotient)."""
+    f32 = jnp.float32
+    big_b, tiny_b = jnp.abs(b) > f32(_BIG), jnp.abs(b) < f32(1 / _BIG)
+    down = jnp.where(big_b, f32(2.0**-32), jnp.where(tiny_b, f32(2.0**32), f32(1)))
+    q = _quotient(a * down, b * down)
+    return jnp.where(jnp.isfinite(a * down), q, _quotient(a, b))
+
+
+@_divide32_near.defjvp
+def _divide32_near_jvp(primals, tangents):
+    """As _divide32's: linear in (da, db)."""
+    (a, b), (da, db) = primals, tangents
+    q = _divide32_near(a, b)
+    return q, (da - q * db) * _divide32_near(jnp.ones_like(b), b)
 
 
 def fmod(a, b):
@@ -173,10 +195,10 @@ def _fmod32_jvp(primals, tangents):
 
 
 def sqrt_ieee() -> bool:
-    """Whether sqrt is left to the platform: where it is IEEE's (CPU), or JAXDEV_MATH=fast."""
+    """Whether sqrt is left to the platform: where it is IEEE's (CPU), or JAXDEV_MATH=fast or near."""
     from jaxdev.ops.kit import capabilities
 
-    return not capabilities.fact("sqrt_approximate") or math_mode.mode() == "fast"
+    return not capabilities.fact("sqrt_approximate") or math_mode.platform_arithmetic()
 
 
 def sqrt(x):

@@ -1,13 +1,13 @@
 """JAXDEV_MATH, read once: whose float32 functions (and division) kernels trace. What each value means is
-transcendentals.py's docstring; division.py reads it too (fast: the platform's division), below the
-functions that import it."""
+transcendentals.py's docstring; division.py and cpu_arithmetic.py read it too (fast and near: the
+platform's division, square root and multiply-adds), below the functions that import it."""
 
 from __future__ import annotations
 
 import contextlib
 import os
 
-_MODES = ("auto", "fast", "own")
+_MODES = ("auto", "near", "fast", "own")
 _mode: str | None = None
 
 
@@ -17,7 +17,7 @@ def mode() -> str:
     if _mode is None:
         value = os.environ.get("JAXDEV_MATH", "auto").strip().lower() or "auto"
         if value not in _MODES:
-            raise ValueError(f"JAXDEV_MATH must be auto, fast or own, not {value!r}")
+            raise ValueError(f"JAXDEV_MATH must be auto, near, fast or own, not {value!r}")
         _mode = value
     return _mode
 
@@ -28,9 +28,15 @@ def forced(value: str):
     program was traced before keeps the functions it was traced with)."""
     global _mode
     if value not in _MODES:
-        raise ValueError(f"JAXDEV_MATH must be auto, fast or own, not {value!r}")
+        raise ValueError(f"JAXDEV_MATH must be auto, near, fast or own, not {value!r}")
     previous, _mode = _mode, value
     try:
         yield
     finally:
         _mode = previous
+
+
+def platform_arithmetic() -> bool:
+    """Whether kernels take the platform's float32 arithmetic as it is (its division within its ulps,
+    its square root, its multiply-adds rounded as it rounds them) over CPU's bits: fast and near."""
+    return mode() in ("fast", "near")

@@ -13,7 +13,12 @@ XLA's own functions stay: their bits are what the coverage baseline holds, and t
 ulps of CPU's.
 
 The switch, JAXDEV_MATH, read when the first kernel using it is traced:
-  auto  (default) jaxdev's functions off the CPU backend, XLA's on it
+  auto  (default) jaxdev's functions off the CPU backend, XLA's on it; off it, the float32 arithmetic
+        CPU's kernels do corrected to CPU's bits too (division.py's division and sqrt, cpu_arithmetic's
+        multiply-adds rounded once)
+  near  auto's functions, but the platform's arithmetic as it is: its division (a divisor near
+        float32's limits scaled into range first), square root and multiply-adds. Within a few ulps
+        of CPU's results, not its bits, for a smaller and faster program on a TPU
   fast  XLA's everywhere, its division too (division.py): faster on a TPU, and the LM's training step
         compiles there in a third of the time, but 40-3,000 ulps from CPU's results there
   own   jaxdev's everywhere, the CPU backend included (how the tests measure them on CPU)
@@ -51,7 +56,7 @@ def own(x) -> bool:
     if jnp.dtype(getattr(x, "dtype", x)) not in _OWN_DTYPES:
         return False
     picked = mode()
-    return picked == "own" or (picked == "auto" and jax.default_backend() != "cpu")
+    return picked == "own" or (picked in ("auto", "near") and jax.default_backend() != "cpu")
 
 
 def _in_float32(fn):
