@@ -13,6 +13,11 @@ On XLA's CPU backend the option changes nothing (the same optimized program): th
 differences, as it must; the chip is where it means something.
 
     python benchmarks/tpu_effort_check.py [--size quick] [--dtype bf16] [--samples 2] [--ops add,mm,...]
+
+On the chip (2026-12-07, main d6a9523) `--size full --timeout 120` ran out: the default setting's per-op
+first step of the full LM took over 120 s (66 s at 76eccd4, before the CPU-bit corrections), so the
+check never compared; a child past --timeout is now reported as failed, not a traceback. One call's
+worth there: `--size quick --timeout 200`, or `--parts ops`.
 """
 
 from __future__ import annotations
@@ -153,7 +158,10 @@ def run_child(setting: str, args) -> dict:
     command = [sys.executable, os.path.abspath(__file__), "--child", setting, "--result", out]
     command += ["--size", args.size, "--dtype", args.dtype, "--samples", str(args.samples), "--ops", ",".join(args.ops)]
     command += ["--parts", ",".join(args.parts)]
-    done = subprocess.run(command, env=env, timeout=args.timeout)
+    try:
+        done = subprocess.run(command, env=env, timeout=args.timeout)
+    except subprocess.TimeoutExpired:  # said in the report, and the other setting still runs
+        return {"failed": f"past --timeout {args.timeout:.0f} s"}
     if done.returncode != 0 or not os.path.exists(out):
         return {"failed": f"exit {done.returncode}"}
     with open(out, "rb") as f:
