@@ -1,11 +1,11 @@
 """Seconds in XLA's TPU compiler for the GPT LM's training step (issue 37 item 5), without the chip.
 
     .venv/bin/python benchmarks/tpu_compile_cost.py [--size full|quick] [--batch N] [--dtype bf16|f32]
-        [--rounds 1] [--variants fused,fused-fast,model-compiled,model-compiled-fast,jax]
+        [--rounds 1] [--variants fused,fused-near,fused-fast,model-compiled,...,jax]
 
 Each variant in its own process, compiled by XLA's TPU compiler on this CPU (jaxdev/audit/deviceless.py;
 libtpu from scripts/get_libtpu.sh): jaxdev's fused eager step (forward, backward, AdamW: one program), the
-same under JAXDEV_MATH=fast (XLA's functions and division, not CPU's bits), the step with
+same under JAXDEV_MATH=near (the platform's arithmetic) and fast (XLA's functions and division too), the step with
 `torch.compile(backend="jax")` over forward+backward under fused eager, and the hand-written `jax.jit` step
 (benchmarks/tpu_gpt_jax.py), each jaxdev one also under fast. Printed: the largest program's compile seconds, its operations after
 inlining (StableHLO, every call expanded), and the ratio to `jax.jit`'s in the same round. Rounds
@@ -30,8 +30,10 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 VARIANTS = {  # name: (environment, what runs)
     "fused": ({"JAXDEV_MATH": "auto"}, "fused"),
+    "fused-near": ({"JAXDEV_MATH": "near"}, "fused"),
     "fused-fast": ({"JAXDEV_MATH": "fast"}, "fused"),
     "model-compiled": ({"JAXDEV_MATH": "auto"}, "model-compiled"),
+    "model-compiled-near": ({"JAXDEV_MATH": "near"}, "model-compiled"),
     "model-compiled-fast": ({"JAXDEV_MATH": "fast"}, "model-compiled"),
     "jax": ({}, "jax"),
 }

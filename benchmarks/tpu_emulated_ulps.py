@@ -13,6 +13,8 @@ Three runs, in one process on CPU:
             3,000 ulps from CPU's; the number is the tracer's, not the chip's)
   fixtures  the emulation without the tracer (tpu_policy + tpu_division)
   plain     this process's own CPU programs
+  chip      fixtures with the TPU's sqrt emulated too (2 ulps off, tpu_emulation.sqrt)
+  near      chip under JAXDEV_MATH=near's arithmetic (the platform's division, sqrt, multiply-adds)
 Not emulated: a TPU's fusion, its flushing of subnormals, its sqrt and rsqrt. Its multiply-adds, rounded
 twice where XLA's CPU backend fuses them (FMA), are emulated by XLA's own flag: run it under
 XLA_FLAGS=--xla_cpu_max_isa=AVX and compare with a run without (2026-12-07: lerp 0 -> 3,140 ulps,
@@ -37,6 +39,7 @@ import math
 import os
 import sys
 import time
+from unittest import mock
 
 import numpy as np
 import torch
@@ -56,6 +59,7 @@ from tpu_numerics import ulps  # noqa: E402
 
 import jaxdev  # noqa: E402, F401  (the device)
 from jaxdev import fallback  # noqa: E402
+from jaxdev.ops.kit import math_mode  # noqa: E402
 
 TINY = np.float32(2.0**-126)
 ULP_REL = 2.0**-23  # a relative error in ulp-sized units, for sorting with the ulps rows
@@ -249,19 +253,23 @@ def table(cases: dict, runs: dict) -> str:
     )  # fmt: skip
 
 
-def _emulated(functions: bool):
+def _emulated(functions: bool, sqrt: bool = False, near: bool = False):
     stack = contextlib.ExitStack()
     stack.enter_context(tpu_emulation.policy())
     stack.enter_context(tpu_emulation.division())
     if functions:
         stack.enter_context(tpu_functions.functions())
+    if sqrt:
+        stack.enter_context(tpu_emulation.sqrt())
+    if near:  # JAXDEV_MATH=near's arithmetic beside the policy's own functions (on CPU near alone is XLA's)
+        stack.enter_context(mock.patch.object(math_mode, "platform_arithmetic", lambda: True))
     return stack
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", default="", help="comma-separated substrings of the op names to run")
-    parser.add_argument("--runs", default="tpu,fixtures,plain", help="which of tpu, fixtures, plain (default all)")
+    parser.add_argument("--runs", default="tpu,fixtures,plain", help="which of tpu, fixtures, plain, chip, near")
     parser.add_argument("--native", action="store_true", help="no emulation: this platform as it is (a TPU)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", help="also write the rows to this file")
@@ -274,6 +282,8 @@ def main() -> None:
         "tpu": lambda: _emulated(True),
         "fixtures": lambda: _emulated(False),
         "plain": contextlib.nullcontext,
+        "chip": lambda: _emulated(False, sqrt=True),
+        "near": lambda: _emulated(False, sqrt=True, near=True),
     }
     labels = ["native"] if args.native else [r for r in args.runs.split(",") if r]
     runs = {}
