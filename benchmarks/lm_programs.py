@@ -1,5 +1,5 @@
-"""Issue 37: the GPT LM's bf16 training step as jaxdev lowers it (compiled under fused eager: one
-XLA program per step) against the hand-written `jax.jit` step (benchmarks/tpu_gpt_jax.py), program
+"""Issue 37: the GPT LM's bf16 training step as jaxdev lowers it (compiled under fused eager, or with
+--mode the model compiled and the optimizer recorded, or fused eager alone: one XLA program per step) against the hand-written `jax.jit` step (benchmarks/tpu_gpt_jax.py), program
 against program: where does jaxdev's program spend the device time jax.jit's does not?
 
 Each implementation runs in its own process (jaxdev's x64 mode stays out of the JAX one) with XLA's
@@ -75,7 +75,8 @@ def _jaxdev_step(size: str):
         return traced, (avals, jax.ShapeDtypeStruct(base.shape, base.dtype))
 
     fused._call = spy
-    variant = tpu_jaxdev.lm_variant(tpu_gpt.Config(size), torch.bfloat16, "compiled+fused")()
+    mode = os.environ.get("LM_PROGRAMS_MODE", "compiled+fused")  # --mode, handed down to the child
+    variant = tpu_jaxdev.lm_variant(tpu_gpt.Config(size), torch.bfloat16, mode)()
     return variant.call, variant.wait, program
 
 
@@ -356,9 +357,16 @@ def main() -> None:
         metavar=("JAXDEV", "JAXJIT"),
         help="compare two saved step modules (--out's *_step.hlo.txt) without running",
     )
+    p.add_argument(
+        "--mode",
+        default="compiled+fused",
+        choices=("compiled+fused", "model-compiled+fused", "fused"),
+        help="jaxdev's mode whose one program a step is compared (fused: fused eager's recorded step)",
+    )
     p.add_argument("--child", help=argparse.SUPPRESS)
     p.add_argument("--json", help=argparse.SUPPRESS)
     args = p.parse_args()
+    os.environ["LM_PROGRAMS_MODE"] = args.mode
     if args.child:
         return child(args.child, args.size, args.steps, args.json, args.tpu)
     if args.hlo:

@@ -75,6 +75,11 @@ def emit(row: dict) -> None:
 
 
 def key(workload: str, impl: str, mode: str) -> dict:
+    """A row's key; a jaxdev row under a JAXDEV_MATH other than the default names it in its mode, so
+    that tpu_check's runs of one mode under several settings (TPUCHECK_LM_MATHS) stay apart."""
+    math = os.environ.get("JAXDEV_MATH", "auto").strip().lower() or "auto"
+    if impl == "jaxdev" and math != "auto":
+        mode = f"{mode} [{math}]"
     return {"workload": workload, "impl": impl, "mode": mode}
 
 

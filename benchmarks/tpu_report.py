@@ -17,6 +17,12 @@ ORDER += ["foreach", "per tensor", "1 program", "eager", "donated"]
 _RESET = ("first_s", "first_xla_s", "settle_s", "ms", "host_ms", "programs", "cut", "note", "error")
 
 
+def _rank(mode: str) -> tuple:
+    """A mode's place in the table: ORDER's, a math setting's variant ("fused [near]") after its mode."""
+    base, _, math = mode.partition(" [")
+    return (ORDER.index(base) if base in ORDER else 99, math)
+
+
 def load(path: str) -> tuple[dict, dict, dict, list]:
     """(rows by key, meta by implementation, warnings by implementation, runs) from the rows file."""
     rows: dict[tuple, dict] = {}
@@ -116,9 +122,7 @@ def table(rows: dict) -> list[str]:
     for w in workloads:
         out.append(w)
         tx, jx = _reference(rows, w, "torchax"), _reference(rows, w, "jax.jit")
-        keyed = sorted(
-            (k for k in rows if k[0] == w), key=lambda k: (k[1] != "jaxdev", ORDER.index(k[2]) if k[2] in ORDER else 99)
-        )
+        keyed = sorted((k for k in rows if k[0] == w), key=lambda k: (k[1] != "jaxdev", _rank(k[2])))
         for k in keyed:
             row = rows[k]
             ms = row.get("ms")
