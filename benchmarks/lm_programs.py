@@ -366,9 +366,9 @@ def main() -> None:
     p.add_argument("--child", help=argparse.SUPPRESS)
     p.add_argument("--json", help=argparse.SUPPRESS)
     args = p.parse_args()
-    os.environ["LM_PROGRAMS_MODE"] = args.mode
-    if args.child:
+    if args.child:  # its mode is the parent's, in LM_PROGRAMS_MODE
         return child(args.child, args.size, args.steps, args.json, args.tpu)
+    os.environ["LM_PROGRAMS_MODE"] = args.mode
     if args.hlo:
         none = {"wall_ms": 0.0, "device_ms": 0.0, "ops_ns": {}}
         return compare({"jaxdev": (none, args.hlo[0]), "jax.jit": (none, args.hlo[1])}, args.top)
