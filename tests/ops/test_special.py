@@ -213,3 +213,35 @@ def test_zeta_of_half_dtypes_is_refused_as_cpu(dtype):
     for d in ("cpu", JAX):
         with pytest.raises(NotImplementedError, match=r"^\"zeta_cpu\" not implemented for '(Half|BFloat16)'$"):
             torch.special.zeta(torch.ones(2, dtype=dtype, device=d), 2.0)
+
+
+def _pow_of_magnitude(usual, ctx, x, y, **params):
+    """float64 pow as a TPU v5e's emulated one computed it: |x|^y, a negative base's sign lost
+    (benchmarks/tpu_probe_zeta.py: (-1.5)^-3 came out +0.296)."""
+    import jax.numpy as jnp
+    import numpy as np
+    from jax._src.interpreters import mlir
+
+    if ctx.avals_out[0].dtype != np.float64:
+        return usual(ctx, x, y, **params)
+    aval = ctx.avals_in[0]
+    (magnitude,) = mlir.lower_fun(jnp.abs, multiple_results=False)(
+        ctx.replace(primitive=None, avals_in=[aval], avals_out=[aval]), x
+    )
+    return usual(ctx, magnitude, y, **params)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_polygamma_of_negative_x_needs_no_negative_base_pow(dtype):
+    """polygamma(n >= 2) at a negative non-integer x: the zeta's direct terms (x + k)^-(n + 1) of a
+    negative base are |x + k|^-(n + 1) signed, not pow's (a TPU's float64 pow lost the sign: OpInfo's
+    polygamma_n_2 was 9.05 relative off on a v5e, 2,733 on the probe's inputs). Here pow is lowered
+    as the TPU's was; on a TPU its own pow is under test (float64 there within 9.3e-11 of CPU's)."""
+    import tpu_emulation
+    from jax import lax
+
+    x = torch.cat([torch.linspace(-8.5, 8.4, 60), torch.tensor([-0.5, -2.9999, -7.25, -1e-4])]).to(dtype)
+    tolerance = dict(rtol=1e-9, atol=0) if dtype == torch.float64 else dict(rtol=2e-6, atol=0)
+    with tpu_emulation._relowered({lax.pow_p: _pow_of_magnitude}):
+        for n in (2, 3):
+            torch.testing.assert_close(torch.polygamma(n, x.to(JAX)).cpu(), torch.polygamma(n, x), **tolerance)

@@ -53,9 +53,19 @@ def _active(i, a, done):
     return ~done & ((i < 9) | (a <= 9.0))
 
 
+def _term(a, x):
+    """a^-x, a direct term. For a negative a and an integer x it is |a|^-x signed (negative for an odd
+    x), the same bits on XLA's CPU backend: a TPU's emulated float64 pow gave |a|^-x for an odd x, the
+    sign lost (benchmarks/tpu_probe_zeta.py on a v5e: polygamma(2) 2,733 relative off). A non-integer x
+    keeps pow's NaN (_finish makes it NaN there anyway), an infinite x pow's +0 or inf."""
+    magnitude = jnp.abs(a) ** -x
+    signed = jnp.where(jnp.fmod(x, 2.0) == 0.0, magnitude, -magnitude)
+    return jnp.where((a < 0.0) & (x == jnp.floor(x)) & jnp.isfinite(x), signed, a**-x)
+
+
 def _begin(x, q):
     """The direct sum's state before its first term: (a, b, total, done)."""
-    return q, jnp.zeros_like(q), q**-x, jnp.zeros(q.shape, bool)
+    return q, jnp.zeros_like(q), _term(q, x), jnp.zeros(q.shape, bool)
 
 
 def _direct(x, a, b, total, done, i, end):
@@ -67,7 +77,7 @@ def _direct(x, a, b, total, done, i, end):
         i, a, b, total, done = state
         go = _active(i, a, done)
         a = jnp.where(go, a + 1.0, a)
-        b = jnp.where(go, a**-x, b)
+        b = jnp.where(go, _term(a, x), b)
         total = jnp.where(go, total + b, total)
         return i + 1, a, b, total, done | (go & _negligible(b, total))
 
