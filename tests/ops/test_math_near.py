@@ -103,3 +103,25 @@ def test_near_division_is_a_small_program(tpu_policy):
             text = jax.jit(division.divide).lower(ones, ones).as_text()
         sizes[value] = sum("stablehlo." in line for line in text.splitlines())
     assert sizes["near"] * 3 < sizes["auto"], sizes  # 23 against 80 operations here
+
+
+@pytest.mark.skipif(jax.default_backend() != "cpu", reason="near is auto on XLA's CPU backend only")
+def test_near_leaves_cpu_programs_as_auto_makes_them():
+    """On XLA's CPU backend (IEEE division and sqrt, contracted multiply-adds, XLA's functions chosen)
+    near changes no program: the coverage baseline's bits hold under either setting."""
+    from jaxdev.ops.kit import transcendentals
+
+    x = jnp.linspace(0.5, 4.0, 8, dtype=jnp.float32)
+    fns = {
+        "divide": lambda v: division.divide(v, v + 1),
+        "sqrt": division.sqrt,
+        "fmadd": lambda v: cpu_arithmetic.fmadd(v, v, v),
+        "exp": transcendentals.exp,
+        "tanh": transcendentals.tanh,
+    }
+    for name, fn in fns.items():
+        texts = {}
+        for value in ("auto", "near"):
+            with _math(value):
+                texts[value] = jax.jit(fn).lower(x).as_text()
+        assert texts["auto"] == texts["near"], name
