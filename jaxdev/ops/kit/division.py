@@ -103,6 +103,7 @@ def _divide32_jvp(primals, tangents):
     q = _divide32(a, b)
     return q, (da - q * db) * _divide32(jnp.ones_like(b), b)
 
+
 @jax.custom_jvp
 def _divide32_near(a, b):
     """JAXDEV_MATH=near's float32 division where the platform's is approximate: its quotient, within 2
