@@ -52,8 +52,9 @@ def test_near_divides_within_the_platforms_ulps_everywhere(tpu_policy, tpu_divis
         plain = jax.jit(lambda x, y: x / y)(a, b)
     normal = np.abs(want.numpy()) >= np.float32(2.0**-126)  # XLA flushes subnormal results (a TPU too)
     in_range = np.arange(len(a)) >= len(a) // 2
-    bound = _ulps(plain, want.numpy())[in_range & normal].max()  # the emulated chip's own, in range
-    assert 2 <= bound <= 4
+    # the platform's own bound in range: the emulation's 2-4 ulps here, a v5e's 2 (its sample may show less)
+    bound = max(int(_ulps(plain, want.numpy())[in_range & normal].max()), 2)
+    assert bound <= 4
     assert _ulps(got, want)[normal].max() <= bound
     assert _ulps(plain, want.numpy())[~in_range & normal].max() > 100  # far off there unscaled
     with _math("auto"):
