@@ -165,7 +165,8 @@ def main() -> None:
     args = parser.parse_args()
     rows, meta, warnings, runs = load(args.rows)
     for impl, m in meta.items():
-        env = {k: v for k, v in m.get("env", {}).items() if k != "JAXDEV_CACHE_DIR"}
+        # JAXDEV_MATH is a row's (its mode names a setting other than auto), not the last process's
+        env = {k: v for k, v in m.get("env", {}).items() if k not in ("JAXDEV_CACHE_DIR", "JAXDEV_MATH")}
         print(
             f"{impl}: {m.get('device')} ({m.get('platform')}), jax {m.get('jax')}, torch {m.get('torch')}"
             + (f", torchax {m['torchax']}" if "torchax" in m else "")
