@@ -13,7 +13,7 @@ import torch
 from jaxdev import dtypes, native, tensor, tracing
 from jaxdev.dtypes import opmath
 from jaxdev.ops.kit.arguments import J
-from jaxdev.ops.kit.cpu_numerics import narrowed
+from jaxdev.ops.kit.cpu_numerics import narrowed, round_to
 from jaxdev.ops.kit.jit import jitted
 
 Tensor = torch.Tensor
@@ -45,9 +45,25 @@ def _cast_body(fn, compute: torch.dtype, result: torch.dtype, nargs: int, exact_
 
     def run(*args):
         cast = [operand(a, i == 1) for i, a in enumerate(args[:nargs])]
-        return fn(*cast, *args[nargs:]).astype(result)
+        return to_result(fn(*cast, *args[nargs:]), result)
 
     return run
+
+
+_FLOAT16 = jnp.dtype(jnp.float16)
+
+
+def to_result(v, result):
+    """v, computed in opmath, as the result dtype. A float16 result is first rounded on float16's grid in
+    v's own dtype (cpu_numerics.round_to: integer code on the bits), so that a following op widening it
+    inside one traced program (a compiled graph, a fused segment) does not make a convert round trip,
+    which LLVM narrows into float16 arithmetic on a CPU with AVX512-FP16 and fuses into the next op's
+    sum (issue 41's hazard across ops: bilinear's compiled float16 backward was 6.4x the OpInfo
+    tolerance there, 0 ulps off CPU under --xla_cpu_max_isa=AVX2). The same value: the convert after it
+    is exact."""
+    if result == _FLOAT16 and v.dtype in (jnp.float32, jnp.float64):
+        v = round_to(result)(v)
+    return v.astype(result)
 
 
 def same_dtype_bodies(fn, nargs: int, when: Callable[[torch.dtype], bool]):
