@@ -79,11 +79,10 @@ def divide(a, b):
 def _divide32(a, b):
     """divide's float32 correction, for float32 a and b where the platform's division is not IEEE's."""
     f32 = jnp.float32
-    big_b, tiny_b = jnp.abs(b) > f32(_BIG), jnp.abs(b) < f32(1 / _BIG)
     # a dividend under 2**-100 over a divisor to 2**64: both up, or q0 * b and the split's parts fall
     # below float32's smallest normal, which XLA flushes (FLT_MIN / 1e-20 came out twice too large)
     tiny_a = (jnp.abs(a) < f32(1 / _BIG)) & (jnp.abs(b) <= f32(2.0**64))
-    down = jnp.where(big_b, f32(2.0**-32), jnp.where(tiny_b | tiny_a, f32(2.0**32), f32(1)))
+    down = _divisor_scale(b, tiny_a)
     a1, b1 = a * down, b * down
     q1 = _quotient(a1, b1)  # a divisor in range: the platform's quotient within a few ulps
     small_q, big_q = jnp.abs(q1) < f32(_SMALL), jnp.abs(q1) > f32(_BIG)
@@ -93,15 +92,30 @@ def _divide32(a, b):
     return jnp.where(jnp.isfinite(a2) & jnp.isfinite(q), q, q1)
 
 
-@_divide32.defjvp
-def _divide32_jvp(primals, tangents):
-    """(da - q db) (1 / b): differentiating the correction itself would round Veltkamp's split's
-    tangents (4097 da) and leave the gradient 2**-12 off; the tangent is linear in (da, db), so that
-    JAX can transpose it (jax.grad), which a division of the tangent, its scaling chosen by the
-    tangent's own magnitude, was not."""
-    (a, b), (da, db) = primals, tangents
-    q = _divide32(a, b)
-    return q, (da - q * db) * _divide32(jnp.ones_like(b), b)
+def _divisor_scale(b, up=False):
+    """The power of two both operands of a / b are multiplied by (exact) so that the divisor is in the
+    platform's range: 2**-32 for a divisor past 2**100, 2**32 for one under 2**-100 (or where `up`), 1
+    elsewhere."""
+    f32 = jnp.float32
+    big_b, tiny_b = jnp.abs(b) > f32(_BIG), jnp.abs(b) < f32(1 / _BIG)
+    return jnp.where(big_b, f32(2.0**-32), jnp.where(tiny_b | up, f32(2.0**32), f32(1)))
+
+
+def _linear_jvp(quotient):
+    """`quotient`'s derivative, (da - q db) (1 / b): differentiating a correction itself would round
+    Veltkamp's split's tangents (4097 da) and leave the gradient 2**-12 off; the tangent is linear in
+    (da, db), so that JAX can transpose it (jax.grad), which a division of the tangent, its scaling
+    chosen by the tangent's own magnitude, was not."""
+
+    def jvp(primals, tangents):
+        (a, b), (da, db) = primals, tangents
+        q = quotient(a, b)
+        return q, (da - q * db) * quotient(jnp.ones_like(b), b)
+
+    return jvp
+
+
+_divide32.defjvp(_linear_jvp(_divide32))
 
 
 @jax.custom_jvp
@@ -110,19 +124,12 @@ def _divide32_near(a, b):
     ulps for a divisor in range on a TPU, with a divisor past 2**100 or under 2**-100 scaled by 2**-32
     or 2**32 first (the dividend with it: exact) so that it is in range (unscaled, 7.5e7 ulps off
     there: sigmoid's 1 / (1 + exp(80))); no residual correction (about 40 operations a quotient)."""
-    f32 = jnp.float32
-    big_b, tiny_b = jnp.abs(b) > f32(_BIG), jnp.abs(b) < f32(1 / _BIG)
-    down = jnp.where(big_b, f32(2.0**-32), jnp.where(tiny_b, f32(2.0**32), f32(1)))
+    down = _divisor_scale(b)
     q = _quotient(a * down, b * down)
     return jnp.where(jnp.isfinite(a * down), q, _quotient(a, b))
 
 
-@_divide32_near.defjvp
-def _divide32_near_jvp(primals, tangents):
-    """As _divide32's: linear in (da, db)."""
-    (a, b), (da, db) = primals, tangents
-    q = _divide32_near(a, b)
-    return q, (da - q * db) * _divide32_near(jnp.ones_like(b), b)
+_divide32_near.defjvp(_linear_jvp(_divide32_near))
 
 
 def fmod(a, b):
