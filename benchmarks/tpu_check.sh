@@ -14,8 +14,8 @@
 # * Environment knobs: TPUCHECK_LM_DTYPES ("bf16 f32"), TPUCHECK_LM_MODES (jaxdev's modes in the lm
 #   section: "compiled compiled+fused model-compiled+fused fused"; model-compiled+fused compiles forward+backward
 #   only, the optimizer recorded by fused eager), TPUCHECK_LM_MATHS (the
-#   JAXDEV_MATH settings each lm mode runs under, a row each, "fused [near]": "auto near fast"; default the
-#   environment's), TPUCHECK_LM_OP (0: no per-op lm unit), TPUCHECK_COLD (the impl:mode pairs of the cold
+#   JAXDEV_MATH settings each lm mode runs under, a row each, "fused [auto]": "default auto fast", default
+#   meaning unset: the platform's, near on a TPU; default the environment's), TPUCHECK_LM_OP (0: no per-op lm unit), TPUCHECK_COLD (the impl:mode pairs of the cold
 #   section), TPUCHECK_COLD_DTYPES (bf16), TPUCHECK_TOTAL (530 s), TPUCHECK_STATE; JAXDEV_* pass through.
 # * Units run in priority order, each under `timeout` (what is left of the 9 minutes, at most its own
 #   limit); a unit cut short keeps the rows it finished, and the row it was in says "> N s (cut)".
@@ -149,10 +149,11 @@ if has lm; then  # the headline rows first: the training step in every mode and 
             # XLA's compiler), fused eager's 62 s
             limit=110
             [[ $m == *compiled* ]] && limit=180
-            for math in ${TPUCHECK_LM_MATHS:-${JAXDEV_MATH:-auto}}; do  # each its own row: "fused [near]"
-                suffix=
-                [ "$math" != "${JAXDEV_MATH:-auto}" ] && suffix="-$math"
-                unit "lm-$dt-jaxdev-$m$suffix" $limit jaxdev "$C/jaxdev" env JAXDEV_MATH="$math" \
+            # each its own row, "fused [auto]"; "default": JAXDEV_MATH unset (the platform's, near on a TPU)
+            for math in ${TPUCHECK_LM_MATHS:-${JAXDEV_MATH:-default}}; do
+                suffix= setting=(env -u JAXDEV_MATH)
+                [ "$math" != default ] && suffix="-$math" setting=(env JAXDEV_MATH="$math")
+                unit "lm-$dt-jaxdev-$m$suffix" $limit jaxdev "$C/jaxdev" "${setting[@]}" \
                     "${JAXDEV[@]}" --sections lm --dtypes "$dt" --modes "$m"
             done
         done

@@ -75,10 +75,11 @@ def emit(row: dict) -> None:
 
 
 def key(workload: str, impl: str, mode: str) -> dict:
-    """A row's key; a jaxdev row under a JAXDEV_MATH other than the default names it in its mode, so
-    that tpu_check's runs of one mode under several settings (TPUCHECK_LM_MATHS) stay apart."""
-    math = os.environ.get("JAXDEV_MATH", "auto").strip().lower() or "auto"
-    if impl == "jaxdev" and math != "auto":
+    """A row's key; a jaxdev row under a JAXDEV_MATH set names it in its mode ("fused [auto]"), so that
+    tpu_check's runs of one mode under several settings (TPUCHECK_LM_MATHS) stay apart; unset, the
+    platform's default (jaxdev/math_settings.py: near on an accelerator, auto on CPU)."""
+    math = os.environ.get("JAXDEV_MATH", "").strip().lower()
+    if impl == "jaxdev" and math:
         mode = f"{mode} [{math}]"
     return {"workload": workload, "impl": impl, "mode": mode}
 

@@ -20,6 +20,8 @@ from __future__ import annotations
 import dataclasses
 from typing import NamedTuple
 
+from jaxdev import math_settings
+
 
 def _known(cls) -> tuple[str, ...]:
     return tuple(f.name for f in dataclasses.fields(cls) if f.name != "extra")
@@ -252,26 +254,46 @@ class RunFacts:
         return _sorted({**out, **self.extra})
 
 
-class Platform(NamedTuple):
-    """The JAX platform a matrix was measured on (jax.devices()[0].platform: cpu, tpu, gpu) and its
-    device kind (.device_kind: "cpu", "TPU v5 lite")."""
+@dataclasses.dataclass(frozen=True, order=True)
+class Platform:
+    """The JAX platform a matrix was measured on (jax.devices()[0].platform: cpu, tpu, gpu), its
+    device kind (.device_kind: "cpu", "TPU v5 lite") and the JAXDEV_MATH setting its kernels ran under
+    (auto, near, fast or own; empty: the platform's default, math_settings.default_for). Cells
+    of one platform under two settings are two platforms: their files never mix (platforms.folder)."""
 
     name: str
     device_kind: str
+    math: str = ""
+
+    def __post_init__(self):
+        if not self.math:
+            object.__setattr__(self, "math", math_settings.default_for(self.name))
+
+    @property
+    def default_math(self) -> bool:
+        """Whether its setting is the one JAXDEV_MATH unset gives on this platform."""
+        return self.math == math_settings.default_for(self.name)
 
     @property
     def label(self) -> str:
-        """How reports name it: the device kind, or the platform when that says no more ("cpu")."""
-        return self.name if self.device_kind.lower() == self.name.lower() else self.device_kind
+        """How reports name it: the device kind, or the platform when that says no more ("cpu"), and the
+        setting when it is not the platform's default ("TPU v5 lite [JAXDEV_MATH=auto]")."""
+        kind = self.name if self.device_kind.lower() == self.name.lower() else self.device_kind
+        return kind if self.default_math else f"{kind} [JAXDEV_MATH={self.math}]"
 
     @classmethod
     def from_yaml(cls, data: dict | None) -> Platform | None:
+        """A file's `platform` section; one without `math` was measured under auto (the only setting
+        before accelerators defaulted to near)."""
         if not isinstance(data, dict) or not data.get("name"):
             return None
-        return cls(str(data["name"]), str(data.get("device_kind") or data["name"]))
+        return cls(str(data["name"]), str(data.get("device_kind") or data["name"]), str(data.get("math") or "auto"))
 
     def to_yaml(self) -> dict:
-        return {"device_kind": self.device_kind, "name": self.name}
+        out = {"device_kind": self.device_kind, "name": self.name}
+        if self.math != "auto":  # absent means auto (from_yaml): CPU's files stay as they were
+            out["math"] = self.math
+        return out
 
 
 # What a matrix without a `platform` field was measured on: every one before platforms were recorded.

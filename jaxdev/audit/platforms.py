@@ -4,7 +4,9 @@ The rule for files: CPU's stay where they always were (coverage/matrix.yaml, cov
 coverage/baseline.yaml); any other platform's go in a folder named after the platform beside them
 (coverage/tpu/matrix.yaml, coverage/tpu/aten.yaml, coverage/tpu/baseline.yaml), so a run on one
 platform never writes over another's cells (`folder`). Each matrix records the platform and device
-kind it ran on (model.Platform); a file without one was measured on CPU.
+kind it ran on (model.Platform); a file without one was measured on CPU. The JAXDEV_MATH setting is part
+of the platform: a TPU's cells under its default (near) go in coverage/tpu/, under auto in
+coverage/tpu-auto/ (`folder`), so verdicts of two settings never mix in one file.
 
 The parent process never starts a JAX backend itself: on a TPU one process may hold the chip, and
 the workers need it. `Probe` asks a short-lived child instead (started early, so its second or two
@@ -18,6 +20,7 @@ import os
 import subprocess
 import sys
 
+from jaxdev import math_settings
 from jaxdev.audit import AuditError, deviceless
 from jaxdev.audit.model import CPU, Platform
 
@@ -30,10 +33,13 @@ def current() -> Platform:
     """The platform of this process's first JAX device (starts the backend: workers only)."""
     import jax
 
+    # the setting the kernels read (ops/kit/math_mode.mode), worked out without loading them: a peer
+    # backend's workers must not
+    math = math_settings.resolve(os.environ.get("JAXDEV_MATH"), jax.default_backend())
     if deviceless.installed():
-        return Platform(deviceless.NAME, deviceless.KIND)
+        return Platform(deviceless.NAME, deviceless.KIND, math)
     device = jax.devices()[0]
-    return Platform(str(device.platform), str(device.device_kind))
+    return Platform(str(device.platform), str(device.device_kind), math)
 
 
 class Probe:
@@ -42,7 +48,7 @@ class Probe:
     def __init__(self, env: dict | None = None):
         self.env = dict(os.environ if env is None else env)
         without_chip = bool(self.env.get(deviceless.ENV))  # --tpu-compile: libtpu's topology, not a device
-        self.key = "tpu-compile" if without_chip else self.env.get("JAX_PLATFORMS", "")
+        self.key = ("tpu-compile" if without_chip else self.env.get("JAX_PLATFORMS", ""), self.env.get("JAXDEV_MATH"))
         self.proc = None
         if self.key not in _known:
             self.proc = subprocess.Popen(
@@ -69,17 +75,26 @@ class Probe:
         if self.proc.returncode != 0 or len(lines) < 2 or not lines[0]:
             last = (err.strip().splitlines() or ["no output"])[-1][:300]
             raise AuditError(f"cannot tell which JAX platform the workers would run on: {last}")
-        _known[self.key] = Platform(lines[0].strip(), lines[1].strip())
+        name = lines[0].strip()
+        try:  # the setting the workers will read from the same environment (ops/kit/math_mode.mode)
+            math = math_settings.resolve(self.env.get("JAXDEV_MATH"), "tpu" if name == deviceless.NAME else name)
+        except ValueError as e:
+            raise AuditError(str(e)) from None
+        _known[self.key] = Platform(name, lines[1].strip(), math)
         return _known[self.key]
 
 
-# JAX_PLATFORMS -> the platform a probe found under it (one probe per process and setting)
-_known: dict[str, Platform] = {}
+# (JAX_PLATFORMS, JAXDEV_MATH) -> the platform a probe found under them (one probe per process and setting)
+_known: dict[tuple, Platform] = {}
 
 
 def folder(out_dir: str, platform: Platform) -> str:
-    """Where `platform`'s files go under `out_dir`: out_dir itself for CPU, out_dir/PLATFORM otherwise."""
-    return out_dir if platform.name == CPU.name else os.path.join(out_dir, platform.name)
+    """Where `platform`'s files go under `out_dir`: out_dir itself for CPU, out_dir/PLATFORM otherwise;
+    under a JAXDEV_MATH other than the platform's default, out_dir/PLATFORM-SETTING (coverage/tpu-auto)."""
+    if platform == CPU:
+        return out_dir
+    name = platform.name if platform.default_math else f"{platform.name}-{platform.math}"
+    return os.path.join(out_dir, name)
 
 
 def path(out_dir: str, name: str, platform: Platform) -> str:

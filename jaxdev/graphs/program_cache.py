@@ -32,6 +32,7 @@ import jax
 import torch
 
 from jaxdev import tensor
+from jaxdev.ops.kit import math_mode
 from jaxdev.parallel import mesh
 from jaxdev.programs import cache
 from jaxdev.tracing import UntraceableGraph
@@ -73,7 +74,7 @@ def key(spec, inputs) -> str | None:
         getattr(device, "device_kind", ""),
         jax.config.jax_enable_x64,
         jax.config.jax_default_matmul_precision,
-        os.environ.get("JAXDEV_MATH", "auto"),  # which exp, log, ... kernels trace (ops/kit/transcendentals.py)
+        math_mode.mode(),  # which exp, log, division ... kernels trace (ops/kit/math_mode.py; unset: the platform's)
         torch.are_deterministic_algorithms_enabled(),
         torch.get_default_dtype(),
     )

@@ -147,7 +147,8 @@ def test_coverage_on_the_stand_in_writes_its_own_platforms_file(tmp_path):
     assert result.returncode == 0, result.stderr[-2000:]
     assert not (out / "matrix.yaml").exists()  # never CPU's file
     data = yaml.safe_load((out / "tpu-compile" / "matrix.yaml").read_text())
-    assert data["platform"] == {"name": deviceless.NAME, "device_kind": deviceless.KIND}
+    # JAXDEV_MATH unset: the TPU's default, near (math_mode.default_for), recorded with the platform
+    assert data["platform"] == {"name": deviceless.NAME, "device_kind": deviceless.KIND, "math": "near"}
     cells = data["ops"]["matrix_exp"]["results"]
     assert cells["complex64"]["forward"]["status"] == "pass"
     assert cells["complex128"]["forward"]["status"] == "unsupported"

@@ -58,6 +58,29 @@ def test_each_platform_has_its_folder_and_a_matrix_says_where_it_ran(tmp_path):
     assert TPU.label == "TPU v5 lite" and CPU.label == "cpu"
 
 
+def test_a_math_setting_is_part_of_the_platform(tmp_path):
+    """JAXDEV_MATH unset is near on a TPU, auto on CPU (jaxdev/math_settings.py); cells under another
+    setting are another platform: their own folder, their own label, never merged with the default's."""
+    auto = Platform("tpu", "TPU v5 lite", "auto")
+    assert TPU.math == "near" and CPU.math == "auto" and auto != TPU
+    assert platforms.folder("coverage", auto) == os.path.join("coverage", "tpu-auto")
+    assert platforms.folder("coverage", Platform("cpu", "cpu", "fast")) == os.path.join("coverage", "cpu-fast")
+    assert auto.label == "TPU v5 lite [JAXDEV_MATH=auto]"
+    assert TPU.to_yaml()["math"] == "near" and "math" not in CPU.to_yaml()
+    # a file from before the setting was recorded ran under auto, the only setting then
+    assert Platform.from_yaml({"name": "tpu", "device_kind": "TPU v5 lite"}) == auto
+    with pytest.raises(AuditError, match=r"measured on different platforms"):
+        matrix.merge([_matrix(TPU, "pass"), _matrix(auto, "wrong")])
+
+
+def test_the_probe_reads_the_setting_the_workers_will(monkeypatch):
+    monkeypatch.setenv("JAXDEV_MATH", "fast")
+    assert platforms.Probe().result() == Platform("cpu", "cpu", "fast")
+    monkeypatch.setenv("JAXDEV_MATH", "fastest")
+    with pytest.raises(AuditError, match="JAXDEV_MATH must be auto, near, fast or own, not 'fastest'"):
+        platforms.Probe().result()
+
+
 def test_the_workers_platform_is_probed_without_starting_jax_here():
     assert platforms.Probe().result() == CPU  # CI's
 

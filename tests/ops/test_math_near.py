@@ -126,3 +126,24 @@ def test_near_leaves_cpu_programs_as_auto_makes_them():
             with _math(value):
                 texts[value] = jax.jit(fn).lower(x).as_text()
         assert texts["auto"] == texts["near"], name
+
+
+def test_unset_the_setting_is_the_platforms_default(monkeypatch):
+    """JAXDEV_MATH unset: near on an accelerator (timed on a TPU v5e: math_settings' docstring), auto on
+    XLA's CPU backend; set, what it says."""
+    import jax
+
+    monkeypatch.delenv("JAXDEV_MATH", raising=False)
+    monkeypatch.setattr(math_mode, "_mode", None)
+    monkeypatch.setattr(jax, "default_backend", lambda: "tpu")
+    assert math_mode.mode() == "near"
+    monkeypatch.setattr(math_mode, "_mode", None)
+    monkeypatch.setattr(jax, "default_backend", lambda: "cpu")
+    assert math_mode.mode() == "auto"
+    monkeypatch.setattr(math_mode, "_mode", None)
+    monkeypatch.setenv("JAXDEV_MATH", " Fast ")
+    assert math_mode.mode() == "fast"
+    monkeypatch.setattr(math_mode, "_mode", None)
+    monkeypatch.setenv("JAXDEV_MATH", "exact")
+    with pytest.raises(ValueError, match="JAXDEV_MATH must be auto, near, fast or own, not 'exact'"):
+        math_mode.mode()

@@ -1,24 +1,30 @@
 """JAXDEV_MATH, read once: whose float32 functions (and division) kernels trace. What each value means is
 transcendentals.py's docstring; division.py and cpu_arithmetic.py read it too (fast and near: the
-platform's division, square root and multiply-adds), below the functions that import it."""
+platform's division, square root and multiply-adds), below the functions that import it.
+Unset, the platform's default (jaxdev/math_settings.py: near on an accelerator, auto on CPU)."""
 
 from __future__ import annotations
 
 import contextlib
 import os
 
-_MODES = ("auto", "near", "fast", "own")
+from jaxdev.math_settings import SETTINGS as _MODES
+from jaxdev.math_settings import default_for, resolve
+
 _mode: str | None = None
 
 
 def mode() -> str:
-    """JAXDEV_MATH as read once."""
+    """JAXDEV_MATH as read once, or the platform's default (`default_for`) when unset."""
     global _mode
     if _mode is None:
-        value = os.environ.get("JAXDEV_MATH", "auto").strip().lower() or "auto"
-        if value not in _MODES:
-            raise ValueError(f"JAXDEV_MATH must be auto, near, fast or own, not {value!r}")
-        _mode = value
+        value = os.environ.get("JAXDEV_MATH")
+        if value and value.strip():
+            _mode = resolve(value, "cpu")
+        else:
+            import jax
+
+            _mode = default_for(jax.default_backend())
     return _mode
 
 
