@@ -11,4 +11,7 @@ cd "$(dirname "$0")/.."
 export TPU_TESTS_STARTED=${TPU_TESTS_STARTED:-$(date +%s)}  # the budget counts the setup too
 source scripts/tpu_env.sh
 export JAXDEV_EAGER=${JAXDEV_EAGER:-op}  # the suite is per-op's (a TPU's default is fused; CI runs a fused subset)
+# the suite holds kernels to CPU's bits, which JAXDEV_MATH=auto gives a TPU (its default, near, is a few ulps
+# from them: the auditor's TPU sweep measures near against the OpInfo tolerances)
+export JAXDEV_MATH=${JAXDEV_MATH:-auto}
 exec "$PY" scripts/tpu_tests.py "$@"
