@@ -8,9 +8,9 @@
 # steps cold and warm in fresh processes. One implementation per process, one process on the chip at
 # a time. Rows print as they are measured; the table, results.json and the logs land in $OUT.
 #
-# * Setup (each half skipped when /tmp/site holds it already): torch 2.13.0, click, rich, pyyaml, optax
-#   from the machine's wheels into /tmp/site, then the wheels carried in .whl-tpu/ (torchax 0.0.13,
-#   expecttest) with --no-index --no-deps; the machine's own JAX stays first on PYTHONPATH.
+# * Setup (each half skipped when /tmp/site holds it already): scripts/tpu_env.sh's (torch 2.13.0, click,
+#   rich, pyyaml, optax, pytest from the machine's wheels into /tmp/site, expecttest from .whl-tpu/), then
+#   torchax 0.0.13 from .whl-tpu/ with --no-index --no-deps; the machine's own JAX stays first on PYTHONPATH.
 # * Environment knobs: TPUCHECK_LM_DTYPES ("bf16 f32"), TPUCHECK_LM_MODES (jaxdev's modes in the lm
 #   section: "compiled compiled+fused model-compiled+fused fused"; model-compiled+fused compiles forward+backward
 #   only, the optimizer recorded by fused eager), TPUCHECK_LM_MATHS (the
@@ -62,24 +62,20 @@ setup() {  # ../shared/DESIGN.md's recipe; each half skipped when /tmp/site alre
         echo "setup: skipped (the current interpreter's packages)"
     else
         local t0=$SECONDS
-        if [ -d /tmp/site/torch ] && [ -d /tmp/site/optax ]; then
-            echo "setup: torch and optax in /tmp/site already"
-        else
-            PIP_CONFIG_FILE=/dev/null $PY -m pip install --isolated -q --only-binary=:all: \
-                --index-url file:///opt/pypi/simple --find-links /opt/wheels --target /tmp/site \
-                torch==2.13.0 click rich pyyaml optax 2>&1 | tail -5
-        fi
-        if [ -d /tmp/site/torchax ] && [ -d /tmp/site/expecttest ]; then
-            echo "setup: torchax and expecttest in /tmp/site already"
-        elif ls .whl-tpu/*.whl >/dev/null 2>&1; then
+        # torch, the tools, expecttest and jaxdev's entry points into /tmp/site, once per machine: the
+        # same set-up as scripts/tpu_tests.sh and tpu_sweep.sh, so a later call of those skips it
+        source scripts/tpu_env.sh
+        if [ -d /tmp/site/torchax ]; then
+            echo "setup: torchax in /tmp/site already"
+        elif ls .whl-tpu/torchax-*.whl >/dev/null 2>&1; then
             PIP_CONFIG_FILE=/dev/null $PY -m pip install --isolated -q --no-index --no-deps --target /tmp/site \
-                .whl-tpu/*.whl 2>&1 | tail -5
+                .whl-tpu/torchax-*.whl 2>&1 | tail -5
         else
             echo "setup: .whl-tpu/ is missing (pass carry [\".whl-tpu\"]): no torchax rows"
         fi
         echo "setup: $((SECONDS - t0)) s"
     fi
-    if [ $QUICK = 0 ]; then export PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}/tmp/site:$PWD; fi  # the machine's JAX stays first
+    # tpu_env.sh put /tmp/site and the checkout after the machine's JAX on PYTHONPATH
     # jaxdev's native fast paths build here (once, ~10 s), off the chip: JAX on CPU for this check
     JAX_PLATFORMS=cpu $PY -c "import jaxdev, torch, jax; print('jaxdev', jaxdev.__file__, 'torch', torch.__version__, 'jax', jax.__version__, 'native', jaxdev.native.module is not None)" 2>>"$ERR" | tail -2
     [ "${PIPESTATUS[0]}" = 0 ] || { echo "jaxdev does not import here (see $ERR)"; exit 1; }
