@@ -308,6 +308,23 @@ def _by_kind(s: dict) -> collections.Counter:
     return c
 
 
+def _print_matching(ops_ns: dict, rows: list) -> None:
+    """How much of the profiler's device op time found its instruction in the module: on the chip on
+    2026-12-07 every instruction showed 0 us, so say what the events are named when they miss."""
+    if not ops_ns:
+        return
+    names = {r["name"] for r in rows}
+    missed = {k: v for k, v in ops_ns.items() if k not in names}
+    total = sum(ops_ns.values())
+    print(
+        f"  profiler: {len(ops_ns)} op names, {total / 1e6:.2f} ms/step; {len(ops_ns) - len(missed)} found in the "
+        f"module ({(total - sum(missed.values())) / 1e6:.2f} ms)"
+    )
+    if missed:
+        largest = sorted(missed.items(), key=lambda kv: -kv[1])[:6]
+        print("    not found, largest: " + "; ".join(f"{k!r} {v / 1e3:.0f} us" for k, v in largest))
+
+
 def compare(results: dict, top: int) -> None:
     sums = {impl: summarize(path, res["ops_ns"]) for impl, (res, path) in results.items()}
     for impl, (res, path) in results.items():
@@ -330,6 +347,7 @@ def compare(results: dict, top: int) -> None:
         if "tpu_compile_s" in res:
             print(f"  TPU compile (deviceless, trace included): {res['tpu_compile_s']:.1f} s")
         print(f"  bytes: outputs {out:.1f} MB, operands read {inp:.1f} MB; converts (all computations) {s['converts']}")
+        _print_matching(res["ops_ns"], s["rows"])
         cyc = sum(r["cycles"] for r in s["rows"])
         if cyc:
             print(f"  TPU cost model: {cyc / 1e6:.2f} M estimated cycles in the entry's instructions")
