@@ -60,7 +60,7 @@ class Trie:
         self.learned = learned
         self.programs: dict = {}
         self.storming: set = set()  # ops that run eagerly here: they change from call to call
-        self.expect: dict = {}  # op -> the child it led to last (replay.py: guarded, not keyed)
+        self.expect: dict = {}  # id(op) -> the child it led to last (replay.py: guarded, not keyed)
         self.expected = None  # what replaying this op needs (replay.Expected)
 
 
@@ -187,13 +187,9 @@ _segment = Segment()
 def record(op, fn, args, kwargs):
     """A kernel call in fused mode: replayed where the trie expects it (replay.py), else keyed and
     recorded, or run eagerly after the pending work."""
-    if (op in _FRESH and kwargs.get("memory_format") is torch.preserve_format) or (
-        op in _FRESH_SCALARS and args and not args[0]
-    ):
-        return _fresh(fn, args, kwargs)
     with _lock:
         seg = _segment
-        child = seg.trie.expect.get(op)
+        child = seg.trie.expect.get(id(op))  # by id: an OpOverload's hash is a Python call (replay.expect)
         if child is not None:
             tensors = replay.match(seg, child, args, kwargs)
             if tensors is not None:
@@ -202,7 +198,14 @@ def record(op, fn, args, kwargs):
                     seg.context = child.expected.key[1]
                 STATS.replayed += 1
                 return _recorded(seg, child, tensors, child.expected.node)
-        return _keyed_record(seg, op, fn, args, kwargs)
+        # Asked after the guard: a replayed call is never fresh (its key, which holds what makes a call
+        # fresh, is a recorded call's), and the sets' lookups hash the op in Python.
+        if not (
+            (op in _FRESH and kwargs.get("memory_format") is torch.preserve_format)
+            or (op in _FRESH_SCALARS and args and not args[0])
+        ):
+            return _keyed_record(seg, op, fn, args, kwargs)
+    return _fresh(fn, args, kwargs)
 
 
 def _recorded(seg: Segment, child: Trie, tensors: list, node: tuple):

@@ -8,9 +8,9 @@ recording's Python time is that, and an optimizer's foreach op has hundreds of t
 Yet where an op lands in the trie fixes all of it: a segment's state after a path of the trie is the
 same whatever segment took it (inputs numbered by first appearance, results by the op that made them,
 lifted numbers in order), so the op's references and the placeholders it adds are the child's own.
-So each place keeps, per op, the child last taken from it (`Trie.expect`), and a call first asks
-whether its key would be that child's key: the native `fused_match` (jaxdev/csrc/fused.cpp) walks
-the arguments against the child's key part by part, builds nothing and hashes nothing, and on a
+So each place keeps, per op (by its id), the child last taken from it (`Trie.expect`), and a call
+first asks whether its key would be that child's key: the native `fused_match` (jaxdev/csrc/fused.cpp)
+walks the arguments against the child's key part by part, builds nothing and hashes nothing, and on a
 match does to the segment what recording does (new input slots, lifted numbers, placeholders). The
 recorder then makes the results as learned and appends the child's node. Anything that differs, or is
 unusual (a conj/neg bit, a copy-on-write storage, an inference tensor, a view whose offset moved),
@@ -52,7 +52,10 @@ def expect(parent, child, seg, key: tuple, node: tuple, lift, first_input: int, 
                 return
             new_inputs.append((position, meta))
         child.expected = Expected(key, node, tuple(lift) if lift else None, tuple(new_inputs))
-    parent.expect[node[0]] = child
+    # Keyed by the op's id: hashing an OpOverload calls its Python __hash__ (0.1 us, every recorded op).
+    # The child's node holds that op, so no other object can have its id while the entry is there.
+    if child.expected.node[0] is node[0]:
+        parent.expect[id(node[0])] = child
 
 
 def match(seg, child, args: tuple, kwargs: dict):
