@@ -293,7 +293,7 @@ bool extend(PyObject* seg, PyObject* name, const std::vector<PyObject*>& items) 
 // What recording the call does to the segment (see the top of this file). False with an error set.
 bool apply(Walk& w, PyObject* seg, PyObject* new_inputs) {
   for (auto& [address, k] : w.new_slots) {
-    PyObject* slot = Py_BuildValue("(sL)", "i", k);
+    PyObject* slot = input_slot(k);
     bool ok = slot && PyDict_SetItem(w.slots, address, slot) == 0;
     Py_XDECREF(slot);
     if (!ok) return false;
@@ -331,6 +331,29 @@ bool apply(Walk& w, PyObject* seg, PyObject* new_inputs) {
 }
 
 }  // namespace
+
+// The slot tuples of seg.slots, ("i", k) and ("p", node, m), made once each and shared by every segment
+// (new references). A segment holds one per storage, and making them anew at every step gave Python's
+// cyclic GC a fifth of the objects it walked at each young collection of a training step. They are
+// immutable and compared by value, so sharing them changes nothing else; there are as many as the
+// largest segment's storages.
+PyObject* input_slot(long long k) {
+  static std::vector<PyObject*> made;
+  if (k < 0) return Py_BuildValue("(sL)", "i", k);
+  if (static_cast<size_t>(k) >= made.size()) made.resize(k + 1, nullptr);
+  if (!made[k]) made[k] = Py_BuildValue("(sL)", "i", k);
+  return Py_XNewRef(made[k]);
+}
+
+PyObject* made_slot(PyObject* p, Py_ssize_t node, PyObject* node_obj, Py_ssize_t m, PyObject* m_obj) {
+  static std::vector<std::vector<PyObject*>> made;
+  if (node < 0 || m < 0) return PyTuple_Pack(3, p, node_obj, m_obj);
+  if (static_cast<size_t>(node) >= made.size()) made.resize(node + 1);
+  std::vector<PyObject*>& of_node = made[node];
+  if (static_cast<size_t>(m) >= of_node.size()) of_node.resize(m + 1, nullptr);
+  if (!of_node[m]) of_node[m] = PyTuple_Pack(3, p, node_obj, m_obj);
+  return Py_XNewRef(of_node[m]);
+}
 
 PyObject* fused_match(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   if (nargs != 7 || !PyTuple_CheckExact(args[1]) || !PyTuple_CheckExact(args[2]) || !PyDict_Check(args[3]) ||

@@ -175,6 +175,7 @@ struct Making {
   PyObject* slots = nullptr;
   PyObject* pending = nullptr;
   PyObject* node = nullptr;
+  Py_ssize_t node_index = -1;  // node's value
   std::vector<c10::Storage> made;
   bool any = false;
 
@@ -197,8 +198,8 @@ const at::Tensor* argument(Making& k, Py_ssize_t i) {
 }
 
 // A new storage at the next fake address with its PendingBox in BOXES, seg.slots and seg.pending.
-bool new_pending_storage(Making& k, PyObject* m, int64_t numel, PyObject* dtype, const std::vector<int64_t>* sizes,
-                         at::Tensor& fresh, c10::Storage& storage) {
+bool new_pending_storage(Making& k, Py_ssize_t m_index, PyObject* m, int64_t numel, PyObject* dtype,
+                         const std::vector<int64_t>* sizes, at::Tensor& fresh, c10::Storage& storage) {
   PyObject* address_obj = PyIter_Next(g_next_address);
   if (!address_obj) {
     if (!PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, "fused_results: no fake address");
@@ -219,7 +220,7 @@ bool new_pending_storage(Making& k, PyObject* m, int64_t numel, PyObject* dtype,
   void* weak = c10::raw::intrusive_ptr::make_weak(storage.unsafeGetStorageImpl());
   PyObject* box = new_box(k.plan.pending, numel, dtype, weak);
   if (!box) c10::raw::weak_intrusive_ptr::decref(static_cast<c10::StorageImpl*>(weak));
-  PyObject* slot = box ? PyTuple_Pack(3, s_p, k.node, m) : nullptr;
+  PyObject* slot = box ? made_slot(s_p, k.node_index, k.node, m_index, m) : nullptr;
   PyObject* entry = slot ? PyTuple_Pack(3, box, k.node, m) : nullptr;
   bool ok = entry && set_class(box, k.plan.pending_box) && PyDict_SetItem(g_boxes, address_obj, box) == 0 &&
             PyDict_SetItem(k.slots, address_obj, slot) == 0 && PyList_Append(k.pending, entry) == 0;
@@ -269,13 +270,13 @@ PyObject* result(Making& k, const ResultSpec& s) {
     int64_t numel = 1;
     for (int64_t n : s.sizes) numel *= n;
     at::Tensor fresh;
-    if (!new_pending_storage(k, s.m, numel, s.dtype, &s.sizes, fresh, storage)) return nullptr;
+    if (!new_pending_storage(k, s.index, s.m, numel, s.dtype, &s.sizes, fresh, storage)) return nullptr;
     return THPVariable_Wrap(std::move(fresh));
   }
   if (!storage) {
     const auto& [numel, dtype] = k.plan.storages[s.index];
     at::Tensor unused;
-    if (!new_pending_storage(k, s.m, numel, dtype, nullptr, unused, storage)) return nullptr;
+    if (!new_pending_storage(k, s.index, s.m, numel, dtype, nullptr, unused, storage)) return nullptr;
   }
   return THPVariable_Wrap(on_storage(storage, s));
 }
@@ -396,7 +397,8 @@ PyObject* fused_results(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
     k.slots = PyObject_GetAttr(seg, s_seg_slots);
     k.pending = PyObject_GetAttr(seg, s_seg_pending);
     PyObject* nodes = k.pending ? PyObject_GetAttr(seg, s_seg_nodes) : nullptr;
-    k.node = nodes && PyList_Check(nodes) ? PyLong_FromSsize_t(PyList_GET_SIZE(nodes)) : nullptr;
+    k.node_index = nodes && PyList_Check(nodes) ? PyList_GET_SIZE(nodes) : -1;
+    k.node = k.node_index >= 0 ? PyLong_FromSsize_t(k.node_index) : nullptr;
     Py_XDECREF(nodes);
     if (!k.node || !k.slots || !PyDict_Check(k.slots) || !PyList_Check(k.pending)) {
       if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "fused_results: seg.slots, pending or nodes");

@@ -74,6 +74,8 @@ PyObject* fused_alive(PyObject*, PyObject* pending);
 PyObject* fused_settle(PyObject*, PyObject* const* args, Py_ssize_t nargs);
 PyObject* fused_unwrite(PyObject*, PyObject* boxes);
 bool set_class(PyObject* box, PyObject* type);
+PyObject* input_slot(long long k);
+PyObject* made_slot(PyObject* p, Py_ssize_t node, PyObject* node_obj, Py_ssize_t m, PyObject* m_obj);
 
 // --- fused_results.cpp: a recorded op's results ----------------------------------------------------
 PyObject* fused_plan(PyObject*, PyObject* const* args, Py_ssize_t nargs);
