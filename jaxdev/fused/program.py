@@ -109,12 +109,16 @@ def _call(spec, inputs, numbers: list) -> list:
 
 def _arrays(spec, inputs, numbers: list) -> tuple[list, bool]:
     """The program's input arrays, and whether one was reshaped to the shape it was traced with."""
-    arrays, reshaped = inputs.arrays(), False
+    shapes = spec.array_shapes
+    arrays, same = inputs.arrays_checked(shapes)
     if numbers:  # the last storage is the numbers' stand-in: the values go in as host data (see _numbers)
         arrays[-1] = np.asarray(numbers, np.float64)
-    for i, (a, shape) in enumerate(zip(arrays, spec.array_shapes)):
-        if a.shape != shape:
-            arrays[i], reshaped = a.reshape(shape), True
+        same = same and arrays[-1].shape == shapes[-1]
+    reshaped = False
+    if not same:
+        for i, (a, shape) in enumerate(zip(arrays, shapes)):
+            if a.shape != shape:
+                arrays[i], reshaped = a.reshape(shape), True
     return arrays, reshaped
 
 
@@ -159,9 +163,8 @@ def _donated(spec, inputs) -> tuple:
         read = spec.__dict__.get("fused_check_inputs")
         if read is None:  # checks not traced apart (a program that is not literals.jit's): nothing given
             return ()
-    return tuple(
-        g for g in spec.mutated if g not in read and g not in inputs.cpu and tensor.sole_holder(inputs.boxes[g])
-    )
+    cpu = inputs.cpu
+    return tensor.sole_holders(inputs.boxes, [g for g in spec.mutated if g not in read and g not in cpu])
 
 
 def _donating(spec, donated: tuple):

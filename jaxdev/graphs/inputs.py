@@ -177,17 +177,21 @@ class Inputs:
     def arrays_as(self, shapes: list) -> list:
         """`arrays()`, each in the shape its program was traced with (`shapes`): a box reshaped by an
         eager read since then does not retrace the program."""
+        arrays, same = self.arrays_checked(shapes)
+        if not same:
+            arrays = [a if a.shape == shape else a.reshape(shape) for a, shape in zip(arrays, shapes)]
+        return arrays
+
+    def arrays_checked(self, shapes: list) -> tuple[list, bool]:
+        """`arrays()`, and whether each has its shape in `shapes` (natively where it can be: asked in
+        Python, each array's shape is a new tuple)."""
         got = None
         if _native_arrays is not None and not self.cpu and type(self.boxes) is list:
             got = _native_arrays(self.boxes, shapes)
         if got is None:
             arrays = self.arrays()
-            same = [a.shape for a in arrays] == shapes
-        else:
-            arrays, same = got
-        if not same:
-            arrays = [a if a.shape == shape else a.reshape(shape) for a, shape in zip(arrays, shapes)]
-        return arrays
+            return arrays, [a.shape for a in arrays] == shapes
+        return got
 
     def store(self, groups: list[int], values: list) -> None:
         on_cpu = [(g, v) for g, v in zip(groups, values) if g in self.cpu]
