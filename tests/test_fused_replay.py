@@ -166,3 +166,25 @@ def test_versions_and_autograd_errors_survive_replay():
                 b.sum().backward()
             recorder.flush()
         assert STATS.replayed > 0
+
+
+def test_a_storage_of_another_size_is_not_the_last_calls_layout():
+    """A flush takes its program's last input key itself where nothing differs (program._layout): the
+    same ops on a view of a smaller storage are another layout, compiled apart with its own results,
+    and the first layout's program serves the larger storage again after it."""
+    big, small = torch.randn(8).to("jax"), torch.randn(6).to("jax")
+
+    def run(x):
+        y = x[:4].neg().abs()
+        recorder.flush()
+        return y.cpu()
+
+    with jaxdev.eager_mode("fused"):
+        for _ in range(3):  # learned, replayed, then its last key taken as it is
+            run(big)
+        STATS.reset()
+        got = [run(x) for x in (small, big, big, small)]
+        programs, hits = STATS.programs, STATS.hits
+    for g, x in zip(got, (small, big, big, small)):
+        assert torch.equal(g, x.cpu()[:4].abs())
+    assert (programs, hits) == (1, 3)

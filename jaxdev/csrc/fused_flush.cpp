@@ -1,10 +1,14 @@
 // Fused eager's flush, its per-storage loops without a Python frame (jaxdev/fused/recorder.py's flush,
 // jaxdev/fused/program.py's _layout). See native.cpp.
 //
-//   fused_layout(inputs, input_metas)  the program's inputs as program._layout builds them, when every
-//       input tensor is still on the storage and at the layout recorded (input_metas: (storage, (dtype,
-//       sizes, strides, offset))) and every storage has its box: (metas, storages, boxes), metas[i] being
-//       (storage group, dtype, sizes, strides, offset, False, False). None otherwise: Python decides.
+//   fused_layout(inputs, input_metas[, previous, offset])  the program's inputs as program._layout builds
+//       them, when every input tensor is still on the storage and at the layout recorded (input_metas:
+//       (storage, (dtype, sizes, strides, offset))) and every storage has its box: (metas, storages,
+//       boxes, same), metas[i] being (storage group, dtype, sizes, strides, offset, False, False). None
+//       otherwise: Python decides. previous: the key of the program's last call (metas..., then from
+//       `offset` on each storage's (numel, dtype, False)); a meta of it is reused where it holds this
+//       call's group and the very objects of its recorded meta (a replayed segment's metas are the trie's
+//       own), and `same` says whether every meta was and every storage's numel and dtype are as in it.
 //   fused_alive(pending)  for each (box, node, m): whether a tensor still holds the box's storage (its
 //       weak reference, box.weak, is 0 for a copy-on-write box, alive while it is in BOXES).
 //   fused_settle(pending, alive, values)  each live box gets the next of `values` and becomes a plain
@@ -43,6 +47,35 @@ bool placed_as_recorded(const at::Tensor& t, const c10::Storage& storage, PyObje
   return same_layout(impl, meta);
 }
 
+// previous[i] (a new reference) where it is the meta (g, *meta, False, False) made of the very objects of
+// `meta` (dtype, sizes, strides, offset), else nullptr (no error set): equal values, so the same key.
+PyObject* reused_meta(PyObject* candidate, Py_ssize_t g, PyObject* meta) {
+  if (!PyTuple_CheckExact(candidate) || PyTuple_GET_SIZE(candidate) != 7 ||
+      !PyLong_CheckExact(PyTuple_GET_ITEM(candidate, 0)) || PyLong_AsSsize_t(PyTuple_GET_ITEM(candidate, 0)) != g ||
+      PyTuple_GET_ITEM(candidate, 5) != Py_False || PyTuple_GET_ITEM(candidate, 6) != Py_False) {
+    PyErr_Clear();
+    return nullptr;
+  }
+  for (Py_ssize_t j = 0; j < 4; j++) {
+    if (PyTuple_GET_ITEM(candidate, j + 1) != PyTuple_GET_ITEM(meta, j)) return nullptr;
+  }
+  return Py_NewRef(candidate);
+}
+
+// -1: an error is set; 1: previous[at] is (box.numel, box.dtype, False); 0: it is not.
+int same_storage(PyObject* box, PyObject* previous, Py_ssize_t at) {
+  if (at >= PyTuple_GET_SIZE(previous)) return 0;
+  PyObject* part = PyTuple_GET_ITEM(previous, at);
+  if (!PyTuple_CheckExact(part) || PyTuple_GET_SIZE(part) != 3 || PyTuple_GET_ITEM(part, 2) != Py_False) return 0;
+  PyObject* dtype = PyObject_GetAttr(box, s_dtype);
+  PyObject* numel = dtype ? PyObject_GetAttr(box, s_numel) : nullptr;
+  int same = -1;
+  if (numel) same = dtype == PyTuple_GET_ITEM(part, 1) ? PyObject_RichCompareBool(numel, PyTuple_GET_ITEM(part, 0), Py_EQ) : 0;
+  Py_XDECREF(dtype);
+  Py_XDECREF(numel);
+  return same;
+}
+
 }  // namespace
 
 // Gives `box` (a Box or a subclass) the class `type` in place. False with an error set.
@@ -60,12 +93,22 @@ bool set_class(PyObject* box, PyObject* type) {
 }
 
 PyObject* fused_layout(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  if (nargs != 2 || !PyList_Check(args[0]) || !PyList_Check(args[1]) || PyList_GET_SIZE(args[0]) != PyList_GET_SIZE(args[1])) {
-    PyErr_SetString(PyExc_TypeError, "fused_layout(inputs: list, input_metas: list of the same length)");
+  if ((nargs != 2 && nargs != 4) || !PyList_Check(args[0]) || !PyList_Check(args[1]) ||
+      PyList_GET_SIZE(args[0]) != PyList_GET_SIZE(args[1]) || (nargs == 4 && !PyLong_Check(args[3]))) {
+    PyErr_SetString(PyExc_TypeError,
+                    "fused_layout(inputs: list, input_metas: list of the same length[, previous, offset: int])");
     return nullptr;
   }
   if (!check_ready()) return nullptr;
   Py_ssize_t n = PyList_GET_SIZE(args[0]);
+  PyObject* previous = nargs == 4 && PyTuple_CheckExact(args[2]) ? args[2] : nullptr;
+  Py_ssize_t offset = 0;
+  if (previous) {
+    offset = PyLong_AsSsize_t(args[3]);
+    if (offset == -1 && PyErr_Occurred()) PyErr_Clear();
+    if (offset < n || offset > PyTuple_GET_SIZE(previous)) previous = nullptr;
+  }
+  bool same = previous != nullptr;
   PyObject* metas = PyList_New(0);
   PyObject* storages = PyList_New(0);
   PyObject* boxes = PyList_New(0);
@@ -102,14 +145,23 @@ PyObject* fused_layout(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
         g = static_cast<Py_ssize_t>(group.size());
         group.emplace(address, g);
         ok = PyList_Append(storages, storage) == 0 && PyList_Append(boxes, box) == 0;
+        if (ok && same) {
+          int r = same_storage(box, previous, offset + g);
+          ok = r >= 0;
+          same = r == 1;
+        }
       } else {
         g = found->second;
       }
-      PyObject* index = ok ? PyLong_FromSsize_t(g) : nullptr;
-      PyObject* m = index ? PyTuple_Pack(7, index, PyTuple_GET_ITEM(meta, 0), PyTuple_GET_ITEM(meta, 1),
-                                         PyTuple_GET_ITEM(meta, 2), PyTuple_GET_ITEM(meta, 3), Py_False, Py_False)
-                          : nullptr;
-      Py_XDECREF(index);
+      PyObject* m = ok && same ? reused_meta(PyTuple_GET_ITEM(previous, i), g, meta) : nullptr;
+      if (!m && ok) {
+        same = false;
+        PyObject* index = PyLong_FromSsize_t(g);
+        m = index ? PyTuple_Pack(7, index, PyTuple_GET_ITEM(meta, 0), PyTuple_GET_ITEM(meta, 1),
+                                 PyTuple_GET_ITEM(meta, 2), PyTuple_GET_ITEM(meta, 3), Py_False, Py_False)
+                  : nullptr;
+        Py_XDECREF(index);
+      }
       ok = m && PyList_Append(metas, m) == 0;
       Py_XDECREF(m);
     }
@@ -119,7 +171,7 @@ PyObject* fused_layout(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   }
   PyObject* out = nullptr;
   if (ok && plain) {
-    out = PyTuple_Pack(3, metas, storages, boxes);
+    out = PyTuple_Pack(4, metas, storages, boxes, same ? Py_True : Py_False);
   } else if (ok) {
     out = Py_NewRef(Py_None);
   }
