@@ -40,6 +40,7 @@ LIGHT = frozenset(
         "jaxdev.audit.report_peers",
         "jaxdev.audit.report_platforms",
         "jaxdev.audit.schemas",
+        "jaxdev.math_settings",  # the platform records' JAXDEV_MATH rule: imports nothing
     }
 )
 

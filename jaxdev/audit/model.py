@@ -20,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 from typing import NamedTuple
 
-from jaxdev import math_settings
+import jaxdev.math_settings as math_settings  # `from jaxdev import` would run the light CLI's deferred device
 
 
 def _known(cls) -> tuple[str, ...]:

@@ -20,7 +20,7 @@ import os
 import subprocess
 import sys
 
-from jaxdev import math_settings
+import jaxdev.math_settings as math_settings  # `from jaxdev import` would run the light CLI's deferred device
 from jaxdev.audit import AuditError, deviceless
 from jaxdev.audit.model import CPU, Platform
 
