@@ -11,6 +11,8 @@ The suspicion to test: one bfloat16 pass (each operand rounded to 8 significant 
 Spellings (a [B, M, K] x [B, K, N] product, float16 inputs from OpInfo's range [-9, 9], K 5..256):
 * plain: float16 operands, precision HIGHEST, float32 result (jaxdev's kernel today);
 * widened: operands converted to float32 first (XLA may fold it: the same program as plain);
+* barrier: widened behind an optimization barrier (float32 operands reach the product: bmm's float32
+  cells pass on the chip);
 * split: each float16 operand as a bfloat16 pair hi + lo (exact: 11 bits in two 8-bit pieces), four
   bfloat16 products accumulated in float32 (what a fix would do if plain is one bfloat16 pass);
 * bf16: operands rounded to bfloat16, one pass (the suspected behaviour, for comparison).
@@ -40,6 +42,12 @@ def _widened(a, b):
     return jnp.matmul(a.astype(F32), b.astype(F32), precision=HIGHEST)
 
 
+def _barrier(a, b):
+    # the widening kept apart from the product, so the compiler cannot fold it back into float16 operands
+    a, b = jax.lax.optimization_barrier((a.astype(F32), b.astype(F32)))
+    return jnp.matmul(a, b, precision=HIGHEST)
+
+
 def _pair(x):
     hi = x.astype(jnp.bfloat16)
     return hi, (x.astype(F32) - hi.astype(F32)).astype(jnp.bfloat16)
@@ -58,7 +66,7 @@ def _bf16(a, b):
     return jnp.matmul(a.astype(jnp.bfloat16), b.astype(jnp.bfloat16), preferred_element_type=F32)
 
 
-SPELLINGS = {"plain": _plain, "widened": _widened, "split": _split, "bf16": _bf16}
+SPELLINGS = {"plain": _plain, "widened": _widened, "barrier": _barrier, "split": _split, "bf16": _bf16}
 
 
 def _ulps16(got: np.ndarray, exact: np.ndarray) -> float:
