@@ -123,10 +123,12 @@ def _divide32_near(a, b):
     """JAXDEV_MATH=near's float32 division where the platform's is approximate: its quotient, within 2
     ulps for a divisor in range on a TPU, with a divisor past 2**100 or under 2**-100 scaled by 2**-32
     or 2**32 first (the dividend with it: exact) so that it is in range (unscaled, 7.5e7 ulps off
-    there: sigmoid's 1 / (1 + exp(80))); no residual correction (about 40 operations a quotient)."""
+    there: sigmoid's 1 / (1 + exp(80))); no residual correction (about 40 operations a quotient).
+    One quotient: where the scaled dividend overflows (|a| past 2**96 over a divisor under 2**-100) the
+    quotient overflows too, and the scaled one is that infinity with the same sign; an infinite or NaN
+    dividend stays one (the unscaled quotient _divide32 falls back to there gives the same values)."""
     down = _divisor_scale(b)
-    q = _quotient(a * down, b * down)
-    return jnp.where(jnp.isfinite(a * down), q, _quotient(a, b))
+    return _quotient(a * down, b * down)
 
 
 _divide32_near.defjvp(_linear_jvp(_divide32_near))
