@@ -142,12 +142,27 @@ def result_layouts(op: OpOverload, args, kwargs, traced: bool) -> tuple | None:
     non-tensor; None for all: contiguous."""
     if all_contiguous(args, kwargs) and not lays_out_itself(op):
         return None
+    return cached_layouts(op, args, kwargs, traced)
+
+
+def cached_layouts(op: OpOverload, args, kwargs, traced: bool) -> tuple | None:
+    """result_layouts for a call known to have a non-plain argument (or an op that lays out its results
+    itself): the answer cached per key. The hot path of every such op (a Linear's addmm reads the
+    weight transposed): a plain jax tensor's key is built inline, without a call of _key, and the key is
+    hashed once, by the lookup (an unhashable one raises there)."""
     try:
-        key = (op, traced, *[_key(a) for a in args], *[(k, _key(v)) for k, v in kwargs.items()])
-        hash(key)
+        parts = [op, traced]
+        for a in args:
+            if type(a) is _Tensor:
+                parts.append((a.shape, a.stride(), a.dtype, a.is_cpu))
+            else:
+                parts.append(_key(a))
+        if kwargs:
+            parts.extend([(k, _key(v)) for k, v in kwargs.items()])
+        key = tuple(parts)
+        found = _CACHE.get(key, _CACHE)
     except TypeError:
         return computed_layouts(op, args, kwargs, traced)
-    found = _CACHE.get(key, _CACHE)
     if found is _CACHE:
         if len(_CACHE) >= _CACHE_SIZE:  # shapes that keep changing (no lasting layouts): start over
             _CACHE.clear()

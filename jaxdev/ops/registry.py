@@ -276,10 +276,16 @@ def _wrap_result(r):
     return tensor.wrap(r)
 
 
-def _wrap_laid_out(r, op: OpOverload, args, kwargs):
-    """The results as new jax tensors with the strides PyTorch gives them (see jaxdev/layout.py)."""
+def _wrap_laid_out(r, op: OpOverload, args, kwargs, asked: bool = False):
+    """The results as new jax tensors with the strides PyTorch gives them (see jaxdev/layout.py).
+    `asked`: the caller found an argument that is not plain (or the op lays out its results itself), so
+    the cached answer is read without testing the arguments again."""
     first = r[0] if isinstance(r, tuple) else r
-    layouts = layout.result_layouts(op, args, kwargs, tracing.compiled_layout(first))
+    traced = tracing.compiled_layout(first)
+    if asked:
+        layouts = layout.cached_layouts(op, args, kwargs, traced)
+    else:
+        layouts = layout.result_layouts(op, args, kwargs, traced)
     if layouts is None:
         return _wrap_result(r)
     rs = r if isinstance(r, tuple) else (r,)
@@ -288,13 +294,18 @@ def _wrap_laid_out(r, op: OpOverload, args, kwargs):
         laid = layouts[i] if i < len(layouts) else None
         if a is None:
             out.append(None)
-        elif laid is None or laid[0] != tuple(a.shape):  # a cached answer for other shapes: ask again
-            fresh = layout.computed_layouts(op, args, kwargs, tracing.compiled_layout(a)) if laid is not None else None
-            laid = fresh[i] if fresh and i < len(fresh) else None
-            ok = laid is not None and laid[0] == tuple(a.shape)
-            out.append(tensor.wrap_strided(a, laid[1]) if ok else tensor.wrap(a))
-        else:
-            out.append(tensor.wrap_strided(a, laid[1]))
+            continue
+        shape = tuple(a.shape)
+        if laid is not None and laid[0] == shape:
+            # most answers are contiguous (a product of a transposed weight): wrapped as wrap_strided would
+            contiguous = laid[1] == tensor.contiguous_strides(shape)
+            out.append(tensor.wrap(a) if contiguous else tensor.wrap_strided(a, laid[1]))
+            continue
+        # a cached answer for other shapes: ask again
+        fresh = layout.computed_layouts(op, args, kwargs, tracing.compiled_layout(a)) if laid is not None else None
+        laid = fresh[i] if fresh and i < len(fresh) else None
+        ok = laid is not None and laid[0] == shape
+        out.append(tensor.wrap_strided(a, laid[1]) if ok else tensor.wrap(a))
     return tuple(out) if isinstance(r, tuple) else out[0]
 
 
@@ -332,7 +343,7 @@ def _functional_kernel(fn, op):
             r = fn(*args, **kwargs)
             if not own_layout and contiguous(args, kwargs):
                 return _wrap_result(r) if type(r) is tuple else wrap(r)
-            return _wrap_laid_out(r, op, args, kwargs)
+            return _wrap_laid_out(r, op, args, kwargs, asked=True)
         except jax.errors.JaxRuntimeError as error:
             tensor.raise_if_out_of_memory(error)
             raise

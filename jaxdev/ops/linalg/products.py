@@ -56,18 +56,23 @@ def _product(jdt, precision, accumulate):
     return run
 
 
-_PRODUCTS: dict = {}
+_BODIES: dict = {}
+
+
+def _body_for(factory, dtype: torch.dtype, *static):
+    """`factory(jdt, *product_precision(jdt), *static)` at the float32 matmul precision in force now, in one
+    lookup keyed by torch objects (the factory's key hashes numpy dtypes and enums: ~1.2 us an addmm)."""
+    setting = torch.get_float32_matmul_precision() if dtype is torch.float32 else None
+    key = (factory, dtype, setting, *static)
+    body = _BODIES.get(key)
+    if body is None:
+        jdt = dtypes.to_jax_dtype(dtype)
+        body = _BODIES[key] = factory(jdt, *product_precision(jdt), *static)
+    return body
 
 
 def _product_for(dtype: torch.dtype):
-    """_product for `dtype` at the float32 matmul precision in force now, found with one lookup keyed
-    by torch objects (the jitted factory's own key hashes numpy dtypes and enums: ~1 us per mm)."""
-    setting = torch.get_float32_matmul_precision() if dtype is torch.float32 else None
-    body = _PRODUCTS.get((dtype, setting))
-    if body is None:
-        jdt = dtypes.to_jax_dtype(dtype)
-        body = _PRODUCTS[(dtype, setting)] = _product(jdt, *product_precision(jdt))
-    return body
+    return _body_for(_product, dtype)
 
 
 @jitted
@@ -175,12 +180,12 @@ def _scaled_product(jdt, precision, accumulate, use_self, unit):
 
 
 def _scaled(self, a, b, beta, alpha, dtype):
-    jdt = dtypes.to_jax_dtype(dtype)
+    dtypes.to_jax_dtype(dtype)  # a dtype JAX lacks refuses first, before beta and alpha are read
     if not (dtype.is_floating_point or dtype.is_complex):
         beta, alpha = int(beta), int(alpha)  # PyTorch converts them to the integer dtype first
     used = (alpha, beta) if beta != 0 else (alpha,)
     unit = not dtype.is_complex and all(type(k) is int and k == 1 for k in used)
-    body = _scaled_product(jdt, *product_precision(jdt), beta != 0, unit)
+    body = _body_for(_scaled_product, dtype, beta != 0, unit)
     source = unflattened(a) if a.dim() == 2 and self.dim() <= 1 else None
     if source is not None:  # a traced [batch, seq, k] input flattened to rows: kept apart (kit.unflattened)
         return on_views(rows_of(body), (self, source, b), (beta, alpha))
