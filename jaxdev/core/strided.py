@@ -23,10 +23,8 @@ from jaxdev.core.boxes import (
     box_of,
     contiguous_strides,
     empty,
-    is_exported,
     is_jax,
     new_storage,
-    references,
     tensor_on_storage,
     wrap,
 )
@@ -297,20 +295,14 @@ def sole_holder(box: Box) -> bool:
     reference but the box's own, never exported, not sharded, not inside a trace. A pending computation
     that reads the buffer is fine (the runtime orders the donation after it), and so is a numpy view of
     it (an external reference: the runtime copies instead)."""
-    return (
-        box.logical is None
-        and references(box) == ONLY_THE_BOX
-        and not is_exported(box._array)
-        and not tracing.is_traced(box._array)
-        and not (SHARDED_ENTRIES and box in SHARDED)
-    )
+    return bool(sole_holders((box,), (0,)))
 
 
-def sole_holders(boxes: list, indices) -> tuple:
-    """The `indices` whose box in `boxes` is its array's sole holder (sole_holder's tests, in its order,
-    inline: a fused flush asks it of every storage its program overwrites, ~230 in a training step,
-    where the three calls per box cost as much as the tests). The array is never held in a local: the
-    reference count is read as sole_holder reads it."""
+def sole_holders(boxes, indices) -> tuple:
+    """The `indices` whose box in `boxes` is its array's sole holder (sole_holder): the tests written
+    once, inline, for a fused flush that asks it of every storage its program overwrites (~230 in a
+    training step, where a call per test cost as much as the tests). The array is never held in a
+    local: its reference count is read as boxes.references reads it (ONLY_THE_BOX)."""
     getrefcount, exported, traced = sys.getrefcount, EXPORTED, tracing.Tracer
     out = []
     for g in indices:
