@@ -22,8 +22,11 @@ def resolve(value: str | None, platform: str) -> str:
     """The setting a JAXDEV_MATH `value` (None or empty: unset) means on `platform`; one sentence for a
     value that is none of them."""
     value = (value or "").strip().lower()
-    if not value:
-        return default_for(platform)
+    return check(value) if value else default_for(platform)
+
+
+def check(value: str) -> str:
+    """`value` if it is a setting; else one sentence."""
     if value not in SETTINGS:
         raise ValueError(f"JAXDEV_MATH must be auto, near, fast or own, not {value!r}")
     return value

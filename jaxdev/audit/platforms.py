@@ -77,7 +77,7 @@ class Probe:
             raise AuditError(f"cannot tell which JAX platform the workers would run on: {last}")
         name = lines[0].strip()
         try:  # the setting the workers will read from the same environment (ops/kit/math_mode.mode)
-            math = math_settings.resolve(self.env.get("JAXDEV_MATH"), "tpu" if name == deviceless.NAME else name)
+            math = math_settings.resolve(self.env.get("JAXDEV_MATH"), name)
         except ValueError as e:
             raise AuditError(str(e)) from None
         _known[self.key] = Platform(name, lines[1].strip(), math)

@@ -8,8 +8,7 @@ from __future__ import annotations
 import contextlib
 import os
 
-from jaxdev.math_settings import SETTINGS as _MODES
-from jaxdev.math_settings import default_for, resolve
+from jaxdev.math_settings import check, default_for, resolve
 
 _mode: str | None = None
 
@@ -33,9 +32,7 @@ def forced(value: str):
     """JAXDEV_MATH=`value` while the block runs, for code traced inside it (tests: a kernel whose
     program was traced before keeps the functions it was traced with)."""
     global _mode
-    if value not in _MODES:
-        raise ValueError(f"JAXDEV_MATH must be auto, near, fast or own, not {value!r}")
-    previous, _mode = _mode, value
+    previous, _mode = _mode, check(value)
     try:
         yield
     finally:
