@@ -111,8 +111,19 @@ x = (torch.arange(8.0, device="jax").view(4, 2) - 3) * (rank + 1.5)
 torch.manual_seed(1)
 X8, Y8 = torch.randn(8, 16, device="jax"), torch.randint(0, 4, (8,), device="jax")
 mine = slice(4 * rank, 4 * rank + 4)
-pg.via = "gloo"  # the eager references: CPU tensors through gloo, and the step on jax by host copies
-host_values = collectives(x.cpu())
+def expected_collectives(rank):
+    # What `collectives` gives on `rank`, from both ranks' x (exact in float32), computed here: the
+    # CPU route through gloo's asynchronous functional collectives once hung a CI run (gloo's, not ours).
+    xs = [(torch.arange(8.0).view(4, 2) - 3) * (r + 1.5) for r in range(2)]
+    both = torch.stack(xs)
+    folds = {"sum": both.sum(0), "avg": both.sum(0) / 2, "max": both.amax(0), "min": both.amin(0), "product": both.prod(0)}
+    reduced = [2 * folds[op] if op != "product" else 4 * folds[op] for op in ("sum", "avg", "max", "min", "product")]
+    scattered = [folds[op].chunk(2)[rank] for op in ("sum", "avg", "max")]
+    others = [torch.cat([x + 1 for x in xs]), xs[1], both.sum(), torch.cat([x.chunk(2)[rank] for x in xs])]
+    return reduced + scattered + others + [torch.cat(xs), folds["sum"].chunk(2)[rank]]
+
+pg.via = "gloo"  # the eager reference: the step on jax by host copies through gloo
+host_values = expected_collectives(rank)
 eager = run_steps(ddp_step, X8[mine], Y8[mine])
 pg.via = "xla"
 programs, calls = jp.STATS.programs, jp.STATS.calls
@@ -217,7 +228,7 @@ def test_compiled_collectives_inside_one_program(ranks):
     """XLA route: a compiled graph's functional collectives (all_reduce sum/avg/max/min/product and of a
     0-d tensor, reduce_scatter sum/avg/max, all_gather, broadcast, all_to_all_single; all_reduces,
     gathers and scatters bucketed into one collective each) run inside its XLA program (one program,
-    no graph op by op), with the values of CPU tensors through gloo; a DDP-style step compiled whole
+    no graph op by op), with the values computed on CPU from both ranks' inputs; a DDP-style step compiled whole
     (grads by torch.func, their all_reduce, the update) is one program over 3 steps and trains as
     the same step eagerly."""
     for r in ranks:
