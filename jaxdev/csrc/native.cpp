@@ -46,6 +46,11 @@
 //                                program each way, where it applies; the math composite elsewhere.
 //                                No Python twin: without this module attention takes the math path.
 //
+//   register_memo_kernel(name, slow), set_memo(array_type, wrap_strided, sharded), memo_begin(index),
+//   memo_learn(index, ...)       per-op eager's commonest kernels in C++ (memo_ops.cpp, memo_learn.cpp):
+//                                a call keyed as met before replays the one program its Python
+//                                kernel ran for that key (jaxdev/ops/kit/memo.py learns them).
+//
 //   fused_context()              what fused eager's kernels read besides their arguments, the second part
 //                                of every op's key (fused_context.cpp). Python twin: jaxdev/fused/context.py.
 //   fused_match(seg, key, ...)   fused eager's replay guard (fused.cpp; jaxdev/fused/replay.py): an op
@@ -81,6 +86,8 @@
 #include "cow.cpp"  // after fast_ops.cpp: its copies take addresses from the same counter
 #include "readers.cpp"
 #include "fused_context.cpp"
+#include "memo_ops.cpp"  // after fast_ops.cpp (wrap_result) and fused_context.cpp (current_context)
+#include "memo_learn.cpp"
 #include "fused.cpp"
 #include "fused_flush.cpp"
 #include "fused_results.cpp"
@@ -143,6 +150,13 @@ PyMethodDef methods[] = {
      METH_FASTCALL, "a C++ PrivateUse1 kernel for clone's contiguous cases"},
     {"set_allocation", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(set_allocation)), METH_FASTCALL,
      "the fake addresses' counter and tensor._checkpoint, for the fast kernels"},
+    {"register_memo_kernel", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(register_memo_kernel)),
+     METH_FASTCALL, "a C++ PrivateUse1 kernel replaying an op's program per key"},
+    {"set_memo", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(set_memo)), METH_FASTCALL,
+     "jax's array class, tensor.wrap_strided and the sharded storages, for the memo kernels"},
+    {"memo_begin", memo_begin, METH_O, "the keyed arrays of the memo frame being learned, or None"},
+    {"memo_learn", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(memo_learn)), METH_FASTCALL,
+     "what the memo frame's call did, entered under its key when it returns"},
     {"lazy_clone", lazy_clone, METH_O, "t._lazy_clone() sharing t's storage copy-on-write, or None"},
     {"drop_dead", drop_dead, METH_NOARGS, "remove the boxes of dead storages that wrap made"},
     {"set_boxes", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(set_boxes)), METH_FASTCALL,

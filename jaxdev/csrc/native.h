@@ -1,7 +1,7 @@
 // Declarations the translation units of jaxdev's native module share (see native.cpp for what the
 // module does); each unit includes the PyTorch headers it uses itself, so that none parses them all. One concern per file: native.cpp (the module and its CPU redispatch kernels),
 // boxes.cpp (storages and their boxes), cow.cpp (copy-on-write storages), readers.cpp (a tensor's array without Python), fast_ops.cpp
-// (whole eager ops and clone in C++), graph_inputs.cpp (a compiled graph's arguments), device.cpp (device guard, pinned-memory hooks, attention choice).
+// (whole eager ops and clone in C++), memo_ops.cpp and memo_learn.cpp (commonest kernels replayed per key), graph_inputs.cpp (a compiled graph's arguments), device.cpp (device guard, pinned-memory hooks, attention choice).
 
 #pragma once
 
@@ -61,6 +61,12 @@ PyObject* register_fast_kernel(PyObject*, PyObject* const* args, Py_ssize_t narg
 PyObject* register_clone_kernel(PyObject*, PyObject* const* args, Py_ssize_t nargs);
 PyObject* set_allocation(PyObject*, PyObject* const* args, Py_ssize_t nargs);
 PyObject* set_python_kernels(PyObject*, PyObject* flag);
+
+// --- memo_ops.cpp, memo_learn.cpp: per-op eager's commonest kernels replayed per key ---------------
+PyObject* memo_begin(PyObject*, PyObject* index);
+PyObject* memo_learn(PyObject*, PyObject* const* args, Py_ssize_t nargs);
+PyObject* set_memo(PyObject*, PyObject* const* args, Py_ssize_t nargs);
+PyObject* register_memo_kernel(PyObject*, PyObject* const* args, Py_ssize_t nargs);
 
 // --- fused_context.cpp: what fused eager's kernels read besides their arguments ----------------------
 PyObject* current_context();

@@ -34,7 +34,7 @@ import jax.numpy as jnp
 import torch
 
 from jaxdev import dtypes, layout, tensor, tracing
-from jaxdev.ops.kit import attention_layouts, jitted, matmul, on_views, widened_product_precision
+from jaxdev.ops.kit import attention_layouts, jitted, matmul, memo, on_views, widened_product_precision
 from jaxdev.ops.kit import transcendentals as tm
 from jaxdev.ops.registry import aten, register
 
@@ -126,8 +126,9 @@ def _body(factory, is_causal: bool, scale, query):
 
 @functools.cache
 def _placeholder_arrays(jdt):
+    # made once: a memo kernel's replay (kit/memo.py) puts them in its fresh results as this kernel does
     with jax.ensure_compile_time_eval():
-        return jnp.zeros((0,), jdt), jnp.zeros((), jnp.int64)
+        return memo.constant(jnp.zeros((0,), jdt)), memo.constant(jnp.zeros((), jnp.int64))
 
 
 def _placeholders(dtype):

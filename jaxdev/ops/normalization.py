@@ -12,7 +12,7 @@ import jax.numpy as jnp
 import torch
 
 from jaxdev import dtypes, tensor
-from jaxdev.ops.kit import J, compiled, opmath
+from jaxdev.ops.kit import J, compiled, on_views, opmath
 from jaxdev.ops.kit.cpu_numerics import fma32, round_to
 from jaxdev.ops.kit.formulas import layer_norm, rsqrt
 from jaxdev.ops.registry import aten, register, register_functional
@@ -211,14 +211,10 @@ def _layer_axes(input, normalized_shape):
     return tuple(range(axis, input.dim()))
 
 
-def _opt(t):
-    return None if t is None else J(t)
-
-
 @register_functional(aten.native_layer_norm.default)
 def native_layer_norm(input, normalized_shape, weight, bias, eps):
     axes = _layer_axes(input, normalized_shape)
-    return compiled(layer_norm, axes, eps)(J(input), _opt(weight), _opt(bias))
+    return on_views(compiled(layer_norm, axes, eps), (input, weight, bias))  # views read inside its program
 
 
 def _rows_input_grad(gxhat, xhat, r, axes):
@@ -263,7 +259,7 @@ def _layer_norm_grad(g, x, mean, rstd, w, b, axes, mask):
 def native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, weight, bias, output_mask):
     axes = _layer_axes(input, normalized_shape)
     fn = compiled(_layer_norm_grad, axes, tuple(bool(m) for m in output_mask))
-    return fn(J(grad_out), J(input), J(mean), J(rstd), _opt(weight), _opt(bias))
+    return on_views(fn, (grad_out, input, mean, rstd, weight, bias))
 
 
 # --- the update / no-update pair batch_norm lowers to (CPU: Normalization.cpp) -----------------------

@@ -24,7 +24,7 @@ import torch
 from torch._ops import OpOverload
 
 from jaxdev import dtypes, eager_modes, layout, native, tensor, tracing
-from jaxdev.ops.kit import J, capabilities, jitted
+from jaxdev.ops.kit import J, capabilities, jitted, memo
 from jaxdev.ops.kit.derived import (  # noqa: F401  (check_cast, store_into, broadcast_shapes: imported from here)
     as_shape_error,
     broadcast_shapes,
@@ -194,6 +194,8 @@ def _register(
     installed = fn if on_cpu else capabilities.served(op, in_mode(op, fn))
     if on_cpu:
         native.module.register_cpu_kernels([name.removeprefix("aten::")])
+    elif memo.wanted(op) and fast is None and native_kernel is None:
+        memo.install(op, installed)  # replayed natively per key where the kernel is learned (kit/memo.py)
     elif (fast is not None or native_kernel is not None) and native.module is not None:
         slow_path(op, installed, native_kernel or fast_kernel(op, fast))
     else:
@@ -404,13 +406,9 @@ def _backward_kernel(backward: OpOverload, forward: OpOverload, prepare):
         where, arrays, static = [], [], []
         for i, (arg, default) in enumerate(spec):
             v = bound.get(arg, default)
-            if isinstance(v, torch.Tensor):
+            if isinstance(v, (torch.Tensor, jax.Array)):
                 where.append(i)
-                arrays.append(J(v))
-                static.append(None)
-            elif isinstance(v, jax.Array):
-                where.append(i)
-                arrays.append(v)
+                arrays.append(J(v) if isinstance(v, torch.Tensor) else v)
                 static.append(None)
             elif v is _MISSING:
                 raise RegistrationError(f"{backward.name()} gives no value for {name}'s argument {arg!r}")

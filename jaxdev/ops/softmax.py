@@ -80,10 +80,10 @@ def _log_softmax_grad(g, y, axis, result):
 @register_functional(aten._softmax_backward_data.default)
 def softmax_backward(grad_output, output, dim, input_dtype):
     axis = wrap_dim(dim, output.dim()) if output.dim() else None
-    return compiled(_softmax_grad, axis, dtypes.to_jax_dtype(input_dtype))(J(grad_output), J(output))
+    return on_views(compiled(_softmax_grad, axis, dtypes.to_jax_dtype(input_dtype)), (grad_output, output))
 
 
 @register_functional(aten._log_softmax_backward_data.default)
 def log_softmax_backward(grad_output, output, dim, input_dtype):
     axis = wrap_dim(dim, output.dim()) if output.dim() else None
-    return compiled(_log_softmax_grad, axis, dtypes.to_jax_dtype(input_dtype))(J(grad_output), J(output))
+    return on_views(compiled(_log_softmax_grad, axis, dtypes.to_jax_dtype(input_dtype)), (grad_output, output))

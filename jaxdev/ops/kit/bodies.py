@@ -12,6 +12,7 @@ import torch
 
 from jaxdev import dtypes, native, tensor, tracing
 from jaxdev.dtypes import opmath
+from jaxdev.ops.kit import memo
 from jaxdev.ops.kit.arguments import J
 from jaxdev.ops.kit.cpu_numerics import narrowed, round_to
 from jaxdev.ops.kit.jit import jitted
@@ -108,26 +109,31 @@ def on_views(body, args, extra=()):
     if _plain_values is not None:
         values = _plain_values(args)
         if values is not None:  # the hot path: every tensor is its whole storage (natively checked)
+            if _recording.calls is not None:  # a memo kernel is learning this call (kit/memo.py)
+                return memo.record(body, values, extra)
             return body(*values, *extra)
-    values, recipes, fused = [], [], False
+    values, recipes, offsets = [], [], []
     for t in args:
         if isinstance(t, Tensor) and not t.is_cpu:
             array, offset, recipe = tensor.read_parts(t)
             values.append(array)
             if recipe is not None:
+                offsets.append(len(values))
                 values.append(offset)
-                fused = True
             recipes.append(recipe)
         else:
             values.append(J(t) if isinstance(t, Tensor) else t)
             recipes.append(None)
-    if not fused:  # every argument is its whole storage
-        return body(*values, *extra)
-    return _reading_views(body, tuple(recipes))(*values, *extra)
+    # every argument its whole storage: the body itself; else the views read inside its program
+    program = _reading_views(body, tuple(recipes)) if offsets else body
+    if _recording.calls is not None:
+        return memo.record(program, values, extra, offsets)
+    return program(*values, *extra)
 
 
 # The hot path of on_views in one native call (jaxdev/native.py), when the module is in use.
 _plain_values = native.module.plain_values if native.module is not None else None
+_recording = memo.RECORDING
 
 
 @jitted(maxsize=4096)

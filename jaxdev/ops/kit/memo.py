@@ -1,0 +1,211 @@
+"""Per-op eager's commonest kernels replayed natively per key (issue 37 item 4): the learning side.
+
+The native kernel (jaxdev/csrc/memo_ops.cpp) keys each call of an op in OPS by all its kernel reads:
+its arguments' metadata, numbers and storages' boxes, and fused eager's context (default dtype,
+deterministic algorithms, threads, matmul precision, warn-always). A key met before is replayed without
+a Python frame: the one jitted program the Python kernel ran for it, called on the arguments' stored
+arrays, its outputs made into the op's results as the kernel made them. On the LM's op stream the
+Python kernel and the dispatcher's boxing into it cost 3x the program's own call (addmm: 30 us against
+6; benchmarks/op_stream.py).
+
+A key not met yet runs the Python kernel, and `learning` watches it: what it passes to `on_views`'s
+program (`record`), and whether it warns. It learns only where the kernel's whole effect was that one
+call: every array fed to the program is one argument's stored array (or a view offset constant), every
+result a fresh tensor over one of its outputs (or over an array the kernel makes once: `CONSTANTS`), no
+second program through on_views, no warning shown (a replayed op would not warn again). Anything else
+runs the Python kernel every time. So an op belongs in OPS only if its kernel's checks read shapes,
+dtypes and numbers alone (never a tensor's values: those would be skipped) and it writes nothing: pure
+functions of what the key holds.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import jax
+import jax.numpy as jnp
+import torch
+
+from jaxdev import dtypes, native, tensor
+
+# Ops whose kernels are such functions (each read for value checks, writes and randomness).
+OPS = frozenset(
+    {
+        "aten::addmm",
+        "aten::mm",
+        "aten::bmm",
+        "aten::sum.dim_IntList",
+        "aten::gelu",
+        "aten::gelu_backward",
+        "aten::_log_softmax",
+        "aten::_softmax",
+        "aten::_log_softmax_backward_data",
+        "aten::_softmax_backward_data",
+        "aten::native_layer_norm",
+        "aten::native_layer_norm_backward",
+        "aten::cat",
+        "aten::_scaled_dot_product_fused_attention_overrideable",
+        "aten::_scaled_dot_product_fused_attention_overrideable_backward",
+    }
+)
+
+# id -> array: arrays a kernel makes once and puts in fresh results at every call (attention's
+# placeholders), which a replay may do too.
+CONSTANTS: dict[int, jax.Array] = {}
+
+
+def constant(array: jax.Array) -> jax.Array:
+    """`array`, made once by a kernel and kept for the life of the process, marked as such."""
+    CONSTANTS[id(array)] = array
+    return array
+
+
+class _Recording:
+    calls: list | None = None  # while a kernel is learned: each program call on_views made
+
+
+RECORDING = _Recording()
+
+
+class _Stats:
+    slow = 0  # calls of a memo op's Python kernel (a key not met yet, or one never learned)
+    learned = 0  # keys learned
+
+
+STATS = _Stats()
+
+
+def record(program, values, extra, offsets=()):
+    """`program(*values, *extra)` for on_views while a kernel is being learned, noted with the positions
+    of `values` that are view offsets (constants of the key)."""
+    out = program(*values, *extra)
+    RECORDING.calls.append((program, values, extra, offsets, out))
+    return out
+
+
+def wanted(op) -> bool:
+    return native.module is not None and op.name() in OPS
+
+
+def install(op, fn):
+    """The memo kernel for `op` (registry._register), `fn` (the Python kernel) its slow path."""
+    from jaxdev.ops.kit.native_kernels import slow_path
+
+    if not _setup:
+        array_type = type(jnp.zeros(()))
+        native.module.set_memo(array_type, tensor.wrap_strided, tensor.SHARDED_ENTRIES)
+        _setup.append(array_type)
+    index: list[int] = []
+    short = op.name().removeprefix("aten::")
+    slow_path(op, learning(fn, index), lambda slow: index.append(native.module.register_memo_kernel(short, slow)))
+
+
+_setup: list = []
+
+
+def learning(fn, index: list):
+    """`fn` as the memo kernel's slow path: where the native kernel is learning this call (memo_begin
+    gives the arguments' stored arrays it keyed), the call is watched and what it did is learned."""
+    begin, learn = native.module.memo_begin, native.module.memo_learn
+
+    def kernel(*args, **kwargs):
+        STATS.slow += 1
+        arrays = begin(index[0])
+        if arrays is None:
+            return fn(*args, **kwargs)
+        calls, previous = [], RECORDING.calls
+        RECORDING.calls = calls
+        shown = warnings._showwarnmsg
+        seen = []
+
+        def showing(message):  # every warning shown, through whatever shows it now
+            seen.append(message)
+            return shown(message)
+
+        warnings._showwarnmsg = showing
+        try:
+            out = fn(*args, **kwargs)
+        finally:
+            warnings._showwarnmsg = shown
+            RECORDING.calls = previous
+        if not seen and len(calls) == 1:
+            learned = _learned(calls[0], arrays, args, kwargs, out)
+            if learned is not None:
+                STATS.learned += learn(index[0], *learned)
+        return out
+
+    kernel.__qualname__ = getattr(fn, "__qualname__", "kernel")
+    kernel.__wrapped__ = fn
+    return kernel
+
+
+def _learned(call, arrays: tuple, args, kwargs, out):
+    """(program, several, plan, gives) for memo_learn, or None where the call was more than that."""
+    program, values, extra, offsets, result = call
+    plan = []
+    for j, v in enumerate((*values, *extra)):
+        if j in offsets or v is None or type(v) in (int, float, bool):
+            plan.append((v,))
+            continue
+        hits = [i for i, a in enumerate(arrays) if a is v]
+        if not hits:  # made otherwise (another program's output): not this call's arguments
+            return None
+        plan.append(hits[0])  # arguments holding the same array do so under this key at every call
+    several = isinstance(result, (tuple, list))
+    outputs = tuple(result) if several else (result,)
+    gives = _gives(outputs, out, _storages(args, kwargs))
+    return None if gives is None else (program, several, tuple(plan), gives)
+
+
+def _storages(args, kwargs) -> set:
+    found = set()
+    for a in (*args, *kwargs.values()):
+        for t in a if isinstance(a, (list, tuple)) else (a,):
+            if isinstance(t, torch.Tensor):
+                found.add(torch._C._data_address(t))
+    return found
+
+
+def _gives(outputs: tuple, out, inputs: set):
+    gives, made = [], []  # made: the tensor (or None) results so far, as the replay counts them
+    for r in out if isinstance(out, tuple) else (out,):
+        if type(r) is int:
+            gives.append(("i", r))
+            continue
+        if r is None:
+            give = ("n",)
+        elif any(r is m for m in made):  # the very tensor again (attention's placeholders)
+            give = ("r", next(k for k, m in enumerate(made) if m is r))
+        elif type(r) is torch.Tensor and tensor.is_jax(r):
+            give = _give(r, outputs, inputs)
+        else:
+            give = None
+        if give is None:
+            return None
+        gives.append(give)
+        made.append(r)
+    return tuple(gives)
+
+
+def _give(r: torch.Tensor, outputs: tuple, inputs: set):
+    """How a replay makes result `r`: a fresh tensor on a storage of its own, holding one program output
+    (contiguous, or laid out by wrap_strided) or a CONSTANTS array; None otherwise."""
+    address = torch._C._data_address(r)
+    box = tensor.BOXES.get(address)
+    if address in inputs or type(box) is not tensor.Box or r.storage_offset() or r.is_conj() or r.is_neg():
+        return None
+    if box.dtype is not r.dtype:
+        return None
+    held = box.logical[0] if box.logical is not None else box.array
+    if box.logical is None and (r.stride() != tensor.contiguous_strides(tuple(r.shape)) or held.shape != r.shape):
+        return None
+    hits = [k for k, o in enumerate(outputs) if o is held]
+    if len(hits) == 1:
+        if box.logical is None:
+            return ("w", hits[0], r.dtype)
+        if dtypes.JAX_TO_TORCH.get(held.dtype) is r.dtype:  # wrap_strided's dtype is its array's
+            return ("s", hits[0], tuple(r.stride()))
+        return None
+    if not hits and box.logical is None and CONSTANTS.get(id(held)) is held:
+        return ("c", held, r.dtype)
+    return None
