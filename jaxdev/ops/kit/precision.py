@@ -68,3 +68,13 @@ def matmul_over_rows(a, b, precision, accumulate):
     lead = tuple(range(a.ndim - 1))
     dims = ((lead, lead), ((), ()))
     return jax.lax.dot_general(a, b, dims, precision=precision, preferred_element_type=accumulate)
+
+
+def gradient_apart(product):
+    """A weight gradient's product (a matrix's rows transposed against another's: autograd's mm backward)
+    as it is, or where capabilities' `gradient_products_fuse_updates` holds (a TPU) behind an
+    optimization barrier, so that XLA cannot make the optimizer's update that consumes it the product's
+    output fusion. The same values: a barrier computes nothing. Read when a kernel is traced."""
+    from jaxdev.ops.kit import capabilities  # imports the fallback, which needs the ops package loaded
+
+    return jax.lax.optimization_barrier(product) if capabilities.fact("gradient_products_fuse_updates") else product
