@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from jaxdev import native
+from jaxdev import native, tensor
 from jaxdev.ops.kit import memo
 
 pytestmark = [
@@ -20,9 +20,9 @@ aten = torch.ops.aten
 
 
 def _python(op, *args, **kwargs):
-    """What the op's Python kernel gives (jaxdev_slow::op runs it with no memo frame)."""
+    """What the op's Python kernel gives (jaxdev_memo::op runs it with no memo frame)."""
     name = op._schema.name.removeprefix("aten::")
-    slow = getattr(torch.ops.jaxdev_slow, name)
+    slow = getattr(torch.ops.jaxdev_memo, name)
     return getattr(slow, op._overloadname) if op._overloadname != "default" else slow.default
 
 
@@ -42,6 +42,10 @@ def _same(a, b):
     )
 
 
+def _box(t):
+    return tensor.BOXES[torch._C._data_address(t)]
+
+
 def _cases():
     g = torch.Generator().manual_seed(0)
 
@@ -56,6 +60,16 @@ def _cases():
         "addmm, a 3-D tensor's rows and a transposed weight": (aten.addmm.default, (b, x3.view(-1, 16), w.t())),
         "addmm with beta and alpha": (aten.addmm.default, (b, x3.view(-1, 16), w.t()), {"beta": 0.5, "alpha": 2}),
         "mm of a tensor with itself": (aten.mm.default, (r(5, 5), None)),
+        "add, a 2-D result viewed 3-D (past the fast kernel)": (
+            aten.add.Tensor,
+            (x3, (x3.view(16, 16) * 2).view(2, 8, 16)),
+        ),
+        "sub with alpha (past the fast kernel)": (
+            aten.sub.Tensor,
+            (x3, x3.transpose(1, 2).transpose(1, 2) * 1),
+            {"alpha": 3},
+        ),
+        "mul of a broadcast view": (aten.mul.Tensor, (x3, r(16).expand(2, 8, 16))),
         "bmm": (aten.bmm.default, (r(3, 4, 5), r(3, 5, 2))),
         "sum over a dim of a view": (aten.sum.dim_IntList, (x3.transpose(1, 2), [1], True)),
         "gelu tanh": (aten.gelu.default, (x3,), {"approximate": "tanh"}),
@@ -100,6 +114,10 @@ def test_a_replay_gives_what_the_python_kernel_gives(name):
     for got in (first, *replays):
         _same(got, expected)
     assert [a._version for a in args if isinstance(a, torch.Tensor)] == versions
+    for got, want in zip(*(x if isinstance(x, tuple) else (x,) for x in (replays[0], expected))):
+        if isinstance(got, torch.Tensor):  # a permuted result keeps its logical value, as wrap_strided's
+            assert (_box(got).logical is None) == (_box(want).logical is None)
+            assert got.is_contiguous() == want.is_contiguous() and got.requires_grad == want.requires_grad
     if isinstance(first, tuple):  # fresh results, aliased among themselves as the kernel aliases them
         same = [[x is y for y in first] for x in first]
         assert [[x is y for y in replays[0]] for x in replays[0]] == same

@@ -36,7 +36,7 @@ bool read_feeds(PyObject* plan, size_t narrays, Entry& e) {
   return true;
 }
 
-// Each give: ("w", index, dtype) | ("s", index, strides) | ("c", array, dtype) | ("n",) | ("i", int) |
+// Each give: ("w", index, dtype) | ("s", index, (dtype, shape, strides, perm)) | ("c", array, dtype) | ("n",) | ("i", int) |
 // ("r", index).
 bool read_gives(PyObject* gives, Entry& e) {
   Py_ssize_t n = PyTuple_GET_SIZE(gives);
@@ -49,7 +49,9 @@ bool read_gives(PyObject* gives, Entry& e) {
     if ((g.kind == 'w' || g.kind == 's') && size == 3 && PyLong_Check(PyTuple_GET_ITEM(item, 1))) {
       g.index = static_cast<int>(PyLong_AsLong(PyTuple_GET_ITEM(item, 1)));
       g.value = Py_NewRef(PyTuple_GET_ITEM(item, 2));
-      if (g.kind == 'w' && !THPDtype_Check(g.value)) return Py_DECREF(g.value), false;
+      bool laid = g.kind == 's' && PyTuple_Check(g.value) && PyTuple_GET_SIZE(g.value) == 4 &&
+                  THPDtype_Check(PyTuple_GET_ITEM(g.value, 0));
+      if (g.kind == 'w' ? !THPDtype_Check(g.value) : !laid) return Py_DECREF(g.value), false;
     } else if (g.kind == 'c' && size == 3 && THPDtype_Check(PyTuple_GET_ITEM(item, 2))) {
       g.array = Py_NewRef(PyTuple_GET_ITEM(item, 1));
       g.value = Py_NewRef(PyTuple_GET_ITEM(item, 2));
@@ -107,19 +109,37 @@ PyObject* memo_learn(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   Py_RETURN_TRUE;
 }
 
-// set_memo(array_type, wrap_strided, sharded): what the memo kernels read (see the top of this file).
+// set_memo(array_type, sharded): what the memo kernels read (see memo_ops.cpp).
 PyObject* set_memo(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  if (nargs != 3 || !PyType_Check(args[0]) || !PyCallable_Check(args[1]) || !PyDict_Check(args[2])) {
-    PyErr_SetString(PyExc_TypeError, "set_memo(array_type: type, wrap_strided, sharded: dict)");
+  if (nargs != 2 || !PyType_Check(args[0]) || !PyDict_Check(args[1])) {
+    PyErr_SetString(PyExc_TypeError, "set_memo(array_type: type, sharded: dict)");
     return nullptr;
   }
   Py_XSETREF(g_array_type, Py_NewRef(args[0]));
-  Py_XSETREF(g_wrap_strided, Py_NewRef(args[1]));
-  Py_XSETREF(g_memo_sharded, Py_NewRef(args[2]));
+  Py_XSETREF(g_memo_sharded, Py_NewRef(args[1]));
   Py_RETURN_NONE;
 }
 
-// register_memo_kernel(name, slow) -> the op's index for memo_begin/memo_learn.
+// Where the memo kernel of an op in namespace `ns` is registered: aten's PrivateUse1 library, or one
+// made for `ns` (jaxdev_slow, where a fast kernel's slow path is a memo kernel), kept for the process.
+torch::Library& kernels_of(const std::string& ns) {
+  static std::unordered_map<std::string, torch::Library*> libraries;
+  if (ns == "aten") return private_use1_kernels();
+  auto found = libraries.find(ns);
+  if (found != libraries.end()) return *found->second;
+  auto* made = new torch::Library(torch::Library::IMPL, ns, c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
+  libraries[ns] = made;
+  return *made;
+}
+
+c10::OperatorHandle handle_of(const std::string& qualified) {
+  auto dot = qualified.find('.');
+  return c10::Dispatcher::singleton().findSchemaOrThrow(qualified.substr(0, dot).c_str(),
+                                                        dot == std::string::npos ? "" : qualified.substr(dot + 1).c_str());
+}
+
+// register_memo_kernel(name, slow) -> the op's index for memo_begin/memo_learn. `name` ("aten::addmm",
+// "jaxdev_slow::add.Tensor") gets the memo kernel, `slow` ("jaxdev_memo::addmm") is its Python kernel.
 PyObject* register_memo_kernel(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   if (nargs != 2 || !PyUnicode_Check(args[0]) || !PyUnicode_Check(args[1])) {
     PyErr_SetString(PyExc_TypeError, "register_memo_kernel(name: str, slow: str)");
@@ -129,20 +149,21 @@ PyObject* register_memo_kernel(PyObject*, PyObject* const* args, Py_ssize_t narg
     if (!PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, "jaxdev native: set_allocation/set_memo not called");
     return nullptr;
   }
-  std::string name = PyUnicode_AsUTF8(args[0]);  // "addmm" (aten)
-  std::string slow = PyUnicode_AsUTF8(args[1]);  // "jaxdev_slow::addmm"
+  std::string name = PyUnicode_AsUTF8(args[0]);
+  std::string slow = PyUnicode_AsUTF8(args[1]);
+  auto colons = name.find("::");
+  if (colons == std::string::npos) {
+    PyErr_SetString(PyExc_ValueError, "register_memo_kernel: a qualified name (namespace::op)");
+    return nullptr;
+  }
   try {
-    auto dot = slow.find('.');
-    auto handle = c10::Dispatcher::singleton().findSchemaOrThrow(
-        slow.substr(0, dot).c_str(), dot == std::string::npos ? "" : slow.substr(dot + 1).c_str());
-    auto aten_dot = name.find('.');
-    auto aten = c10::Dispatcher::singleton().findSchemaOrThrow(
-        ("aten::" + name.substr(0, aten_dot)).c_str(),
-        aten_dot == std::string::npos ? "" : name.substr(aten_dot + 1).c_str());
+    auto handle = handle_of(slow);
+    auto op = handle_of(name);
     int index = static_cast<int>(g_memo_ops.size());
     g_memo_ops.push_back(new MemoOp{handle, {}});
-    (*g_memo_index)[&aten.schema()] = index;
-    private_use1_kernels().impl(name.c_str(), torch::CppFunction::makeFromBoxedFunction<&memo_kernel>());
+    (*g_memo_index)[&op.schema()] = index;
+    kernels_of(name.substr(0, colons))
+        .impl(name.substr(colons + 2).c_str(), torch::CppFunction::makeFromBoxedFunction<&memo_kernel>());
     return PyLong_FromLong(index);
   } catch (const std::exception& e) {
     PyErr_SetString(PyExc_RuntimeError, e.what());

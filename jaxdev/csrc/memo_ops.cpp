@@ -43,13 +43,13 @@ struct Feed {
 };
 
 // What a replay gives for one of the op's returns: output `index` of the program as a new contiguous
-// tensor of `dtype` ('w'), or laid out with `strides` by tensor.wrap_strided ('s'); `constant` (an
+// tensor of `dtype` ('w'), or laid out as wrap_strided lays it out ('s', wrap_laid_out); `constant` (an
 // array made once, such as attention's placeholders) as a new tensor ('c'); None ('n'); an int ('i');
 // the very tensor of an earlier result ('r', `index` counting tensor and None results only).
 struct Give {
   char kind;
   int index;
-  PyObject* value;  // 'w', 'c': the torch.dtype; 's': the strides tuple; 'i': the int (owned)
+  PyObject* value;  // 'w', 'c': the torch.dtype; 's': (dtype, shape, strides, perm); 'i': the int (owned)
   PyObject* array;  // 'c': the constant array (owned)
 };
 
@@ -78,7 +78,6 @@ struct Frame {
 std::vector<MemoOp*> g_memo_ops;
 thread_local std::vector<Frame>* t_frames = nullptr;
 PyObject* g_array_type = nullptr;    // jax's concrete array class: a tracer is never keyed
-PyObject* g_wrap_strided = nullptr;  // tensor.wrap_strided
 PyObject* g_memo_sharded = nullptr;  // tensor.SHARDED_ENTRIES: any entry sends every call to Python
 constexpr size_t kMaxEntries = 4096;  // per op; past it the op's entries start over
 
@@ -243,6 +242,33 @@ void release(std::vector<PyObject*>& arrays) {
   arrays.clear();
 }
 
+// A new tensor holding `array` laid out as `laid` = (dtype, shape, strides, perm) says, as
+// tensor.wrap_strided makes it for a dense permutation (a logical value: its Box holds `array` as
+// (array, shape, strides, perm) and no physical array until the storage is read another way), in C++:
+// wrap_strided's Python cost 15 us a result (attention's output and logsumexp). Undefined on failure.
+at::Tensor wrap_laid_out(PyObject* array, PyObject* laid) {
+  if (!PyTuple_Check(laid) || PyTuple_GET_SIZE(laid) != 4) return {};
+  PyObject* shape = PyTuple_GET_ITEM(laid, 1);
+  PyObject* strides = PyTuple_GET_ITEM(laid, 2);
+  std::vector<int64_t> steps;
+  if (!PyTuple_Check(strides)) return {};
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(strides); i++) steps.push_back(PyLong_AsLongLong(PyTuple_GET_ITEM(strides, i)));
+  if (PyErr_Occurred()) return {};
+  at::Tensor t = wrap_result(Py_NewRef(array), PyTuple_GET_ITEM(laid, 0));  // contiguous, its Box physical
+  if (!t.defined()) return {};
+  c10::TensorImpl* impl = t.unsafeGetTensorImpl();
+  if (static_cast<size_t>(impl->dim()) != steps.size()) return {};
+  impl->set_sizes_and_strides(impl->sizes(), steps);
+  PyObject* address = PyLong_FromVoidPtr(const_cast<void*>(impl->unsafe_storage().unsafeGetStorageImpl()->data()));
+  PyObject* box = address ? PyDict_GetItemWithError(g_boxes, address) : nullptr;  // borrowed
+  Py_XDECREF(address);
+  PyObject* logical = box ? PyTuple_Pack(4, array, shape, strides, PyTuple_GET_ITEM(laid, 3)) : nullptr;
+  if (!logical) return {};
+  set_slot(box, g_slots.logical, logical);  // steals
+  set_slot(box, g_slots.array, Py_NewRef(Py_None));
+  return t;
+}
+
 // The op's results from `entry` pushed in place of its arguments; false (nothing pushed, no error
 // left) where the replay must leave the op to the slow path.
 bool replay(const Entry& entry, const std::vector<PyObject*>& arrays, size_t nargs, torch::jit::Stack* stack) {
@@ -285,10 +311,8 @@ bool replay(const Entry& entry, const std::vector<PyObject*>& arrays, size_t nar
       Py_DECREF(part);  // the tuple keeps it
     }
     if (g.kind == 's') {
-      PyObject* made = PyObject_CallFunctionObjArgs(g_wrap_strided, part, g.value, nullptr);
-      ok = made && THPVariable_Check(made);
-      if (ok) results.push_back(THPVariable_Unpack(made));
-      Py_XDECREF(made);
+      results.push_back(wrap_laid_out(part, g.value));
+      ok = results.back().defined();
     } else {
       Py_INCREF(part);
       results.push_back(wrap_result(part, g.value));  // steals part

@@ -46,7 +46,7 @@
 //                                program each way, where it applies; the math composite elsewhere.
 //                                No Python twin: without this module attention takes the math path.
 //
-//   register_memo_kernel(name, slow), set_memo(array_type, wrap_strided, sharded), memo_begin(index),
+//   register_memo_kernel(name, slow), set_memo(array_type, sharded), memo_begin(index),
 //   memo_learn(index, ...)       per-op eager's commonest kernels in C++ (memo_ops.cpp, memo_learn.cpp):
 //                                a call keyed as met before replays the one program its Python
 //                                kernel ran for that key (jaxdev/ops/kit/memo.py learns them).
@@ -153,7 +153,7 @@ PyMethodDef methods[] = {
     {"register_memo_kernel", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(register_memo_kernel)),
      METH_FASTCALL, "a C++ PrivateUse1 kernel replaying an op's program per key"},
     {"set_memo", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(set_memo)), METH_FASTCALL,
-     "jax's array class, tensor.wrap_strided and the sharded storages, for the memo kernels"},
+     "jax's array class and the sharded storages, for the memo kernels"},
     {"memo_begin", memo_begin, METH_O, "the keyed arrays of the memo frame being learned, or None"},
     {"memo_learn", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(memo_learn)), METH_FASTCALL,
      "what the memo frame's call did, entered under its key when it returns"},

@@ -40,7 +40,7 @@ from jaxdev.ops.kit import formulas
 from jaxdev.ops.kit.tensor_lists import boxes as _boxes
 from jaxdev.ops.kit.tensor_lists import may_take as _may_take
 from jaxdev.ops.kit.tensor_lists import store as _store
-from jaxdev.ops.kit.tensor_lists import whole as _whole
+from jaxdev.ops.kit.tensor_lists import wholes as _wholes
 from jaxdev.ops.registry import DYNAMIC_NUMBERS, FAST_BODIES, aten, register
 
 _CPU = torch._C.DispatchKeySet(torch._C.DispatchKey.CPU)
@@ -116,7 +116,7 @@ def _run(name: str, body, inplace: bool, selfs, slots: list, alpha=1):
     alpha_is_one = alpha == 1 and type(alpha) in (int, float)
     if not (alpha_is_one or _real_number(alpha)):
         return None
-    arrays = [_whole(t) for t in selfs]
+    arrays = _wholes(selfs)
     if any(a is None for a in arrays):
         return None
     kinds, numbers, other, shared = [], [], [], []
@@ -182,7 +182,7 @@ def _column(tensors, arrays: list):
     of its own, so no loop variable of _run keeps a reference to a self array: see tensor.sole_holder.)"""
     if not isinstance(tensors, (list, tuple)) or len(tensors) != len(arrays):
         return None
-    column = [_whole(t) for t in tensors]
+    column = _wholes(tensors)
     for b, a in zip(column, arrays):
         if b is None or b.shape != a.shape or b.dtype != a.dtype:
             return None

@@ -37,7 +37,7 @@ from jaxdev.ops.kit.derived import (  # noqa: F401  (check_cast, store_into, bro
     shape_errors_as_torch,
     store_into,
 )
-from jaxdev.ops.kit.native_kernels import fast_kernel, slow_path
+from jaxdev.ops.kit.native_kernels import fast_kernel
 
 aten = torch.ops.aten
 
@@ -194,10 +194,8 @@ def _register(
     installed = fn if on_cpu else capabilities.served(op, in_mode(op, fn))
     if on_cpu:
         native.module.register_cpu_kernels([name.removeprefix("aten::")])
-    elif memo.wanted(op) and fast is None and native_kernel is None:
-        memo.install(op, installed)  # replayed natively per key where the kernel is learned (kit/memo.py)
-    elif (fast is not None or native_kernel is not None) and native.module is not None:
-        slow_path(op, installed, native_kernel or fast_kernel(op, fast))
+    elif native.module is not None and (fast is not None or native_kernel is not None or memo.wanted(op)):
+        memo.install(op, installed, native_kernel or (fast_kernel(op, fast) if fast is not None else None))
     else:
         _LIB.impl(op, installed, "PrivateUse1")
     KERNELS[name] = fn

@@ -31,6 +31,9 @@ from jaxdev import dtypes, native, tensor
 # Ops whose kernels are such functions (each read for value checks, writes and randomness).
 OPS = frozenset(
     {
+        "aten::add.Tensor",
+        "aten::sub.Tensor",
+        "aten::mul.Tensor",
         "aten::addmm",
         "aten::mm",
         "aten::bmm",
@@ -87,17 +90,25 @@ def wanted(op) -> bool:
     return native.module is not None and op.name() in OPS
 
 
-def install(op, fn):
-    """The memo kernel for `op` (registry._register), `fn` (the Python kernel) its slow path."""
-    from jaxdev.ops.kit.native_kernels import slow_path
+def install(op, fn, fast=None):
+    """`op`'s native kernel (registry._register), `fn` (the Python kernel) its slow path: `fast(slow)`
+    installs an op's own (an elementwise op's fast kernel, clone's), the memo kernel another where the
+    op is in OPS; the memo kernel is the fast kernel's slow path where both are (add.Tensor of a view)."""
+    from jaxdev.ops.kit.native_kernels import defined, slow_path
 
+    if op.name() not in OPS:
+        slow_path(op, fn, fast)
+        return
     if not _setup:
         array_type = type(jnp.zeros(()))
-        native.module.set_memo(array_type, tensor.wrap_strided, tensor.SHARDED_ENTRIES)
+        native.module.set_memo(array_type, tensor.SHARDED_ENTRIES)
         _setup.append(array_type)
     index: list[int] = []
-    short = op.name().removeprefix("aten::")
-    slow_path(op, learning(fn, index), lambda slow: index.append(native.module.register_memo_kernel(short, slow)))
+    under = defined(op) if fast is not None else op.name()  # where the memo kernel goes
+    learn = learning(fn, index)
+    slow_path(op, learn, lambda slow: index.append(native.module.register_memo_kernel(under, slow)), "jaxdev_memo")
+    if fast is not None:
+        fast(under)
 
 
 _setup: list = []
@@ -203,8 +214,9 @@ def _give(r: torch.Tensor, outputs: tuple, inputs: set):
     if len(hits) == 1:
         if box.logical is None:
             return ("w", hits[0], r.dtype)
-        if dtypes.JAX_TO_TORCH.get(held.dtype) is r.dtype:  # wrap_strided's dtype is its array's
-            return ("s", hits[0], tuple(r.stride()))
+        shape, strides, perm = box.logical[1:]
+        if dtypes.JAX_TO_TORCH.get(held.dtype) is r.dtype and shape == tuple(r.shape) and strides == r.stride():
+            return ("s", hits[0], (r.dtype, shape, strides, perm))  # as wrap_strided lays it out
         return None
     if not hits and box.logical is None and CONSTANTS.get(id(held)) is held:
         return ("c", held, r.dtype)

@@ -11,18 +11,26 @@ from torch._ops import OpOverload
 
 from jaxdev import native
 
-# The Python kernels of ops that have a native fast kernel (`register_functional(..., fast=...)`) are
-# registered here, under the op's own schema, as the native kernel's slow path.
-_SLOW_LIB = torch.library.Library("jaxdev_slow", "DEF")
+# The Python kernels of ops that have a native kernel (`register_functional(..., fast=...)`, a memo
+# kernel: kit/memo.py) are registered here, under the op's own schema, as the native kernel's slow path:
+# in jaxdev_slow, or in jaxdev_memo below a fast kernel whose slow path (jaxdev_slow) is a memo kernel.
+_LIBS: dict[str, torch.library.Library] = {}
 
 
-def slow_path(op: OpOverload, fn: Callable, install: Callable[[str], None]) -> None:
-    """`fn` registered under `op`'s own schema as jaxdev_slow::<op>, the slow path of the native
+def defined(op: OpOverload, namespace: str = "jaxdev_slow") -> str:
+    """`op`'s schema defined in `namespace`: its qualified name there ("jaxdev_slow::add.Tensor")."""
+    if namespace not in _LIBS:
+        _LIBS[namespace] = torch.library.Library(namespace, "DEF")
+    _LIBS[namespace].define(str(op._schema).removeprefix("aten::"))
+    return f"{namespace}::{op.name().removeprefix('aten::')}"
+
+
+def slow_path(op: OpOverload, fn: Callable, install: Callable[[str], None], namespace: str = "jaxdev_slow") -> None:
+    """`fn` registered under `op`'s own schema as <namespace>::<op>, the slow path of the native
     PrivateUse1 kernel that `install(slow_name)` registers for `op`."""
-    short = op.name().removeprefix("aten::")
-    _SLOW_LIB.define(str(op._schema).removeprefix("aten::"))
-    _SLOW_LIB.impl(short, fn, "PrivateUse1")
-    install("jaxdev_slow::" + short)
+    name = defined(op, namespace)
+    _LIBS[namespace].impl(name.split("::", 1)[1], fn, "PrivateUse1")
+    install(name)
 
 
 def fast_kernel(op: OpOverload, bodies: Callable) -> Callable[[str], None]:
