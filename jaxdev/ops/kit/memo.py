@@ -23,7 +23,6 @@ from __future__ import annotations
 import warnings
 
 import jax
-import jax.numpy as jnp
 import torch
 
 from jaxdev import dtypes, native, tensor
@@ -100,9 +99,12 @@ def install(op, fn, fast=None):
         slow_path(op, fn, fast)
         return
     if not _setup:
-        array_type = type(jnp.zeros(()))
-        native.module.set_memo(array_type, tensor.SHARDED_ENTRIES)
-        _setup.append(array_type)
+        # jax's concrete array class, named without making an array (which would start the backend and
+        # compile at import); it has no public spelling
+        from jax._src.array import ArrayImpl
+
+        native.module.set_memo(ArrayImpl, tensor.SHARDED_ENTRIES)
+        _setup.append(ArrayImpl)
     index: list[int] = []
     under = defined(op) if fast is not None else op.name()  # where the memo kernel goes
     learn = learning(fn, index)
