@@ -5,6 +5,8 @@ runs in Python every time."""
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -179,3 +181,25 @@ def test_training_through_memo_ops_equals_cpu():
             opt.step()
     for p, q in zip(model.parameters(), on_jax.parameters()):
         torch.testing.assert_close(q.detach().cpu(), p.detach(), rtol=1e-5, atol=1e-6)
+
+
+def test_a_kernel_that_warns_is_never_replayed(monkeypatch):
+    """A replay would not warn: a call whose kernel showed a warning is not learned, so the kernel runs
+    (and warns, as its filters decide) at every call."""
+    from jaxdev.ops.reductions import sums
+
+    reduce_over = sums.reduce_over
+
+    def warning(*args, **kwargs):
+        warnings.warn("a kernel's own warning", UserWarning, stacklevel=2)
+        return reduce_over(*args, **kwargs)
+
+    x = torch.randn(3, 7, 11, device="jax")  # a key no other test meets
+    expected = _python(aten.sum.dim_IntList)(x, [2])
+    monkeypatch.setattr(sums, "reduce_over", warning)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        sums_of = [x.sum(2) for _ in range(3)]
+    assert [str(w.message) for w in caught] == ["a kernel's own warning"] * 3
+    for got in sums_of:
+        _same(got, expected)
