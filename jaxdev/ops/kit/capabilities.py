@@ -62,8 +62,10 @@ Facts of a platform that shape every program rather than one op family (`PROGRAM
   in fused eager and compiled steps the optimizer's whole AdamW update: the LM step's tied embedding
   (vocabulary 8192 x 512) came to 1.37 M estimated cycles in one fusion where jax.jit's is a product
   of 0.30 M and an update of 0.17 M, and where XLA fused the layers' weights so too, a 1536 x 512 one
-  took 0.205 M against 0.061 + 0.041 apart (issue 37). Where the fact holds the product's result
-  waits behind an optimization barrier (kit/precision.py's gradient_apart), which computes nothing.
+  took 0.205 M against 0.061 + 0.041 apart (issue 37). Where the fact holds, in fused eager's programs
+  (their optimizer's numbers data, not constants) the product's result waits behind an optimization
+  barrier, which computes nothing (kit/precision.py's gradients_kept_apart: a compiled graph's fuse
+  cheaply, its numbers constants).
 - `half_transposed_taps_abort`: CPU's slow_conv_transpose for half inputs (where the host's oneDNN
   lacks the dtype: its columns rounded, then added into the output one kernel tap after another, each
   addition rounded), as conv.py emulates it with one strided update of the output per tap, killed

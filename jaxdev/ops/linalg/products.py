@@ -26,7 +26,7 @@ from jaxdev.ops.kit import (
     wrap_dim,
 )
 from jaxdev.ops.kit.cpu_numerics import round_to
-from jaxdev.ops.kit.precision import gradient_apart
+from jaxdev.ops.kit.precision import gradients_kept_apart, kept_apart
 from jaxdev.ops.registry import aten, check_cast, register, register_functional, store_into
 
 
@@ -50,10 +50,9 @@ def _no_bool_product(name: str, dtype: torch.dtype, out_numel: int, inner: int) 
 
 
 @jitted
-def _product(jdt, precision, accumulate, gradient=False):  # gradient: a weight gradient's (gradient_apart)
+def _product(jdt, precision, accumulate, apart=False):  # apart: kit's gradients_kept_apart
     def run(a, b):
-        product = matmul(a, b, precision, accumulate).astype(jdt)
-        return gradient_apart(product) if gradient else product
+        return kept_apart(matmul(a, b, precision, accumulate).astype(jdt), apart)
 
     return run
 
@@ -78,9 +77,9 @@ def _product_for(dtype: torch.dtype):
 
 
 @jitted
-def _product_over_rows(jdt, precision, accumulate):
+def _product_over_rows(jdt, precision, accumulate, apart):
     def run(a, b):
-        return gradient_apart(matmul_over_rows(a, b, precision, accumulate).astype(jdt))
+        return kept_apart(matmul_over_rows(a, b, precision, accumulate).astype(jdt), apart)
 
     return run
 
@@ -92,13 +91,14 @@ def _matmul(a, b, dtype):
     if b.dim() != 2 or a.dim() != 2 or a.stride() != (1, a.shape[0]):
         return on_views(_product_for(dtype), (a, b))
     # a is x's rows transposed (`x.view(-1, m).t()`) against b's rows: a linear layer's weight gradient as
-    # autograd's mm backward forms it, kept from its consumers (gradient_apart); where x and b are traced
-    # N-D arrays over the same leading dims (kit.unflattened), contracted over those unflattened
+    # autograd's mm backward forms it, kept from its consumers where gradients_kept_apart says; where x
+    # and b are traced N-D arrays over the same leading dims (kit.unflattened), contracted over those
+    apart = gradients_kept_apart()
     y = unflattened(b)
     x = unflattened(a.t()) if y is not None else None
     if x is not None and x.shape[:-1] == y.shape[:-1]:
-        return on_views(_body_for(_product_over_rows, dtype), (x, y))
-    return on_views(_body_for(_product, dtype, True), (a, b))
+        return on_views(_body_for(_product_over_rows, dtype, apart), (x, y))
+    return on_views(_body_for(_product, dtype, True) if apart else _product_for(dtype), (a, b))
 
 
 def _mm_checks(self, mat2):
