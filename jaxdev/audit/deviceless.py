@@ -159,10 +159,14 @@ def forget_platform() -> None:
     """What jaxdev worked out from the platform so far, forgotten, when the platform it sees changes
     (install(); benchmarks/tpu_aot.py's as_tpu): JAX's caches, and jaxdev's functools caches
     (capabilities.platform, dtypes.refused_here, the kit's jitted bodies, whose traces a later
-    program would inline)."""
+    program would inline), and JAXDEV_MATH's reading: unset, it is the platform's default (auto on CPU,
+    near on a TPU), and a step recorded on CPU then traced as_tpu took auto's functions."""
     import jax
 
     jax.clear_caches()
+    math_mode = sys.modules.get("jaxdev.ops.kit.math_mode")
+    if math_mode is not None:
+        math_mode.forget()
     for name, module in list(sys.modules.items()):
         if name.startswith("jaxdev") and module is not None:
             for value in list(vars(module).values()):

@@ -153,3 +153,20 @@ def test_coverage_on_the_stand_in_writes_its_own_platforms_file(tmp_path):
     assert cells["complex64"]["forward"]["status"] == "pass"
     assert cells["complex128"]["forward"]["status"] == "unsupported"
     assert "complex128 is not supported on device 'jax' on a TPU" in cells["complex128"]["forward"]["reason"]
+
+
+def test_forgetting_the_platform_reads_the_math_setting_again(monkeypatch):
+    """JAXDEV_MATH unset is the platform's default: a step recorded on CPU (auto) and traced as a TPU
+    (benchmarks/tpu_aot.py's as_tpu) took auto's functions, not near's, the chip's default."""
+    import jax
+
+    from jaxdev.ops.kit import math_mode
+
+    monkeypatch.delenv("JAXDEV_MATH", raising=False)
+    monkeypatch.setattr(math_mode, "_mode", "auto")  # as read while the step was recorded on CPU
+    monkeypatch.setattr(jax, "default_backend", lambda: "tpu")
+    deviceless.forget_platform()
+    assert math_mode.mode() == "near"
+    monkeypatch.undo()
+    deviceless.forget_platform()  # and this session's own again
+    assert math_mode.mode() == math_mode.resolve(os.environ.get("JAXDEV_MATH"), jax.default_backend())

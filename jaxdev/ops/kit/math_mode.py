@@ -27,6 +27,13 @@ def mode() -> str:
     return _mode
 
 
+def forget() -> None:
+    """JAXDEV_MATH read again at the next kernel trace: unset, it is the platform's default, which
+    changes when a stand-in starts saying it is a TPU (jaxdev/audit/deviceless.py's forget_platform)."""
+    global _mode
+    _mode = None
+
+
 @contextlib.contextmanager
 def forced(value: str):
     """JAXDEV_MATH=`value` while the block runs, for code traced inside it (tests: a kernel whose
