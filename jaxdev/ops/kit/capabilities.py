@@ -57,15 +57,6 @@ Facts of a platform that shape every program rather than one op family (`PROGRAM
   S] a layer) and reads in the key gradient's product, 3.4x that product's cost (issue 37: 1.0 M of
   the LM step's 18.6 M estimated cycles). Softmax does not depend on its shift, so that gradient is
   rounding residue (CPU's softmax backward has none); where the fact holds attention leaves it out.
-- `gradient_products_fuse_updates`: XLA's TPU compiler makes a weight gradient's product (a linear layer's
-  input against its output gradient, contracted over the rows) the output fusion of what consumes it,
-  in fused eager and compiled steps the optimizer's whole AdamW update: the LM step's tied embedding
-  (vocabulary 8192 x 512) came to 1.37 M estimated cycles in one fusion where jax.jit's is a product
-  of 0.30 M and an update of 0.17 M, and where XLA fused the layers' weights so too, a 1536 x 512 one
-  took 0.205 M against 0.061 + 0.041 apart (issue 37). Where the fact holds, in fused eager's programs
-  (their optimizer's numbers data, not constants) the product's result waits behind an optimization
-  barrier, which computes nothing (kit/precision.py's gradients_kept_apart: a compiled graph's fuse
-  cheaply, its numbers constants).
 - `half_transposed_taps_abort`: CPU's slow_conv_transpose for half inputs (where the host's oneDNN
   lacks the dtype: its columns rounded, then added into the output one kernel tap after another, each
   addition rounded), as conv.py emulates it with one strided update of the output per tap, killed
@@ -176,8 +167,6 @@ PROGRAM_FACTS: dict[str, dict[str, str]] = {
         "sqrt_approximate": "float32 sqrt is not IEEE's (2 ulps off on 41 % of inputs)",
         "products_not_contracted": "float32 a * b + c rounds twice, where CPU's kernels and XLA's CPU backend "
         "fuse it into one rounding (FMA): next to a zero of J0/Y0 a polynomial's last bits become 30-2,123 ulps",
-        "gradient_products_fuse_updates": "a weight gradient's product becomes the output fusion of the "
-        "optimizer's elementwise update that consumes it (the LM's tied embedding: 1.37 M estimated cycles)",
         "half_transposed_taps_abort": "CPU's tap-by-tap half transposed convolution (a strided update of the "
         "output per kernel tap) aborts XLA's TPU compiler (fusion_util TransformWindow: loop will not make progress)",
     }

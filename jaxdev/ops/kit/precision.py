@@ -68,23 +68,3 @@ def matmul_over_rows(a, b, precision, accumulate):
     lead = tuple(range(a.ndim - 1))
     dims = ((lead, lead), ((), ()))
     return jax.lax.dot_general(a, b, dims, precision=precision, preferred_element_type=accumulate)
-
-
-def gradients_kept_apart() -> bool:
-    """Whether a weight gradient's product (a matrix's rows transposed against another's: autograd's mm
-    backward) is kept from what consumes it in the program traced now: where capabilities'
-    `gradient_products_fuse_updates` holds (a TPU) and fused eager traces it. Its programs take the
-    optimizer's numbers as data, and XLA's TPU compiler tiled the product with the AdamW update over
-    them 4x finer (kernel window 4, not 16: a 1536 x 512 weight's 0.228 M estimated cycles against
-    0.061 + 0.041 apart); a compiled graph's, its numbers constants, fused as jax.jit's do, cheaper
-    than apart (the LM step 13.36 M fused, 14.14 M apart). Read at dispatch: the bodies key on it."""
-    from jaxdev import tracing
-    from jaxdev.ops.kit import capabilities  # imports the fallback, which needs the ops package loaded
-
-    return tracing.fused_trace() and capabilities.fact("gradient_products_fuse_updates")
-
-
-def kept_apart(product, apart: bool):
-    """`product` behind an optimization barrier where `apart` (gradients_kept_apart): XLA cannot make
-    its consumers its output fusion. The same values: a barrier computes nothing."""
-    return jax.lax.optimization_barrier(product) if apart else product

@@ -26,7 +26,6 @@ from jaxdev.ops.kit import (
     wrap_dim,
 )
 from jaxdev.ops.kit.cpu_numerics import round_to
-from jaxdev.ops.kit.precision import gradients_kept_apart, kept_apart
 from jaxdev.ops.registry import aten, check_cast, register, register_functional, store_into
 
 
@@ -50,9 +49,9 @@ def _no_bool_product(name: str, dtype: torch.dtype, out_numel: int, inner: int) 
 
 
 @jitted
-def _product(jdt, precision, accumulate, apart=False):  # apart: kit's gradients_kept_apart
+def _product(jdt, precision, accumulate):
     def run(a, b):
-        return kept_apart(matmul(a, b, precision, accumulate).astype(jdt), apart)
+        return matmul(a, b, precision, accumulate).astype(jdt)
 
     return run
 
@@ -77,28 +76,33 @@ def _product_for(dtype: torch.dtype):
 
 
 @jitted
-def _product_over_rows(jdt, precision, accumulate, apart):
+def _product_over_rows(jdt, precision, accumulate):
     def run(a, b):
-        return kept_apart(matmul_over_rows(a, b, precision, accumulate).astype(jdt), apart)
+        return matmul_over_rows(a, b, precision, accumulate).astype(jdt)
 
     return run
+
+
+def _sources_of_rows(a, b):
+    """(x, y) for `a @ b` where a is x's rows transposed (`x.view(-1, m).t()`) and b is y's rows, x and y
+    traced N-D arrays over the same leading dims (kit.unflattened): a linear layer's weight gradient,
+    as autograd's mm backward forms it from the layer's input and output gradient. None otherwise."""
+    if a.dim() != 2 or a.stride() != (1, a.shape[0]):
+        return None
+    y = unflattened(b)
+    x = unflattened(a.t()) if y is not None else None
+    return None if x is None or x.shape[:-1] != y.shape[:-1] else (x, y)
 
 
 def _matmul(a, b, dtype):
     source = unflattened(a) if b.dim() == 2 else None
     if source is not None:  # a traced [batch, seq, k] input flattened to rows: kept apart (kit.unflattened)
         return on_views(rows_of(_product_for(dtype)), (source, b))
-    if b.dim() != 2 or a.dim() != 2 or a.stride() != (1, a.shape[0]):
-        return on_views(_product_for(dtype), (a, b))
-    # a is x's rows transposed (`x.view(-1, m).t()`) against b's rows: a linear layer's weight gradient as
-    # autograd's mm backward forms it, kept from its consumers where gradients_kept_apart says; where x
-    # and b are traced N-D arrays over the same leading dims (kit.unflattened), contracted over those
-    apart = gradients_kept_apart()
-    y = unflattened(b)
-    x = unflattened(a.t()) if y is not None else None
-    if x is not None and x.shape[:-1] == y.shape[:-1]:
-        return on_views(_body_for(_product_over_rows, dtype, apart), (x, y))
-    return on_views(_body_for(_product, dtype, True) if apart else _product_for(dtype), (a, b))
+    sources = _sources_of_rows(a, b) if b.dim() == 2 else None
+    if sources is not None:  # contracted over the leading dims unflattened (kit.matmul_over_rows)
+        jdt = dtypes.to_jax_dtype(dtype)
+        return on_views(_product_over_rows(jdt, *product_precision(jdt)), sources)
+    return on_views(_product_for(dtype), (a, b))
 
 
 def _mm_checks(self, mat2):
