@@ -16,14 +16,22 @@ class AuditError(Exception):
 
 
 def load_module(spec: str, prefix: str):
-    """The module `spec` names: a module name, or a .py path (loaded as `prefix` + its file name)."""
+    """The module `spec` names: a module name, or a .py path (loaded as `prefix` + its file name, once a
+    process, as an import is: a plugin that registers a TORCH_LIBRARY cannot run twice, and a cleared
+    cache of what loaded it, deviceless.forget_platform's, must not make it)."""
     import importlib
     import importlib.util
     import os
+    import sys
 
     if not spec.endswith(".py"):
         return importlib.import_module(spec)
-    module_spec = importlib.util.spec_from_file_location(prefix + os.path.basename(spec)[:-3], spec)
+    name, path = prefix + os.path.basename(spec)[:-3], os.path.abspath(spec)
+    loaded = sys.modules.get(name)
+    if loaded is not None and getattr(loaded, "__file__", None) == path:
+        return loaded
+    module_spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(module_spec)
     module_spec.loader.exec_module(module)
+    sys.modules[name] = module  # only once it ran whole: a failed plugin is tried again, and fails again
     return module

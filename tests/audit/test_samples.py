@@ -34,3 +34,13 @@ def test_sample_inputs_are_the_first_ones_and_counted_one_past_the_limit():
     drawn, total = samples.drawn(unit, 2, "sample")
     first = samples.samples(unit, 2)
     assert total == 3 and len(drawn) == 2 and all(_same(a, b) for a, b in zip(drawn, first, strict=True))
+
+
+def test_a_plugin_runs_once_however_often_the_op_list_is_rebuilt():
+    """A plugin registers a TORCH_LIBRARY, which cannot run twice in a process: rebuilding the OpInfo list
+    (deviceless.forget_platform clears every jaxdev functools cache, the list's too) takes the loaded one.
+    CI failed 27 audit tests in one worker after a test had forgotten the platform."""
+    first = samples.op_db()
+    samples.op_db.cache_clear()
+    again = samples.op_db()
+    assert "jaxdev_audit_test.good" in again and again["jaxdev_audit_test.good"] is first["jaxdev_audit_test.good"]
