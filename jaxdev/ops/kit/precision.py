@@ -63,8 +63,15 @@ def matmul_over_rows(a, b, precision, accumulate):
     the same leading dims (a linear layer's input and output gradient, whose product is its weight's
     gradient): contracted over those dims unflattened, as a hand-written jax.jit step contracts them,
     rather than over [rows, m] and [rows, n] (issue 37). The same values: XLA's CPU backend makes it
-    the same [m, rows] x [rows, n] dot (checked bit for bit)."""
+    the same [m, rows] x [rows, n] dot (checked bit for bit). Where capabilities'
+    `gradient_producers_fuse_into_products` holds (a TPU), a (the output gradient) waits behind an
+    optimization barrier: XLA's TPU compiler otherwise fused its producer (the qkv projection's: q, k and
+    v's gradients concatenated) into the product with the weight's AdamW update and tiled it badly."""
+    from jaxdev.ops.kit import capabilities  # imports the fallback, which needs the ops package loaded
+
     a, b = _operands(a, b, accumulate)
+    if capabilities.fact("gradient_producers_fuse_into_products"):  # see the fact; a barrier computes nothing
+        a = jax.lax.optimization_barrier(a)
     lead = tuple(range(a.ndim - 1))
     dims = ((lead, lead), ((), ()))
     return jax.lax.dot_general(a, b, dims, precision=precision, preferred_element_type=accumulate)
