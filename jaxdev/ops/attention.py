@@ -31,11 +31,11 @@ import math
 
 import jax
 import jax.numpy as jnp
-import torch
 
 from jaxdev import dtypes, layout, tensor, tracing
 from jaxdev.ops.kit import attention_layouts, jitted, matmul, memo, on_views, widened_product_precision
 from jaxdev.ops.kit import transcendentals as tm
+from jaxdev.ops.kit.precision import body_at_precision
 from jaxdev.ops.registry import aten, register
 
 
@@ -44,7 +44,7 @@ def _attend(q, k, v, bias, is_causal, scale, precision, accumulate):
     dtype = q.dtype
     if dtype in (jnp.float16, jnp.bfloat16):
         # half inputs: in float32 throughout, as CPU's math path widens q, k, v and the mask, rounded
-        # once at the end; its products are float32 products (_settings)
+        # once at the end; its products are float32 products (widened_product_precision)
         q, k, v = (t.astype(jnp.float32) for t in (q, k, v))
         bias = None if bias is None else bias.astype(jnp.float32)
     factor = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
@@ -88,12 +88,12 @@ def _shift(scores):
 
 
 @jitted
-def _forward(is_causal, scale, precision, accumulate):
+def _forward(precision, accumulate, is_causal, scale):
     return lambda q, k, v, bias: _attend(q, k, v, bias, is_causal, scale, precision, accumulate)
 
 
 @jitted
-def _backward(is_causal, scale, precision, accumulate):
+def _backward(precision, accumulate, is_causal, scale):
     def run(grad, q, k, v, bias):
         def output(q, k, v, bias):
             return _attend(q, k, v, bias, is_causal, scale, precision, accumulate)[0]
@@ -102,26 +102,6 @@ def _backward(is_causal, scale, precision, accumulate):
         return pullback(grad.astype(q.dtype))
 
     return run
-
-
-def _settings(query):
-    return widened_product_precision(dtypes.to_jax_dtype(query.dtype))
-
-
-_BODIES: dict = {}
-
-
-def _body(factory, is_causal: bool, scale, query):
-    """`factory(is_causal, scale, *_settings(query))` in one lookup keyed by torch objects and the float32
-    matmul precision in force now: the settings' numpy dtype promotion and the factory's own key cost
-    ~2.5 us of every call (measured)."""
-    key = (factory, is_causal, scale, query.dtype, torch.get_float32_matmul_precision())
-    body = _BODIES.get(key)
-    if body is None:
-        if len(_BODIES) >= 1024:  # scales that keep changing: start over
-            _BODIES.clear()
-        body = _BODIES[key] = factory(is_causal, scale, *_settings(query))
-    return body
 
 
 @functools.cache
@@ -145,7 +125,7 @@ def fused_attention(
     if dropout_p != 0.0:  # the device never chooses this path with dropout; a direct call is refused
         raise RuntimeError("jaxdev's fused attention runs without dropout; dropout takes the math path")
     # views (a head split's transposes, an expanded mask) are read inside the program (kit.on_views)
-    body = _body(_forward, bool(is_causal), scale, query)
+    body = body_at_precision(_forward, query.dtype, widened_product_precision, bool(is_causal), scale)
     out, logsumexp = on_views(body, (query, key, value, attn_bias))
     if query.dim() == 3:  # the logsumexp of (heads, L, E) queries is (1, heads, L)
         logsumexp = logsumexp[None]
@@ -189,7 +169,7 @@ def fused_attention_backward(
     *,
     scale=None,
 ):
-    run = _body(_backward, bool(is_causal), scale, query)
+    run = body_at_precision(_backward, query.dtype, widened_product_precision, bool(is_causal), scale)
     grads = on_views(run, (grad_out, query, key, value, attn_bias))  # `.sum()`'s gradient is an expand
     grads = [g if wanted else None for g, wanted in zip(grads, grad_input_mask)]
     op = aten._scaled_dot_product_fused_attention_overrideable_backward.default

@@ -14,7 +14,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from jaxdev import dtypes, native
 from jaxdev.ops import attention
-from jaxdev.ops.kit import transcendentals
+from jaxdev.ops.kit import transcendentals, widened_product_precision
 
 pytestmark = pytest.mark.skipif(native.module is None, reason="the backend choice needs the native module")
 
@@ -174,12 +174,12 @@ def test_half_attention_states_its_float32_arithmetic(dtype):
     """Both directions' products of half attention are float32 x float32 at float32's setting
     (HIGHEST by default), so no backend's one-pass default rounds the widened operands to bfloat16:
     on a TPU that put the bfloat16 gradient at 118x the OpInfo tolerance (CPU 0.24x)."""
-    settings = attention._settings(torch.empty(0, dtype=dtype))
     jdt = dtypes.to_jax_dtype(dtype)
+    settings = widened_product_precision(jdt)
     q = jnp.ones((2, 4, 8, 16), jdt)
     programs = {
-        "forward": attention._forward(False, None, *settings).lower(q, q, q, None),
-        "backward": attention._backward(False, None, *settings).lower(q, q, q, q, None),
+        "forward": attention._forward(*settings, False, None).lower(q, q, q, None),
+        "backward": attention._backward(*settings, False, None).lower(q, q, q, q, None),
     }
     for direction, lowered in programs.items():
         dots = [line for line in lowered.as_text().splitlines() if "dot_general" in line]

@@ -396,7 +396,7 @@ def _score_masks(is_causal):
     from jaxdev.ops import attention
 
     q = jnp.linspace(-1, 1, 2 * 3 * 8 * 4, dtype=jnp.float32).reshape(2, 3, 8, 4)
-    run = attention._backward(is_causal, None, jax.lax.Precision.HIGHEST, None)
+    run = attention._backward(jax.lax.Precision.HIGHEST, None, is_causal, None)
 
     def eqns(jaxpr):
         for e in jaxpr.eqns:

@@ -1,4 +1,5 @@
-"""Products at the device's precision: `product_precision`, `widened_product_precision`, `matmul`."""
+"""Products at the device's precision: `product_precision`, `widened_product_precision`, `matmul`, and
+`body_at_precision` (a kernel's product body for a dtype at the precision in force)."""
 
 from __future__ import annotations
 
@@ -40,6 +41,26 @@ def widened_product_precision(jdt) -> tuple:
     bfloat16 pass, rounding every intermediate it multiplies to bfloat16: a bfloat16 attention's
     gradient was 118x the OpInfo tolerance from float64 there, CPU's 0.24x.)"""
     return product_precision(jnp.promote_types(jdt, jnp.float32))
+
+
+_BODIES: dict = {}
+
+
+def body_at_precision(factory, dtype: torch.dtype, settings, *static):
+    """`factory(*settings(jdt), *static)` for torch `dtype` (jdt its jax dtype) at the float32 matmul
+    precision in force now, found with one lookup keyed by torch objects: the jitted factory's own key
+    hashes numpy dtypes and enums, and the settings promote numpy dtypes (~1.2 us an addmm, ~2.5 us an
+    attention call, measured). `settings` is product_precision or widened_product_precision (or one that
+    puts jdt before them)."""
+    key = (factory, dtype, torch.get_float32_matmul_precision(), settings, *static)
+    body = _BODIES.get(key)
+    if body is None:
+        if len(_BODIES) >= 1024:  # static arguments that keep changing (attention's scale): start over
+            _BODIES.clear()
+        from jaxdev import dtypes  # jaxdev.dtypes loads after the kit's products
+
+        body = _BODIES[key] = factory(*settings(dtypes.to_jax_dtype(dtype)), *static)
+    return body
 
 
 def matmul(a, b, precision, accumulate):

@@ -26,6 +26,7 @@ from jaxdev.ops.kit import (
     wrap_dim,
 )
 from jaxdev.ops.kit.cpu_numerics import round_to
+from jaxdev.ops.kit.precision import body_at_precision
 from jaxdev.ops.registry import aten, check_cast, register, register_functional, store_into
 
 
@@ -56,23 +57,13 @@ def _product(jdt, precision, accumulate):
     return run
 
 
-_BODIES: dict = {}
-
-
-def _body_for(factory, dtype: torch.dtype, *static):
-    """`factory(jdt, *product_precision(jdt), *static)` at the float32 matmul precision in force now, in one
-    lookup keyed by torch objects (the factory's key hashes numpy dtypes and enums: ~1.2 us an addmm)."""
-    setting = torch.get_float32_matmul_precision() if dtype is torch.float32 else None
-    key = (factory, dtype, setting, *static)
-    body = _BODIES.get(key)
-    if body is None:
-        jdt = dtypes.to_jax_dtype(dtype)
-        body = _BODIES[key] = factory(jdt, *product_precision(jdt), *static)
-    return body
+def _with_dtype(jdt) -> tuple:
+    """The product factories' leading arguments: jdt, then product_precision's."""
+    return (jdt, *product_precision(jdt))
 
 
 def _product_for(dtype: torch.dtype):
-    return _body_for(_product, dtype)
+    return body_at_precision(_product, dtype, _with_dtype)
 
 
 @jitted
@@ -185,7 +176,7 @@ def _scaled(self, a, b, beta, alpha, dtype):
         beta, alpha = int(beta), int(alpha)  # PyTorch converts them to the integer dtype first
     used = (alpha, beta) if beta != 0 else (alpha,)
     unit = not dtype.is_complex and all(type(k) is int and k == 1 for k in used)
-    body = _body_for(_scaled_product, dtype, beta != 0, unit)
+    body = body_at_precision(_scaled_product, dtype, _with_dtype, beta != 0, unit)
     source = unflattened(a) if a.dim() == 2 and self.dim() <= 1 else None
     if source is not None:  # a traced [batch, seq, k] input flattened to rows: kept apart (kit.unflattened)
         return on_views(rows_of(body), (self, source, b), (beta, alpha))
