@@ -125,11 +125,15 @@ def check_no_partial_overlap(out: torch.Tensor, inputs, full_too: bool = False) 
     assert_no_overlap, which also refuses a full overlap (the same memory with the same strides: the
     written tensor itself, as the index of index_add_ or the source of scatter_).
 
-    Fake storage addresses are unique and spaced apart, so data_ptr ranges compare like real ones."""
+    Fake storage addresses are unique and spaced apart, so data_ptr ranges compare like real ones. They
+    are read without materializing a copy-on-write storage (Python's data_ptr() asks for the mutable
+    pointer): an input stays shared as on CPU, where the check reads `TensorImpl::data()`; and two
+    storages sharing data copy-on-write do not overlap (CPU's `Storage::is_alias_of` is false for
+    them): the write makes `out`'s storage its own."""
     dense = out.numel() != 0 and is_non_overlapping_and_dense(out)
     if not dense and not full_too:
         return
-    a_begin = out.data_ptr()
+    a_begin = _begin(out)
     a_end = a_begin + out.numel() * out.element_size()
     for t in inputs:
         if t is out:
@@ -140,11 +144,17 @@ def check_no_partial_overlap(out: torch.Tensor, inputs, full_too: bool = False) 
             continue
         if not is_non_overlapping_and_dense(t):
             continue
-        b_begin = t.data_ptr()
+        if torch._C._is_cow_tensor(out) and torch._C._storage_address(t) != torch._C._storage_address(out):
+            continue
+        b_begin = _begin(t)
         b_end = b_begin + t.numel() * t.element_size()
         full = a_begin == b_begin and a_end == b_end and out.stride() == t.stride()
         if (full and full_too) or (not full and a_begin < b_end and b_begin < a_end):
             raise _overlap_error()
+
+
+def _begin(t: torch.Tensor) -> int:
+    return torch._C._data_address(t) + t.storage_offset() * t.element_size()
 
 
 def _overlap_error() -> RuntimeError:

@@ -19,6 +19,7 @@
 #include <c10/core/StorageImpl.h>
 #include <c10/core/TensorImpl.h>
 #include <c10/core/impl/COW.h>
+#include <torch/csrc/Storage.h>
 #include <torch/csrc/autograd/python_variable.h>
 
 #include <string>
@@ -137,6 +138,17 @@ PyObject* lazy_clone(PyObject*, PyObject* arg) {
     PyErr_SetString(PyExc_RuntimeError, e.what());
     return nullptr;
   }
+}
+
+// data_address(storage): the storage's data pointer as `torch._C._data_address` reads a tensor's. A
+// Python storage's data_ptr() asks for the mutable pointer, which materializes a copy-on-write storage:
+// fused eager reads its inputs' addresses this way, so a read leaves them shared, as on CPU.
+PyObject* data_address(PyObject*, PyObject* arg) {
+  if (!THPStorage_Check(arg)) {
+    PyErr_SetString(PyExc_TypeError, "data_address(storage: UntypedStorage)");
+    return nullptr;
+  }
+  return PyLong_FromVoidPtr(const_cast<void*>(THPStorage_Unpack(arg).data()));
 }
 
 }  // namespace jaxdev_native

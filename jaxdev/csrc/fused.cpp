@@ -138,7 +138,9 @@ int tensor_matches(Walk& w, PyObject* obj) {
     return 0;
   }
   const c10::StorageImpl* storage = impl->unsafe_storage().unsafeGetStorageImpl();
-  if (c10::impl::cow::is_cow_data_ptr(storage->data_ptr())) return 0;  // Python's data_ptr() materializes it
+  // A copy-on-write storage takes the full key: whether the op writes it, and must unshare it first,
+  // is decided there (jaxdev/fused/cow.py).
+  if (c10::impl::cow::is_cow_data_ptr(storage->data_ptr())) return 0;
   PyObject* meta = PyTuple_GET_ITEM(part, 1);
   if (!PyTuple_CheckExact(meta) || PyTuple_GET_SIZE(meta) != 4) return 0;
   if (!same_layout(impl, meta)) return PyErr_Occurred() ? -1 : 0;

@@ -282,7 +282,8 @@ PyObject* result(Making& k, const ResultSpec& s) {
 }
 
 // The storage data address of tensor argument i, as boxes.address gives it; nullptr where Python must
-// decide (copy-on-write: Python's data_ptr() would materialize it).
+// decide (copy-on-write, which the recorder unshares before it records an op that writes it:
+// jaxdev/fused/cow.py).
 const void* written_address(const at::Tensor& t) {
   const c10::StorageImpl* storage = t.unsafeGetTensorImpl()->unsafe_storage().unsafeGetStorageImpl();
   if (!storage || c10::impl::cow::is_cow_data_ptr(storage->data_ptr())) return nullptr;

@@ -20,6 +20,7 @@
 //                                76 -> 38 us).
 //   lazy_clone(t)                t._lazy_clone() as PyTorch makes it: both storages share t's address
 //                                copy-on-write (cow.cpp); None where it cannot be (Python clones).
+//   data_address(storage)        its data pointer without materializing a copy-on-write storage (cow.cpp)
 //   set_boxes(BOXES, Box)        the storage -> Box dictionary that the readers below look in, and
 //                                the Box class (a subclass, such as a storage slice's, is left to Python).
 //   plain_value(t)               the jax.Array of a tensor that is its whole storage, row-major (the
@@ -158,6 +159,7 @@ PyMethodDef methods[] = {
     {"memo_learn", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(memo_learn)), METH_FASTCALL,
      "what the memo frame's call did, entered under its key when it returns"},
     {"lazy_clone", lazy_clone, METH_O, "t._lazy_clone() sharing t's storage copy-on-write, or None"},
+    {"data_address", data_address, METH_O, "a storage's data pointer, leaving a copy-on-write one shared"},
     {"drop_dead", drop_dead, METH_NOARGS, "remove the boxes of dead storages that wrap made"},
     {"set_boxes", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(set_boxes)), METH_FASTCALL,
      "the storage -> Box dictionary, and the Box class"},

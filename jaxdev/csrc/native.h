@@ -46,6 +46,7 @@ PyObject* set_boxes(PyObject*, PyObject* const* args, Py_ssize_t nargs);
 // --- cow.cpp: copy-on-write storages (Tensor._lazy_clone) ----------------------------------------
 c10::Allocator* storage_allocator();
 PyObject* lazy_clone(PyObject*, PyObject* arg);
+PyObject* data_address(PyObject*, PyObject* arg);
 
 // --- readers.cpp: a tensor's array without a Python frame -------------------------------------------
 bool check_ready();

@@ -125,13 +125,16 @@ def new_pending_tensor(shape: tuple, dtype) -> tuple[PendingBox, object, int]:
     return box, t, address
 
 
-def address(t) -> int:
-    """The data pointer of `t`'s storage, without a Python storage object: one made once stays with the
-    storage (PyTorch keeps it), which then counts two users, so autograd would sum a gradient into a
-    new tensor where it sums in place otherwise (InputBuffer's can_accumulate_inplace), and a step whose
-    ops were replayed (replay.py, which makes none) would call other ops than the step that learned them."""
-    p = t.data_ptr()  # 0 for an empty tensor, whatever its storage
-    return p - t.storage_offset() * t.element_size() if p else t.untyped_storage().data_ptr()
+# The data pointer of a tensor's storage (its box's key), read as `torch._C._data_address` reads it:
+# with no Python storage object (one made once stays with the storage, which then counts two users, so
+# autograd would sum a gradient into a new tensor where it sums in place otherwise: InputBuffer's
+# can_accumulate_inplace; and a step whose ops were replayed, replay.py, which makes none, would call
+# other ops than the step that learned them), and without asking for the mutable pointer as Python's
+# data_ptr() does, which materializes a copy-on-write storage (Tensor._lazy_clone): recording a read
+# must leave it shared, as CPU does; an op that writes one unshares it first (cow.py).
+address = torch._C._data_address
+# The same for a storage object (the segment's inputs are kept as their storages).
+storage_address = getattr(native.module, "data_address", None) or torch.UntypedStorage.data_ptr  # no sharing without it
 
 
 def settle(box: Box, array) -> None:

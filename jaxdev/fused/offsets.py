@@ -102,13 +102,12 @@ def keep_static(key: tuple, tensors: list) -> None:
 def _movable(t: torch.Tensor, tensors: list) -> bool:
     """A view that can be cut out of its storage by offset: of the storage's own dtype, not empty, no
     other tensor of the op on that storage, and a storage not placed over a mesh."""
-    storage = t.untyped_storage()
-    box = BOXES.get(storage.data_ptr())
+    address = boxes.address(t)
+    box = BOXES.get(address)
     if box is None or box.dtype is not t.dtype or t.numel() == 0 or any(s < 0 for s in t.stride()):
         return False
     if placement.SHARDED_ENTRIES and box in placement.SHARDED:
         return False
-    address = storage.data_ptr()
     return sum(1 for u in tensors if boxes.address(u) == address) == 1
 
 
@@ -122,7 +121,7 @@ def has_views(learned) -> bool:
 def base_meta(t: torch.Tensor) -> tuple[tuple, torch.Tensor]:
     """The layout of `t`'s whole storage as one flat tensor of its dtype, and that tensor."""
     storage = t.untyped_storage()
-    numel = BOXES[storage.data_ptr()].numel
+    numel = BOXES[boxes.address(t)].numel
     meta = (t.dtype, torch.Size([numel]), (1,), 0)
     return meta, tensor.tensor_on_storage(storage, *meta)
 

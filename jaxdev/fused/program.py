@@ -25,6 +25,7 @@ import torch.fx
 from jax._src.lax.lax import _convert_element_type  # weak_type= has no public spelling
 
 from jaxdev import eager_modes, native, rng, tensor, tracing
+from jaxdev.fused import boxes as fused_boxes
 from jaxdev.fused import literals, offsets
 from jaxdev.fused.learn import NotRecordable
 from jaxdev.fused.stats import STATS
@@ -258,8 +259,8 @@ def _placed(seg) -> tuple:
     """_layout's inputs in Python: (tensors, metas, storages, boxes, whether a storage has no box)."""
     args, metas, storages, boxes, index, unboxed = [], [], [], [], {}, False
     for t, (storage, meta) in zip(seg.inputs, seg.input_metas):
-        address = storage.data_ptr()
-        if t.untyped_storage().data_ptr() != address or (t.dtype, t.shape, t.stride(), t.storage_offset()) != meta:
+        address = fused_boxes.storage_address(storage)  # a read: a copy-on-write storage stays shared
+        if fused_boxes.address(t) != address or (t.dtype, t.shape, t.stride(), t.storage_offset()) != meta:
             t = tensor.tensor_on_storage(storage, *meta)
         args.append(t)
         g = index.get(address)

@@ -9,11 +9,13 @@ import warnings
 import torch
 
 from jaxdev import eager_modes
-from jaxdev.fused import boxes, context, learn, number_keys, numbers, offsets, program, replay, results
+from jaxdev.fused import boxes, context, cow, learn, number_keys, numbers, offsets, program, replay, results
 from jaxdev.fused.numbers import Number
 from jaxdev.fused.stats import STATS
 from jaxdev.ops.registry import DYNAMIC_NUMBERS
 from jaxdev.tensor import BOXES, Box
+
+_address = boxes.address
 
 # A segment this long is flushed: a loop that never reads a value still runs in bounded programs. From
 # half of it on, a segment is cut after an op where an earlier segment was cut by the bound (see _cut).
@@ -95,7 +97,8 @@ class Segment:
     def refresh(self) -> None:
         """`placeholders` rebuilt from the inputs, after replayed ops added inputs without it."""
         slots = self.slots
-        self.placeholders = {(slots[s.data_ptr()], meta): i for i, (s, meta) in enumerate(self.input_metas)}
+        address = boxes.storage_address
+        self.placeholders = {(slots[address(s)], meta): i for i, (s, meta) in enumerate(self.input_metas)}
         self.stale = False
 
     # --- building an op's key -----------------------------------------------------------------
@@ -132,8 +135,7 @@ class Segment:
         if t.is_conj() or t.is_neg():
             raise NotRecordable("a tensor with a conj/neg bit")
         offset = t.storage_offset()
-        address = t.data_ptr()  # boxes.address, inline
-        address = address - offset * t.element_size() if address else t.untyped_storage().data_ptr()
+        address = _address(t)  # boxes.address: leaves a copy-on-write storage shared
         meta = (t.dtype, t.shape, t.stride(), offset)
         slot = self.slots.get(address)
         if slot is None:
@@ -271,6 +273,8 @@ def _keyed_record(seg: Segment, op, fn, args, kwargs):
         seg.undo(mark)
         reason = child.learned.reason or "it writes an inference tensor (the kernel refuses that)"
         return _eagerly(fn, args, kwargs, op, reason, child.learned)
+    if child.learned.writes and cow.unshare(op, args, kwargs, child.learned.writes, tensors, seg, mark, flush):
+        return record(op, fn, args, kwargs)  # keyed again, on the storages it now writes
     node = (op, refs, krefs, child.learned, fn)
     if not moved:
         replay.expect(seg.trie, child, seg, key, node, positions, mark[0], tensors)

@@ -15,6 +15,8 @@ from jaxdev.core import boxes as core_boxes
 from jaxdev.fused import boxes
 from jaxdev.tensor import BOXES, Box
 
+address = boxes.address  # an optimizer's foreach ops write hundreds of storages each: one lookup less
+
 _native_plan = getattr(native.module, "fused_plan", None)
 _native_results = getattr(native.module, "fused_results", None)
 
@@ -91,12 +93,10 @@ def _fresh(seg, specs) -> list:
 
 def _written(seg, writes: list, tensors: list) -> None:
     """The storages the op writes: their boxes' values are pending from now on (boxes.WrittenBox).
-    boxes.address inline: an optimizer's foreach ops write hundreds of storages each."""
+    None is copy-on-write: the recorder unshared them (cow.py)."""
     get, written = BOXES.get, seg.written
     for i in writes:
-        t = tensors[i]
-        p = t.data_ptr()
-        box = get(p - t.storage_offset() * t.element_size() if p else t.untyped_storage().data_ptr())
+        box = get(address(tensors[i]))
         if type(box) is Box:
             box.__class__ = boxes.WrittenBox
             written.append(box)

@@ -42,8 +42,13 @@ def _observe(device, dtype) -> list:
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.bool, torch.bfloat16, torch.complex64])
-def test_lazy_clone_observed_as_cpu(dtype):
-    assert _observe(JAX, dtype) == _observe(CPU, dtype)
+@pytest.mark.parametrize("fused", [False, True], ids=["op", "fused"])
+def test_lazy_clone_observed_as_cpu(dtype, fused):
+    """Fused eager too: recording `t + clone` left neither side shared (its keys read each storage's
+    address through Python's data_ptr(), which asks for the mutable pointer and materializes it)."""
+    with jaxdev.eager_mode("fused" if fused else jaxdev.get_eager_mode()):
+        seen = _observe(JAX, dtype)
+    assert seen == _observe(CPU, dtype)
 
 
 def _write_t(t, c):
@@ -80,7 +85,34 @@ def _write_t_through_lazy_clone_of_view(t, c):
     t[0].zero_()
 
 
+def _write_t_reading_clone(t, c):
+    t.add_(c)  # one op on both storages: only the written one is materialized
+
+
+def _write_clone_reading_t(t, c):
+    torch.mul(t, c, out=c)
+
+
+def _write_t_foreach_reading_clone(t, c):
+    torch._foreach_mul_([t], [c])
+
+
+def _write_clone_index_put_reading_t(t, c):
+    c.index_put_((torch.tensor([1]),), t[0], accumulate=True)
+
+
+def _write_t_after_a_read_of_t(t, c):
+    (t * 2).sum()  # the segment reads the shared data through t's storage object before t is written
+    t.add_(1)
+    c.mul_(3)
+
+
 WRITES = [
+    _write_t_reading_clone,
+    _write_clone_reading_t,
+    _write_t_foreach_reading_clone,
+    _write_clone_index_put_reading_t,
+    _write_t_after_a_read_of_t,
     _write_t,
     _write_clone_index,
     _write_clone_copy,
@@ -95,19 +127,19 @@ WRITES = [
 def _after(device, write, fused: bool) -> tuple:
     t = torch.arange(6.0, device=device).reshape(2, 3)
     c = t._lazy_clone()
-    if fused:
-        with jaxdev.eager_mode("fused"):
-            write(t, c)
-    else:
+    with jaxdev.eager_mode("fused" if fused else jaxdev.get_eager_mode()):
         write(t, c)
-    return t.cpu().tolist(), c.cpu().tolist()
+        shared = cow(t), cow(c)  # before a read: in fused mode the writes are still pending
+    return shared, t.cpu().tolist(), c.cpu().tolist()
 
 
 @pytest.mark.parametrize("write", WRITES, ids=lambda f: f.__name__[1:])
 @pytest.mark.parametrize("fused", [False, True], ids=["op", "fused"])
 def test_a_write_to_one_side_stays_there(write, fused):
     """Each kernel family that writes (in-place math, index writes, copy_, out=, views, transposed
-    views): a copy-on-write pair holds exactly what CPU's holds after it, one op at a time and fused."""
+    views): a copy-on-write pair holds exactly what CPU's holds after it, one op at a time and fused,
+    and the side not written stays copy-on-write as on CPU (fused eager used to unshare both sides at
+    any op that read either)."""
     assert _after(JAX, write, fused) == _after(CPU, write, False)
 
 

@@ -78,6 +78,6 @@ def _givable(self: torch.Tensor, others) -> jax.Array | None:
     if box is None or type(box) is not tensor.Box or not tensor.spans(self, box):
         return None
     for t in others:
-        if tensor.is_jax(t) and t.untyped_storage().data_ptr() == address:
+        if tensor.is_jax(t) and torch._C._data_address(t) == address:  # a read: leaves copy-on-write data shared
             return None
     return box._array if tensor.sole_holder(box) else None

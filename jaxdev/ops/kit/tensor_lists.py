@@ -17,7 +17,7 @@ def whole(t):
     array = tensor.plain_array(t)
     if array is not None or not tensor.is_jax(t) or t.storage_offset() or not t.is_contiguous() or t.is_conj():
         return array
-    box = tensor.BOXES.get(t.untyped_storage().data_ptr())
+    box = tensor.BOXES.get(torch._C._data_address(t))  # a read: leaves copy-on-write data shared
     if type(box) is not tensor.Box or box.dtype is not t.dtype or box.numel != t.numel() or t.is_neg():
         return None
     return tensor.read(t)
