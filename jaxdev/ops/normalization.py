@@ -13,7 +13,7 @@ import torch
 
 from jaxdev import dtypes, tensor
 from jaxdev.ops.kit import J, compiled, on_views, opmath
-from jaxdev.ops.kit.cpu_numerics import fma32, round_to
+from jaxdev.ops.kit.cpu_numerics import divide_by, fma32, product32, round_to, wide
 from jaxdev.ops.kit.formulas import layer_norm, rsqrt
 from jaxdev.ops.registry import aten, register, register_functional
 
@@ -90,7 +90,10 @@ def _batch_norm(input, weight, bias, running_mean, running_var, training, moment
 
 
 def _batch_norm_half(x, input, weight, bias, running_mean, running_var, training, momentum, eps):
-    """CPU's bfloat16/float16 kernel (batch_norm_kernel.cpp), step by step. Statistics sum in float32.
+    """CPU's bfloat16/float16 kernel (batch_norm_kernel.cpp), step by step. Statistics sum in float32
+    (the variance's squares in float64: below). Every step gives these bits traced into one program
+    too (fused eager), where XLA's CPU compiler contracts a product into the sum that uses it and
+    makes a division by a constant a product with its reciprocal (product32, divide_by, wide).
     Its parameter dtype is the input's unless a parameter is float32 ("mixed type"), and the saved
     mean and invstd are stored in it, so the output is normalised with the *rounded* statistics:
     alpha = invstd * weight and beta = bias - mean * alpha in float32, then x * alpha + beta as one
@@ -111,27 +114,31 @@ def _batch_norm_half(x, input, weight, bias, running_mean, running_var, training
     xc = x.astype(f32)
     axes, shape, n = _channel_reduction(x, input, training)
     if training:
-        mean = jnp.sum(xc, axis=axes) / n
-        var_sum = jnp.sum(jnp.square(xc - mean.reshape(shape)), axis=axes)
+        mean = divide_by(jnp.sum(xc, axis=axes), n)
+        # squares exact in float64 (where it is native), so a product contracted into the sum that
+        # uses it (one program: fused eager's) changes nothing; its float32 sum was an ulp off
+        # per-op mode's there in 24 of 40 draws. One rounding to float32 after the sum.
+        centred = wide(xc - mean.reshape(shape))
+        var_sum = jnp.sum(centred * centred, axis=axes).astype(f32)
         save_mean = rounded(mean)
         if per_op:
             var_sum = rounded(var_sum)
-            var = rounded(var_sum / rounded(jnp.float32(n)))
+            var = rounded(divide_by(var_sum, rounded(jnp.float32(n))))
         else:
-            var = var_sum / n
+            var = divide_by(var_sum, n)
         save_invstd = rounded(_inv_std(var, eps))
         if per_op:
             mom = rounded(jnp.float32(momentum))
             keep = rounded(1 - mom)
-            unbiased = rounded(var_sum / rounded(jnp.float32(n - 1)))
+            unbiased = rounded(divide_by(var_sum, rounded(jnp.float32(n - 1))))
             new_mean = lambda old: rounded(mom * save_mean) + rounded(keep * old)
-            new_var = lambda old: mom * unbiased + rounded(keep * old)
+            new_var = lambda old: product32(mom, unbiased) + rounded(keep * old)
         else:
             mom = jnp.float32(momentum)
             keep = 1 - mom
-            unbiased = var_sum / (n - 1)
-            new_mean = lambda old: mom * mean + keep * old
-            new_var = lambda old: mom * unbiased + keep * old
+            unbiased = divide_by(var_sum, n - 1)
+            new_mean = lambda old: product32(mom, mean) + product32(keep, old)
+            new_var = lambda old: product32(mom, unbiased) + product32(keep, old)
         if running_mean is not None:
             old = J(running_mean)
             tensor.write(running_mean, new_mean(old.astype(f32)).astype(old.dtype))
@@ -147,8 +154,9 @@ def _batch_norm_half(x, input, weight, bias, running_mean, running_var, training
     alpha = invstd * J(weight).astype(f32) if weight is not None else invstd
     b = J(bias).astype(f32) if bias is not None else jnp.float32(0)
     # an exact product and one rounding: a fused multiply-add (cpu_numerics.fma32). float32
-    # parameters: CPU's compiler contracts bias - mean * alpha too; half ones it does not
-    beta = fma32(-m, alpha, jnp.broadcast_to(b, alpha.shape)) if mixed else b - m * alpha
+    # parameters: CPU's compiler contracts bias - mean * alpha too; half ones it does not, nor may XLA
+    # in one program (product32)
+    beta = fma32(-m, alpha, jnp.broadcast_to(b, alpha.shape)) if mixed else b - product32(m, alpha)
     y = fma32(xc, alpha.reshape(shape), beta.reshape(shape))
     return (y.astype(x.dtype), *saved)
 

@@ -188,6 +188,20 @@ def fma32(a, b, c):
     return s + (err + e)
 
 
+def product32(a, b):
+    """a * b for float32 arrays rounded to float32 by itself, as CPU computes a product its compiler
+    does not contract into the sum that uses it. In one XLA program (fused eager's, a compiled step's)
+    LLVM contracts a float32 product into the next addition (one FMA, one rounding), and a barrier
+    does not stop it (XLA's CPU pipeline removes barriers before LLVM). Here the product is exact in
+    float64 and rounded to float32 by reduce_precision, which XLA emits as integer operations on the
+    bits: no multiply is left to contract, and per-op mode's separate programs give the same bits.
+    Where float64 is emulated (float64_native), the platform's product."""
+    if not float64_native():
+        return a * b
+    exact = a.astype(jnp.float64) * b.astype(jnp.float64)
+    return _rounded_from_wider(exact, jnp.finfo(jnp.float32)).astype(jnp.float32)
+
+
 def const(value, like):
     """C++'s T(value): a constant in `like`'s dtype."""
     return jnp.asarray(value, like.dtype)
