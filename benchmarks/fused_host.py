@@ -1,6 +1,8 @@
 """Fused eager's host time per step and per op, with replay (jaxdev/fused/replay.py) and without it (every
 op keyed, as before it), interleaved round by round in one process; with `--compare results`, a recorded
-op's results made natively (jaxdev/csrc/fused_results.cpp) against the Python loops (results.made_in_python).
+op's results made natively (jaxdev/csrc/fused_results.cpp) against the Python loops (results.made_in_python);
+with `--compare guard`, the replay guard reading each key compiled once (jaxdev/csrc/fused_guard.cpp) against
+reading its tuples.
 
 Issue 37 item 3: on a TPU the fused training step was host-bound (10.3 of its 10.9 ms). On CPU the host
 side is measured alone: main-thread CPU time (time.thread_time: the machine's other load and XLA's own
@@ -12,7 +14,7 @@ Rows: ms per step (or us per op) of each variant, the ratio replay / keyed, and 
 recording, flushing and the rest (PyTorch's dispatcher, autograd, the model's and optimizer's Python),
 ops per step and us per recorded op, programs built while measured (0: replayed steps hit).
 
-    python benchmarks/fused_host.py [--layers 6] [--rounds 7] [--steps 10] [--only lm,fwd,ops] [--compare results]
+    python benchmarks/fused_host.py [--layers 6] [--rounds 7] [--steps 10] [--only lm,fwd,ops] [--compare results|guard]
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ NATIVE_MAKE = results.make
 COMPARISONS = {
     "replay": (replay, "_match", {"replay": NATIVE_MATCH, "keyed": None}),
     "results": (results, "make", {"native": NATIVE_MAKE, "python": results.made_in_python}),
+    "guard": (replay, "compiled", {"compiled": True, "tuples": False}),
 }
 MODULE, ATTRIBUTE, VARIANTS = COMPARISONS["replay"]
 

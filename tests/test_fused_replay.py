@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 import jaxdev
-from jaxdev.fused import recorder, replay
+from jaxdev.fused import boxes, recorder, replay
 
 STATS = recorder.STATS
 pytestmark = [
@@ -73,10 +73,16 @@ def _segment_of(opt, record_step) -> tuple:
     return seen[0]
 
 
+# the guard reading each key compiled once (jaxdev/csrc/fused_guard.cpp), or its tuples: the same answers
+READERS = pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "tuples"])
+
+
+@READERS
 @pytest.mark.parametrize("foreach", [True, False], ids=["foreach", "single-tensor"])
-def test_replayed_segment_is_the_keyed_one(monkeypatch, foreach):
+def test_replayed_segment_is_the_keyed_one(monkeypatch, foreach, compiled):
     """Forward, backward and AdamW's step (its lifted numbers in the same order: the native guard walks
     positions, then keywords)."""
+    monkeypatch.setattr(replay, "compiled", compiled)
     _, opt, record_step = _setup(foreach)
     with jaxdev.eager_mode("fused"):
         for _ in range(3):
@@ -188,3 +194,33 @@ def test_a_storage_of_another_size_is_not_the_last_calls_layout():
     for g, x in zip(got, (small, big, big, small)):
         assert torch.equal(g, x.cpu()[:4].abs())
     assert (programs, hits) == (1, 3)
+
+
+def test_the_compiled_guard_answers_as_the_tuples(monkeypatch):
+    """Every guarded call of a training step, asked again of an empty segment (its tensors all new
+    inputs there) through the compiled key, through the key's tuples, and through another key's
+    compiled guard (not read: the tuples decide): the same answers."""
+    _, opt, record_step = _setup()
+    calls, match = [], replay.match
+
+    def watched(seg, child, args, kwargs):
+        calls.append((child.expected, args, kwargs))
+        return match(seg, child, args, kwargs)
+
+    with jaxdev.eager_mode("fused"):
+        for _ in range(2):
+            record_step()
+            opt.step()
+        monkeypatch.setattr(replay, "match", watched)
+        record_step()
+        opt.step()
+        answers = []
+        for i, (e, args, kwargs) in enumerate(calls):
+            other = calls[i - 1][0].guard
+            for guard in (e.guard, None, other):
+                got = replay._match(
+                    recorder.Segment(), e.key, args, kwargs, e.lift, e.new_inputs, boxes.WrittenBox, guard
+                )
+                answers.append(None if got is None else [id(t) for t in got])
+    assert len(calls) > 10 and any(a is not None for a in answers)
+    assert answers[0::3] == answers[1::3] == answers[2::3]

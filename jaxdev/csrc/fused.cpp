@@ -2,7 +2,7 @@
 // would be a given child's key, decided by walking the call's arguments against that key part by part,
 // without building the key. See native.cpp.
 //
-//   fused_match(seg, key, args, kwargs, lift, new_inputs, written_box)
+//   fused_match(seg, key, args, kwargs, lift, new_inputs, written_box[, guard])
 //       key: the child's key as recorder.record built it: (op, context, parts..., [kwarg names]),
 //       a part being (tuple|list, length), (scalar type, value) (a zero or NaN float or complex: its
 //       bytes for the value, jaxdev/fused/number_keys.py), (Number,) for a float lifted to program
@@ -14,7 +14,9 @@
 //       tensors at `new_inputs` ((position, meta) pairs, the child's) become placeholders (seg.inputs,
 //       seg.input_metas); it returns the call's tensor arguments, in order. None when anything
 //       differs, or is unusual (a conj/neg bit, a copy-on-write or storage-less tensor, an inference
-//       tensor outside inference mode): the full key then decides, as without this module.
+//       tensor outside inference mode): the full key then decides, as without this module. guard:
+//       fused_guard(key) (fused_guard.cpp), the same key read once, which the walk then reads instead
+//       of the key's tuples; the same answers.
 
 #include "native.h"
 
@@ -42,11 +44,12 @@ PyObject* s_numbers = nullptr;
 PyObject* s_inputs = nullptr;
 PyObject* s_input_metas = nullptr;
 
-// One walk of a call's arguments against a key. Every PyObject* it holds is borrowed from the call's
-// arguments or the key, which outlive it, except the new slots' addresses (owned, released by ~Walk).
+// One walk of a call's arguments against a key, read through `Key` (fused_guard.cpp: TupleKey, the key's
+// tuple itself, or CompiledKey, the key read once). Every PyObject* it holds is borrowed from the call's arguments or the key, which outlive
+// it, except the new slots' addresses (owned, released by ~Walk).
+template <class Key>
 struct Walk {
-  PyObject* key;
-  Py_ssize_t next = 0;
+  Key key;
   PyObject* slots;
   PyObject* written_box;
   long long stored = 0;
@@ -58,43 +61,11 @@ struct Walk {
   ~Walk() {
     for (auto& s : new_slots) Py_DECREF(s.first);
   }
-
-  // The next part of the key, borrowed, if it is a tuple of `size` items.
-  PyObject* part(Py_ssize_t size) {
-    if (next >= PyTuple_GET_SIZE(key)) return nullptr;
-    PyObject* p = PyTuple_GET_ITEM(key, next++);
-    return PyTuple_CheckExact(p) && PyTuple_GET_SIZE(p) == size ? p : nullptr;
-  }
 };
 
-bool long_is(PyObject* o, long long value) {
-  if (!PyLong_CheckExact(o)) return false;
-  int overflow = 0;
-  long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
-  return !overflow && v == value && !(v == -1 && PyErr_Occurred());
-}
-
-bool ints_are(PyObject* seq, c10::IntArrayRef values) {
-  if (!PyTuple_Check(seq) || PyTuple_GET_SIZE(seq) != static_cast<Py_ssize_t>(values.size())) return false;
-  for (size_t i = 0; i < values.size(); i++) {
-    if (!long_is(PyTuple_GET_ITEM(seq, i), values[i])) return false;
-  }
-  return true;
-}
-
-}  // namespace
-
-// Whether `impl` has the layout `meta`, a 4-tuple (dtype, sizes, strides, offset) as the recorder keys it.
-bool same_layout(c10::TensorImpl* impl, PyObject* meta) {
-  PyObject* dtype = reinterpret_cast<PyObject*>(torch::getTHPDtype(c10::typeMetaToScalarType(impl->dtype())));
-  return PyTuple_GET_ITEM(meta, 0) == dtype && ints_are(PyTuple_GET_ITEM(meta, 1), impl->sizes()) &&
-         ints_are(PyTuple_GET_ITEM(meta, 2), impl->strides()) && long_is(PyTuple_GET_ITEM(meta, 3), impl->storage_offset());
-}
-
-namespace {
-
 // -1: an error is set; 0: no match; 1: the slot part `expected` is the storage at `address`'s.
-int slot_matches(Walk& w, const void* address, PyObject* expected) {
+template <class Key>
+int slot_matches(Walk<Key>& w, const void* address, PyObject* expected) {
   PyObject* key = PyLong_FromVoidPtr(const_cast<void*>(address));
   if (!key) return -1;
   PyObject* slot = PyDict_GetItemWithError(w.slots, key);  // borrowed
@@ -127,9 +98,8 @@ int slot_matches(Walk& w, const void* address, PyObject* expected) {
 }
 
 // -1: an error is set; 0: no match; 1: tensor `obj` is the key's next part.
-int tensor_matches(Walk& w, PyObject* obj) {
-  PyObject* part = w.part(2);
-  if (!part) return 0;
+template <class Key>
+int tensor_matches(Walk<Key>& w, PyObject* obj) {
   const at::Tensor& t = THPVariable_Unpack(obj);
   c10::TensorImpl* impl = t.unsafeGetTensorImpl();
   if (impl->is_conj() || impl->is_neg() || !impl->has_storage() || impl->is_nested() || impl->is_python_dispatch() ||
@@ -141,15 +111,15 @@ int tensor_matches(Walk& w, PyObject* obj) {
   // A copy-on-write storage takes the full key: whether the op writes it, and must unshare it first,
   // is decided there (jaxdev/fused/cow.py).
   if (c10::impl::cow::is_cow_data_ptr(storage->data_ptr())) return 0;
-  PyObject* meta = PyTuple_GET_ITEM(part, 1);
-  if (!PyTuple_CheckExact(meta) || PyTuple_GET_SIZE(meta) != 4) return 0;
-  if (!same_layout(impl, meta)) return PyErr_Occurred() ? -1 : 0;
-  int slot = slot_matches(w, storage->data(), PyTuple_GET_ITEM(part, 0));
+  PyObject* expected = w.key.tensor_slot(impl);
+  if (!expected) return PyErr_Occurred() ? -1 : 0;
+  int slot = slot_matches(w, storage->data(), expected);
   if (slot == 1) w.tensors.push_back(obj);
   return slot;
 }
 
-int walk(Walk& w, PyObject* a, bool lifted);
+template <class Key>
+int walk(Walk<Key>& w, PyObject* a, bool lifted);
 
 // Whether float or complex `a` is the value `expected` of its key part (jaxdev/fused/number_keys.py):
 // bit for bit, not by == (0.0 == -0.0 and nan != nan would replay -0.0 as 0.0 and never a NaN). The
@@ -190,9 +160,10 @@ bool liftable(PyObject* a) {
 }
 
 // A float lifted to program data (numbers.lift): a liftable float, or a list/tuple of them only.
-int lifted_matches(Walk& w, PyObject* a) {
+template <class Key>
+int lifted_matches(Walk<Key>& w, PyObject* a) {
   if (liftable(a)) {
-    if (!w.part(1)) return 0;
+    if (!w.key.number()) return 0;
     w.floats.push_back(a);
     return 1;
   }
@@ -200,27 +171,22 @@ int lifted_matches(Walk& w, PyObject* a) {
   Py_ssize_t n = seq ? PySequence_Fast_GET_SIZE(a) : 0;
   for (Py_ssize_t i = 0; seq && i < n; i++) seq = liftable(PySequence_Fast_GET_ITEM(a, i));
   if (!seq) return walk(w, a, false);
-  PyObject* part = w.part(2);
-  if (!part || PyTuple_GET_ITEM(part, 0) != reinterpret_cast<PyObject*>(Py_TYPE(a)) || !long_is(PyTuple_GET_ITEM(part, 1), n)) {
-    return 0;
-  }
+  if (!w.key.seq(reinterpret_cast<PyObject*>(Py_TYPE(a)), n)) return 0;
   for (Py_ssize_t i = 0; i < n; i++) {
-    if (!w.part(1)) return 0;
+    if (!w.key.number()) return 0;
     w.floats.push_back(PySequence_Fast_GET_ITEM(a, i));
   }
   return 1;
 }
 
 // -1: an error is set; 0: no match; 1: argument `a` gives the key's next parts (recorder.Segment.ref).
-int walk(Walk& w, PyObject* a, bool lifted) {
+template <class Key>
+int walk(Walk<Key>& w, PyObject* a, bool lifted) {
   if (lifted) return lifted_matches(w, a);
   if (THPVariable_Check(a)) return tensor_matches(w, a);
   if (PyList_CheckExact(a) || PyTuple_CheckExact(a)) {
-    PyObject* part = w.part(2);
     Py_ssize_t n = PySequence_Fast_GET_SIZE(a);
-    if (!part || PyTuple_GET_ITEM(part, 0) != reinterpret_cast<PyObject*>(Py_TYPE(a)) || !long_is(PyTuple_GET_ITEM(part, 1), n)) {
-      return 0;
-    }
+    if (!w.key.seq(reinterpret_cast<PyObject*>(Py_TYPE(a)), n)) return 0;
     for (Py_ssize_t i = 0; i < n; i++) {
       int r = walk(w, PySequence_Fast_GET_ITEM(a, i), false);
       if (r != 1) return r;
@@ -229,10 +195,10 @@ int walk(Walk& w, PyObject* a, bool lifted) {
   }
   // A scalar: the key holds (its exact type, its value), the type one of recorder._SCALARS, so the
   // comparison never runs a user's __eq__; a float or complex by its bits (number_matches).
-  PyObject* part = w.part(2);
-  if (!part || PyTuple_GET_ITEM(part, 0) != reinterpret_cast<PyObject*>(Py_TYPE(a))) return 0;
-  if (PyFloat_CheckExact(a) || PyComplex_CheckExact(a)) return number_matches(a, PyTuple_GET_ITEM(part, 1));
-  return PyObject_RichCompareBool(a, PyTuple_GET_ITEM(part, 1), Py_EQ);
+  PyObject* expected = w.key.scalar(reinterpret_cast<PyObject*>(Py_TYPE(a)));
+  if (!expected) return 0;
+  if (PyFloat_CheckExact(a) || PyComplex_CheckExact(a)) return number_matches(a, expected);
+  return PyObject_RichCompareBool(a, expected, Py_EQ);
 }
 
 bool contains(PyObject* positions, Py_ssize_t i) {
@@ -252,12 +218,10 @@ bool names(PyObject* lifted, PyObject* name) {
 }
 
 // -1: an error is set; 0: no match; 1: the whole call gives `w.key` (recorder.record's key).
-int call_matches(Walk& w, PyObject* args, PyObject* kwargs, PyObject* lift) {
-  PyObject* head = w.part(2);  // the arguments' tuple: (tuple, len(args))
+template <class Key>
+int call_matches(Walk<Key>& w, PyObject* args, PyObject* kwargs, PyObject* lift) {
   Py_ssize_t n = PyTuple_GET_SIZE(args);
-  if (!head || PyTuple_GET_ITEM(head, 0) != reinterpret_cast<PyObject*>(&PyTuple_Type) || !long_is(PyTuple_GET_ITEM(head, 1), n)) {
-    return 0;
-  }
+  if (!w.key.seq(reinterpret_cast<PyObject*>(&PyTuple_Type), n)) return 0;  // the arguments' tuple
   for (Py_ssize_t i = 0; i < n; i++) {
     int r = walk(w, PyTuple_GET_ITEM(args, i), lift != Py_None && contains(lift, i));
     if (r != 1) return r;
@@ -270,16 +234,15 @@ int call_matches(Walk& w, PyObject* args, PyObject* kwargs, PyObject* lift) {
       int r = walk(w, value, lift != Py_None && PyUnicode_CheckExact(name) && names(lift, name));
       if (r != 1) return r;
     }
-    if (w.next >= PyTuple_GET_SIZE(w.key)) return 0;
-    PyObject* names = PyTuple_GET_ITEM(w.key, w.next++);
-    if (!PyTuple_CheckExact(names) || PyTuple_GET_SIZE(names) != nk) return 0;
+    PyObject* names = w.key.names();
+    if (!names || !PyTuple_CheckExact(names) || PyTuple_GET_SIZE(names) != nk) return 0;
     pos = 0;
     for (Py_ssize_t i = 0; PyDict_Next(kwargs, &pos, &name, &value); i++) {
       int r = PyObject_RichCompareBool(name, PyTuple_GET_ITEM(names, i), Py_EQ);
       if (r != 1) return r;
     }
   }
-  return w.next == PyTuple_GET_SIZE(w.key);
+  return w.key.done();
 }
 
 // Appends every item of `items` to the list attribute `name` of `seg`. False with an error set.
@@ -293,7 +256,8 @@ bool extend(PyObject* seg, PyObject* name, const std::vector<PyObject*>& items) 
 }
 
 // What recording the call does to the segment (see the top of this file). False with an error set.
-bool apply(Walk& w, PyObject* seg, PyObject* new_inputs) {
+template <class Key>
+bool apply(Walk<Key>& w, PyObject* seg, PyObject* new_inputs) {
   for (auto& [address, k] : w.new_slots) {
     PyObject* slot = input_slot(k);
     bool ok = slot && PyDict_SetItem(w.slots, address, slot) == 0;
@@ -357,36 +321,14 @@ PyObject* made_slot(PyObject* p, Py_ssize_t node, PyObject* node_obj, Py_ssize_t
   return Py_XNewRef(of_node[m]);
 }
 
-PyObject* fused_match(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  if (nargs != 7 || !PyTuple_CheckExact(args[1]) || !PyTuple_CheckExact(args[2]) || !PyDict_Check(args[3]) ||
-      !PyTuple_CheckExact(args[5])) {
-    PyErr_SetString(PyExc_TypeError, "fused_match(seg, key: tuple, args: tuple, kwargs: dict, lift, new_inputs: tuple, WrittenBox)");
-    return nullptr;
-  }
-  if (!check_ready()) return nullptr;
-  if (!s_slots) {
-    s_slots = PyUnicode_InternFromString("slots");
-    s_stored = PyUnicode_InternFromString("stored");
-    s_numbers = PyUnicode_InternFromString("numbers");
-    s_inputs = PyUnicode_InternFromString("inputs");
-    s_input_metas = PyUnicode_InternFromString("input_metas");
-    if (!s_slots || !s_stored || !s_numbers || !s_inputs || !s_input_metas) return nullptr;
-  }
+namespace {
+
+// fused_match's walk through `key` (see fused_match); a new reference, or nullptr with an error set.
+template <class Key>
+PyObject* matched(Key key, PyObject* const* args) {
   PyObject* seg = args[0];
-  Walk w;
-  w.key = args[1];
+  Walk<Key> w{key};
   w.written_box = args[6];
-  // key[0] is the op (the caller found the child by it); key[1] what kernels read besides their
-  // arguments (fused_context.cpp): the same object while it did not change, else compared by value
-  if (PyTuple_GET_SIZE(w.key) < 2) Py_RETURN_NONE;
-  PyObject* context = current_context();
-  if (!context) return nullptr;
-  if (PyTuple_GET_ITEM(w.key, 1) != context) {
-    int same = PyObject_RichCompareBool(PyTuple_GET_ITEM(w.key, 1), context, Py_EQ);
-    if (same < 0) return nullptr;
-    if (!same) Py_RETURN_NONE;
-  }
-  w.next = 2;
   PyObject* slots = PyObject_GetAttr(seg, s_slots);
   PyObject* stored = slots ? PyObject_GetAttr(seg, s_stored) : nullptr;
   if (!stored || !PyDict_Check(slots)) {
@@ -417,6 +359,40 @@ PyObject* fused_match(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   }
   Py_DECREF(slots);
   return out;
+}
+
+}  // namespace
+
+PyObject* fused_match(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  if ((nargs != 7 && nargs != 8) || !PyTuple_CheckExact(args[1]) || !PyTuple_CheckExact(args[2]) ||
+      !PyDict_Check(args[3]) || !PyTuple_CheckExact(args[5])) {
+    PyErr_SetString(PyExc_TypeError,
+                    "fused_match(seg, key: tuple, args: tuple, kwargs: dict, lift, new_inputs: tuple, WrittenBox[, guard])");
+    return nullptr;
+  }
+  const Guard* guard = nargs == 8 && args[7] != Py_None ? guard_of(args[7]) : nullptr;
+  if (guard && guard->key != args[1]) guard = nullptr;  // another key's: walk the tuple
+  if (!check_ready()) return nullptr;
+  if (!s_slots) {
+    s_slots = PyUnicode_InternFromString("slots");
+    s_stored = PyUnicode_InternFromString("stored");
+    s_numbers = PyUnicode_InternFromString("numbers");
+    s_inputs = PyUnicode_InternFromString("inputs");
+    s_input_metas = PyUnicode_InternFromString("input_metas");
+    if (!s_slots || !s_stored || !s_numbers || !s_inputs || !s_input_metas) return nullptr;
+  }
+  PyObject* key = args[1];
+  // key[0] is the op (the caller found the child by it); key[1] what kernels read besides their
+  // arguments (fused_context.cpp): the same object while it did not change, else compared by value
+  if (PyTuple_GET_SIZE(key) < 2) Py_RETURN_NONE;
+  PyObject* context = current_context();
+  if (!context) return nullptr;
+  if (PyTuple_GET_ITEM(key, 1) != context) {
+    int same = PyObject_RichCompareBool(PyTuple_GET_ITEM(key, 1), context, Py_EQ);
+    if (same < 0) return nullptr;
+    if (!same) Py_RETURN_NONE;
+  }
+  return guard ? matched(CompiledKey{guard}, args) : matched(TupleKey{key}, args);
 }
 
 }  // namespace jaxdev_native

@@ -57,6 +57,8 @@
 //   fused_match(seg, key, ...)   fused eager's replay guard (fused.cpp; jaxdev/fused/replay.py): an op
 //                                call checked against the key the trie expects next, without building
 //                                its key. Python twin: the recorder's full key.
+//   fused_guard(key)             that key read once into C++ parts (fused_guard.cpp), which fused_match
+//                                then walks instead of the key's tuples: the same answers.
 //   fused_layout, fused_alive,   fused eager's flush over every input and pending storage (fused_flush.cpp):
 //   fused_settle, fused_unwrite  program._layout, recorder._alive, boxes.settle and boxes.unwritten.
 //   fused_plan, fused_results    a recorded op's results, written boxes and version bumps in one call
@@ -89,6 +91,7 @@
 #include "fused_context.cpp"
 #include "memo_ops.cpp"  // after fast_ops.cpp (wrap_result) and fused_context.cpp (current_context)
 #include "memo_learn.cpp"
+#include "fused_guard.cpp"  // before fused.cpp: its walk reads a compiled key
 #include "fused.cpp"
 #include "fused_flush.cpp"
 #include "fused_results.cpp"
@@ -169,6 +172,7 @@ PyMethodDef methods[] = {
     {"fused_context", fused_context, METH_NOARGS, "what fused eager's kernels read besides their arguments"},
     {"fused_match", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(fused_match)), METH_FASTCALL,
      "whether an op call's key is a fused-eager trie child's; on a match, its effects on the segment"},
+    {"fused_guard", fused_guard, METH_O, "a fused-eager trie child's key read once for its replay guard"},
     {"fused_layout", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(fused_layout)), METH_FASTCALL,
      "a fused segment's inputs as its program takes them, or None"},
     {"fused_alive", fused_alive, METH_O, "whether each pending box's storage is still held"},

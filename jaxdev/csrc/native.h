@@ -76,6 +76,7 @@ PyObject* fused_context(PyObject*, PyObject*);
 // --- fused.cpp, fused_flush.cpp: fused eager's replay guard and flush loops ------------------------
 bool same_layout(c10::TensorImpl* impl, PyObject* meta);
 PyObject* fused_match(PyObject*, PyObject* const* args, Py_ssize_t nargs);
+PyObject* fused_guard(PyObject*, PyObject* key);
 PyObject* fused_layout(PyObject*, PyObject* const* args, Py_ssize_t nargs);
 PyObject* fused_alive(PyObject*, PyObject* pending);
 PyObject* fused_settle(PyObject*, PyObject* const* args, Py_ssize_t nargs);

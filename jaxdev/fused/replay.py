@@ -16,6 +16,11 @@ recorder then makes the results as learned and appends the child's node. Anythin
 unusual (a conj/neg bit, a copy-on-write storage, an inference tensor, a view whose offset moved),
 takes the full key, which decides exactly as before; without the native module every call does.
 
+The guard reads the child's key once compiled (`fused_guard`, jaxdev/csrc/fused_guard.cpp: its tensors'
+layouts as C++ integers), not from its tuples at every call: the same answers, with no Python int
+unboxed per size and stride (an optimizer step guards ~1,000 tensors). `compiled = False` walks the
+tuples instead (benchmarks/fused_host.py's `--compare guard`).
+
 The segment's placeholder index (`Segment.placeholders`, which only building a key reads) is not kept
 up on a replayed op: the next full key rebuilds it from the inputs (`Segment.refresh`).
 """
@@ -26,17 +31,20 @@ from jaxdev import native
 from jaxdev.fused import boxes
 
 _match = getattr(native.module, "fused_match", None)
+_guard = getattr(native.module, "fused_guard", None)
+compiled = True  # the compiled key's walk (see above); False: the key's tuples
 
 
 class Expected:
-    """What replaying an op at a trie child needs: its `key` (the guard), its node in the segment's
-    list (op, refs, krefs, learned, kernel), the positions of its lifted floats (registry's
-    DYNAMIC_NUMBERS) and the tensors that become new placeholders, as (position, meta)."""
+    """What replaying an op at a trie child needs: its `key` (the guard; `guard` the same compiled),
+    its node in the segment's list (op, refs, krefs, learned, kernel), the positions of its lifted
+    floats (registry's DYNAMIC_NUMBERS) and the tensors that become new placeholders, as (position, meta)."""
 
-    __slots__ = ("key", "lift", "new_inputs", "node")
+    __slots__ = ("guard", "key", "lift", "new_inputs", "node")
 
     def __init__(self, key: tuple, node: tuple, lift, new_inputs: tuple):
         self.key, self.node, self.lift, self.new_inputs = key, node, lift, new_inputs
+        self.guard = _guard(key) if _guard is not None else None
 
 
 def expect(parent, child, seg, key: tuple, node: tuple, lift, first_input: int, tensors: list) -> None:
@@ -64,4 +72,4 @@ def match(seg, child, args: tuple, kwargs: dict):
     e = child.expected
     if e is None or _match is None:  # expected by an earlier call that could not be guarded; no module
         return None
-    return _match(seg, e.key, args, kwargs, e.lift, e.new_inputs, boxes.WrittenBox)
+    return _match(seg, e.key, args, kwargs, e.lift, e.new_inputs, boxes.WrittenBox, e.guard if compiled else None)
