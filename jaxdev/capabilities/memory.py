@@ -9,10 +9,11 @@ there jaxdev answers from what it can see, documented here and in the README:
   no allocator hook on CPU to see every high-water mark);
 * reserved: the same as allocated (no caching pool); free/total memory: the host's.
 
-Every answer first drops the boxes of storages that have died (`boxes.release_dead`): natively a
-storage that dies on a thread holding the GIL already took its buffer with it, so after `del t` (or
-the `gc.collect()` that frees a cycle) the answer no longer counts t, as CUDA's does not; a storage
-freed on autograd's device thread is dropped here rather than at the next op.
+Every answer first runs fused eager's pending ops (their results are then counted) and drops the
+boxes of storages that have died (`boxes.release_dead`): natively a storage that dies on a thread
+holding the GIL already took its buffer with it, so after `del t` (or the `gc.collect()` that frees a
+cycle) the answer no longer counts t, as CUDA's does not; a storage freed on autograd's device thread
+is dropped here rather than at the next op.
 
 `empty_cache()` drops the arrays of storages no tensor holds any more (jaxdev frees those lazily),
 which is the memory jaxdev itself keeps cached.
@@ -27,6 +28,7 @@ import os
 import jax
 
 from jaxdev import device as jax_device_module
+from jaxdev import eager_modes
 
 _peak = {"allocated": 0}
 
@@ -37,9 +39,12 @@ def _device() -> jax.Device:
 
 def _stats() -> dict | None:
     """XLA's allocator statistics (None on CPU), read after the dead storages' buffers are released:
-    every answer below starts here."""
+    every answer below starts here. Fused eager's pending ops run first: a result they make is memory
+    in use once its op is called, as a CUDA kernel's output is from its launch (what died before the
+    flush is never made, as CUDA has freed it by then)."""
     from jaxdev.core import boxes
 
+    eager_modes.flush()
     boxes.release_dead()
     try:
         return _device().memory_stats()

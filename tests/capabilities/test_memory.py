@@ -12,6 +12,7 @@ import sys
 import pytest
 import torch
 
+import jaxdev
 from jaxdev import native, tensor
 
 MiB = 1 << 20
@@ -39,6 +40,18 @@ def test_del_frees_at_once():
     stats = torch.jax.memory_stats()
     assert stats["allocated_bytes.all.current"] - before < 4 * MiB
     assert torch.accelerator.memory_allocated() - before < 4 * MiB
+
+
+def test_a_pending_fused_result_is_counted():
+    """Fused eager: a result recorded and not yet computed counts, as a CUDA kernel's output does from
+    its launch (the answer runs the pending ops first; it counted nothing before)."""
+    with jaxdev.eager_mode("fused"):
+        before = torch.jax.memory_allocated()
+        t = torch.ones(1024, 1024, device="jax")  # 4 MiB, recorded
+        assert torch.jax.memory_allocated() - before >= 4 * MiB
+        assert torch.accelerator.memory_allocated() - before >= 4 * MiB
+        del t
+        assert torch.jax.memory_allocated() - before < 4 * MiB
 
 
 def test_peak_is_reset_below_a_deleted_tensor():
