@@ -15,7 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 import torch
 
-from jaxdev import tensor
+from jaxdev import eager_modes, tensor
 
 
 def storage_to_jax(self, device=None, non_blocking=False):
@@ -125,6 +125,7 @@ def _byteswap(self, elem_size):
     if n % elem_size:
         raise RuntimeError(f"the length of data is not a multiple of {elem_size}")
     if n and elem_size > 1:
+        eager_modes.flush()  # the write below is direct: fused eager's pending reads of the storage go first
         raw = _bytes_of(self)
         tensor.write(raw, tensor.read(raw).reshape(-1, elem_size)[:, ::-1].reshape(-1))
 
@@ -137,6 +138,10 @@ def _resize(self, nbytes):
     nbytes = int(nbytes)
     if nbytes < 0:
         raise RuntimeError(f"Trying to resize a storage to negative size {nbytes}")
+    # The storage gets a new buffer below, outside any recorded op: fused eager's pending ops that
+    # read or write it run first (they would read the new buffer, and the segment would look the
+    # storage up under an address it no longer has: FSDP2's resize_(0) of an unsharded parameter).
+    eager_modes.flush()
     source = tensor.BOXES.get(self.data_ptr())
     # jax storages all report resizable() False (they are made from an address); a slice is not
     # resizable on CUDA either: its box is a window (or, cut at byte 0, it is shorter than its box).
@@ -226,6 +231,10 @@ def _getitem(self, *args, **kwargs):
             start = addr - self.data_ptr()
             if isinstance(parent, SliceBox):
                 parent, start = parent.root, parent.start + start
+            # A value fused eager has still pending is computed now: the slice reads the root box's
+            # bytes, which a flush leaves unset where the root storage has died by then (and
+            # torch.jax.synchronize, which waits on every box, then failed on the slice).
+            _ = parent.array
             box = SliceBox(parent, start)
             tensor.BOXES[addr] = box
             # Every slice at this address shares the box: it lives as long as the root storage,
