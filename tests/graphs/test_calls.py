@@ -4,6 +4,7 @@ outputs come back as the arguments themselves, as wrapped arrays in their own sh
 
 from __future__ import annotations
 
+import pytest
 import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 
@@ -11,6 +12,8 @@ import jaxdev  # noqa: F401
 from jaxdev import tensor
 from jaxdev.graphs import inputs as graph_inputs
 from jaxdev.graphs.program import GraphProgram
+
+_OWN_PROGRAMS = "a graph's own programs, by layout: fused eager traces a graph into its segment's program"
 
 
 def _f(a, b):
@@ -46,6 +49,7 @@ def _layouts():
     ]
 
 
+@pytest.mark.per_op_mode(_OWN_PROGRAMS)
 def test_each_layout_gets_its_program_and_a_repeated_one_reuses_it():
     program = _program()
     for n, (a, b) in enumerate(_layouts(), start=1):
@@ -56,6 +60,7 @@ def test_each_layout_gets_its_program_and_a_repeated_one_reuses_it():
     assert len(program.specialisations) == len(_layouts())
 
 
+@pytest.mark.per_op_mode(_OWN_PROGRAMS)
 def test_offsets_on_device_storages_are_part_of_the_key():
     program = _program()
     big = torch.randn(6, 4, device="jax")
@@ -64,17 +69,27 @@ def test_offsets_on_device_storages_are_part_of_the_key():
     assert len(program.specialisations) == 2
 
 
-def test_outputs_argument_wrapped_and_view():
+def test_outputs_argument_and_view():
     program = _program()
     a, b = torch.randn(4, 4, device="jax"), torch.randn(4, 4, device="jax")
     new, same, view = program([a, b])
     assert same is a  # the graph returns its argument: the argument itself, as eagerly
+    assert view.stride() == (1, 4)
+    torch.testing.assert_close(new.cpu(), a.cpu() * 2 + b.cpu(), rtol=0, atol=0)
+
+
+@pytest.mark.per_op_mode(_OWN_PROGRAMS)
+def test_outputs_argument_wrapped_and_view():
+    program = _program()
+    a, b = torch.randn(4, 4, device="jax"), torch.randn(4, 4, device="jax")
+    new, _, view = program([a, b])
     spec = next(iter(program.specialisations.values()))
     assert [o[0] for o in spec.outputs] == ["new", "arg", "new"] and spec.wrapped == [True, False]
     assert tensor.box_of(new).array.shape == (4, 4)  # in its own shape: a read reshapes nothing
     assert view.stride() == (1, 4)
 
 
+@pytest.mark.per_op_mode(_OWN_PROGRAMS)
 def test_a_guard_that_fails_under_another_dispatch_state_falls_back_to_the_key():
     program = _program()
     a, b = torch.randn(4, 4, device="jax"), torch.randn(4, 4, device="jax")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import warnings
 
+import pytest
 import torch
 import torch._dynamo
 
@@ -12,6 +13,7 @@ import jaxdev  # noqa: F401
 from jaxdev.graphs import program
 
 
+@pytest.mark.per_op_mode("a graph's own programs, counted: fused eager traces a graph into its segment's program")
 def test_sizes_beyond_the_limit_run_op_by_op():
     def f(x):
         return (x * 2).softmax(0).sum(0)
