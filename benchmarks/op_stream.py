@@ -13,9 +13,13 @@ Views (t, view, transpose: metadata in PyTorch, each a program in JAX) have no j
 apart, as are ops that cannot be traced alone (their values decide their shapes).
 
 Rows: ms per stream each way (wall, results waited for once per stream; and main-thread CPU), the ratio,
-us per op, XLA programs per op (JAX's profiler), then the ops whose own ratio is worst.
+us per op, XLA programs per op (JAX's profiler), then the ops whose own ratio is worst. `--before
+foreach` adds a third side, interleaved with the others: jaxdev with its foreach calls in Python (the
+native foreach replay switched off around each of its rounds: jaxdev/csrc/foreach_ops.cpp), and a
+before column in the worst-ops table, which then lists every foreach op too.
 
     python benchmarks/op_stream.py [--stream train|forward] [--size host|quick|full] [--rounds 7]
+                                   [--before foreach]
 """
 
 from __future__ import annotations
@@ -38,7 +42,7 @@ from timing import ALLOCATOR
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import jaxdev
-from jaxdev import rng
+from jaxdev import native, rng
 from jaxdev.fused import program as fused_program
 from jaxdev.fused import recorder
 
@@ -190,6 +194,37 @@ def host_pair(dev, ref, per: int = 20, batches: int = 7) -> tuple[float, float]:
     return best[0], best[1]
 
 
+def _switched_off(run):
+    """`run` with the native foreach replay off (the before side of `--before foreach`)."""
+
+    def off():
+        previous = native.module.foreach_replay(False)
+        try:
+            return run()
+        finally:
+            native.module.foreach_replay(previous)
+
+    return off
+
+
+def worst_ops(s: dict, count: int, before: bool) -> None:
+    rows = []
+    by_name = collections.defaultdict(list)
+    for name, dev, ref in zip(s["names"], s["jaxdev"], s["jnp"]):
+        by_name[name].append((dev, ref))
+    for name, pairs in by_name.items():
+        td, tr = host_pair(*pairs[0])
+        tb = host_pair(_switched_off(pairs[0][0]), pairs[0][1])[0] if before else None
+        rows.append((td / tr, name, len(pairs), td, tr, tb))
+    extra = f" {'before us':>10}" if before else ""
+    print(f"\n{'op (first of each), host CPU':<52} {'calls':>5} {'jaxdev us':>10} {'jnp us':>8} {'ratio':>6}{extra}")
+    ranked = sorted(rows, reverse=True)
+    shown = ranked[:count] + ([r for r in ranked[count:] if "_foreach_" in r[1]] if before else [])
+    for ratio, name, n, td, tr, tb in shown:
+        extra = f" {tb * 1e6:>10.1f}" if before else ""
+        print(f"{name:<52} {n:>5} {td * 1e6:>10.1f} {tr * 1e6:>8.1f} {ratio:>6.2f}{extra}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--stream", choices=("train", "forward"), default="train")
@@ -197,6 +232,7 @@ def main() -> None:
     parser.add_argument("--dtype", choices=("f32", "bf16"), default="f32")
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--worst", type=int, default=8, help="ops listed with their own ratio")
+    parser.add_argument("--before", choices=("foreach",), help="also time jaxdev with this native path off")
     args = parser.parse_args()
     print(f"jax {jax.__version__} on {jax.devices()[0].platform}; torch {torch.__version__}; {ALLOCATOR}")
     dtype = {"f32": torch.float32, "bf16": torch.bfloat16}[args.dtype]
@@ -207,16 +243,20 @@ def main() -> None:
         f"{len(s['views'])} views, {len(s['alone'])} without a twin ({sorted({f.name() for f, _ in s['alone']})})"
     )
     runs = {"jaxdev": run_all(s["jaxdev"]), "jnp": run_all(s["jnp"])}
+    if args.before:
+        runs["before"] = _switched_off(runs["jaxdev"])
     t = timed(runs, args.rounds)
     n = len(s["jaxdev"])
     print(f"\n{'same op stream':<22} {'jaxdev':>9} {'jnp':>9} {'ratio':>7}")
-    print(
-        f"{'wall ms per stream':<22} {t['jaxdev'][0] * 1e3:>9.2f} {t['jnp'][0] * 1e3:>9.2f} {t['jaxdev'][0] / t['jnp'][0]:>7.2f}"
-    )
-    print(
-        f"{'host CPU ms per stream':<22} {t['jaxdev'][1] * 1e3:>9.2f} {t['jnp'][1] * 1e3:>9.2f} {t['jaxdev'][1] / t['jnp'][1]:>7.2f}"
-    )
-    print(f"{'host CPU us per op':<22} {t['jaxdev'][1] * 1e6 / n:>9.2f} {t['jnp'][1] * 1e6 / n:>9.2f}")
+    for side in [x for x in runs if x != "jnp"]:
+        label = "" if side == "jaxdev" else f" ({args.before} in Python)"
+        print(
+            f"{'wall ms per stream' + label:<22} {t[side][0] * 1e3:>9.2f} {t['jnp'][0] * 1e3:>9.2f} {t[side][0] / t['jnp'][0]:>7.2f}"
+        )
+        print(
+            f"{'host CPU ms per stream' + label:<22} {t[side][1] * 1e3:>9.2f} {t['jnp'][1] * 1e3:>9.2f} {t[side][1] / t['jnp'][1]:>7.2f}"
+        )
+        print(f"{'host CPU us per op' + label:<22} {t[side][1] * 1e6 / n:>9.2f} {t['jnp'][1] * 1e6 / n:>9.2f}")
     views, alone = run_all(s["views"]), run_all([c for _, c in s["alone"]])
     for name, run, count in (("views", views, len(s["views"])), ("ops without a twin", alone, len(s["alone"]))):
         if count:
@@ -226,16 +266,7 @@ def main() -> None:
         per, how = tpu_measure.count_programs(run, _wait, 2)
         print(f"XLA programs per stream, {side}: {per} ({how}; {n} ops)")
     if args.worst:
-        rows = []
-        by_name = collections.defaultdict(list)
-        for name, dev, ref in zip(s["names"], s["jaxdev"], s["jnp"]):
-            by_name[name].append((dev, ref))
-        for name, pairs in by_name.items():
-            td, tr = host_pair(*pairs[0])
-            rows.append((td / tr, name, len(pairs), td, tr))
-        print(f"\n{'op (first of each), host CPU':<52} {'calls':>5} {'jaxdev us':>10} {'jnp us':>8} {'ratio':>6}")
-        for ratio, name, count, td, tr in sorted(rows, reverse=True)[: args.worst]:
-            print(f"{name:<52} {count:>5} {td * 1e6:>10.1f} {tr * 1e6:>8.1f} {ratio:>6.2f}")
+        worst_ops(s, args.worst, bool(args.before))
 
 
 if __name__ == "__main__":

@@ -4,7 +4,9 @@ jaxdev against torch on CPU and against the same update written in JAX, in one r
 torch.optim steps with foreach ops on every device but CPU (`_foreach_lerp_`, `_foreach_addcdiv_`,
 ...); jaxdev runs each call as one program over all the tensors (jaxdev/ops/foreach.py). The rows:
 
-* jaxdev, foreach: torch.optim's default on the jax device;
+* jaxdev, foreach: torch.optim's default on the jax device (its calls replayed natively per key:
+  jaxdev/csrc/foreach_ops.cpp);
+* jaxdev, foreach in Python: the same with the native replay off (each call through its Python kernel);
 * jaxdev, fused=True: `torch.optim.AdamW(fused=True)`, `aten::_fused_adamw_` as one program over
   every tensor (jaxdev/ops/fused_optimizers.py), plus the foreach increment of the step counts;
 * jaxdev, per tensor: `foreach=False`, one op per tensor (what every step cost before foreach);
@@ -31,7 +33,7 @@ import torch
 from timing import ALLOCATOR, median_seconds, print_steps
 
 import jaxdev
-from jaxdev import tensor
+from jaxdev import native, tensor
 
 SHAPES = [(256, 256)] * 50 + [(256,)] * 50
 LR, BETAS, EPS, WD = 1e-3, (0.9, 0.999), 1e-8, 1e-2
@@ -52,6 +54,20 @@ def torch_step(device: str, foreach: bool, fused: bool = False):
     else:
         wait = lambda _: None
     return opt.step, wait
+
+
+def in_python(variant):
+    """`variant` (a step, its wait) with the native foreach replay off around each step."""
+    fn, wait = variant
+
+    def step():
+        previous = native.module.foreach_replay(False)
+        try:
+            return fn()
+        finally:
+            native.module.foreach_replay(previous)
+
+    return step, wait
 
 
 def _moments(ps, ms, vs, gs):
@@ -126,6 +142,7 @@ def main() -> None:
     wait_jax = lambda ps: jax.block_until_ready(ps[-1])
     steps = {
         "jaxdev, foreach": torch_step("jax", True),
+        **({"jaxdev, foreach in Python": in_python(torch_step("jax", True))} if native.module is not None else {}),
         "jaxdev, fused=True": torch_step("jax", False, fused=True),
         "jaxdev, per tensor": torch_step("jax", False),
         "torch CPU": torch_step("cpu", False),

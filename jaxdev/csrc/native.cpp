@@ -52,6 +52,12 @@
 //                                a call keyed as met before replays the one program its Python
 //                                kernel ran for that key (jaxdev/ops/kit/memo.py learns them).
 //
+//   register_foreach_kernel(name, slow, inplace), set_foreach(...), foreach_begin(index),
+//   foreach_learn(index, ...), foreach_replay(on)
+//                                torch.optim's foreach calls in C++ (foreach_ops.cpp, foreach_learn.cpp): a
+//                                call keyed as met before replays its program and stores its results
+//                                (jaxdev/ops/kit/foreach_replay.py learns them).
+//
 //   fused_context()              what fused eager's kernels read besides their arguments, the second part
 //                                of every op's key (fused_context.cpp). Python twin: jaxdev/fused/context.py.
 //   fused_match(seg, key, ...)   fused eager's replay guard (fused.cpp; jaxdev/fused/replay.py): an op
@@ -96,6 +102,8 @@
 #include "fused_flush.cpp"
 #include "fused_results.cpp"
 #include "graph_inputs.cpp"
+#include "foreach_ops.cpp"  // after memo_ops.cpp (put, g_array_type) and fused_flush.cpp (slot_of)
+#include "foreach_learn.cpp"
 
 #include <ATen/core/stack.h>
 #include <torch/library.h>
@@ -161,6 +169,15 @@ PyMethodDef methods[] = {
     {"memo_begin", memo_begin, METH_O, "the keyed arrays of the memo frame being learned, or None"},
     {"memo_learn", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(memo_learn)), METH_FASTCALL,
      "what the memo frame's call did, entered under its key when it returns"},
+    {"register_foreach_kernel",
+     reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(register_foreach_kernel)), METH_FASTCALL,
+     "a C++ PrivateUse1 kernel replaying a foreach call's program per key"},
+    {"set_foreach", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(set_foreach)), METH_FASTCALL,
+     "what the foreach kernels read: exported arrays, the boxes' namespace, numpy's asarray and float64"},
+    {"foreach_begin", foreach_begin, METH_O, "whether the innermost foreach frame is this op's, to learn"},
+    {"foreach_learn", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(foreach_learn)), METH_FASTCALL,
+     "what the foreach frame's call did, entered under its key when it returns"},
+    {"foreach_replay", foreach_replay, METH_O, "foreach calls replayed natively (True) or all in Python"},
     {"lazy_clone", lazy_clone, METH_O, "t._lazy_clone() sharing t's storage copy-on-write, or None"},
     {"data_address", data_address, METH_O, "a storage's data pointer, leaving a copy-on-write one shared"},
     {"drop_dead", drop_dead, METH_NOARGS, "remove the boxes of dead storages that wrap made"},

@@ -1,7 +1,7 @@
 // Declarations the translation units of jaxdev's native module share (see native.cpp for what the
 // module does); each unit includes the PyTorch headers it uses itself, so that none parses them all. One concern per file: native.cpp (the module and its CPU redispatch kernels),
 // boxes.cpp (storages and their boxes), cow.cpp (copy-on-write storages), readers.cpp (a tensor's array without Python), fast_ops.cpp
-// (whole eager ops and clone in C++), memo_ops.cpp and memo_learn.cpp (commonest kernels replayed per key), graph_inputs.cpp (a compiled graph's arguments), device.cpp (device guard, pinned-memory hooks, attention choice).
+// (whole eager ops and clone in C++), memo_ops.cpp and memo_learn.cpp (commonest kernels replayed per key), foreach_ops.cpp and foreach_learn.cpp (foreach calls replayed per key), graph_inputs.cpp (a compiled graph's arguments), device.cpp (device guard, pinned-memory hooks, attention choice).
 
 #pragma once
 
@@ -68,6 +68,13 @@ PyObject* memo_begin(PyObject*, PyObject* index);
 PyObject* memo_learn(PyObject*, PyObject* const* args, Py_ssize_t nargs);
 PyObject* set_memo(PyObject*, PyObject* const* args, Py_ssize_t nargs);
 PyObject* register_memo_kernel(PyObject*, PyObject* const* args, Py_ssize_t nargs);
+
+// --- foreach_ops.cpp, foreach_learn.cpp: torch.optim's foreach calls replayed per key ------------
+PyObject* foreach_begin(PyObject*, PyObject* index);
+PyObject* foreach_learn(PyObject*, PyObject* const* args, Py_ssize_t nargs);
+PyObject* set_foreach(PyObject*, PyObject* const* args, Py_ssize_t nargs);
+PyObject* foreach_replay(PyObject*, PyObject* on);
+PyObject* register_foreach_kernel(PyObject*, PyObject* const* args, Py_ssize_t nargs);
 
 // --- fused_context.cpp: what fused eager's kernels read besides their arguments ----------------------
 PyObject* current_context();

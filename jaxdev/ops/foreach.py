@@ -36,7 +36,7 @@ import torch
 
 from jaxdev import dtypes, tensor, tracing
 from jaxdev.ops import kit
-from jaxdev.ops.kit import formulas
+from jaxdev.ops.kit import foreach_replay, formulas
 from jaxdev.ops.kit.tensor_lists import boxes as _boxes
 from jaxdev.ops.kit.tensor_lists import may_take as _may_take
 from jaxdev.ops.kit.tensor_lists import store as _store
@@ -171,6 +171,9 @@ def _run(name: str, body, inplace: bool, selfs, slots: list, alpha=1):
         if donate and any(a.is_deleted() for a in arrays):  # it failed running, after the buffers went
             raise
         return None  # refused while tracing, before anything ran: the loop raises the kernel's own error
+    if foreach_replay.LEARNING.runs is not None:  # the native kernel learns this call (kit/foreach_replay.py)
+        programs = (_program(name, body, tuple(kinds), computes, flag) for flag in (False, True))
+        foreach_replay.ran(*programs, numbers)
     if not inplace:
         return [tensor.wrap(r) for r in results]
     _store(selfs, boxes, results)
@@ -274,6 +277,7 @@ def _register_family(name: str, body, overloads: dict, alpha_overloads=()):
             if packet is None or overload not in packet.overloads():  # torch versions differ (no sub.Tensor)
                 continue
             op = getattr(packet, overload)
+            foreach_replay.replayed(op)  # replayed natively per key (kit/foreach_replay.py)
             register(op)(_kernel(op, name, body, inplace, kinds, overload in alpha_overloads))
             numbers = tuple(1 + i for i, kind in enumerate(kinds) if kind in ("N", "NL"))
             if numbers:  # the program takes them as data: fused eager need not key on their values

@@ -24,7 +24,7 @@ import torch
 from torch._ops import OpOverload
 
 from jaxdev import dtypes, eager_modes, layout, native, tensor, tracing
-from jaxdev.ops.kit import J, capabilities, jitted, memo
+from jaxdev.ops.kit import J, capabilities, foreach_replay, jitted, memo
 from jaxdev.ops.kit.derived import (  # noqa: F401  (check_cast, store_into, broadcast_shapes: imported from here)
     as_shape_error,
     broadcast_shapes,
@@ -194,6 +194,8 @@ def _register(
     installed = fn if on_cpu else capabilities.served(op, in_mode(op, fn))
     if on_cpu:
         native.module.register_cpu_kernels([name.removeprefix("aten::")])
+    elif fast is None and native_kernel is None and foreach_replay.wanted(op):
+        foreach_replay.install(op, installed)
     elif native.module is not None and (fast is not None or native_kernel is not None or memo.wanted(op)):
         memo.install(op, installed, native_kernel or (fast_kernel(op, fast) if fast is not None else None))
     else:

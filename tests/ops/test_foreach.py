@@ -11,7 +11,7 @@ import torch
 from jaxdev_testing import JAX, on_both
 
 import jaxdev
-from jaxdev import tensor
+from jaxdev import native, tensor
 from jaxdev.ops import foreach
 
 aten = torch.ops.aten
@@ -22,7 +22,8 @@ SHAPES = [(3, 4), (5,), (2, 3, 2), ()]
 
 @pytest.fixture
 def ran(monkeypatch):
-    """The calls the one-program path took (its results), in order; None where it handed over to the loop."""
+    """The calls the one-program path took (its results), in order; None where it handed over to the loop.
+    The native replay of a key met before (kit/foreach_replay.py) is off meanwhile: every call runs _run."""
     taken = []
     real = foreach._run
 
@@ -32,7 +33,10 @@ def ran(monkeypatch):
         return out
 
     monkeypatch.setattr(foreach, "_run", spy)
-    return taken
+    replaying = native.module.foreach_replay(False) if native.module is not None else None
+    yield taken
+    if replaying is not None:
+        native.module.foreach_replay(replaying)
 
 
 def tensors(dtype, seed, positive=False, shapes=SHAPES):

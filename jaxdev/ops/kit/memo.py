@@ -20,6 +20,7 @@ functions of what the key holds.
 
 from __future__ import annotations
 
+import contextlib
 import warnings
 
 import jax
@@ -98,13 +99,7 @@ def install(op, fn, fast=None):
     if op.name() not in OPS:
         slow_path(op, fn, fast)
         return
-    if not _setup:
-        # jax's concrete array class, named without making an array (which would start the backend and
-        # compile at import); it has no public spelling
-        from jax._src.array import ArrayImpl
-
-        native.module.set_memo(ArrayImpl, tensor.SHARDED_ENTRIES)
-        _setup.append(ArrayImpl)
+    setup()
     index: list[int] = []
     under = defined(op) if fast is not None else op.name()  # where the memo kernel goes
     learn = learning(fn, index)
@@ -113,7 +108,36 @@ def install(op, fn, fast=None):
         fast(under)
 
 
+def setup() -> None:
+    """What the native memo (and foreach) kernels read, given once."""
+    if not _setup:
+        # jax's concrete array class, named without making an array (which would start the backend and
+        # compile at import); it has no public spelling
+        from jax._src.array import ArrayImpl
+
+        native.module.set_memo(ArrayImpl, tensor.SHARDED_ENTRIES)
+        _setup.append(ArrayImpl)
+
+
 _setup: list = []
+
+
+@contextlib.contextmanager
+def warnings_shown():
+    """The warnings shown inside (a list), each still shown through whatever shows warnings now: a
+    call that warned is not learned (a replay would not warn again)."""
+    shown = warnings._showwarnmsg
+    seen: list = []
+
+    def showing(message):
+        seen.append(message)
+        return shown(message)
+
+    warnings._showwarnmsg = showing
+    try:
+        yield seen
+    finally:
+        warnings._showwarnmsg = shown
 
 
 def learning(fn, index: list):
@@ -128,18 +152,10 @@ def learning(fn, index: list):
             return fn(*args, **kwargs)
         calls, previous = [], RECORDING.calls
         RECORDING.calls = calls
-        shown = warnings._showwarnmsg
-        seen = []
-
-        def showing(message):  # every warning shown, through whatever shows it now
-            seen.append(message)
-            return shown(message)
-
-        warnings._showwarnmsg = showing
         try:
-            out = fn(*args, **kwargs)
+            with warnings_shown() as seen:
+                out = fn(*args, **kwargs)
         finally:
-            warnings._showwarnmsg = shown
             RECORDING.calls = previous
         if not seen and len(calls) == 1:
             learned = _learned(calls[0], arrays, args, kwargs, out)
