@@ -95,6 +95,8 @@ def _cases():
             + (torch.zeros((), dtype=torch.int64, device="jax"),) * 2,
         ),
         "layer norm without weight and bias": (aten.native_layer_norm.default, (ln_out, [16], None, None, 1e-6)),
+        "slice backward, a qkv split's part": (aten.slice_backward.default, (r(2, 8, 16), [2, 8, 48], 2, 16, 32, 1)),
+        "slice backward of a strided slice": (aten.slice_backward.default, (r(3, 4), [7, 4], 0, 1, 7, 2)),
     }
 
 

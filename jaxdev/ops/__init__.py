@@ -44,6 +44,7 @@ from jaxdev.ops import (  # noqa: F401
     scatter,
     searching,
     segment_reduce,
+    slice_grad,
     softmax,
     sorting,
     sparse,

@@ -49,6 +49,7 @@ OPS = frozenset(
         "aten::cat",
         "aten::_scaled_dot_product_fused_attention_overrideable",
         "aten::_scaled_dot_product_fused_attention_overrideable_backward",
+        "aten::slice_backward",
     }
 )
 
@@ -76,6 +77,13 @@ class _Stats:
 
 
 STATS = _Stats()
+
+
+def not_learned() -> None:
+    """Said by a kernel that hands this call to other ops (a composite): a memo kernel learning it must
+    not take their programs for the call's own."""
+    if RECORDING.calls is not None:
+        RECORDING.calls.append(None)
 
 
 def record(program, values, extra, offsets=()):
@@ -157,7 +165,7 @@ def learning(fn, index: list):
                 out = fn(*args, **kwargs)
         finally:
             RECORDING.calls = previous
-        if not seen and len(calls) == 1:
+        if not seen and len(calls) == 1 and calls[0] is not None:
             learned = _learned(calls[0], arrays, args, kwargs, out)
             if learned is not None:
                 STATS.learned += learn(index[0], *learned)
