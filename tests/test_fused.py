@@ -354,3 +354,15 @@ def test_an_optimizer_step_compiles_once(fresh_recorder):
     for g, e in zip(got, expected):
         torch.testing.assert_close(g, e)  # a fused program's last bits (README: fused eager)
     assert built[0] == built[-1], built
+
+
+def test_out_of_memory_at_the_flush_is_torchs_error():
+    """A program that cannot allocate raises torch.OutOfMemoryError at the sync, as per-op mode raises it
+    at the op (training tools catch it to shrink a batch); it raised XLA's JaxRuntimeError. The device
+    goes on working."""
+    with jaxdev.eager_mode("fused"):
+        t = torch.empty(2**40, dtype=torch.uint8, device="jax")  # 1 TiB, allocated by the flush
+        with pytest.raises(torch.OutOfMemoryError, match="jax:0 is out of memory"):
+            torch.jax.synchronize()
+        del t
+        assert (torch.ones(3, device="jax") + 1).cpu().tolist() == [2, 2, 2]

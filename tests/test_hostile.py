@@ -24,6 +24,7 @@ def test_sizes_that_overflow_or_go_negative_raise_cpus_error(make):
     assert isinstance(err, RuntimeError)
 
 
+@pytest.mark.per_op_mode("the allocation fails at the op; fused mode allocates at the flush (tests/test_fused.py)")
 def test_out_of_memory_is_torchs_error_and_the_device_keeps_working():
     with pytest.raises(torch.OutOfMemoryError, match="jax:0 is out of memory"):
         torch.empty(2**40, dtype=torch.uint8, device="jax")  # 1 TiB

@@ -8,7 +8,7 @@ import warnings
 
 import torch
 
-from jaxdev import eager_modes
+from jaxdev import eager_modes, tensor
 from jaxdev.fused import boxes, context, cow, learn, number_keys, numbers, offsets, program, replay, results
 from jaxdev.fused.numbers import Number
 from jaxdev.fused.stats import STATS
@@ -439,6 +439,7 @@ def flush() -> None:
                 for box, _, _ in seg.pending:
                     if boxes.is_deferred(box):
                         boxes.fail(box, f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}")
+                tensor.raise_if_out_of_memory(error)  # torch.OutOfMemoryError, as per-op mode raises it
                 raise
         boxes.settle_all(seg.pending, alive, values)
 
