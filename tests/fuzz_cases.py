@@ -23,6 +23,7 @@ Rerun one case, or a long run: `.venv/bin/python tests/fuzz_draw.py SEED [INDEX]
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import difflib
 import json
@@ -378,8 +379,13 @@ def _check_case(case: Case) -> Verdict:
         cpu_err = None
     try:
         jax_out, jax_inputs = run(case, JAX)
+        # an error that depends on values raises at the op in per-op mode, at the next sync in fused
+        # mode (README, "Eager modes"): CPU's exception either way
+        torch.jax.synchronize()
     except Exception as e:
         jax_err = e
+        with contextlib.suppress(Exception):  # what the case left pending fails with it, not with the next case
+            torch.jax.synchronize()
     else:
         jax_err = None
     if cpu_err is not None:
