@@ -73,6 +73,8 @@
 //   graph_place, graph_arrays,   a compiled graph's call over its arguments and outputs (graph_inputs.cpp):
 //   graph_view                   Inputs' placement, Specialisation.run's arrays, outputs.on_storage's
 //                                tensor. Python twins: the same loops, boxes.tensor_on_storage.
+//   graph_key, graph_match       a specialisation's input layout compiled once, and a call matched to it
+//                                in one pass (graph_match.cpp). Python twin: Inputs, its key and Guard.
 //
 //   install_hooks()              the jax device's PrivateUse1 hooks in C++, registered before PyTorch's
 //                                Python ones (a process has one): they answer what those answer, and
@@ -104,6 +106,7 @@
 #include "graph_inputs.cpp"
 #include "foreach_ops.cpp"  // after memo_ops.cpp (put, g_array_type) and fused_flush.cpp (slot_of)
 #include "foreach_learn.cpp"
+#include "graph_match.cpp"  // after graph_inputs.cpp: its placement helpers
 
 #include <ATen/core/stack.h>
 #include <torch/library.h>
@@ -206,6 +209,10 @@ PyMethodDef methods[] = {
      "boxes' physical arrays and whether each has its expected shape, or None"},
     {"graph_view", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(graph_view)), METH_FASTCALL,
      "a new jax tensor on a jax storage with the given layout, or None"},
+    {"graph_key", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(graph_key)), METH_FASTCALL,
+     "a compiled graph specialisation's input layout as a native key, or None"},
+    {"graph_match", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(graph_match)), METH_FASTCALL,
+     "a call's arrays, boxes and storages' first arguments where it has a native key's layout, or None"},
     {"install_hooks", install_hooks, METH_NOARGS, "the jax device's PrivateUse1 hooks, with pinned memory"},
     {nullptr, nullptr, 0, nullptr}};
 

@@ -101,6 +101,10 @@ PyObject* graph_place(PyObject*, PyObject* const* args, Py_ssize_t nargs);
 PyObject* graph_arrays(PyObject*, PyObject* const* args, Py_ssize_t nargs);
 PyObject* graph_view(PyObject*, PyObject* const* args, Py_ssize_t nargs);
 
+// --- graph_match.cpp: a compiled graph's call matched to a specialisation's layout ------------------
+PyObject* graph_key(PyObject*, PyObject* const* args, Py_ssize_t nargs);
+PyObject* graph_match(PyObject*, PyObject* const* args, Py_ssize_t nargs);
+
 // --- device.cpp: the jax device's guard, hooks and attention choice ---------------------------------
 PyObject* install_device_guard(PyObject*, PyObject*);
 PyObject* install_hooks(PyObject*, PyObject*);

@@ -4,7 +4,8 @@ which inputs share a storage, Python scalars), so a call with another layout get
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+import types
+from collections.abc import Hashable, Mapping
 
 import jax
 import torch
@@ -194,15 +195,63 @@ class Inputs:
         return got
 
     def store(self, groups: list[int], values: list) -> None:
-        on_cpu = [(g, v) for g, v in zip(groups, values) if g in self.cpu]
-        for g, v in zip(groups, values):
-            if g not in self.cpu:
-                box = self.boxes[g]
-                box.array = v
-                box.writes += 1
-                if tensor.SHARDED_ENTRIES:  # a sharded storage keeps its sharding (jaxdev/parallel/mesh.py)
-                    tensor.keep_sharding(box)
-        if on_cpu:
-            host = jax.device_get([v for _, v in on_cpu])
-            for (g, _), h in zip(on_cpu, host):
-                self.cpu[g].copy_(dtypes.numpy_to_cpu(h, self.cpu[g].dtype))
+        _store(self.boxes, self.cpu, groups, values)
+
+
+def _store(boxes: list, cpu: dict, groups: list[int], values: list) -> None:
+    """A call's written storages given their new arrays (a CPU input's copied back)."""
+    on_cpu = [(g, v) for g, v in zip(groups, values) if g in cpu]
+    for g, v in zip(groups, values):
+        if g not in cpu:
+            box = boxes[g]
+            box.array = v
+            box.writes += 1
+            if tensor.SHARDED_ENTRIES:  # a sharded storage keeps its sharding (jaxdev/parallel/mesh.py)
+                tensor.keep_sharding(box)
+    if on_cpu:
+        host = jax.device_get([v for _, v in on_cpu])
+        for (g, _), h in zip(on_cpu, host):
+            cpu[g].copy_(dtypes.numpy_to_cpu(h, cpu[g].dtype))
+
+
+# --- a call matched to a specialisation natively (jaxdev/csrc/graph_match.cpp) ------------------------
+
+_native_key = getattr(native.module, "graph_key", None)
+native_match = getattr(native.module, "graph_match", None)
+_NO_CPU: Mapping = types.MappingProxyType({})
+
+
+def native_key(metas: list, statics: list, storage_meta: list, shapes: list):
+    """A specialisation's input layout (Inputs.metas, its Python arguments, its storages' (numel, dtype),
+    its arrays' shapes) compiled for `native_match`, or None (no native module, an argument type the
+    native placement leaves to Python)."""
+    if _native_key is None:
+        return None
+    return _native_key(list(metas), list(statics), [tuple(m) for m in storage_meta], [tuple(s) for s in shapes])
+
+
+class Matched:
+    """A call's inputs as `native_match(key, args)` found them: the same full key as `Inputs(args)`, every
+    tensor a plain jax tensor (no CPU input), each storage group's box and array, and the first argument
+    on each group, whose storage object is made only where an output is a view of it."""
+
+    __slots__ = ("_storages", "arrays", "boxes", "firsts", "same")
+    cpu = _NO_CPU
+
+    def __init__(self, got: tuple):
+        self.arrays, self.boxes, self.firsts, self.same = got
+        self._storages = None
+
+    @property
+    def storages(self) -> list:
+        if self._storages is None:
+            self._storages = [t.untyped_storage() for t in self.firsts]
+        return self._storages
+
+    def arrays_as(self, shapes: list) -> list:
+        if self.same:
+            return self.arrays
+        return [a if a.shape == shape else a.reshape(shape) for a, shape in zip(self.arrays, shapes)]
+
+    def store(self, groups: list[int], values: list) -> None:
+        _store(self.boxes, self.cpu, groups, values)

@@ -1,14 +1,19 @@
 """What a graph program's call hands back: its outputs rebuilt from the program's arrays (new
 storages, views of its inputs' storages, its arguments themselves, constants), and the random state's
-stand-in for a program that draws nothing (jaxdev/graphs/program.py)."""
+stand-in for a program that draws nothing, and a written storage's value where a check failed
+(jaxdev/graphs/program.py)."""
 
 from __future__ import annotations
 
+import functools
+import operator
+
 import jax
+import jax.numpy as jnp
 import torch
 
 from jaxdev import dtypes, native, rng, tensor
-from jaxdev.tensor import Box
+from jaxdev.tensor import Box, transpose_program
 
 # tensor_on_storage in C++ (jaxdev/csrc/graph_inputs.cpp): no empty tensor, no set_ through the dispatcher.
 _native_view = native.module.graph_view if native.module is not None else None
@@ -97,3 +102,28 @@ def on_storage(storage, meta) -> torch.Tensor:
     if neg:
         torch._C._set_neg(t, True)
     return t
+
+
+def as_before_failure(flags: list, states: list, boxes: list, g: int, either: dict):
+    """Storage g's array after the program, or where a value check failed, as it was when the first
+    failing op checked its inputs: a failed check raises that op's error at the next sync
+    (program.py's Specialisation.run), and by then the call has written what eager mode had written before that op
+    raised, and nothing after (a training step with a bad class index leaves the parameters and
+    optimizer state as they were). `states[i][g]`: the storage's (array, logical form) at check i;
+    `either` caches a run of checks' flags or-ed."""
+    new = boxes[g].array
+    runs: list = []  # [first, last, state]: consecutive checks that saw the same state share one select
+    for i, state in enumerate(states):
+        if runs and runs[-1][2][0] is state[g][0] and runs[-1][2][1] is state[g][1]:
+            runs[-1][1] = i
+        else:
+            runs.append([i, i, state[g]])
+    value = new
+    for first, last, (array, logical) in reversed(runs):
+        if array is new and logical is None:  # nothing written after these checks
+            continue
+        if (first, last) not in either:
+            either[first, last] = functools.reduce(operator.or_, flags[first : last + 1])
+        old = array if logical is None else transpose_program(logical[3])(logical[0])
+        value = jnp.where(either[first, last], old.reshape(new.shape), value)
+    return value

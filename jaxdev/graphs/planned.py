@@ -11,6 +11,10 @@ So while a graph is traced, a node's result that owns a new storage and whose st
 plan is copied into the planned strides: inside the XLA program that is a transpose XLA fuses into its
 consumers, and a node whose layout already agrees (every one on the models tested) costs nothing.
 Views of an earlier tensor are left alone: a copy would break the aliasing the graph may write through.
+
+Also what a program keeps of its graph's metadata: each output's device (`expected_devices`) and each
+node's planned layout as a meta tensor (`planned_val`), which pickling (GraphProgram.__getstate__) would
+otherwise lose.
 """
 
 from __future__ import annotations
@@ -63,3 +67,23 @@ def as_planned(node, out, seen: set):
                 seen.add(o.untyped_storage().data_ptr())
         out = type(out)(items)
     return out
+
+
+def expected_devices(gm: torch.fx.GraphModule) -> list[str | None]:
+    """The device FakeTensor gave each graph output (CPU inputs are traced on jax, see Inputs)."""
+    devices = []
+    for node in gm.graph.find_nodes(op="output"):
+        values = node.args[0] if isinstance(node.args[0], (list, tuple)) else [node.args[0]]
+        for v in values:
+            val = v.meta.get("val") if isinstance(v, torch.fx.Node) else None
+            devices.append(val.device.type if isinstance(val, torch.Tensor) else None)
+    return devices
+
+
+def planned_val(val):
+    """A fake result's dtype, sizes and strides as a meta tensor (picklable), where they are plain ints."""
+    if isinstance(val, (tuple, list)):
+        return type(val)(planned_val(v) for v in val)
+    if not isinstance(val, torch.Tensor) or not all(type(s) is int for s in (*val.shape, *val.stride())):
+        return None
+    return torch.empty_strided(tuple(val.shape), val.stride(), dtype=val.dtype, device="meta")

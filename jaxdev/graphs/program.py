@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import operator
 import os
 import threading
 import time
@@ -41,11 +40,12 @@ import torch
 import torch.fx
 
 from jaxdev import eager_modes, rng, tensor, tracing
+from jaxdev.graphs import inputs as graph_inputs
 from jaxdev.graphs import outputs, planned, program_cache
-from jaxdev.graphs.inputs import Guard, Inputs
+from jaxdev.graphs.inputs import Guard, Inputs, Matched
 from jaxdev.parallel import compiled_collectives
 from jaxdev.programs import compile_effort
-from jaxdev.tensor import BOXES, Box, transpose_program
+from jaxdev.tensor import BOXES, Box
 from jaxdev.tracing import UntraceableGraph
 
 _JAX_TYPE = "jax"
@@ -80,6 +80,17 @@ def _limit() -> int:
 
 def checks_enabled() -> bool:
     return os.environ.get("JAXDEV_COMPILE_CHECKS", "1") != "0"
+
+
+# A call's value-check flag is read at the next call or sync (tracing.defer_check). Where the program
+# runs on an accelerator its host copy starts at once, so that the read finds the flag on the host; on
+# a CPU device the flag is host memory already, and the asynchronous copy cost the LM's batch-1 forward
+# ~40 us of its ~550 (benchmarks/compiled_latency.py --compare prefetch).
+PREFETCH_ON_CPU = False
+# A call is matched to a specialisation's layout natively first (jaxdev/csrc/graph_match.cpp): where
+# placing its arguments, hashing the placement and dynamo's tensor check took ~80 us of the LM's batch-1
+# forward in Python (benchmarks/compiled_latency.py --compare match). False: Inputs and Guard only.
+NATIVE_MATCH = True
 
 
 # --- tracing ---------------------------------------------------------------------------------------
@@ -122,17 +133,6 @@ def _plain_dispatch():
         yield
 
 
-def _expected_devices(gm: torch.fx.GraphModule) -> list[str | None]:
-    """The device FakeTensor gave each graph output (CPU inputs are traced on jax, see Inputs)."""
-    devices = []
-    for node in gm.graph.find_nodes(op="output"):
-        values = node.args[0] if isinstance(node.args[0], (list, tuple)) else [node.args[0]]
-        for v in values:
-            val = v.meta.get("val") if isinstance(v, torch.fx.Node) else None
-            devices.append(val.device.type if isinstance(val, torch.Tensor) else None)
-    return devices
-
-
 class Specialisation:
     """The graph traced and compiled for one input layout."""
 
@@ -151,6 +151,11 @@ class Specialisation:
         self.bumped: list[int] = []  # arguments whose version counter a call bumps
         self.wrapped: list[bool] = []  # new storages whose one output the native wrap makes (outputs.sole_outputs)
         self.draws = 0
+        # Set by the first call: whether calls read the program's check flag (JAXDEV_COMPILE_CHECKS, read
+        # once, not at every call), and start its host copy at once (not on a CPU device)
+        self.read_checks = True
+        self.prefetch = True
+        self.keyed = False  # its native key made (GraphProgram._guard)
         self.spmd = compiled_collectives.plan(program.gm)  # a graph with collectives: one program per rank
         self.jitted = jax.jit(self._trace) if self.spmd is None else self.spmd.jit(self._trace)
 
@@ -222,22 +227,29 @@ class Specialisation:
         if not checks_enabled():  # no check is read: nothing may hang on one (JAXDEV_COMPILE_CHECKS=0)
             return new_arrays, [boxes[g].array for g in mutated], flag
         either: dict = {}  # (first, last) check -> their flags or-ed, made once for all storages
-        return new_arrays, [_as_before_failure(checks, states, boxes, g, either) for g in mutated], flag
+        return new_arrays, [outputs.as_before_failure(checks, states, boxes, g, either) for g in mutated], flag
 
     def run(self, args, inputs: Inputs, first: bool = False):
         arrays = inputs.arrays_as(self.array_shapes)
         # A program that draws nothing never reads the state: a constant already on the device, not
         # the state's three numbers moved there at every call.
         base = rng.traced_base() if first or self.draws or self.spmd is not None else outputs.no_draws(arrays)
-        with compile_effort.whole_program():  # a graph's program: XLA's default effort
+        was = compile_effort.enter_whole()  # a graph's program: XLA's default effort
+        try:
             # the program from jaxdev's disk cache, or traced, exported and stored there
             if first and self.spmd is None:
                 program_cache.install(self, inputs, arrays, base)
             new_arrays, mutated, flag = self.jitted(arrays, base)
+        finally:
+            compile_effort.exit_whole(was)
+        if first:
+            self.read_checks = checks_enabled()
+            self.prefetch = flag is not None and any(d.platform != "cpu" for d in flag.sharding.device_set)
         if self.draws:
             rng.advance(self.draws)
-        if flag is not None and checks_enabled():
-            flag.copy_to_host_async()  # read at the next call or sync: on the host by then, not fetched then
+        if flag is not None and self.read_checks:
+            if self.prefetch or PREFETCH_ON_CPU:
+                flag.copy_to_host_async()  # read at the next call or sync: on the host by then, not fetched then
             tracing.defer_check(self, flag, functools.partial(self._raise_eagerly, arrays, base))
         if self.mutated:
             inputs.store(self.mutated, mutated)
@@ -265,40 +277,6 @@ class Specialisation:
         raise RuntimeError(
             f"jaxdev: the compiled {self.program.name} program flagged invalid input values that its eager run accepted"
         )
-
-
-def _as_before_failure(flags: list, states: list, boxes: list, g: int, either: dict):
-    """Storage g's array after the program, or where a value check failed, as it was when the first
-    failing op checked its inputs: a failed check raises that op's error at the next sync
-    (Specialisation.run), and by then the call has written what eager mode had written before that op
-    raised, and nothing after (a training step with a bad class index leaves the parameters and
-    optimizer state as they were). `states[i][g]`: the storage's (array, logical form) at check i;
-    `either` caches a run of checks' flags or-ed."""
-    new = boxes[g].array
-    runs: list = []  # [first, last, state]: consecutive checks that saw the same state share one select
-    for i, state in enumerate(states):
-        if runs and runs[-1][2][0] is state[g][0] and runs[-1][2][1] is state[g][1]:
-            runs[-1][1] = i
-        else:
-            runs.append([i, i, state[g]])
-    value = new
-    for first, last, (array, logical) in reversed(runs):
-        if array is new and logical is None:  # nothing written after these checks
-            continue
-        if (first, last) not in either:
-            either[first, last] = functools.reduce(operator.or_, flags[first : last + 1])
-        old = array if logical is None else transpose_program(logical[3])(logical[0])
-        value = jnp.where(either[first, last], old.reshape(new.shape), value)
-    return value
-
-
-def _planned_val(val):
-    """A fake result's dtype, sizes and strides as a meta tensor (picklable), where they are plain ints."""
-    if isinstance(val, (tuple, list)):
-        return type(val)(_planned_val(v) for v in val)
-    if not isinstance(val, torch.Tensor) or not all(type(s) is int for s in (*val.shape, *val.stride())):
-        return None
-    return torch.empty_strided(tuple(val.shape), val.stride(), dtype=val.dtype, device="meta")
 
 
 def _nested() -> bool:
@@ -329,9 +307,10 @@ class GraphProgram:
         # outputs made by the native wrap where they can be (outputs.sole_outputs); fused eager takes its
         # programs' arrays as they are
         self.wrap_outputs = wrap_outputs
-        self.output_devices = _expected_devices(gm)
+        self.output_devices = planned.expected_devices(gm)
         self.specialisations: dict[tuple, Specialisation] = {}
         self.guards: dict[tuple, list[tuple[Guard, Specialisation]]] = {}  # by Inputs.placed
+        self.keys: list[tuple[object, Specialisation]] = []  # native keys (graph_match.cpp), one per specialisation
         self.eager_reason: str | None = None
         self.limit_warned = False
         self.op = _GraphOp(self)
@@ -340,7 +319,7 @@ class GraphProgram:
         """AOTAutograd's cache pickles a program as its graph: nothing traced or compiled. Node
         metadata does not survive pickling, so what the trace reads of it is kept: the output
         devices, and each node's planned layout (`planned.py`) as a meta tensor."""
-        vals = [_planned_val(n.meta.get("val")) for n in self.gm.graph.nodes]
+        vals = [planned.planned_val(n.meta.get("val")) for n in self.gm.graph.nodes]
         return {
             "gm": self.gm,
             "name": self.name,
@@ -383,6 +362,11 @@ class GraphProgram:
         STATS.calls += 1
         if self.eager_reason is None:
             try:
+                if NATIVE_MATCH:
+                    for key, spec in self.keys:
+                        got = graph_inputs.native_match(key, args)
+                        if got is not None:
+                            return spec.run(args, Matched(got))
                 inputs = Inputs(args, full=False)
                 spec = self._guarded(inputs)
                 if spec is None:
@@ -428,6 +412,11 @@ class GraphProgram:
         guard = Guard.of(inputs.tensors) if len(entries) < 2 * _limit() else None
         if guard is not None:
             entries.append((guard, spec))
+        if not inputs.cpu and not spec.keyed and spec.spmd is None:  # CPU inputs are placed in Python
+            spec.keyed = True
+            key = graph_inputs.native_key(spec.arg_meta, spec.static_args, spec.storage_meta, spec.array_shapes)
+            if key is not None:
+                self.keys.append((key, spec))
 
     def _warn_limit(self) -> None:
         if not self.limit_warned:
