@@ -358,11 +358,14 @@ def test_an_optimizer_step_compiles_once(fresh_recorder):
 
 def test_out_of_memory_at_the_flush_is_torchs_error():
     """A program that cannot allocate raises torch.OutOfMemoryError at the sync, as per-op mode raises it
-    at the op (training tools catch it to shrink a batch); it raised XLA's JaxRuntimeError. The device
-    goes on working."""
+    at the op (training tools catch it to shrink a batch); it raised XLA's JaxRuntimeError. Later syncs
+    do not raise it again, and the device goes on working."""
     with jaxdev.eager_mode("fused"):
         t = torch.empty(2**40, dtype=torch.uint8, device="jax")  # 1 TiB, allocated by the flush
         with pytest.raises(torch.OutOfMemoryError, match="jax:0 is out of memory"):
             torch.jax.synchronize()
+        torch.jax.synchronize()  # the failure was raised: t, still alive, has nothing to wait for (it raised again)
+        with pytest.raises(RuntimeError, match="never computed because an earlier op failed"):
+            t.cpu()
         del t
         assert (torch.ones(3, device="jax") + 1).cpu().tolist() == [2, 2, 2]

@@ -74,7 +74,11 @@ class _Deferred(Box):
         _LOGICAL.__set__(self, value)
 
     def pending(self):
-        return self.array
+        """What torch.jax.synchronize waits on: the value, once the pending program has run; None where
+        an earlier program failed to give it (that flush raised the error; reading the tensor still
+        does): a later sync has nothing to wait for here, and raised that error again at every call."""
+        eager_modes.flush()
+        return None if type(self._array) is _Unset else self.array
 
 
 class PendingBox(_Deferred):
