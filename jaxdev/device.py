@@ -96,6 +96,7 @@ def _make_module() -> types.ModuleType:
         """Waits for all pending JAX work on the device to finish."""
         check_index(_index_of(device))
         from jaxdev import eager_modes, tracing
+        from jaxdev.fused import boxes as fused_boxes
         from jaxdev.tensor import BOXES
 
         eager_modes.flush()  # fused eager's pending ops run now
@@ -103,7 +104,7 @@ def _make_module() -> types.ModuleType:
         for box in list(BOXES.values()):
             array = box.pending()  # a box holding a logical value is not transposed to wait for it
             if array is not None and not isinstance(array, jax.core.Tracer):  # skip a program being traced
-                array.block_until_ready()
+                fused_boxes.wait(box, array)
 
     def get_rng_state(device="jax") -> torch.Tensor:
         check_index(_index_of(device))

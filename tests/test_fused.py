@@ -369,3 +369,17 @@ def test_out_of_memory_at_the_flush_is_torchs_error():
             t.cpu()
         del t
         assert (torch.ones(3, device="jax") + 1).cpu().tolist() == [2, 2, 2]
+
+
+def test_an_allocation_that_fails_as_the_program_runs_raises_once():
+    """XLA's CPU runtime reports this one when the program runs (the flush returned): the sync raised
+    XLA's error, and again at every later sync while the tensor lived; now torch's error, once."""
+    with jaxdev.eager_mode("fused"):
+        x = torch.arange(0, 2**50, 0.25, device="jax")  # 16 PiB of float32
+        with pytest.raises(torch.OutOfMemoryError, match="jax:0 is out of memory"):
+            torch.jax.synchronize()
+        torch.jax.synchronize()
+        with pytest.raises(RuntimeError, match="never computed because an earlier op failed"):
+            x.cpu()
+        del x
+        assert (torch.ones(3, device="jax") * 2).cpu().tolist() == [2, 2, 2]

@@ -14,6 +14,7 @@ code ever sees a value that is not there yet, or an old one.
 
 from __future__ import annotations
 
+import jax
 import torch
 
 from jaxdev import eager_modes, native, tensor
@@ -181,6 +182,22 @@ def unwrite_all(written: list) -> None:
 def fail(box: Box, error: str) -> None:
     """The program could not give `box`'s value: reading it says why."""
     box._array = _Unset(error)
+
+
+def wait(box: Box, array) -> None:
+    """`array.block_until_ready()` for torch.jax.synchronize. XLA's CPU runtime reports an allocation a
+    program cannot make when the program runs, not at the call that flushed it: the error is raised once,
+    as torch's out-of-memory error where it is one (per-op mode's allocation raises it at the op), and a
+    plain box is then marked as a failed flush marks its results (a read says why, a later sync skips it)
+    rather than keep an array whose every wait raises again."""
+    try:
+        array.block_until_ready()
+    except jax.errors.JaxRuntimeError as error:
+        if type(box) is Box:
+            box.__class__ = PendingBox
+            fail(box, f"{type(error).__name__}: {str(error).splitlines()[0]}")
+        tensor.raise_if_out_of_memory(error)
+        raise
 
 
 def unwritten(box: Box) -> None:

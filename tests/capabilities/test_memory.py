@@ -48,8 +48,9 @@ def test_a_pending_fused_result_is_counted():
     with jaxdev.eager_mode("fused"):
         before = torch.jax.memory_allocated()
         t = torch.ones(1024, 1024, device="jax")  # 4 MiB, recorded
-        assert torch.jax.memory_allocated() - before >= 4 * MiB
-        assert torch.accelerator.memory_allocated() - before >= 4 * MiB
+        # (3 MiB: what earlier tests left may be released meanwhile; uncounted, t made the difference 0)
+        assert torch.jax.memory_allocated() - before >= 3 * MiB
+        assert torch.accelerator.memory_allocated() - before >= 3 * MiB
         del t
         assert torch.jax.memory_allocated() - before < 4 * MiB
 
