@@ -49,6 +49,7 @@ import tpu_gpt_jax
 from timing import ALLOCATOR
 
 import jaxdev
+from jaxdev.graphs import outputs as graph_outputs
 from jaxdev.graphs import program as graph_program
 
 tpu_gpt.SIZES["latency"] = dict(layers=6, d=32, heads=4, vocab=256, batch=1, seq=32, fwd_tokens=32, new_tokens=32)
@@ -58,6 +59,7 @@ tpu_gpt.SIZES["latency"] = dict(layers=6, d=32, heads=4, vocab=256, batch=1, seq
 CUTS: dict[str, list[tuple[object, str, object]]] = {
     "prefetch": [(graph_program, "PREFETCH_ON_CPU", True)],  # the check flag's host copy started on CPU too
     "match": [(graph_program, "NATIVE_MATCH", False)],  # Inputs and Guard in Python, no native key
+    "read": [(graph_outputs, "FAST_FLAG_READ", False)],  # the check flag read by bool(array)
 }
 COMPARISONS = {**CUTS, "all": [setting for settings in CUTS.values() for setting in settings]}
 BEFORE = "before "

@@ -1,7 +1,7 @@
 """What a graph program's call hands back: its outputs rebuilt from the program's arrays (new
 storages, views of its inputs' storages, its arguments themselves, constants), and the random state's
-stand-in for a program that draws nothing, and a written storage's value where a check failed
-(jaxdev/graphs/program.py)."""
+stand-in for a program that draws nothing, its check flag as it is read, and a written storage's value
+where a check failed (jaxdev/graphs/program.py)."""
 
 from __future__ import annotations
 
@@ -75,6 +75,30 @@ def sole_outputs(specs: list, new_arrays: list, new_meta: list) -> list[bool]:
         new_arrays[k] = new_arrays[k].reshape(tuple(shape))
         wrapped[k] = True
     return wrapped
+
+
+# False: every check flag read by bool(array) (benchmarks/compiled_latency.py --compare read)
+FAST_FLAG_READ = True
+
+
+class CheckFlag:
+    """A call's value-check flag as tracing reads it (`bool(flag)`, at the next call or sync): a one-device
+    flag through JAX's C++ host copy, which `bool(array)` reached through a profiler annotation and
+    sharding checks in Python (~40 us of the LM's batch-1 forward on a loaded CPU,
+    benchmarks/compiled_latency.py --compare read); any other as `bool(array)` reads it."""
+
+    __slots__ = ("array",)
+
+    def __init__(self, array: jax.Array):
+        self.array = array
+
+    def __bool__(self) -> bool:
+        a = self.array
+        if FAST_FLAG_READ and isinstance(a.sharding, jax.sharding.SingleDeviceSharding):
+            read = getattr(a, "_single_device_array_to_np_array_did_copy", None)  # what ArrayImpl._value calls
+            if read is not None:
+                return bool(read()[0])
+        return bool(a)
 
 
 _NO_DRAWS: dict = {}

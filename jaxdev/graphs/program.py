@@ -250,7 +250,7 @@ class Specialisation:
         if flag is not None and self.read_checks:
             if self.prefetch or PREFETCH_ON_CPU:
                 flag.copy_to_host_async()  # read at the next call or sync: on the host by then, not fetched then
-            tracing.defer_check(self, flag, functools.partial(self._raise_eagerly, arrays, base))
+            tracing.defer_check(self, outputs.CheckFlag(flag), functools.partial(self._raise_eagerly, arrays, base))
         if self.mutated:
             inputs.store(self.mutated, mutated)
             torch._C._increment_version([args[i] for i in self.bumped])

@@ -13,6 +13,7 @@ from torch import nn
 
 import jaxdev
 from jaxdev import tensor
+from jaxdev.graphs import outputs as graph_outputs
 from jaxdev.graphs.program import EagerGraphWarning
 
 
@@ -191,7 +192,10 @@ def test_dynamic_shapes_specialise_per_size():
 @pytest.mark.per_op_mode(
     "when a program's deferred check is read: at its next call in op mode, at the next sync in fused mode"
 )
-def test_value_checks_raise_the_eager_error():
+@pytest.mark.parametrize("fast_read", [True, False])
+def test_value_checks_raise_the_eager_error(monkeypatch, fast_read):
+    monkeypatch.setattr(graph_outputs, "FAST_FLAG_READ", fast_read)  # the flag through JAX's C++ read, or bool()
+
     def f(logits, target):
         return nn.functional.cross_entropy(logits, target)
 
