@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import subprocess
@@ -27,7 +28,7 @@ import pytest
 import torch
 
 import jaxdev  # registers the device
-from jaxdev import fallback
+from jaxdev import fallback, native
 from jaxdev.audit.check import compare
 
 JAX = torch.device("jax", 0)
@@ -60,6 +61,19 @@ ALL_DTYPES = [
 
 
 # --- comparing against CPU ------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def foreach_in_python():
+    """Every foreach call runs its Python kernel (foreach._run) meanwhile: the native replay of a key met
+    before (jaxdev/ops/kit/foreach_replay.py) is off, so a test that spies on or replaces _run sees every
+    call, also where an earlier test in the same process taught the replay that key."""
+    replaying = native.module.foreach_replay(False) if native.module is not None else None
+    try:
+        yield
+    finally:
+        if replaying is not None:
+            native.module.foreach_replay(replaying)
 
 
 def to_cpu(t: torch.Tensor) -> torch.Tensor:

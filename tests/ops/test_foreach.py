@@ -8,10 +8,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from jaxdev_testing import JAX, on_both
+from jaxdev_testing import JAX, foreach_in_python, on_both
 
 import jaxdev
-from jaxdev import native, tensor
+from jaxdev import tensor
 from jaxdev.ops import foreach
 
 aten = torch.ops.aten
@@ -33,10 +33,8 @@ def ran(monkeypatch):
         return out
 
     monkeypatch.setattr(foreach, "_run", spy)
-    replaying = native.module.foreach_replay(False) if native.module is not None else None
-    yield taken
-    if replaying is not None:
-        native.module.foreach_replay(replaying)
+    with foreach_in_python():
+        yield taken
 
 
 def tensors(dtype, seed, positive=False, shapes=SHAPES):
@@ -253,7 +251,7 @@ def test_adam_and_sgd_step_as_on_cpu_and_as_the_loop(monkeypatch):
     ]:
         one = train(JAX, opt_cls, **kw)
         cpu = train("cpu", opt_cls, **kw)
-        with monkeypatch.context() as m:
+        with monkeypatch.context() as m, foreach_in_python():
             m.setattr(foreach, "_run", lambda *a, **k: None)  # PyTorch's loop, per tensor
             looped = train(JAX, opt_cls, **kw)
         for a, b, c in zip(one, looped, cpu):

@@ -9,7 +9,7 @@ import copy
 
 import pytest
 import torch
-from jaxdev_testing import JAX, PLATFORM
+from jaxdev_testing import JAX, PLATFORM, foreach_in_python
 
 import jaxdev
 from jaxdev.ops import foreach, fused_optimizers
@@ -41,7 +41,8 @@ def programs(monkeypatch):
 
     monkeypatch.setattr(fused_optimizers, "_step", spy_step)
     monkeypatch.setattr(foreach, "_run", spy_run)
-    return ran
+    with foreach_in_python():
+        yield ran
 
 
 def train(device, cls, dtype, shapes, steps, fused=True, **kwargs):
