@@ -163,6 +163,23 @@ def test_the_matmul_precision_is_part_of_the_key():
         torch.set_float32_matmul_precision(before)
 
 
+def test_a_forgotten_platform_forgets_the_learned_keys():
+    """A key holds no platform facts: when the process's platform changes (deviceless.forget_platform,
+    a stand-in becoming a TPU), the programs learned before are dropped and each op learns anew."""
+    from jaxdev.audit import deviceless
+
+    a, b = torch.randn(8, 8, device="jax"), torch.randn(8, 8, device="jax")
+    torch.mm(a, b)
+    slow = memo.STATS.slow
+    torch.mm(a, b)
+    assert memo.STATS.slow == slow  # replayed
+    deviceless.forget_platform()
+    assert native.module.forget_replays() == 0  # forget_platform dropped them all
+    got = torch.mm(a, b)
+    assert memo.STATS.slow == slow + 1  # learned anew
+    _same(got, _python(aten.mm.default)(a, b))
+
+
 def test_errors_are_raised_at_every_call():
     a, b = torch.randn(3, 4, device="jax"), torch.randn(5, 6, device="jax")
     for _ in range(3):

@@ -160,13 +160,17 @@ def forget_platform() -> None:
     (install(); benchmarks/tpu_aot.py's as_tpu): JAX's caches, and jaxdev's functools caches
     (capabilities.platform, dtypes.refused_here, the kit's jitted bodies, whose traces a later
     program would inline), and JAXDEV_MATH's reading: unset, it is the platform's default (auto on CPU,
-    near on a TPU), and a step recorded on CPU then traced as_tpu took auto's functions."""
+    near on a TPU), and a step recorded on CPU then traced as_tpu took auto's functions; and the keys the
+    per-op memo and foreach kernels learned (their programs were traced for the platform before)."""
     import jax
 
     jax.clear_caches()
     math_mode = sys.modules.get("jaxdev.ops.kit.math_mode")
     if math_mode is not None:
         math_mode.forget()
+    native = sys.modules.get("jaxdev.native")
+    if native is not None and native.module is not None:
+        native.module.forget_replays()  # the memo and foreach kernels' keys hold no platform facts
     for name, module in list(sys.modules.items()):
         if name.startswith("jaxdev") and module is not None:
             for value in list(vars(module).values()):

@@ -189,6 +189,25 @@ PyObject* foreach_replay(PyObject*, PyObject* on) {
   return Py_NewRef(before);
 }
 
+// forget_replays() -> the entries dropped: every memo and foreach kernel's learned keys. A key holds
+// no platform facts (refusals, the precision policy); when a process's platform changes under it
+// (audit/deviceless.py's forget_platform: a stand-in becoming a TPU), what was learned before is not
+// what the kernels would run now. Entries of frames being learned are entered as usual when they return.
+PyObject* forget_replays(PyObject*, PyObject*) {
+  size_t dropped = 0;
+  for (MemoOp* op : g_memo_ops) {
+    dropped += op->entries.size();
+    for (auto& kv : op->entries) free_entry(kv.second);
+    op->entries.clear();
+  }
+  for (ForeachOp* op : g_foreach_ops) {
+    dropped += op->entries.size();
+    for (auto& kv : op->entries) free_foreach_entry(kv.second);
+    op->entries.clear();
+  }
+  return PyLong_FromSize_t(dropped);
+}
+
 // register_foreach_kernel(name, slow, inplace) -> the op's index for foreach_begin/foreach_learn.
 // aten::`name` gets the C++ kernel; `slow` ("jaxdev_slow::_foreach_add_.List") is its Python kernel.
 PyObject* register_foreach_kernel(PyObject*, PyObject* const* args, Py_ssize_t nargs) {

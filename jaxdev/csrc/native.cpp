@@ -181,6 +181,7 @@ PyMethodDef methods[] = {
     {"foreach_learn", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(foreach_learn)), METH_FASTCALL,
      "what the foreach frame's call did, entered under its key when it returns"},
     {"foreach_replay", foreach_replay, METH_O, "foreach calls replayed natively (True) or all in Python"},
+    {"forget_replays", forget_replays, METH_NOARGS, "drop every memo and foreach kernel's learned keys"},
     {"lazy_clone", lazy_clone, METH_O, "t._lazy_clone() sharing t's storage copy-on-write, or None"},
     {"data_address", data_address, METH_O, "a storage's data pointer, leaving a copy-on-write one shared"},
     {"drop_dead", drop_dead, METH_NOARGS, "remove the boxes of dead storages that wrap made"},

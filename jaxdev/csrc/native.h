@@ -75,6 +75,7 @@ PyObject* foreach_learn(PyObject*, PyObject* const* args, Py_ssize_t nargs);
 PyObject* set_foreach(PyObject*, PyObject* const* args, Py_ssize_t nargs);
 PyObject* foreach_replay(PyObject*, PyObject* on);
 PyObject* register_foreach_kernel(PyObject*, PyObject* const* args, Py_ssize_t nargs);
+PyObject* forget_replays(PyObject*, PyObject*);
 
 // --- fused_context.cpp: what fused eager's kernels read besides their arguments ----------------------
 PyObject* current_context();
