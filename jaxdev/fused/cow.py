@@ -10,6 +10,9 @@ its own: `unshare` says when.
 
 from __future__ import annotations
 
+import operator
+import weakref
+
 import torch
 
 from jaxdev.fused import boxes
@@ -44,7 +47,8 @@ def _written_arguments(op, args: tuple, kwargs: dict) -> set | None:
     schema (a compiled graph recorded as one op)."""
     schema = getattr(op, "_schema", None)
     if schema is None:
-        return None
+        gm = getattr(op, "gm", None)  # a compiled graph's stand-in (graphs/program.py's _GraphOp)
+        return None if gm is None else _tensor_positions(args, graph_writes(gm))
     written: set[int] = set()
     count = 0
 
@@ -67,3 +71,51 @@ def _written_arguments(op, args: tuple, kwargs: dict) -> set | None:
     for name, a in kwargs.items():
         walk(a, writes(by_name.get(name)))
     return written
+
+
+def _tensor_positions(args: tuple, arguments: frozenset) -> set:
+    """The recorder's positions (tensors counted) of the arguments at indices `arguments`."""
+    positions, count = set(), 0
+    for i, a in enumerate(args):
+        if isinstance(a, torch.Tensor):
+            if i in arguments:
+                positions.add(count)
+            count += 1
+    return positions
+
+
+_GRAPH_WRITES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def graph_writes(gm: torch.fx.GraphModule) -> frozenset:
+    """The indices of the placeholders a graph writes, directly or through a view of one: an op whose
+    schema marks that argument written (`Tensor(a!)`: copy_ of a functionalized input mutation, an
+    in-place op). A placeholder reaching a call without a schema counts as written (unshared, as
+    before the schema was read)."""
+    known = _GRAPH_WRITES.get(gm)
+    if known is not None:
+        return known
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    root = {n: i for i, n in enumerate(placeholders)}  # node -> the placeholder it is or views
+    written: set[int] = set()
+    for n in gm.graph.nodes:
+        if n.op != "call_function":
+            continue
+        if n.target is operator.getitem:  # one result of a view op that gives several (split, unbind)
+            if n.args[0] in root:
+                root[n] = root[n.args[0]]
+            continue
+        schema = getattr(n.target, "_schema", None)
+        pairs = zip(n.args, schema.arguments) if schema is not None else ((a, None) for a in n.args)
+        by_name = {a.name: a for a in schema.arguments} if schema is not None else {}
+        for a, argument in [*pairs, *((a, by_name.get(k)) for k, a in n.kwargs.items())]:
+            r = root.get(a) if isinstance(a, torch.fx.Node) else None
+            if r is None:
+                continue
+            alias = argument.alias_info if argument is not None else None
+            if argument is None or (alias is not None and alias.is_write):
+                written.add(r)
+            if alias is not None:  # a view of it, or the op returns it written: the result is it too
+                root[n] = r
+    known = _GRAPH_WRITES[gm] = frozenset(written)
+    return known

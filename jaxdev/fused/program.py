@@ -252,6 +252,7 @@ def _layout(seg, previous: tuple | None = None) -> tuple[list, compiled.Inputs]:
     else:
         inputs.key = (*metas, *((b.numel, b.dtype, False) for b in boxes))
     inputs.metas, inputs.storages, inputs.boxes, inputs.cpu = metas, storages, boxes, {}
+    inputs.shared = ()  # a written copy-on-write storage was made its own when recorded (fused/cow.py)
     return args, inputs
 
 

@@ -105,29 +105,33 @@ class Inputs:
     own dtypes, sizes, strides and conj/neg bits are then left to a `Guard` (one C++ check per call,
     where asking each tensor in Python cost a microsecond), and `complete(args)` adds them."""
 
-    __slots__ = ("boxes", "cpu", "key", "metas", "placed", "storages", "tensors")
+    __slots__ = ("boxes", "cpu", "key", "metas", "placed", "shared", "storages", "tensors")
 
     def __init__(self, args, full: bool = True):
         got = _native_place(args, _STATIC) if _native_place is not None and type(args) is list else None
         if got is not None:
             self.placed, self.tensors, self.storages, self.boxes = got
-            self.cpu = {}
+            self.cpu, self.shared = {}, ()  # the native loop declines a copy-on-write storage
             self.key = self.metas = None
             if full:
                 self.complete(args)
             return
-        placed, tensors, storages, boxes, cpu, stored = [], [], [], [], {}, []
+        placed, tensors, storages, boxes, cpu, stored, shared = [], [], [], [], {}, [], []
         index: dict[int, int] = {}
         for a in args:
             if not isinstance(a, torch.Tensor):
                 placed += (_STATIC, a if isinstance(a, _STATIC_TYPES) else _opaque_key(a))
                 continue
             st = a.untyped_storage()
-            ptr = st.data_ptr()
+            # The storage's address as torch._C._data_address reads it: Python's data_ptr() asks for the
+            # mutable pointer, which would materialize a copy-on-write input the graph only reads.
+            ptr = torch._C._data_address(a)
             g = index.get(ptr)
             if g is None:
                 g = index[ptr] = len(storages)
                 storages.append(st)
+                if torch._C._is_cow_tensor(a):
+                    shared.append(g)
                 box = BOXES.get(ptr)
                 if box is None:
                     if a.device.type != "cpu":
@@ -143,6 +147,7 @@ class Inputs:
             tensors.append(a)
         placed += stored
         self.placed, self.tensors, self.storages, self.boxes, self.cpu = tuple(placed), tensors, storages, boxes, cpu
+        self.shared = shared
         self.key = self.metas = None
         if full:
             self.complete(args)
@@ -195,6 +200,11 @@ class Inputs:
         return got
 
     def store(self, groups: list[int], values: list) -> None:
+        for g in self.shared:
+            if g in groups and g not in self.cpu:
+                # Written copy-on-write storage: made its own first (the mutable pointer, as a CPU kernel's
+                # write asks for it), so the write reaches its own new box, not the data it shared.
+                self.boxes[g] = BOXES[self.storages[g].data_ptr()]
         _store(self.boxes, self.cpu, groups, values)
 
 

@@ -287,11 +287,12 @@ def _nested() -> bool:
 class _GraphOp:
     """What fused eager's recorder keys, names and tags a compiled graph's call by (an op's stand-in)."""
 
-    __slots__ = ("_name",)
+    __slots__ = ("_name", "gm")
     tags = ()
 
     def __init__(self, program: GraphProgram):
         self._name = f"compiled {program.name} graph"
+        self.gm = program.gm  # which arguments it writes (fused/cow.py)
 
     def name(self) -> str:
         return self._name

@@ -143,6 +143,38 @@ def test_a_write_to_one_side_stays_there(write, fused):
     assert _after(JAX, write, fused) == _after(CPU, write, False)
 
 
+def _compiled_read(t, c):
+    return c * 2 + t
+
+
+def _compiled_write_clone(t, c):
+    c.add_(1)
+    return c * 2
+
+
+def _compiled_write_view(t, c):
+    c[1].mul_(3)
+    return t + 1
+
+
+@pytest.mark.parametrize(
+    "body", [_compiled_read, _compiled_write_clone, _compiled_write_view], ids=lambda f: f.__name__
+)
+def test_a_compiled_call_keeps_sharing_as_eager_cpu(body):
+    """torch.compile(backend="jax"): a graph that only reads a copy-on-write input leaves it shared (its
+    inputs' addresses were read through Python's data_ptr(), which materialized it), and one that writes
+    it makes that side its own before the write, so the other side keeps its values, as CPU eager does."""
+
+    def run(device, fn):
+        t = torch.arange(6.0, device=device).reshape(2, 3)
+        c = t._lazy_clone()
+        out = [fn(t, c) for _ in range(2)]  # the second call through the specialisation made by the first
+        return cow(t), cow(c), t.cpu().tolist(), c.cpu().tolist(), [o.cpu().tolist() for o in out]
+
+    torch._dynamo.reset()
+    assert run(JAX, torch.compile(body, backend="jax")) == run(CPU, body)
+
+
 def test_shared_box_lives_as_long_as_either_side():
     """The box two storages share outlives the first to die, and goes with the last: sweeps (which
     follow weak references) never drop it while one side lives."""
