@@ -43,12 +43,18 @@ def unshare(op, args: tuple, kwargs: dict, writes: list, tensors: list, seg, mar
 
 def _written_arguments(op, args: tuple, kwargs: dict) -> set | None:
     """The positions, in the recorder's order (recorder.Segment.ref: arguments, then keywords, lists
-    flattened), of the tensors that the op's schema marks as written (`Tensor(a!)`); None without a
-    schema (a compiled graph recorded as one op)."""
+    flattened), of the tensors that the op writes: those its schema marks written (`Tensor(a!)`), or a
+    compiled graph's (recorded as one op) that the graph writes; None where neither says."""
     schema = getattr(op, "_schema", None)
-    if schema is None:
-        gm = getattr(op, "gm", None)  # a compiled graph's stand-in (graphs/program.py's _GraphOp)
-        return None if gm is None else _tensor_positions(args, graph_writes(gm))
+    if schema is not None:
+        by_name = {argument.name: argument for argument in schema.arguments}
+        flags = [_writes(argument) for argument, _ in zip(schema.arguments, args)]
+        flags += [_writes(by_name.get(name)) for name in kwargs]
+    elif getattr(op, "gm", None) is not None:  # a compiled graph's stand-in (graphs/program.py's _GraphOp)
+        graph = graph_writes(op.gm)
+        flags = [i in graph for i in range(len(args))]
+    else:
+        return None
     written: set[int] = set()
     count = 0
 
@@ -62,26 +68,13 @@ def _written_arguments(op, args: tuple, kwargs: dict) -> set | None:
             for x in a:
                 walk(x, writes)
 
-    def writes(argument) -> bool:
-        return argument is not None and argument.alias_info is not None and argument.alias_info.is_write
-
-    for a, argument in zip(args, schema.arguments):
-        walk(a, writes(argument))
-    by_name = {argument.name: argument for argument in schema.arguments}
-    for name, a in kwargs.items():
-        walk(a, writes(by_name.get(name)))
+    for a, writes in zip((*args, *kwargs.values()), flags):
+        walk(a, writes)
     return written
 
 
-def _tensor_positions(args: tuple, arguments: frozenset) -> set:
-    """The recorder's positions (tensors counted) of the arguments at indices `arguments`."""
-    positions, count = set(), 0
-    for i, a in enumerate(args):
-        if isinstance(a, torch.Tensor):
-            if i in arguments:
-                positions.add(count)
-            count += 1
-    return positions
+def _writes(argument) -> bool:
+    return argument is not None and argument.alias_info is not None and argument.alias_info.is_write
 
 
 _GRAPH_WRITES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
