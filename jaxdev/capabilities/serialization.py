@@ -40,7 +40,7 @@ def storage_to_jax(self, device=None, non_blocking=False):
 
 def clone_jax_storage(self):
     """A new jax storage holding a copy of this one's bytes (deepcopy goes through here)."""
-    source = tensor.BOXES[self.data_ptr()]
+    source = tensor.BOXES[tensor.storage_address(self)]  # a read: a copy-on-write storage stays shared
     box = tensor.Box(source.array, source.numel, source.dtype)  # jax arrays are immutable: sharing is a copy
     box.untyped = source.untyped
     if source in tensor.SHARDED:  # a copy of a sharded storage keeps its sharding (jaxdev/parallel/mesh.py)

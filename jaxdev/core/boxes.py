@@ -87,6 +87,11 @@ class Box:
 
 
 BOXES: dict[int, Box] = {}  # never rebound: the native module reads this dict
+# A storage object's address (its box's key in BOXES) read without asking for the mutable pointer, as
+# Python's data_ptr() does: that materializes a copy-on-write storage (Tensor._lazy_clone), and a read
+# (a clone, a recorded op's input) must leave it shared, as CPU does. Without the native module there
+# is no other way in, and a read unshares.
+storage_address = getattr(native.module, "data_address", None) or torch.UntypedStorage.data_ptr
 # With the native module (jaxdev/native.py) every storage jaxdev makes reports its own death (a deleter
 # on its data pointer) and its box goes with it (or, for a death off the GIL, at the next native read,
 # wrap or new storage); what follows is

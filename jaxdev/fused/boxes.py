@@ -138,8 +138,8 @@ def new_pending_tensor(shape: tuple, dtype) -> tuple[PendingBox, object, int]:
 # data_ptr() does, which materializes a copy-on-write storage (Tensor._lazy_clone): recording a read
 # must leave it shared, as CPU does; an op that writes one unshares it first (cow.py).
 address = torch._C._data_address
-# The same for a storage object (the segment's inputs are kept as their storages).
-storage_address = getattr(native.module, "data_address", None) or torch.UntypedStorage.data_ptr  # no sharing without it
+# The same for a storage object (the segment's inputs are kept as their storages): core's.
+storage_address = core_boxes.storage_address
 
 
 def settle(box: Box, array) -> None:

@@ -4,6 +4,7 @@ reaches the other, whichever kernel writes."""
 
 from __future__ import annotations
 
+import copy
 import gc
 
 import pytest
@@ -173,6 +174,35 @@ def test_a_compiled_call_keeps_sharing_as_eager_cpu(body):
 
     torch._dynamo.reset()
     assert run(JAX, torch.compile(body, backend="jax")) == run(CPU, body)
+
+
+def _copies_kept_shared(device) -> list:
+    """A storage clone, a deepcopy and a storage's copy to CPU read a copy-on-write tensor: CPU leaves it
+    shared; the copies hold its values and are their own."""
+    t = torch.arange(6.0, device=device)
+    c = t._lazy_clone()
+    seen = []
+    copies = (
+        lambda: torch.tensor([], device=device).set_(c.untyped_storage().clone()),
+        lambda: copy.deepcopy(c),
+    )
+    for copy_of in copies:
+        made = copy_of()
+        made.add_(1)
+        seen += [cow(t), cow(c), made.cpu().tolist(), c.cpu().tolist()]
+    # On CPU a CPU storage's .cpu() is itself: only its bytes compare
+    seen += [bytes(c.untyped_storage().cpu()), c.untyped_storage().tolist()[:4], cow(t), cow(c)]
+    return seen
+
+
+@pytest.mark.parametrize("fused", [False, True], ids=["op", "fused"])
+def test_storage_clone_and_deepcopy_keep_sharing(fused):
+    """`UntypedStorage.clone()` (deepcopy's way for a storage) took the source's address with Python's
+    data_ptr(), which materialized a copy-on-write storage it only read; so did `set_` to a storage (a
+    storage's `.cpu()` and `.tolist()` set a tensor to it), retyping its box."""
+    with jaxdev.eager_mode("fused" if fused else jaxdev.get_eager_mode()):
+        seen = _copies_kept_shared(JAX)
+    assert seen == _copies_kept_shared(CPU)
 
 
 def test_shared_box_lives_as_long_as_either_side():
