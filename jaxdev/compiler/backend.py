@@ -25,7 +25,7 @@ def _compiler(kind: str):
     def compile_graph(gm, example_inputs):
         STATS.compiled += kind != "backward"
         scalar_lists.batch(gm)  # before the program pickles it: a cached graph is the rewritten one
-        return aot_cache.wrap(GraphProgram(gm, kind, wrap_outputs=True))
+        return aot_cache.wrap(GraphProgram(gm, kind, wrap_outputs=True, caller_bumps=kind != "backward"))
 
     compile_graph.__name__ = f"jax_{kind}_compiler"
     return aot_cache.serializable(compile_graph)

@@ -27,7 +27,6 @@ exactly right.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import os
 import threading
@@ -40,8 +39,8 @@ import torch
 import torch.fx
 
 from jaxdev import eager_modes, rng, tensor, tracing
+from jaxdev.graphs import graph_ops, outputs, planned, program_cache
 from jaxdev.graphs import inputs as graph_inputs
-from jaxdev.graphs import outputs, planned, program_cache
 from jaxdev.graphs.inputs import Guard, Inputs, Matched
 from jaxdev.parallel import compiled_collectives
 from jaxdev.programs import compile_effort
@@ -93,46 +92,6 @@ PREFETCH_ON_CPU = False
 NATIVE_MATCH = True
 
 
-# --- tracing ---------------------------------------------------------------------------------------
-
-
-class _NodeRunner(torch.fx.Interpreter):
-    """Runs the graph node by node, so a failure names the op that caused it, each new result laid out
-    as the graph was planned (graphs/planned.py)."""
-
-    def __init__(self, gm, spmd=None):
-        super().__init__(gm)
-        self.seen: set[int] = set()  # storages of the inputs and of the results so far
-        self.spmd = spmd  # inside a shard_map: the functional collectives become XLA's (compiled_collectives.py)
-        self.node = None
-
-    def call_function(self, target, args, kwargs):
-        if self.spmd is not None and compiled_collectives.is_collective(target):
-            return self.spmd.lower(self.node, args, kwargs, self.env)
-        return super().call_function(target, args, kwargs)
-
-    def run_node(self, n):
-        self.node = n
-        try:
-            out = super().run_node(n)
-        except UntraceableGraph:
-            raise
-        except Exception as e:  # any failure while tracing: the eager run is the reference
-            raise UntraceableGraph(n, f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from e
-        if n.op == "call_function":
-            return planned.as_planned(n, out, self.seen)
-        if isinstance(out, torch.Tensor):
-            self.seen.add(out.untyped_storage().data_ptr())
-        return out
-
-
-@contextlib.contextmanager
-def _plain_dispatch():
-    """Kernels see the graph's ops as recorded: no autocast (the graph already holds its casts)."""
-    with torch.no_grad(), torch.autocast(_JAX_TYPE, enabled=False), torch.autocast("cpu", enabled=False):
-        yield
-
-
 class Specialisation:
     """The graph traced and compiled for one input layout."""
 
@@ -173,8 +132,8 @@ class Specialisation:
 
         tracing.start_checks(snapshot=lambda: [(b._array, b.logical) for b in boxes])
         try:
-            with _plain_dispatch(), rng.traced(rng_base) as drawn:
-                outs = _NodeRunner(self.program.gm, self.spmd).run(*inputs)
+            with graph_ops.plain_dispatch(), rng.traced(rng_base) as drawn:
+                outs = graph_ops.NodeRunner(self.program.gm, self.spmd).run(*inputs)
                 draws = drawn.draws
         finally:
             checks = tracing.finish_checks()
@@ -253,7 +212,8 @@ class Specialisation:
             tracing.defer_check(self, outputs.CheckFlag(flag), functools.partial(self._raise_eagerly, arrays, base))
         if self.mutated:
             inputs.store(self.mutated, mutated)
-            torch._C._increment_version([args[i] for i in self.bumped])
+            if not self.program.caller_bumps:
+                torch._C._increment_version([args[i] for i in self.bumped])
         return outputs.rebuild(self, new_arrays, args, inputs)
 
     def _raise_eagerly(self, arrays, base) -> None:
@@ -270,7 +230,7 @@ class Specialisation:
         ]
         _rerun.on = True  # graphs recorded into it (fused eager) rerun op by op too, so they raise
         try:
-            with _plain_dispatch(), rng.traced(jnp.asarray(base)):
+            with graph_ops.plain_dispatch(), rng.traced(jnp.asarray(base)):
                 self.program.gm(*inputs)
         finally:
             _rerun.on = False
@@ -301,10 +261,13 @@ class _GraphOp:
 class GraphProgram:
     """A boxed callable for AOTAutograd: `program(args) -> list of outputs`."""
 
-    def __init__(self, gm: torch.fx.GraphModule, name: str = "graph", wrap_outputs: bool = False):
+    def __init__(self, gm: torch.fx.GraphModule, name: str = "graph", wrap_outputs: bool = False, caller_bumps=False):
         self._boxed_call = True  # an instance attribute: wrappers copy __dict__, not class attributes
         self.gm = gm
         self.name = name
+        # AOTAutograd's runtime wrapper bumps the version counter of each input a forward or inference
+        # graph writes (keep_input_mutations), once, as eager's write does: then the program does not.
+        self.caller_bumps = caller_bumps
         # outputs made by the native wrap where they can be (outputs.sole_outputs); fused eager takes its
         # programs' arrays as they are
         self.wrap_outputs = wrap_outputs
@@ -325,12 +288,13 @@ class GraphProgram:
             "gm": self.gm,
             "name": self.name,
             "wrap_outputs": self.wrap_outputs,
+            "caller_bumps": self.caller_bumps,
             "output_devices": self.output_devices,
             "vals": vals,
         }
 
     def __setstate__(self, state):
-        self.__init__(state["gm"], state["name"], state.get("wrap_outputs", False))
+        self.__init__(state["gm"], state["name"], state.get("wrap_outputs", False), state.get("caller_bumps", False))
         self.output_devices = state["output_devices"]
         nodes = list(self.gm.graph.nodes)
         if len(nodes) == len(state["vals"]):  # the same graph, node for node
@@ -352,8 +316,8 @@ class GraphProgram:
             # Through fx's interpreter, not gm's own forward: a flush can come inside a compiled frame,
             # where dynamo would compile the graph module's forward as user code.
             # Its ops lay out their results as the graph planned them (meta strides), as when compiled alone.
-            with tracing.eager_layouts(False), _plain_dispatch():
-                out = torch.fx.Interpreter(self.gm).run(*args)
+            with tracing.eager_layouts(False), graph_ops.plain_dispatch():
+                out = graph_ops.versions_kept(self, args, lambda: torch.fx.Interpreter(self.gm).run(*args))
             return list(out) if isinstance(out, (list, tuple)) else [out]
         if getattr(_rerun, "on", False):
             return self.run_eagerly(list(args))
@@ -432,6 +396,6 @@ class GraphProgram:
             )
 
     def run_eagerly(self, args):
-        with _plain_dispatch():
-            out = self.gm(*args)
+        with graph_ops.plain_dispatch():
+            out = graph_ops.versions_kept(self, args, lambda: self.gm(*args))
         return list(out) if isinstance(out, (list, tuple)) else [out]

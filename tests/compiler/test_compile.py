@@ -322,3 +322,44 @@ def test_a_float16_graph_keeps_each_ops_rounding():
     got = torch.autograd.grad(out, on_jax, seed.to("jax"))
     for g, c in zip(got, want):
         assert torch.equal(g.cpu(), c)
+
+
+def _write_two_views(a, b, w):
+    a.add_(1)
+    b.mul_(2)
+    return a.sum()
+
+
+def _step_under_no_grad(a, b, w):
+    with torch.no_grad():
+        w.sub_(a.sum())
+    return w * 2
+
+
+def _buffer_in_a_training_graph(a, b, w):
+    b.copy_(a.detach())  # a buffer written in the forward of a graph that needs gradients
+    return (w * a).sum()
+
+
+@pytest.mark.parametrize("body", [_write_two_views, _step_under_no_grad, _buffer_in_a_training_graph])
+@pytest.mark.parametrize("fused", [False, True], ids=["op", "fused"])
+def test_a_compiled_write_bumps_the_version_once(body, fused):
+    """Each input a compiled graph writes has its version counter bumped once a call, as eager's one
+    write and inductor do: AOTAutograd's runtime wrapper bumps what the graph writes, and the program
+    bumped them again (two calls of `a.add_(1); b.mul_(2)` on views of one base: 8 where eager says 4)."""
+
+    def run(device, fn):
+        base = torch.arange(6.0, device=device)
+        w = torch.ones(3, device=device, requires_grad=True)
+        a, b = base[:3], base[3:]
+        if body is _buffer_in_a_training_graph:
+            a = a.clone().requires_grad_()
+        versions = []
+        for _ in range(2):
+            fn(a, b, w)
+            versions.append((base._version, w._version))
+        return versions, base.cpu().tolist(), w.detach().cpu().tolist()
+
+    with jaxdev.eager_mode("fused" if fused else jaxdev.get_eager_mode()):
+        got = run("jax", torch.compile(body, backend="jax"))
+    assert got == run("cpu", body)
