@@ -13,6 +13,8 @@ call's own CPU time:
   reference (torchax's jitted path adds its own Python; it cannot share a process with jaxdev);
 * jaxdev compiled: `torch.compile(..., backend="jax")`, eval, under `torch.no_grad()`;
 * jaxdev compiled, fused eager: the same compiled call inside `jaxdev.eager_mode("fused")`;
+* jaxdev fused eager, per-op eager: the model not compiled, in that eager mode (`--eager`; issue 37
+  item 3 asks fused eager's batch-1 forward to be within 2x of the compiled one);
 * torch CPU eager: the model on CPU, for scale.
 
 Columns: host us (CPU time of the calling thread per call, `time.thread_time`: what load on shared
@@ -23,6 +25,7 @@ step uploads its position as a tensor in the call, as benchmarks/tpu_check.sh's 
 meet the same load and the same caches: before/after in one process.
 
     python benchmarks/compiled_latency.py [--rounds 7] [--calls 200] [--only fwd,decode] [--compare NAME]
+        [--eager fused,op]
 """
 
 from __future__ import annotations
@@ -93,6 +96,10 @@ def _no_grad(mode: str | None):
     return context
 
 
+# The model run eagerly, not compiled, in these jaxdev eager modes (--eager; "" for none)
+EAGER_ROWS = ["fused", "op"]
+
+
 # --- the batch-1 forward ---------------------------------------------------------------------------
 
 
@@ -109,6 +116,8 @@ def forward_sides(cfg) -> dict[str, Side]:
     for name, toggle in COMPARISONS.items():
         sides[BEFORE + name] = Side(run, _jaxdev_wait, read, _no_grad(None), toggle)
     sides["compiled in fused eager"] = Side(run, _jaxdev_wait, read, _no_grad("fused"))
+    for mode in EAGER_ROWS:  # the model not compiled (issue 37 item 3: fused's forward <= 2x compiled's)
+        sides[f"{mode} eager"] = Side(lambda: on_jax(tokens), _jaxdev_wait, read, _no_grad(mode))
     cpu_tokens = torch.from_numpy(prompt)
     sides["torch CPU eager"] = Side(lambda: model(cpu_tokens), lambda r: None, lambda r: r.numpy(), _no_grad(None))
     return sides
@@ -159,6 +168,8 @@ def decode_sides(cfg) -> dict[str, Side]:
         sides[BEFORE + name] = Side(compiled, _jaxdev_wait, read, _no_grad(None), toggle)
     fused = _torch_decoder(cfg, "jax", True)  # its own caches: the sides' tokens are compared call by call
     sides["compiled in fused eager"] = Side(fused, _jaxdev_wait, read, _no_grad("fused"))
+    for mode in EAGER_ROWS:
+        sides[f"{mode} eager"] = Side(_torch_decoder(cfg, "jax", False), _jaxdev_wait, read, _no_grad(mode))
     sides["torch CPU eager"] = Side(_torch_decoder(cfg, "cpu", False), lambda r: None, lambda r: r.numpy())
     return sides
 
@@ -251,7 +262,9 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=200)
     parser.add_argument("--only", default="fwd,decode")
     parser.add_argument("--compare", action="append", choices=sorted(COMPARISONS), default=[])
+    parser.add_argument("--eager", default=",".join(EAGER_ROWS), help="the model run eagerly in these modes")
     args = parser.parse_args()
+    EAGER_ROWS[:] = [m for m in args.eager.split(",") if m]
     for name in set(COMPARISONS) - set(args.compare):
         del COMPARISONS[name]
     cfg = tpu_gpt.Config("latency")
