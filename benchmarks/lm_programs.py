@@ -8,7 +8,9 @@ dump on; the step's program is the dump's largest optimized module. Printed, sid
 * the entry computation's instructions: count, bytes of their outputs (the memory traffic a TPU
   pays: every fusion output is written to HBM and read back), converts, copies/transposes;
 * products: count, flops, operand dtypes and precision, grouped by shape;
-* the largest instructions by device time (TPU) or by output bytes (CPU), with what they compute.
+* the largest instructions by device time (TPU) or by output bytes (CPU), with what they compute;
+* with the TPU cost model (--tpu, --hlo): its cycles by source line, and grouped by result shape on
+  both sides, largest differences first.
 
     python benchmarks/lm_programs.py --size quick            # CPU rehearsal
     python benchmarks/lm_programs.py --size full --out $OUT  # on a TPU (PYTHONPATH as tpu_check.sh)
@@ -297,6 +299,27 @@ def _print_sources(sums: dict, top: int) -> None:
             print(f"    {c / 1e6:7.3f} M  {where}")
 
 
+def _print_shape_differences(sums: dict, top: int) -> None:
+    """The entry's estimated cycles grouped by (first result shape, product or opcode), jaxdev's less
+    jax.jit's, largest differences first: where the two programs part, whatever the fusions are named."""
+    (a, sa), (b, sb) = list(sums.items())[:2]
+    if not any(r["cycles"] for r in sa["rows"]):
+        return
+    groups = collections.defaultdict(dict)
+    for impl, s in ((a, sa), (b, sb)):
+        for r in s["rows"]:
+            kind = "product" if re.search(r"dot|convolution", r["kind"]) else r["kind"].split("[")[0]
+            shape = _SHAPE.search(r["type"])
+            sides = groups[(shape.group(0) if shape else r["type"], kind)]
+            cycles, count = sides.get(impl, (0, 0))
+            sides[impl] = (cycles + r["cycles"], count + 1)
+    print(f"  estimated cycles by result shape, {a} less {b} (k cycles / instructions each side)")
+    key = lambda kv: -abs(kv[1].get(a, (0, 0))[0] - kv[1].get(b, (0, 0))[0])
+    for (shape, kind), sides in sorted(groups.items(), key=key)[:top]:
+        (ca, na), (cb, nb) = sides.get(a, (0, 0)), sides.get(b, (0, 0))
+        print(f"    {(ca - cb) / 1e3:+9.1f}k  {ca / 1e3:8.1f}k/{na:<4d} {cb / 1e3:8.1f}k/{nb:<4d} {shape} {kind}")
+
+
 def _by_kind(s: dict) -> collections.Counter:
     c = collections.Counter()
     weight = "ns" if s["ns"] else "cycles" if any(r["cycles"] for r in s["rows"]) else "out"
@@ -358,6 +381,7 @@ def compare(results: dict, top: int) -> None:
     for impl in results:
         _print_top(impl, sums[impl], top)
     _print_sources(sums, top)
+    _print_shape_differences(sums, top)
 
 
 def main() -> None:
