@@ -223,7 +223,27 @@ def view_value(recipe, stored: jax.Array, offset) -> jax.Array:
     """Traceable: the values of the view `recipe` = (shape, strides, target dtype, mode) of a storage
     held as `stored`, starting at element `offset`."""
     shape, strides, target, mode = recipe
-    offset = 0 if offset is None else offset  # offset_arg(0): a static 0
+    flat = flat_as(stored, target)
+    offset = wide_enough(offset, flat.shape[0])
     if mode is not None:
-        return plan_for(shape, strides).read(flat_as(stored, target), offset, mode)
-    return flat_as(stored, target)[strided_index(shape, strides, offset)]
+        return plan_for(shape, strides).read(flat, offset, mode)
+    return flat[strided_index(shape, strides, offset)]
+
+
+# An eager program's offset argument (strided.offset_arg) is an int32 below this, int64 from it: int64
+# arithmetic is emulated on a TPU, and the offset's digits (Plan.starts' divisions and remainders) in
+# int64 made a per-op attention over the LM's q, k, v views (the fused qkv's slices) compile for 9 s
+# where int32's take 0.55 s (benchmarks/tpu_cold_step.py). Integer arithmetic: the same values.
+INT32_OFFSETS = 2**31
+
+
+def wide_enough(offset, numel: int):
+    """`offset` (None: a static 0; a Python int in a traced program; else a traced int32 or int64 scalar)
+    in a dtype that holds every index of a flat storage of `numel` elements: an int32 offset of a storage
+    past int32's range is widened, so its digits' arithmetic (with constants up to `numel`) cannot
+    overflow."""
+    if offset is None:
+        return 0
+    if numel >= INT32_OFFSETS and getattr(offset, "dtype", None) == jnp.int32:
+        return offset.astype(jnp.int64)
+    return offset
