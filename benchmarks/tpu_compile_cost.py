@@ -63,9 +63,9 @@ def _timed_compiles(deviceless, records: list) -> None:
 
     usual = deviceless.compile_for_tpu
 
-    def timed(fn, *avals):
+    def timed(fn, *avals, options=()):
         start = time.perf_counter()
-        compiled = usual(fn, *avals)
+        compiled = usual(fn, *avals, options=options)
         seconds = time.perf_counter() - start
         leaves = len(jax.tree.leaves(avals))
         ops = inlined_ops(jax.jit(fn).lower(*deviceless.on_tpu(avals)).as_text()) if leaves > 20 else 0

@@ -92,14 +92,16 @@ def on_tpu(avals):
     return jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=sharding), avals)
 
 
-def compile_for_tpu(fn, *avals):
-    """jax.jit(fn) over `avals` (each a pytree) compiled by XLA's TPU compiler (a jax.stages.Compiled)."""
+def compile_for_tpu(fn, *avals, options: tuple = ()):
+    """jax.jit(fn) over `avals` (each a pytree) compiled by XLA's TPU compiler (a jax.stages.Compiled),
+    with compiler `options` ((name, value) pairs)."""
     import jax
     from jax._src import config
 
     # not through JAX's persistent cache: a deviceless executable cannot be read back from it
     with config.enable_compilation_cache(False):
-        return jax.jit(fn).lower(*on_tpu(avals)).compile()
+        lowered = jax.jit(fn).lower(*on_tpu(avals))
+        return lowered.compile(dict(options)) if options else lowered.compile()
 
 
 class UncheckedWarning(UserWarning):
@@ -111,17 +113,18 @@ class UncheckedWarning(UserWarning):
 _seen: dict[tuple, Exception | None] = {}
 
 
-def _check(jaxpr, args) -> None:
-    """Compile `jaxpr` over `args`' types for the TPU, once; raise what the TPU's compiler raised."""
+def _check(jaxpr, args, options: tuple = ()) -> None:
+    """Compile `jaxpr` over `args`' types for the TPU with compiler `options`, once; raise what the TPU's
+    compiler raised."""
     import jax
     from jax._src import core
 
     avals = [jax.typeof(a) for a in args]
-    key = (str(jaxpr), tuple((tuple(a.shape), str(a.dtype)) for a in avals))
+    key = (str(jaxpr), tuple((tuple(a.shape), str(a.dtype)) for a in avals), options)
     if key not in _seen:
         _seen[key] = None
         try:
-            compile_for_tpu(core.jaxpr_as_fun(jaxpr), *avals)
+            compile_for_tpu(core.jaxpr_as_fun(jaxpr), *avals, options=options)
         except (jax.errors.JaxRuntimeError, NotImplementedError) as error:
             _seen[key] = error
         except Exception as error:  # deviceless compilation's own limit (not what the chip would say)
@@ -139,6 +142,8 @@ def install() -> None:
     import jax
     from jax._src import pjit
 
+    from jaxdev.programs import exec_cache
+
     if not os.environ.get("JAX_PLATFORMS"):  # libtpu on the path must not start a TPU backend here
         jax.config.update("jax_platforms", "cpu")
     device()  # Unavailable now rather than at the first program
@@ -147,7 +152,8 @@ def install() -> None:
 
     def checked(*args, jaxpr, **params):
         if all(hasattr(a, "shape") for a in args):  # arrays only: a token or effect is the CPU's own
-            _check(jaxpr, args)
+            # compiled as the chip would compile it: with the options jaxdev adds for it there
+            _check(jaxpr, args, exec_cache.compiler_options(jaxpr, params.get("compiler_options_kvs", ())))
         return usual(*args, jaxpr=jaxpr, **params)
 
     checked.usual = usual

@@ -139,13 +139,20 @@ def _jax_entry_bytes(*args, **kwargs):
     return serialized, compile_time
 
 
+def compiler_options(jaxpr, options: tuple) -> tuple:
+    """A new program's compiler options (`options`, its call's own) with jaxdev's choices added: the
+    cheaper compile of an exact program (exact_programs.py), the per-op compile effort
+    (compile_effort.py). Part of an entry's key: a program compiled otherwise is another entry. The
+    stand-in for a TPU compiles with them too (jaxdev/audit/deviceless.py)."""
+    if exact_programs.wanted(options) and exact_programs.exact(jaxpr):
+        options = (*options, exact_programs.OPTION)
+    effort = compile_effort.option(options)
+    return options if effort is None else (*options, effort)
+
+
 def _call_impl_python(*args, **params):
     t0 = time.perf_counter()
-    if exact_programs.wanted(params["compiler_options_kvs"]) and exact_programs.exact(params["jaxpr"]):
-        params["compiler_options_kvs"] = (*params["compiler_options_kvs"], exact_programs.OPTION)
-    effort = compile_effort.option(params["compiler_options_kvs"])
-    if effort is not None:  # part of the entry's key: a program compiled at another effort is another entry
-        params["compiler_options_kvs"] = (*params["compiler_options_kvs"], effort)
+    params["compiler_options_kvs"] = compiler_options(params["jaxpr"], params["compiler_options_kvs"])
     path, backend = _entry(args, params)
     t1 = time.perf_counter()
     STATS.key_s += t1 - t0

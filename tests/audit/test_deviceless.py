@@ -170,3 +170,49 @@ def test_forgetting_the_platform_reads_the_math_setting_again(monkeypatch):
     monkeypatch.undo()
     deviceless.forget_platform()  # and this session's own again
     assert math_mode.mode() == math_mode.resolve(os.environ.get("JAXDEV_MATH"), jax.default_backend())
+
+
+@needs_libtpu
+def test_the_stand_in_compiles_with_the_options_the_chip_gets():
+    """A per-op program reaches XLA's TPU compiler with the compiler options jaxdev adds to it on the
+    chip (exec_cache.compiler_options: JAXDEV_COMPILE_EFFORT's effort, an exact program's cheaper
+    compile); it compiled with none before, so the stand-in could not measure them."""
+    result = _stand_in(
+        """
+        import os, torch, jaxdev
+        from jaxdev.audit import deviceless
+        seen = []
+        usual = deviceless.compile_for_tpu
+        deviceless.compile_for_tpu = lambda fn, *avals, options=(): seen.append(options) or usual(fn, *avals, options=options)
+        x = torch.arange(6.0).to("jax")
+        with jaxdev.eager_mode("op"):
+            print("sum", (x * 3 + 1).sum().item())
+            x.view(2, 3).t().contiguous().cpu()
+        efforts = {dict(o).get("exec_time_optimization_effort") for o in seen}
+        print("efforts", sorted(e for e in efforts if e is not None))
+        print("exact", any(dict(o).get("xla_backend_optimization_level") == 0 for o in seen))
+        """,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "sum 51.0" in result.stdout
+    assert "efforts []" in result.stdout  # the default: XLA's own
+    assert "exact True" in result.stdout  # the transpose's copy
+
+
+@needs_libtpu
+def test_the_stand_in_compiles_at_the_chosen_compile_effort(monkeypatch):
+    monkeypatch.setenv("JAXDEV_COMPILE_EFFORT", "low")
+    result = _stand_in(
+        """
+        import torch, jaxdev
+        from jaxdev.audit import deviceless
+        seen = []
+        usual = deviceless.compile_for_tpu
+        deviceless.compile_for_tpu = lambda fn, *avals, options=(): seen.append(options) or usual(fn, *avals, options=options)
+        with jaxdev.eager_mode("op"):
+            print("sum", (torch.arange(6.0).to("jax") * 3 + 1).sum().item())
+        print("efforts", sorted({dict(o).get("exec_time_optimization_effort") for o in seen}))
+        """,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "sum 51.0" in result.stdout and "efforts [-1.0]" in result.stdout
