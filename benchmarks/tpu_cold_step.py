@@ -25,8 +25,12 @@ attention forward and backward over the fused qkv's views 18.6 / 19.2 -> 9.8 / 1
 eager's one program at 56.5 (per-op / fused 0.87-0.90x before, 0.69-0.71x after). Tracing and lowering
 in jaxdev's process: 1-2.5 s a step. Under JAXDEV_MATH=auto (CPU's bits; the setting under which the
 chip measured per-op's cold first step at 66 s and fused's at 32 s) per-op's compile took 77 CPU-seconds
-against fused's 161: the stand-in does not reproduce the chip's 2x. One guess, unmeasured: the chip's
-host compiles fused's one large program on many threads, while per-op's programs come one at a time.
+against fused's 161: the stand-in does not reproduce the chip's 2x. Later, at load ~2-3, one round:
+per-op's step 65.9 s wall before (TPU compile 48.5 s wall, 50.7 CPU), 42.1 after (28.9 wall, 41.0 CPU),
+fused 42.8 (32.2 wall, 55.3 CPU: its one program compiled on both cores); per-op / fused step 1.54x ->
+0.98x; the quick LM's per-op compile 12.4 / 11.3 -> 4.0 / 3.8 CPU-seconds (two rounds). Where the chip's
+host has more cores, fused's one large program may gain more from them than per-op's programs, which
+come one at a time: unmeasured.
 """
 
 from __future__ import annotations
@@ -117,7 +121,8 @@ def _instrument(deviceless, records: list, events: collections.Counter) -> None:
         if os.environ.get("TPU_COLD_DUMP"):
             with open(os.path.join(os.environ["TPU_COLD_DUMP"], f"{len(records):03d}.txt"), "w") as f:
                 f.write(str(jaxpr))
-        return usual_check(jaxpr, args, options)
+        # a tree before 56c697e compiled without options (its _check takes none)
+        return usual_check(jaxpr, args, options) if options else usual_check(jaxpr, args)
 
     deviceless.compile_for_tpu, deviceless._check = compile_for_tpu, check
     checked = pjit._pjit_call_impl_python
