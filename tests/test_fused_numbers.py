@@ -92,6 +92,40 @@ def test_a_changing_learning_rate_replays():
         torch.testing.assert_close(g, e, rtol=1e-5, atol=1e-6)
 
 
+def test_a_changing_learning_rate_replays_foreach():
+    """Foreach SGD (torch.optim's default on jax) under a schedule: `_foreach_add_(params, grads,
+    alpha=-lr)` lifts its alpha too. It had stayed in the key: a new program each step, then the storm
+    guard's warning and the op run op by op from the fourth step."""
+
+    def train(mode, steps=6):
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Linear(8, 16), nn.Tanh(), nn.Linear(16, 4)).to("jax")
+        x, y = torch.randn(5, 8).to("jax"), torch.randn(5, 4).to("jax")
+        opt = optim.SGD(model.parameters(), lr=0.1, momentum=0.9, foreach=True)
+        scheduler = optim.lr_scheduler.ExponentialLR(opt, gamma=0.9)
+        built, eager = [], dict(STATS.eager)
+        with jaxdev.eager_mode(mode):
+            for _ in range(steps):
+                before = STATS.programs
+                opt.zero_grad()
+                ((model(x) - y) ** 2).mean().backward()
+                opt.step()
+                scheduler.step()
+                torch.jax.synchronize()
+                built.append(STATS.programs - before)
+        eager = {k: n - eager.get(k, 0) for k, n in STATS.eager.items() if n != eager.get(k, 0)}
+        return [p.detach().cpu() for p in model.parameters()], built, eager
+
+    expected, _, _ = train("op")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no storm guard's note
+        got, built, eager = train("fused")
+    assert built[2:] == [0] * 4, built
+    assert not eager, eager
+    for g, e in zip(got, expected):
+        torch.testing.assert_close(g, e, rtol=1e-5, atol=1e-6)
+
+
 def test_numbers_beside_integer_tensors_stay_in_the_key():
     """An integer tensor's float operand changes its result's dtype and addcmul truncates an integer's
     value= in Python: kept constants, the results are CPU's."""
@@ -150,3 +184,40 @@ def test_lifted_numbers_keep_the_arithmetic(dtype):
     for gs, ws in zip(got, want):
         for g, w in zip(gs, ws):
             assert g.dtype == dtype and torch.equal(g, w)
+
+
+def test_foreach_numbers_where_the_call_is_not_one_program():
+    """A foreach call with lifted numbers over a tensor that is not its whole storage (a transposed view;
+    a storage over a mesh likewise) takes PyTorch's per-tensor loop inside the program, each index's
+    kernel given the traced number. It had sent the tracer through the dispatcher, which refuses it as
+    a Scalar: the segment ran op by op for good, with a FusedGraphWarning."""
+    base = torch.randn(6, 4)
+    plain, ends, denoms = torch.randn(5), [torch.randn(4, 6), torch.randn(5)], [torch.rand(4, 6) + 1, torch.rand(5) + 1]
+
+    def steps(device, mode):
+        a, b = base.clone().to(device), plain.clone().to(device)
+        e, d = [t.to(device) for t in ends], [t.to(device) for t in denoms]
+        made = []
+        with jaxdev.eager_mode(mode or "op"):
+            for k in range(1, 4):
+                selfs = [a.t(), b]
+                torch._foreach_mul_(selfs, 0.5 * k)
+                torch._foreach_add_(selfs, [0.1 * k, -0.2 * k])
+                torch._foreach_sub_(selfs, e, alpha=0.4 * k)
+                torch._foreach_lerp_(selfs, e, 0.3 / k)
+                torch._foreach_addcdiv_(selfs, e, d, [0.01 * k, 0.02 * k])
+                made += torch._foreach_div(selfs, 1.5 * k)
+                made.append(a.sum())
+            torch.jax.synchronize() if device == "jax" else None
+        return [a, b, *made]
+
+    want = steps("cpu", None)
+    per_op = [t.cpu() for t in steps("jax", "op")]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no FusedGraphWarning: every segment one program
+        eager = dict(STATS.eager)
+        got = steps("jax", "fused")
+        assert {k: n for k, n in STATS.eager.items() if n != eager.get(k, 0)} == {}
+    for g, p, w in zip((t.cpu() for t in got), per_op, want):
+        torch.testing.assert_close(g, p)  # not bit for bit: XLA fuses one op's multiply with the next's add
+        torch.testing.assert_close(g, w)

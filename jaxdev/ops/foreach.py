@@ -41,7 +41,7 @@ from jaxdev.ops.kit.tensor_lists import boxes as _boxes
 from jaxdev.ops.kit.tensor_lists import may_take as _may_take
 from jaxdev.ops.kit.tensor_lists import store as _store
 from jaxdev.ops.kit.tensor_lists import wholes as _wholes
-from jaxdev.ops.registry import DYNAMIC_NUMBERS, FAST_BODIES, aten, register
+from jaxdev.ops.registry import DYNAMIC_NUMBERS, FAST_BODIES, KERNELS, aten, register
 
 _CPU = torch._C.DispatchKeySet(torch._C.DispatchKey.CPU)
 _FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
@@ -113,7 +113,7 @@ def _run(name: str, body, inplace: bool, selfs, slots: list, alpha=1):
     if not _may_take(selfs, inplace):
         return None
     n = len(selfs)
-    alpha_is_one = alpha == 1 and type(alpha) in (int, float)
+    alpha_is_one = type(alpha) in (int, float) and alpha == 1  # (a traced alpha: no Python bool)
     if not (alpha_is_one or _real_number(alpha)):
         return None
     arrays = _wholes(selfs)
@@ -258,6 +258,7 @@ def _zeros(selfs):
 def _kernel(op, name: str, body, inplace: bool, kinds: tuple, has_alpha: bool):
     """The PrivateUse1 kernel of foreach overload `op`: one program, or PyTorch's loop."""
     slow = op._handle
+    per_tensor = _number_overload(name, inplace, kinds, has_alpha)
 
     def kernel(self, *args, **kwargs):
         alpha = kwargs.get("alpha", 1) if has_alpha else 1
@@ -265,9 +266,52 @@ def _kernel(op, name: str, body, inplace: bool, kinds: tuple, has_alpha: bool):
             done = _run(name, body, inplace, self, list(zip(kinds, args)), alpha)
             if done is not None:
                 return None if inplace else done
+            if per_tensor is not None and (tracing.is_traced(alpha) or _traced_numbers(kinds, args)):
+                return _traced_loop(per_tensor, inplace, self, kinds, args, kwargs)
         return slow.redispatch_boxed(_CPU, self, *args, **kwargs)
 
     return kernel
+
+
+# The per-tensor overload PyTorch's loop calls for a foreach call with numbers ("N", "NL", alpha):
+# `t.mul_(s)` is mul_.Scalar, `t.add_(other, alpha=a)` add_.Tensor, `t.lerp_(end, weight)` lerp_.Scalar,
+# `t.addcmul_(a, b, value)` addcmul_.default.
+_PER_TENSOR_OVERLOAD = {"add": "Scalar", "sub": "Scalar", "mul": "Scalar", "div": "Scalar", "lerp": "Scalar"}
+
+
+def _number_overload(name: str, inplace: bool, kinds: tuple, has_alpha: bool):
+    if not has_alpha and "N" not in kinds and "NL" not in kinds:
+        return None
+    packet = getattr(aten, f"{name}_" if inplace else name)
+    if has_alpha:
+        return packet.Tensor
+    return getattr(packet, _PER_TENSOR_OVERLOAD.get(name, "default"))
+
+
+def _traced_numbers(kinds: tuple, args: tuple) -> bool:
+    for kind, value in zip(kinds, args):
+        if (kind == "N" and tracing.is_traced(value)) or (
+            kind == "NL" and isinstance(value, (list, tuple)) and any(map(tracing.is_traced, value))
+        ):
+            return True
+    return False
+
+
+def _traced_loop(per_tensor, inplace: bool, selfs, kinds: tuple, args: tuple, kwargs: dict):
+    """PyTorch's loop for a call whose numbers are traced: fused eager lifted them into its program's data
+    (an optimizer's step sizes), and the call is not one program here (a storage over a mesh, a tensor
+    that is not its whole storage). The dispatcher takes no tracer for a Scalar, so each index calls the
+    per-tensor op's kernel itself, as fused eager's program calls a single-tensor step's (its kernel
+    reads the number as data: registry.DYNAMIC_NUMBERS); the recorded call's checks ran when recorded."""
+    kernel = KERNELS[per_tensor.name()]
+    schema = per_tensor._schema.arguments[1 : 1 + len(kinds)]  # addcdiv's value is keyword-only
+    out = []
+    for i, s in enumerate(selfs):
+        operands = [value[i] if kind in ("L", "NL") else value for kind, value in zip(kinds, args)]
+        positional = [v for a, v in zip(schema, operands) if not a.kwarg_only]
+        named = {a.name: v for a, v in zip(schema, operands) if a.kwarg_only}
+        out.append(kernel(s, *positional, **named, **kwargs))  # kwargs: alpha
+    return None if inplace else out
 
 
 def _register_family(name: str, body, overloads: dict, alpha_overloads=()):
@@ -280,6 +324,8 @@ def _register_family(name: str, body, overloads: dict, alpha_overloads=()):
             foreach_replay.replayed(op)  # replayed natively per key (kit/foreach_replay.py)
             register(op)(_kernel(op, name, body, inplace, kinds, overload in alpha_overloads))
             numbers = tuple(1 + i for i, kind in enumerate(kinds) if kind in ("N", "NL"))
+            if overload in alpha_overloads:  # SGD's `_foreach_add_(params, grads, alpha=-lr)` under a schedule
+                numbers += ("alpha",)
             if numbers:  # the program takes them as data: fused eager need not key on their values
                 DYNAMIC_NUMBERS[op] = numbers
 
