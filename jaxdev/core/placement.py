@@ -70,7 +70,10 @@ def keep_sharding(box: Box) -> None:
         return
     if a.shape != shape:
         a = a.reshape(shape)
-    if not a.sharding.is_equivalent_to(sharding, len(shape)):
+    if a.sharding != sharding:
+        # Equivalent placements may be spelled differently (XLA hands a program's output back as
+        # P('data',) for a storage placed with P('data', None)); the storage reads the spelling it was
+        # given, in every mode. An equivalent placement is relabelled: device_put reuses the buffers.
         a = alias(a, jax.device_put(a, sharding))
     box.array = a
 

@@ -216,6 +216,18 @@ def compiled_step_keeps_shardings():
     assert specs["0.weight"] == P("data", None), specs
 
 @check
+def fused_step_keeps_the_given_specs():
+    # Fused eager (the default on an accelerator): a parameter reads the spec it was placed with after a
+    # step's program (XLA spells P('data', None) P('data',)), and the step is one program: SGD's
+    # foreach calls over sharded storages take the per-tensor loop with its traced numbers inside it.
+    import warnings
+    with warnings.catch_warnings(), jaxdev.eager_mode("fused"):
+        warnings.simplefilter("error")
+        losses, specs, _ = train(8, {"0.weight": P("data", None), "2.weight": P(None, "data")})
+    assert max(abs(a - b) for a, b in zip(losses, REF)) < 1e-5, (losses, REF)
+    assert specs == {"0.weight": P("data", None), "0.bias": P(), "2.weight": P(None, "data"), "2.bias": P()}, specs
+
+@check
 def distribute_a_cpu_module():
     jaxdev.set_mesh({"data": 8})
     cpu = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.BatchNorm1d(32), torch.nn.Linear(32, 4))
@@ -270,6 +282,7 @@ CHECKS = [
     "data_parallel_matches_one_device",
     "parameter_sharding_rules",
     "compiled_step_keeps_shardings",
+    "fused_step_keeps_the_given_specs",
     "distribute_a_cpu_module",
     "save_and_load_sharded",
 ]
