@@ -154,6 +154,35 @@ def test_dead_intermediates_are_not_outputs():
     assert y.cpu().numel() == 1
 
 
+def test_ops_under_inference_mode_are_recorded():
+    """Under torch.inference_mode() (a model's generate, a serving loop) ops are recorded and replay one
+    program, their results inference tensors as on CPU. Learning an op made its twins in inference mode,
+    whose versions cannot be read: every op ran eagerly, one program each."""
+    w = torch.randn(8, 8, device="jax")  # a parameter made outside inference mode
+
+    def step(x):
+        h = torch.tanh(x @ w + 1.5)
+        h.mul_(2).add_(x)
+        torch._foreach_mul_([h, x], 0.5)
+        return h[:, :4].sum(1)
+
+    with torch.inference_mode():
+        xs = [torch.randn(4, 8, device="jax") for _ in range(3)]
+        with jaxdev.eager_mode("op"):
+            want = [step(x.clone()).cpu() for x in xs]
+        eager, built = dict(STATS.eager), []
+        with jaxdev.eager_mode("fused"):
+            for x in xs:
+                before = STATS.programs
+                got = step(x.clone())
+                assert got.is_inference()
+                built.append(STATS.programs - before)
+                torch.testing.assert_close(got.cpu(), want[len(built) - 1])
+    new = {k: n - eager.get(k, 0) for k, n in STATS.eager.items() if n != eager.get(k, 0)}
+    assert [k for k in new if k[0] != "aten::_to_copy"] == [], new  # (the host read runs eagerly)
+    assert built[2] == 0, built
+
+
 def test_mode_api_and_environment():
     start = jaxdev.get_eager_mode()
     assert start == os.environ.get("JAXDEV_EAGER", "op")

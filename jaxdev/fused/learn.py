@@ -150,7 +150,15 @@ def _abstract(fn, args, kwargs, tensors: list) -> Learned:
 
     tracing.checks.depth += 1
     try:
-        with tracing.eager_layouts(True), tensor.scratch(), torch.no_grad(), torch.autocast("jax", enabled=False):
+        # Outside inference mode: twins made in it are inference tensors, whose versions cannot be read (every
+        # op under torch.inference_mode() had run eagerly, one program each)
+        with (
+            tracing.eager_layouts(True),
+            tensor.scratch(),
+            torch.inference_mode(False),
+            torch.no_grad(),
+            torch.autocast("jax", enabled=False),
+        ):
             jax.eval_shape(abstract, structs, jax.ShapeDtypeStruct((3,), jnp.int64))
     finally:
         tracing.checks.depth -= 1
