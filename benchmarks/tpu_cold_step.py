@@ -18,7 +18,7 @@ Variants: op (per-op eager), fused (fused eager), and op-* / fused-* with an env
 on a shared machine; above the wall time where XLA's TPU compiler works on several threads).
 
 2026-12-07, this 2-core CPU shared with other work, full LM, bf16, near (the TPU's default), per-op
-eager before (4137332) and after int32 view offsets (1e7db7e), two interleaved rounds: per-op compiled
+eager before (4137332) and after int32 view offsets (94f7e6c), two interleaved rounds: per-op compiled
 68-69 programs in the step (every jit miss a distinct program: no computation compiled twice; 54-55 of
 them new to the step), their TPU compile 48.9 / 50.9 CPU-seconds before and 40.3 / 39.1 after (the
 attention forward and backward over the fused qkv's views 18.6 / 19.2 -> 9.8 / 10.4), against fused
@@ -121,7 +121,7 @@ def _instrument(deviceless, records: list, events: collections.Counter) -> None:
         if os.environ.get("TPU_COLD_DUMP"):
             with open(os.path.join(os.environ["TPU_COLD_DUMP"], f"{len(records):03d}.txt"), "w") as f:
                 f.write(str(jaxpr))
-        # a tree before 56c697e compiled without options (its _check takes none)
+        # a tree before b443455 compiled without options (its _check takes none)
         return usual_check(jaxpr, args, options) if options else usual_check(jaxpr, args)
 
     deviceless.compile_for_tpu, deviceless._check = compile_for_tpu, check
