@@ -412,3 +412,14 @@ def test_an_allocation_that_fails_as_the_program_runs_raises_once():
             x.cpu()
         del x
         assert (torch.ones(3, device="jax") * 2).cpu().tolist() == [2, 2, 2]
+
+
+def test_a_host_read_counts_as_eager_for_reading_values():
+    """A copy to the CPU runs eagerly once the segment is flushed: fused eager's counts say it reads values on
+    the host (they had said only the JAX error its abstract evaluation raised, TracerArrayConversionError)."""
+    STATS.reset()
+    with jaxdev.eager_mode("fused"):
+        x = torch.randn(4, device="jax")
+        (x * 2).cpu()
+    reasons = {reason for (name, reason) in STATS.eager if name == "aten::_to_copy"}
+    assert reasons and all(r.startswith("it reads values on the host") for r in reasons), STATS.eager

@@ -62,12 +62,28 @@ def learn(op, fn, args, kwargs, tensors: list) -> Learned:
         try:
             learned = _abstract(fn, args, kwargs, tensors)
         except Exception as e:  # it cannot be evaluated without values: it runs eagerly, which raises if it must
-            learned = Learned(eager=True, reason=f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
+            learned = Learned(eager=True, reason=_why_eager(e))
     if caught:
         if not learned.eager:
             learned = Learned(eager=True, reason=f"its kernel warns: {str(caught[0].message).splitlines()[0]}")
         learned.warned = list(caught)
     return learned
+
+
+# What JAX raises where a kernel reads a value on the host (a copy to the CPU, .item(), a value check)
+_NEEDS_VALUES = (
+    jax.errors.ConcretizationTypeError,
+    jax.errors.TracerArrayConversionError,
+    jax.errors.TracerBoolConversionError,
+    jax.errors.TracerIntegerConversionError,
+)
+
+
+def _why_eager(e: Exception) -> str:
+    """The reason fused eager's counts give for an op its abstract evaluation refused."""
+    if isinstance(e, _NEEDS_VALUES):
+        return f"it reads values on the host ({type(e).__name__})"
+    return f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
 
 
 _LEARNED: dict = {}  # an op's local key -> what learn found (see cached)
