@@ -21,11 +21,13 @@ import sys
 import time
 
 import torch
+from torchvision_import import import_torchvision
 
 import jaxdev
 
 
 def model_and_prompt(prompt_len: int):
+    import_torchvision()  # transformers imports it where it is installed: PyPI's CUDA build needs its stub
     from transformers import GPT2Config, GPT2LMHeadModel
 
     config = GPT2Config(

@@ -14,7 +14,7 @@ CPU's float32 losses there are percents from float64's).
 transformers, timm and torchvision are not jaxdev's dependencies: install them into the venv pinned to
 the CPU torch (`pip install "torch==2.13.0" "torchvision==0.28.0" timm transformers`). PyPI's
 torchvision 0.28.0 is a CUDA build whose operator library does not load against torch's CPU wheel;
-its models need none of it, so a failed operator library is stubbed out (`_import_torchvision`).
+its models need none of it, so a failed operator library is stubbed out (`torchvision_import.py`).
 
     python benchmarks/third_party_models.py [--steps 3] [--models gpt2,llama] [--modes op,fused]
         [--dtype bfloat16] [--tpu-standin]
@@ -33,7 +33,6 @@ import subprocess
 import sys
 import time
 import traceback
-import types
 import warnings
 from dataclasses import dataclass, field
 
@@ -41,28 +40,13 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")  # tiny configs, random weights: no
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
 import torch
+from torchvision_import import import_torchvision
 
 MODES = ("op", "fused", "compiled")
 BATCH, SEQ, VOCAB, SIDE, CLASSES = 4, 16, 128, 32, 10
 
 
 # --- models ---------------------------------------------------------------------------------------
-
-
-def _import_torchvision():
-    """torchvision, whose models need no compiled operators: where its CUDA build's operator library
-    fails to load against torch's CPU wheel, its meta/autograd registrations of those operators
-    (which need the library) are skipped. Called first: transformers imports torchvision too."""
-    try:
-        import torchvision
-    except (RuntimeError, OSError):
-        for name in list(sys.modules):
-            if name.startswith("torchvision"):
-                del sys.modules[name]
-        for name in ("torchvision._meta_registrations", "torchvision._autograd_registrations"):
-            sys.modules[name] = types.ModuleType(name)
-        import torchvision
-    return torchvision
 
 
 def _tokens(generator):
@@ -116,7 +100,7 @@ def _timm(name: str, **kwargs):
 
 def _torchvision(name: str, **kwargs):
     def build():
-        model = getattr(_import_torchvision().models, name)(num_classes=CLASSES, **kwargs)
+        model = getattr(import_torchvision().models, name)(num_classes=CLASSES, **kwargs)
         return model, _images
 
     return build
@@ -309,7 +293,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
 
 def main(argv: list[str]) -> None:
     args = parse(argv)
-    _import_torchvision()
+    import_torchvision()
     dtype = getattr(torch, args.dtype)
     if args.tpu_standin:
         rows = standin_rows([a for a in argv if a != "--tpu-standin"])
