@@ -53,7 +53,7 @@ def _set_and_retype(op):
         # Read without the mutable pointer (box_of's data_ptr()), so that setting a tensor to a
         # copy-on-write storage leaves it shared, as CPU's set_ does (a storage's .cpu() and .tolist()
         # go through here); only a bytes-only box that takes a dtype is written, and made its own first.
-        box = tensor.BOXES.get(tensor.storage_address(self.untyped_storage()))
+        box = tensor.BOXES.get(torch._C._data_address(self))
         if box is None or (box.untyped and dtypes.STORED_AS.get(self.dtype, self.dtype) != box.dtype):
             box = tensor.box_of(self)
         box.retype(self.dtype)
