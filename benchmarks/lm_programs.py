@@ -93,6 +93,13 @@ def _jax_step(size: str):
     return step, jax.block_until_ready, lambda: (update, (state["p"], state["m"], state["v"], np.float32(1)))
 
 
+def _op_name(event: str) -> str:
+    """The instruction's name: JAX 0.10.2's profiler on the chip names an op event by the whole
+    instruction text ('%fusion.1 = (bf16[...]) fusion(...)'), earlier ones by the name alone."""
+    head = event.split(" = ", 1)[0]
+    return head.lstrip("%")
+
+
 def _device_ops(call, wait, steps: int) -> tuple[dict, float]:
     """({device op name: ns per step}, device ns per step from 'XLA Modules') over `steps` steps;
     empty where the profiler sees no device (CPU)."""
@@ -105,7 +112,7 @@ def _device_ops(call, wait, steps: int) -> tuple[dict, float]:
         for line in plane.lines:
             if line.name == "XLA Ops":
                 for e in line.events:
-                    ops[e.name] += e.duration_ns / steps
+                    ops[_op_name(e.name)] += e.duration_ns / steps
             elif line.name == "XLA Modules":
                 modules += sum(e.duration_ns for e in line.events) / steps
     return dict(ops), modules
@@ -227,7 +234,8 @@ def summarize(path: str, ops_ns: dict) -> dict:
         kind = _kind(comps, op, rest)
         hist[op] += 1
         row = dict(name=name, type=typ.split("{")[0][:70], kind=kind[:90], out=nbytes(typ), inp=inputs)
-        rows.append(dict(row, ns=ops_ns.get(name, 0.0), cycles=hlo_source.cycles(rest)))
+        ns = ops_ns.get(name, ops_ns.get(_op_name(name), 0.0))
+        rows.append(dict(row, ns=ns, cycles=hlo_source.cycles(rest)))
     products = _products(comps, "ENTRY")
     converts = sum(1 for c in comps.values() for i in c if i[2] == "convert")
     sources = hlo_source.by_source(text, entry)
@@ -336,8 +344,8 @@ def _print_matching(ops_ns: dict, rows: list) -> None:
     2026-12-07 every instruction showed 0 us, so say what the events are named when they miss."""
     if not ops_ns:
         return
-    names = {r["name"] for r in rows}
-    missed = {k: v for k, v in ops_ns.items() if k not in names}
+    names = {_op_name(r["name"]) for r in rows}
+    missed = {k: v for k, v in ops_ns.items() if _op_name(k) not in names}
     total = sum(ops_ns.values())
     print(
         f"  profiler: {len(ops_ns)} op names, {total / 1e6:.2f} ms/step; {len(ops_ns) - len(missed)} found in the "
