@@ -19,13 +19,19 @@ torch.optim steps with foreach ops on every device but CPU (`_foreach_lerp_`, `_
 
 Prints the median step time of each and the ratios to jaxdev's foreach step.
 
-    python benchmarks/optimizer_step.py [--steps 30]
+`--host` measures host time alone (issue 37 item 6: on a TPU the fused foreach step was host-bound):
+main-thread CPU time (time.thread_time) per step under fused eager, foreach and fused=True, against the
+one jitted program's in the same process, interleaved round by round; the ratios to that program.
+
+    python benchmarks/optimizer_step.py [--steps 30] [--host] [--rounds 7]
 """
 
 from __future__ import annotations
 
 import argparse
 import functools
+import statistics
+import time
 
 import jax
 import jax.numpy as jnp
@@ -129,10 +135,45 @@ def jax_step(programs: int):
     return step
 
 
+def host_times(rounds: int, steps: int) -> dict[str, float]:
+    """Median main-thread CPU ms per step of fused eager's foreach and fused=True steps and of the one
+    jitted program, interleaved round by round (what this machine's other load does falls on all alike).
+    Each step is waited for outside the timed part, so XLA's threads never compute one while another is
+    timed. Each round starts with 5 untimed steps: on this 2-core CPU a foreach step right after 10 jitted
+    ones took 4.7 ms of host time, the next ones 4.0, 3.6, 3.5, then 3.0-3.2 (one run)."""
+    with jaxdev.eager_mode("fused"):
+        variants = {
+            "fused eager, foreach": torch_step("jax", True),
+            "fused eager, fused=True": torch_step("jax", False, fused=True),
+            "JAX, 1 program": (jax_step(1), lambda ps: jax.block_until_ready(ps[-1])),
+        }
+        times: dict[str, list] = {name: [] for name in variants}
+        for _ in range(rounds + 1):  # the first round builds every program, untimed
+            for name, (fn, wait) in variants.items():
+                for _ in range(5):  # a round's first steps after another variant's run slower, untimed
+                    wait(fn())
+                spent = 0.0
+                for _ in range(steps):
+                    t0 = time.thread_time()
+                    r = fn()
+                    spent += time.thread_time() - t0
+                    wait(r)
+                times[name].append(spent / steps * 1e3)
+    return {name: statistics.median(t[1:]) for name, t in times.items()}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=30)
+    parser.add_argument("--host", action="store_true", help="host time under fused eager against one jitted program")
+    parser.add_argument("--rounds", type=int, default=7)
     args = parser.parse_args()
+    if args.host:
+        ms = host_times(args.rounds, args.steps)
+        print(f"AdamW over {len(SHAPES)} tensors, main-thread CPU ms per step ({args.rounds} rounds, median)")
+        for name, t in ms.items():
+            print(f"{name:<26} {t:>7.3f} {t / ms['JAX, 1 program']:>6.2f}x the jitted program")
+        return
     total = sum(torch.Size(s).numel() for s in SHAPES)
     print(
         f"AdamW over {len(SHAPES)} tensors ({total / 1e6:.1f}M floats); jax {jax.__version__} on {jax.devices()[0].platform}"
