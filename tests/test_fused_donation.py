@@ -1,8 +1,9 @@
 """Fused eager's programs update what they overwrite in place (XLA donation): an optimizer's parameters and
-state, with or without value checks in the program (jaxdev/fused/program.py's _donated)."""
+state, with or without value checks in the program (jaxdev/fused/program.py's _candidates)."""
 
 from __future__ import annotations
 
+import jax
 import pytest
 import torch
 from torch import nn
@@ -36,6 +37,29 @@ def test_parameters_are_updated_in_their_own_buffers():
         model(x).square().mean().backward()
         opt.step()
         assert pointers() & before
+
+
+def test_an_array_held_besides_its_box_is_left_to_its_holder():
+    """A parameter's jax array held outside its box keeps its buffer through a step: the flush's call gives
+    its program only the arrays their boxes alone hold (program._arrays_donated: natively where it can)."""
+    model = nn.Linear(16, 16).to("jax")
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    x = torch.randn(4, 16).to("jax")
+
+    def step():
+        opt.zero_grad(set_to_none=False)
+        model(x).square().mean().backward()
+        opt.step()
+
+    with jaxdev.eager_mode("fused"):
+        for _ in range(4):
+            step()
+        held = tensor_module.box_of(model.weight)._array
+        expected = model.weight.detach().cpu()
+        step()
+        assert not held.is_deleted()
+        assert torch.equal(torch.from_numpy(jax.device_get(held)).reshape(expected.shape), expected)
+        assert not torch.equal(model.weight.detach().cpu(), expected)
 
 
 def _classifier_steps(mode: str, steps: int, targets=None):

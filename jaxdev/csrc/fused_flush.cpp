@@ -67,13 +67,9 @@ int same_storage(PyObject* box, PyObject* previous, Py_ssize_t at) {
   if (at >= PyTuple_GET_SIZE(previous)) return 0;
   PyObject* part = PyTuple_GET_ITEM(previous, at);
   if (!PyTuple_CheckExact(part) || PyTuple_GET_SIZE(part) != 3 || PyTuple_GET_ITEM(part, 2) != Py_False) return 0;
-  PyObject* dtype = PyObject_GetAttr(box, s_dtype);
-  PyObject* numel = dtype ? PyObject_GetAttr(box, s_numel) : nullptr;
-  int same = -1;
-  if (numel) same = dtype == PyTuple_GET_ITEM(part, 1) ? PyObject_RichCompareBool(numel, PyTuple_GET_ITEM(part, 0), Py_EQ) : 0;
-  Py_XDECREF(dtype);
-  Py_XDECREF(numel);
-  return same;
+  if (slot_of(box, g_slots.dtype) != PyTuple_GET_ITEM(part, 1)) return 0;  // a box's slots: read, not looked up
+  PyObject* numel = slot_of(box, g_slots.numel);
+  return numel ? PyObject_RichCompareBool(numel, PyTuple_GET_ITEM(part, 0), Py_EQ) : 0;
 }
 
 }  // namespace

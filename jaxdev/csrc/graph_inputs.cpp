@@ -7,9 +7,13 @@
 //       puts before a Python argument). None otherwise (a CPU tensor, a copy-on-write storage, a tensor
 //       subclass with Python dispatch, symbolic sizes, another Python type): Python decides. Measured on
 //       benchmarks/compiled_host.py's train step (627 arguments over three calls): ~0.8 ms in Python.
-//   graph_arrays(boxes, shapes)  Specialisation.run's input arrays: (arrays, same), `arrays` each box's
-//       physical array, `same` whether each has the shape in `shapes`; None where a box holds a logical
-//       value (Box.array transposes it, in Python) or is a subclass of Box (its own `array`).
+//   graph_arrays(boxes, shapes[, candidates, exported, tracer])  Specialisation.run's input arrays:
+//       (arrays, same), `arrays` each box's physical array, `same` whether each has the shape in `shapes`;
+//       None where a box holds a logical value (Box.array transposes it, in Python) or is a subclass of Box
+//       (its own `array`). With `candidates` (a tuple of indices into boxes), a fused flush's call
+//       (jaxdev/fused/program.py): (arrays, same, donated), `donated` the candidates whose box is its
+//       array's sole holder, tested before `arrays` holds them (tensor.sole_holders: no other reference,
+//       not in `exported` (boxes.EXPORTED), not a `tracer`); its caller asks only where no storage is sharded.
 //   graph_view(storage, dtype, sizes, strides, offset)  a new jax tensor on `storage` (a jax storage) with
 //       that layout and its own version counter: boxes.tensor_on_storage without its empty tensor and
 //       set_ (2.5 us of the ~70 outputs of a compiled train step's graphs that are views); None where the
@@ -180,12 +184,60 @@ PyObject* graph_place(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   return out;
 }
 
+namespace {
+
+// tensor.sole_holders' test of a plain box's physical array, read from its slot with no reference taken.
+bool held_by_box_alone(PyObject* array, PyObject* exported, PyObject* tracer) {
+  if (Py_REFCNT(array) != 1 || PyObject_TypeCheck(array, reinterpret_cast<PyTypeObject*>(tracer))) return false;
+  if (PyDict_GET_SIZE(exported) == 0) return true;
+  PyObject* id = PyLong_FromVoidPtr(array);
+  PyObject* ref = id ? PyDict_GetItemWithError(exported, id) : nullptr;  // borrowed
+  Py_XDECREF(id);
+  if (PyErr_Occurred()) PyErr_Clear();
+  return !ref || !PyWeakref_Check(ref) || PyWeakref_GetObject(ref) != array;
+}
+
+// The candidates held by their boxes alone (see graph_arrays), or nullptr: an error set, or None to
+// return (a candidate that is not a plain box with a physical array: Python decides).
+PyObject* donatable(PyObject* boxes, PyObject* candidates, PyObject* exported, PyObject* tracer) {
+  Py_ssize_t n = PyList_GET_SIZE(boxes);
+  PyObject* out = PyList_New(0);
+  for (Py_ssize_t j = 0; out && j < PyTuple_GET_SIZE(candidates); j++) {
+    PyObject* index = PyTuple_GET_ITEM(candidates, j);
+    Py_ssize_t g = PyLong_AsSsize_t(index);
+    if (g < 0 || g >= n) {
+      if (!PyErr_Occurred()) PyErr_SetString(PyExc_IndexError, "graph_arrays: a candidate out of range");
+      Py_CLEAR(out);
+      break;
+    }
+    PyObject* box = PyList_GET_ITEM(boxes, g);
+    if (Py_TYPE(box) != reinterpret_cast<PyTypeObject*>(g_box_type) || slot_of(box, g_slots.logical) != Py_None) {
+      Py_DECREF(out);
+      return Py_NewRef(Py_None);
+    }
+    if (held_by_box_alone(slot_of(box, g_slots.array), exported, tracer) && PyList_Append(out, index) < 0) {
+      Py_CLEAR(out);
+    }
+  }
+  if (!out) return nullptr;
+  PyObject* donated = PyList_AsTuple(out);
+  Py_DECREF(out);
+  return donated;
+}
+
+}  // namespace
+
 PyObject* graph_arrays(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  if (nargs != 2 || !PyList_Check(args[0]) || !PyList_Check(args[1]) ||
-      PyList_GET_SIZE(args[0]) != PyList_GET_SIZE(args[1])) {
-    PyErr_SetString(PyExc_TypeError, "graph_arrays(boxes: list, shapes: list of the same length)");
+  if ((nargs != 2 && nargs != 5) || !PyList_Check(args[0]) || !PyList_Check(args[1]) ||
+      PyList_GET_SIZE(args[0]) != PyList_GET_SIZE(args[1]) ||
+      (nargs == 5 && (!PyTuple_CheckExact(args[2]) || !PyDict_Check(args[3]) || !PyType_Check(args[4])))) {
+    PyErr_SetString(PyExc_TypeError,
+                    "graph_arrays(boxes: list, shapes: list of the same length[, candidates: tuple, exported: dict, "
+                    "tracer: type])");
     return nullptr;
   }
+  PyObject* donated = nargs == 5 ? donatable(args[0], args[2], args[3], args[4]) : nullptr;
+  if (nargs == 5 && (!donated || donated == Py_None)) return donated;
   Py_ssize_t n = PyList_GET_SIZE(args[0]);
   PyObject* arrays = PyList_New(n);
   bool same = true;
@@ -193,27 +245,32 @@ PyObject* graph_arrays(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
     PyObject* box = PyList_GET_ITEM(args[0], i);
     if (Py_TYPE(box) != reinterpret_cast<PyTypeObject*>(g_box_type)) {  // a subclass (fused eager's pending
       Py_DECREF(arrays);                                                 // box) reads its array its own way
+      Py_XDECREF(donated);
       Py_RETURN_NONE;
     }
-    PyObject* logical = PyObject_GetAttr(box, s_logical);
-    PyObject* array = logical == Py_None ? PyObject_GetAttr(box, s_array) : nullptr;
-    bool physical = logical == Py_None;
-    Py_XDECREF(logical);
+    PyObject* logical = slot_of(box, g_slots.logical);
+    PyObject* array = logical == Py_None ? Py_XNewRef(slot_of(box, g_slots.array)) : nullptr;
     PyObject* shape = array ? PyObject_GetAttr(array, s_shape) : nullptr;
     int equal = shape ? PyObject_RichCompareBool(shape, PyList_GET_ITEM(args[1], i), Py_EQ) : -1;
     Py_XDECREF(shape);
     if (equal < 0) {
       Py_XDECREF(array);
       Py_CLEAR(arrays);
-      if (!physical && !PyErr_Occurred()) return Py_NewRef(Py_None);  // a logical value: Box.array transposes it
+      Py_XDECREF(donated);
+      if (logical != Py_None && !PyErr_Occurred()) return Py_NewRef(Py_None);  // a logical value: Box.array transposes it
       return nullptr;
     }
     same = same && equal == 1;
     PyList_SET_ITEM(arrays, i, array);
   }
-  if (!arrays) return nullptr;
-  PyObject* out = PyTuple_Pack(2, arrays, same ? Py_True : Py_False);
+  if (!arrays) {
+    Py_XDECREF(donated);
+    return nullptr;
+  }
+  PyObject* out = donated ? PyTuple_Pack(3, arrays, same ? Py_True : Py_False, donated)
+                          : PyTuple_Pack(2, arrays, same ? Py_True : Py_False);
   Py_DECREF(arrays);
+  Py_XDECREF(donated);
   return out;
 }
 

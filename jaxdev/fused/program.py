@@ -34,6 +34,7 @@ from jaxdev.programs import compile_effort
 from jaxdev.tensor import BOXES
 
 _native_layout = getattr(native.module, "fused_layout", None)  # _layout's loop (jaxdev/csrc/fused_flush.cpp)
+_native_arrays = getattr(native.module, "graph_arrays", None)  # _arrays_donated's (jaxdev/csrc/graph_inputs.cpp)
 
 
 class FusedGraphWarning(UserWarning):
@@ -86,8 +87,7 @@ class _Fused:
 def _call(spec, inputs, numbers: list) -> list:
     if "fused_checks" not in spec.__dict__ and isinstance(spec.jitted, literals.Lifted):
         _trace_first(spec, inputs, numbers)
-    donated = _donated(spec, inputs)  # decided before this call's own references to the arrays exist
-    arrays, reshaped = _arrays(spec, inputs, numbers)
+    arrays, reshaped, donated = _arrays_donated(spec, inputs, numbers)
     donated = () if reshaped else donated
     base = rng.traced_base()
     with tracing.eager_layouts(True), compile_effort.whole_program():  # a step's program: XLA's default effort
@@ -112,10 +112,23 @@ def _call(spec, inputs, numbers: list) -> list:
     return list(new_arrays)
 
 
-def _arrays(spec, inputs, numbers: list) -> tuple[list, bool]:
-    """The program's input arrays, and whether one was reshaped to the shape it was traced with."""
+def _arrays_donated(spec, inputs, numbers: list) -> tuple[list, bool, tuple]:
+    """_arrays, and the _candidates held by their boxes alone (tested before the call's own references
+    exist), in one native pass where every storage is a plain jax one and none is sharded."""
+    candidates, boxes = _candidates(spec, inputs), inputs.boxes
+    if candidates and _native_arrays and not inputs.cpu and type(boxes) is list and not tensor.SHARDED_ENTRIES:
+        got = _native_arrays(boxes, spec.array_shapes, candidates, tensor.EXPORTED, tracing.Tracer)
+        if got is not None:
+            return (*_arrays(spec, inputs, numbers, got[:2]), got[2])
+    donated = tensor.sole_holders(boxes, candidates) if candidates else ()
+    return (*_arrays(spec, inputs, numbers), donated)
+
+
+def _arrays(spec, inputs, numbers: list, got: tuple | None = None) -> tuple[list, bool]:
+    """The program's input arrays, and whether one was reshaped to the shape it was traced with
+    (`got`: the boxes' arrays and whether each has its traced shape, already read)."""
     shapes = spec.array_shapes
-    arrays, same = inputs.arrays_checked(shapes)
+    arrays, same = got or inputs.arrays_checked(shapes)
     if numbers:  # the last storage is the numbers' stand-in: the values go in as host data (see _numbers)
         arrays[-1] = np.asarray(numbers, np.float64)
         same = same and arrays[-1].shape == shapes[-1]
@@ -141,7 +154,7 @@ def _trace_first(spec, inputs, numbers: list) -> None:
             spec.fused_check_inputs = frozenset(
                 i for i in spec.jitted.inputs_of_last_output(arrays, base) if i < len(arrays)
             )
-    del arrays  # _donated counts the references to each input's array
+    del arrays  # _arrays_donated counts the references to each input's array
     if not _new_outputs(spec):  # before a donating call gives the inputs the eager rerun needs away
         raise tracing.UntraceableGraph(None, "a result came out on an input's storage")
 
@@ -154,13 +167,14 @@ def _new_outputs(spec) -> bool:
     return plain
 
 
-def _donated(spec, inputs) -> tuple:
-    """The input storages a call may give to its program (XLA donation): those it overwrites (known once
-    traced) whose buffer nothing else can see and which its value checks do not read. A failed check
-    reruns the call's ops eagerly to raise the op's own error (_raise_eagerly); the checks read none of
-    the donated storages, so zeros in their place leave every check, and so that error, as it was.
-    A training step (an embedding's indices and cross entropy's targets checked) then updates its
-    parameters and optimizer state in place, as one without checks does."""
+def _candidates(spec, inputs) -> tuple:
+    """The input storages a call may give to its program (XLA donation) where nothing but their boxes
+    holds their arrays (tensor.sole_holders): those it overwrites (known once traced), on the device,
+    which its value checks do not read. A failed check reruns the call's ops eagerly to raise the op's
+    own error (_raise_eagerly); the checks read none of the donated storages, so zeros in their place
+    leave every check, and so that error, as it was. A training step (an embedding's indices and cross
+    entropy's targets checked) then updates its parameters and optimizer state in place, as one without
+    checks does."""
     if not spec.mutated:
         return ()
     read = ()
@@ -169,7 +183,7 @@ def _donated(spec, inputs) -> tuple:
         if read is None:  # checks not traced apart (a program that is not literals.jit's): nothing given
             return ()
     cpu = inputs.cpu
-    return tensor.sole_holders(inputs.boxes, [g for g in spec.mutated if g not in read and g not in cpu])
+    return tuple(g for g in spec.mutated if g not in read and g not in cpu)
 
 
 def _donating(spec, donated: tuple):
@@ -203,7 +217,7 @@ def _count(spec, donated: tuple) -> None:
 def _raise_eagerly(spec, arrays, base, donated: tuple) -> None:
     """A check of the call on `arrays` failed: its ops run eagerly, where the failing kernel raises
     (zeros in the donated storages' places, whose buffers the program took: no check reads them, see
-    _donated; the numbers' host data uploaded). The zeros are made here, on failure, and not as
+    _candidates; the numbers' host data uploaded). The zeros are made here, on failure, and not as
     placeholders at every call: 230 of them cost a training step 1.3 ms of host time."""
     donated = set(donated)
     arrays = [
