@@ -35,6 +35,7 @@ import jax.numpy as jnp
 from jaxdev import dtypes, layout, tensor, tracing
 from jaxdev.ops.kit import attention_layouts, jitted, matmul, memo, on_views, widened_product_precision
 from jaxdev.ops.kit import transcendentals as tm
+from jaxdev.ops.kit.half_results import rounded_to
 from jaxdev.ops.kit.precision import body_at_precision
 from jaxdev.ops.registry import aten, register
 
@@ -59,10 +60,18 @@ def _attend(q, k, v, bias, is_causal, scale, precision, accumulate):
     if bias is not None:
         scores = scores + bias.astype(scores.dtype)
     peak = _shift(scores)
+    with rounded_to(dtype):  # a bfloat16 output may take the platform's exp (half_results.py)
+        out, total = _softmax_product(scores, peak, v, precision, accumulate)
+    logsumexp = (tm.log(total) + peak)[..., 0]  # a float32 output: jaxdev's log where its functions are
+    return out.astype(dtype), logsumexp.astype(jnp.float32)
+
+
+def _softmax_product(scores, peak, v, precision, accumulate):
+    """(softmax(scores) @ v, the rows' sums of exp(scores - peak)), the softmax shifted by `peak`."""
     unseen = peak == -jnp.inf  # a row every key is masked from: zeros (_safe_softmax)
     weights = tm.exp(scores - jnp.where(unseen, 0.0, peak).astype(scores.dtype))
     total = jnp.sum(weights, axis=-1, keepdims=True)
-    if tm.own(weights):
+    if tm.own_exp(weights):
         # jaxdev's exp is tens of operations an element: XLA fused it into every product that reads the
         # probabilities and computed it in each (five a layer in a training step); computed once here,
         # with the rows' totals: summed behind the barrier they were a pass of their own over the
@@ -70,9 +79,7 @@ def _attend(q, k, v, bias, is_causal, scale, precision, accumulate):
         weights, total = jax.lax.optimization_barrier((weights, total))
     # an unseen row's total is 0: divided by 1 instead, its 0/0 never makes the gradient NaN
     probabilities = jnp.where(unseen, 0.0, weights / jnp.where(unseen, 1.0, total)).astype(scores.dtype)
-    out = matmul(probabilities, v, precision, accumulate)
-    logsumexp = (tm.log(total) + peak)[..., 0]
-    return out.astype(dtype), logsumexp.astype(jnp.float32)
+    return matmul(probabilities, v, precision, accumulate), total
 
 
 def _shift(scores):

@@ -11,14 +11,16 @@ from jaxdev import dtypes
 from jaxdev.ops.kit import J, compiled, on_views, opmath, wrap_dim
 from jaxdev.ops.kit import transcendentals as tm
 from jaxdev.ops.kit.cpu_numerics import round_to
+from jaxdev.ops.kit.half_results import rounded_to
 from jaxdev.ops.registry import aten, register_functional
 
 
 def _softmax_body(x, fn, axis, compute, result):
     x = x.astype(compute)
-    if x.ndim == 0:
-        return fn(x[None], axis=0)[0].astype(result)
-    return fn(x, axis=axis).astype(result)
+    with rounded_to(result):  # a bfloat16 result may take the platform's exp and log (half_results.py)
+        if x.ndim == 0:
+            return fn(x[None], axis=0)[0].astype(result)
+        return fn(x, axis=axis).astype(result)
 
 
 def _no_case(name: str, self, axis: int) -> None:
@@ -52,7 +54,8 @@ def _log_softmax_lastdim_half(x):
     rounded = round_to(x.dtype)
     xf = x.astype(f32)
     m = jnp.max(xf, axis=-1, keepdims=True)
-    log_sum = rounded(tm.log(rounded(jnp.sum(tm.exp(xf - m), axis=-1, keepdims=True))))
+    with rounded_to(x.dtype):
+        log_sum = rounded(tm.log(rounded(jnp.sum(tm.exp(xf - m), axis=-1, keepdims=True))))
     return (xf - m - log_sum).astype(x.dtype)
 
 
@@ -79,8 +82,9 @@ def _log_softmax_grad(g, y, axis, result):
     cycles, 0.28 and 0.32 M reading it; issue 37). A barrier computes nothing: the same values."""
     c = opmath(g.dtype)
     g, y = g.astype(c), y.astype(c)
-    out = (g - tm.exp(y) * jnp.sum(g, axis=axis, keepdims=True)).astype(result)
-    return jax.lax.optimization_barrier(out) if tm.own(y) else out
+    with rounded_to(result):
+        out = (g - tm.exp(y) * jnp.sum(g, axis=axis, keepdims=True)).astype(result)
+        return jax.lax.optimization_barrier(out) if tm.own_exp(y) else out
 
 
 @register_functional(aten._softmax_backward_data.default)

@@ -15,6 +15,7 @@ from jaxdev.dtypes import opmath
 from jaxdev.ops.kit import memo
 from jaxdev.ops.kit.arguments import J
 from jaxdev.ops.kit.cpu_numerics import narrowed, round_to
+from jaxdev.ops.kit.half_results import rounded_to
 from jaxdev.ops.kit.jit import jitted
 
 Tensor = torch.Tensor
@@ -46,7 +47,8 @@ def _cast_body(fn, compute: torch.dtype, result: torch.dtype, nargs: int, exact_
 
     def run(*args):
         cast = [operand(a, i == 1) for i, a in enumerate(args[:nargs])]
-        return to_result(fn(*cast, *args[nargs:]), result)
+        with rounded_to(result):  # a bfloat16 result may take the platform's functions (half_results.py)
+            return to_result(fn(*cast, *args[nargs:]), result)
 
     return run
 

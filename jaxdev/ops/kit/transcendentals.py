@@ -43,6 +43,7 @@ from jaxdev.ops.kit import transcendentals_trig as _trig
 from jaxdev.ops.kit.division import divide, division_ieee
 from jaxdev.ops.kit.division import power_of_two as _power_of_two
 from jaxdev.ops.kit.division import scaled as scaled  # re-exported: the kit's name for it
+from jaxdev.ops.kit.half_results import platform_functions
 from jaxdev.ops.kit.math_mode import forced as forced  # the tests' switch, kept here since the functions are here
 from jaxdev.ops.kit.math_mode import mode
 
@@ -57,6 +58,13 @@ def own(x) -> bool:
         return False
     picked = mode()
     return picked == "own" or (picked in ("auto", "near") and jax.default_backend() != "cpu")
+
+
+def own_exp(x) -> bool:
+    """Whether x's exp (and log, tanh, sigmoid) are jaxdev's here: `own`, but for a value rounded to
+    bfloat16 under near, which takes the platform's (half_results.py). For kernels that place a
+    barrier around an own exp computed once."""
+    return own(x) and not platform_functions(x)
 
 
 def _in_float32(fn):
@@ -268,11 +276,15 @@ _erf_own = with_jvp(_erf32, lambda x, y, g: g * _TWO_OVER_SQRT_PI * _exp_own(-x 
 _erfc_own = with_jvp(_erfc32, lambda x, y, g: -g * _TWO_OVER_SQRT_PI * _exp_own(-x * x))
 
 
-def chosen(ours, xla):
-    ours = _in_float32(ours)
+def chosen(ours, xla, bfloat16_platform=False):
+    """ours where `own`, else xla's; with `bfloat16_platform`, xla's in float32 for a value rounded to
+    bfloat16 under near (half_results.py: exp, log, tanh and sigmoid, whose platform error is measured)."""
+    ours, widened = _in_float32(ours), _in_float32(xla)
 
     def run(x):
         x = jnp.asarray(x)
+        if bfloat16_platform and platform_functions(x):
+            return widened(x)
         return ours(x) if own(x) else xla(x)
 
     run.__name__ = run.__qualname__ = xla.__name__
@@ -293,12 +305,12 @@ def ours_wherever_float32(ours, xla):
     return run
 
 
-exp = chosen(_exp_own, jnp.exp)
+exp = chosen(_exp_own, jnp.exp, bfloat16_platform=True)
 expm1 = chosen(_expm1_own, jnp.expm1)
-log = chosen(_log_own, jnp.log)
+log = chosen(_log_own, jnp.log, bfloat16_platform=True)
 log1p = chosen(_log1p_own, jnp.log1p)
-tanh = chosen(_tanh_own, jnp.tanh)
-sigmoid = chosen(_sigmoid_own, jax.nn.sigmoid)
+tanh = chosen(_tanh_own, jnp.tanh, bfloat16_platform=True)
+sigmoid = chosen(_sigmoid_own, jax.nn.sigmoid, bfloat16_platform=True)
 erf = chosen(_erf_own, jax.scipy.special.erf)
 erfc = chosen(_erfc_own, jax.scipy.special.erfc)
 
@@ -368,6 +380,13 @@ def softplus(x):
 def gelu(x, approximate: bool):
     """jax.nn.gelu: x/2 erfc(-x / sqrt(2)), or x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))."""
     x = jnp.asarray(x)
+    if approximate and platform_functions(x):  # half_results.py: tanh(u) from the platform's exp
+        v = x.astype(jnp.float32)
+        u = np.float32(np.sqrt(2 / np.pi)) * (v + 0.044715 * (v**3))
+        # 1 - 2 / (exp(2|u|) + 1) rounds near -1 as CPU's tanh rounds there, whose last ulps 1 + tanh(u)
+        # keeps where x << 0; XLA's tanh may be hundreds of ulps off there (half_results.py)
+        t = jnp.copysign(1 - 2 / (jnp.exp(2 * jnp.abs(u)) + 1), u)
+        return (v * (0.5 * (1.0 + t))).astype(x.dtype)
     if not own(x):
         return jax.nn.gelu(x, approximate=approximate)
     if approximate:
@@ -376,13 +395,20 @@ def gelu(x, approximate: bool):
     return (0.5 * x * erfc(-x * np.sqrt(0.5).astype(x.dtype))).astype(x.dtype)
 
 
+def _widened(fn, x, axis):
+    """XLA's softmax or log_softmax; of a bfloat16 value taking the platform's functions, in float32."""
+    if x.dtype == jnp.bfloat16 and platform_functions(x):
+        return fn(x.astype(jnp.float32), axis=axis).astype(x.dtype)
+    return fn(x, axis=axis)
+
+
 def softmax(x, axis=-1):
     """jax.nn.softmax over `axis`: exp(x - max) / sum. Where the platform's division is not IEEE's (a
     TPU's is 2 ulps off: softmax was 7 ulps from CPU's, its gradient 4x plain's), exp(x - max) times
     the sum's reciprocal, corrected once a row (division.divide): within an ulp of the quotient (CPU's
     last-dimension kernel multiplies by 1 / sum too), at a product's cost an element, not divide's ~20."""
-    if not own(x):
-        return jax.nn.softmax(x, axis=axis)
+    if not own_exp(x):
+        return _widened(jax.nn.softmax, x, axis)
     if x.size == 0:  # jnp.max of an empty dim raises (jax.nn's starts from -inf); CPU's result is empty
         return x
     unnormalized = exp(x - lax.stop_gradient(jnp.max(x, axis, keepdims=True)))
@@ -394,8 +420,8 @@ def softmax(x, axis=-1):
 
 def log_softmax(x, axis=-1):
     """jax.nn.log_softmax over `axis`: (x - max) - log(sum(exp(x - max)))."""
-    if not own(x):
-        return jax.nn.log_softmax(x, axis=axis)
+    if not own_exp(x):
+        return _widened(jax.nn.log_softmax, x, axis)
     if x.size == 0:  # as softmax's
         return x
     shifted = x - lax.stop_gradient(jnp.max(x, axis, keepdims=True))
