@@ -15,8 +15,10 @@ rounded result is CPU's or, where the exact value lies that close to a rounding 
 neighbour. Under near (the accelerator default: within a few ulps of CPU's results, not its bits) such
 values therefore take the platform's functions. float32 results keep jaxdev's, and so do float16 ones
 (a float16 ulp is 8,192 float32 ulps: log's error would be 0.38 of one). Where a kernel's formula
-cancels after the function the platform's last ulps show, as near's division's do; GELU's tanh form
-is computed as x * sigmoid(2u) (= x (1 + tanh u) / 2), which does not cancel where tanh(u) is near -1.
+cancels after the function the platform's last ulps show, as near's division's do. tanh-GELU's
+x (1 + tanh u) / 2, which cancels where tanh(u) is near -1, takes tanh as 1 - 2 / (exp(2|u|) + 1) from
+the platform's exp: rounded near -1 as CPU's tanh is, its tail keeps CPU's rounding (XLA's own tanh may
+be hundreds of ulps off there).
 Other functions (expm1, log1p, erf, the trigonometric ones) keep jaxdev's: their platform error was
 not measured.
 
