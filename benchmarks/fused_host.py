@@ -2,7 +2,8 @@
 op keyed, as before it), interleaved round by round in one process; with `--compare results`, a recorded
 op's results made natively (jaxdev/csrc/fused_results.cpp) against the Python loops (results.made_in_python);
 with `--compare guard`, the replay guard reading each key compiled once (jaxdev/csrc/fused_guard.cpp) against
-reading its tuples.
+reading its tuples; with `--compare views`, view and as_strided's unboxed redispatch to CPU's kernels
+(jaxdev/csrc/native.cpp) against the boxed one every other view op takes.
 
 Issue 37 item 3: on a TPU the fused training step was host-bound (10.3 of its 10.9 ms). On CPU the host
 side is measured alone: main-thread CPU time (time.thread_time: the machine's other load and XLA's own
@@ -14,7 +15,7 @@ Rows: ms per step (or us per op) of each variant, the ratio replay / keyed, and 
 recording, flushing and the rest (PyTorch's dispatcher, autograd, the model's and optimizer's Python),
 ops per step and us per recorded op, programs built while measured (0: replayed steps hit).
 
-    python benchmarks/fused_host.py [--layers 6] [--rounds 7] [--steps 10] [--only lm,fwd,ops] [--compare results|guard]
+    python benchmarks/fused_host.py [--layers 6] [--rounds 7] [--steps 10] [--only lm,fwd,ops] [--compare results|guard|views]
 """
 
 from __future__ import annotations
@@ -40,11 +41,21 @@ from jaxdev.fused import recorder, replay, results
 STATS = recorder.STATS
 NATIVE_MATCH = replay._match
 NATIVE_MAKE = results.make
+
+
+class _Views:
+    """`boxed = True`: view and as_strided go through the boxed redispatch to CPU (native.boxed_views)."""
+
+    def __setattr__(self, name, value):
+        jaxdev.native.module.boxed_views(value)
+
+
 # --compare: (module, attribute, {variant: value}); the first variant is the one measured, the second its baseline
 COMPARISONS = {
     "replay": (replay, "_match", {"replay": NATIVE_MATCH, "keyed": None}),
     "results": (results, "make", {"native": NATIVE_MAKE, "python": results.made_in_python}),
     "guard": (replay, "compiled", {"compiled": True, "tuples": False}),
+    "views": (_Views(), "boxed", {"unboxed": False, "boxed": True}),
 }
 MODULE, ATTRIBUTE, VARIANTS = COMPARISONS["replay"]
 

@@ -4,7 +4,8 @@
 // cannot be built. Each does exactly what its twin does, only without the Python frames:
 //
 //   register_cpu_kernels(names)  PrivateUse1 kernels that redispatch to CPU's kernel (view ops, whose
-//                                CPU kernels write only metadata): a view costs what it costs on CPU.
+//                                CPU kernels write only metadata): a view costs what it costs on CPU;
+//                                view and as_strided unboxed (boxed_views(True) boxes them again).
 //   wrap(array, dtype, address)  a contiguous jax tensor of `array`'s shape on a new storage named by a
 //                                fake address, its Box (holding `array`)
 //                                made and entered in BOXES: tensor.wrap's hot path. The storage
@@ -109,12 +110,28 @@
 #include "graph_match.cpp"  // after graph_inputs.cpp: its placement helpers
 
 #include <ATen/core/stack.h>
+#include <ATen/ops/as_strided_ops.h>
+#include <ATen/ops/view_ops.h>
+
+#include <cstring>
 #include <torch/library.h>
 
 namespace jaxdev_native {
 
 void redispatch_to_cpu(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
   op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
+}
+
+// The commonest of them unboxed: a training step's ~370 views and as_strideds (transpose, t, reshape,
+// autograd's ViewBackward) then skip boxing their sizes into IValues and back. The same CPU kernel runs.
+at::Tensor view_on_cpu(c10::DispatchKeySet, const at::Tensor& self, c10::SymIntArrayRef size) {
+  return at::_ops::view::redispatch(c10::DispatchKeySet(c10::DispatchKey::CPU), self, size);
+}
+
+at::Tensor as_strided_on_cpu(c10::DispatchKeySet, const at::Tensor& self, c10::SymIntArrayRef size,
+                             c10::SymIntArrayRef stride, std::optional<c10::SymInt> offset) {
+  return at::_ops::as_strided::redispatch(c10::DispatchKeySet(c10::DispatchKey::CPU), self, size, stride,
+                                          std::move(offset));
 }
 
 // Kept for the life of the process, as a TORCH_LIBRARY_IMPL block would be; made on first use.
@@ -138,7 +155,13 @@ PyObject* register_cpu_kernels(PyObject*, PyObject* names) {
         Py_DECREF(seq);
         return nullptr;
       }
-      private_use1_kernels().impl(name, torch::CppFunction::makeFromBoxedFunction<&redispatch_to_cpu>());
+      if (std::strcmp(name, "view") == 0) {
+        private_use1_kernels().impl(name, TORCH_FN(view_on_cpu));
+      } else if (std::strcmp(name, "as_strided") == 0) {
+        private_use1_kernels().impl(name, TORCH_FN(as_strided_on_cpu));
+      } else {
+        private_use1_kernels().impl(name, torch::CppFunction::makeFromBoxedFunction<&redispatch_to_cpu>());
+      }
     }
   } catch (const std::exception& e) {
     Py_DECREF(seq);
@@ -149,12 +172,37 @@ PyObject* register_cpu_kernels(PyObject*, PyObject* names) {
   Py_RETURN_NONE;
 }
 
+// benchmarks/fused_host.py's `--compare views`: while on, view and as_strided take the boxed redispatch
+// again (a second library over the unboxed kernels; deleting it restores them).
+torch::Library* g_boxed_views = nullptr;
+
+PyObject* boxed_views(PyObject*, PyObject* flag) {
+  int on = PyObject_IsTrue(flag);
+  if (on < 0) return nullptr;
+  try {
+    if (on && !g_boxed_views) {
+      g_boxed_views = new torch::Library(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
+      for (const char* name : {"view", "as_strided"}) {
+        g_boxed_views->impl(name, torch::CppFunction::makeFromBoxedFunction<&redispatch_to_cpu>());
+      }
+    } else if (!on && g_boxed_views) {
+      delete g_boxed_views;
+      g_boxed_views = nullptr;
+    }
+  } catch (const std::exception& e) {
+    PyErr_SetString(PyExc_RuntimeError, e.what());
+    return nullptr;
+  }
+  Py_RETURN_NONE;
+}
+
 PyMethodDef methods[] = {
     {"set_python_kernels", set_python_kernels, METH_O, "every native kernel takes its Python slow path (or not)"},
     {"install_attention_choice", install_attention_choice, METH_NOARGS,
      "scaled_dot_product_attention's backend choice for the jax device"},
     {"install_device_guard", install_device_guard, METH_NOARGS, "the jax device's DeviceGuardImpl in C++"},
     {"register_cpu_kernels", register_cpu_kernels, METH_O, "PrivateUse1 kernels that redispatch to CPU"},
+    {"boxed_views", boxed_views, METH_O, "view and as_strided through the boxed redispatch (a benchmark's baseline)"},
     {"wrap", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(wrap)), METH_FASTCALL,
      "a new contiguous jax tensor owning an array, its Box entered in BOXES"},
     {"new_storage", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(new_storage)), METH_FASTCALL,
