@@ -267,6 +267,9 @@ def ignored():
         _ignored = previous
 
 
+_NO_GAPS: dict = {}
+
+
 def _matrix_dtype(args, kwargs) -> torch.dtype | None:
     for a in (*args, *kwargs.values()):
         if isinstance(a, torch.Tensor):
@@ -297,16 +300,19 @@ def served(op, kernel):
         return fallback.run_on_cpu_lacking(twin, why, args, kwargs, gap=True)
 
     def run(*args, **kwargs):
-        if family not in GAPS.get(platform(), ()):  # the common case (every family on CPU): one lookup
+        gap = GAPS.get(platform(), _NO_GAPS).get(family)
+        if gap is None:  # the common case (every family on CPU): two lookups
             return kernel(*args, **kwargs)
-        dtype = _matrix_dtype(args, kwargs)
+        first = args[0] if args else None  # the matrix, as _matrix_dtype finds it, without its tuple
+        dtype = first.dtype if isinstance(first, torch.Tensor) else _matrix_dtype(args, kwargs)
+        if dtype not in gap.dtypes:  # a TPU's float matrix product: nothing to serve, and no refusal to learn
+            return kernel(*args, **kwargs)
         if dtype is not None and not has(family, dtype):
             return on_cpu(dtype, args, kwargs)
         try:
             return kernel(*args, **kwargs)
         except (jax.errors.JaxRuntimeError, NotImplementedError) as error:  # XLA's refusal; JAX's: no lowering
-            gap = GAPS.get(platform(), {}).get(family)
-            if _ignored or gap is None or dtype not in gap.dtypes or not _refused(error):
+            if _ignored or not _refused(error):  # (a dtype of the gap's: the others returned above)
                 raise
             learned.add((platform(), family, dtype))
             return on_cpu(dtype, args, kwargs)
