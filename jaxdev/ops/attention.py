@@ -62,7 +62,8 @@ def _attend(q, k, v, bias, is_causal, scale, precision, accumulate):
     peak = _shift(scores)
     with rounded_to(dtype):  # a bfloat16 output may take the platform's exp (half_results.py)
         out, total = _softmax_product(scores, peak, v, precision, accumulate)
-    logsumexp = (tm.log(total) + peak)[..., 0]  # a float32 output: jaxdev's log where its functions are
+    with rounded_to(jnp.float32):  # a float32 output: jaxdev's log where its functions are, in any body
+        logsumexp = (tm.log(total) + peak)[..., 0]
     return out.astype(dtype), logsumexp.astype(jnp.float32)
 
 

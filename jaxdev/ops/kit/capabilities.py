@@ -307,7 +307,7 @@ def served(op, kernel):
         dtype = first.dtype if isinstance(first, torch.Tensor) else _matrix_dtype(args, kwargs)
         if dtype not in gap.dtypes:  # a TPU's float matrix product: nothing to serve, and no refusal to learn
             return kernel(*args, **kwargs)
-        if dtype is not None and not has(family, dtype):
+        if not has(family, dtype):  # (a dtype of the gap's: None and the others returned above)
             return on_cpu(dtype, args, kwargs)
         try:
             return kernel(*args, **kwargs)
