@@ -35,17 +35,16 @@ come one at a time: unmeasured.
 
 from __future__ import annotations
 
-import argparse
 import collections
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import threading
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+import stand_in_variants
+
 VARIANTS = {  # name: (environment, eager mode)
     "op": ({}, "op"),
     "fused": ({}, "fused"),
@@ -186,16 +185,8 @@ def run_variant(name: str, args) -> dict:
     env, mode = VARIANTS[name]
     command = [sys.executable, __file__, "--child", mode, "--size", args.size, "--dtype", args.dtype]
     command += ["--batch", str(args.batch), "--top", str(args.top)]
-    from jaxdev.audit import deviceless
-
     with tempfile.TemporaryDirectory(prefix="jaxdev-cold-") as folder:  # an empty cache: a cold process
-        child_env = deviceless.environment(dict(os.environ, JAXDEV_CACHE_DIR=folder, **env))
-        child_env["PYTHONPATH"] = os.pathsep.join(p for p in (HERE, child_env.get("PYTHONPATH", "")) if p)
-        done = subprocess.run(command, env=child_env, capture_output=True, text=True)
-    for line in done.stdout.splitlines():
-        if line.startswith("RESULT "):
-            return json.loads(line[len("RESULT ") :])
-    raise SystemExit(f"{name} failed (exit {done.returncode}): {done.stderr.strip().splitlines()[-3:]}")
+        return stand_in_variants.run_child(name, command, dict(env, JAXDEV_CACHE_DIR=folder))
 
 
 def describe(name: str, got: dict) -> str:
@@ -215,30 +206,15 @@ def describe(name: str, got: dict) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--size", default="full", choices=["full", "quick"])
-    parser.add_argument("--batch", type=int, default=0, help="the batch (default: the size's, 16 at full)")
-    parser.add_argument("--dtype", default="bf16", choices=["bf16", "f32"])
-    parser.add_argument("--rounds", type=int, default=1)
-    parser.add_argument("--variants", default="op,fused")
+    parser = stand_in_variants.arguments(__doc__, "op,fused")
     parser.add_argument("--top", type=int, default=12)
-    parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         args.mode = args.child
         print("RESULT " + json.dumps(child(args)), flush=True)
         return
-    names = args.variants.split(",")
-    unknown = [n for n in names if n not in VARIANTS]
-    if unknown:
-        raise SystemExit(f"unknown variant(s) {', '.join(unknown)}: choose from {', '.join(VARIANTS)}")
-    results = collections.defaultdict(list)
-    for r in range(args.rounds):
-        for name in names:
-            got = run_variant(name, args)
-            results[name].append(got)
-            print(f"round {r + 1} {describe(name, got)}", flush=True)
-    for name in names:
+    results = stand_in_variants.rounds(args.variants, VARIANTS, args.rounds, lambda n: run_variant(n, args), describe)
+    for name in results:
         print(f"\n{name}: top programs by TPU compile seconds (last round)")
         for p in results[name][-1]["top"]:
             print(

@@ -18,16 +18,13 @@ the same order, the chip's host a little faster at the plain step.
 
 from __future__ import annotations
 
-import argparse
-import collections
 import json
-import os
 import re
-import subprocess
 import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+import stand_in_variants
+
 VARIANTS = {  # name: (environment, what runs)
     "fused": ({"JAXDEV_MATH": "auto"}, "fused"),
     "fused-near": ({"JAXDEV_MATH": "near"}, "fused"),
@@ -132,46 +129,26 @@ def run_variant(name: str, args) -> dict:
     env, what = VARIANTS[name]
     command = [sys.executable, __file__, "--child", what, "--size", args.size, "--dtype", args.dtype]
     command += ["--batch", str(args.batch)] if args.batch else []
-    from jaxdev.audit import deviceless
-
-    child_env = deviceless.environment(dict(os.environ, **env))
-    child_env["PYTHONPATH"] = os.pathsep.join(p for p in (HERE, child_env.get("PYTHONPATH", "")) if p)
-    done = subprocess.run(command, env=child_env, capture_output=True, text=True)
-    for line in done.stdout.splitlines():
-        if line.startswith("RESULT "):
-            return json.loads(line[len("RESULT ") :])
-    raise SystemExit(f"{name} failed (exit {done.returncode}): {done.stderr.strip().splitlines()[-1:]}")
+    return stand_in_variants.run_child(name, command, env)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--size", default="full", choices=["full", "quick"])
-    parser.add_argument("--batch", type=int, default=0, help="the batch (default: the size's, 16 at full)")
-    parser.add_argument("--dtype", default="bf16", choices=["bf16", "f32"])
-    parser.add_argument("--rounds", type=int, default=1)
-    parser.add_argument("--variants", default=",".join(VARIANTS))
-    parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser = stand_in_variants.arguments(__doc__, ",".join(VARIANTS))
     args = parser.parse_args()
     if args.child:
         args.what = args.child
         print("RESULT " + json.dumps(child_jax(args) if args.child == "jax" else child_jaxdev(args)), flush=True)
         return
-    names = args.variants.split(",")
-    unknown = [n for n in names if n not in VARIANTS]
-    if unknown:
-        raise SystemExit(f"unknown variant(s) {', '.join(unknown)}: choose from {', '.join(VARIANTS)}")
-    results = collections.defaultdict(list)
-    for r in range(args.rounds):
-        for name in names:
-            results[name].append(run_variant(name, args))
-            got = results[name][-1]
-            print(
-                f"round {r + 1} {name:20s} {got['seconds']:7.1f} s  {got['ops']:6d} ops  {got['inputs']} inputs",
-                flush=True,
-            )
+    results = stand_in_variants.rounds(
+        args.variants,
+        VARIANTS,
+        args.rounds,
+        lambda n: run_variant(n, args),
+        lambda n, got: f"{n:20s} {got['seconds']:7.1f} s  {got['ops']:6d} ops  {got['inputs']} inputs",
+    )
     print(f"\nLM step {args.dtype}, size {args.size}, batch {args.batch or 'default'}: largest program's TPU compile")
     base = [r["seconds"] for r in results.get("jax", [])]
-    for name in names:
+    for name in results:
         seconds = [r["seconds"] for r in results[name]]
         ratio = "  ".join(f"{s / b:.2f}x" for s, b in zip(seconds, base)) if base else "-"
         print(
