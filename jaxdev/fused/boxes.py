@@ -82,6 +82,12 @@ class _Deferred(Box):
         return None if type(self._array) is _Unset else self.array
 
 
+def held(box: Box) -> tuple:
+    """(array, logical form) as `box` holds them now, read without running the pending program: a
+    WrittenBox's array is its value before the segment's writes, a PendingBox's is not there yet."""
+    return box._array, _LOGICAL.__get__(box)
+
+
 class PendingBox(_Deferred):
     __slots__ = ()
 

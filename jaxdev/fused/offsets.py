@@ -22,7 +22,7 @@ from jax import lax
 
 from jaxdev import tensor
 from jaxdev.core import placement
-from jaxdev.fused import boxes
+from jaxdev.fused import boxes, grids
 from jaxdev.tensor import BOXES
 
 MOVED = "moved"  # stands for the offset in a moved tensor's key part (offsets are ints: no collision)
@@ -33,11 +33,11 @@ class Moved:
     """A tensor argument read through placeholder `base` (its whole storage, flat) at the offset
     `numbers[index]`, with layout `dtype, shape, stride`; `position`: its place among the op's tensors."""
 
-    __slots__ = ("base", "dtype", "index", "position", "shape", "stride")
+    __slots__ = ("base", "dtype", "grid", "index", "position", "shape", "stride")
 
-    def __init__(self, base: int, index: int, position: int, dtype, shape: tuple, stride: tuple):
+    def __init__(self, base: int, index: int, position: int, dtype, shape: tuple, stride: tuple, grid=None):
         self.base, self.index, self.position = base, index, position
-        self.dtype, self.shape, self.stride = dtype, shape, stride
+        self.dtype, self.shape, self.stride, self.grid = dtype, shape, stride, grid
 
 
 # An op's local key without its input offsets -> (the segment it was first met in, those offsets, the
@@ -65,8 +65,9 @@ def stripped(key: tuple, tensors: list) -> tuple[tuple, tuple]:
     return tuple(parts), tuple(offsets)
 
 
-def moving(key: tuple, op, tensors: list, segment: int) -> frozenset | None:
-    """On a miss in the trie: the tensor positions to record as Moved, where the same op was met in an
+def moving(key: tuple, op, tensors: list, segment: int) -> dict | None:
+    """On a miss in the trie: the tensor positions to record as Moved (each with the offset it was first
+    met at), where the same op was met in an
     earlier segment with the same key but for some input offsets (None otherwise); once moved, an
     offset stays program data, even back at the first value. Within one segment an op on several views
     of one storage (the chunks of a fused weight) keeps its offsets static."""
@@ -85,13 +86,13 @@ def moving(key: tuple, op, tensors: list, segment: int) -> frozenset | None:
         _SEEN[plain] = (first, first_offsets, moved)
     if not moved:
         return None
-    positions, k = set(), 0
+    positions, k = {}, 0
     for position, part in enumerate(p for p in key if type(p) is tuple and p and type(p[0]) is tuple):
         if part[0][0] == "i":
             if k in moved and _movable(tensors[position], tensors):
-                positions.add(position)
+                positions[position] = first_offsets[k]
             k += 1
-    return frozenset(positions) or None
+    return positions or None
 
 
 def keep_static(key: tuple, tensors: list) -> None:
@@ -126,6 +127,22 @@ def base_meta(t: torch.Tensor) -> tuple[tuple, torch.Tensor]:
     return meta, tensor.tensor_on_storage(storage, *meta)
 
 
+def grid(t: torch.Tensor, first: int) -> tuple | None:
+    """The moved view's grid on its storage's array as now shaped (grids.grid_of), None where there is
+    none (a permuted storage's logical form, a pending result's array not made yet) or where the view's
+    starts on its own axes are not those it was `first` met at: they move too (a sliding window
+    x[:, p:p + 4]), and each would key its own program, where its span serves every one. The array's
+    shape is read as held (its value may be pending: asking for it would run the segment being
+    recorded); the program checks it again (grids.fits)."""
+    array, logical = boxes.held(BOXES[boxes.address(t)])
+    if logical is not None:
+        return None
+    found = grids.grid_of(t, array)
+    if found is None or grids.grid_of(t, array, first) != found:
+        return None
+    return found
+
+
 def span(shape, stride) -> int:
     return 1 + sum((n - 1) * s for n, s in zip(shape, stride))
 
@@ -134,19 +151,27 @@ def _offset(numbers, index: int):
     return tensor.read(numbers)[index].astype(jnp.int64)
 
 
-def window(numbers, base: torch.Tensor, index: int, dtype, shape, stride) -> torch.Tensor:
-    """In the program: the moved view, on a new storage holding its span of `base`'s storage."""
+def window(numbers, base: torch.Tensor, index: int, dtype, shape, stride, grid=None) -> torch.Tensor:
+    """In the program: the moved view, on a new storage holding its span of `base`'s storage (or, on
+    its grid, exactly its elements: grids.py)."""
     box = tensor.box_of(base)
+    if grids.fits(grid, box.array):
+        return grids.window(tensor.read(numbers)[index], box, grid, dtype, shape, stride)
     n = span(shape, stride)
     part = lax.dynamic_slice(box.flat(), (_offset(numbers, index),), (n,))
     storage = tensor.new_storage(tensor.Box(part, n, box.dtype))
     return tensor.tensor_on_storage(storage, dtype, tuple(shape), tuple(stride), 0)
 
 
-def write_back(base: torch.Tensor, view: torch.Tensor, numbers, index: int) -> None:
-    """In the program: the moved view's span, written by the op, back into `base`'s storage."""
+def write_back(base: torch.Tensor, view: torch.Tensor, numbers, index: int, grid=None) -> None:
+    """In the program: the moved view's span (or its elements: grids.py), written by the op, back into
+    `base`'s storage."""
     box = tensor.box_of(base)
     old = box.array
+    if grids.fits(grid, old):  # as window decided: the array is the same until the op's write comes back
+        box.array = grids.write_back(tensor.read(numbers)[index], old, grid, view.shape, tensor.box_of(view).array)
+        box.writes += 1
+        return
     new = lax.dynamic_update_slice(old.reshape(-1), tensor.box_of(view).flat(), (_offset(numbers, index),))
     box.array = new.reshape(old.shape)
     box.writes += 1

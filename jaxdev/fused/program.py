@@ -386,7 +386,7 @@ def _graph(seg, alive) -> torch.fx.GraphModule:
         if kind == "Moved":
             base = placeholders[ref.base]
             view = g.call_function(
-                offsets.window, (numbers, base, ref.index, ref.dtype, list(ref.shape), list(ref.stride))
+                offsets.window, (numbers, base, ref.index, ref.dtype, list(ref.shape), list(ref.stride), ref.grid)
             )
             moved.append((ref, base, view))
             return view
@@ -409,7 +409,7 @@ def _graph(seg, alive) -> torch.fx.GraphModule:
             v = g.call_function(_checked(_kernel_of(fn), learned, n, op), args, kwargs)
         for ref, base, view in moved:  # ...and put back after it, where it wrote them
             if ref.position in learned.writes:
-                g.call_function(offsets.write_back, (base, view, numbers, ref.index))
+                g.call_function(offsets.write_back, (base, view, numbers, ref.index, ref.grid))
         for m, (position, meta) in learned.firsts.items():
             firsts[(n, m)] = (v if position is None else g.call_function(operator.getitem, (v, position)), meta)
     g.output([firsts[(node, m)][0] for (_, node, m), live in zip(seg.pending, alive) if live])

@@ -88,7 +88,7 @@ class Segment:
         self.written: list[Box] = []
         self.stored = 0  # input storages so far
         self.numbers: list[float] = []  # the values of the Number arguments (and of Moved offsets)
-        self.moving: frozenset | None = None  # tensor positions of the op being keyed to record as Moved
+        self.moving: dict | None = None  # tensor positions of the op being keyed to record as Moved
         self.uploads: set = set()  # the kinds of host-to-device copies made during the segment (_upload)
         self.serial = next(_SERIALS)
         self.stale = False  # ops were replayed since `placeholders` was last kept up (replay.py)
@@ -161,9 +161,10 @@ class Segment:
         storage is the placeholder, and the key holds its layout without the offset."""
         _, flat = offsets.base_meta(t)
         base = self._tensor_ref(flat, [])
-        key.append((self.slots[boxes.address(t)], (t.dtype, t.shape, t.stride(), offsets.MOVED)))
+        grid = offsets.grid(t, self.moving[position])  # keyed: the offsets it admits are on its grid
+        key.append((self.slots[boxes.address(t)], (t.dtype, t.shape, t.stride(), offsets.MOVED, grid)))
         self.numbers.append(float(t.storage_offset()))
-        return offsets.Moved(base.index, len(self.numbers) - 1, position, t.dtype, tuple(t.shape), t.stride())
+        return offsets.Moved(base.index, len(self.numbers) - 1, position, t.dtype, tuple(t.shape), t.stride(), grid)
 
     def mark(self) -> tuple:
         return len(self.inputs), len(self.slots), len(self.placeholders), self.stored, len(self.numbers)
@@ -281,7 +282,7 @@ def _keyed_record(seg: Segment, op, fn, args, kwargs):
     return _recorded(seg, child, tensors, node)
 
 
-def _keyed(seg: Segment, op, args, kwargs, moved: frozenset) -> tuple:
+def _keyed(seg: Segment, op, args, kwargs, moved: dict) -> tuple:
     """The op's key in the trie, its argument references and its tensor arguments, as record builds
     them, with the tensors at the positions `moved` recorded as offsets.Moved."""
     key: list = [op, seg.context]  # as _keyed_record's
