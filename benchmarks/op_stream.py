@@ -92,7 +92,7 @@ def twin(func, args, kwargs):
     recording the op alone in fused mode and catching the program its flush runs (without donation, so
     that the arrays stay)."""
     caught = {}
-    original_call, original_donated = fused_program._call, fused_program._donated
+    original_call, original_candidates = fused_program._call, fused_program._candidates
 
     def catch(spec, inputs, numbers):
         arrays = [jax.numpy.array(a, copy=True) for a in inputs.arrays()]
@@ -101,7 +101,8 @@ def twin(func, args, kwargs):
         caught["call"] = (spec, arrays)
         return original_call(spec, inputs, numbers)
 
-    fused_program._call, fused_program._donated = catch, lambda spec, inputs: ()
+    # no storage a candidate for donation: the flush's program leaves the caught arrays alive
+    fused_program._call, fused_program._candidates = catch, lambda spec, inputs: ()
     try:
         with jaxdev.eager_mode("fused"):
             recorder.flush()
@@ -113,7 +114,7 @@ def twin(func, args, kwargs):
     except Exception:
         return None
     finally:
-        fused_program._call, fused_program._donated = original_call, original_donated
+        fused_program._call, fused_program._candidates = original_call, original_candidates
     if not recorded or "call" not in caught:
         return None
     spec, arrays = caught["call"]
