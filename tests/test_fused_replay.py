@@ -224,3 +224,51 @@ def test_the_compiled_guard_answers_as_the_tuples(monkeypatch):
                 answers.append(None if got is None else [id(t) for t in got])
     assert len(calls) > 10 and any(a is not None for a in answers)
     assert answers[0::3] == answers[1::3] == answers[2::3]
+
+
+@pytest.mark.parametrize("tail", ["abs", "exp"])
+def test_a_key_after_replayed_ops_finds_their_inputs(monkeypatch, tail):
+    """Replayed ops leave the segment's placeholder index stale (it is rebuilt when a key first reads an
+    input, recorder.LAZY_REFRESH), and so does an upload's key, undone: an op keyed after both (a tail the
+    trie has not seen there) takes the placeholder its input already has. The segment is the one keying
+    every op builds, and so are the values."""
+    x, w = torch.randn(4, 6).to("jax"), torch.randn(6, 3).to("jax")
+
+    def call(end):
+        h = torch.relu(x @ w)  # replayed from the second call on
+        t = torch.tensor([2.0], device="jax")  # an upload: its key is undone, the segment goes on
+        out = h.sum() + getattr(x, end)().sum() * t
+        return out, _state(recorder._segment)
+
+    with jaxdev.eager_mode("fused"):
+        for _ in range(3):
+            call("neg")[0].cpu()
+        got, replayed = call(tail)
+        got = got.cpu()
+        assert replayed[1].count(x.untyped_storage().data_ptr()) == 1
+        monkeypatch.setattr(replay, "_match", None)  # every op keyed
+        expected, keyed = call(tail)
+        expected = expected.cpu()
+    assert replayed[0] == keyed[0] and replayed[2:] == keyed[2:]  # ops, layouts, numbers, slots, trie place
+    assert replayed[1][:2] == keyed[1][:2] and len(replayed[1]) == len(keyed[1])  # x, w, then each call's upload
+    assert torch.equal(got, expected)
+
+
+def test_a_read_runs_at_once_as_its_key_would(monkeypatch):
+    """A copy of a jax tensor to CPU runs eagerly after the pending work without its key being built
+    (at_once.reads): the same values, dtypes and counts as keyed; an empty one is still keyed."""
+    from jaxdev.fused import at_once
+
+    x = torch.randn(3, 4).to("jax")
+    runs = {}
+    for at_once_on in (True, False):
+        monkeypatch.setattr(at_once, "READS_AT_ONCE", at_once_on)
+        STATS.reset()
+        with jaxdev.eager_mode("fused"):
+            y = x * 2
+            got = [y.cpu(), y.t().to("cpu", torch.float64), nn.Parameter(x + 1).cpu(), x[:0].cpu()]
+        runs[at_once_on] = (got, dict(STATS.eager), STATS.flushes)
+    (now, eager_now, flushes_now), (keyed, eager_keyed, flushes_keyed) = runs[True], runs[False]
+    for a, b in zip(now, keyed):
+        assert a.dtype == b.dtype and a.stride() == b.stride() and torch.equal(a, b)
+    assert eager_now == eager_keyed and flushes_now == flushes_keyed

@@ -29,6 +29,7 @@ from jaxdev.fused import boxes as fused_boxes
 from jaxdev.fused import literals, offsets
 from jaxdev.fused.learn import NotRecordable
 from jaxdev.fused.stats import STATS
+from jaxdev.graphs import outputs
 from jaxdev.graphs import program as compiled
 from jaxdev.programs import compile_effort
 from jaxdev.tensor import BOXES
@@ -104,8 +105,12 @@ def _call(spec, inputs, numbers: list) -> list:
         raise tracing.UntraceableGraph(None, "a result came out on an input's storage")
     if spec.draws:
         rng.advance(spec.draws)
-    if flag is not None and compiled.checks_enabled():
-        flag.copy_to_host_async()  # read at the next call or sync: on the host by then, not fetched then
+    if flag is not None and compiled.checks_enabled():  # the flag held as a compiled graph's call holds it:
+        if "fused_prefetch" not in spec.__dict__:  # its host copy started on an accelerator alone, ...
+            spec.fused_prefetch = any(d.platform != "cpu" for d in flag.sharding.device_set)
+        if spec.fused_prefetch or compiled.PREFETCH_ON_CPU:
+            flag.copy_to_host_async()  # read at the next call or sync: on the host by then, not fetched then
+        flag = outputs.CheckFlag(flag)  # ... and read through JAX's C++ host copy, not bool(array)'s Python
         tracing.defer_check(spec, flag, functools.partial(_raise_eagerly, spec, arrays, base, donated))
     if spec.mutated:
         inputs.store(spec.mutated, mutated)  # version counters were bumped when the ops were recorded
@@ -228,14 +233,8 @@ def _raise_eagerly(spec, arrays, base, donated: tuple) -> None:
         spec._raise_eagerly(arrays, base)
 
 
-def _inputs(seg) -> list:
-    """The placeholders' tensors, as they were when recorded (an alias if a tensor was restrided since),
-    then the stand-in of the segment's lifted numbers (_numbers)."""
-    return _layout(seg)[0]
-
-
 def _layout(seg, previous: tuple | None = None) -> tuple[list, compiled.Inputs]:
-    """_inputs' tensors and their compiled.Inputs, built from what the recorder saw rather than asked of
+    """The placeholders' tensors (then the numbers' stand-in) and their compiled.Inputs, built from what the recorder saw rather than asked of
     every tensor again: each input is on the storage and at the place recorded (an alias is made where
     it no longer is), a jax storage with its box and no conj/neg bit (the recorder took no other).
     `previous`: the key of the program's last call, the key itself where this one's equals it."""
@@ -422,7 +421,7 @@ def _graph(seg, alive) -> torch.fx.GraphModule:
 def _eagerly(seg, alive) -> list:
     """The segment's ops one by one, their kernels called as when recorded (the dispatcher already did
     its part then: version counters, autograd's graph)."""
-    inputs = _inputs(seg)
+    inputs = _layout(seg)[0]  # as recorded (an alias where restrided since), then the numbers' stand-in
     firsts: dict[tuple, torch.Tensor] = {}
 
     def value(ref):

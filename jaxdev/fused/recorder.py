@@ -9,7 +9,7 @@ import warnings
 import torch
 
 from jaxdev import eager_modes, tensor
-from jaxdev.fused import boxes, context, cow, learn, number_keys, numbers, offsets, program, replay, results
+from jaxdev.fused import at_once, boxes, context, cow, learn, number_keys, numbers, offsets, program, replay, results
 from jaxdev.fused.numbers import Number
 from jaxdev.fused.stats import STATS
 from jaxdev.ops.registry import DYNAMIC_NUMBERS
@@ -28,6 +28,10 @@ _SCALARS = frozenset(
     {int, float, bool, complex, str, type(None), torch.dtype, torch.device, torch.layout, torch.memory_format}
 )
 _lock = threading.RLock()
+# A replayed segment's placeholder index is rebuilt when a key first reads it (an input's slot), not at
+# every keyed op: `.item()` of a result after the LM's ~64 replayed forward ops rebuilt ~78 entries its
+# key never reads. False rebuilds it at each keyed op (benchmarks/fused_read.py --read item).
+LAZY_REFRESH = True
 
 
 class NotRecordable(Exception):
@@ -149,6 +153,8 @@ class Segment:
         key.append((slot, meta))
         if slot[0] == "p":
             return Made(slot[1], slot[2], meta)
+        if self.stale and LAZY_REFRESH:
+            self.refresh()
         index = self.placeholders.get((slot, meta))
         if index is None:
             index = self.placeholders[(slot, meta)] = len(self.inputs)
@@ -167,15 +173,18 @@ class Segment:
         return offsets.Moved(base.index, len(self.numbers) - 1, position, t.dtype, tuple(t.shape), t.stride(), grid)
 
     def mark(self) -> tuple:
-        return len(self.inputs), len(self.slots), len(self.placeholders), self.stored, len(self.numbers)
+        return len(self.inputs), len(self.slots), len(self.placeholders), self.stored, len(self.numbers), self.stale
 
     def undo(self, mark: tuple) -> None:
         """Forget what building a key added since `mark` (the op is not recorded after all): a program
         is cached by its segment's trie path, and must not meet placeholders that path does not have."""
-        inputs, slots, placeholders, self.stored, numbers = mark
+        inputs, slots, placeholders, self.stored, numbers, stale = mark
         del self.inputs[inputs:], self.input_metas[inputs:], self.numbers[numbers:]
         for key in list(self.slots)[slots:]:
             del self.slots[key]
+        if stale:  # the index was stale at the mark (and may have been rebuilt since): rebuilt when next read
+            self.stale = True
+            return
         for key in list(self.placeholders)[placeholders:]:
             del self.placeholders[key]
 
@@ -203,12 +212,11 @@ def record(op, fn, args, kwargs):
                 return _recorded(seg, child, tensors, child.expected.node)
         # Asked after the guard: a replayed call is never fresh (its key, which holds what makes a call
         # fresh, is a recorded call's), and the sets' lookups hash the op in Python.
-        if not (
-            (op in _FRESH and kwargs.get("memory_format") is torch.preserve_format)
-            or (op in _FRESH_SCALARS and args and not args[0])
-        ):
+        if op is at_once.TO_COPY and at_once.reads(args, kwargs):
+            return _eagerly(fn, args, kwargs, op, at_once.READS)
+        if not at_once.fresh(op, args, kwargs):
             return _keyed_record(seg, op, fn, args, kwargs)
-    return _fresh(fn, args, kwargs)
+    return at_once.run_fresh(fn, args, kwargs)
 
 
 def _recorded(seg: Segment, child: Trie, tensors: list, node: tuple):
@@ -225,7 +233,7 @@ def _recorded(seg: Segment, child: Trie, tensors: list, node: tuple):
 
 def _keyed_record(seg: Segment, op, fn, args, kwargs):
     """record's way for a call the trie did not expect: its whole key, looked up among the children."""
-    if seg.stale:
+    if seg.stale and not LAZY_REFRESH:
         seg.refresh()
     settings = context.now()
     if settings is not seg.context:
@@ -244,7 +252,7 @@ def _keyed_record(seg: Segment, op, fn, args, kwargs):
         krefs = {k: seg.ref(v, key, tensors) for k, v in klifted.items()} if kwargs else {}
     except NotRecordable as e:
         seg.undo(mark)
-        if op is _TO_COPY and _uploads(args, kwargs):
+        if op is at_once.TO_COPY and at_once.uploads(args, kwargs):
             return _upload(fn, args, kwargs)
         return _eagerly(fn, args, kwargs, op, str(e))
     key = tuple(key) if not kwargs else (*key, tuple(kwargs))
@@ -345,21 +353,6 @@ def _add_child(parent: Trie, key, child: Trie, op) -> None:
             )
 
 
-_TO_COPY = torch.ops.aten._to_copy.default
-
-
-def _uploads(args, kwargs) -> bool:
-    """`_to_copy` of a CPU tensor onto jax (`torch.tensor([i], device="jax")`, `x.to("jax")`)."""
-    device = kwargs.get("device")
-    return (
-        len(args) == 1
-        and isinstance(args[0], torch.Tensor)
-        and args[0].device.type == "cpu"
-        and device is not None
-        and torch.device(device).type == "jax"
-    )
-
-
 def _upload(fn, args, kwargs):
     """A host-to-device copy runs at once and needs no flush: it reads host memory alone and makes a
     new storage no pending op can read, so the segment goes on. STATS.uploads counts them. The same
@@ -372,28 +365,6 @@ def _upload(fn, args, kwargs):
     if kind in _segment.uploads and _segment.nodes:
         flush()  # the same copy again with ops between: a loop's next step starts here (see above)
     _segment.uploads.add(kind)
-    with eager_modes.as_is():
-        return fn(*args, **kwargs)
-
-
-# torch.optim makes its state with these (exp_avg = zeros_like(p, memory_format=torch.preserve_format),
-# Adagrad's full_like; a capturable or compiled step's count torch.zeros((), device=p.device)): _fresh
-_FRESH = frozenset(
-    (torch.ops.aten.zeros_like.default, torch.ops.aten.empty_like.default, torch.ops.aten.full_like.default)
-)
-# NAdam's capturable mu_product is ones(())
-_FRESH_SCALARS = frozenset((torch.ops.aten.zeros.default, torch.ops.aten.ones.default))
-
-
-def _fresh(fn, args, kwargs):
-    """A fresh constant tensor shaped like another, with its memory format kept, or a 0-d zero or one (the
-    idioms torch.optim makes its state with on its first step), runs at once and joins no segment: it reads no device
-    data (its model's sizes and strides alone), so like an upload it needs no flush. Recorded, the
-    first step's segment would create the optimizer's state inside its program and the second take
-    it as inputs: two programs as large (on CPU's tiny GPT, 3.6 s and 4.6 s of XLA compile, fused
-    eager or a compiled step under it), where this way the second step replays the first's. Other
-    factories stay recorded: a step's constants (autograd's ones_like seed) belong in its program."""
-    STATS.fresh += 1
     with eager_modes.as_is():
         return fn(*args, **kwargs)
 
