@@ -91,7 +91,9 @@ def _call(spec, inputs, numbers: list) -> list:
     arrays, reshaped, donated = _arrays_donated(spec, inputs, numbers)
     donated = () if reshaped else donated
     base = rng.traced_base()
-    with tracing.eager_layouts(True), compile_effort.whole_program():  # a step's program: XLA's default effort
+    # eager layouts, XLA's default effort (a step's program): set without generators, as a compiled call does
+    was, layouts, tracing.checks.eager_layouts = compile_effort.enter_whole(), tracing.checks.eager_layouts, True
+    try:
         _count(spec, donated)
         if donated:
             run, kept = _donating(spec, donated)
@@ -100,18 +102,20 @@ def _call(spec, inputs, numbers: list) -> list:
             new_arrays, mutated, flag = run(given, rest, base)
         else:
             new_arrays, mutated, flag = spec.jitted(arrays, base)
+    finally:
+        tracing.checks.eager_layouts = layouts
+        compile_effort.exit_whole(was)
     spec.fused_checks = flag is not None
     if not _new_outputs(spec):
         raise tracing.UntraceableGraph(None, "a result came out on an input's storage")
     if spec.draws:
         rng.advance(spec.draws)
-    if flag is not None and compiled.checks_enabled():  # the flag held as a compiled graph's call holds it:
-        if "fused_prefetch" not in spec.__dict__:  # its host copy started on an accelerator alone, ...
-            spec.fused_prefetch = any(d.platform != "cpu" for d in flag.sharding.device_set)
-        if spec.fused_prefetch or compiled.PREFETCH_ON_CPU:
-            flag.copy_to_host_async()  # read at the next call or sync: on the host by then, not fetched then
-        flag = outputs.CheckFlag(flag)  # ... and read through JAX's C++ host copy, not bool(array)'s Python
-        tracing.defer_check(spec, flag, functools.partial(_raise_eagerly, spec, arrays, base, donated))
+    if flag is not None and "fused_prefetch" not in spec.__dict__:  # asked once, as a compiled call asks
+        spec.fused_read = compiled.checks_enabled()
+        spec.fused_prefetch = any(d.platform != "cpu" for d in flag.sharding.device_set)
+    if flag is not None and spec.fused_read:  # held as a compiled call's flag is (outputs.hold)
+        prefetch = spec.fused_prefetch or compiled.PREFETCH_ON_CPU
+        outputs.hold(spec, flag, prefetch, functools.partial(_raise_eagerly, spec, arrays, base, donated))
     if spec.mutated:
         inputs.store(spec.mutated, mutated)  # version counters were bumped when the ops were recorded
     return list(new_arrays)

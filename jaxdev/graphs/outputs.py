@@ -12,7 +12,7 @@ import jax
 import jax.numpy as jnp
 import torch
 
-from jaxdev import dtypes, native, rng, tensor
+from jaxdev import dtypes, native, rng, tensor, tracing
 from jaxdev.tensor import Box, transpose_program
 
 # tensor_on_storage in C++ (jaxdev/csrc/graph_inputs.cpp): no empty tensor, no set_ through the dispatcher.
@@ -99,6 +99,16 @@ class CheckFlag:
             if read is not None:
                 return bool(read()[0])
         return bool(a)
+
+
+def hold(owner, flag: jax.Array, prefetch: bool, raise_error) -> None:
+    """A call's check flag held until the next call of `owner` or a sync (tracing.defer_check), read there
+    as a CheckFlag; `prefetch`: its host copy started now (where the program runs on an accelerator: the
+    read then finds the flag on the host). Fused eager's flushes; a compiled graph's call does the same
+    inline (program.py: a frame less on the latency-bound path)."""
+    if prefetch:
+        flag.copy_to_host_async()
+    tracing.defer_check(owner, CheckFlag(flag), raise_error)
 
 
 _NO_DRAWS: dict = {}
