@@ -26,7 +26,7 @@ import warnings
 import jax
 import torch
 
-from jaxdev import dtypes, native, tensor
+from jaxdev import dtypes, eager_modes, native, tensor
 
 # Ops whose kernels are such functions (each read for value checks, writes and randomness).
 OPS = frozenset(
@@ -72,7 +72,7 @@ RECORDING = _Recording()
 
 
 class _Stats:
-    slow = 0  # calls of a memo op's Python kernel (a key not met yet, or one never learned)
+    slow = 0  # per-op mode's calls of a memo op's Python kernel (a key not met yet, or one never learned)
     learned = 0  # keys learned
 
 
@@ -152,8 +152,14 @@ def learning(fn, index: list):
     """`fn` as the memo kernel's slow path: where the native kernel is learning this call (memo_begin
     gives the arguments' stored arrays it keyed), the call is watched and what it did is learned."""
     begin, learn = native.module.memo_begin, native.module.memo_learn
+    active = eager_modes.ACTIVE
 
     def kernel(*args, **kwargs):
+        # In fused or sync mode every native kernel takes its slow path unkeyed (set_python_kernels): no
+        # frame is open to learn from, so the call goes straight on (a fused forward's ~40 replayed memo
+        # ops: ~30-40 us less of the LM's ~2.1 ms batch-1 recording, benchmarks/fused_read.py's model).
+        if active.on:
+            return fn(*args, **kwargs)
         STATS.slow += 1
         arrays = begin(index[0])
         if arrays is None:
