@@ -33,6 +33,7 @@ os.environ.setdefault("JAXDEV_CACHE_DIR", tempfile.mkdtemp(prefix="jaxdev-benchm
 import jax
 import torch
 import tpu_gpt
+from timing import ALLOCATOR
 
 import jaxdev
 from jaxdev.fused import at_once, recorder
@@ -75,7 +76,8 @@ def main() -> None:
         t2 = clock()
         return (t1 - t0, t2 - t1), value
 
-    print(f"jax {jax.__version__} on {jax.devices()[0].platform}; torch {torch.__version__}; {cfg.describe()}")
+    print(f"jax {jax.__version__} on {jax.devices()[0].platform}; torch {torch.__version__}; {ALLOCATOR}")
+    print(cfg.describe())
     times = {v: [] for v in VARIANTS}
     values = {}
     with torch.no_grad(), jaxdev.eager_mode("fused"):
