@@ -254,21 +254,25 @@ def test_a_key_after_replayed_ops_finds_their_inputs(monkeypatch, tail):
     assert torch.equal(got, expected)
 
 
-def test_a_read_runs_at_once_as_its_key_would(monkeypatch):
-    """A copy of a jax tensor to CPU runs eagerly after the pending work without its key being built
-    (at_once.reads): the same values, dtypes and counts as keyed; an empty one is still keyed."""
+def test_reads_and_uploads_run_at_once_as_their_keys_would(monkeypatch):
+    """A copy of a jax tensor to CPU runs eagerly after the pending work, and a copy of a CPU tensor onto
+    jax at once, without their keys being built (at_once.py): the same values, dtypes, counts and
+    flushes as keyed (a repeated upload with ops between still ends the segment); an empty read is keyed."""
     from jaxdev.fused import at_once
 
     x = torch.randn(3, 4).to("jax")
     runs = {}
     for at_once_on in (True, False):
         monkeypatch.setattr(at_once, "READS_AT_ONCE", at_once_on)
+        monkeypatch.setattr(at_once, "UPLOADS_AT_ONCE", at_once_on)
         STATS.reset()
         with jaxdev.eager_mode("fused"):
             y = x * 2
-            got = [y.cpu(), y.t().to("cpu", torch.float64), nn.Parameter(x + 1).cpu(), x[:0].cpu()]
-        runs[at_once_on] = (got, dict(STATS.eager), STATS.flushes)
-    (now, eager_now, flushes_now), (keyed, eager_keyed, flushes_keyed) = runs[True], runs[False]
+            z = [y + torch.tensor([float(i)], device="jax") for i in range(3)]  # an upload per step
+            got = [y.cpu(), y.t().to("cpu", torch.float64), nn.Parameter(x + 1).cpu(), x[:0].cpu(), *z]
+            got = [g.cpu() for g in got]
+        runs[at_once_on] = (got, dict(STATS.eager), STATS.flushes, STATS.uploads)
+    (now, *counts_now), (keyed, *counts_keyed) = runs[True], runs[False]
     for a, b in zip(now, keyed):
         assert a.dtype == b.dtype and a.stride() == b.stride() and torch.equal(a, b)
-    assert eager_now == eager_keyed and flushes_now == flushes_keyed
+    assert counts_now == counts_keyed and counts_now[2] == 3

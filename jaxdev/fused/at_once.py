@@ -29,6 +29,11 @@ def reads(args, kwargs) -> bool:
     return isinstance(t, torch.Tensor) and t.device.type == "jax" and t.numel() > 0 and not (t.is_conj() or t.is_neg())
 
 
+# An upload (`_to_copy` of a CPU tensor onto jax: a decoding step's position) runs at once (recorder's
+# _upload); keying it first only found that its CPU tensor cannot be recorded. False keys it first.
+UPLOADS_AT_ONCE = True
+
+
 def uploads(args, kwargs) -> bool:
     """`_to_copy` of a CPU tensor onto jax (`torch.tensor([i], device="jax")`, `x.to("jax")`)."""
     device = kwargs.get("device")

@@ -212,8 +212,11 @@ def record(op, fn, args, kwargs):
                 return _recorded(seg, child, tensors, child.expected.node)
         # Asked after the guard: a replayed call is never fresh (its key, which holds what makes a call
         # fresh, is a recorded call's), and the sets' lookups hash the op in Python.
-        if op is at_once.TO_COPY and at_once.reads(args, kwargs):
-            return _eagerly(fn, args, kwargs, op, at_once.READS)
+        if op is at_once.TO_COPY:  # a read or an upload runs at once, without its key (at_once.py)
+            if at_once.reads(args, kwargs):
+                return _eagerly(fn, args, kwargs, op, at_once.READS)
+            if at_once.UPLOADS_AT_ONCE and at_once.uploads(args, kwargs):
+                return _upload(fn, args, kwargs)
         if not at_once.fresh(op, args, kwargs):
             return _keyed_record(seg, op, fn, args, kwargs)
     return at_once.run_fresh(fn, args, kwargs)
