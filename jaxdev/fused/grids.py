@@ -30,14 +30,6 @@ from jaxdev import tensor
 from jaxdev.core.plans import INT32_OFFSETS
 
 
-def _strides(shape: tuple) -> tuple:
-    out, step = [], 1
-    for n in reversed(shape):
-        out.append(step)
-        step *= n
-    return tuple(reversed(out))
-
-
 def grid_of(t: torch.Tensor, array, offset: int | None = None) -> tuple | None:
     """(A, axes) for the moved view `t` (at `offset`, its own by default) of a storage held as `array`
     (A: its shape), or None where the view is not one block of it. `axes` holds, for each of t's dims,
@@ -47,7 +39,7 @@ def grid_of(t: torch.Tensor, array, offset: int | None = None) -> tuple | None:
         return None
     shape = tuple(shape)
     offset = t.storage_offset() if offset is None else offset
-    strides, axes, used = _strides(shape), [], set()
+    strides, axes, used = tensor.contiguous_strides(shape), [], set()
     for n, s in zip(t.shape, t.stride()):
         if n == 1:
             axes.append(None)
@@ -71,7 +63,7 @@ def _starts_and_sizes(offset, grid, view_shape) -> tuple[list, list]:
     """The slice's starts on A (the view's own axes' from the key, the others' digits of the traced
     offset, a float64 program number) and its sizes."""
     shape, axes = grid
-    strides = _strides(shape)
+    strides = tensor.contiguous_strides(shape)
     wide = jnp.int32 if math.prod(shape) < INT32_OFFSETS else jnp.int64  # int64 is emulated on a TPU
     offset = offset.astype(wide)
     starts: list = [offset // s % a if j else offset // s for j, (a, s) in enumerate(zip(shape, strides))]
@@ -91,7 +83,7 @@ def window(offset, box, grid, dtype, shape, stride) -> torch.Tensor:
     makes from it is laid out as from the view)."""
     starts, sizes = _starts_and_sizes(offset, grid, shape)
     block = lax.dynamic_slice(box.array, starts, sizes)
-    dense = _strides(tuple(sizes))
+    dense = tensor.contiguous_strides(tuple(sizes))
     strides = tuple(s if axis is None else dense[axis[0]] for s, axis in zip(stride, grid[1]))
     storage = tensor.new_storage(tensor.Box(block, math.prod(sizes), box.dtype))
     return tensor.tensor_on_storage(storage, dtype, tuple(shape), strides, 0)

@@ -66,11 +66,10 @@ def stripped(key: tuple, tensors: list) -> tuple[tuple, tuple]:
 
 
 def moving(key: tuple, op, tensors: list, segment: int) -> dict | None:
-    """On a miss in the trie: the tensor positions to record as Moved (each with the offset it was first
-    met at), where the same op was met in an
-    earlier segment with the same key but for some input offsets (None otherwise); once moved, an
-    offset stays program data, even back at the first value. Within one segment an op on several views
-    of one storage (the chunks of a fused weight) keeps its offsets static."""
+    """On a miss in the trie: the tensor positions to record as Moved, each with the offset it was first
+    met at, where the same op was met in an earlier segment with the same key but for some input offsets
+    (None otherwise); once moved, an offset stays program data, even back at the first value. Within one
+    segment an op on several views of one storage (the chunks of a fused weight) keeps its offsets static."""
     if not isinstance(op, torch._ops.OpOverload):  # a compiled graph's stand-in may return views of inputs
         return None
     plain, offsets = stripped(key, tensors)
@@ -170,10 +169,9 @@ def write_back(base: torch.Tensor, view: torch.Tensor, numbers, index: int, grid
     old = box.array
     if grids.fits(grid, old):  # as window decided: the array is the same until the op's write comes back
         box.array = grids.write_back(tensor.read(numbers)[index], old, grid, view.shape, tensor.box_of(view).array)
-        box.writes += 1
-        return
-    new = lax.dynamic_update_slice(old.reshape(-1), tensor.box_of(view).flat(), (_offset(numbers, index),))
-    box.array = new.reshape(old.shape)
+    else:
+        new = lax.dynamic_update_slice(old.reshape(-1), tensor.box_of(view).flat(), (_offset(numbers, index),))
+        box.array = new.reshape(old.shape)
     box.writes += 1
 
 

@@ -112,7 +112,7 @@ def _call(spec, inputs, numbers: list) -> list:
         rng.advance(spec.draws)
     if flag is not None and "fused_prefetch" not in spec.__dict__:  # asked once, as a compiled call asks
         spec.fused_read = compiled.checks_enabled()
-        spec.fused_prefetch = any(d.platform != "cpu" for d in flag.sharding.device_set)
+        spec.fused_prefetch = outputs.on_accelerator(flag)
     if flag is not None and spec.fused_read:  # held as a compiled call's flag is (outputs.hold)
         prefetch = spec.fused_prefetch or compiled.PREFETCH_ON_CPU
         outputs.hold(spec, flag, prefetch, functools.partial(_raise_eagerly, spec, arrays, base, donated))
@@ -238,10 +238,10 @@ def _raise_eagerly(spec, arrays, base, donated: tuple) -> None:
 
 
 def _layout(seg, previous: tuple | None = None) -> tuple[list, compiled.Inputs]:
-    """The placeholders' tensors (then the numbers' stand-in) and their compiled.Inputs, built from what the recorder saw rather than asked of
-    every tensor again: each input is on the storage and at the place recorded (an alias is made where
-    it no longer is), a jax storage with its box and no conj/neg bit (the recorder took no other).
-    `previous`: the key of the program's last call, the key itself where this one's equals it."""
+    """The placeholders' tensors (then the numbers' stand-in) and their compiled.Inputs, from what the
+    recorder saw, not asked of every tensor again: each input on the storage and at the place recorded (an
+    alias where it no longer is), a jax storage with its box and no conj/neg bit (the recorder took no
+    other). `previous`: the key of the program's last call, the key itself where this one's equals it."""
     same, offset = False, len(seg.inputs) + bool(seg.numbers)  # where previous' storage parts start
     if _native_layout is None:
         placed = None

@@ -101,11 +101,15 @@ class CheckFlag:
         return bool(a)
 
 
+def on_accelerator(flag: jax.Array) -> bool:
+    """Whether a call's check flag lives off the host (its host copy is then worth starting at once)."""
+    return any(d.platform != "cpu" for d in flag.sharding.device_set)
+
+
 def hold(owner, flag: jax.Array, prefetch: bool, raise_error) -> None:
     """A call's check flag held until the next call of `owner` or a sync (tracing.defer_check), read there
     as a CheckFlag; `prefetch`: its host copy started now (where the program runs on an accelerator: the
-    read then finds the flag on the host). Fused eager's flushes; a compiled graph's call does the same
-    inline (program.py: a frame less on the latency-bound path)."""
+    read then finds the flag on the host). A compiled graph's call and fused eager's flush."""
     if prefetch:
         flag.copy_to_host_async()
     tracing.defer_check(owner, CheckFlag(flag), raise_error)

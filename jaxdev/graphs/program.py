@@ -203,13 +203,12 @@ class Specialisation:
             compile_effort.exit_whole(was)
         if first:
             self.read_checks = checks_enabled()
-            self.prefetch = flag is not None and any(d.platform != "cpu" for d in flag.sharding.device_set)
+            self.prefetch = flag is not None and outputs.on_accelerator(flag)
         if self.draws:
             rng.advance(self.draws)
-        if flag is not None and self.read_checks:
-            if self.prefetch or PREFETCH_ON_CPU:
-                flag.copy_to_host_async()  # read at the next call or sync: on the host by then, not fetched then
-            tracing.defer_check(self, outputs.CheckFlag(flag), functools.partial(self._raise_eagerly, arrays, base))
+        if flag is not None and self.read_checks:  # read at the next call or sync (outputs.hold)
+            prefetch = self.prefetch or PREFETCH_ON_CPU
+            outputs.hold(self, flag, prefetch, functools.partial(self._raise_eagerly, arrays, base))
         if self.mutated:
             inputs.store(self.mutated, mutated)
             if not self.program.caller_bumps:
